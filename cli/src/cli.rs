@@ -1,0 +1,654 @@
+//! The `sexton` command line, in the style of `velero` and `kubectl`: nouns, verbs, `-o
+//! table|json`. Talks to the fleet over the NATS request/reply API; the offline commands
+//! (`retention plan`, `schedule next`) run the pure engines locally.
+//!
+//! Exit codes: 0 success, 1 the fleet or a dependency failed, 2 bad input (usage, a malformed
+//! file, a request the API refused as invalid).
+
+use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Duration};
+
+use anyhow::Context as _;
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::{json, Value};
+use sexton_schedule::CronSpec;
+use sexton_shared::{
+    api::{ErrorCode, Reply},
+    config::Config,
+    topology,
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sexton",
+    version,
+    about = "Sexton: backup schedules, retention and deletion"
+)]
+pub struct Cli {
+    /// A TOML configuration file; SEXTON_* environment variables override it.
+    #[arg(long, global = true, env = "SEXTON_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The NATS server to talk to (overrides nats.url).
+    #[arg(long, global = true)]
+    pub nats_url: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create, inspect and control schedules.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+    /// Inspect backups in the catalog.
+    #[command(subcommand)]
+    Backup(BackupCommand),
+    /// Preview or compute retention decisions.
+    #[command(subcommand)]
+    Retention(RetentionCommand),
+    /// Run the reference executor (writes small backups to S3 and reports them).
+    Executor,
+    /// Run a service in this process: scheduler, retention-worker or deleter.
+    Serve {
+        #[arg(value_parser = ["scheduler", "retention-worker", "deleter", "executor"])]
+        service: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ScheduleCommand {
+    /// Create a schedule.
+    Create(CreateArgs),
+    /// Show one schedule as stored, with its next run.
+    Get { name: String },
+    /// Show one schedule with why it did or did not fire.
+    Describe { name: String },
+    /// List schedules.
+    List {
+        #[arg(long)]
+        cluster: Option<String>,
+    },
+    /// Delete a schedule (its backups stay in the catalog).
+    Delete { name: String },
+    /// Pause a schedule: nothing fires while paused.
+    Pause { name: String },
+    /// Unpause a schedule.
+    Unpause {
+        name: String,
+        /// Skip a run that is due right now (default: the schedule's value, else the server's).
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+        skip_immediately: Option<bool>,
+    },
+    /// Print the next run times of a cron spec (offline).
+    Next {
+        #[arg(long)]
+        cron: String,
+        /// Start from this instant (RFC 3339); default now.
+        #[arg(long)]
+        from: Option<String>,
+        #[arg(short = 'n', long, default_value_t = 5)]
+        count: usize,
+    },
+    /// Run the pure schedule logic offline on a schedule document: why would it fire or not?
+    Explain {
+        /// `{"cron", "created_at", "paused"?, "skip_immediately"?, "last_backup"?,
+        /// "last_skipped"?, "in_flight"?}`
+        #[arg(long)]
+        schedule: PathBuf,
+        /// The instant to decide at (RFC 3339).
+        #[arg(long)]
+        now: String,
+        /// The server default of skip-immediately.
+        #[arg(long)]
+        server_skip_immediately: bool,
+    },
+    /// Change a schedule's cron spec, policy or labels.
+    Update(UpdateArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    pub name: String,
+    #[arg(long)]
+    pub cron: Option<String>,
+    #[arg(long)]
+    pub keep_last: Option<u32>,
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Labels as key=value, repeatable; replaces all labels.
+    #[arg(long = "label", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    pub name: String,
+    #[arg(long)]
+    pub cluster: String,
+    #[arg(long)]
+    pub plan: String,
+    /// Standard 5-field cron, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone> first.
+    #[arg(long)]
+    pub cron: String,
+    /// Keep the newest N completed backups.
+    #[arg(long)]
+    pub keep_last: Option<u32>,
+    /// A retention policy as JSON (keys: keep_last, keep_daily, recovery_window, ...).
+    #[arg(long)]
+    pub policy: Option<String>,
+    #[arg(long)]
+    pub paused: bool,
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub skip_immediately: Option<bool>,
+    /// Labels as key=value, repeatable.
+    #[arg(long = "label", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BackupCommand {
+    /// Take a backup now from a schedule's settings (does not change the schedule's timing).
+    Create {
+        #[arg(long)]
+        from_schedule: String,
+    },
+    /// List backups in the catalog.
+    List {
+        #[arg(long)]
+        cluster: Option<String>,
+        #[arg(long)]
+        plan: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RetentionCommand {
+    /// Ask the live fleet what it would delete now and why; deletes nothing.
+    Preview {
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        plan: Option<String>,
+    },
+    /// Run the retention engine offline on a catalog file and a policy file.
+    Plan {
+        #[arg(long)]
+        catalog: PathBuf,
+        #[arg(long)]
+        policy: PathBuf,
+        /// The instant to decide at (RFC 3339); default now.
+        #[arg(long)]
+        now: Option<String>,
+    },
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("label {text:?} is not key=value"))?;
+    if key.is_empty() {
+        return Err(format!("label {text:?} has an empty key"));
+    }
+    Ok((key.to_string(), value.to_string()))
+}
+
+/// A failure with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub message: String,
+}
+
+impl Failure {
+    fn input(message: impl Into<String>) -> Failure {
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
+    }
+    fn runtime(err: anyhow::Error) -> Failure {
+        Failure {
+            code: 1,
+            message: format!("{err:#}"),
+        }
+    }
+}
+
+/// Parses arguments, runs the command, prints, and returns the exit code.
+pub async fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(err) => {
+            let _ = err.print();
+            return ExitCode::from(if err.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn parse_time(flag: &str, text: &str) -> Result<DateTime<Utc>, Failure> {
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|err| Failure::input(format!("--{flag} {text:?} is not an RFC 3339 time: {err}")))
+}
+
+pub async fn run(cli: Cli) -> Result<(), Failure> {
+    let load_config = || -> Result<Config, Failure> {
+        let mut config =
+            Config::load(cli.config.as_deref()).map_err(|err| Failure::input(err.to_string()))?;
+        if let Some(url) = &cli.nats_url {
+            config
+                .set("nats.url", url)
+                .map_err(|err| Failure::input(err.to_string()))?;
+            config
+                .validate()
+                .map_err(|err| Failure::input(err.to_string()))?;
+        }
+        Ok(config)
+    };
+    match &cli.command {
+        Command::Schedule(ScheduleCommand::Next { cron, from, count }) => {
+            let spec = CronSpec::parse(cron)
+                .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
+            let from = match from {
+                Some(text) => parse_time("from", text)?,
+                None => Utc::now(),
+            };
+            if *count == 0 || *count > 10_000 {
+                return Err(Failure::input("-n must be between 1 and 10000"));
+            }
+            let runs: Vec<Value> = spec
+                .upcoming(from, *count)
+                .into_iter()
+                .map(|t| json!(t.to_rfc3339()))
+                .collect();
+            print_value(cli.output, &Value::Array(runs), &["."]);
+            Ok(())
+        }
+        Command::Schedule(ScheduleCommand::Explain {
+            schedule,
+            now,
+            server_skip_immediately,
+        }) => {
+            let text = std::fs::read_to_string(schedule).map_err(|err| {
+                Failure::input(format!("cannot read {}: {err}", schedule.display()))
+            })?;
+            let doc: sexton_schedule::ScheduleDoc = serde_json::from_str(&text).map_err(|err| {
+                Failure::input(format!("invalid schedule {}: {err}", schedule.display()))
+            })?;
+            let now = parse_time("now", now)?;
+            let explanation = sexton_schedule::explain(&doc, now, *server_skip_immediately);
+            let value =
+                serde_json::to_value(&explanation).map_err(|err| Failure::runtime(err.into()))?;
+            print_value(
+                cli.output,
+                &value,
+                &["action", "due", "next_run_time", "reason", "error"],
+            );
+            Ok(())
+        }
+        Command::Retention(RetentionCommand::Plan {
+            catalog,
+            policy,
+            now,
+        }) => {
+            let read = |path: &PathBuf| {
+                std::fs::read_to_string(path)
+                    .map_err(|err| Failure::input(format!("cannot read {}: {err}", path.display())))
+            };
+            let catalog_text = read(catalog)?;
+            let policy_text = read(policy)?;
+            let catalog: sexton_retention::Catalog =
+                serde_json::from_str(&catalog_text).map_err(|err| {
+                    Failure::input(format!("invalid catalog {}: {err}", catalog.display()))
+                })?;
+            let policy = sexton_retention::Policy::from_json(&policy_text).map_err(|err| {
+                Failure::input(format!("invalid policy {}: {err}", policy.display()))
+            })?;
+            let now = match now {
+                Some(text) => parse_time("now", text)?,
+                None => Utc::now(),
+            };
+            let plan = sexton_retention::plan(&catalog, &policy, now)
+                .map_err(|err| Failure::input(err.to_string()))?;
+            let value = serde_json::to_value(&plan).map_err(|err| Failure::runtime(err.into()))?;
+            match cli.output {
+                Output::Json => print_value(Output::Json, &value, &[]),
+                Output::Table => print_plan_table(&value),
+            }
+            Ok(())
+        }
+        Command::Executor => {
+            let config = load_config()?;
+            sexton_shared::telemetry::init_logging(config.log.format);
+            crate::executor::run(config, sexton_shared::shutdown::on_signals())
+                .await
+                .map_err(Failure::runtime)
+        }
+        Command::Serve { service } => {
+            let config = load_config()?;
+            sexton_shared::telemetry::init_logging(config.log.format);
+            let shutdown = sexton_shared::shutdown::on_signals();
+            let result = match service.as_str() {
+                "scheduler" => sexton_scheduler::run(config, shutdown).await,
+                "retention-worker" => sexton_retention_worker::run(config, shutdown).await,
+                "deleter" => sexton_deleter::run(config, shutdown).await,
+                _ => crate::executor::run(config, shutdown).await,
+            };
+            result.map_err(Failure::runtime)
+        }
+        command => {
+            let config = load_config()?;
+            let (subject, body, columns) = request_for(command)?;
+            let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
+                .await
+                .map_err(Failure::runtime)?;
+            let value = request(&client, &subject, body).await?;
+            print_value(cli.output, &value, columns);
+            Ok(())
+        }
+    }
+}
+
+/// The API call of an online command, and the columns its table shows.
+fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static str]), Failure> {
+    const SCHEDULE_COLUMNS: &[&str] = &[
+        "schedule.name",
+        "schedule.cluster",
+        "schedule.plan",
+        "schedule.cron",
+        "schedule.status.phase",
+        "schedule.status.last_backup",
+        "schedule.status.next_run_time",
+    ];
+    let by_name = |name: &str| json!({"schema_version": 1, "name": name});
+    Ok(match command {
+        Command::Schedule(cmd) => match cmd {
+            ScheduleCommand::Create(args) => {
+                let policy =
+                    policy_json(args.policy.as_deref(), args.keep_last, true)?.expect("required");
+                let labels: BTreeMap<_, _> = args.labels.iter().cloned().collect();
+                let mut body = json!({
+                    "schema_version": 1,
+                    "name": args.name,
+                    "cluster": args.cluster,
+                    "plan": args.plan,
+                    "cron": args.cron,
+                    "paused": args.paused,
+                    "policy": policy,
+                    "labels": labels,
+                });
+                if let Some(skip) = args.skip_immediately {
+                    body["skip_immediately"] = json!(skip);
+                }
+                (
+                    topology::api_subject("schedule", "create"),
+                    body,
+                    SCHEDULE_COLUMNS,
+                )
+            }
+            ScheduleCommand::Get { name } => (
+                topology::api_subject("schedule", "get"),
+                by_name(name),
+                SCHEDULE_COLUMNS,
+            ),
+            ScheduleCommand::Describe { name } => (
+                topology::api_subject("schedule", "describe"),
+                by_name(name),
+                &[
+                    "schedule.name",
+                    "schedule.cron",
+                    "explain.action",
+                    "explain.next_run_time",
+                    "schedule.status.last_backup",
+                    "schedule.status.last_skipped",
+                    "schedule.status.last_skip_reason",
+                    "explain.error",
+                ],
+            ),
+            ScheduleCommand::List { cluster } => {
+                let mut body = json!({"schema_version": 1});
+                if let Some(cluster) = cluster {
+                    body["cluster"] = json!(cluster);
+                }
+                (
+                    topology::api_subject("schedule", "list"),
+                    body,
+                    SCHEDULE_COLUMNS,
+                )
+            }
+            ScheduleCommand::Delete { name } => (
+                topology::api_subject("schedule", "delete"),
+                by_name(name),
+                &["deleted"],
+            ),
+            ScheduleCommand::Pause { name } => (
+                topology::api_subject("schedule", "pause"),
+                by_name(name),
+                SCHEDULE_COLUMNS,
+            ),
+            ScheduleCommand::Unpause {
+                name,
+                skip_immediately,
+            } => {
+                let mut body = by_name(name);
+                if let Some(skip) = skip_immediately {
+                    body["skip_immediately"] = json!(skip);
+                }
+                (
+                    topology::api_subject("schedule", "unpause"),
+                    body,
+                    SCHEDULE_COLUMNS,
+                )
+            }
+            ScheduleCommand::Update(args) => {
+                let mut body = by_name(&args.name);
+                if let Some(cron) = &args.cron {
+                    body["cron"] = json!(cron);
+                }
+                if let Some(policy) = policy_json(args.policy.as_deref(), args.keep_last, false)? {
+                    body["policy"] = policy;
+                }
+                if !args.labels.is_empty() {
+                    body["labels"] = json!(args.labels.iter().cloned().collect::<BTreeMap<_, _>>());
+                }
+                (
+                    topology::api_subject("schedule", "update"),
+                    body,
+                    SCHEDULE_COLUMNS,
+                )
+            }
+            ScheduleCommand::Next { .. } | ScheduleCommand::Explain { .. } => {
+                unreachable!("offline commands are handled before")
+            }
+        },
+        Command::Backup(BackupCommand::Create { from_schedule }) => (
+            topology::api_subject("backup", "create"),
+            json!({"schema_version": 1, "name": from_schedule}),
+            &["backup_id", "schedule", "tick"],
+        ),
+        Command::Backup(BackupCommand::List { cluster, plan }) => {
+            let mut body = json!({"schema_version": 1});
+            if let Some(cluster) = cluster {
+                body["cluster"] = json!(cluster);
+            }
+            if let Some(plan) = plan {
+                body["plan"] = json!(plan);
+            }
+            (
+                topology::api_subject("backup", "list"),
+                body,
+                &["cluster", "plan", "id", "kind", "status", "completed_at"],
+            )
+        }
+        Command::Retention(RetentionCommand::Preview { cluster, plan }) => {
+            let mut body = json!({"schema_version": 1, "cluster": cluster});
+            if let Some(plan) = plan {
+                body["plan"] = json!(plan);
+            }
+            (topology::api_subject("retention", "preview"), body, &[])
+        }
+        _ => unreachable!("offline commands are handled before"),
+    })
+}
+
+/// The policy of `--policy JSON` or `--keep-last N`, validated here for a quick error (the server
+/// validates again). `required` makes giving neither an error.
+fn policy_json(
+    policy: Option<&str>,
+    keep_last: Option<u32>,
+    required: bool,
+) -> Result<Option<Value>, Failure> {
+    match (policy, keep_last) {
+        (Some(_), Some(_)) => Err(Failure::input("give --policy or --keep-last, not both")),
+        (Some(text), None) => {
+            sexton_retention::Policy::from_json(text)
+                .map_err(|err| Failure::input(format!("invalid --policy: {err}")))?;
+            serde_json::from_str::<Value>(text)
+                .map(Some)
+                .map_err(|err| Failure::input(format!("invalid --policy: {err}")))
+        }
+        (None, Some(0)) => Err(Failure::input("--keep-last must be at least 1")),
+        (None, Some(n)) => Ok(Some(json!({"keep_last": n}))),
+        (None, None) if required => Err(Failure::input(
+            "a schedule needs a retention policy: --keep-last N or --policy JSON",
+        )),
+        (None, None) => Ok(None),
+    }
+}
+
+async fn request(
+    client: &async_nats::Client,
+    subject: &str,
+    body: Value,
+) -> Result<Value, Failure> {
+    let body = serde_json::to_vec(&body).map_err(|err| Failure::runtime(err.into()))?;
+    let message = tokio::time::timeout(
+        Duration::from_secs(15),
+        client.request(subject.to_string(), body.into()),
+    )
+    .await
+    .map_err(|_| Failure::runtime(anyhow::anyhow!("no answer on {subject} within 15s")))?
+    .with_context(|| format!("no answer on {subject}: is the fleet running?"))
+    .map_err(Failure::runtime)?;
+    let reply: Reply = serde_json::from_slice(&message.payload)
+        .with_context(|| format!("unreadable answer on {subject}"))
+        .map_err(Failure::runtime)?;
+    reply.into_result().map_err(|err| Failure {
+        code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
+        message: err.message,
+    })
+}
+
+fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+    if path == "." {
+        return Some(value);
+    }
+    path.split('.').try_fold(value, |v, part| v.get(part))
+}
+
+fn cell(value: Option<&Value>) -> String {
+    match value {
+        None | Some(Value::Null) => "-".into(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Prints `value` as JSON, or as a table with `columns` (dotted paths into each row).
+fn print_value(output: Output, value: &Value, columns: &[&str]) {
+    if output == Output::Json || columns.is_empty() {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).expect("json prints")
+        );
+        return;
+    }
+    let rows: Vec<&Value> = match value {
+        Value::Array(rows) => rows.iter().collect(),
+        other => vec![other],
+    };
+    let header: Vec<String> = columns
+        .iter()
+        .map(|c| c.rsplit('.').next().unwrap_or(c).to_uppercase())
+        .collect();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| columns.iter().map(|c| cell(lookup(row, c))).collect())
+        .collect();
+    print_table(&header, &cells);
+}
+
+fn print_table(header: &[String], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(String::len).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{c:<width$}", width = widths[i]))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    println!("{}", line(header));
+    for row in rows {
+        println!("{}", line(row));
+    }
+}
+
+fn print_plan_table(plan: &Value) {
+    let mut rows = Vec::new();
+    for (decision, key) in [("keep", "keep"), ("delete", "delete")] {
+        for entry in plan
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let reasons = entry
+                .get("reasons")
+                .and_then(Value::as_array)
+                .map(|r| {
+                    r.iter()
+                        .map(|v| cell(Some(v)))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+                .unwrap_or_default();
+            rows.push(vec![decision.to_string(), cell(entry.get("id")), reasons]);
+        }
+    }
+    print_table(&["DECISION".into(), "ID".into(), "REASONS".into()], &rows);
+    if let Some(binlog) = plan.get("binlog") {
+        println!();
+        println!("binlog horizon: {}", cell(binlog.get("horizon")));
+        for (label, key) in [("keep", "keep"), ("delete", "delete")] {
+            let n = binlog
+                .get(key)
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            println!("binlog segments to {label}: {n}");
+        }
+    }
+}

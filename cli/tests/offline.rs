@@ -1,0 +1,322 @@
+//! The `sexton` binary's offline commands and its argument handling: correct answers, and a
+//! clear message with exit code 2 for bad input.
+
+use std::process::{Command, Output};
+
+fn sexton(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sexton"))
+        .args(args)
+        // Nothing here may reach a server: point NATS at a closed port.
+        .env("SEXTON_NATS_URL", "nats://127.0.0.1:1")
+        .output()
+        .expect("running sexton")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).to_string()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).to_string()
+}
+
+#[test]
+fn schedule_next_prints_robfig_times() {
+    let out = sexton(&[
+        "schedule",
+        "next",
+        "--cron",
+        "0 3 * * 1-5",
+        "--from",
+        "2026-11-20T12:00:00Z",
+        "-n",
+        "3",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let times: Vec<String> = serde_json::from_str(&stdout(&out)).unwrap();
+    // Friday the 20th at noon: next are Mon 23rd, Tue 24th, Wed 25th at 03:00.
+    assert_eq!(
+        times,
+        [
+            "2026-11-23T03:00:00+00:00",
+            "2026-11-24T03:00:00+00:00",
+            "2026-11-25T03:00:00+00:00"
+        ]
+    );
+}
+
+#[test]
+fn schedule_explain_runs_the_pure_logic() {
+    let dir = tempfile::tempdir().unwrap();
+    let doc = dir.path().join("schedule.json");
+    std::fs::write(
+        &doc,
+        r#"{"cron": "0 * * * *", "created_at": "2026-11-22T09:30:00Z", "last_backup": "2026-11-22T10:00:05Z"}"#,
+    )
+    .unwrap();
+    let out = sexton(&[
+        "schedule",
+        "explain",
+        "--schedule",
+        doc.to_str().unwrap(),
+        "--now",
+        "2026-11-22T11:00:01Z",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(value["action"], "fire");
+    assert_eq!(value["next_run_time"], "2026-11-22T11:00:00Z");
+}
+
+#[test]
+fn retention_plan_offline() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.json");
+    let policy = dir.path().join("policy.json");
+    let backups: Vec<serde_json::Value> = (1..=5)
+        .map(|day| {
+            serde_json::json!({"id": format!("b{day}"), "status": "completed", "kind": "full",
+                "completed_at": format!("2026-11-0{day}T00:00:00Z")})
+        })
+        .collect();
+    std::fs::write(
+        &catalog,
+        serde_json::json!({ "backups": backups }).to_string(),
+    )
+    .unwrap();
+    std::fs::write(&policy, r#"{"keep_last": 2}"#).unwrap();
+    let out = sexton(&[
+        "retention",
+        "plan",
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--now",
+        "2026-11-22T00:00:00Z",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let ids = |key: &str| -> Vec<String> {
+        plan[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids("keep"), ["b5", "b4"]);
+    assert_eq!(ids("delete"), ["b3", "b2", "b1"]);
+    // The table form names the decisions too.
+    let out = sexton(&[
+        "retention",
+        "plan",
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--now",
+        "2026-11-22T00:00:00Z",
+    ]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("DECISION"), "{}", stdout(&out));
+}
+
+#[test]
+fn bad_input_exits_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, "{not json").unwrap();
+    let empty_policy = dir.path().join("empty.json");
+    std::fs::write(&empty_policy, "{}").unwrap();
+    let good_catalog = dir.path().join("catalog.json");
+    std::fs::write(&good_catalog, r#"{"backups": []}"#).unwrap();
+    let g = garbage.to_str().unwrap();
+    let e = empty_policy.to_str().unwrap();
+    let c = good_catalog.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["schedule", "next", "--cron", "61 * * * *"],
+            "invalid cron",
+        ),
+        (
+            vec!["schedule", "next", "--cron", "* * * * 7"],
+            "invalid cron",
+        ),
+        (
+            vec!["schedule", "next", "--cron", "CRON_TZ=Mars/Base * * * * *"],
+            "invalid cron",
+        ),
+        (
+            vec![
+                "schedule",
+                "next",
+                "--cron",
+                "@daily",
+                "--from",
+                "yesterday",
+            ],
+            "not an RFC 3339 time",
+        ),
+        (
+            vec!["schedule", "next", "--cron", "@daily", "-n", "0"],
+            "-n must be",
+        ),
+        (
+            vec!["schedule", "next", "--cron", "@daily", "-n", "-3"],
+            "unexpected argument",
+        ),
+        (
+            vec![
+                "schedule",
+                "explain",
+                "--schedule",
+                g,
+                "--now",
+                "2026-01-01T00:00:00Z",
+            ],
+            "invalid schedule",
+        ),
+        (
+            vec![
+                "schedule",
+                "explain",
+                "--schedule",
+                "/nonexistent",
+                "--now",
+                "2026-01-01T00:00:00Z",
+            ],
+            "cannot read",
+        ),
+        (
+            vec!["retention", "plan", "--catalog", g, "--policy", e],
+            "invalid catalog",
+        ),
+        (
+            vec!["retention", "plan", "--catalog", c, "--policy", g],
+            "invalid policy",
+        ),
+        (
+            vec!["retention", "plan", "--catalog", c, "--policy", e],
+            "invalid policy",
+        ),
+        (
+            vec![
+                "retention",
+                "plan",
+                "--catalog",
+                c,
+                "--policy",
+                e,
+                "--now",
+                "noon",
+            ],
+            "invalid policy",
+        ),
+        (
+            vec![
+                "schedule",
+                "create",
+                "s",
+                "--cluster",
+                "c",
+                "--plan",
+                "p",
+                "--cron",
+                "@daily",
+            ],
+            "needs a retention policy",
+        ),
+        (
+            vec![
+                "schedule",
+                "create",
+                "s",
+                "--cluster",
+                "c",
+                "--plan",
+                "p",
+                "--cron",
+                "@daily",
+                "--keep-last",
+                "0",
+            ],
+            "at least 1",
+        ),
+        (
+            vec![
+                "schedule",
+                "create",
+                "s",
+                "--cluster",
+                "c",
+                "--plan",
+                "p",
+                "--cron",
+                "@daily",
+                "--keep-last",
+                "-1",
+            ],
+            "unexpected argument",
+        ),
+        (
+            vec![
+                "schedule",
+                "create",
+                "s",
+                "--cluster",
+                "c",
+                "--plan",
+                "p",
+                "--cron",
+                "@daily",
+                "--policy",
+                "{\"keep_lats\": 1}",
+            ],
+            "invalid --policy",
+        ),
+        (
+            vec![
+                "schedule",
+                "create",
+                "s",
+                "--cluster",
+                "c",
+                "--plan",
+                "p",
+                "--cron",
+                "@daily",
+                "--keep-last",
+                "2",
+                "--label",
+                "novalue",
+            ],
+            "not key=value",
+        ),
+        (
+            vec!["schedule", "unpause", "s", "--skip-immediately=maybe"],
+            "invalid value",
+        ),
+        (vec!["schedule", "frobnicate"], "unrecognized subcommand"),
+        (vec!["backup", "list", "-o", "xml"], "invalid value"),
+        (vec!["--nats-url", "http://x", "backup", "list"], "nats.url"),
+        (vec![], "Usage"),
+    ];
+    for (args, expect) in cases {
+        let out = sexton(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn an_unreachable_fleet_exits_1() {
+    let out = sexton(&["backup", "list"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+}

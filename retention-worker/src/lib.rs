@@ -1,0 +1,92 @@
+//! The retention-worker: on `checkpoint-complete` or `retention-sweep` it loads the cluster's
+//! catalog and policies, runs the pure retention engine (`sexton-retention`), marks what the
+//! plan lets go as `expiring` (compare-and-set) and publishes one delete job per backup. It
+//! decides and marks; it never deletes (the deleter does, after checking again).
+//!
+//! The same code answers `retention.preview` requests, without marking anything.
+
+pub mod metrics;
+pub mod worker;
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use async_nats::jetstream::consumer::PullConsumer;
+use futures::StreamExt;
+use sexton_shared::{
+    config::Config,
+    outcome::settle,
+    telemetry,
+    topology::{self},
+    Shutdown,
+};
+
+/// Runs the retention-worker until `shutdown` trips. `main` and the tests both call this.
+pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
+    let client = sexton_shared::nats::connect(&config.nats, "sexton-retention-worker").await?;
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let topology = topology::ensure(&jetstream, config.nats.replicas)
+        .await
+        .context("creating the nats topology")?;
+    let metrics = Arc::new(metrics::Metrics::new());
+    let addr = telemetry::serve(
+        &config.http.listen,
+        metrics.registry.clone(),
+        telemetry::nats_readiness(client.clone()),
+        shutdown.clone(),
+    )
+    .await?;
+    tracing::info!(metrics = ?addr, "retention-worker started");
+
+    let worker = worker::Worker::new(topology.clone(), config.clone(), metrics.clone());
+    let preview = tokio::spawn(
+        worker
+            .clone()
+            .serve_previews(client.clone(), shutdown.clone()),
+    );
+
+    let stream = jetstream
+        .get_stream(topology::STREAM_RETENTION)
+        .await
+        .context("opening the retention stream")?;
+    let consumer: PullConsumer = stream
+        .get_or_create_consumer(
+            topology::CONSUMER_RETENTION,
+            topology::consumer_config(topology::CONSUMER_RETENTION, None, Duration::from_secs(60)),
+        )
+        .await
+        .context("creating the retention consumer")?;
+    metrics.consumer.spawn_poller(
+        jetstream.clone(),
+        topology::STREAM_RETENTION,
+        topology::CONSUMER_RETENTION,
+        Duration::from_secs(5),
+        shutdown.clone(),
+    );
+    let mut messages = consumer
+        .messages()
+        .await
+        .context("reading retention events")?;
+    loop {
+        let message = tokio::select! {
+            _ = shutdown.wait() => break,
+            message = messages.next() => message,
+        };
+        let message = match message {
+            Some(Ok(message)) => message,
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "reading retention events");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            None => anyhow::bail!("the retention consumer ended"),
+        };
+        let outcome = worker.handle(&message).await;
+        settle(&jetstream, "retention-worker", &message, &outcome).await;
+        metrics.consumer.observe(&outcome);
+    }
+    preview.abort();
+    client.flush().await.ok();
+    tracing::info!("retention-worker stopped");
+    Ok(())
+}

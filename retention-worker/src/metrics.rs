@@ -1,0 +1,118 @@
+//! The retention-worker's metrics, defined in one place.
+
+use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry};
+
+pub struct Metrics {
+    pub registry: Registry,
+    /// Every metric name this service exports.
+    pub names: Vec<String>,
+    pub consumer: sexton_shared::telemetry::ConsumerMetrics,
+    pub runs: IntCounterVec,
+    pub run_duration: Histogram,
+    pub decisions: IntCounterVec,
+    pub jobs_published: IntCounterVec,
+    pub last_run: IntGaugeVec,
+    pub newest_backup_age: prometheus::GaugeVec,
+    pub recoverable_window: prometheus::GaugeVec,
+    pub policy_window: prometheus::GaugeVec,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let (consumer, consumer_collectors) =
+            sexton_shared::telemetry::ConsumerMetrics::new("retention-worker");
+        let runs = IntCounterVec::new(
+            Opts::new(
+                "sexton_retention_runs_total",
+                "retention runs, by trigger and outcome",
+            ),
+            &["trigger", "outcome"],
+        )
+        .expect("valid metric");
+        let run_duration = Histogram::with_opts(HistogramOpts::new(
+            "sexton_retention_run_duration_seconds",
+            "time to load a cluster's catalog, plan and mark",
+        ))
+        .expect("valid metric");
+        let decisions = IntCounterVec::new(
+            Opts::new(
+                "sexton_retention_decisions_total",
+                "retention decisions, by decision and the rule behind it",
+            ),
+            &["decision", "rule"],
+        )
+        .expect("valid metric");
+        let jobs_published = IntCounterVec::new(
+            Opts::new(
+                "sexton_delete_jobs_published_total",
+                "delete jobs published, by kind",
+            ),
+            &["kind"],
+        )
+        .expect("valid metric");
+        let last_run = IntGaugeVec::new(
+            Opts::new(
+                "sexton_retention_last_run_timestamp_seconds",
+                "when retention last ran for a cluster and plan",
+            ),
+            &["cluster", "plan"],
+        )
+        .expect("valid metric");
+        let newest_backup_age = prometheus::GaugeVec::new(
+            Opts::new(
+                "sexton_newest_backup_age_seconds",
+                "age of the newest completed backup at the last retention run",
+            ),
+            &["cluster", "plan"],
+        )
+        .expect("valid metric");
+        let recoverable_window = prometheus::GaugeVec::new(
+            Opts::new(
+                "sexton_recoverable_window_seconds",
+                "now minus the start of the oldest kept full backup",
+            ),
+            &["cluster", "plan"],
+        )
+        .expect("valid metric");
+        let policy_window = prometheus::GaugeVec::new(
+            Opts::new(
+                "sexton_retention_policy_window_seconds",
+                "the recovery window the policy promises (0 when it promises none)",
+            ),
+            &["cluster", "plan"],
+        )
+        .expect("valid metric");
+        let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(run_duration.clone()),
+            Box::new(decisions.clone()),
+            Box::new(jobs_published.clone()),
+            Box::new(last_run.clone()),
+            Box::new(newest_backup_age.clone()),
+            Box::new(recoverable_window.clone()),
+            Box::new(policy_window.clone()),
+        ];
+        collectors.extend(consumer_collectors);
+        let names = sexton_shared::telemetry::register_all(&registry, collectors);
+        Metrics {
+            registry,
+            names,
+            consumer,
+            runs,
+            run_duration,
+            decisions,
+            jobs_published,
+            last_run,
+            newest_backup_age,
+            recoverable_window,
+            policy_window,
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

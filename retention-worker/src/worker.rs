@@ -1,0 +1,460 @@
+//! One retention run: load → plan (pure) → mark and publish. Also the preview, which stops
+//! after the plan.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use async_nats::jetstream;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use sexton_shared::{
+    api::{ApiError, ErrorCode, Reply},
+    catalog::{CasError, Catalog, Versioned},
+    config::Config,
+    names::{ClusterName, PlanName},
+    nats::publish_once,
+    outcome::Outcome,
+    records::{BackupRecord, BackupStatus, Policy, ScheduleRecord},
+    topology::{self, Topology},
+    wire::{
+        self, BackupRetention, CheckpointComplete, DecisionSummary, DeleteJob, Message,
+        RetentionSweep,
+    },
+    Shutdown,
+};
+
+use crate::metrics::Metrics;
+
+#[derive(Clone)]
+pub struct Worker {
+    topology: Topology,
+    catalog: Catalog,
+    metrics: Arc<Metrics>,
+}
+
+/// The retention decision for one cluster/plan group.
+#[derive(Debug, Serialize)]
+pub struct GroupPlan {
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    /// Why nothing is deleted in this group, when that is the case for a reason other than
+    /// the policy (no policy, conflicting policies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hold_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<sexton_retention::Plan>,
+    #[serde(skip)]
+    pub records: Vec<Versioned<BackupRecord>>,
+    #[serde(skip)]
+    pub policy: Option<Policy>,
+}
+
+/// `retention.preview` request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    #[serde(default)]
+    pub plan: Option<PlanName>,
+}
+
+fn v1() -> u32 {
+    wire::SCHEMA_VERSION
+}
+
+impl Message for PreviewRequest {
+    const KIND: &'static str = "request";
+}
+
+impl Worker {
+    pub fn new(topology: Topology, _config: Config, metrics: Arc<Metrics>) -> Worker {
+        Worker {
+            catalog: Catalog::new(topology.catalog.clone()),
+            topology,
+            metrics,
+        }
+    }
+
+    /// Handles one `checkpoint-complete` or `retention-sweep` message.
+    #[tracing::instrument(skip_all, fields(subject = %message.subject))]
+    pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
+        let (trigger, cluster) = if message.subject.contains(".retention.checkpoint.") {
+            match wire::decode::<CheckpointComplete>(&message.payload) {
+                Ok(event) => ("checkpoint", event.cluster),
+                Err(err) => return Outcome::Poison(err.to_string()),
+            }
+        } else {
+            match wire::decode::<RetentionSweep>(&message.payload) {
+                Ok(event) => ("sweep", event.cluster),
+                Err(err) => return Outcome::Poison(err.to_string()),
+            }
+        };
+        let timer = self.metrics.run_duration.start_timer();
+        let result = self.run_cluster(&cluster, Utc::now()).await;
+        timer.observe_duration();
+        match result {
+            Ok(()) => {
+                self.metrics
+                    .runs
+                    .with_label_values(&[trigger, "done"])
+                    .inc();
+                Outcome::Done
+            }
+            Err(err) => {
+                tracing::warn!(%cluster, error = format!("{err:#}"), "retention run failed; will retry");
+                self.metrics
+                    .runs
+                    .with_label_values(&[trigger, "retry"])
+                    .inc();
+                Outcome::RetryAfter(Duration::from_secs(5))
+            }
+        }
+    }
+
+    /// The plans for every group of `cluster` (or one plan), decided at `now`.
+    pub async fn plan_cluster(
+        &self,
+        cluster: &ClusterName,
+        only_plan: Option<&PlanName>,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<GroupPlan>> {
+        let policies = self.policies(cluster).await?;
+        let records = self.catalog.list_cluster(cluster).await?;
+        let mut groups: BTreeMap<PlanName, Vec<Versioned<BackupRecord>>> = BTreeMap::new();
+        for record in records {
+            groups
+                .entry(record.value.plan.clone())
+                .or_default()
+                .push(record);
+        }
+        let mut plans = Vec::new();
+        for (plan, records) in groups {
+            if only_plan.is_some_and(|p| *p != plan) {
+                continue;
+            }
+            let mut group = GroupPlan {
+                cluster: cluster.clone(),
+                plan: plan.clone(),
+                hold_reason: None,
+                decision: None,
+                records,
+                policy: None,
+            };
+            match policies.get(&plan).map(Vec::as_slice) {
+                None | Some([]) => {
+                    group.hold_reason = Some(
+                        "no schedule gives this plan a retention policy: keeping everything".into(),
+                    )
+                }
+                Some([policy]) => {
+                    group.policy = Some(policy.clone());
+                    let input = sexton_retention::Catalog {
+                        backups: group.records.iter().map(|r| r.value.to_engine()).collect(),
+                        binlog_segments: Vec::new(),
+                    };
+                    match sexton_retention::plan(&input, policy, now) {
+                        Ok(decision) => group.decision = Some(decision),
+                        Err(err) => {
+                            group.hold_reason = Some(format!(
+                                "retention refused to plan: {err}; keeping everything"
+                            ))
+                        }
+                    }
+                }
+                Some(_) => {
+                    group.hold_reason = Some(
+                        "schedules disagree on this plan's retention policy: keeping everything"
+                            .into(),
+                    )
+                }
+            }
+            plans.push(group);
+        }
+        Ok(plans)
+    }
+
+    /// The distinct policies of each plan of `cluster`, from its schedules.
+    async fn policies(
+        &self,
+        cluster: &ClusterName,
+    ) -> anyhow::Result<BTreeMap<PlanName, Vec<Policy>>> {
+        let mut keys = self
+            .topology
+            .schedules
+            .keys()
+            .await
+            .context("listing schedules")?;
+        let mut policies: BTreeMap<PlanName, Vec<Policy>> = BTreeMap::new();
+        while let Some(key) = keys.next().await {
+            let key = key.context("listing schedules")?;
+            let Some(body) = self.topology.schedules.get(&key).await? else {
+                continue;
+            };
+            // An unreadable schedule might be the one with the policy of this cluster: refuse
+            // to decide rather than decide without it.
+            let schedule: ScheduleRecord = serde_json::from_slice(&body)
+                .with_context(|| format!("schedule {key} is unreadable"))?;
+            if schedule.cluster != *cluster {
+                continue;
+            }
+            let list = policies.entry(schedule.plan.clone()).or_default();
+            let text = serde_json::to_value(&schedule.policy)?;
+            let known = list
+                .iter()
+                .any(|p| serde_json::to_value(p).ok().as_ref() == Some(&text));
+            if !known {
+                list.push(schedule.policy);
+            }
+        }
+        Ok(policies)
+    }
+
+    async fn run_cluster(&self, cluster: &ClusterName, now: DateTime<Utc>) -> anyhow::Result<()> {
+        for group in self.plan_cluster(cluster, None, now).await? {
+            self.metrics
+                .last_run
+                .with_label_values(&[cluster.as_str(), group.plan.as_str()])
+                .set(now.timestamp());
+            self.observe_group(&group, now);
+            let Some(decision) = &group.decision else {
+                if let Some(reason) = &group.hold_reason {
+                    tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
+                }
+                continue;
+            };
+            for keep in &decision.keep {
+                self.metrics
+                    .decisions
+                    .with_label_values(&["keep", rule_label(&keep.reasons)])
+                    .inc();
+            }
+            let by_id: BTreeMap<&str, &Versioned<BackupRecord>> = group
+                .records
+                .iter()
+                .map(|r| (r.value.id.as_str(), r))
+                .collect();
+            let mut deleting = Vec::new();
+            for delete in &decision.delete {
+                let Some(record) = by_id.get(delete.id.as_str()) else {
+                    continue;
+                };
+                if self.expire(record, &delete.reasons).await? {
+                    self.metrics
+                        .decisions
+                        .with_label_values(&["delete", rule_label(&delete.reasons)])
+                        .inc();
+                    deleting.push(DecisionSummary {
+                        id: delete.id.clone(),
+                        reasons: delete.reasons.clone(),
+                    });
+                }
+            }
+            if !deleting.is_empty() {
+                tracing::info!(
+                    %cluster,
+                    plan = %group.plan,
+                    kept = decision.keep.len(),
+                    deleting = deleting.len(),
+                    "retention decided"
+                );
+                let event = BackupRetention {
+                    schema_version: wire::SCHEMA_VERSION,
+                    cluster: cluster.clone(),
+                    plan: group.plan.clone(),
+                    at: now,
+                    keep: decision
+                        .keep
+                        .iter()
+                        .map(|d| DecisionSummary {
+                            id: d.id.clone(),
+                            reasons: d.reasons.clone(),
+                        })
+                        .collect(),
+                    delete: deleting,
+                };
+                let published = self
+                    .topology
+                    .jetstream
+                    .publish(
+                        topology::event_subject("retention", cluster.as_str()),
+                        wire::encode(&event),
+                    )
+                    .await;
+                if let Err(err) = published {
+                    tracing::warn!(error = %err, "retention event not published");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn observe_group(&self, group: &GroupPlan, now: DateTime<Utc>) {
+        let promised = group.policy.as_ref().map_or(0.0, |policy| {
+            let window = [
+                policy.recovery_window.map(|w| w.as_delta()),
+                policy.retention_duration.map(|d| d.as_delta()),
+            ]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or_default();
+            window.num_seconds() as f64
+        });
+        self.metrics
+            .policy_window
+            .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
+            .set(promised);
+        let newest = group
+            .records
+            .iter()
+            .filter(|r| r.value.status == BackupStatus::Completed)
+            .filter_map(|r| r.value.completed_at)
+            .max();
+        if let Some(newest) = newest {
+            self.metrics
+                .newest_backup_age
+                .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
+                .set((now - newest.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3);
+        }
+        let kept: std::collections::HashSet<&str> = match &group.decision {
+            Some(decision) => decision.keep.iter().map(|d| d.id.as_str()).collect(),
+            None => group.records.iter().map(|r| r.value.id.as_str()).collect(),
+        };
+        let oldest_full = group
+            .records
+            .iter()
+            .filter(|r| kept.contains(r.value.id.as_str()))
+            .filter(|r| r.value.status == BackupStatus::Completed)
+            .filter(|r| r.value.kind == sexton_shared::records::BackupKind::Full)
+            .filter_map(|r| r.value.started_at.or(r.value.completed_at))
+            .min();
+        if let Some(oldest) = oldest_full {
+            self.metrics
+                .recoverable_window
+                .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
+                .set((now - oldest.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3);
+        }
+    }
+
+    /// Marks one backup expiring (if it is not already) and publishes its delete job. Returns
+    /// whether a job is now on its way.
+    async fn expire(
+        &self,
+        record: &Versioned<BackupRecord>,
+        reasons: &[String],
+    ) -> anyhow::Result<bool> {
+        let revision = match record.value.status {
+            BackupStatus::Completed | BackupStatus::Failed => {
+                let mut marked = record.value.clone();
+                marked.status = BackupStatus::Expiring;
+                marked.delete_reasons = reasons.to_vec();
+                match self.catalog.update(&marked, record.revision).await {
+                    Ok(revision) => revision,
+                    // Changed since we read it: the next run decides again with the new state.
+                    Err(CasError::Conflict) => return Ok(false),
+                    Err(CasError::Other(err)) => return Err(err),
+                }
+            }
+            // Marked by an earlier run whose job may have been lost: publish it again; the
+            // message id makes a second copy a no-op.
+            BackupStatus::Expiring => record.revision,
+            _ => return Ok(false),
+        };
+        let job = DeleteJob {
+            schema_version: wire::SCHEMA_VERSION,
+            cluster: record.value.cluster.clone(),
+            backup_id: record.value.id.clone(),
+            uid: record.value.uid.clone(),
+            revision,
+            reasons: reasons.to_vec(),
+        };
+        publish_once(
+            &self.topology.jetstream,
+            topology::delete_job_subject(&record.value.cluster),
+            &format!("del.{}.{}", record.value.uid, revision),
+            wire::encode(&job),
+        )
+        .await?;
+        self.metrics
+            .jobs_published
+            .with_label_values(&["backup"])
+            .inc();
+        Ok(true)
+    }
+
+    /// Answers `retention.preview` requests until shutdown.
+    pub async fn serve_previews(
+        self,
+        client: async_nats::Client,
+        mut shutdown: Shutdown,
+    ) -> anyhow::Result<()> {
+        let mut requests = client
+            .queue_subscribe(
+                topology::api_subject("retention", "preview"),
+                topology::API_QUEUE_GROUP.into(),
+            )
+            .await
+            .context("subscribing to retention previews")?;
+        loop {
+            let request = tokio::select! {
+                _ = shutdown.wait() => return Ok(()),
+                request = requests.next() => match request {
+                    Some(request) => request,
+                    None => return Ok(()),
+                },
+            };
+            let Some(reply_to) = request.reply.clone() else {
+                continue;
+            };
+            let result = match wire::decode::<PreviewRequest>(&request.payload) {
+                Err(err) => Err(ApiError::new(ErrorCode::Invalid, err.to_string())),
+                Ok(req) => self
+                    .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
+                    .await
+                    .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))
+                    .and_then(|plans| {
+                        serde_json::to_value(plans)
+                            .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
+                    }),
+            };
+            let body = serde_json::to_vec(&Reply::from_result(result)).expect("replies serialise");
+            if let Err(err) = client.publish(reply_to, body.into()).await {
+                tracing::warn!(error = %err, "could not answer a preview");
+            }
+        }
+    }
+}
+
+/// The metric label of a decision: the kind of rule behind its first reason, from a fixed set.
+fn rule_label(reasons: &[String]) -> &'static str {
+    let Some(first) = reasons.first() else {
+        return "none";
+    };
+    const RULES: &[(&str, &str)] = &[
+        ("needed by", "chain"),
+        ("legal hold", "legal-hold"),
+        ("hold", "hold"),
+        ("newest", "floor"),
+        ("last", "keep-last"),
+        ("within", "keep-within"),
+        ("hourly", "gfs"),
+        ("daily", "gfs"),
+        ("weekly", "gfs"),
+        ("monthly", "gfs"),
+        ("yearly", "gfs"),
+        ("tags", "keep-tags"),
+        ("recovery window", "recovery-window"),
+        ("retention duration", "retention-duration"),
+        ("failed", "failed"),
+        ("in progress", "in-progress"),
+        ("in-progress", "in-progress"),
+    ];
+    RULES
+        .iter()
+        .find(|(needle, _)| first.contains(needle))
+        .map(|(_, label)| *label)
+        .unwrap_or("other")
+}

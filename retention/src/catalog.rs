@@ -1,0 +1,166 @@
+//! The catalog the engine reads: a group's backup records and binlog segments, in the file
+//! format of `sexton retention plan --catalog FILE` (issue 3).
+//!
+//! These are wire types: unknown fields are tolerated so that a catalog written by a newer
+//! Sexton (for example with per-volume artifacts, issue 8) still loads. Every optional field
+//! has a serde default, so adding one later is not a breaking change for readers, and
+//! `BackupRecord` implements `Default` so that callers can build records with
+//! `..Default::default()` and keep compiling when fields are added.
+
+use chrono::{DateTime, FixedOffset};
+use serde::{Deserialize, Serialize};
+
+/// One group's backups and binlog segments.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Catalog {
+    pub backups: Vec<BackupRecord>,
+    #[serde(default)]
+    pub binlog_segments: Vec<BinlogSegment>,
+}
+
+/// Why a catalog file could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    #[error("catalog is not valid: {0}")]
+    Syntax(String),
+}
+
+impl CatalogError {
+    /// A bad catalog stays bad: retrying the same input gives the same error.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+impl Catalog {
+    /// Parses the catalog file format. Semantic checks (duplicate ids, a completed backup
+    /// without `completed_at`, parent loops) happen in [`crate::plan`], which reports them as
+    /// [`crate::PlanError`].
+    pub fn from_json(text: &str) -> Result<Catalog, CatalogError> {
+        serde_json::from_str(text).map_err(|error| CatalogError::Syntax(error.to_string()))
+    }
+}
+
+/// One backup (a checkpoint) as the catalog records it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct BackupRecord {
+    pub id: String,
+    /// Required for completed backups; RFC 3339 with an offset, which the calendar rules use.
+    #[serde(default)]
+    pub completed_at: Option<DateTime<FixedOffset>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<DateTime<FixedOffset>>,
+    pub status: BackupStatus,
+    #[serde(default)]
+    pub kind: BackupKind,
+    /// The backup an incremental was taken against. Ignored on a full backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub legal_hold: bool,
+    /// In-use holds (`restore:<id>`, `clone:<id>`, …, issue 8): kept like a legal hold.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<String>,
+    /// Objects under a bucket lock: retention removes the record only, never the objects.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub immutable: bool,
+    /// A user asked to delete it; the delete waits while a kept backup depends on it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub delete_requested: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+impl BackupRecord {
+    /// A completed full backup, the common case in tests and previews.
+    pub fn completed_full(id: impl Into<String>, completed_at: DateTime<FixedOffset>) -> Self {
+        BackupRecord {
+            id: id.into(),
+            completed_at: Some(completed_at),
+            status: BackupStatus::Completed,
+            kind: BackupKind::Full,
+            ..BackupRecord::default()
+        }
+    }
+
+    /// A completed incremental taken against `parent`.
+    pub fn completed_incremental(
+        id: impl Into<String>,
+        completed_at: DateTime<FixedOffset>,
+        parent: impl Into<String>,
+    ) -> Self {
+        BackupRecord {
+            id: id.into(),
+            completed_at: Some(completed_at),
+            status: BackupStatus::Completed,
+            kind: BackupKind::Incremental,
+            parent: Some(parent.into()),
+            ..BackupRecord::default()
+        }
+    }
+}
+
+/// Where a backup is in its life. Serialised kebab-case (`in-progress`, `delete-failed`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackupStatus {
+    /// Being taken. Never counted, never deleted; its ancestors are kept.
+    #[default]
+    InProgress,
+    /// Restorable. The only status the retention rules count.
+    Completed,
+    /// Never restorable; its partial artifacts go once older than the grace period.
+    Failed,
+    /// A plan chose to delete it and the retention worker marked it; the deleter is on it.
+    Expiring,
+    /// The deleter has started removing its objects.
+    Deleting,
+    /// The deleter gave up for now; the next pass retries.
+    DeleteFailed,
+}
+
+impl BackupStatus {
+    /// The status word as it appears in the catalog.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackupStatus::InProgress => "in-progress",
+            BackupStatus::Completed => "completed",
+            BackupStatus::Failed => "failed",
+            BackupStatus::Expiring => "expiring",
+            BackupStatus::Deleting => "deleting",
+            BackupStatus::DeleteFailed => "delete-failed",
+        }
+    }
+
+    /// Expiring, deleting or delete-failed: a plan already chose to delete it.
+    pub fn is_being_deleted(self) -> bool {
+        matches!(
+            self,
+            BackupStatus::Expiring | BackupStatus::Deleting | BackupStatus::DeleteFailed
+        )
+    }
+}
+
+/// Full or incremental. A missing `kind` means full.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackupKind {
+    #[default]
+    Full,
+    Incremental,
+}
+
+/// One binlog (or WAL) segment of the group's PITR archive.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct BinlogSegment {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_event: Option<DateTime<FixedOffset>>,
+    /// Unknown (absent) means the segment is kept: it might reach past the horizon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_event: Option<DateTime<FixedOffset>>,
+}

@@ -1,0 +1,36 @@
+//! `sexton-retention`: the pure retention engine of Sexton.
+//!
+//! One function, [`plan`], takes a group's [`Catalog`], a [`Policy`] and the time `now`, and
+//! says for every backup and binlog segment whether it stays or goes, and why. It never reads
+//! the clock and never does I/O, so the retention worker, `sexton retention preview` and the
+//! offline `sexton retention plan` run the same code and get the same answer.
+//!
+//! The rules (a backup is kept if any rule keeps it): `keep_last` / `max_backups`,
+//! `retention_duration`, `recovery_window`, restic's grandfather-father-son rules exactly as
+//! restic applies them ([`gfs`]), `keep_tags`; plus what Sexton always does: keep the newest
+//! completed full backup (the floor), keep what is on legal hold, held or in progress, keep
+//! every ancestor of a kept incremental (or merge it, Trilio style), expire immutable chains
+//! together, clean up failed backups after a grace period, and garbage-collect binlog
+//! segments older than the oldest kept full backup.
+//!
+//! For large catalogs, [`evaluate`] returns the decisions as indices ([`Evaluation`]) without
+//! allocating a string per backup; [`plan`] renders them into the owned [`Plan`].
+
+mod binlog;
+mod calendar;
+mod catalog;
+mod chains;
+mod engine;
+pub mod gfs;
+mod id_hash;
+mod plan;
+mod policy;
+
+pub use calendar::{CalendarDuration, DurationError};
+pub use catalog::{BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError};
+pub use engine::{evaluate, plan, Evaluation, PlanError, MAX_BACKUPS};
+pub use plan::{BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict};
+pub use policy::{
+    ChainMode, GracePeriod, GraceUnit, KeepCount, Policy, PolicyError, RecoveryWindow,
+    RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,
+};

@@ -1,0 +1,693 @@
+//! The retention policy, parsed once at the boundary into typed values.
+//!
+//! The JSON shape is issue 3's: restic's rule names with a `keep_` prefix, Karbor's
+//! `max_backups` and `retention_duration` (numbers or numeric strings, issue 8), barman's and
+//! cloudnative-mysql's `recovery_window`, plus `failed_grace` and `chain_mode`. Unknown keys
+//! are errors (a misspelt rule must not silently keep nothing). Everything after parsing works
+//! on [`Policy`], never on the strings.
+//!
+//! `Policy` serialises to the same JSON shape and deserialises through the same validation, so
+//! services can store it inside a schedule record and read it back unchanged.
+
+use std::fmt;
+use std::num::NonZeroU32;
+
+use chrono::TimeDelta;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::calendar::CalendarDuration;
+
+/// A validated retention policy. A backup is kept if any rule keeps it.
+///
+/// Build one with [`Policy::from_json`], [`Policy::keep_last`], or a struct literal ending in
+/// `..Policy::default()` (the default has no rule, and [`crate::plan`] rejects a policy
+/// without a rule).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Value", into = "PolicyWire")]
+pub struct Policy {
+    /// Newest N completed backups (restic `--keep-last`, Karbor `max_backups`).
+    pub keep_last: Option<KeepCount>,
+    pub keep_hourly: Option<KeepCount>,
+    pub keep_daily: Option<KeepCount>,
+    /// ISO weeks, Monday start.
+    pub keep_weekly: Option<KeepCount>,
+    pub keep_monthly: Option<KeepCount>,
+    pub keep_yearly: Option<KeepCount>,
+    /// Everything completed strictly after `newest − duration` (Go date arithmetic).
+    pub keep_within: Option<CalendarDuration>,
+    pub keep_within_hourly: Option<CalendarDuration>,
+    pub keep_within_daily: Option<CalendarDuration>,
+    pub keep_within_weekly: Option<CalendarDuration>,
+    pub keep_within_monthly: Option<CalendarDuration>,
+    pub keep_within_yearly: Option<CalendarDuration>,
+    /// Keep a backup that carries every tag of at least one list (OR of AND-lists).
+    pub keep_tags: Vec<TagList>,
+    /// Karbor: keep what completed at most this many days before `now`.
+    pub retention_duration: Option<RetentionDays>,
+    /// barman / cloudnative-mysql: keep every point of the last window recoverable.
+    pub recovery_window: Option<RecoveryWindow>,
+    /// How long a failed backup's partial artifacts are left alone. Not a rule.
+    pub failed_grace: GracePeriod,
+    /// Keep ancestors as they are, or ask the executor to merge them (Trilio). Not a rule.
+    pub chain_mode: ChainMode,
+}
+
+/// The largest number of tag lists a policy may have (they are tracked as a bit set).
+pub const MAX_TAG_LISTS: usize = 64;
+
+impl Policy {
+    /// Parses and validates the policy JSON of issue 3.
+    pub fn from_json(text: &str) -> Result<Policy, PolicyError> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|error| PolicyError::Syntax(error.to_string()))?;
+        Policy::try_from(value)
+    }
+
+    /// Keep the newest `n` completed backups. `n = 0` gives a policy without a rule.
+    pub fn keep_last(n: u32) -> Policy {
+        Policy {
+            keep_last: NonZeroU32::new(n).map(KeepCount::Limited),
+            ..Policy::default()
+        }
+    }
+
+    /// True when no rule is set: such a policy would delete everything, so it is refused.
+    pub fn has_no_rule(&self) -> bool {
+        self.counts().iter().all(Option::is_none)
+            && self.keep_within.is_none()
+            && self.within_buckets().iter().all(Option::is_none)
+            && self.keep_tags.is_empty()
+            && self.retention_duration.is_none()
+            && self.recovery_window.is_none()
+    }
+
+    /// The count rules in restic's order: last, hourly, daily, weekly, monthly, yearly.
+    pub fn counts(&self) -> [Option<KeepCount>; 6] {
+        [
+            self.keep_last,
+            self.keep_hourly,
+            self.keep_daily,
+            self.keep_weekly,
+            self.keep_monthly,
+            self.keep_yearly,
+        ]
+    }
+
+    /// The within-bucket rules in restic's order: hourly, daily, weekly, monthly, yearly.
+    pub fn within_buckets(&self) -> [Option<CalendarDuration>; 5] {
+        [
+            self.keep_within_hourly,
+            self.keep_within_daily,
+            self.keep_within_weekly,
+            self.keep_within_monthly,
+            self.keep_within_yearly,
+        ]
+    }
+}
+
+/// A count rule: the newest N periods, or all of them (`-1`, restic's `unlimited`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeepCount {
+    Limited(NonZeroU32),
+    Unlimited,
+}
+
+impl KeepCount {
+    /// restic's integer form: N, or -1 for unlimited.
+    pub fn as_restic(self) -> i64 {
+        match self {
+            KeepCount::Limited(n) => i64::from(n.get()),
+            KeepCount::Unlimited => -1,
+        }
+    }
+}
+
+/// One AND-list of `keep_tags`. Never empty (an empty list would match every backup).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TagList(Vec<String>);
+
+impl TagList {
+    pub fn new(tags: Vec<String>) -> Result<TagList, PolicyError> {
+        if tags.is_empty() {
+            return Err(field_error(
+                "keep_tags",
+                "a tag list is empty and would match every backup; use [\"\"] for untagged backups",
+            ));
+        }
+        Ok(TagList(tags))
+    }
+
+    pub fn tags(&self) -> &[String] {
+        &self.0
+    }
+
+    /// restic's `HasTags`: every tag present, where the tag `""` matches a backup with no tags.
+    pub fn matches(&self, backup_tags: &[String]) -> bool {
+        for tag in &self.0 {
+            if tag.is_empty() && backup_tags.is_empty() {
+                return true;
+            }
+            if !backup_tags.iter().any(|backup_tag| backup_tag == tag) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+impl fmt::Display for TagList {
+    /// restic's rendering: `[a, b]`, and `[]` for `[""]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}]", self.0.join(", "))
+    }
+}
+
+/// Karbor's `retention_duration`: whole days, at least one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RetentionDays(pub NonZeroU32);
+
+impl RetentionDays {
+    pub fn as_delta(self) -> TimeDelta {
+        TimeDelta::days(i64::from(self.0.get()))
+    }
+}
+
+impl fmt::Display for RetentionDays {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}d", self.0)
+    }
+}
+
+/// `<n>d`, `<n>w` or `<n>m`, a month being 30 days (cloudnative-mysql).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RecoveryWindow {
+    pub amount: NonZeroU32,
+    pub unit: WindowUnit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WindowUnit {
+    Days,
+    Weeks,
+    Months,
+}
+
+impl RecoveryWindow {
+    pub fn parse(text: &str) -> Result<RecoveryWindow, PolicyError> {
+        let bad = || {
+            field_error(
+                "recovery_window",
+                format!("expected <n>d, <n>w or <n>m (a month is 30 days), got {text:?}"),
+            )
+        };
+        let (digits, unit) = text.split_at(text.len().saturating_sub(1));
+        let unit = match unit {
+            "d" => WindowUnit::Days,
+            "w" => WindowUnit::Weeks,
+            "m" => WindowUnit::Months,
+            _ => return Err(bad()),
+        };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let amount: u32 = digits
+            .parse()
+            .map_err(|_| field_error("recovery_window", format!("number too large in {text:?}")))?;
+        let amount = NonZeroU32::new(amount).ok_or_else(|| {
+            field_error(
+                "recovery_window",
+                format!("window {text:?} is zero; leave the rule out instead"),
+            )
+        })?;
+        Ok(RecoveryWindow { amount, unit })
+    }
+
+    pub fn days(self) -> i64 {
+        let per_unit = match self.unit {
+            WindowUnit::Days => 1,
+            WindowUnit::Weeks => 7,
+            WindowUnit::Months => 30,
+        };
+        i64::from(self.amount.get()) * per_unit
+    }
+
+    pub fn as_delta(self) -> TimeDelta {
+        TimeDelta::days(self.days())
+    }
+}
+
+impl fmt::Display for RecoveryWindow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = match self.unit {
+            WindowUnit::Days => 'd',
+            WindowUnit::Weeks => 'w',
+            WindowUnit::Months => 'm',
+        };
+        write!(f, "{}{unit}", self.amount)
+    }
+}
+
+/// How long a failed backup is left alone: `<n>s`, `<n>min`, `<n>h` or `<n>d` (default `1h`).
+/// `m` is refused because the other durations of a policy read it as months.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GracePeriod {
+    pub amount: u32,
+    pub unit: GraceUnit,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GraceUnit {
+    Seconds,
+    Minutes,
+    Hours,
+    Days,
+}
+
+impl Default for GracePeriod {
+    fn default() -> Self {
+        GracePeriod {
+            amount: 1,
+            unit: GraceUnit::Hours,
+        }
+    }
+}
+
+impl GracePeriod {
+    pub fn parse(text: &str) -> Result<GracePeriod, PolicyError> {
+        let bad = || {
+            field_error(
+                "failed_grace",
+                format!("expected <n>s, <n>min, <n>h or <n>d, got {text:?}"),
+            )
+        };
+        let n_digits = text.bytes().take_while(u8::is_ascii_digit).count();
+        let (digits, unit) = text.split_at(n_digits);
+        let unit = match unit {
+            "s" => GraceUnit::Seconds,
+            "min" => GraceUnit::Minutes,
+            "h" => GraceUnit::Hours,
+            "d" => GraceUnit::Days,
+            "m" => {
+                return Err(field_error(
+                    "failed_grace",
+                    format!("unit \"m\" in {text:?} is ambiguous; write min for minutes"),
+                ))
+            }
+            _ => return Err(bad()),
+        };
+        if digits.is_empty() {
+            return Err(bad());
+        }
+        let amount = digits
+            .parse()
+            .map_err(|_| field_error("failed_grace", format!("number too large in {text:?}")))?;
+        Ok(GracePeriod { amount, unit })
+    }
+
+    pub fn as_delta(self) -> TimeDelta {
+        let amount = i64::from(self.amount);
+        match self.unit {
+            GraceUnit::Seconds => TimeDelta::seconds(amount),
+            GraceUnit::Minutes => TimeDelta::minutes(amount),
+            GraceUnit::Hours => TimeDelta::hours(amount),
+            GraceUnit::Days => TimeDelta::days(amount),
+        }
+    }
+}
+
+impl fmt::Display for GracePeriod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let unit = match self.unit {
+            GraceUnit::Seconds => "s",
+            GraceUnit::Minutes => "min",
+            GraceUnit::Hours => "h",
+            GraceUnit::Days => "d",
+        };
+        write!(f, "{}{unit}", self.amount)
+    }
+}
+
+/// What happens to the ancestors of a kept incremental that no rule keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChainMode {
+    /// Keep them, with the reason `needed by <id>`.
+    #[default]
+    Keep,
+    /// Ask the executor to merge them into the oldest kept backup of the chain (Trilio's
+    /// synthetic full); they stay until the merge is reported.
+    Merge,
+}
+
+/// Why a policy was refused. Messages are lowercase and start with the field they are about.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// Not JSON, not an object, or an unknown key (serde names the key).
+    #[error("policy is not valid: {0}")]
+    Syntax(String),
+    #[error("{field}: {message}")]
+    Field {
+        field: &'static str,
+        message: String,
+    },
+    #[error("policy has no retention rule; a policy without rules would delete every backup")]
+    NoRule,
+}
+
+impl PolicyError {
+    /// A bad policy stays bad: retrying the same input gives the same error.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+fn field_error(field: &'static str, message: impl Into<String>) -> PolicyError {
+    PolicyError::Field {
+        field,
+        message: message.into(),
+    }
+}
+
+/// The JSON shape. Values stay `serde_json::Value` until validation so that a wrong type gets
+/// a message naming the field and what to write, not serde's generic one.
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PolicyWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_last: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_backups: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_hourly: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_daily: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_weekly: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_monthly: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_yearly: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_within: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_within_hourly: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_within_daily: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_within_weekly: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_within_monthly: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_within_yearly: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_tags: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retention_duration: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    recovery_window: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failed_grace: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    chain_mode: Option<Value>,
+}
+
+impl TryFrom<Value> for Policy {
+    type Error = PolicyError;
+
+    /// Only a JSON object is a policy (serde would also read a struct from an array).
+    fn try_from(value: Value) -> Result<Policy, PolicyError> {
+        if !value.is_object() {
+            return Err(PolicyError::Syntax(format!(
+                "expected a json object of rules, got {value}"
+            )));
+        }
+        let wire: PolicyWire = serde_json::from_value(value)
+            .map_err(|error| PolicyError::Syntax(error.to_string()))?;
+        Policy::try_from(wire)
+    }
+}
+
+impl TryFrom<PolicyWire> for Policy {
+    type Error = PolicyError;
+
+    fn try_from(wire: PolicyWire) -> Result<Policy, PolicyError> {
+        let keep_last = parse_count("keep_last", wire.keep_last)?;
+        let max_backups = parse_positive_number("max_backups", "backups", wire.max_backups)?;
+        if keep_last.is_some() && max_backups.is_some() {
+            return Err(field_error(
+                "max_backups",
+                "max_backups and keep_last are the same rule; give only one",
+            ));
+        }
+        let policy = Policy {
+            keep_last: keep_last.or(max_backups.map(KeepCount::Limited)),
+            keep_hourly: parse_count("keep_hourly", wire.keep_hourly)?,
+            keep_daily: parse_count("keep_daily", wire.keep_daily)?,
+            keep_weekly: parse_count("keep_weekly", wire.keep_weekly)?,
+            keep_monthly: parse_count("keep_monthly", wire.keep_monthly)?,
+            keep_yearly: parse_count("keep_yearly", wire.keep_yearly)?,
+            keep_within: parse_duration("keep_within", wire.keep_within)?,
+            keep_within_hourly: parse_duration("keep_within_hourly", wire.keep_within_hourly)?,
+            keep_within_daily: parse_duration("keep_within_daily", wire.keep_within_daily)?,
+            keep_within_weekly: parse_duration("keep_within_weekly", wire.keep_within_weekly)?,
+            keep_within_monthly: parse_duration("keep_within_monthly", wire.keep_within_monthly)?,
+            keep_within_yearly: parse_duration("keep_within_yearly", wire.keep_within_yearly)?,
+            keep_tags: parse_tags(wire.keep_tags)?,
+            retention_duration: parse_positive_number(
+                "retention_duration",
+                "days",
+                wire.retention_duration,
+            )?
+            .map(RetentionDays),
+            recovery_window: match wire.recovery_window {
+                None => None,
+                Some(Value::String(text)) => Some(RecoveryWindow::parse(&text)?),
+                Some(other) => {
+                    return Err(field_error(
+                        "recovery_window",
+                        format!("expected a string like \"30d\", \"4w\" or \"1m\", got {other}"),
+                    ))
+                }
+            },
+            failed_grace: match wire.failed_grace {
+                None => GracePeriod::default(),
+                Some(Value::String(text)) => GracePeriod::parse(&text)?,
+                Some(other) => {
+                    return Err(field_error(
+                        "failed_grace",
+                        format!("expected a string like \"1h\" or \"30min\", got {other}"),
+                    ))
+                }
+            },
+            chain_mode: match wire.chain_mode {
+                None => ChainMode::Keep,
+                Some(Value::String(text)) if text == "keep" => ChainMode::Keep,
+                Some(Value::String(text)) if text == "merge" => ChainMode::Merge,
+                Some(other) => {
+                    return Err(field_error(
+                        "chain_mode",
+                        format!("expected \"keep\" or \"merge\", got {other}"),
+                    ))
+                }
+            },
+        };
+        if policy.has_no_rule() {
+            return Err(PolicyError::NoRule);
+        }
+        Ok(policy)
+    }
+}
+
+impl From<Policy> for PolicyWire {
+    fn from(policy: Policy) -> PolicyWire {
+        let count = |count: Option<KeepCount>| count.map(|c| Value::from(c.as_restic()));
+        let duration = |d: Option<CalendarDuration>| d.map(|d| Value::from(d.to_string()));
+        let default_grace = GracePeriod::default();
+        PolicyWire {
+            keep_last: count(policy.keep_last),
+            max_backups: None,
+            keep_hourly: count(policy.keep_hourly),
+            keep_daily: count(policy.keep_daily),
+            keep_weekly: count(policy.keep_weekly),
+            keep_monthly: count(policy.keep_monthly),
+            keep_yearly: count(policy.keep_yearly),
+            keep_within: duration(policy.keep_within),
+            keep_within_hourly: duration(policy.keep_within_hourly),
+            keep_within_daily: duration(policy.keep_within_daily),
+            keep_within_weekly: duration(policy.keep_within_weekly),
+            keep_within_monthly: duration(policy.keep_within_monthly),
+            keep_within_yearly: duration(policy.keep_within_yearly),
+            keep_tags: (!policy.keep_tags.is_empty()).then(|| {
+                Value::from(
+                    policy
+                        .keep_tags
+                        .iter()
+                        .map(|list| Value::from(list.tags().to_vec()))
+                        .collect::<Vec<_>>(),
+                )
+            }),
+            retention_duration: policy.retention_duration.map(|d| Value::from(d.0.get())),
+            recovery_window: policy.recovery_window.map(|w| Value::from(w.to_string())),
+            failed_grace: (policy.failed_grace != default_grace)
+                .then(|| Value::from(policy.failed_grace.to_string())),
+            chain_mode: (policy.chain_mode == ChainMode::Merge).then(|| Value::from("merge")),
+        }
+    }
+}
+
+/// restic counts: a whole number, `0` = off, `-1` (or `"unlimited"`) = every period.
+fn parse_count(
+    field: &'static str,
+    value: Option<Value>,
+) -> Result<Option<KeepCount>, PolicyError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let bad = |got: &Value| {
+        field_error(
+            field,
+            format!("expected a whole number (0 = off, -1 = unlimited), got {got}"),
+        )
+    };
+    match &value {
+        Value::String(text) if text == "unlimited" => Ok(Some(KeepCount::Unlimited)),
+        Value::Number(number) => match number.as_i64() {
+            Some(-1) => Ok(Some(KeepCount::Unlimited)),
+            Some(0) => Ok(None),
+            Some(n) if n > 0 => u32::try_from(n)
+                .ok()
+                .and_then(NonZeroU32::new)
+                .map(|n| Some(KeepCount::Limited(n)))
+                .ok_or_else(|| field_error(field, format!("{n} is too large"))),
+            Some(n) => Err(field_error(
+                field,
+                format!("{n} is negative; use -1 for unlimited"),
+            )),
+            None => Err(bad(&value)),
+        },
+        _ => Err(bad(&value)),
+    }
+}
+
+/// Karbor's numbers: a positive whole number, given as a JSON number or a numeric string
+/// (`3` or `"3"`). `"three"`, `"-1"` and `"0"` are errors.
+fn parse_positive_number(
+    field: &'static str,
+    unit: &str,
+    value: Option<Value>,
+) -> Result<Option<NonZeroU32>, PolicyError> {
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let not_positive = |got: &dyn fmt::Display| {
+        field_error(
+            field,
+            format!("must be a positive whole number of {unit}, got {got}"),
+        )
+    };
+    let number: u64 = match &value {
+        Value::Number(number) => match (number.as_u64(), number.as_i64()) {
+            (Some(n), _) => n,
+            (None, Some(_)) => return Err(not_positive(&value)),
+            (None, None) => return Err(not_positive(&value)),
+        },
+        Value::String(text) => {
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(field_error(
+                    field,
+                    format!("expected a number of {unit}, got {value}"),
+                ));
+            }
+            if text.starts_with('-') {
+                return Err(not_positive(&value));
+            }
+            text.parse()
+                .map_err(|_| field_error(field, format!("{text:?} is too large")))?
+        }
+        _ => {
+            return Err(field_error(
+                field,
+                format!("expected a number of {unit}, got {value}"),
+            ))
+        }
+    };
+    let number =
+        u32::try_from(number).map_err(|_| field_error(field, format!("{number} is too large")))?;
+    NonZeroU32::new(number)
+        .map(Some)
+        .ok_or_else(|| not_positive(&value))
+}
+
+fn parse_duration(
+    field: &'static str,
+    value: Option<Value>,
+) -> Result<Option<CalendarDuration>, PolicyError> {
+    match value {
+        None => Ok(None),
+        Some(Value::String(text)) => CalendarDuration::parse(&text)
+            .map(Some)
+            .map_err(|error| field_error(field, error.to_string())),
+        Some(other) => Err(field_error(
+            field,
+            format!("expected a duration string like \"7d\" or \"1y2m3d4h\", got {other}"),
+        )),
+    }
+}
+
+fn parse_tags(value: Option<Value>) -> Result<Vec<TagList>, PolicyError> {
+    let Some(value) = value else {
+        return Ok(Vec::new());
+    };
+    let bad = || {
+        field_error(
+            "keep_tags",
+            format!("expected a list of tag lists like [[\"a\", \"b\"], [\"c\"]], got {value}"),
+        )
+    };
+    let Value::Array(lists) = &value else {
+        return Err(bad());
+    };
+    if lists.len() > MAX_TAG_LISTS {
+        return Err(field_error(
+            "keep_tags",
+            format!("at most {MAX_TAG_LISTS} tag lists, got {}", lists.len()),
+        ));
+    }
+    let mut tag_lists = Vec::with_capacity(lists.len());
+    for list in lists {
+        let Value::Array(tags) = list else {
+            return Err(bad());
+        };
+        let tags = tags
+            .iter()
+            .map(|tag| tag.as_str().map(str::to_owned).ok_or_else(bad))
+            .collect::<Result<Vec<_>, _>>()?;
+        tag_lists.push(TagList::new(tags)?);
+    }
+    Ok(tag_lists)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_its_own_json() {
+        let text = r#"{"keep_last": 3, "keep_daily": -1, "keep_within": "1y1d1m",
+            "keep_tags": [["a", "b"], [""]], "retention_duration": "10",
+            "recovery_window": "4w", "failed_grace": "30min", "chain_mode": "merge"}"#;
+        let policy = Policy::from_json(text).unwrap();
+        let json = serde_json::to_string(&policy).unwrap();
+        let again: Policy = serde_json::from_str(&json).unwrap();
+        assert_eq!(policy, again);
+        assert!(json.contains("\"keep_within\":\"1y1m1d\""), "{json}");
+    }
+
+    #[test]
+    fn max_backups_is_keep_last() {
+        let policy = Policy::from_json(r#"{"max_backups": "3"}"#).unwrap();
+        assert_eq!(policy, Policy::keep_last(3));
+    }
+}

@@ -1,0 +1,380 @@
+//! The scheduler's half of the request/reply API: schedules and the backup catalog. Requests
+//! are answered by a queue group, so any number of replicas share them. Every handler decodes,
+//! validates, acts with compare-and-set, and answers with a [`Reply`]; a bad request gets an
+//! `invalid` error and changes nothing.
+
+use anyhow::Context as _;
+use chrono::Utc;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use sexton_schedule::CronSpec;
+use sexton_shared::{
+    api::{ApiError, ByName, ErrorCode, ListFilter, Reply, ScheduleSpec, ScheduleUpdate, Unpause},
+    catalog::Catalog,
+    config::Config,
+    records::{SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION},
+    topology::{self, Topology},
+    wire::{self, Message},
+    Shutdown,
+};
+
+use crate::timers;
+
+pub async fn run(
+    client: async_nats::Client,
+    topology: Topology,
+    config: Config,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let mut requests = futures::stream::select(
+        client
+            .queue_subscribe(
+                topology::api_subject("schedule", "*"),
+                topology::API_QUEUE_GROUP.into(),
+            )
+            .await
+            .context("subscribing to the schedule api")?,
+        client
+            .queue_subscribe(
+                topology::api_subject("backup", "*"),
+                topology::API_QUEUE_GROUP.into(),
+            )
+            .await
+            .context("subscribing to the backup api")?,
+    );
+    let api = Api {
+        catalog: Catalog::new(topology.catalog.clone()),
+        topology,
+        config,
+    };
+    loop {
+        let request = tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            request = requests.next() => match request {
+                Some(request) => request,
+                None => anyhow::bail!("the api subscription ended"),
+            },
+        };
+        let Some(reply_to) = request.reply.clone() else {
+            continue;
+        };
+        let verb = request
+            .subject
+            .strip_prefix(topology::SUBJECT_ROOT)
+            .unwrap_or_default()
+            .trim_start_matches(".api.")
+            .to_string();
+        let reply = Reply::from_result(api.handle(&verb, &request.payload).await);
+        let body = serde_json::to_vec(&reply).expect("replies serialise");
+        if let Err(err) = client.publish(reply_to, body.into()).await {
+            tracing::warn!(error = %err, "could not send an api reply");
+        }
+    }
+}
+
+struct Api {
+    topology: Topology,
+    config: Config,
+    catalog: Catalog,
+}
+
+fn invalid(err: impl std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::Invalid, err.to_string())
+}
+
+fn unavailable(err: impl std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::Unavailable, err.to_string())
+}
+
+fn decode<T: Message>(body: &[u8]) -> Result<T, ApiError> {
+    // An empty body means "no parameters" for list requests.
+    let body: &[u8] = if body.is_empty() {
+        br#"{"schema_version":1}"#
+    } else {
+        body
+    };
+    wire::decode(body).map_err(invalid)
+}
+
+impl Api {
+    #[tracing::instrument(skip_all, fields(verb = %verb))]
+    async fn handle(&self, verb: &str, body: &[u8]) -> Result<Value, ApiError> {
+        match verb {
+            "schedule.create" => self.create(decode(body)?).await,
+            "schedule.get" | "schedule.describe" => self.get(decode(body)?).await,
+            "schedule.list" => self.list(decode(body)?).await,
+            "schedule.delete" => self.delete(decode(body)?).await,
+            "schedule.pause" => {
+                let req: ByName = decode(body)?;
+                self.change(&req.name, |record, _| {
+                    record.paused = true;
+                    record.status.phase = SchedulePhase::Paused;
+                })
+                .await
+            }
+            "schedule.unpause" => {
+                let req: Unpause = decode(body)?;
+                self.change(&req.name, move |record, _now| {
+                    if !record.paused {
+                        return;
+                    }
+                    record.paused = false;
+                    record.status.phase = SchedulePhase::Enabled;
+                    // The request's flag overrides the schedule's own; the next evaluation
+                    // resolves it (else the server default), consumes it and resets it.
+                    record.skip_immediately = req.skip_immediately.or(record.skip_immediately);
+                    record.status.activation_pending = true;
+                })
+                .await
+            }
+            "schedule.update" => {
+                let req: ScheduleUpdate = decode(body)?;
+                if let Some(cron) = &req.cron {
+                    CronSpec::parse(cron)
+                        .map_err(|err| invalid(format!("invalid cron {cron:?}: {err}")))?;
+                }
+                self.change(&req.name, move |record, _now| {
+                    if let Some(cron) = &req.cron {
+                        record.cron = cron.clone();
+                    }
+                    if let Some(policy) = &req.policy {
+                        record.policy = policy.clone();
+                    }
+                    if let Some(labels) = &req.labels {
+                        record.labels = labels.clone();
+                    }
+                    if let Some(remote_cleanup) = req.remote_cleanup {
+                        record.remote_cleanup = remote_cleanup;
+                    }
+                    if let Some(overlap) = req.overlap_policy {
+                        record.overlap_policy = overlap;
+                    }
+                    if req.starting_deadline_seconds.is_some() {
+                        record.starting_deadline_seconds = req.starting_deadline_seconds;
+                    }
+                })
+                .await
+            }
+            "backup.create" => self.trigger(decode(body)?).await,
+            "backup.list" => self.list_backups(decode(body)?).await,
+            _ => Err(ApiError::new(
+                ErrorCode::Invalid,
+                format!("unknown api call {verb:?}"),
+            )),
+        }
+    }
+
+    async fn create(&self, spec: ScheduleSpec) -> Result<Value, ApiError> {
+        CronSpec::parse(&spec.cron)
+            .map_err(|err| invalid(format!("invalid cron {:?}: {err}", spec.cron)))?;
+        let now = Utc::now();
+        let mut record = ScheduleRecord {
+            schema_version: RECORD_SCHEMA_VERSION,
+            name: spec.name,
+            cluster: spec.cluster,
+            plan: spec.plan,
+            cron: spec.cron,
+            paused: spec.paused,
+            skip_immediately: spec.skip_immediately,
+            policy: spec.policy,
+            labels: spec.labels,
+            remote_cleanup: spec.remote_cleanup,
+            overlap_policy: spec.overlap_policy,
+            starting_deadline_seconds: spec.starting_deadline_seconds,
+            created_at: now,
+            status: ScheduleStatus::default(),
+        };
+        record.status.phase = if record.paused {
+            SchedulePhase::Paused
+        } else {
+            SchedulePhase::Enabled
+        };
+        // Creation is an activation: skip-immediately is resolved at the first evaluation.
+        record.status.activation_pending = true;
+        record.status.next_run_time = self.explain(&record, now).next_run_time;
+        let body = serde_json::to_vec(&record).map_err(invalid)?;
+        match self
+            .topology
+            .schedules
+            .create(record.name.as_str(), body.into())
+            .await
+        {
+            Ok(revision) => Ok(describe(
+                &record,
+                revision,
+                self.config.scheduler.skip_immediately_default,
+            )),
+            Err(err) if err.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
+                Err(ApiError::new(
+                    ErrorCode::AlreadyExists,
+                    format!("schedule {} already exists", record.name),
+                ))
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    fn explain(
+        &self,
+        record: &ScheduleRecord,
+        now: chrono::DateTime<Utc>,
+    ) -> sexton_schedule::Explanation {
+        timers::explain(record, now, self.config.scheduler.skip_immediately_default)
+    }
+
+    async fn read(&self, name: &str) -> Result<(ScheduleRecord, u64), ApiError> {
+        let entry = self
+            .topology
+            .schedules
+            .entry(name)
+            .await
+            .map_err(unavailable)?;
+        match entry {
+            Some(entry) if entry.operation == async_nats::jetstream::kv::Operation::Put => {
+                let record = serde_json::from_slice(&entry.value).map_err(|err| {
+                    ApiError::new(
+                        ErrorCode::Unavailable,
+                        format!("schedule {name} is unreadable: {err}"),
+                    )
+                })?;
+                Ok((record, entry.revision))
+            }
+            _ => Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!("schedule {name} not found"),
+            )),
+        }
+    }
+
+    async fn get(&self, req: ByName) -> Result<Value, ApiError> {
+        let (record, revision) = self.read(req.name.as_str()).await?;
+        Ok(describe(
+            &record,
+            revision,
+            self.config.scheduler.skip_immediately_default,
+        ))
+    }
+
+    async fn list(&self, filter: ListFilter) -> Result<Value, ApiError> {
+        let mut keys = self.topology.schedules.keys().await.map_err(unavailable)?;
+        let mut names = Vec::new();
+        while let Some(key) = keys.next().await {
+            names.push(key.map_err(unavailable)?);
+        }
+        names.sort();
+        let mut out = Vec::new();
+        for name in names {
+            let Ok((record, revision)) = self.read(&name).await else {
+                continue;
+            };
+            if filter
+                .cluster
+                .as_ref()
+                .is_some_and(|c| *c != record.cluster)
+                || filter.plan.as_ref().is_some_and(|p| *p != record.plan)
+            {
+                continue;
+            }
+            out.push(describe(
+                &record,
+                revision,
+                self.config.scheduler.skip_immediately_default,
+            ));
+        }
+        Ok(Value::Array(out))
+    }
+
+    async fn delete(&self, req: ByName) -> Result<Value, ApiError> {
+        let (_, revision) = self.read(req.name.as_str()).await?;
+        self.topology
+            .schedules
+            .delete_expect_revision(req.name.as_str(), Some(revision))
+            .await
+            .map_err(|err| ApiError::new(ErrorCode::Conflict, err.to_string()))?;
+        Ok(json!({ "deleted": req.name }))
+    }
+
+    /// Read → change → compare-and-set, a few times if another writer races us.
+    async fn change(
+        &self,
+        name: &sexton_shared::names::ScheduleName,
+        mutate: impl Fn(&mut ScheduleRecord, chrono::DateTime<Utc>),
+    ) -> Result<Value, ApiError> {
+        for _ in 0..5 {
+            let (mut record, revision) = self.read(name.as_str()).await?;
+            let now = Utc::now();
+            mutate(&mut record, now);
+            record.status.next_run_time = self.explain(&record, now).next_run_time;
+            let body = serde_json::to_vec(&record).map_err(invalid)?;
+            match self
+                .topology
+                .schedules
+                .update(name.as_str(), body.into(), revision)
+                .await
+            {
+                Ok(revision) => {
+                    return Ok(describe(
+                        &record,
+                        revision,
+                        self.config.scheduler.skip_immediately_default,
+                    ))
+                }
+                Err(err)
+                    if err.kind()
+                        == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision =>
+                {
+                    continue
+                }
+                Err(err) => return Err(unavailable(err)),
+            }
+        }
+        Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("schedule {name} kept changing; try again"),
+        ))
+    }
+
+    /// `backup create --from-schedule`: a backup now, with the schedule's settings. The
+    /// schedule's own timing is untouched (as `velero backup create --from-schedule`).
+    async fn trigger(&self, req: ByName) -> Result<Value, ApiError> {
+        let (record, _) = self.read(req.name.as_str()).await?;
+        // Whole seconds: the backup id carries the tick to the second.
+        let now = Utc::now();
+        let tick = chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
+        let duplicate = timers::publish_due(&self.topology, &self.config, &record, tick, now)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        Ok(json!({
+            "backup_id": timers::backup_id_for(&record, tick),
+            "schedule": record.name,
+            "tick": tick,
+            "duplicate": duplicate,
+        }))
+    }
+
+    async fn list_backups(&self, filter: ListFilter) -> Result<Value, ApiError> {
+        let records = match &filter.cluster {
+            Some(cluster) => self.catalog.list_cluster(cluster).await,
+            None => self.catalog.list_all().await,
+        }
+        .map_err(|err| unavailable(format!("{err:#}")))?;
+        let mut records: Vec<_> = records
+            .into_iter()
+            .map(|v| v.value)
+            .filter(|r| filter.plan.as_ref().is_none_or(|p| *p == r.plan))
+            .collect();
+        records.sort_by(|a, b| {
+            (&a.cluster, b.completed_at, &a.id).cmp(&(&b.cluster, a.completed_at, &b.id))
+        });
+        serde_json::to_value(records).map_err(invalid)
+    }
+}
+
+fn describe(record: &ScheduleRecord, revision: u64, server_default: bool) -> Value {
+    let explanation = timers::explain(record, Utc::now(), server_default);
+    json!({
+        "schedule": record,
+        "revision": revision,
+        "explain": explanation,
+    })
+}

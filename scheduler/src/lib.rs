@@ -1,0 +1,78 @@
+//! The scheduler: owns schedules and the catalog's front door.
+//!
+//! - [`timers`] keeps every schedule in a queue ordered by its next run, fed by a watch on the
+//!   schedules bucket, and publishes `due-backup` events exactly once per tick as consumers see
+//!   it (a `Nats-Msg-Id` of schedule + tick, then a compare-and-set of the schedule's status).
+//! - [`reports`] turns executor reports into catalog records and `checkpoint-complete` events.
+//! - [`api`] answers the request/reply API the `sexton` CLI talks to.
+//! - [`sweeps`] publishes at most one `retention-sweep` per cluster per interval.
+//!
+//! Decisions come from `sexton-schedule` (pure); this crate only moves values in and out.
+
+pub mod api;
+pub mod metrics;
+pub mod reports;
+pub mod sweeps;
+pub mod timers;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use sexton_shared::{config::Config, telemetry, topology, Shutdown};
+
+/// Runs the scheduler until `shutdown` trips. `main` and the tests both call this.
+pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    let client = sexton_shared::nats::connect(&config.nats, "sexton-scheduler").await?;
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let topology = topology::ensure(&jetstream, config.nats.replicas)
+        .await
+        .context("creating the nats topology")?;
+    let metrics = Arc::new(metrics::Metrics::new());
+    let addr = telemetry::serve(
+        &config.http.listen,
+        metrics.registry.clone(),
+        telemetry::nats_readiness(client.clone()),
+        shutdown.clone(),
+    )
+    .await?;
+    tracing::info!(metrics = ?addr, "scheduler started");
+
+    let timers = tokio::spawn(timers::run(
+        topology.clone(),
+        config.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
+    let reports = tokio::spawn(reports::run(
+        topology.clone(),
+        config.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
+    let api = tokio::spawn(api::run(
+        client.clone(),
+        topology.clone(),
+        config.clone(),
+        shutdown.clone(),
+    ));
+    let sweeps = tokio::spawn(sweeps::run(
+        topology.clone(),
+        config.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    ));
+    let (timers, reports, api, sweeps) = tokio::join!(timers, reports, api, sweeps);
+    for (name, result) in [
+        ("timers", timers),
+        ("reports", reports),
+        ("api", api),
+        ("sweeps", sweeps),
+    ] {
+        result
+            .with_context(|| format!("scheduler {name} task panicked"))?
+            .with_context(|| format!("scheduler {name} task failed"))?;
+    }
+    client.flush().await.ok();
+    tracing::info!("scheduler stopped");
+    Ok(())
+}

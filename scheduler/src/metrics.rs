@@ -1,0 +1,100 @@
+//! The scheduler's metrics, defined in one place. Labels come from small fixed sets.
+
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, Opts, Registry};
+
+pub struct Metrics {
+    pub registry: Registry,
+    /// Every metric name this service exports.
+    pub names: Vec<String>,
+    pub consumer: sexton_shared::telemetry::ConsumerMetrics,
+    pub due_published: IntCounter,
+    pub due_duplicates: IntCounter,
+    pub fire_lateness: Histogram,
+    pub ticks_skipped: IntCounterVec,
+    pub reports: IntCounterVec,
+    pub sweeps_published: IntCounter,
+    pub schedules_loaded: prometheus::IntGauge,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let (consumer, consumer_collectors) =
+            sexton_shared::telemetry::ConsumerMetrics::new("scheduler");
+        let due_published = IntCounter::new(
+            "sexton_due_backups_published_total",
+            "due-backup events published (duplicates dropped by the stream excluded)",
+        )
+        .expect("valid metric");
+        let due_duplicates = IntCounter::new(
+            "sexton_due_backups_deduplicated_total",
+            "due-backup publications the stream recognised as duplicates",
+        )
+        .expect("valid metric");
+        let fire_lateness = Histogram::with_opts(
+            HistogramOpts::new(
+                "sexton_fire_lateness_seconds",
+                "how long after its due instant a tick was published",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+            ]),
+        )
+        .expect("valid metric");
+        let ticks_skipped = IntCounterVec::new(
+            Opts::new(
+                "sexton_ticks_skipped_total",
+                "due ticks not fired, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        let reports = IntCounterVec::new(
+            Opts::new(
+                "sexton_executor_reports_total",
+                "executor reports handled, by outcome",
+            ),
+            &["status", "outcome"],
+        )
+        .expect("valid metric");
+        let sweeps_published = IntCounter::new(
+            "sexton_retention_sweeps_published_total",
+            "retention-sweep events published",
+        )
+        .expect("valid metric");
+        let schedules_loaded = prometheus::IntGauge::new(
+            "sexton_schedules",
+            "schedules this replica holds in its timer queue",
+        )
+        .expect("valid metric");
+        let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(due_published.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(due_duplicates.clone()),
+            Box::new(fire_lateness.clone()),
+            Box::new(ticks_skipped.clone()),
+            Box::new(reports.clone()),
+            Box::new(sweeps_published.clone()),
+            Box::new(schedules_loaded.clone()),
+        ];
+        collectors.extend(consumer_collectors);
+        let names = sexton_shared::telemetry::register_all(&registry, collectors);
+        Metrics {
+            registry,
+            names,
+            consumer,
+            due_published,
+            due_duplicates,
+            fire_lateness,
+            ticks_skipped,
+            reports,
+            sweeps_published,
+            schedules_loaded,
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,318 @@
+//! Executor reports → catalog records → `checkpoint-complete`.
+//!
+//! A report is validated before anything is written: the cluster and schedule must be known,
+//! every artifact key must lie under the cluster's prefix, a completion cannot be in the
+//! future. A repeated report is an idempotent no-op; a report that contradicts the catalog
+//! (say, "completed" for a backup already expiring) changes nothing.
+
+use std::{sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, consumer::PullConsumer};
+use chrono::Utc;
+use futures::StreamExt;
+use sexton_shared::{
+    catalog::{CasError, Catalog},
+    config::Config,
+    nats::publish_once,
+    object_store::check_key_under,
+    outcome::{settle, Outcome},
+    records::{BackupRecord, BackupStatus, InFlight, ScheduleRecord, RECORD_SCHEMA_VERSION},
+    topology::{self, Topology},
+    wire::{self, CheckpointComplete, Report, ReportStatus},
+    Shutdown,
+};
+
+use crate::metrics::Metrics;
+
+/// How far in the future a completion time may lie before it is refused (clock skew).
+const MAX_CLOCK_SKEW: chrono::Duration = chrono::Duration::minutes(5);
+
+pub async fn run(
+    topology: Topology,
+    config: Config,
+    metrics: Arc<Metrics>,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let stream = topology
+        .jetstream
+        .get_stream(topology::STREAM_REPORTS)
+        .await
+        .context("opening the reports stream")?;
+    let consumer: PullConsumer = stream
+        .get_or_create_consumer(
+            topology::CONSUMER_REPORTS,
+            topology::consumer_config(topology::CONSUMER_REPORTS, None, Duration::from_secs(30)),
+        )
+        .await
+        .context("creating the reports consumer")?;
+    let mut messages = consumer
+        .messages()
+        .await
+        .context("reading executor reports")?;
+    let catalog = Catalog::new(topology.catalog.clone());
+    metrics.consumer.spawn_poller(
+        topology.jetstream.clone(),
+        topology::STREAM_REPORTS,
+        topology::CONSUMER_REPORTS,
+        Duration::from_secs(5),
+        shutdown.clone(),
+    );
+    loop {
+        let message = tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            message = messages.next() => message,
+        };
+        let message = match message {
+            Some(Ok(message)) => message,
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "reading executor reports");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            None => anyhow::bail!("the reports consumer ended"),
+        };
+        let (status, outcome) = handle(&topology, &catalog, &config, &message).await;
+        metrics
+            .reports
+            .with_label_values(&[status, outcome.label()])
+            .inc();
+        settle(&topology.jetstream, "scheduler", &message, &outcome).await;
+        metrics.consumer.observe(&outcome);
+    }
+}
+
+#[tracing::instrument(skip_all, fields(subject = %message.subject))]
+async fn handle(
+    topology: &Topology,
+    catalog: &Catalog,
+    config: &Config,
+    message: &jetstream::Message,
+) -> (&'static str, Outcome) {
+    let report: Report = match wire::decode(&message.payload) {
+        Ok(report) => report,
+        Err(err) => return ("malformed", Outcome::Poison(err.to_string())),
+    };
+    let status = match report.status {
+        ReportStatus::Started => "started",
+        ReportStatus::Completed => "completed",
+        ReportStatus::Failed => "failed",
+    };
+    let outcome = match record_report(topology, catalog, config, &report).await {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            tracing::warn!(
+                error = format!("{err:#}"),
+                "report not recorded; will retry"
+            );
+            Outcome::RetryAfter(Duration::from_secs(2))
+        }
+    };
+    (status, outcome)
+}
+
+/// Checks a report against what Sexton knows; `Err(why)` refuses it.
+pub fn validate_report(
+    report: &Report,
+    schedule: Option<&ScheduleRecord>,
+    prefix: &str,
+    now: chrono::DateTime<Utc>,
+) -> Result<(), String> {
+    if let Some(name) = &report.schedule {
+        let Some(schedule) = schedule else {
+            return Err(format!("unknown schedule {name}"));
+        };
+        if schedule.cluster != report.cluster || schedule.plan != report.plan {
+            return Err(format!(
+                "schedule {name} backs up {}/{}, not {}/{}",
+                schedule.cluster, schedule.plan, report.cluster, report.plan
+            ));
+        }
+    }
+    for time in [report.completed_at, report.started_at]
+        .into_iter()
+        .flatten()
+    {
+        if time.with_timezone(&Utc) > now + MAX_CLOCK_SKEW {
+            return Err(format!("time {time} is in the future"));
+        }
+        if time.timestamp() < 0 {
+            return Err(format!("time {time} is before 1970"));
+        }
+    }
+    if let (Some(started), Some(completed)) = (report.started_at, report.completed_at) {
+        if completed < started {
+            return Err("completed_at is before started_at".into());
+        }
+    }
+    for key in &report.artifacts {
+        check_key_under(prefix, &report.cluster, key).map_err(|e| e.to_string())?;
+    }
+    if report.status == ReportStatus::Completed && report.artifacts.is_empty() {
+        return Err("a completed backup must list its artifacts".into());
+    }
+    Ok(())
+}
+
+async fn record_report(
+    topology: &Topology,
+    catalog: &Catalog,
+    config: &Config,
+    report: &Report,
+) -> anyhow::Result<Outcome> {
+    let schedule = match &report.schedule {
+        Some(name) => match topology.schedules.get(name.as_str()).await? {
+            Some(body) => Some(
+                serde_json::from_slice::<ScheduleRecord>(&body)
+                    .context("decoding the report's schedule")?,
+            ),
+            None => None,
+        },
+        None => None,
+    };
+    if let Err(why) = validate_report(report, schedule.as_ref(), &config.s3.prefix, Utc::now()) {
+        return Ok(Outcome::Poison(why));
+    }
+    let new_status = match report.status {
+        ReportStatus::Started => BackupStatus::InProgress,
+        ReportStatus::Completed => BackupStatus::Completed,
+        ReportStatus::Failed => BackupStatus::Failed,
+    };
+    // Up to a few rounds of read → decide → compare-and-set.
+    for _ in 0..5 {
+        let existing = catalog.get(&report.cluster, &report.backup_id).await?;
+        let result = match &existing {
+            None => {
+                let record = BackupRecord {
+                    schema_version: RECORD_SCHEMA_VERSION,
+                    id: report.backup_id.clone(),
+                    uid: uuid::Uuid::new_v4().simple().to_string(),
+                    cluster: report.cluster.clone(),
+                    plan: report.plan.clone(),
+                    schedule: report.schedule.clone(),
+                    backup_name: report.backup_name.clone(),
+                    kind: report.kind,
+                    parent: report.parent.clone(),
+                    status: new_status,
+                    started_at: report.started_at,
+                    completed_at: report.completed_at,
+                    artifacts: report.artifacts.clone(),
+                    labels: report.labels.clone(),
+                    tags: report.tags.clone(),
+                    legal_hold: false,
+                    holds: Vec::new(),
+                    immutable: false,
+                    remote_cleanup: schedule.as_ref().is_some_and(|s| s.remote_cleanup),
+                    delete_requested: false,
+                    expiring_revision: None,
+                    delete_reasons: Vec::new(),
+                    last_error: report.error.clone(),
+                };
+                catalog.create(&record).await.map(|_| ())
+            }
+            Some(current) => {
+                let record = &current.value;
+                match (record.status, new_status) {
+                    // The same news again, or news older than what we know: nothing to do.
+                    (a, b) if a == b => return finish(topology, report).await,
+                    (BackupStatus::InProgress, BackupStatus::Completed | BackupStatus::Failed) => {
+                        let mut record = record.clone();
+                        record.status = new_status;
+                        record.kind = report.kind;
+                        record.parent = report.parent.clone();
+                        record.completed_at = report.completed_at;
+                        record.started_at = report.started_at.or(record.started_at);
+                        record.artifacts = report.artifacts.clone();
+                        record.tags = report.tags.clone();
+                        record.last_error = report.error.clone();
+                        catalog.update(&record, current.revision).await.map(|_| ())
+                    }
+                    (_, BackupStatus::InProgress) => return Ok(Outcome::Done),
+                    (current_status, _) => {
+                        return Ok(Outcome::Poison(format!(
+                            "backup {} is already {current_status:?}; the report changes nothing",
+                            report.backup_id
+                        )))
+                    }
+                }
+            }
+        };
+        match result {
+            Ok(()) => return finish(topology, report).await,
+            Err(CasError::Conflict) => continue,
+            Err(CasError::Other(err)) => return Err(err),
+        }
+    }
+    Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// Records on the schedule which of its backups is in progress, for the overlap policy: set on
+/// `started`, cleared on `completed` or `failed` of that same backup.
+async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result<()> {
+    let Some(name) = &report.schedule else {
+        return Ok(());
+    };
+    for _ in 0..5 {
+        let Some(entry) = topology.schedules.entry(name.as_str()).await? else {
+            return Ok(());
+        };
+        let mut schedule: ScheduleRecord =
+            serde_json::from_slice(&entry.value).context("decoding the report's schedule")?;
+        let current = schedule.status.in_flight.as_ref().map(|f| &f.backup_id);
+        match report.status {
+            ReportStatus::Started if current != Some(&report.backup_id) => {
+                schedule.status.in_flight = Some(InFlight {
+                    backup_id: report.backup_id.clone(),
+                    since: report
+                        .started_at
+                        .map(|t| t.with_timezone(&Utc))
+                        .unwrap_or_else(Utc::now),
+                });
+            }
+            ReportStatus::Completed | ReportStatus::Failed
+                if current == Some(&report.backup_id) =>
+            {
+                schedule.status.in_flight = None;
+            }
+            _ => return Ok(()),
+        }
+        let body = serde_json::to_vec(&schedule)?;
+        match topology
+            .schedules
+            .update(name.as_str(), body.into(), entry.revision)
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(err)
+                if err.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision =>
+            {
+                continue
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    anyhow::bail!("schedule {name} kept changing while recording an in-flight backup")
+}
+
+/// After a completed report is recorded, tell retention; de-duplicated per backup.
+async fn finish(topology: &Topology, report: &Report) -> anyhow::Result<Outcome> {
+    track_in_flight(topology, report).await?;
+    if report.status != ReportStatus::Completed {
+        return Ok(Outcome::Done);
+    }
+    let event = CheckpointComplete {
+        schema_version: wire::SCHEMA_VERSION,
+        cluster: report.cluster.clone(),
+        plan: report.plan.clone(),
+        backup_id: report.backup_id.clone(),
+        schedule: report.schedule.clone(),
+    };
+    publish_once(
+        &topology.jetstream,
+        topology::checkpoint_subject(&report.cluster),
+        &format!("ckpt.{}.{}", report.cluster, report.backup_id),
+        wire::encode(&event),
+    )
+    .await?;
+    Ok(Outcome::Done)
+}

@@ -1,0 +1,359 @@
+//! The timer queue: every schedule sits in a `BTreeSet` ordered by the instant it next needs
+//! attention, kept current by a watch on the schedules bucket. Nothing scans all schedules on a
+//! clock; the loop sleeps until the earliest entry, so idle schedules cost no CPU.
+//!
+//! Firing a tick is publish-then-record: the `due-backup` event goes out with a message id of
+//! schedule + tick, then the schedule's status is compare-and-set. A replica that dies between
+//! the two leaves a state from which any replica recomputes the same tick, whose publication the
+//! stream drops as a duplicate; a replica that loses the compare-and-set simply waits for the
+//! watch to bring it the winner's state.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::Arc,
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use async_nats::jetstream::kv::{Entry, Operation};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use sexton_schedule::{Action, CronSpec, Decision, Explanation, ScheduleDoc, ScheduleState};
+use sexton_shared::{
+    config::Config,
+    names::BackupId,
+    nats::publish_once,
+    object_store::cluster_prefix,
+    records::{BackupKind, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER},
+    topology::{self, Topology},
+    wire::{self, DueBackup},
+    Shutdown,
+};
+
+use crate::metrics::Metrics;
+
+/// The pure state of a stored schedule that `sexton-schedule` evaluates.
+pub fn state(record: &ScheduleRecord, now: DateTime<Utc>) -> ScheduleState {
+    let in_flight = record.overlap_policy == OverlapPolicy::Skip
+        && record
+            .status
+            .in_flight
+            .as_ref()
+            .is_some_and(|f| now - f.since < IN_FLIGHT_STALE_AFTER);
+    ScheduleState {
+        created_at: record.created_at,
+        paused: record.paused,
+        skip_immediately: record.skip_immediately,
+        last_backup: record.status.last_backup,
+        last_skipped: record.status.last_skipped,
+        in_flight,
+        starting_deadline_seconds: record.starting_deadline_seconds,
+        activation_pending: record.status.activation_pending,
+    }
+}
+
+/// The schedule as `sexton schedule describe` explains it.
+pub fn explain(record: &ScheduleRecord, now: DateTime<Utc>, server_default: bool) -> Explanation {
+    let state = state(record, now);
+    let doc = ScheduleDoc {
+        cron: record.cron.clone(),
+        created_at: state.created_at,
+        paused: state.paused,
+        skip_immediately: state.skip_immediately,
+        last_backup: state.last_backup,
+        last_skipped: state.last_skipped,
+        in_flight: state.in_flight,
+        starting_deadline_seconds: state.starting_deadline_seconds,
+        activation_pending: state.activation_pending,
+    };
+    sexton_schedule::explain(&doc, now, server_default)
+}
+
+/// The backup id of a scheduled run: the schedule's name and the tick, as Velero names them.
+pub fn backup_id_for(record: &ScheduleRecord, tick: DateTime<Utc>) -> BackupId {
+    BackupId::new(format!("{}-{}", record.name, tick.format("%Y%m%d%H%M%S")))
+        .expect("schedule names are valid ids and the suffix is digits")
+}
+
+struct Slot {
+    record: ScheduleRecord,
+    /// Parsed once per revision; `Err` holds the message for an invalid spec.
+    cron: Result<CronSpec, String>,
+    revision: u64,
+    queued_at: Option<DateTime<Utc>>,
+}
+
+impl Slot {
+    fn decide(&self, now: DateTime<Utc>, server_default: bool) -> Result<Decision, String> {
+        let cron = self.cron.as_ref().map_err(Clone::clone)?;
+        Ok(sexton_schedule::evaluate(
+            cron,
+            &state(&self.record, now),
+            now,
+            server_default,
+        ))
+    }
+
+    /// When the schedule next needs attention: now if it must fire, skip or be marked invalid;
+    /// at its next run otherwise; never while paused.
+    fn attention_at(&self, now: DateTime<Utc>, server_default: bool) -> Option<DateTime<Utc>> {
+        if self.record.paused {
+            return None;
+        }
+        match self.decide(now, server_default) {
+            Err(_) => (self.record.status.phase != SchedulePhase::FailedValidation).then_some(now),
+            Ok(decision) => match decision.action {
+                Action::Fire | Action::Skip | Action::Invalid => Some(now),
+                Action::Wait => decision.next_run_time,
+                Action::Paused => None,
+            },
+        }
+    }
+}
+
+/// Every schedule this replica knows, and the order in which they need attention.
+struct Queue {
+    slots: HashMap<String, Slot>,
+    order: BTreeSet<(DateTime<Utc>, String)>,
+}
+
+impl Queue {
+    fn set(&mut self, name: &str, at: Option<DateTime<Utc>>) {
+        let Some(slot) = self.slots.get_mut(name) else {
+            return;
+        };
+        if let Some(old) = slot.queued_at.take() {
+            self.order.remove(&(old, name.to_string()));
+        }
+        if let Some(at) = at {
+            self.order.insert((at, name.to_string()));
+            slot.queued_at = Some(at);
+        }
+    }
+
+    fn remove(&mut self, name: &str) {
+        self.set(name, None);
+        self.slots.remove(name);
+    }
+
+    fn apply_update(&mut self, entry: Entry, server_default: bool) {
+        let name = entry.key.clone();
+        if entry.operation != Operation::Put {
+            self.remove(&name);
+            return;
+        }
+        let record: ScheduleRecord = match serde_json::from_slice(&entry.value) {
+            Ok(record) => record,
+            Err(err) => {
+                tracing::error!(schedule = %name, error = %err, "unreadable schedule record; not scheduling it");
+                self.remove(&name);
+                return;
+            }
+        };
+        let cron = CronSpec::parse(&record.cron).map_err(|err| format!("invalid cron spec: {err}"));
+        self.set(&name, None);
+        let slot = Slot {
+            record,
+            cron,
+            revision: entry.revision,
+            queued_at: None,
+        };
+        let at = slot.attention_at(Utc::now(), server_default);
+        self.slots.insert(name.clone(), slot);
+        self.set(&name, at);
+    }
+}
+
+pub async fn run(
+    topology: Topology,
+    config: Config,
+    metrics: Arc<Metrics>,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let server_default = config.scheduler.skip_immediately_default;
+    let mut queue = Queue {
+        slots: HashMap::new(),
+        order: BTreeSet::new(),
+    };
+    let mut watch = topology
+        .schedules
+        .watch_with_history(">")
+        .await
+        .context("watching the schedules bucket")?;
+    let mut last_revision = 0;
+    loop {
+        let now = Utc::now();
+        let sleep_for = match queue.order.first() {
+            Some((at, _)) => (*at - now).to_std().unwrap_or(Duration::ZERO),
+            None => Duration::from_secs(3600),
+        };
+        tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            update = watch.next() => match update {
+                Some(Ok(entry)) => {
+                    last_revision = entry.revision;
+                    queue.apply_update(entry, server_default);
+                    metrics.schedules_loaded.set(queue.slots.len() as i64);
+                }
+                other => {
+                    if let Some(Err(err)) = other {
+                        tracing::warn!(error = %err, "schedule watch failed; resuming");
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    watch = topology
+                        .schedules
+                        .watch_all_from_revision(last_revision + 1)
+                        .await
+                        .context("re-watching the schedules bucket")?;
+                }
+            },
+            _ = tokio::time::sleep(sleep_for) => {
+                let now = Utc::now();
+                while let Some((at, name)) = queue.order.first().cloned() {
+                    if at > now {
+                        break;
+                    }
+                    queue.set(&name, None);
+                    let next = match queue.slots.get(&name) {
+                        Some(slot) => attend(&topology, &config, &metrics, slot, now).await,
+                        None => None,
+                    };
+                    queue.set(&name, next);
+                }
+            }
+        }
+    }
+}
+
+/// Handles one schedule whose time has come; returns when it next needs attention (`None` when
+/// the watch will bring a new revision, or the schedule is paused).
+#[tracing::instrument(skip_all, fields(schedule = %slot.record.name))]
+async fn attend(
+    topology: &Topology,
+    config: &Config,
+    metrics: &Metrics,
+    slot: &Slot,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let record = &slot.record;
+    let mut updated = record.clone();
+    match slot.decide(now, config.scheduler.skip_immediately_default) {
+        Err(error) => {
+            if record.status.phase == SchedulePhase::FailedValidation {
+                return None;
+            }
+            updated.status.phase = SchedulePhase::FailedValidation;
+            updated.status.validation_errors = vec![error];
+            updated.status.next_run_time = None;
+        }
+        Ok(decision) => {
+            match decision.action {
+                Action::Paused => return None,
+                Action::Wait => {
+                    // Woken exactly at the due instant: due means strictly after it.
+                    let next = decision.next_run_time?;
+                    return Some(next.max(now + chrono::Duration::milliseconds(1)));
+                }
+                Action::Invalid => return None,
+                Action::Skip => {
+                    metrics
+                        .ticks_skipped
+                        .with_label_values(&[decision.reason.as_str()])
+                        .inc();
+                    updated.status.last_skip_reason = Some(decision.reason.as_str().to_string());
+                }
+                Action::Fire => {
+                    let tick = decision.tick?;
+                    match publish_due(topology, config, record, tick, now).await {
+                        Ok(true) => metrics.due_duplicates.inc(),
+                        Ok(false) => {
+                            let lateness =
+                                (now - tick).num_microseconds().unwrap_or(0) as f64 / 1e6;
+                            metrics.fire_lateness.observe(lateness.max(0.0));
+                            metrics.due_published.inc();
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "could not publish a due backup; retrying");
+                            return Some(now + chrono::Duration::seconds(1));
+                        }
+                    }
+                    updated.status.last_fired_tick = Some(tick);
+                    updated.status.last_skip_reason = None;
+                }
+            }
+            updated.status.phase = SchedulePhase::Enabled;
+            updated.status.validation_errors.clear();
+            updated.status.last_backup = decision.last_backup_after;
+            updated.status.last_skipped = decision.last_skipped_after;
+            updated.skip_immediately = decision.skip_immediately_after;
+            updated.status.activation_pending = decision.activation_pending_after;
+            updated.status.next_run_time = decision.next_run_after;
+        }
+    }
+    let body = match serde_json::to_vec(&updated) {
+        Ok(body) => body,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot encode a schedule");
+            return None;
+        }
+    };
+    match topology
+        .schedules
+        .update(record.name.as_str(), body.into(), slot.revision)
+        .await
+    {
+        // The watch brings the new revision and requeues the schedule.
+        Ok(_) => None,
+        Err(err) => {
+            // Another replica recorded this tick first, or the bucket is unreachable: either
+            // way the watch (or this retry) brings the truth.
+            tracing::debug!(error = %err, "schedule status not recorded");
+            Some(now + chrono::Duration::seconds(1))
+        }
+    }
+}
+
+/// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick.
+pub async fn publish_due(
+    topology: &Topology,
+    config: &Config,
+    record: &ScheduleRecord,
+    tick: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> anyhow::Result<bool> {
+    let backup_id = backup_id_for(record, tick);
+    let object_prefix = format!(
+        "{}{}/{}/",
+        cluster_prefix(&config.s3.prefix, &record.cluster),
+        record.name,
+        backup_id
+    );
+    let event = DueBackup {
+        schema_version: wire::SCHEMA_VERSION,
+        schedule: record.name.clone(),
+        cluster: record.cluster.clone(),
+        plan: record.plan.clone(),
+        tick,
+        fired_at: now,
+        backup_id,
+        backup_name: record.name.to_string(),
+        object_prefix,
+        kind: BackupKind::Full,
+        parent: None,
+        labels: record.labels.clone(),
+    };
+    let message_id = format!("due.{}.{}", record.name, tick.timestamp_millis());
+    let duplicate = publish_once(
+        &topology.jetstream,
+        topology::due_subject(&record.cluster),
+        &message_id,
+        wire::encode(&event),
+    )
+    .await?;
+    if duplicate {
+        tracing::info!(tick = %tick, "due backup already published by another replica");
+    } else {
+        tracing::info!(tick = %tick, backup = %event.backup_id, "due backup published");
+    }
+    Ok(duplicate)
+}

@@ -1,0 +1,222 @@
+//! The request/reply API behind the `sexton` CLI: versioned subjects
+//! (`sexton.v1.api.<resource>.<verb>`), JSON bodies with a schema version, and one reply shape
+//! carrying either a result or an error with a stable code.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::names::{ClusterName, PlanName, ScheduleName};
+use crate::records::{OverlapPolicy, Policy};
+use crate::wire::{Message, SCHEMA_VERSION};
+
+fn v1() -> u32 {
+    SCHEMA_VERSION
+}
+
+/// Error codes a client can branch on.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorCode {
+    /// The request is malformed or names invalid values; retrying will not help.
+    Invalid,
+    NotFound,
+    AlreadyExists,
+    /// Something changed underneath; retrying may help.
+    Conflict,
+    /// A dependency failed; retrying later may help.
+    Unavailable,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Reply {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
+}
+
+impl Message for Reply {
+    const KIND: &'static str = "api reply";
+}
+
+impl Reply {
+    pub fn from_result(result: Result<serde_json::Value, ApiError>) -> Reply {
+        match result {
+            Ok(value) => Reply {
+                schema_version: SCHEMA_VERSION,
+                result: Some(value),
+                error: None,
+            },
+            Err(error) => Reply {
+                schema_version: SCHEMA_VERSION,
+                result: None,
+                error: Some(error),
+            },
+        }
+    }
+
+    pub fn into_result(self) -> Result<serde_json::Value, ApiError> {
+        match (self.error, self.result) {
+            (Some(error), _) => Err(error),
+            (None, Some(value)) => Ok(value),
+            (None, None) => Ok(serde_json::Value::Null),
+        }
+    }
+}
+
+/// `schedule.create`: a new schedule as the user writes it. Unknown fields are refused, so a
+/// misspelt option is an error rather than a silently ignored setting.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    pub cron: String,
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub skip_immediately: Option<bool>,
+    pub policy: Policy,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub remote_cleanup: bool,
+    #[serde(default)]
+    pub overlap_policy: OverlapPolicy,
+    #[serde(default)]
+    pub starting_deadline_seconds: Option<u64>,
+}
+
+impl Message for ScheduleSpec {
+    const KIND: &'static str = "schedule";
+
+    fn validate(&self) -> Result<(), String> {
+        // A backup id is `<schedule>-<14 digits>`, and ids stay within 128 characters.
+        if self.name.as_str().len() > 63 {
+            return Err("schedule name is longer than 63 characters".into());
+        }
+        validate_deadline(self.starting_deadline_seconds)?;
+        validate_labels(&self.labels)
+    }
+}
+
+/// `schedule.get`, `schedule.describe`, `schedule.delete`, `schedule.pause`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ByName {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+}
+
+impl Message for ByName {
+    const KIND: &'static str = "request";
+}
+
+/// `schedule.update`: the fields to change; absent fields stay as they are.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleUpdate {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    #[serde(default)]
+    pub cron: Option<String>,
+    #[serde(default)]
+    pub policy: Option<Policy>,
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub remote_cleanup: Option<bool>,
+    #[serde(default)]
+    pub overlap_policy: Option<OverlapPolicy>,
+    #[serde(default)]
+    pub starting_deadline_seconds: Option<u64>,
+}
+
+impl Message for ScheduleUpdate {
+    const KIND: &'static str = "schedule update";
+
+    fn validate(&self) -> Result<(), String> {
+        validate_labels(self.labels.iter().flatten())?;
+        validate_deadline(self.starting_deadline_seconds)
+    }
+}
+
+fn validate_labels<'a>(
+    labels: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<(), String> {
+    for (n, (key, value)) in labels.into_iter().enumerate() {
+        if n >= 64 {
+            return Err("more than 64 labels".into());
+        }
+        if key.is_empty() || key.len() > 63 || value.len() > 253 {
+            return Err(format!("label {key:?} is empty or too long"));
+        }
+        if key.chars().chain(value.chars()).any(char::is_control) {
+            return Err(format!("label {key:?} holds a control character"));
+        }
+    }
+    Ok(())
+}
+
+fn validate_deadline(seconds: Option<u64>) -> Result<(), String> {
+    if seconds.is_some_and(|s| s == 0 || s > 366 * 86_400) {
+        return Err("starting_deadline_seconds must be between 1 and 31622400".into());
+    }
+    Ok(())
+}
+
+/// `schedule.unpause`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Unpause {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    /// Overrides the schedule's own value and the server default for this unpause.
+    #[serde(default)]
+    pub skip_immediately: Option<bool>,
+}
+
+impl Message for Unpause {
+    const KIND: &'static str = "request";
+}
+
+/// `schedule.list`, `backup.list`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListFilter {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    #[serde(default)]
+    pub cluster: Option<ClusterName>,
+    #[serde(default)]
+    pub plan: Option<PlanName>,
+}
+
+impl Message for ListFilter {
+    const KIND: &'static str = "request";
+}

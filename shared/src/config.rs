@@ -1,0 +1,542 @@
+//! Configuration shared by every service: where NATS and S3 are and how to reach them, where
+//! the telemetry endpoint listens, how logs look. Read from a TOML file, then overridden by
+//! `SEXTON_*` environment variables; unknown keys in the file are an error so a typo never
+//! silently falls back to a default.
+
+use std::{collections::HashMap, path::Path, time::Duration};
+
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("invalid value {value:?} for {key}: {why}")]
+    Value {
+        key: String,
+        value: String,
+        why: String,
+    },
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub nats: NatsConfig,
+    pub s3: S3Config,
+    pub http: HttpConfig,
+    pub log: LogConfig,
+    pub scheduler: SchedulerConfig,
+    pub deleter: DeleterConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NatsConfig {
+    pub url: String,
+    /// A `.creds` file (JWT + nkey seed), as `nsc` writes it.
+    pub creds_file: Option<String>,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub token: Option<String>,
+    pub tls_ca_file: Option<String>,
+    pub tls_cert_file: Option<String>,
+    pub tls_key_file: Option<String>,
+    pub tls_required: bool,
+    /// Replicas for the streams and buckets this service creates (3 on a NATS cluster).
+    pub replicas: usize,
+    /// The name this client shows in the server's connection list.
+    pub client_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct S3Config {
+    pub endpoint: Option<String>,
+    pub region: String,
+    pub bucket: String,
+    /// Every object Sexton touches lies under `<prefix>/<cluster>/`.
+    pub prefix: String,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub force_path_style: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Where `/metrics`, `/healthz` and `/readyz` listen; empty turns the endpoint off.
+    pub listen: String,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// The server-wide default of `skip_immediately` (Velero's `--schedule-skip-immediately`).
+    pub skip_immediately_default: bool,
+    /// At most one retention sweep per cluster per interval (seed 003: once an hour).
+    #[serde(with = "duration_text")]
+    pub retention_sweep_interval: Duration,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeleterConfig {
+    /// How many delete jobs one replica works on at once.
+    pub concurrency: usize,
+}
+
+impl Default for NatsConfig {
+    fn default() -> Self {
+        NatsConfig {
+            url: "nats://127.0.0.1:4222".into(),
+            creds_file: None,
+            user: None,
+            password: None,
+            token: None,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_required: false,
+            replicas: 1,
+            client_name: None,
+        }
+    }
+}
+
+impl Default for S3Config {
+    fn default() -> Self {
+        S3Config {
+            endpoint: None,
+            region: "us-east-1".into(),
+            bucket: "sexton".into(),
+            prefix: "backups".into(),
+            access_key_id: None,
+            secret_access_key: None,
+            force_path_style: true,
+        }
+    }
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: "127.0.0.1:0".into(),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: LogFormat::Text,
+        }
+    }
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            skip_immediately_default: false,
+            retention_sweep_interval: Duration::from_secs(3600),
+        }
+    }
+}
+
+impl Default for DeleterConfig {
+    fn default() -> Self {
+        DeleterConfig { concurrency: 4 }
+    }
+}
+
+/// The environment variables read, with the config key each overrides. Kept as one table so
+/// the README's reference and the loader cannot drift apart.
+pub const ENVIRONMENT: &[(&str, &str)] = &[
+    ("SEXTON_NATS_URL", "nats.url"),
+    ("SEXTON_NATS_CREDS_FILE", "nats.creds_file"),
+    ("SEXTON_NATS_USER", "nats.user"),
+    ("SEXTON_NATS_PASSWORD", "nats.password"),
+    ("SEXTON_NATS_TOKEN", "nats.token"),
+    ("SEXTON_NATS_TLS_CA_FILE", "nats.tls_ca_file"),
+    ("SEXTON_NATS_TLS_CERT_FILE", "nats.tls_cert_file"),
+    ("SEXTON_NATS_TLS_KEY_FILE", "nats.tls_key_file"),
+    ("SEXTON_NATS_TLS_REQUIRED", "nats.tls_required"),
+    ("SEXTON_NATS_REPLICAS", "nats.replicas"),
+    ("SEXTON_S3_ENDPOINT", "s3.endpoint"),
+    ("SEXTON_S3_REGION", "s3.region"),
+    ("SEXTON_S3_BUCKET", "s3.bucket"),
+    ("SEXTON_S3_PREFIX", "s3.prefix"),
+    ("SEXTON_S3_ACCESS_KEY_ID", "s3.access_key_id"),
+    ("SEXTON_S3_SECRET_ACCESS_KEY", "s3.secret_access_key"),
+    ("SEXTON_S3_FORCE_PATH_STYLE", "s3.force_path_style"),
+    ("SEXTON_HTTP_LISTEN", "http.listen"),
+    ("SEXTON_LOG_FORMAT", "log.format"),
+    (
+        "SEXTON_SCHEDULER_SKIP_IMMEDIATELY_DEFAULT",
+        "scheduler.skip_immediately_default",
+    ),
+    (
+        "SEXTON_SCHEDULER_RETENTION_SWEEP_INTERVAL",
+        "scheduler.retention_sweep_interval",
+    ),
+    ("SEXTON_DELETER_CONCURRENCY", "deleter.concurrency"),
+];
+
+impl Config {
+    /// Reads the file (if any), then applies the process environment.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let env: HashMap<String, String> = std::env::vars().collect();
+        Self::load_with_env(path, &env)
+    }
+
+    pub fn load_with_env(
+        path: Option<&Path>,
+        env: &HashMap<String, String>,
+    ) -> Result<Config, ConfigError> {
+        let mut config = match path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                Self::from_toml(&text).map_err(|message| ConfigError::Parse {
+                    path: path.display().to_string(),
+                    message,
+                })?
+            }
+            None => Config::default(),
+        };
+        config.apply_env(env)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|err| err.to_string().trim_end().replace('\n', " "))
+    }
+
+    fn apply_env(&mut self, env: &HashMap<String, String>) -> Result<(), ConfigError> {
+        // AWS's own variable names are honoured too, below Sexton's, so a standard setup works.
+        for (aws, key) in [
+            ("AWS_ACCESS_KEY_ID", "s3.access_key_id"),
+            ("AWS_SECRET_ACCESS_KEY", "s3.secret_access_key"),
+            ("AWS_REGION", "s3.region"),
+        ] {
+            if let Some(value) = env.get(aws) {
+                self.set(key, value)?;
+            }
+        }
+        for (var, key) in ENVIRONMENT {
+            if let Some(value) = env.get(*var) {
+                self.set(key, value)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets one dotted key from text, as the environment gives it.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), ConfigError> {
+        let bad = |why: &str| ConfigError::Value {
+            key: key.to_string(),
+            value: value.to_string(),
+            why: why.to_string(),
+        };
+        let opt = |v: &str| (!v.is_empty()).then(|| v.to_string());
+        let parse_bool = |v: &str| match v {
+            "true" | "1" | "yes" => Ok(true),
+            "false" | "0" | "no" => Ok(false),
+            _ => Err(bad("expected true or false")),
+        };
+        match key {
+            "nats.url" => self.nats.url = value.to_string(),
+            "nats.creds_file" => self.nats.creds_file = opt(value),
+            "nats.user" => self.nats.user = opt(value),
+            "nats.password" => self.nats.password = opt(value),
+            "nats.token" => self.nats.token = opt(value),
+            "nats.tls_ca_file" => self.nats.tls_ca_file = opt(value),
+            "nats.tls_cert_file" => self.nats.tls_cert_file = opt(value),
+            "nats.tls_key_file" => self.nats.tls_key_file = opt(value),
+            "nats.tls_required" => self.nats.tls_required = parse_bool(value)?,
+            "nats.replicas" => {
+                self.nats.replicas = value.parse().map_err(|_| bad("expected a whole number"))?
+            }
+            "s3.endpoint" => self.s3.endpoint = opt(value),
+            "s3.region" => self.s3.region = value.to_string(),
+            "s3.bucket" => self.s3.bucket = value.to_string(),
+            "s3.prefix" => self.s3.prefix = value.to_string(),
+            "s3.access_key_id" => self.s3.access_key_id = opt(value),
+            "s3.secret_access_key" => self.s3.secret_access_key = opt(value),
+            "s3.force_path_style" => self.s3.force_path_style = parse_bool(value)?,
+            "http.listen" => self.http.listen = value.to_string(),
+            "log.format" => {
+                self.log.format = match value {
+                    "text" => LogFormat::Text,
+                    "json" => LogFormat::Json,
+                    _ => return Err(bad("expected text or json")),
+                }
+            }
+            "scheduler.skip_immediately_default" => {
+                self.scheduler.skip_immediately_default = parse_bool(value)?
+            }
+            "scheduler.retention_sweep_interval" => {
+                self.scheduler.retention_sweep_interval =
+                    duration_text::parse(value).map_err(|why| bad(&why))?
+            }
+            "deleter.concurrency" => {
+                self.deleter.concurrency =
+                    value.parse().map_err(|_| bad("expected a whole number"))?
+            }
+            _ => return Err(bad("unknown configuration key")),
+        }
+        Ok(())
+    }
+
+    /// Cross-field checks that serde cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, value: String, why: &str| ConfigError::Value {
+            key: key.into(),
+            value,
+            why: why.into(),
+        };
+        if !(self.nats.url.starts_with("nats://")
+            || self.nats.url.starts_with("tls://")
+            || self.nats.url.starts_with("ws://")
+            || self.nats.url.starts_with("wss://"))
+        {
+            return Err(bad(
+                "nats.url",
+                self.nats.url.clone(),
+                "expected a nats://, tls://, ws:// or wss:// url",
+            ));
+        }
+        if !(1..=5).contains(&self.nats.replicas) {
+            return Err(bad(
+                "nats.replicas",
+                self.nats.replicas.to_string(),
+                "expected 1 to 5",
+            ));
+        }
+        if self.nats.tls_cert_file.is_some() != self.nats.tls_key_file.is_some() {
+            return Err(bad(
+                "nats.tls_cert_file",
+                String::new(),
+                "a client certificate needs its key and the key its certificate",
+            ));
+        }
+        if self.s3.bucket.is_empty() {
+            return Err(bad("s3.bucket", String::new(), "must not be empty"));
+        }
+        if self.s3.prefix.starts_with('/')
+            || self.s3.prefix.ends_with('/')
+            || self
+                .s3
+                .prefix
+                .split('/')
+                .any(|part| part == ".." || part == ".")
+        {
+            return Err(bad(
+                "s3.prefix",
+                self.s3.prefix.clone(),
+                "must be a relative path without a leading or trailing '/' and without '.' or '..'",
+            ));
+        }
+        if let Some(endpoint) = &self.s3.endpoint {
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err(bad(
+                    "s3.endpoint",
+                    endpoint.clone(),
+                    "expected an http:// or https:// url",
+                ));
+            }
+        }
+        if self.s3.access_key_id.is_some() != self.s3.secret_access_key.is_some() {
+            return Err(bad(
+                "s3.access_key_id",
+                String::new(),
+                "an access key id needs its secret key and the secret its id",
+            ));
+        }
+        if self.scheduler.retention_sweep_interval < Duration::from_secs(1) {
+            return Err(bad(
+                "scheduler.retention_sweep_interval",
+                format!("{:?}", self.scheduler.retention_sweep_interval),
+                "must be at least 1s",
+            ));
+        }
+        if !(1..=256).contains(&self.deleter.concurrency) {
+            return Err(bad(
+                "deleter.concurrency",
+                self.deleter.concurrency.to_string(),
+                "expected 1 to 256",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Durations as people write them in a config file: `90s`, `15m`, `1h`, `2d`.
+pub mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub fn parse(text: &str) -> Result<Duration, String> {
+        let text = text.trim();
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .ok_or_else(|| "expected a number followed by s, m, h or d".to_string())?;
+        let (digits, unit) = text.split_at(split);
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| "expected a number followed by s, m, h or d".to_string())?;
+        let secs = match unit {
+            "s" => Some(n),
+            "m" => n.checked_mul(60),
+            "h" => n.checked_mul(3600),
+            "d" => n.checked_mul(86_400),
+            _ => return Err(format!("unknown unit {unit:?}: expected s, m, h or d")),
+        };
+        let secs = secs
+            .filter(|s| *s <= 10 * 365 * 86_400)
+            .ok_or_else(|| "longer than ten years".to_string())?;
+        Ok(Duration::from_secs(secs))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn file_then_environment() {
+        let dir = tempfile_dir();
+        let path = dir.join("sexton.toml");
+        std::fs::write(
+            &path,
+            "[nats]\nurl = \"nats://10.0.0.1:4222\"\n[s3]\nbucket = \"b\"\n[scheduler]\nretention_sweep_interval = \"15m\"\n",
+        )
+        .unwrap();
+        let config = Config::load_with_env(
+            Some(&path),
+            &env(&[
+                ("SEXTON_S3_BUCKET", "from-env"),
+                ("AWS_ACCESS_KEY_ID", "a"),
+                ("AWS_SECRET_ACCESS_KEY", "b"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(config.nats.url, "nats://10.0.0.1:4222");
+        assert_eq!(config.s3.bucket, "from-env");
+        assert_eq!(config.s3.access_key_id.as_deref(), Some("a"));
+        assert_eq!(
+            config.scheduler.retention_sweep_interval,
+            Duration::from_secs(900)
+        );
+    }
+
+    #[test]
+    fn malformed_files_get_clear_errors() {
+        let cases = [
+            ("[nats]\nurl = 5\n", "invalid type"),
+            ("[nats]\nurll = \"x\"\n", "unknown field"),
+            ("[nats\n", "invalid"),
+            (
+                "[scheduler]\nretention_sweep_interval = \"1 fortnight\"\n",
+                "unknown unit",
+            ),
+            (
+                "[scheduler]\nretention_sweep_interval = \"h\"\n",
+                "expected a number",
+            ),
+            ("[log]\nformat = \"xml\"\n", "unknown variant"),
+            ("bogus = 1\n", "unknown field"),
+        ];
+        for (text, expect) in cases {
+            let err = Config::from_toml(text).unwrap_err();
+            assert!(err.contains(expect), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn bad_values_are_rejected_with_the_key_named() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("SEXTON_NATS_URL", "http://x", "nats.url"),
+            ("SEXTON_NATS_REPLICAS", "0", "nats.replicas"),
+            ("SEXTON_NATS_REPLICAS", "-1", "nats.replicas"),
+            ("SEXTON_S3_PREFIX", "../x", "s3.prefix"),
+            ("SEXTON_S3_PREFIX", "/abs", "s3.prefix"),
+            ("SEXTON_S3_ENDPOINT", "ftp://x", "s3.endpoint"),
+            ("SEXTON_S3_BUCKET", "", "s3.bucket"),
+            ("SEXTON_LOG_FORMAT", "xml", "log.format"),
+            ("SEXTON_NATS_TLS_REQUIRED", "maybe", "nats.tls_required"),
+            ("SEXTON_DELETER_CONCURRENCY", "0", "deleter.concurrency"),
+            (
+                "SEXTON_SCHEDULER_RETENTION_SWEEP_INTERVAL",
+                "0s",
+                "retention_sweep_interval",
+            ),
+            (
+                "SEXTON_SCHEDULER_RETENTION_SWEEP_INTERVAL",
+                "99999999999d",
+                "retention_sweep_interval",
+            ),
+            ("SEXTON_S3_ACCESS_KEY_ID", "only-id", "s3.access_key_id"),
+        ];
+        for (var, value, key) in cases {
+            let err = Config::load_with_env(None, &env(&[(var, value)])).unwrap_err();
+            assert!(err.to_string().contains(key), "{var}={value}: {err}");
+        }
+    }
+
+    #[test]
+    fn missing_file_is_an_error_not_defaults() {
+        let err = Config::load_with_env(Some(Path::new("/nonexistent/sexton.toml")), &env(&[]))
+            .unwrap_err();
+        assert!(
+            err.to_string().starts_with("cannot read config file"),
+            "{err}"
+        );
+    }
+
+    fn tempfile_dir() -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("sexton-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+}

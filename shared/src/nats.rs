@@ -1,0 +1,86 @@
+//! Connecting to NATS with the configured credentials and TLS, and publishing to JetStream with
+//! a de-duplication id. Every service connects through here so auth and TLS behave the same.
+
+use std::{path::PathBuf, time::Duration};
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, context::PublishAckFuture, message::PublishMessage};
+
+use crate::config::NatsConfig;
+
+/// Connects, retrying the initial connection so a service may start before its server.
+pub async fn connect(config: &NatsConfig, client_name: &str) -> anyhow::Result<async_nats::Client> {
+    connect_with(config, client_name, true).await
+}
+
+/// Connects once and fails if the server does not answer: for the CLI.
+pub async fn connect_once(
+    config: &NatsConfig,
+    client_name: &str,
+) -> anyhow::Result<async_nats::Client> {
+    connect_with(config, client_name, false).await
+}
+
+async fn connect_with(
+    config: &NatsConfig,
+    client_name: &str,
+    retry: bool,
+) -> anyhow::Result<async_nats::Client> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(config.client_name.as_deref().unwrap_or(client_name));
+    if retry {
+        options = options.retry_on_initial_connect();
+    }
+    let mut options = options
+        .connection_timeout(Duration::from_secs(5))
+        .request_timeout(Some(Duration::from_secs(10)))
+        .max_reconnects(None::<usize>);
+    if let Some(path) = &config.creds_file {
+        options = options
+            .credentials_file(path)
+            .await
+            .with_context(|| format!("reading nats credentials file {path}"))?;
+    }
+    if let (Some(user), Some(password)) = (&config.user, &config.password) {
+        options = options.user_and_password(user.clone(), password.clone());
+    }
+    if let Some(token) = &config.token {
+        options = options.token(token.clone());
+    }
+    if let Some(ca) = &config.tls_ca_file {
+        options = options.add_root_certificates(PathBuf::from(ca));
+    }
+    if let (Some(cert), Some(key)) = (&config.tls_cert_file, &config.tls_key_file) {
+        options = options.add_client_certificate(PathBuf::from(cert), PathBuf::from(key));
+    }
+    if config.tls_required {
+        options = options.require_tls(true);
+    }
+    options
+        .connect(config.url.as_str())
+        .await
+        .with_context(|| format!("connecting to nats at {}", config.url))
+}
+
+/// Publishes `payload` with a `Nats-Msg-Id`, so a retry or a second replica publishing the
+/// same logical message is dropped by the stream. Returns whether it was a duplicate.
+pub async fn publish_once(
+    jetstream: &jetstream::Context,
+    subject: String,
+    message_id: &str,
+    payload: bytes::Bytes,
+) -> anyhow::Result<bool> {
+    let ack: PublishAckFuture = jetstream
+        .send_publish(
+            subject.clone(),
+            PublishMessage::build()
+                .payload(payload)
+                .message_id(message_id),
+        )
+        .await
+        .with_context(|| format!("publishing to {subject}"))?;
+    let ack = ack
+        .await
+        .with_context(|| format!("waiting for the stream to store {subject}"))?;
+    Ok(ack.duplicate)
+}

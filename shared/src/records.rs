@@ -1,0 +1,195 @@
+//! The records Sexton keeps in its JetStream key-value buckets: schedules and the backup
+//! catalog. These are the stored shapes (serde, with a schema version); the retention engine's
+//! input is derived from them in [`BackupRecord::to_engine`].
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, FixedOffset, Utc};
+use serde::{Deserialize, Serialize};
+
+pub use sexton_retention::{BackupKind, BackupStatus, Policy};
+
+use crate::names::{BackupId, ClusterName, PlanName, ScheduleName};
+
+/// The one schema version this build writes and reads.
+pub const RECORD_SCHEMA_VERSION: u32 = 1;
+
+fn record_schema_version() -> u32 {
+    RECORD_SCHEMA_VERSION
+}
+
+/// A schedule: what to back up, when, and how long to keep it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleRecord {
+    #[serde(default = "record_schema_version")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    /// The cron text as the user wrote it. Kept as text so a schedule whose spec became
+    /// invalid (say, a zone removed from the database) is marked, not dropped.
+    pub cron: String,
+    #[serde(default)]
+    pub paused: bool,
+    /// Unset means the server default; consumed and reset to unset when applied.
+    #[serde(default)]
+    pub skip_immediately: Option<bool>,
+    pub policy: Policy,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Whether deleting a record of this schedule also deletes its objects (seed 003: opt-in).
+    #[serde(default)]
+    pub remote_cleanup: bool,
+    /// What to do with a due tick while a backup of this schedule is still in progress.
+    #[serde(default)]
+    pub overlap_policy: OverlapPolicy,
+    /// Kubernetes' `startingDeadlineSeconds`: a missed run older than this is skipped.
+    #[serde(default)]
+    pub starting_deadline_seconds: Option<u64>,
+    pub created_at: DateTime<Utc>,
+    #[serde(default)]
+    pub status: ScheduleStatus,
+}
+
+/// Kubernetes' and Velero's overlap handling, reduced to the two policies that keep data safe.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OverlapPolicy {
+    /// No new backup while one from this schedule is in progress; the tick is recorded skipped.
+    #[default]
+    Skip,
+    Allow,
+}
+
+/// A backup of a schedule that has started and not yet finished.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InFlight {
+    pub backup_id: BackupId,
+    pub since: DateTime<Utc>,
+}
+
+/// After this long without a completion report, an in-flight backup no longer blocks the
+/// schedule: an executor that died must not stop backups forever.
+pub const IN_FLIGHT_STALE_AFTER: chrono::Duration = chrono::Duration::hours(24);
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleStatus {
+    #[serde(default)]
+    pub phase: SchedulePhase,
+    #[serde(default)]
+    pub last_backup: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub last_skipped: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub next_run_time: Option<DateTime<Utc>>,
+    /// The nominal tick of the last due-backup published; the de-duplication id uses it.
+    #[serde(default)]
+    pub last_fired_tick: Option<DateTime<Utc>>,
+    #[serde(default)]
+    pub validation_errors: Vec<String>,
+    /// Why the last due tick did not fire, if it did not.
+    #[serde(default)]
+    pub last_skip_reason: Option<String>,
+    /// Set on creation and unpause: skip-immediately is resolved at the next evaluation.
+    #[serde(default)]
+    pub activation_pending: bool,
+    #[serde(default)]
+    pub in_flight: Option<InFlight>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SchedulePhase {
+    #[default]
+    New,
+    Enabled,
+    Paused,
+    FailedValidation,
+}
+
+/// One backup in the catalog.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackupRecord {
+    #[serde(default = "record_schema_version")]
+    pub schema_version: u32,
+    pub id: BackupId,
+    /// Unique across re-used ids: a delete job names it, so a job for an old backup of the
+    /// same id can never delete a new one.
+    pub uid: String,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    #[serde(default)]
+    pub schedule: Option<ScheduleName>,
+    /// The `<backup-name>` path segment of the object keys.
+    pub backup_name: String,
+    pub kind: BackupKind,
+    #[serde(default)]
+    pub parent: Option<BackupId>,
+    pub status: BackupStatus,
+    #[serde(default)]
+    pub started_at: Option<DateTime<FixedOffset>>,
+    #[serde(default)]
+    pub completed_at: Option<DateTime<FixedOffset>>,
+    /// Full object keys; `metadata.json` is deleted after every other artifact.
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub legal_hold: bool,
+    #[serde(default)]
+    pub holds: Vec<String>,
+    #[serde(default)]
+    pub immutable: bool,
+    #[serde(default)]
+    pub remote_cleanup: bool,
+    #[serde(default)]
+    pub delete_requested: bool,
+    /// The catalog revision at which retention marked this backup expiring; the delete job
+    /// carries the same number.
+    #[serde(default)]
+    pub expiring_revision: Option<u64>,
+    /// Why this backup is being deleted (the retention plan's reasons).
+    #[serde(default)]
+    pub delete_reasons: Vec<String>,
+    #[serde(default)]
+    pub last_error: Option<String>,
+}
+
+impl BackupRecord {
+    /// The retention engine's view of this record.
+    pub fn to_engine(&self) -> sexton_retention::BackupRecord {
+        sexton_retention::BackupRecord {
+            id: self.id.to_string(),
+            completed_at: self.completed_at,
+            started_at: self.started_at,
+            status: self.status,
+            kind: self.kind,
+            parent: self.parent.as_ref().map(|p| p.to_string()),
+            tags: self.tags.clone(),
+            legal_hold: self.legal_hold,
+            holds: self.holds.clone(),
+            immutable: self.immutable,
+            delete_requested: self.delete_requested,
+        }
+    }
+
+    /// The key `metadata.json` sits at, if the backup has one.
+    pub fn is_metadata_key(key: &str) -> bool {
+        key.rsplit('/').next() == Some("metadata.json")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_key_is_recognised_by_its_last_segment() {
+        assert!(BackupRecord::is_metadata_key("p/c/n/id/metadata.json"));
+        assert!(!BackupRecord::is_metadata_key("p/c/n/id/metadata.json.bak"));
+        assert!(!BackupRecord::is_metadata_key("p/c/n/id/backup.xbstream"));
+    }
+}

@@ -1,0 +1,215 @@
+//! The NATS topology in one place: subject names, the JetStream streams and durable consumers
+//! that carry them, and the key-value buckets. Every service calls [`ensure`] at start-up; the
+//! calls are idempotent, so any replica may be first.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{
+    self,
+    consumer::{pull, AckPolicy},
+    kv,
+    stream::{self, RetentionPolicy, StorageType},
+};
+
+use crate::names::ClusterName;
+
+pub const SUBJECT_ROOT: &str = "sexton.v1";
+
+pub const STREAM_DUE: &str = "SEXTON_DUE";
+pub const STREAM_REPORTS: &str = "SEXTON_REPORTS";
+pub const STREAM_RETENTION: &str = "SEXTON_RETENTION";
+pub const STREAM_JOBS: &str = "SEXTON_JOBS";
+pub const STREAM_EVENTS: &str = "SEXTON_EVENTS";
+
+pub const BUCKET_SCHEDULES: &str = "sexton-schedules";
+pub const BUCKET_CATALOG: &str = "sexton-catalog";
+
+pub const CONSUMER_REPORTS: &str = "scheduler-reports";
+pub const CONSUMER_RETENTION: &str = "retention-worker";
+pub const CONSUMER_DELETER: &str = "deleter";
+pub const CONSUMER_EXECUTOR: &str = "reference-executor";
+
+/// How long JetStream remembers a message id for de-duplication. A replica that publishes a
+/// due tick and dies before recording it is replaced well within this window.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
+
+pub fn due_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.due.{cluster}")
+}
+pub fn report_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.report.{cluster}")
+}
+pub fn checkpoint_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.retention.checkpoint.{cluster}")
+}
+pub fn sweep_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.retention.sweep.{cluster}")
+}
+pub fn delete_job_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.job.delete.{cluster}")
+}
+/// `kind` is one of a small fixed set: `retention`, `incident`.
+pub fn event_subject(kind: &str, cluster: &str) -> String {
+    format!("{SUBJECT_ROOT}.event.{kind}.{cluster}")
+}
+/// Request/reply API subjects, answered by the scheduler's queue group.
+pub fn api_subject(resource: &str, verb: &str) -> String {
+    format!("{SUBJECT_ROOT}.api.{resource}.{verb}")
+}
+pub const API_QUEUE_GROUP: &str = "sexton-api";
+
+/// One stream's definition.
+pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
+    let base = |name: &str, subjects: Vec<String>, retention, max_age| stream::Config {
+        name: name.to_string(),
+        subjects,
+        retention,
+        max_age,
+        storage: StorageType::File,
+        num_replicas: replicas,
+        duplicate_window: DUPLICATE_WINDOW,
+        ..Default::default()
+    };
+    let week = Duration::from_secs(7 * 86_400);
+    vec![
+        // Executors of several kinds may each read due-backups, so it is not a work queue.
+        base(
+            STREAM_DUE,
+            vec![format!("{SUBJECT_ROOT}.due.*")],
+            RetentionPolicy::Limits,
+            week,
+        ),
+        base(
+            STREAM_REPORTS,
+            vec![format!("{SUBJECT_ROOT}.report.*")],
+            RetentionPolicy::WorkQueue,
+            Duration::ZERO,
+        ),
+        base(
+            STREAM_RETENTION,
+            vec![format!("{SUBJECT_ROOT}.retention.*.*")],
+            RetentionPolicy::WorkQueue,
+            Duration::ZERO,
+        ),
+        base(
+            STREAM_JOBS,
+            vec![format!("{SUBJECT_ROOT}.job.*.*")],
+            RetentionPolicy::WorkQueue,
+            Duration::ZERO,
+        ),
+        base(
+            STREAM_EVENTS,
+            vec![format!("{SUBJECT_ROOT}.event.*.*")],
+            RetentionPolicy::Limits,
+            week,
+        ),
+    ]
+}
+
+/// The durable pull consumer of a service, with its redelivery settings.
+pub fn consumer_config(durable: &str, filter: Option<String>, ack_wait: Duration) -> pull::Config {
+    pull::Config {
+        durable_name: Some(durable.to_string()),
+        ack_policy: AckPolicy::Explicit,
+        ack_wait,
+        max_deliver: 20,
+        filter_subject: filter.unwrap_or_default(),
+        // Growing delays between redeliveries of a job that keeps failing.
+        backoff: vec![
+            Duration::from_secs(1),
+            Duration::from_secs(5),
+            Duration::from_secs(15),
+            Duration::from_secs(30),
+            Duration::from_secs(60),
+        ],
+        ..Default::default()
+    }
+}
+
+pub fn bucket_configs(replicas: usize) -> Vec<kv::Config> {
+    vec![
+        kv::Config {
+            bucket: BUCKET_SCHEDULES.into(),
+            description: "sexton schedules".into(),
+            history: 5,
+            num_replicas: replicas,
+            storage: StorageType::File,
+            ..Default::default()
+        },
+        kv::Config {
+            bucket: BUCKET_CATALOG.into(),
+            description: "sexton backup catalog".into(),
+            history: 5,
+            num_replicas: replicas,
+            storage: StorageType::File,
+            ..Default::default()
+        },
+    ]
+}
+
+#[derive(Clone)]
+pub struct Topology {
+    pub jetstream: jetstream::Context,
+    pub schedules: kv::Store,
+    pub catalog: kv::Store,
+}
+
+/// How long [`ensure`] waits for streams and buckets that this service may not create itself
+/// (with least-privilege NATS users only the scheduler and operators create them).
+pub const ENSURE_PATIENCE: Duration = Duration::from_secs(120);
+
+/// Creates what is missing and returns handles; safe to call from every replica at once. A
+/// service whose user may not create streams waits for them to appear.
+pub async fn ensure(jetstream: &jetstream::Context, replicas: usize) -> anyhow::Result<Topology> {
+    let deadline = tokio::time::Instant::now() + ENSURE_PATIENCE;
+    loop {
+        match try_ensure(jetstream, replicas).await {
+            Ok(topology) => return Ok(topology),
+            Err(err) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(
+                    error = format!("{err:#}"),
+                    "nats topology not ready; retrying"
+                );
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+async fn try_ensure(jetstream: &jetstream::Context, replicas: usize) -> anyhow::Result<Topology> {
+    use anyhow::Context as _;
+    for config in stream_configs(replicas) {
+        let name = config.name.clone();
+        if jetstream.get_stream(&name).await.is_ok() {
+            continue;
+        }
+        jetstream
+            .get_or_create_stream(config)
+            .await
+            .with_context(|| format!("creating stream {name}"))?;
+    }
+    let mut stores = Vec::new();
+    for config in bucket_configs(replicas) {
+        let name = config.bucket.clone();
+        let store = match jetstream.get_key_value(&name).await {
+            Ok(store) => store,
+            Err(_) => match jetstream.create_key_value(config).await {
+                Ok(store) => store,
+                // Another replica created it between our two calls.
+                Err(_) => jetstream
+                    .get_key_value(&name)
+                    .await
+                    .with_context(|| format!("opening bucket {name}"))?,
+            },
+        };
+        stores.push(store);
+    }
+    let catalog = stores.pop().expect("two buckets");
+    let schedules = stores.pop().expect("two buckets");
+    Ok(Topology {
+        jetstream: jetstream.clone(),
+        schedules,
+        catalog,
+    })
+}

@@ -1,0 +1,369 @@
+//! Versioned messages on the wire: events, jobs, executor reports and the request/reply API.
+//! Every body is JSON with a `schema_version`; this build speaks version 1. Unknown fields are
+//! tolerated (a newer producer may add some), but a missing or different version is refused,
+//! because guessing at the meaning of a delete job is how data is lost.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, FixedOffset, Utc};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use crate::names::{BackupId, ClusterName, PlanName, ScheduleName};
+use crate::records::BackupKind;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The largest body we try to decode. NATS's default max payload is 1 MiB; anything near it
+/// on these subjects is abuse, not a backup report.
+pub const MAX_BODY_BYTES: usize = 512 * 1024;
+
+fn v1() -> u32 {
+    SCHEMA_VERSION
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("body is {0} bytes, more than the 524288 allowed")]
+    TooLarge(usize),
+    #[error("body is not valid json: {0}")]
+    Json(String),
+    #[error("missing schema_version")]
+    MissingVersion,
+    #[error("unsupported schema_version {0}: this build reads version 1")]
+    UnsupportedVersion(u64),
+    #[error("invalid {kind}: {message}")]
+    Invalid { kind: &'static str, message: String },
+}
+
+/// A message type that can be decoded from the wire.
+pub trait Message: Serialize + DeserializeOwned {
+    /// A short name for errors and logs, such as `delete job`.
+    const KIND: &'static str;
+
+    /// Checks that serde cannot express; the default accepts everything.
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Decodes and validates one message body.
+pub fn decode<T: Message>(body: &[u8]) -> Result<T, DecodeError> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(DecodeError::TooLarge(body.len()));
+    }
+    #[derive(Deserialize)]
+    struct Version {
+        schema_version: Option<serde_json::Value>,
+    }
+    let version: Version =
+        serde_json::from_slice(body).map_err(|err| DecodeError::Json(err.to_string()))?;
+    match version.schema_version {
+        None => return Err(DecodeError::MissingVersion),
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(SCHEMA_VERSION as u64) => {}
+        Some(serde_json::Value::Number(n)) => {
+            return Err(DecodeError::UnsupportedVersion(n.as_u64().unwrap_or(0)))
+        }
+        Some(_) => {
+            return Err(DecodeError::Invalid {
+                kind: T::KIND,
+                message: "schema_version must be a number".into(),
+            })
+        }
+    }
+    let message: T = serde_json::from_slice(body).map_err(|err| DecodeError::Invalid {
+        kind: T::KIND,
+        message: err.to_string(),
+    })?;
+    message.validate().map_err(|message| DecodeError::Invalid {
+        kind: T::KIND,
+        message,
+    })?;
+    Ok(message)
+}
+
+pub fn encode<T: Message>(message: &T) -> bytes::Bytes {
+    // Serialising our own plain structs cannot fail.
+    serde_json::to_vec(message)
+        .expect("wire types serialise")
+        .into()
+}
+
+/// Scheduler → executors: take a backup now.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DueBackup {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub schedule: ScheduleName,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    /// The nominal cron tick this run is for; with the schedule it identifies the run.
+    pub tick: DateTime<Utc>,
+    pub fired_at: DateTime<Utc>,
+    /// The id the executor should report under (derived from schedule and tick).
+    pub backup_id: BackupId,
+    /// The `<backup-name>` segment of the object keys.
+    pub backup_name: String,
+    /// Where this backup's objects go: `<prefix>/<cluster>/<backup-name>/<backup-id>/`.
+    pub object_prefix: String,
+    pub kind: BackupKind,
+    #[serde(default)]
+    pub parent: Option<BackupId>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Message for DueBackup {
+    const KIND: &'static str = "due-backup event";
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReportStatus {
+    Started,
+    Completed,
+    Failed,
+}
+
+/// Executor → scheduler: what happened to a backup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Report {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub backup_id: BackupId,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    #[serde(default)]
+    pub schedule: Option<ScheduleName>,
+    pub backup_name: String,
+    pub status: ReportStatus,
+    #[serde(default)]
+    pub kind: BackupKind,
+    #[serde(default)]
+    pub parent: Option<BackupId>,
+    #[serde(default)]
+    pub started_at: Option<DateTime<FixedOffset>>,
+    #[serde(default)]
+    pub completed_at: Option<DateTime<FixedOffset>>,
+    #[serde(default)]
+    pub artifacts: Vec<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl Message for Report {
+    const KIND: &'static str = "executor report";
+
+    fn validate(&self) -> Result<(), String> {
+        crate::names::check_name("backup name", &self.backup_name).map_err(|e| e.to_string())?;
+        if self.status == ReportStatus::Completed && self.completed_at.is_none() {
+            return Err("a completed report needs completed_at".into());
+        }
+        if self.kind == BackupKind::Incremental && self.parent.is_none() {
+            return Err("an incremental backup needs a parent".into());
+        }
+        if self.artifacts.len() > 10_000 {
+            return Err("more than 10000 artifacts".into());
+        }
+        Ok(())
+    }
+}
+
+/// Scheduler → retention-worker: a backup of this cluster/plan completed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckpointComplete {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    pub backup_id: BackupId,
+    #[serde(default)]
+    pub schedule: Option<ScheduleName>,
+}
+
+impl Message for CheckpointComplete {
+    const KIND: &'static str = "checkpoint-complete event";
+}
+
+/// Scheduler → retention-worker: re-run retention for a cluster even though nothing completed,
+/// so time-based expiry happens (seed 003's throttled pass).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RetentionSweep {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub requested_at: DateTime<Utc>,
+}
+
+impl Message for RetentionSweep {
+    const KIND: &'static str = "retention-sweep event";
+}
+
+/// Retention-worker → deleter: delete this backup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeleteJob {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub backup_id: BackupId,
+    pub uid: String,
+    /// The catalog revision at which the backup was marked expiring.
+    pub revision: u64,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+}
+
+impl Message for DeleteJob {
+    const KIND: &'static str = "delete job";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.uid.is_empty() || self.uid.len() > 64 {
+            return Err("uid must hold 1 to 64 characters".into());
+        }
+        if self.revision == 0 {
+            return Err("revision must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// A retention decision about one backup, for events and previews.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DecisionSummary {
+    pub id: String,
+    pub reasons: Vec<String>,
+}
+
+/// Retention-worker → anyone: what a retention run decided (seed 003's BackupRetention event).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackupRetention {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    pub at: DateTime<Utc>,
+    pub keep: Vec<DecisionSummary>,
+    pub delete: Vec<DecisionSummary>,
+}
+
+impl Message for BackupRetention {
+    const KIND: &'static str = "backup-retention event";
+}
+
+/// Any service → operators: a backup could not be deleted, or a message was refused.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Incident {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub service: String,
+    pub kind: String,
+    #[serde(default)]
+    pub cluster: Option<String>,
+    #[serde(default)]
+    pub backup_id: Option<String>,
+    pub subject: String,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}
+
+impl Message for Incident {
+    const KIND: &'static str = "incident event";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job_json(extra: &str) -> String {
+        format!(
+            r#"{{"schema_version":1,"cluster":"c1","backup_id":"b1","uid":"u","revision":3{extra}}}"#
+        )
+    }
+
+    #[test]
+    fn decodes_a_valid_job_and_tolerates_unknown_fields() {
+        let job: DeleteJob = decode(job_json(r#","future_field":{"x":1}"#).as_bytes()).unwrap();
+        assert_eq!(job.revision, 3);
+        assert_eq!(decode::<DeleteJob>(&encode(&job)).unwrap(), job);
+    }
+
+    #[test]
+    fn malformed_bodies_get_clear_errors() {
+        let huge = format!(
+            r#"{{"schema_version":1,"pad":"{}"}}"#,
+            "x".repeat(MAX_BODY_BYTES)
+        );
+        let cases: Vec<(String, &str)> = vec![
+            ("".into(), "not valid json"),
+            ("{".into(), "not valid json"),
+            ("[1,2]".into(), "not valid json"),
+            ("null".into(), "not valid json"),
+            (r#"{"cluster":"c1"}"#.into(), "missing schema_version"),
+            (
+                job_json("").replace("\"schema_version\":1", "\"schema_version\":2"),
+                "unsupported schema_version 2",
+            ),
+            (
+                job_json("").replace("\"schema_version\":1", "\"schema_version\":\"1\""),
+                "must be a number",
+            ),
+            (
+                job_json("").replace("\"revision\":3", "\"revision\":-3"),
+                "invalid delete job",
+            ),
+            (
+                job_json("").replace("\"revision\":3", "\"revision\":0"),
+                "revision must be positive",
+            ),
+            (
+                job_json("").replace("\"revision\":3", "\"revision\":\"3\""),
+                "invalid type",
+            ),
+            (
+                job_json("").replace(",\"uid\":\"u\"", ""),
+                "missing field `uid`",
+            ),
+            (
+                job_json("").replace("\"c1\"", "\"../other\""),
+                "invalid cluster name",
+            ),
+            (
+                job_json("").replace("\"b1\"", "\"b\\u0000\""),
+                "invalid backup id",
+            ),
+            (huge, "more than the 524288 allowed"),
+        ];
+        for (body, expect) in cases {
+            let err = decode::<DeleteJob>(body.as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(expect), "{body:.80}: {err}");
+        }
+    }
+
+    #[test]
+    fn report_validation() {
+        let base = r#"{"schema_version":1,"backup_id":"b1","cluster":"c1","plan":"p","backup_name":"s1","status":"completed","completed_at":"2026-01-01T00:00:00Z"}"#;
+        decode::<Report>(base.as_bytes()).unwrap();
+        let cases = [
+            (
+                base.replace(",\"completed_at\":\"2026-01-01T00:00:00Z\"", ""),
+                "needs completed_at",
+            ),
+            (base.replace("\"s1\"", "\"../s1\""), "invalid backup name"),
+            (base.replace("\"completed\"", "\"done\""), "unknown variant"),
+            (base.replace("2026-01-01T00:00:00Z", "yesterday"), "invalid"),
+            (
+                base.replace("\"status\"", "\"kind\":\"incremental\",\"status\""),
+                "needs a parent",
+            ),
+        ];
+        for (body, expect) in cases {
+            let err = decode::<Report>(body.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(expect), "{body}: {err}");
+        }
+    }
+}

