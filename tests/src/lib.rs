@@ -517,3 +517,181 @@ impl Nats {
         self.server.dir.path().join("nats.log")
     }
 }
+
+/// The service binaries, built once per test process (`cargo build --bins`; a no-op when they
+/// are fresh). Tests that kill services need real processes, not in-process tasks.
+pub fn service_binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BUILT.get_or_init(|| {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--bins", "--quiet"])
+            .current_dir(repo_root())
+            .status()
+            .expect("running cargo build --bins");
+        assert!(status.success(), "cargo build --bins failed");
+        // The test binary lives in target/<profile>/deps/; the service binaries one level up.
+        std::env::current_exe()
+            .expect("current exe")
+            .parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>")
+            .to_path_buf()
+    });
+    let path = dir.join(name);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// The environment that hands `config` to a service process (see `shared::config::ENVIRONMENT`).
+pub fn config_env(config: &Config) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("SEXTON_NATS_URL".to_string(), config.nats.url.clone()),
+        (
+            "SEXTON_NATS_REPLICAS".into(),
+            config.nats.replicas.to_string(),
+        ),
+        ("SEXTON_S3_BUCKET".into(), config.s3.bucket.clone()),
+        ("SEXTON_S3_PREFIX".into(), config.s3.prefix.clone()),
+        ("SEXTON_S3_REGION".into(), config.s3.region.clone()),
+        ("SEXTON_HTTP_LISTEN".into(), config.http.listen.clone()),
+        (
+            "SEXTON_SCHEDULER_RETENTION_SWEEP_INTERVAL".into(),
+            format!("{}s", config.scheduler.retention_sweep_interval.as_secs()),
+        ),
+        (
+            "SEXTON_SCHEDULER_SKIP_IMMEDIATELY_DEFAULT".into(),
+            config.scheduler.skip_immediately_default.to_string(),
+        ),
+        (
+            "SEXTON_DELETER_CONCURRENCY".into(),
+            config.deleter.concurrency.to_string(),
+        ),
+        (
+            "RUST_LOG".into(),
+            "info,async_nats=warn,aws_config=warn".into(),
+        ),
+    ];
+    let optional = [
+        ("SEXTON_S3_ENDPOINT", &config.s3.endpoint),
+        ("SEXTON_S3_ACCESS_KEY_ID", &config.s3.access_key_id),
+        ("SEXTON_S3_SECRET_ACCESS_KEY", &config.s3.secret_access_key),
+        ("SEXTON_NATS_USER", &config.nats.user),
+        ("SEXTON_NATS_PASSWORD", &config.nats.password),
+    ];
+    for (key, value) in optional {
+        if let Some(value) = value {
+            env.push((key.to_string(), value.clone()));
+        }
+    }
+    env
+}
+
+/// A service running as a child process, so a test can SIGKILL or SIGTERM it. Its output goes
+/// to a log file in `dir`; it is killed when dropped.
+pub struct ServiceProcess {
+    pub name: String,
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    log: PathBuf,
+    child: Option<Child>,
+    /// How many times it was started, for the log file's name.
+    pub starts: usize,
+}
+
+impl ServiceProcess {
+    /// Starts `binary` (a name under target/<profile>, e.g. `sexton-deleter`, or `sexton` with
+    /// `args` such as `["executor"]`) with `config`'s environment. `metrics_port` 0 picks one.
+    pub fn start(binary: &str, args: &[&str], config: &Config, log_dir: &Path) -> ServiceProcess {
+        let mut process = ServiceProcess {
+            name: format!(
+                "{binary}{}",
+                args.first().map(|a| format!("-{a}")).unwrap_or_default()
+            ),
+            program: service_binary(binary),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env: config_env(config),
+            log: log_dir.to_path_buf(),
+            child: None,
+            starts: 0,
+        };
+        process.spawn();
+        process
+    }
+
+    fn spawn(&mut self) {
+        self.starts += 1;
+        let log_path = self.log.join(format!("{}.{}.log", self.name, self.starts));
+        let log = std::fs::File::create(&log_path).expect("service log");
+        let child = Command::new(&self.program)
+            .args(&self.args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("starting a service process");
+        self.child = Some(child);
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL: the process gets no chance to finish anything.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then waits up to `deadline` for a clean exit; returns its exit status.
+    pub fn terminate(&mut self, deadline: Duration) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let until = Instant::now() + deadline;
+        while Instant::now() < until {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
+    /// Starts it again after a kill or a terminate.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    /// Everything the process wrote, over all its starts.
+    pub fn logs(&self) -> String {
+        (1..=self.starts)
+            .filter_map(|n| {
+                std::fs::read_to_string(self.log.join(format!("{}.{n}.log", self.name))).ok()
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for ServiceProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
