@@ -317,15 +317,17 @@ impl Config {
             value,
             why: why.into(),
         };
-        if !(self.nats.url.starts_with("nats://")
-            || self.nats.url.starts_with("tls://")
-            || self.nats.url.starts_with("ws://")
-            || self.nats.url.starts_with("wss://"))
+        let schemes = ["nats://", "tls://", "ws://", "wss://"];
+        if self
+            .nats
+            .url
+            .split(',')
+            .any(|url| !schemes.iter().any(|s| url.trim().starts_with(s)))
         {
             return Err(bad(
                 "nats.url",
                 self.nats.url.clone(),
-                "expected a nats://, tls://, ws:// or wss:// url",
+                "expected nats://, tls://, ws:// or wss:// urls, separated by commas",
             ));
         }
         if !(1..=5).contains(&self.nats.replicas) {
@@ -497,6 +499,8 @@ mod tests {
     fn bad_values_are_rejected_with_the_key_named() {
         let cases: &[(&str, &str, &str)] = &[
             ("SEXTON_NATS_URL", "http://x", "nats.url"),
+            ("SEXTON_NATS_URL", "nats://a:4222,http://b", "nats.url"),
+            ("SEXTON_NATS_URL", "nats://a:4222,", "nats.url"),
             ("SEXTON_NATS_REPLICAS", "0", "nats.replicas"),
             ("SEXTON_NATS_REPLICAS", "-1", "nats.replicas"),
             ("SEXTON_S3_PREFIX", "../x", "s3.prefix"),

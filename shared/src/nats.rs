@@ -56,8 +56,15 @@ async fn connect_with(
     if config.tls_required {
         options = options.require_tls(true);
     }
+    // A comma-separated list of seed servers; the cluster gossips the others once connected.
+    let servers = config
+        .url
+        .split(',')
+        .map(|url| url.trim().parse::<async_nats::ServerAddr>())
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("invalid nats url {:?}", config.url))?;
     options
-        .connect(config.url.as_str())
+        .connect(servers)
         .await
         .with_context(|| format!("connecting to nats at {}", config.url))
 }
