@@ -25,11 +25,16 @@ pub mod gfs;
 mod id_hash;
 mod plan;
 mod policy;
+mod volumes;
 
 pub use calendar::{CalendarDuration, DurationError};
-pub use catalog::{BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError};
+pub use catalog::{
+    BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError, VolumeArtifact,
+};
 pub use engine::{evaluate, plan, Evaluation, PlanError, MAX_BACKUPS};
-pub use plan::{BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict};
+pub use plan::{
+    BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,
+};
 pub use policy::{
     ChainMode, GracePeriod, GraceUnit, KeepCount, Policy, PolicyError, RecoveryWindow,
     RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,
