@@ -534,8 +534,7 @@ pub fn evaluate<'a>(
     // Phase 6: per-volume chains.
     let volume_decisions = if any_volumes {
         Some(volumes::decide(
-            catalog,
-            &order,
+            volumes::IdIndex::new(catalog, &order, &id_hashes, hash_collision),
             &mut flags,
             &mut links,
             &mut needed_by,

@@ -23,6 +23,8 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+use crate::id_hash::hash_id;
+
 use crate::catalog::Catalog;
 use crate::chains::{chain_roots, find_cycle, plan_merges, MergeIndices, ParentLinks};
 use crate::engine::{
@@ -93,14 +95,14 @@ struct Walk<'c, 'l> {
 /// whole (`KEEP_VOLUMES_NEEDED`), partial (`PARTIAL`) or deleted. Runs after the backup-level
 /// chains; `flags` and `needed_by` are the backup-level decisions, updated in place.
 pub(crate) fn decide<'c>(
-    catalog: &'c Catalog,
-    order: &[u32],
+    mut ids: IdIndex<'c, '_>,
     flags: &mut [u32],
     links: &mut ParentLinks<'c>,
     needed_by: &mut Vec<(u32, u32)>,
     merge_mode: bool,
     warnings: &mut Vec<String>,
 ) -> Result<VolumeDecisions, PlanError> {
+    let (catalog, order) = (ids.catalog, ids.order);
     let backups = &catalog.backups;
     let n = backups.len();
     let mut first = Vec::with_capacity(n + 1);
@@ -148,11 +150,6 @@ pub(crate) fn decide<'c>(
 
     // Parent links, all resolved: merges and immutable chains need whole chains, and the
     // number of artifacts is what the walk visits anyway.
-    let by_id: HashMap<&str, u32> = backups
-        .iter()
-        .enumerate()
-        .map(|(index, backup)| (backup.id.as_str(), index as u32))
-        .collect();
     let mut art_parent = vec![NONE; n_artifacts];
     let mut cross_parent = vec![NONE; n_artifacts];
     let mut has_forward_links = false;
@@ -163,7 +160,8 @@ pub(crate) fn decide<'c>(
         }
         let index = backup_of[artifact as usize] as usize;
         let backup = &backups[index];
-        let volume = &backup.volumes[artifact as usize - first[index] as usize];
+        let offset = artifact as usize - first[index] as usize;
+        let volume = &backup.volumes[offset];
         let wanted = volume.parent.as_deref().unwrap_or_default();
         let broken = |why: &str| {
             format!(
@@ -171,7 +169,7 @@ pub(crate) fn decide<'c>(
                 backup.id, volume.name
             )
         };
-        let Some(&parent) = by_id.get(wanted) else {
+        let Some(parent) = ids.find(wanted, position[index]) else {
             warnings.push(broken("is not in the catalog; its chain is broken"));
             continue;
         };
@@ -186,11 +184,19 @@ pub(crate) fn decide<'c>(
             cross_parent[artifact as usize] = parent;
             continue;
         }
-        match backups[parent as usize]
-            .volumes
-            .iter()
-            .position(|candidate| candidate.name == volume.name)
-        {
+        // Executors list volumes in the same order from one backup to the next.
+        let parent_volumes = &backups[parent as usize].volumes;
+        let same_place = parent_volumes
+            .get(offset)
+            .is_some_and(|candidate| candidate.name == volume.name);
+        let found = if same_place {
+            Some(offset)
+        } else {
+            parent_volumes
+                .iter()
+                .position(|candidate| candidate.name == volume.name)
+        };
+        match found {
             Some(offset) => art_parent[artifact as usize] = first[parent as usize] + offset as u32,
             None => warnings.push(broken(&format!(
                 "has no artifact of volume {}; its chain is broken",
@@ -314,10 +320,10 @@ pub(crate) fn decide<'c>(
     };
     for &index in order {
         let index = index as usize;
-        let backup = &backups[index];
         if flags[index] & FACT_VOLUMES == 0 {
             continue;
         }
+        let backup = &backups[index];
         let artifacts = decisions.artifacts(index);
         let n_kept = artifacts
             .clone()
@@ -330,12 +336,12 @@ pub(crate) fn decide<'c>(
                 flags[index] |= PARTIAL;
             }
         }
-        if crate::engine::status_of(flags[index]).is_being_deleted() {
+        if n_kept == 0 || crate::engine::status_of(flags[index]).is_being_deleted() {
             continue;
         }
         for (offset, artifact) in artifacts.enumerate() {
             let volume = &backup.volumes[offset];
-            if volume.expiring && decisions.is_kept(artifact) {
+            if decisions.is_kept(artifact) && volume.expiring {
                 warnings.push(format!(
                     "backup {} volume {}: marked expiring but kept by this plan",
                     backup.id, volume.name
@@ -344,6 +350,68 @@ pub(crate) fn decide<'c>(
         }
     }
     Ok(decisions)
+}
+
+/// How many of the next older backups are tried as a volume's parent before its id is looked
+/// up in a map: executors build on the last good backup, nearly always one of them.
+const PARENT_NEIGHBOURS: usize = 4;
+
+/// Finds a backup by id: by id hash among the next older backups, else in a map built on
+/// first need.
+pub(crate) struct IdIndex<'c, 'o> {
+    catalog: &'c Catalog,
+    order: &'o [u32],
+    id_hashes: &'o [u64],
+    /// Two ids of the catalog share a hash: compare strings only.
+    hash_collision: bool,
+    by_id: Option<HashMap<&'c str, u32>>,
+}
+
+impl<'c, 'o> IdIndex<'c, 'o> {
+    /// `order` is the catalog's indices newest first, `id_hashes` the ids' hashes, and
+    /// `hash_collision` whether two ids of the catalog share one.
+    pub(crate) fn new(
+        catalog: &'c Catalog,
+        order: &'o [u32],
+        id_hashes: &'o [u64],
+        hash_collision: bool,
+    ) -> IdIndex<'c, 'o> {
+        IdIndex {
+            catalog,
+            order,
+            id_hashes,
+            hash_collision,
+            by_id: None,
+        }
+    }
+
+    fn find(&mut self, wanted: &str, position: u32) -> Option<u32> {
+        if !self.hash_collision {
+            // Ids have distinct hashes here, so an equal hash is the parent (or, with odds of
+            // 2^-64, a stand-in for a parent missing from the catalog, which keeps more).
+            let wanted_hash = hash_id(wanted);
+            let first = position as usize + 1;
+            let last = (first + PARENT_NEIGHBOURS).min(self.order.len());
+            if let Some(&found) = self.order[first.min(last)..last]
+                .iter()
+                .find(|&&candidate| self.id_hashes[candidate as usize] == wanted_hash)
+            {
+                return Some(found);
+            }
+        }
+        let catalog = self.catalog;
+        self.by_id
+            .get_or_insert_with(|| {
+                catalog
+                    .backups
+                    .iter()
+                    .enumerate()
+                    .map(|(index, backup)| (backup.id.as_str(), index as u32))
+                    .collect()
+            })
+            .get(wanted)
+            .copied()
+    }
 }
 
 impl Walk<'_, '_> {
