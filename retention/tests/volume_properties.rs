@@ -477,7 +477,10 @@ proptest! {
 
     #[test]
     fn adding_a_rule_never_deletes_more_artifacts(scenario in scenario()) {
-        prop_assume!(!scenario.rules.contains_key(scenario.extra_rule.0));
+        if scenario.rules.contains_key(scenario.extra_rule.0) {
+            // Not an added rule; skipped rather than rejected (few rule kinds repeat often).
+            return Ok(());
+        }
         let policy = make_policy(&scenario.rules, scenario.merge);
         let mut more_rules = scenario.rules.clone();
         more_rules.insert(scenario.extra_rule.0, scenario.extra_rule.1.clone());
