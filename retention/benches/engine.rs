@@ -2,7 +2,9 @@
 //! the same 1,000,000 timestamps in the same process, plus peak memory.
 //!
 //! Run with `CARGO_TARGET_DIR=/work/target-retention cargo bench -p sexton-retention --bench
-//! engine`. `SEXTON_BENCH_BACKUPS` changes the size, `SEXTON_BENCH_POLICY` the policy (JSON). The catalog is a realistic mix: a full
+//! engine`. `SEXTON_BENCH_BACKUPS` changes the size, `SEXTON_BENCH_POLICY` the policy (JSON),
+//! `SEXTON_BENCH_VOLUMES=N` gives every backup N volumes with per-volume chains (issue 8; the
+//! default, 0, is the single-artifact shape). The catalog is a realistic mix: a full
 //! backup every day at midnight, an incremental every other hour, about 1 % failed (the next
 //! incremental builds on the last good backup), a tagged backup a month for the last three years, two UTC offsets
 //! (summer and winter time), and a binlog segment per day. The records are generated in a
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Datelike, FixedOffset, TimeDelta, TimeZone, Utc};
 use sexton_retention::{
     evaluate, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, Policy,
+    VolumeArtifact,
 };
 
 const RUNS: usize = 5;
@@ -31,9 +34,13 @@ fn main() {
             .to_owned()
     });
     let policy = Policy::from_json(&policy_text).expect("the bench policy is valid");
+    let n_volumes: usize = std::env::var("SEXTON_BENCH_VOLUMES")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(0);
 
     let build_started = Instant::now();
-    let (catalog, now) = build_catalog(n_backups);
+    let (catalog, now) = build_catalog(n_backups, n_volumes);
     let build_time = build_started.elapsed();
     let timestamps: Vec<DateTime<Utc>> = catalog
         .backups
@@ -47,13 +54,14 @@ fn main() {
         })
         .collect();
     println!(
-        "catalog: {} backups ({} failed), {} binlog segments, built in {:.2?}",
+        "catalog: {} backups ({} failed), {} volumes each, {} binlog segments, built in {:.2?}",
         catalog.backups.len(),
         catalog
             .backups
             .iter()
             .filter(|b| b.status == BackupStatus::Failed)
             .count(),
+        n_volumes,
         catalog.binlog_segments.len(),
         build_time
     );
@@ -103,9 +111,11 @@ fn main() {
     let sort_unstable = median(&mut sort_unstable);
     let engine = median(&mut engine);
     println!(
-        "plan: keep {} delete {} binlog keep {} delete {}, horizon {:?}",
+        "plan: keep {} partial {} delete {} (volumes deleted {}) binlog keep {} delete {}, horizon {:?}",
         summary.n_keep,
+        summary.n_partial,
         summary.n_delete,
+        summary.n_volumes_delete,
         summary.n_binlog_keep,
         summary.n_binlog_delete,
         summary.horizon.map(|h| h.to_rfc3339())
@@ -173,7 +183,7 @@ impl Random {
     }
 }
 
-fn build_catalog(n_backups: usize) -> (Catalog, DateTime<Utc>) {
+fn build_catalog(n_backups: usize, n_volumes: usize) -> (Catalog, DateTime<Utc>) {
     let mut random = Random(0x9e37_79b9_7f4a_7c15);
     let start = Utc.with_ymd_and_hms(1990, 1, 1, 0, 0, 0).unwrap();
     let summer = FixedOffset::east_opt(2 * 3600).unwrap();
@@ -234,6 +244,17 @@ fn build_catalog(n_backups: usize) -> (Catalog, DateTime<Utc>) {
                 } else {
                     Vec::new()
                 },
+                volumes: (0..n_volumes)
+                    .map(|volume| VolumeArtifact {
+                        name: format!("pvc-{volume}"),
+                        kind,
+                        parent: (kind == BackupKind::Incremental)
+                            .then(|| format!("{parent:08x}-5b1c-4e0a-9f0e-backup")),
+                        keys: vec![format!("app/{hour:08x}/pvc-{volume}.qcow2")],
+                        failed: failed[hour] && volume == 0,
+                        expiring: false,
+                    })
+                    .collect(),
                 ..BackupRecord::default()
             }
         })

@@ -2,7 +2,7 @@
 //! format of `sexton retention plan --catalog FILE` (issue 3).
 //!
 //! These are wire types: unknown fields are tolerated so that a catalog written by a newer
-//! Sexton (for example with per-volume artifacts, issue 8) still loads. Every optional field
+//! Sexton still loads. Every optional field
 //! has a serde default, so adding one later is not a breaking change for readers, and
 //! `BackupRecord` implements `Default` so that callers can build records with
 //! `..Default::default()` and keep compiling when fields are added.
@@ -69,6 +69,65 @@ pub struct BackupRecord {
     /// A user asked to delete it; the delete waits while a kept backup depends on it.
     #[serde(default, skip_serializing_if = "is_false")]
     pub delete_requested: bool,
+    /// Per-volume artifacts (issue 8, seed 001). Empty: the backup is one artifact whose
+    /// chain is given by `kind` and `parent`. Not empty: each volume has its own chain, and
+    /// the backup's own `kind` and `parent` are ignored by retention.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<VolumeArtifact>,
+}
+
+/// One volume's artifact in a backup: Trilio's per-PV image (seed 001). Chains link artifacts
+/// of the same volume: an incremental's `parent` names the earlier backup whose artifact of
+/// this volume it was taken against.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct VolumeArtifact {
+    /// Unique within the backup; the same name across backups is the same volume.
+    pub name: String,
+    #[serde(default)]
+    pub kind: BackupKind,
+    /// The backup holding this volume's parent artifact. Required on an incremental of a
+    /// backup that did not fail; ignored on a full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The artifact's object keys: what the deleter removes when this artifact goes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// This volume's own upload failed (only on a failed backup). The whole backup failed
+    /// then and none of its volumes joins a chain; the flag tells the next backup to take a
+    /// full of this volume.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub failed: bool,
+    /// Retention marked this artifact for deletion while its backup stays (a partial
+    /// delete); the deleter is on it. Never a parent for a new backup.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub expiring: bool,
+}
+
+impl VolumeArtifact {
+    /// A full artifact of volume `name`.
+    pub fn full(name: impl Into<String>, keys: Vec<String>) -> Self {
+        VolumeArtifact {
+            name: name.into(),
+            kind: BackupKind::Full,
+            keys,
+            ..VolumeArtifact::default()
+        }
+    }
+
+    /// An incremental artifact of volume `name` taken against the same volume in `parent`.
+    pub fn incremental(
+        name: impl Into<String>,
+        parent: impl Into<String>,
+        keys: Vec<String>,
+    ) -> Self {
+        VolumeArtifact {
+            name: name.into(),
+            kind: BackupKind::Incremental,
+            parent: Some(parent.into()),
+            keys,
+            ..VolumeArtifact::default()
+        }
+    }
 }
 
 fn is_false(value: &bool) -> bool {

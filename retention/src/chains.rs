@@ -1,16 +1,17 @@
 //! Backup chains: an incremental's parent link, resolved on demand, and what the engine does
 //! with whole chains (their roots, loop checks, Trilio-style merges).
 //!
-//! Links are between backups today. Per-volume chains (issue 8) will make them links between
-//! volume artifacts; the engine's walks only need "the parent of node i", so nodes can become
-//! (backup, volume) pairs without changing the phases that use them.
+//! The links here are between backups. Per-volume chains (issue 8) link volume artifacts
+//! instead ([`crate::volumes`]); the whole-chain algorithms below ([`chain_roots`],
+//! [`plan_merges`], [`find_cycle`]) only need "the parent of node i" and per-node flags, so
+//! they run unchanged over either kind of node.
 
 use std::collections::HashMap;
 
 use crate::catalog::{BackupStatus, Catalog};
 use crate::engine::{
     status_of, PlanError, FACT_CHAIN_NODE, FACT_DELETE_REQUESTED, FACT_FULL, FACT_IMMUTABLE,
-    KEEP_HOLD, KEEP_INDEPENDENT, KEEP_LEGAL_HOLD, NONE,
+    KEEP_HOLD, KEEP_LEGAL_HOLD, NONE,
 };
 use crate::id_hash::hash_id;
 
@@ -260,6 +261,16 @@ pub(crate) fn older_than(catalog: &Catalog, a: usize, b: usize) -> bool {
 /// Only needed when some parent is not older than its child (clock skew or a bad catalog):
 /// otherwise links always point to older backups and cannot loop.
 fn check_cycles(catalog: &Catalog, parent: &[u32]) -> Result<(), PlanError> {
+    match find_cycle(parent) {
+        Some(node) => Err(PlanError::ParentCycle {
+            id: catalog.backups[node as usize].id.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A node on a loop of `parent` links, if there is one.
+pub(crate) fn find_cycle(parent: &[u32]) -> Option<u32> {
     const UNSEEN: u8 = 0;
     const ON_PATH: u8 = 1;
     const DONE: u8 = 2;
@@ -273,16 +284,14 @@ fn check_cycles(catalog: &Catalog, parent: &[u32]) -> Result<(), PlanError> {
             node = parent[node as usize];
         }
         if node != NONE && state[node as usize] == ON_PATH {
-            return Err(PlanError::ParentCycle {
-                id: catalog.backups[node as usize].id.clone(),
-            });
+            return Some(node);
         }
         for &visited in &path {
             state[visited as usize] = DONE;
         }
         path.clear();
     }
-    Ok(())
+    None
 }
 
 /// The first backup of each chain node's chain (a full, or an incremental whose parent is
@@ -334,14 +343,15 @@ pub(crate) fn chain_roots(
 }
 
 /// Trilio's consolidation: in each chain, the backups older than the oldest one kept in its
-/// own right are merged into it, as far up as each of them has no other child and is a plain
-/// completed backup.
+/// own right (any bit of `independent`) are merged into it, as far up as each of them has no
+/// other child and is a plain completed backup.
 pub(crate) fn plan_merges(
     order: &[u32],
     parent: &[u32],
     flags: &[u32],
     roots: &[u32],
     is_immutable_chain: impl Fn(usize) -> bool,
+    independent: u32,
 ) -> Vec<MergeIndices> {
     let n = parent.len();
     let mut child_count = vec![0u8; n];
@@ -354,7 +364,7 @@ pub(crate) fn plan_merges(
     for &index in order.iter().rev() {
         let root = roots[index as usize];
         if root != NONE
-            && flags[index as usize] & KEEP_INDEPENDENT != 0
+            && flags[index as usize] & independent != 0
             && oldest_kept[root as usize] == NONE
         {
             oldest_kept[root as usize] = index;
@@ -382,7 +392,7 @@ pub(crate) fn plan_merges(
         let mut up = parent[target];
         while up != NONE
             && plain_completed(up as usize)
-            && flags[up as usize] & KEEP_INDEPENDENT == 0
+            && flags[up as usize] & independent == 0
             && child_count[up as usize] == 1
         {
             sources.push(up);

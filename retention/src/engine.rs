@@ -17,7 +17,9 @@
 //!    descendant. Without immutable chains or merges only the links above kept backups are
 //!    resolved, and an incremental's parent is looked for first among the next older
 //!    backups, where the scheduler nearly always puts it;
-//! 6. the guard (never delete every completed backup) and binlog garbage collection.
+//! 6. volumes (issue 8), only when some backup has them: the same chain rules per volume
+//!    artifact ([`crate::volumes`]); a backup may then lose only some of its volumes;
+//! 7. the guard (never delete every completed backup) and binlog garbage collection.
 
 use std::collections::HashSet;
 
@@ -28,8 +30,11 @@ use crate::catalog::{BackupKind, BackupRecord, BackupStatus, Catalog};
 use crate::chains::{chain_roots, older_than, plan_merges, MergeIndices, ParentLinks};
 use crate::gfs::{self, GfsHit, SortedSnapshots};
 use crate::id_hash::hash_id;
-use crate::plan::{BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict};
+use crate::plan::{
+    BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,
+};
 use crate::policy::{ChainMode, Policy};
+use crate::volumes::{self, VolumeDecisions};
 
 /// The largest catalog the engine accepts (indices are `u32`, and the plan's lookup index
 /// uses the top bit).
@@ -52,9 +57,15 @@ pub(crate) const KEEP_FLOOR: u32 = 1 << 9;
 pub(crate) const KEEP_IMMUTABLE_CHAIN: u32 = 1 << 10;
 pub(crate) const KEEP_MERGE_SOURCE: u32 = 1 << 11;
 pub(crate) const KEEP_NEEDED: u32 = 1 << 12;
+/// A backup with volumes that no rule keeps, but every one of its volumes is needed.
+pub(crate) const KEEP_VOLUMES_NEEDED: u32 = 1 << 13;
 /// Kept for a reason of its own, not only because something else needs it.
 pub(crate) const KEEP_INDEPENDENT: u32 = (1 << 11) - 1;
-pub(crate) const KEEP_ANY: u32 = (1 << 13) - 1;
+pub(crate) const KEEP_ANY: u32 = (1 << 14) - 1;
+/// Not kept, but some of its volumes are: the record and those volumes stay.
+pub(crate) const PARTIAL: u32 = 1 << 14;
+/// In artifact flags only ([`crate::volumes`]): the artifact's backup is kept.
+pub(crate) const ART_BACKUP_KEPT: u32 = 1 << 15;
 
 // Facts about the record, set in the first pass.
 pub(crate) const FACT_FULL: u32 = 1 << 16;
@@ -64,6 +75,9 @@ pub(crate) const FACT_DELETE_REQUESTED: u32 = 1 << 18;
 pub(crate) const FACT_CHAIN_NODE: u32 = 1 << 19;
 /// Completed and not delete-requested: the rules count it.
 pub(crate) const FACT_ELIGIBLE: u32 = 1 << 20;
+/// Has per-volume artifacts: its chains are per volume, and it counts as a full backup for
+/// the floor and the binlog horizon (a kept one is restorable with its volumes' chains).
+pub(crate) const FACT_VOLUMES: u32 = 1 << 21;
 const STATUS_SHIFT: u32 = 24;
 
 fn status_bits(status: BackupStatus) -> u32 {
@@ -107,6 +121,10 @@ pub enum PlanError {
     TimeOutOfRange { what: String },
     #[error("catalog has {n_backups} backups; at most {MAX_BACKUPS} are supported")]
     TooLarge { n_backups: usize },
+    #[error(
+        "catalog has {n_artifacts} volume artifacts or more; at most {MAX_BACKUPS} are supported"
+    )]
+    TooManyVolumes { n_artifacts: usize },
     #[error(
         "refusing to delete every completed backup of the group; check the policy and the catalog"
     )]
@@ -172,12 +190,15 @@ pub struct Evaluation<'a> {
     /// (merge source, merge target), sorted.
     merge_target_of: Vec<(u32, u32)>,
     merges: Vec<MergeIndices>,
+    /// Per-volume decisions, when some backup has volumes.
+    volumes: Option<VolumeDecisions>,
     horizon: Option<(DateTime<FixedOffset>, u32)>,
     /// Segment indices, newest first.
     binlog_keep: Vec<u32>,
     binlog_delete: Vec<u32>,
     warnings: Vec<String>,
     n_keep: usize,
+    n_partial: usize,
 }
 
 /// Decides, for every backup and binlog segment of `catalog`, whether `policy` keeps it at
@@ -220,6 +241,7 @@ pub fn evaluate<'a>(
     let inline_tags = policy.keep_tags.len() <= PAYLOAD_MAX_TAG_LISTS;
     let mut tag_masks: Vec<u64> = Vec::with_capacity(if has_tags && !inline_tags { n } else { 0 });
     let mut any_immutable = false;
+    let mut any_volumes = false;
     for (index, backup) in backups.iter().enumerate() {
         let (bits, payload, key) = extract(index, backup, now_key, grace_nanos)?;
         let mut payload = payload;
@@ -235,6 +257,7 @@ pub fn evaluate<'a>(
             }
         }
         any_immutable |= bits & FACT_IMMUTABLE != 0 && bits & FACT_CHAIN_NODE != 0;
+        any_volumes |= bits & FACT_VOLUMES != 0;
         flags.push(bits);
         packed.push(pack_newest_first(key, index as u32) | u128::from(payload));
         id_hashes.push(hash_id(&backup.id));
@@ -421,9 +444,14 @@ pub fn evaluate<'a>(
     let mut merge_target_of = Vec::new();
     if merge_mode {
         let roots = roots.as_ref().expect("roots are computed in merge mode");
-        merges = plan_merges(&order, &links.parent, &flags, roots, |index| {
-            is_immutable_chain(roots, index)
-        });
+        merges = plan_merges(
+            &order,
+            &links.parent,
+            &flags,
+            roots,
+            |index| is_immutable_chain(roots, index),
+            KEEP_INDEPENDENT,
+        );
         if let Some(floor) = floor_pending {
             let merged_away = merges
                 .iter()
@@ -503,23 +531,43 @@ pub fn evaluate<'a>(
     // By needed backup; for each, the dependents stay newest first (the walks' order).
     needed_by.sort_by_key(|&(needed, _)| needed);
 
-    // Phase 6: the guard, counts, warnings, binlog.
+    // Phase 6: per-volume chains.
+    let volume_decisions = if any_volumes {
+        Some(volumes::decide(
+            volumes::IdIndex::new(catalog, &order, &id_hashes, hash_collision),
+            &mut flags,
+            &mut links,
+            &mut needed_by,
+            merge_mode,
+            &mut warnings,
+        )?)
+    } else {
+        None
+    };
+
+    // Phase 7: the guard, counts, warnings, binlog.
     let mut n_keep = 0;
+    let mut n_partial = 0;
     let mut any_eligible = false;
     let mut any_completed_kept = false;
     for &bits in &flags {
         let kept = bits & KEEP_ANY != 0;
         n_keep += usize::from(kept);
+        n_partial += usize::from(bits & PARTIAL != 0);
         any_eligible |= bits & FACT_ELIGIBLE != 0;
         any_completed_kept |= kept && status_of(bits) == BackupStatus::Completed;
     }
     if any_eligible && !any_completed_kept {
         return Err(PlanError::WouldDeleteAll);
     }
+    let volume_backups_kept = volume_decisions
+        .as_ref()
+        .map(|_| (0..n).filter(|&index| flags[index] & (KEEP_VOLUMES_NEEDED | PARTIAL) != 0));
     let mut kept_while_deleting: Vec<usize> = walk_from
         .iter()
         .map(|&position| order[position as usize] as usize)
         .chain(needed_by.iter().map(|&(needed, _)| needed as usize))
+        .chain(volume_backups_kept.into_iter().flatten())
         .filter(|&index| status_of(flags[index]).is_being_deleted())
         .collect();
     kept_while_deleting.sort_by(|&a, &b| {
@@ -533,8 +581,13 @@ pub fn evaluate<'a>(
     });
     kept_while_deleting.dedup();
     for index in kept_while_deleting {
+        let what = if flags[index] & PARTIAL != 0 {
+            "some of its volumes are kept"
+        } else {
+            "kept"
+        };
         warnings.push(format!(
-            "backup {}: marked {} but kept by this plan",
+            "backup {}: marked {} but {what} by this plan",
             backups[index].id,
             status_of(flags[index]).as_str()
         ));
@@ -554,11 +607,13 @@ pub fn evaluate<'a>(
         immutable_with,
         merge_target_of,
         merges,
+        volumes: volume_decisions,
         horizon,
         binlog_keep,
         binlog_delete,
         warnings,
         n_keep,
+        n_partial,
     })
 }
 
@@ -597,7 +652,14 @@ fn extract(
     let mut payload = time.map_or(0, |time| {
         payload_from_offset(time.offset().local_minus_utc())
     });
-    if backup.kind == BackupKind::Full {
+    let has_volumes = !backup.volumes.is_empty();
+    if has_volumes {
+        check_volumes(backup).map_err(|message| invalid(&message))?;
+        bits |= FACT_VOLUMES;
+    }
+    // A backup with volumes has no backup-level chain: its volumes have theirs.
+    let full = backup.kind == BackupKind::Full || has_volumes;
+    if full {
         bits |= FACT_FULL;
     }
     if backup.immutable {
@@ -620,7 +682,7 @@ fn extract(
                 bits |= FACT_ELIGIBLE;
                 payload |= PAYLOAD_ELIGIBLE;
             }
-            if backup.kind == BackupKind::Full {
+            if full {
                 payload |= PAYLOAD_COMPLETED_FULL;
             }
         }
@@ -640,7 +702,7 @@ fn extract(
     if bits & (KEEP_LEGAL_HOLD | KEEP_HOLD | KEEP_IN_PROGRESS) != 0 {
         payload |= PAYLOAD_PROTECTED;
     }
-    if backup.kind == BackupKind::Incremental && backup.status != BackupStatus::Failed {
+    if !full && backup.status != BackupStatus::Failed {
         match &backup.parent {
             None => return Err(invalid("incremental backup has no parent")),
             Some(parent) if *parent == backup.id => {
@@ -650,6 +712,50 @@ fn extract(
         }
     }
     Ok((bits, payload, key))
+}
+
+/// The per-volume checks of one record: names present and unique, every incremental of a
+/// backup that did not fail has a parent other than itself, no failed volume in a completed
+/// backup (one failed volume fails the backup, seed 001).
+fn check_volumes(backup: &BackupRecord) -> Result<(), String> {
+    /// Up to this many volumes, duplicates are looked for pairwise; beyond, by sorting.
+    const PAIRWISE_MAX: usize = 32;
+    let volumes = &backup.volumes;
+    if volumes.len() > PAIRWISE_MAX {
+        let mut names: Vec<&str> = volumes.iter().map(|volume| volume.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(format!("volume {} is listed twice", pair[0]));
+        }
+    }
+    for (offset, volume) in volumes.iter().enumerate() {
+        if volume.name.is_empty() {
+            return Err(format!("volume at position {offset} has no name"));
+        }
+        if volumes.len() <= PAIRWISE_MAX
+            && volumes[..offset]
+                .iter()
+                .any(|earlier| earlier.name == volume.name)
+        {
+            return Err(format!("volume {} is listed twice", volume.name));
+        }
+        if volume.failed && backup.status == BackupStatus::Completed {
+            return Err(format!(
+                "volume {} failed but the backup is completed; a failed volume fails the backup",
+                volume.name
+            ));
+        }
+        if volume.kind == BackupKind::Incremental && backup.status != BackupStatus::Failed {
+            match &volume.parent {
+                None => return Err(format!("incremental volume {} has no parent", volume.name)),
+                Some(parent) if *parent == backup.id => {
+                    return Err(format!("volume {} is its own parent", volume.name))
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Decides the whole plan and renders it: [`evaluate`] followed by [`Evaluation::to_plan`].
@@ -692,8 +798,14 @@ impl<'a> Evaluation<'a> {
         self.n_keep
     }
 
+    /// Backups with volumes that keep their record and some volumes and lose the rest.
+    pub fn n_partial(&self) -> usize {
+        self.n_partial
+    }
+
+    /// Backups deleted whole, record and all.
     pub fn n_delete(&self) -> usize {
-        self.flags.len() - self.n_keep
+        self.flags.len() - self.n_keep - self.n_partial
     }
 
     /// Catalog indices of all backups, newest first (the order of the plan's lists).
@@ -703,8 +815,11 @@ impl<'a> Evaluation<'a> {
 
     /// The verdict on the backup at catalog index `index`.
     pub fn verdict_at(&self, index: usize) -> Verdict {
-        if self.flags[index] & KEEP_ANY != 0 {
+        let bits = self.flags[index];
+        if bits & KEEP_ANY != 0 {
             Verdict::Keep
+        } else if bits & PARTIAL != 0 {
+            Verdict::Partial
         } else {
             Verdict::Delete
         }
@@ -726,9 +841,29 @@ impl<'a> Evaluation<'a> {
         self.index_of(id).map(|index| self.verdict_at(index))
     }
 
-    /// Does this evaluation delete backup `id`? What the deleter asks before touching anything.
+    /// Does this evaluation delete backup `id`, record and all? What the deleter asks before
+    /// touching anything.
     pub fn deletes(&self, id: &str) -> bool {
         self.verdict(id) == Some(Verdict::Delete)
+    }
+
+    /// Does this evaluation delete volume `volume` of backup `id`? The deleter's re-check
+    /// for a job that deletes some volumes of a backup.
+    pub fn deletes_volume(&self, id: &str, volume: &str) -> bool {
+        let Some(index) = self.index_of(id) else {
+            return false;
+        };
+        let Some(decisions) = &self.volumes else {
+            return false;
+        };
+        if self.flags[index] & KEEP_ANY != 0 {
+            return false;
+        }
+        let backup = &self.catalog.backups[index];
+        decisions
+            .artifacts(index)
+            .zip(&backup.volumes)
+            .any(|(artifact, candidate)| candidate.name == volume && !decisions.is_kept(artifact))
     }
 
     /// Whether deleting the backup at `index` may remove its objects (false for immutable
@@ -737,31 +872,41 @@ impl<'a> Evaluation<'a> {
         self.flags[index] & FACT_IMMUTABLE == 0
     }
 
+    /// Why a backup that no rule keeps may go (also each of its deleted volumes' reasons).
+    fn expiry_reasons(&self, bits: u32) -> Vec<String> {
+        let mut reasons = Vec::new();
+        match status_of(bits) {
+            BackupStatus::Failed => reasons.push("failed".to_owned()),
+            BackupStatus::Expiring => reasons.push("already expiring".to_owned()),
+            BackupStatus::Deleting => reasons.push("deletion under way".to_owned()),
+            BackupStatus::DeleteFailed => reasons.push("retrying a failed delete".to_owned()),
+            BackupStatus::Completed | BackupStatus::InProgress => {}
+        }
+        if bits & FACT_DELETE_REQUESTED != 0 {
+            reasons.push("delete requested".to_owned());
+        } else if status_of(bits) == BackupStatus::Completed {
+            reasons.push("no rule keeps it".to_owned());
+        }
+        if bits & FACT_IMMUTABLE != 0 {
+            reasons.push("immutable: catalog record only".to_owned());
+        }
+        reasons
+    }
+
     /// The reasons for the decision on the backup at catalog index `index`.
     pub fn reasons_at(&self, index: usize) -> Vec<String> {
         let bits = self.flags[index];
         let backup = &self.catalog.backups[index];
         let policy = self.policy;
         let id_of = |index: u32| self.catalog.backups[index as usize].id.as_str();
-        let mut reasons = Vec::new();
         if bits & KEEP_ANY == 0 {
-            match status_of(bits) {
-                BackupStatus::Failed => reasons.push("failed".to_owned()),
-                BackupStatus::Expiring => reasons.push("already expiring".to_owned()),
-                BackupStatus::Deleting => reasons.push("deletion under way".to_owned()),
-                BackupStatus::DeleteFailed => reasons.push("retrying a failed delete".to_owned()),
-                BackupStatus::Completed | BackupStatus::InProgress => {}
-            }
-            if bits & FACT_DELETE_REQUESTED != 0 {
-                reasons.push("delete requested".to_owned());
-            } else if status_of(bits) == BackupStatus::Completed {
-                reasons.push("no rule keeps it".to_owned());
-            }
-            if bits & FACT_IMMUTABLE != 0 {
-                reasons.push("immutable: catalog record only".to_owned());
+            let mut reasons = self.expiry_reasons(bits);
+            if bits & PARTIAL != 0 {
+                self.push_volume_reasons(index, &mut reasons);
             }
             return reasons;
         }
+        let mut reasons = Vec::new();
         if bits & KEEP_LEGAL_HOLD != 0 {
             reasons.push("legal hold".to_owned());
         }
@@ -797,7 +942,11 @@ impl<'a> Evaluation<'a> {
             }
         }
         if bits & KEEP_FLOOR != 0 {
-            reasons.push("floor: newest completed full backup".to_owned());
+            if bits & FACT_VOLUMES != 0 {
+                reasons.push("floor: newest completed backup".to_owned());
+            } else {
+                reasons.push("floor: newest completed full backup".to_owned());
+            }
         }
         if bits & KEEP_IMMUTABLE_CHAIN != 0 {
             for &(_, with) in pairs_of(&self.immutable_with, index) {
@@ -814,16 +963,102 @@ impl<'a> Evaluation<'a> {
                 reasons.push(format!("needed by {}", id_of(by)));
             }
         }
+        if bits & KEEP_VOLUMES_NEEDED != 0 {
+            self.push_volume_reasons(index, &mut reasons);
+        }
         if bits & FACT_DELETE_REQUESTED != 0 {
             reasons.push("delete requested, deferred".to_owned());
         }
         reasons
     }
 
+    /// For a backup kept only for its volumes, or partial: `volume <name>: <reason>` for
+    /// every reason of every kept volume.
+    fn push_volume_reasons(&self, index: usize, reasons: &mut Vec<String>) {
+        let Some(decisions) = &self.volumes else {
+            return;
+        };
+        let backup = &self.catalog.backups[index];
+        for (artifact, volume) in decisions.artifacts(index).zip(&backup.volumes) {
+            if decisions.is_kept(artifact) {
+                for reason in self.artifact_keep_reasons(decisions, artifact) {
+                    reasons.push(format!("volume {}: {reason}", volume.name));
+                }
+            }
+        }
+    }
+
+    /// Why a kept volume artifact stays.
+    fn artifact_keep_reasons(&self, decisions: &VolumeDecisions, artifact: usize) -> Vec<String> {
+        let bits = decisions.flags[artifact];
+        let id_of = |index: u32| self.catalog.backups[index as usize].id.as_str();
+        let mut reasons = Vec::new();
+        if bits & ART_BACKUP_KEPT != 0 {
+            reasons.push("kept with the backup".to_owned());
+            return reasons;
+        }
+        if bits & KEEP_IMMUTABLE_CHAIN != 0 {
+            for &(_, with) in pairs_of(&decisions.immutable_with, artifact) {
+                reasons.push(format!("immutable chain kept with {}", id_of(with)));
+            }
+        }
+        if bits & KEEP_MERGE_SOURCE != 0 {
+            for &(_, target) in pairs_of(&decisions.merge_target_of, artifact) {
+                reasons.push(format!("merge into {} pending", id_of(target)));
+            }
+        }
+        if bits & KEEP_NEEDED != 0 {
+            for &(_, by) in pairs_of(&decisions.needed_by, artifact) {
+                reasons.push(format!("needed by {}", id_of(by)));
+            }
+        }
+        reasons
+    }
+
+    /// The volumes of the backup at catalog index `index` that stay and that go, each with
+    /// its reasons; the deleted ones with their object keys. Empty for a backup without
+    /// volumes.
+    pub fn volume_decisions_at(&self, index: usize) -> (Vec<VolumeDecision>, Vec<VolumeDecision>) {
+        let (mut keep, mut delete) = (Vec::new(), Vec::new());
+        let Some(decisions) = &self.volumes else {
+            return (keep, delete);
+        };
+        let bits = self.flags[index];
+        let backup = &self.catalog.backups[index];
+        let remove_objects = self.removes_objects_at(index);
+        for (artifact, volume) in decisions.artifacts(index).zip(&backup.volumes) {
+            if decisions.is_kept(artifact) {
+                keep.push(VolumeDecision {
+                    name: volume.name.clone(),
+                    reasons: self.artifact_keep_reasons(decisions, artifact),
+                    keys: Vec::new(),
+                    remove_objects: true,
+                });
+            } else {
+                let mut reasons = self.expiry_reasons(bits);
+                if volume.expiring && !status_of(bits).is_being_deleted() {
+                    reasons.insert(0, "already expiring".to_owned());
+                }
+                delete.push(VolumeDecision {
+                    name: volume.name.clone(),
+                    reasons,
+                    keys: volume.keys.clone(),
+                    remove_objects,
+                });
+            }
+        }
+        (keep, delete)
+    }
+
     /// The decision on the backup at catalog index `index`, rendered.
     pub fn decision_at(&self, index: usize) -> Decision {
         let backup = &self.catalog.backups[index];
         let kept = self.flags[index] & KEEP_ANY != 0;
+        let (volumes_keep, volumes_delete) = if backup.volumes.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            self.volume_decisions_at(index)
+        };
         Decision {
             id: backup.id.clone(),
             reasons: self.reasons_at(index),
@@ -831,23 +1066,26 @@ impl<'a> Evaluation<'a> {
             status: backup.status,
             kind: backup.kind,
             completed_at: backup.completed_at,
+            volumes_keep,
+            volumes_delete,
         }
     }
 
     /// Renders the owned plan: one `String` per backup id and reason.
     pub fn to_plan(&self) -> Plan {
         let mut keep = Vec::with_capacity(self.n_keep);
+        let mut partial = Vec::with_capacity(self.n_partial);
         let mut delete = Vec::with_capacity(self.n_delete());
         for &index in &self.order {
             let decision = self.decision_at(index as usize);
-            if self.flags[index as usize] & KEEP_ANY != 0 {
-                keep.push(decision);
-            } else {
-                delete.push(decision);
+            match self.verdict_at(index as usize) {
+                Verdict::Keep => keep.push(decision),
+                Verdict::Partial => partial.push(decision),
+                Verdict::Delete => delete.push(decision),
             }
         }
         let id_of = |index: u32| self.catalog.backups[index as usize].id.clone();
-        let merges = self
+        let merges: Vec<Merge> = self
             .merges
             .iter()
             .map(|merge| Merge {
@@ -857,6 +1095,24 @@ impl<'a> Evaluation<'a> {
                 new_parent: (merge.new_parent != NONE).then(|| id_of(merge.new_parent)),
             })
             .collect();
+        let mut volume_merges = Vec::new();
+        if let Some(decisions) = &self.volumes {
+            let backup_id = |artifact: u32| id_of(decisions.locate(artifact).0 as u32);
+            volume_merges.extend(decisions.merges.iter().map(|merge| {
+                let (target, offset) = decisions.locate(merge.target);
+                VolumeMerge {
+                    volume: self.catalog.backups[target].volumes[offset].name.clone(),
+                    chain: backup_id(merge.chain),
+                    target: backup_id(merge.target),
+                    sources: merge
+                        .sources
+                        .iter()
+                        .map(|&source| backup_id(source))
+                        .collect(),
+                    new_parent: (merge.new_parent != NONE).then(|| backup_id(merge.new_parent)),
+                }
+            }));
+        }
         let segments = &self.catalog.binlog_segments;
         let segment_key = |&index: &u32| segments[index as usize].key.clone();
         let binlog = BinlogPlan {
@@ -865,7 +1121,15 @@ impl<'a> Evaluation<'a> {
             keep: self.binlog_keep.iter().map(segment_key).collect(),
             delete: self.binlog_delete.iter().map(segment_key).collect(),
         };
-        Plan::new(keep, delete, merges, binlog, self.warnings.clone())
+        Plan::new(
+            keep,
+            partial,
+            delete,
+            merges,
+            volume_merges,
+            binlog,
+            self.warnings.clone(),
+        )
     }
 
     /// Binlog segment keys to delete, newest first.
@@ -885,15 +1149,24 @@ impl<'a> Evaluation<'a> {
     }
 
     pub fn summary(&self) -> PlanSummary {
+        let n_volumes_delete = self.volumes.as_ref().map_or(0, |decisions| {
+            (0..self.flags.len())
+                .filter(|&index| self.flags[index] & KEEP_ANY == 0)
+                .flat_map(|index| decisions.artifacts(index))
+                .filter(|&artifact| !decisions.is_kept(artifact))
+                .count()
+        });
         PlanSummary {
             n_keep: self.n_keep,
+            n_partial: self.n_partial,
             n_delete: self.n_delete(),
             n_delete_record_only: self
                 .flags
                 .iter()
-                .filter(|&&bits| bits & KEEP_ANY == 0 && bits & FACT_IMMUTABLE != 0)
+                .filter(|&&bits| bits & (KEEP_ANY | PARTIAL) == 0 && bits & FACT_IMMUTABLE != 0)
                 .count(),
-            n_merges: self.merges.len(),
+            n_merges: self.merges.len() + self.volumes.as_ref().map_or(0, |d| d.merges.len()),
+            n_volumes_delete,
             n_binlog_keep: self.binlog_keep.len(),
             n_binlog_delete: self.binlog_delete.len(),
             horizon: self.horizon(),

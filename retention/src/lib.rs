@@ -13,10 +13,15 @@
 //! together, clean up failed backups after a grace period, and garbage-collect binlog
 //! segments older than the oldest kept full backup.
 //!
+//! Backups may list per-volume artifacts (issue 8, seed 001): each volume has its own chain,
+//! and a plan may delete only some volumes of a backup ([`Verdict::Partial`]). What to take
+//! next, full or incremental, per volume, is [`cadence`]'s pure answer for the scheduler.
+//!
 //! For large catalogs, [`evaluate`] returns the decisions as indices ([`Evaluation`]) without
 //! allocating a string per backup; [`plan`] renders them into the owned [`Plan`].
 
 mod binlog;
+pub mod cadence;
 mod calendar;
 mod catalog;
 mod chains;
@@ -25,11 +30,20 @@ pub mod gfs;
 mod id_hash;
 mod plan;
 mod policy;
+mod volumes;
 
+pub use cadence::{
+    backup_kind, next_backup_kind, next_volume_kinds, FullEvery, FullEveryError, KindChoice,
+    KindReason, VolumeChoice,
+};
 pub use calendar::{CalendarDuration, DurationError};
-pub use catalog::{BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError};
+pub use catalog::{
+    BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError, VolumeArtifact,
+};
 pub use engine::{evaluate, plan, Evaluation, PlanError, MAX_BACKUPS};
-pub use plan::{BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict};
+pub use plan::{
+    BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,
+};
 pub use policy::{
     ChainMode, GracePeriod, GraceUnit, KeepCount, Policy, PolicyError, RecoveryWindow,
     RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,

@@ -346,3 +346,77 @@ fn plan_errors_are_lowercase_and_not_retryable() {
     assert!(!error.is_retryable());
     assert!(error.to_string().starts_with(char::is_lowercase));
 }
+
+#[test]
+fn karbor_parameters_in_other_spellings_are_clear_errors() {
+    // Issue 8: Karbor's shapes are numbers or numeric strings; anything else says what to
+    // write. The cases the issue names are in `malformed_policies_are_refused_with_the_field_named`;
+    // these are the spellings in between.
+    let cases = [
+        (
+            r#"{"max_backups": 0}"#,
+            "max_backups: must be a positive whole number of backups, got 0",
+        ),
+        (
+            r#"{"max_backups": -1}"#,
+            "max_backups: must be a positive whole number of backups, got -1",
+        ),
+        (
+            r#"{"max_backups": 1.5}"#,
+            "max_backups: must be a positive whole number of backups",
+        ),
+        (
+            r#"{"max_backups": " 3"}"#,
+            "max_backups: expected a number of backups, got \" 3\"",
+        ),
+        (
+            r#"{"max_backups": "+3"}"#,
+            "max_backups: expected a number of backups, got \"+3\"",
+        ),
+        (
+            r#"{"max_backups": "3.0"}"#,
+            "max_backups: expected a number of backups",
+        ),
+        (
+            r#"{"max_backups": "1e1"}"#,
+            "max_backups: expected a number of backups",
+        ),
+        (
+            r#"{"max_backups": ""}"#,
+            "max_backups: expected a number of backups",
+        ),
+        (
+            // null is "not set", and a policy without a rule says so.
+            r#"{"max_backups": null}"#,
+            "policy has no retention rule",
+        ),
+        (
+            r#"{"max_backups": "99999999999"}"#,
+            "max_backups: 99999999999 is too large",
+        ),
+        (
+            r#"{"retention_duration": "10d"}"#,
+            "retention_duration: expected a number of days, got \"10d\"",
+        ),
+        (
+            r#"{"retention_duration": "-0"}"#,
+            "retention_duration: must be a positive whole number of days",
+        ),
+        (
+            r#"{"retention_duration": [10]}"#,
+            "retention_duration: expected a number of days",
+        ),
+    ];
+    for (json, expected) in cases {
+        let error = Policy::from_json(json).expect_err(json).to_string();
+        assert!(
+            error.starts_with(expected),
+            "{json}: {error:?} does not start with {expected:?}"
+        );
+    }
+    // Leading zeros are still numbers.
+    let policy =
+        Policy::from_json(r#"{"max_backups": "03", "retention_duration": "010"}"#).unwrap();
+    assert_eq!(policy.keep_last, Policy::keep_last(3).keep_last);
+    assert_eq!(policy.retention_duration.map(|d| d.0.get()), Some(10));
+}

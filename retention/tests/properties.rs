@@ -139,6 +139,7 @@ fn build_catalog(specs: &[BackupSpec], segments: &[SegmentSpec]) -> (Catalog, Da
             },
             immutable: spec.immutable,
             delete_requested: spec.delete_requested,
+            volumes: Vec::new(),
         });
     }
     let newest = base + TimeDelta::minutes(minutes);
