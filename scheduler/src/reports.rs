@@ -197,6 +197,7 @@ async fn record_report(
                     started_at: report.started_at,
                     completed_at: report.completed_at,
                     artifacts: report.artifacts.clone(),
+                    volumes: Vec::new(),
                     labels: report.labels.clone(),
                     tags: report.tags.clone(),
                     legal_hold: false,

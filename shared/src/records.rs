@@ -133,6 +133,10 @@ pub struct BackupRecord {
     /// Full object keys; `metadata.json` is deleted after every other artifact.
     #[serde(default)]
     pub artifacts: Vec<String>,
+    /// Per-volume artifacts (seed 001): each volume has its own chain. Empty for a backup with
+    /// a single artifact set, such as a database base backup.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<sexton_retention::VolumeArtifact>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
@@ -173,6 +177,7 @@ impl BackupRecord {
             holds: self.holds.clone(),
             immutable: self.immutable,
             delete_requested: self.delete_requested,
+            volumes: self.volumes.clone(),
         }
     }
 
