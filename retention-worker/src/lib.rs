@@ -5,6 +5,7 @@
 //!
 //! The same code answers `retention.preview` requests, without marking anything.
 
+pub mod binlog;
 pub mod metrics;
 pub mod worker;
 
@@ -38,12 +39,18 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     .await?;
     tracing::info!(metrics = ?addr, "retention-worker started");
 
-    let worker = worker::Worker::new(topology.clone(), config.clone(), metrics.clone());
+    let store = sexton_shared::object_store::ObjectStore::connect(&config.s3).await?;
+    let worker = worker::Worker::new(topology.clone(), config.clone(), metrics.clone(), store);
     let preview = tokio::spawn(
         worker
             .clone()
             .serve_previews(client.clone(), shutdown.clone()),
     );
+    let binlog_status = tokio::spawn(binlog::serve_status(
+        worker.clone(),
+        client.clone(),
+        shutdown.clone(),
+    ));
 
     let stream = jetstream
         .get_stream(topology::STREAM_RETENTION)
@@ -86,6 +93,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         metrics.consumer.observe(&outcome);
     }
     preview.abort();
+    binlog_status.abort();
     client.flush().await.ok();
     tracing::info!("retention-worker stopped");
     Ok(())
