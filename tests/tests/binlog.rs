@@ -252,14 +252,14 @@ async fn appenders_and_collectors_racing_on_the_index_lose_nothing() {
         );
         tokio::spawn(async move {
             let mut removed: HashSet<String> = HashSet::new();
-            let mut violations = Vec::new();
+            let mut violations = BTreeSet::new();
             let mut readings = 0;
             while !done.load(Ordering::SeqCst) {
                 let before = confirmed.lock().unwrap().clone();
                 let snapshot = match store::read(&store, &index_key, &folder).await {
                     Ok(snapshot) => snapshot,
                     Err(err) => {
-                        violations.push(format!("the index did not parse: {err}"));
+                        violations.insert(format!("the index did not parse: {err}"));
                         continue;
                     }
                 };
@@ -273,7 +273,7 @@ async fn appenders_and_collectors_racing_on_the_index_lose_nothing() {
                 for (key, kind) in &before {
                     match kind {
                         Kind::Needed if !listed.contains(key.as_str()) => {
-                            violations.push(format!("appended entry {key} was lost"))
+                            violations.insert(format!("appended entry {key} was lost"));
                         }
                         Kind::Old if !listed.contains(key.as_str()) => {
                             removed.insert(key.clone());
@@ -283,7 +283,7 @@ async fn appenders_and_collectors_racing_on_the_index_lose_nothing() {
                 }
                 for key in &removed {
                     if listed.contains(key.as_str()) {
-                        violations.push(format!("removed entry {key} came back"));
+                        violations.insert(format!("removed entry {key} came back"));
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(20)).await;
