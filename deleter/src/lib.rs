@@ -2,7 +2,9 @@
 //! the one the job names (unique id), that it is `expiring` at the job's revision and not held,
 //! and that every key lies under the cluster's prefix; claims it with a compare-and-set to
 //! `deleting`; deletes the data objects, then `metadata.json`, then the catalog record. Every
-//! step is idempotent, so a job redelivered after a crash finishes the work.
+//! step is idempotent, so a job redelivered after a crash finishes the work. Beside the delete
+//! jobs it garbage-collects binlog segments on a queue of its own ([`binlog`]), rewriting each
+//! cluster's binlog index last with a conditional write.
 
 pub mod binlog;
 pub mod job;

@@ -1,7 +1,9 @@
 //! The retention-worker: on `checkpoint-complete` or `retention-sweep` it loads the cluster's
 //! catalog and policies, runs the pure retention engine (`sexton-retention`), marks what the
-//! plan lets go as `expiring` (compare-and-set) and publishes one delete job per backup. It
-//! decides and marks; it never deletes (the deleter does, after checking again).
+//! plan lets go as `expiring` (compare-and-set) and publishes one delete job per backup, then
+//! one binlog job per cluster ([`binlog`]: the segments of the cluster's binlog index that end
+//! before the oldest kept full backup). It decides and marks; it never deletes (the deleter
+//! does, after checking again).
 //!
 //! The same code answers `retention.preview` requests, without marking anything.
 

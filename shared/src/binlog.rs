@@ -570,7 +570,7 @@ mod tests {
         let mut idx = index(&[("a", None, Some("2026-01-01T00:00:00Z"))]);
         let new = vec![
             IndexSegment::new(key("b"), None, None),
-            IndexSegment::new(key("a"), None, Some("2026-05-01T00:00:00Z").map(t)),
+            IndexSegment::new(key("a"), None, Some(t("2026-05-01T00:00:00Z"))),
             IndexSegment::new(key("c"), None, None),
         ];
         assert_eq!(idx.apply_appends(&new), 2);
