@@ -7,7 +7,9 @@
 //!   (refused, recorded, nothing deleted — the retention-worker reports it too);
 //! - end to end: a keep-last policy over fulls and incrementals with segments spanning the
 //!   whole time; afterwards exactly the segments whose last event is before the horizon are gone
-//!   from S3 and the index, unknown-end ones stay, and `sexton binlog status` says so.
+//!   from S3 and the index, unknown-end ones stay, and `sexton binlog status` says so;
+//! - the whole loop: the reference executor archives a segment per backup and retention keeps
+//!   exactly the segments of the backups it keeps.
 //!
 //! `SEXTON_SOAK=1` runs the concurrent test for many more rounds.
 
@@ -816,4 +818,99 @@ async fn retention_removes_exactly_the_segments_before_the_horizon() {
         assert!(fleet.all_running());
         fleet.stop().await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_whole_loop_archives_a_segment_per_backup_and_collects_the_expired_ones() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(&config, Members::ALL);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let store = object_store(&config).await;
+    let c1 = cluster("c1");
+
+    eventually("the scheduler api", Duration::from_secs(30), || {
+        let client = client.clone();
+        async move {
+            api(
+                &client,
+                "schedule",
+                "create",
+                json!({"schema_version": 1, "name": "every-second", "cluster": "c1",
+                       "plan": "full", "cron": "@every 1s", "policy": {"keep_last": 2}}),
+            )
+            .await
+            .ok()
+        }
+    })
+    .await;
+    eventually("6 archived segments", Duration::from_secs(60), || {
+        let store = store.clone();
+        async move {
+            let snapshot = store::read(
+                &store,
+                &binlog::index_key(PREFIX, &cluster("c1")),
+                &binlog::binlog_prefix(PREFIX, &cluster("c1")),
+            )
+            .await
+            .ok()?;
+            (snapshot.index.generation >= 6).then_some(())
+        }
+    })
+    .await;
+    api(
+        &client,
+        "schedule",
+        "pause",
+        json!({"schema_version": 1, "name": "every-second"}),
+    )
+    .await
+    .unwrap();
+
+    // The catalog settles at the newest two; their segments are what the index keeps: each
+    // segment ends while its backup runs, after it started, and the one before ends before it.
+    let mut previous = BTreeSet::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let kept = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the catalog did not settle at two backups: {previous:?}"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let ids: BTreeSet<String> = catalog
+            .list_cluster(&c1)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.value.status == BackupStatus::Completed)
+            .map(|r| r.value.id.to_string())
+            .collect();
+        if ids.len() == 2 && ids == previous {
+            break ids;
+        }
+        previous = ids;
+    };
+    let expected: BTreeSet<String> = kept
+        .iter()
+        .map(|id| segment_key("c1", &format!("{id}.binlog")))
+        .collect();
+    settles_to("the index", Duration::from_secs(60), &expected, || async {
+        index_keys(&store, "c1").await
+    })
+    .await;
+    let mut objects = expected.clone();
+    objects.insert(binlog::index_key(PREFIX, &c1));
+    settles_to(
+        "the binlog folder",
+        Duration::from_secs(30),
+        &objects,
+        || async { object_keys(&store, &binlog::binlog_prefix(PREFIX, &c1)).await },
+    )
+    .await;
+    assert!(fleet.all_running());
+    fleet.stop().await.unwrap();
 }
