@@ -115,11 +115,13 @@ pub async fn run(
         .get_or_create_consumer(
             topology::CONSUMER_DELETER_BINLOG,
             jetstream::consumer::pull::Config {
-                max_ack_pending: 4,
+                // Jobs run one at a time; a crashed replica's job waits out ack_wait without
+                // holding up the others.
+                max_ack_pending: 64,
                 ..topology::consumer_config(
                     topology::CONSUMER_DELETER_BINLOG,
                     Some(format!("{}.job.binlog.*", topology::SUBJECT_ROOT)),
-                    Duration::from_secs(120),
+                    Duration::from_secs(60),
                 )
             },
         )

@@ -914,3 +914,146 @@ async fn the_whole_loop_archives_a_segment_per_backup_and_collects_the_expired_o
     assert!(fleet.all_running());
     fleet.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_killed_at_any_point_leaves_a_valid_index() {
+    let kills: usize = if soak() { 100 } else { 8 };
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let store = object_store(&config).await;
+    let c1 = cluster("c1");
+    let folder = binlog::binlog_prefix(PREFIX, &c1);
+    let index_key = binlog::index_key(PREFIX, &c1);
+    let horizon = (Utc::now() - chrono::Duration::days(1)).fixed_offset();
+    catalog
+        .create(&full_record("f1", horizon, BackupStatus::Completed))
+        .await
+        .unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut deleter = ServiceProcess::start("sexton-deleter", &[], &config, logs.path());
+
+    let mut needed: BTreeSet<String> = BTreeSet::new();
+    let mut expired: BTreeSet<String> = BTreeSet::new();
+    let mut gone: BTreeSet<String> = BTreeSet::new();
+    let mut phases: std::collections::BTreeMap<&str, usize> = Default::default();
+    for round in 0..kills {
+        // 200 expired segments and 2 needed ones (one open, one ending after the horizon).
+        let mut batch = Vec::new();
+        for n in 0..200 {
+            let first = horizon - chrono::Duration::days(5) + chrono::Duration::seconds(n);
+            batch.push(IndexSegment::new(
+                segment_key("c1", &format!("old-{round:03}-{n:03}")),
+                Some(first),
+                Some(first + chrono::Duration::seconds(1)),
+            ));
+        }
+        batch.push(IndexSegment::new(
+            segment_key("c1", &format!("open-{round:03}")),
+            Some(horizon - chrono::Duration::days(5)),
+            None,
+        ));
+        batch.push(IndexSegment::new(
+            segment_key("c1", &format!("new-{round:03}")),
+            Some(horizon),
+            Some(horizon + chrono::Duration::hours(1)),
+        ));
+        for segment in &batch {
+            store.put(&segment.key, "events".into()).await.unwrap();
+        }
+        store::update(&store, &index_key, &folder, |index| {
+            index.apply_appends(&batch) > 0
+        })
+        .await
+        .unwrap();
+        for segment in &batch {
+            if segment.last_event.is_some_and(|last| last < horizon) {
+                expired.insert(segment.key.clone());
+            } else {
+                needed.insert(segment.key.clone());
+            }
+        }
+        // A job naming everything (the collector must pick the expired ones), then SIGKILL at
+        // a point that moves around: before start-up, while listing, deleting, rewriting.
+        let everything: Vec<String> = expired.iter().chain(&needed).cloned().collect();
+        for (chunk_number, chunk) in everything
+            .chunks(sexton_shared::wire::MAX_BINLOG_JOB_KEYS)
+            .enumerate()
+        {
+            publish_binlog_job(
+                &js,
+                &job(horizon, chunk),
+                &format!("kill-{round}-{chunk_number}"),
+            )
+            .await;
+        }
+        let pause = (round as u64 * 397) % 1500;
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        deleter.kill();
+
+        let snapshot = store::read(&store, &index_key, &folder)
+            .await
+            .unwrap_or_else(|err| panic!("round {round}: the index does not parse: {err}"));
+        let listed: BTreeSet<String> = snapshot.index.segments.into_iter().map(|s| s.key).collect();
+        let missing: Vec<&String> = needed.difference(&listed).collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: needed segments left the index: {missing:?}"
+        );
+        let objects = object_keys(&store, &folder).await;
+        let lost: Vec<&String> = needed.difference(&objects).collect();
+        assert!(
+            lost.is_empty(),
+            "round {round}: needed objects deleted: {lost:?}"
+        );
+        // Where the kill landed, as far as the store shows it.
+        let listed_expired: Vec<&String> = expired.intersection(&listed).collect();
+        let phase = if listed_expired.is_empty() {
+            "after the index rewrite"
+        } else if listed_expired.iter().any(|key| !objects.contains(*key)) {
+            "between the deletes and the index rewrite"
+        } else {
+            "before any delete"
+        };
+        *phases.entry(phase).or_insert(0) += 1;
+        let back: Vec<&String> = gone.intersection(&listed).collect();
+        assert!(
+            back.is_empty(),
+            "round {round}: removed entries came back: {back:?}"
+        );
+        gone.extend(expired.difference(&listed).cloned());
+        deleter.restart();
+    }
+    let everything: Vec<String> = expired.iter().cloned().collect();
+    for (chunk_number, chunk) in everything
+        .chunks(sexton_shared::wire::MAX_BINLOG_JOB_KEYS)
+        .enumerate()
+    {
+        publish_binlog_job(&js, &job(horizon, chunk), &format!("final-{chunk_number}")).await;
+    }
+    settles_to("the index", Duration::from_secs(90), &needed, || async {
+        index_keys(&store, "c1").await
+    })
+    .await;
+    let mut objects = needed.clone();
+    objects.insert(index_key.clone());
+    settles_to(
+        "the binlog folder",
+        Duration::from_secs(30),
+        &objects,
+        || async { object_keys(&store, &folder).await },
+    )
+    .await;
+    eprintln!(
+        "{kills} kills ({phases:?}); {} of {} expired entries had left the index before the \
+         last pass",
+        gone.len(),
+        expired.len()
+    );
+    assert!(deleter.is_running(), "{}", deleter.logs());
+    deleter.terminate(Duration::from_secs(20));
+}
