@@ -1057,3 +1057,56 @@ async fn a_collector_killed_at_any_point_leaves_a_valid_index() {
     assert!(deleter.is_running(), "{}", deleter.logs());
     deleter.terminate(Duration::from_secs(20));
 }
+
+/// The object store must enforce the conditions the index relies on; a store that ignores them
+/// (Garage does) would let two writers lose each other's changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_writes_are_enforced_by_the_object_store() {
+    use sexton_shared::object_store::{Precondition, PutError};
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let store = object_store(&config).await;
+    let key = "backups/c1/binlog/_index.json";
+    let conflict =
+        |result: Result<String, PutError>| matches!(result, Err(PutError::Conflict { .. }));
+
+    assert!(store.get_tagged(key).await.unwrap().is_none());
+    assert!(
+        conflict(
+            store
+                .put_conditional(key, "a".into(), &Precondition::IfMatch("\"nope\"".into()))
+                .await
+        ),
+        "If-Match on a missing object"
+    );
+    let first = store
+        .put_conditional(key, "a".into(), &Precondition::IfAbsent)
+        .await
+        .unwrap();
+    assert!(
+        conflict(
+            store
+                .put_conditional(key, "b".into(), &Precondition::IfAbsent)
+                .await
+        ),
+        "If-None-Match: * on an existing object"
+    );
+    let read = store.get_tagged(key).await.unwrap().unwrap();
+    assert_eq!(read.body.as_ref(), b"a");
+    assert_eq!(read.etag, first);
+    let second = store
+        .put_conditional(key, "b".into(), &Precondition::IfMatch(read.etag.clone()))
+        .await
+        .unwrap();
+    assert_ne!(second, first);
+    assert!(
+        conflict(
+            store
+                .put_conditional(key, "c".into(), &Precondition::IfMatch(read.etag))
+                .await
+        ),
+        "If-Match on a stale ETag"
+    );
+    assert_eq!(store.get(key).await.unwrap().unwrap().as_ref(), b"b");
+}
