@@ -55,6 +55,9 @@ pub enum Command {
     /// Preview or compute retention decisions.
     #[command(subcommand)]
     Retention(RetentionCommand),
+    /// Inspect a cluster's binlog (PITR) archive.
+    #[command(subcommand)]
+    Binlog(BinlogCommand),
     /// Run the reference executor (writes small backups to S3 and reports them).
     Executor,
     /// Run a service in this process: scheduler, retention-worker or deleter.
@@ -188,6 +191,16 @@ pub enum RetentionCommand {
         /// The instant to decide at (RFC 3339); default now.
         #[arg(long)]
         now: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BinlogCommand {
+    /// The binlog index of a cluster: its state and ETag, the PITR horizon retention gives
+    /// now, and how many segments it lists, would delete, and keep for want of an end time.
+    Status {
+        #[arg(long)]
+        cluster: String,
     },
 }
 
@@ -503,6 +516,21 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
             }
             (topology::api_subject("retention", "preview"), body, &[])
         }
+        Command::Binlog(BinlogCommand::Status { cluster }) => (
+            topology::api_subject("binlog", "status"),
+            json!({"schema_version": 1, "cluster": cluster}),
+            &[
+                "cluster",
+                "index.state",
+                "index.etag",
+                "horizon",
+                "horizon_backup",
+                "segments.total",
+                "segments.expired",
+                "segments.unknown_end",
+                "collection",
+            ],
+        ),
         _ => unreachable!("offline commands are handled before"),
     })
 }

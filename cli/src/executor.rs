@@ -2,6 +2,11 @@
 //! honest form. On `due-backup` it writes a small `backup.xbstream` and `metadata.json` under the
 //! event's object prefix, then reports the backup completed. It lets a user (and the end-to-end
 //! tests) watch the whole loop run without a database.
+//!
+//! Like a database's log archiver, it also ships one binlog segment per backup to
+//! `<prefix>/<cluster>/binlog/` (events from the end of the previous segment up to now) and
+//! appends it to the cluster's `_index.json` with a conditional write ([`append_segment`]):
+//! the object first, the index entry after, so the index never lists a missing object.
 
 use std::time::Duration;
 
@@ -10,6 +15,7 @@ use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::Utc;
 use futures::StreamExt;
 use sexton_shared::{
+    binlog::{self, store, IndexSegment},
     config::Config,
     nats::publish_once,
     object_store::ObjectStore,
@@ -25,6 +31,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let js = jetstream::new(client.clone());
     topology::ensure(&js, config.nats.replicas).await?;
     let store = ObjectStore::connect(&config.s3).await?;
+    let prefix = config.s3.prefix.clone();
     let stream = js
         .get_stream(topology::STREAM_DUE)
         .await
@@ -54,7 +61,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         };
         let outcome = match wire::decode::<DueBackup>(&message.payload) {
             Err(err) => Outcome::Poison(err.to_string()),
-            Ok(due) => match take_backup(&js, &store, &due).await {
+            Ok(due) => match take_backup(&js, &store, &prefix, &due).await {
                 Ok(()) => Outcome::Done,
                 Err(err) => {
                     tracing::warn!(backup = %due.backup_id, error = format!("{err:#}"), "backup failed; will retry");
@@ -70,6 +77,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
 async fn take_backup(
     js: &jetstream::Context,
     store: &ObjectStore,
+    prefix: &str,
     due: &DueBackup,
 ) -> anyhow::Result<()> {
     let started_at = Utc::now();
@@ -91,6 +99,15 @@ async fn take_backup(
     store
         .put(&metadata_key, serde_json::to_vec(&metadata)?.into())
         .await?;
+    match append_segment(store, prefix, due, started_at.fixed_offset()).await {
+        Ok(_) => {}
+        // The base backup is good without its log: report it, and let the operator see why
+        // the log is not archived (`sexton binlog status`, the retention-worker's incident).
+        Err(err @ store::StoreError::Malformed { .. }) => {
+            tracing::error!(cluster = %due.cluster, error = %err, "binlog segment not indexed")
+        }
+        Err(err) => return Err(err).context("appending a binlog segment"),
+    }
     let completed_at = Utc::now();
     let report = Report {
         schema_version: wire::SCHEMA_VERSION,
@@ -118,4 +135,45 @@ async fn take_backup(
     .await?;
     tracing::info!(cluster = %due.cluster, backup = %due.backup_id, "backup taken and reported");
     Ok(())
+}
+
+/// Ships the binlog segment of this backup and appends it to the cluster's index. The segment
+/// holds the events since the end of the newest indexed segment (or since this backup started,
+/// for the first one) up to now. Idempotent: a redelivered due-backup rewrites the same object
+/// and finds its entry already in the index.
+pub async fn append_segment(
+    store: &ObjectStore,
+    prefix: &str,
+    due: &DueBackup,
+    started_at: chrono::DateTime<chrono::FixedOffset>,
+) -> Result<store::Updated, store::StoreError> {
+    let folder = binlog::binlog_prefix(prefix, &due.cluster);
+    let key = format!("{folder}{}.binlog", due.backup_id);
+    // A segment ends before it is uploaded.
+    let last_event = Utc::now().fixed_offset();
+    let body = format!(
+        "sexton reference binlog of {} up to {last_event}\n",
+        due.cluster
+    );
+    store.put(&key, body.into_bytes().into()).await?;
+    store::update(
+        store,
+        &binlog::index_key(prefix, &due.cluster),
+        &folder,
+        |index| {
+            if index.contains(&key) {
+                return false;
+            }
+            let first_event = index
+                .newest_last_event()
+                .filter(|newest| *newest <= last_event)
+                .unwrap_or(started_at.min(last_event));
+            index.apply_appends(&[IndexSegment::new(
+                key.clone(),
+                Some(first_event),
+                Some(last_event),
+            )]) > 0
+        },
+    )
+    .await
 }

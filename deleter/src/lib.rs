@@ -2,8 +2,11 @@
 //! the one the job names (unique id), that it is `expiring` at the job's revision and not held,
 //! and that every key lies under the cluster's prefix; claims it with a compare-and-set to
 //! `deleting`; deletes the data objects, then `metadata.json`, then the catalog record. Every
-//! step is idempotent, so a job redelivered after a crash finishes the work.
+//! step is idempotent, so a job redelivered after a crash finishes the work. Beside the delete
+//! jobs it garbage-collects binlog segments on a queue of its own ([`binlog`]), rewriting each
+//! cluster's binlog index last with a conditional write.
 
+pub mod binlog;
 pub mod job;
 pub mod metrics;
 
@@ -50,6 +53,14 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     .await?;
     tracing::info!(metrics = ?addr, "deleter started");
 
+    let mut collector_done = false;
+    let mut collector = tokio::spawn(binlog::run(
+        topology.clone(),
+        store.clone(),
+        config.clone(),
+        metrics.registry.clone(),
+        shutdown.clone(),
+    ));
     let deleter = job::Deleter::new(topology.clone(), store, config.clone(), metrics.clone());
     let stream = jetstream
         .get_stream(topology::STREAM_JOBS)
@@ -87,6 +98,16 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     loop {
         let message = tokio::select! {
             _ = shutdown.wait() => break,
+            // The binlog collector (`binlog::run`) runs beside the delete jobs; if it stops,
+            // so does the service, so an orchestrator restarts it.
+            ended = &mut collector, if !collector_done => {
+                collector_done = true;
+                match ended {
+                    Ok(Ok(())) => break,
+                    Ok(Err(err)) => return Err(err.context("the binlog collector failed")),
+                    Err(err) => anyhow::bail!("the binlog collector panicked: {err}"),
+                }
+            }
             message = messages.next() => message,
         };
         let message = match message {
@@ -115,6 +136,15 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         semaphore.acquire_many(config.deleter.concurrency as u32),
     )
     .await;
+    if !collector_done {
+        match tokio::time::timeout(Duration::from_secs(20), collector).await {
+            Ok(Ok(Err(err))) => {
+                tracing::warn!(error = format!("{err:#}"), "binlog collector failed")
+            }
+            Ok(Err(err)) => tracing::warn!(error = %err, "binlog collector panicked"),
+            Ok(Ok(Ok(()))) | Err(_) => {}
+        }
+    }
     client.flush().await.ok();
     tracing::info!("deleter stopped");
     Ok(())

@@ -1,10 +1,13 @@
 //! The retention-worker: on `checkpoint-complete` or `retention-sweep` it loads the cluster's
 //! catalog and policies, runs the pure retention engine (`sexton-retention`), marks what the
-//! plan lets go as `expiring` (compare-and-set) and publishes one delete job per backup. It
-//! decides and marks; it never deletes (the deleter does, after checking again).
+//! plan lets go as `expiring` (compare-and-set) and publishes one delete job per backup, then
+//! one binlog job per cluster ([`binlog`]: the segments of the cluster's binlog index that end
+//! before the oldest kept full backup). It decides and marks; it never deletes (the deleter
+//! does, after checking again).
 //!
 //! The same code answers `retention.preview` requests, without marking anything.
 
+pub mod binlog;
 pub mod metrics;
 pub mod worker;
 
@@ -38,12 +41,18 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     .await?;
     tracing::info!(metrics = ?addr, "retention-worker started");
 
-    let worker = worker::Worker::new(topology.clone(), config.clone(), metrics.clone());
+    let store = sexton_shared::object_store::ObjectStore::connect(&config.s3).await?;
+    let worker = worker::Worker::new(topology.clone(), config.clone(), metrics.clone(), store);
     let preview = tokio::spawn(
         worker
             .clone()
             .serve_previews(client.clone(), shutdown.clone()),
     );
+    let binlog_status = tokio::spawn(binlog::serve_status(
+        worker.clone(),
+        client.clone(),
+        shutdown.clone(),
+    ));
 
     let stream = jetstream
         .get_stream(topology::STREAM_RETENTION)
@@ -86,6 +95,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         metrics.consumer.observe(&outcome);
     }
     preview.abort();
+    binlog_status.abort();
     client.flush().await.ok();
     tracing::info!("retention-worker stopped");
     Ok(())

@@ -14,16 +14,18 @@ use sexton_shared::{
     config::Config,
     names::{ClusterName, PlanName},
     nats::publish_once,
-    outcome::Outcome,
+    object_store::ObjectStore,
+    outcome::{publish_incident, Outcome},
     records::{BackupRecord, BackupStatus, Policy, ScheduleRecord},
     topology::{self, Topology},
     wire::{
-        self, BackupRetention, CheckpointComplete, DecisionSummary, DeleteJob, Message,
+        self, BackupRetention, CheckpointComplete, DecisionSummary, DeleteJob, Incident, Message,
         RetentionSweep,
     },
     Shutdown,
 };
 
+use crate::binlog::{self, BinlogInput, IndexState};
 use crate::metrics::Metrics;
 
 #[derive(Clone)]
@@ -31,6 +33,9 @@ pub struct Worker {
     topology: Topology,
     catalog: Catalog,
     metrics: Arc<Metrics>,
+    /// Reads the binlog indexes (never writes them: the deleter does).
+    store: ObjectStore,
+    prefix: String,
 }
 
 /// The retention decision for one cluster/plan group.
@@ -70,11 +75,18 @@ impl Message for PreviewRequest {
 }
 
 impl Worker {
-    pub fn new(topology: Topology, _config: Config, metrics: Arc<Metrics>) -> Worker {
+    pub fn new(
+        topology: Topology,
+        config: Config,
+        metrics: Arc<Metrics>,
+        store: ObjectStore,
+    ) -> Worker {
         Worker {
             catalog: Catalog::new(topology.catalog.clone()),
             topology,
             metrics,
+            store,
+            prefix: config.s3.prefix,
         }
     }
 
@@ -114,12 +126,36 @@ impl Worker {
         }
     }
 
-    /// The plans for every group of `cluster` (or one plan), decided at `now`.
+    /// The plans for every group of `cluster` (or one plan), decided at `now`, with the
+    /// cluster's binlog segments from its index.
     pub async fn plan_cluster(
         &self,
         cluster: &ClusterName,
         only_plan: Option<&PlanName>,
         now: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<GroupPlan>> {
+        let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
+        self.plan_groups(cluster, only_plan, now, &binlog).await
+    }
+
+    /// `binlog.status`: the index and the horizon every group's plan gives now.
+    pub async fn binlog_status(
+        &self,
+        cluster: &ClusterName,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<binlog::Status> {
+        let input = binlog::load(&self.store, &self.prefix, cluster).await;
+        let groups = self.plan_groups(cluster, None, now, &input).await?;
+        Ok(binlog::status(cluster, &input, &groups, now))
+    }
+
+    /// The plans of `cluster`'s groups over the catalog and the binlog segments of `binlog`.
+    async fn plan_groups(
+        &self,
+        cluster: &ClusterName,
+        only_plan: Option<&PlanName>,
+        now: DateTime<Utc>,
+        binlog: &BinlogInput,
     ) -> anyhow::Result<Vec<GroupPlan>> {
         let policies = self.policies(cluster).await?;
         let records = self.catalog.list_cluster(cluster).await?;
@@ -153,7 +189,7 @@ impl Worker {
                     group.policy = Some(policy.clone());
                     let input = sexton_retention::Catalog {
                         backups: group.records.iter().map(|r| r.value.to_engine()).collect(),
-                        binlog_segments: Vec::new(),
+                        binlog_segments: binlog.segments(),
                     };
                     match sexton_retention::plan(&input, policy, now) {
                         Ok(decision) => group.decision = Some(decision),
@@ -213,12 +249,14 @@ impl Worker {
     }
 
     async fn run_cluster(&self, cluster: &ClusterName, now: DateTime<Utc>) -> anyhow::Result<()> {
-        for group in self.plan_cluster(cluster, None, now).await? {
+        let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
+        let groups = self.plan_groups(cluster, None, now, &binlog).await?;
+        for group in &groups {
             self.metrics
                 .last_run
                 .with_label_values(&[cluster.as_str(), group.plan.as_str()])
                 .set(now.timestamp());
-            self.observe_group(&group, now);
+            self.observe_group(group, now);
             let Some(decision) = &group.decision else {
                 if let Some(reason) = &group.hold_reason {
                     tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
@@ -287,6 +325,64 @@ impl Worker {
                     tracing::warn!(error = %err, "retention event not published");
                 }
             }
+        }
+        self.publish_binlog(cluster, &groups, &binlog).await
+    }
+
+    /// After the backups are marked: one binlog job for the cluster, if every group's plan
+    /// gives a horizon and the index could be read.
+    async fn publish_binlog(
+        &self,
+        cluster: &ClusterName,
+        groups: &[GroupPlan],
+        binlog: &BinlogInput,
+    ) -> anyhow::Result<()> {
+        match &binlog.state {
+            IndexState::Ok { .. } | IndexState::Missing => {}
+            IndexState::Malformed { error } => {
+                publish_incident(
+                    &self.topology.jetstream,
+                    Incident {
+                        schema_version: wire::SCHEMA_VERSION,
+                        service: "retention-worker".into(),
+                        kind: "binlog-index-malformed".into(),
+                        cluster: Some(cluster.to_string()),
+                        backup_id: None,
+                        subject: binlog.key.clone(),
+                        reason: format!("{error}; binlog segments are kept until it is fixed"),
+                        at: Utc::now(),
+                    },
+                )
+                .await;
+                return Ok(());
+            }
+            IndexState::Unavailable { error } => {
+                tracing::warn!(%cluster, error, "binlog index not read; no binlog gc this run");
+                return Ok(());
+            }
+        }
+        let decision = match binlog::decide(groups) {
+            Ok(decision) => decision,
+            Err(why) => {
+                tracing::debug!(%cluster, reason = %why, "no binlog gc");
+                return Ok(());
+            }
+        };
+        for (message_id, job) in binlog::jobs(cluster, &decision, binlog.etag()) {
+            publish_once(
+                &self.topology.jetstream,
+                topology::binlog_job_subject(cluster),
+                &message_id,
+                wire::encode(&job),
+            )
+            .await?;
+            self.metrics
+                .jobs_published
+                .with_label_values(&["binlog"])
+                .inc();
+        }
+        if !decision.delete.is_empty() {
+            tracing::info!(%cluster, horizon = %decision.horizon, segments = decision.delete.len(), "binlog gc job published");
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 //! `sexton-schedule`. This crate only carries values between those pure cores and the world.
 
 pub mod api;
+pub mod binlog;
 pub mod catalog;
 pub mod config;
 pub mod names;

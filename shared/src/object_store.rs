@@ -13,7 +13,10 @@ use aws_sdk_s3::{
 };
 
 use crate::config::S3Config;
+
+mod conditional;
 use crate::names::{check_name, ClusterName};
+pub use conditional::{DeleteReport, Precondition, PutError, Tagged};
 
 /// S3's limit of keys in one `DeleteObjects` request.
 pub const DELETE_BATCH: usize = 1000;

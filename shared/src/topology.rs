@@ -27,6 +27,9 @@ pub const BUCKET_CATALOG: &str = "sexton-catalog";
 pub const CONSUMER_REPORTS: &str = "scheduler-reports";
 pub const CONSUMER_RETENTION: &str = "retention-worker";
 pub const CONSUMER_DELETER: &str = "deleter";
+/// The deleter's second durable on SEXTON_JOBS: binlog garbage collection, apart from backup
+/// deletions so neither queue waits behind the other.
+pub const CONSUMER_DELETER_BINLOG: &str = "deleter-binlog";
 pub const CONSUMER_EXECUTOR: &str = "reference-executor";
 
 /// How long JetStream remembers a message id for de-duplication. A replica that publishes a
@@ -47,6 +50,9 @@ pub fn sweep_subject(cluster: &ClusterName) -> String {
 }
 pub fn delete_job_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.job.delete.{cluster}")
+}
+pub fn binlog_job_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.job.binlog.{cluster}")
 }
 /// `kind` is one of a small fixed set: `retention`, `incident`.
 pub fn event_subject(kind: &str, cluster: &str) -> String {

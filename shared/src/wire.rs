@@ -230,6 +230,53 @@ impl Message for DeleteJob {
     }
 }
 
+/// The most segment keys one binlog garbage-collection job carries; more go in further jobs
+/// (a job body stays well under [`MAX_BODY_BYTES`]).
+pub const MAX_BINLOG_JOB_KEYS: usize = 1000;
+
+/// Retention-worker → deleter: garbage-collect a cluster's binlog segments that end before
+/// `horizon` (the start of the oldest full backup the cluster's plans keep). The deleter
+/// re-checks everything against the current catalog and index: it deletes only keys listed
+/// here **and** in the index with a last event before the earlier of `horizon` and the oldest
+/// full backup still in the catalog, then rewrites the index.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BinlogGcJob {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub horizon: DateTime<FixedOffset>,
+    /// The backup the horizon comes from.
+    #[serde(default)]
+    pub horizon_backup: Option<String>,
+    /// Segment keys the plan deletes.
+    #[serde(default)]
+    pub delete: Vec<String>,
+    /// The index's ETag when the plan was made (for logs; the deleter reads it again).
+    #[serde(default)]
+    pub index_etag: Option<String>,
+}
+
+impl Message for BinlogGcJob {
+    const KIND: &'static str = "binlog gc job";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.delete.len() > MAX_BINLOG_JOB_KEYS {
+            return Err(format!("more than {MAX_BINLOG_JOB_KEYS} segment keys"));
+        }
+        if self
+            .delete
+            .iter()
+            .any(|key| key.is_empty() || key.len() > 1024)
+        {
+            return Err("a segment key is empty or longer than 1024 bytes".into());
+        }
+        if self.horizon.timestamp_nanos_opt().is_none() {
+            return Err("horizon is outside the supported range".into());
+        }
+        Ok(())
+    }
+}
+
 /// A retention decision about one backup, for events and previews.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DecisionSummary {

@@ -523,7 +523,28 @@ impl Nats {
 pub fn service_binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let dir = BUILT.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
+        let mut cargo = Command::new(env!("CARGO"));
+        // `cargo test` hands the test process its package's variables (CARGO_MANIFEST_DIR,
+        // CARGO_PKG_*, ...). Passed on, they change the environment that build scripts watch
+        // (ring reruns on CARGO_MANIFEST_DIR), so this build and the next `cargo test` would
+        // each rebuild half the dependency tree.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("CARGO_PKG_")
+                || matches!(
+                    name.as_ref(),
+                    "CARGO_MANIFEST_DIR"
+                        | "CARGO_MANIFEST_PATH"
+                        | "CARGO_CRATE_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                        | "CARGO_TARGET_TMPDIR"
+                        | "CARGO_RUSTC_CURRENT_DIR"
+                )
+            {
+                cargo.env_remove(name.as_ref());
+            }
+        }
+        let status = cargo
             .args(["build", "--bins", "--quiet"])
             .current_dir(repo_root())
             .status()

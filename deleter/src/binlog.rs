@@ -1,0 +1,306 @@
+//! Binlog garbage collection (seed 003): one job per cluster names the segments the retention
+//! plan lets go and the horizon (the start of the oldest kept full backup). The deleter trusts
+//! none of it blindly:
+//!
+//! 1. every key of the job must be a segment of the cluster's binlog folder (else: refused);
+//! 2. the horizon is pulled back to the start of the oldest full backup the catalog still
+//!    holds ([`safe_horizon`]), so a stale job cannot shorten the recovery window;
+//! 3. of the job's keys, only those the index lists with a last event before that horizon go
+//!    (an unknown end is kept), plus orphans: objects of the folder that the index does not list
+//!    and that were written before the horizon ([`select_orphans`]);
+//! 4. the objects are deleted first (`DeleteObjects`, per-key errors checked), and the index is
+//!    rewritten **last**, with `If-Match` on the ETag read; on 412 it is re-read and the
+//!    removals applied again ([`store::update`]).
+//!
+//! A crash at any point leaves an index that parses and still lists every segment a kept
+//! backup needs (it only ever loses entries whose objects are already gone and which end before
+//! the horizon); the redelivered job, or the next one, finishes the work. A malformed index is
+//! never rewritten: the job is refused, recorded as an incident, and deletes nothing.
+
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, consumer::PullConsumer};
+use chrono::Utc;
+use futures::StreamExt;
+use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+use sexton_shared::{
+    binlog::{self, check_segment_key, safe_horizon, select_orphans, store},
+    catalog::Catalog,
+    config::Config,
+    object_store::ObjectStore,
+    outcome::{publish_incident, settle, Outcome},
+    topology::{self, Topology},
+    wire::{self, BinlogGcJob, Incident},
+    Shutdown,
+};
+
+/// After this many deliveries spent waiting for older full backups to be deleted, a job stops
+/// waiting (acknowledged): the next retention pass publishes a new one.
+const MAX_WAITING_DELIVERIES: i64 = 10;
+
+/// The binlog collector's metrics, registered in the deleter's registry.
+pub struct BinlogMetrics {
+    pub jobs: IntCounterVec,
+    pub segments_deleted: IntCounter,
+    pub orphans_deleted: IntCounter,
+    pub index_conflicts: IntCounter,
+}
+
+impl BinlogMetrics {
+    pub fn register(registry: &Registry) -> anyhow::Result<BinlogMetrics> {
+        let jobs = IntCounterVec::new(
+            Opts::new(
+                "sexton_binlog_gc_jobs_total",
+                "binlog garbage-collection jobs handled, by outcome",
+            ),
+            &["outcome"],
+        )?;
+        let segments_deleted = IntCounter::new(
+            "sexton_binlog_segments_deleted_total",
+            "expired binlog segments removed from the object store and the index",
+        )?;
+        let orphans_deleted = IntCounter::new(
+            "sexton_binlog_orphans_deleted_total",
+            "binlog objects no index listed, removed once older than the horizon",
+        )?;
+        let index_conflicts = IntCounter::new(
+            "sexton_binlog_index_conflicts_total",
+            "conditional writes of a binlog index lost to another writer (then retried)",
+        )?;
+        registry.register(Box::new(jobs.clone()))?;
+        registry.register(Box::new(segments_deleted.clone()))?;
+        registry.register(Box::new(orphans_deleted.clone()))?;
+        registry.register(Box::new(index_conflicts.clone()))?;
+        Ok(BinlogMetrics {
+            jobs,
+            segments_deleted,
+            orphans_deleted,
+            index_conflicts,
+        })
+    }
+}
+
+#[derive(Clone)]
+pub struct Collector {
+    topology: Topology,
+    catalog: Catalog,
+    store: ObjectStore,
+    prefix: String,
+    metrics: Arc<BinlogMetrics>,
+}
+
+/// Consumes binlog jobs one at a time until `shutdown` trips.
+pub async fn run(
+    topology: Topology,
+    store: ObjectStore,
+    config: Config,
+    registry: Registry,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let metrics = Arc::new(BinlogMetrics::register(&registry)?);
+    let collector = Collector {
+        catalog: Catalog::new(topology.catalog.clone()),
+        topology: topology.clone(),
+        store,
+        prefix: config.s3.prefix.clone(),
+        metrics,
+    };
+    let jetstream = topology.jetstream.clone();
+    let stream = jetstream
+        .get_stream(topology::STREAM_JOBS)
+        .await
+        .context("opening the jobs stream")?;
+    let consumer: PullConsumer = stream
+        .get_or_create_consumer(
+            topology::CONSUMER_DELETER_BINLOG,
+            jetstream::consumer::pull::Config {
+                // Jobs run one at a time; a crashed replica's job waits out ack_wait without
+                // holding up the others.
+                max_ack_pending: 64,
+                ..topology::consumer_config(
+                    topology::CONSUMER_DELETER_BINLOG,
+                    Some(format!("{}.job.binlog.*", topology::SUBJECT_ROOT)),
+                    Duration::from_secs(60),
+                )
+            },
+        )
+        .await
+        .context("creating the binlog consumer")?;
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(1)
+        .messages()
+        .await
+        .context("reading binlog jobs")?;
+    loop {
+        let message = tokio::select! {
+            _ = shutdown.wait() => break,
+            message = messages.next() => message,
+        };
+        let message = match message {
+            Some(Ok(message)) => message,
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "reading binlog jobs");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            None => anyhow::bail!("the binlog consumer ended"),
+        };
+        // One job at a time, finished even during shutdown: each step is short and idempotent.
+        let outcome = collector.handle(&message).await;
+        settle(&jetstream, "deleter", &message, &outcome).await;
+    }
+    Ok(())
+}
+
+impl Collector {
+    #[tracing::instrument(skip_all, fields(subject = %message.subject))]
+    pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
+        let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
+        let outcome = match wire::decode::<BinlogGcJob>(&message.payload) {
+            Err(err) => Outcome::Poison(err.to_string()),
+            Ok(job) => match self.collect(&job, delivered).await {
+                Ok(outcome) => outcome,
+                Err(err) => {
+                    tracing::warn!(cluster = %job.cluster, error = format!("{err:#}"), "binlog gc failed; will retry");
+                    Outcome::RetryAfter(Duration::from_secs(5))
+                }
+            },
+        };
+        self.metrics
+            .jobs
+            .with_label_values(&[outcome.label()])
+            .inc();
+        outcome
+    }
+
+    /// One pass over a cluster's binlog folder; see the module documentation for the order.
+    pub async fn collect(&self, job: &BinlogGcJob, delivered: i64) -> anyhow::Result<Outcome> {
+        let cluster = &job.cluster;
+        let folder = binlog::binlog_prefix(&self.prefix, cluster);
+        let index_key = binlog::index_key(&self.prefix, cluster);
+        for key in &job.delete {
+            if let Err(why) = check_segment_key(&folder, key) {
+                return Ok(Outcome::Poison(format!(
+                    "binlog gc job for {cluster} names {:?}: {why}",
+                    key.chars().take(200).collect::<String>()
+                )));
+            }
+        }
+
+        let records: Vec<_> = self
+            .catalog
+            .list_cluster(cluster)
+            .await?
+            .into_iter()
+            .map(|record| record.value)
+            .collect();
+        let safe = safe_horizon(job.horizon, &records);
+        if let Some(reason) = &safe.reason {
+            tracing::info!(%cluster, reason, horizon = ?safe.horizon, "binlog horizon pulled back by the catalog");
+        }
+        let Some(horizon) = safe.horizon else {
+            return Ok(Outcome::Done);
+        };
+
+        let snapshot = match store::read(&self.store, &index_key, &folder).await {
+            Ok(snapshot) => snapshot,
+            Err(err @ store::StoreError::Malformed { .. }) => {
+                return Ok(Outcome::Poison(format!(
+                    "refusing binlog gc for {cluster}: {err}; nothing deleted"
+                )))
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let candidates: BTreeSet<String> = job.delete.iter().cloned().collect();
+        let expired = snapshot.index.select_expired(&candidates, horizon);
+        let objects = self
+            .store
+            .list(&folder)
+            .await
+            .context("listing the binlog folder")?;
+        let orphans = select_orphans(&objects, &snapshot.index, &folder, horizon);
+
+        let mut doomed = expired.clone();
+        doomed.extend(orphans.iter().cloned());
+        let report = self
+            .store
+            .delete_keys_each(&doomed)
+            .await
+            .context("deleting binlog segments")?;
+        let deleted: BTreeSet<String> = report.deleted.iter().cloned().collect();
+        let removals: BTreeSet<String> = expired
+            .iter()
+            .filter(|key| deleted.contains(*key))
+            .cloned()
+            .collect();
+        let n_orphans = orphans.iter().filter(|key| deleted.contains(*key)).count();
+        self.metrics.orphans_deleted.inc_by(n_orphans as u64);
+
+        // The index last: only entries whose objects are gone leave it.
+        if !removals.is_empty() {
+            let updated = store::update(&self.store, &index_key, &folder, |index| {
+                index.apply_removals(&removals) > 0
+            })
+            .await;
+            match updated {
+                Ok(updated) => {
+                    self.metrics
+                        .index_conflicts
+                        .inc_by(u64::from(updated.conflicts));
+                    self.metrics.segments_deleted.inc_by(removals.len() as u64);
+                    tracing::info!(
+                        %cluster,
+                        %horizon,
+                        segments = removals.len(),
+                        orphans = n_orphans,
+                        conflicts = updated.conflicts,
+                        generation = updated.generation,
+                        "binlog segments deleted and index rewritten"
+                    );
+                }
+                Err(err @ store::StoreError::Malformed { .. }) => {
+                    return Ok(Outcome::Poison(format!(
+                        "binlog index of {cluster} became unreadable after its segments were deleted: {err}"
+                    )))
+                }
+                Err(err) => return Err(err.into()),
+            }
+        } else if n_orphans > 0 {
+            tracing::info!(%cluster, orphans = n_orphans, "binlog orphans deleted");
+        }
+
+        if let Some(failure) = report.failed.iter().find(|f| f.permanent) {
+            publish_incident(
+                &self.topology.jetstream,
+                Incident {
+                    schema_version: wire::SCHEMA_VERSION,
+                    service: "deleter".into(),
+                    kind: "binlog-delete-failed".into(),
+                    cluster: Some(cluster.to_string()),
+                    backup_id: None,
+                    subject: topology::binlog_job_subject(cluster),
+                    reason: format!(
+                        "{} binlog objects could not be deleted (kept in the index): {failure}",
+                        report.failed.len()
+                    ),
+                    at: Utc::now(),
+                },
+            )
+            .await;
+            return Ok(Outcome::Done);
+        }
+        if let Some(failure) = report.failed.first() {
+            tracing::warn!(%cluster, error = %failure, "transient binlog delete failure; will retry");
+            return Ok(Outcome::RetryAfter(Duration::from_secs(5)));
+        }
+        if !safe.waiting_for.is_empty() && delivered < MAX_WAITING_DELIVERIES {
+            // Older full backups are being deleted right now: once they are gone this job can
+            // go as far as it asks.
+            tracing::info!(%cluster, waiting_for = ?safe.waiting_for, "binlog gc waits for older full backups to be deleted");
+            return Ok(Outcome::RetryAfter(Duration::from_secs(2)));
+        }
+        Ok(Outcome::Done)
+    }
+}
