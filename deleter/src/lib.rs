@@ -1,11 +1,21 @@
-//! The deleter: trusts no job. For each delete job it re-reads the catalog, checks the backup is
-//! the one the job names (unique id), that it is `expiring` at the job's revision and not held,
-//! and that every key lies under the cluster's prefix; claims it with a compare-and-set to
-//! `deleting`; deletes the data objects, then `metadata.json`, then the catalog record. Every
-//! step is idempotent, so a job redelivered after a crash finishes the work.
+//! The deleter: trusts no job. It takes delete jobs in batches, judges each against the
+//! catalog (unique id, `expiring` at the job's revision, not held, every key under the
+//! cluster's prefix, and the retention plan made now still lets it go), claims it with a
+//! compare-and-set to `deleting`, runs the delete plugins, deletes the data objects, then
+//! `metadata.json`, then the catalog record — the objects of a whole batch in shared
+//! `DeleteObjects` requests ([`batch`]). Every step is idempotent, so a job redelivered after
+//! a crash finishes the work. Jobs that run out of deliveries are recorded from the
+//! max-deliveries advisory ([`dead_letters`]). It also answers the plugin and orphan API
+//! ([`api`]).
 
+pub mod api;
+pub mod batch;
+pub mod dead_letters;
 pub mod job;
 pub mod metrics;
+pub mod orphans;
+pub mod plugins;
+pub mod view;
 
 use std::{sync::Arc, time::Duration};
 
@@ -50,16 +60,23 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     .await?;
     tracing::info!(metrics = ?addr, "deleter started");
 
-    let deleter = job::Deleter::new(topology.clone(), store, config.clone(), metrics.clone());
+    let deleter = Arc::new(batch::Deleter::new(
+        topology.clone(),
+        store,
+        client.clone(),
+        &config,
+        metrics.clone(),
+    ));
     let stream = jetstream
         .get_stream(topology::STREAM_JOBS)
         .await
         .context("opening the jobs stream")?;
+    let batch_jobs = config.deleter.batch_jobs;
     let consumer: PullConsumer = stream
         .get_or_create_consumer(
             topology::CONSUMER_DELETER,
             async_nats::jetstream::consumer::pull::Config {
-                max_ack_pending: (config.deleter.concurrency * 4) as i64,
+                max_ack_pending: (config.deleter.concurrency * batch_jobs) as i64,
                 ..topology::consumer_config(
                     topology::CONSUMER_DELETER,
                     Some(format!("{}.job.delete.*", topology::SUBJECT_ROOT)),
@@ -69,13 +86,6 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         )
         .await
         .context("creating the deleter consumer")?;
-    // Take a few at a time: deletions are long next to the prefetch the client would do.
-    let mut messages = consumer
-        .stream()
-        .max_messages_per_batch(config.deleter.concurrency)
-        .messages()
-        .await
-        .context("reading delete jobs")?;
     metrics.consumer.spawn_poller(
         jetstream.clone(),
         topology::STREAM_JOBS,
@@ -83,39 +93,126 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         Duration::from_secs(5),
         shutdown.clone(),
     );
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(config.deleter.concurrency));
-    loop {
-        let message = tokio::select! {
-            _ = shutdown.wait() => break,
-            message = messages.next() => message,
-        };
-        let message = match message {
-            Some(Ok(message)) => message,
-            Some(Err(err)) => {
-                tracing::warn!(error = %err, "reading delete jobs");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-            None => anyhow::bail!("the deleter consumer ended"),
-        };
-        let permit = semaphore.clone().acquire_owned().await?;
-        let deleter = deleter.clone();
-        let jetstream = jetstream.clone();
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let outcome = deleter.handle(&message).await;
-            settle(&jetstream, "deleter", &message, &outcome).await;
-            metrics.consumer.observe(&outcome);
-            drop(permit);
-        });
+    let api = tokio::spawn(api::serve(client.clone(), deleter.clone(), shutdown.clone()));
+    let dead_letters = tokio::spawn(dead_letters::run(
+        client.clone(),
+        deleter.clone(),
+        shutdown.clone(),
+    ));
+    let workers: Vec<_> = (0..config.deleter.concurrency)
+        .map(|_| {
+            tokio::spawn(work(
+                consumer.clone(),
+                deleter.clone(),
+                jetstream.clone(),
+                metrics.clone(),
+                batch_jobs,
+                shutdown.clone(),
+            ))
+        })
+        .collect();
+    shutdown.wait().await;
+    // Let the batches in hand finish: each step is idempotent, but finishing is kinder.
+    let _ = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(workers)).await;
+    for task in [api, dead_letters] {
+        match tokio::time::timeout(Duration::from_secs(5), task).await {
+            Ok(Ok(Err(err))) => tracing::warn!(error = format!("{err:#}"), "deleter task failed"),
+            Ok(Err(err)) => tracing::warn!(error = %err, "deleter task panicked"),
+            _ => {}
+        }
     }
-    // Let the jobs in hand finish before returning: each is short and idempotent.
-    let _ = tokio::time::timeout(
-        Duration::from_secs(20),
-        semaphore.acquire_many(config.deleter.concurrency as u32),
-    )
-    .await;
     client.flush().await.ok();
     tracing::info!("deleter stopped");
     Ok(())
+}
+
+/// One batch worker: takes up to `batch_jobs` messages (whatever is there, or the first that
+/// arrives), works through them, settles each, and goes again until shutdown.
+async fn work(
+    consumer: PullConsumer,
+    deleter: Arc<batch::Deleter>,
+    jetstream: async_nats::jetstream::Context,
+    metrics: Arc<metrics::Metrics>,
+    batch_jobs: usize,
+    mut shutdown: sexton_shared::Shutdown,
+) {
+    loop {
+        let messages = tokio::select! {
+            _ = shutdown.wait() => return,
+            messages = next_batch(&consumer, batch_jobs) => messages,
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        // A batch can outlast the ack wait (slow plugins, a slow store): keep it ours.
+        let messages = Arc::new(messages);
+        let progress = {
+            let messages = messages.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    for message in messages.iter() {
+                        let _ = message
+                            .ack_with(async_nats::jetstream::AckKind::Progress)
+                            .await;
+                    }
+                }
+            })
+        };
+        let outcomes = deleter.run_batch(&messages).await;
+        progress.abort();
+        for (message, outcome) in messages.iter().zip(&outcomes) {
+            settle(&jetstream, "deleter", message, outcome).await;
+        }
+        for outcome in &outcomes {
+            metrics.consumer.observe(outcome);
+            metrics.jobs.with_label_values(&[outcome.label()]).inc();
+        }
+    }
+}
+
+/// The messages waiting now, up to `max`; if there are none, waits (a few seconds at most)
+/// for the first one and takes whatever else has arrived with it.
+async fn next_batch(
+    consumer: &PullConsumer,
+    max: usize,
+) -> Vec<async_nats::jetstream::Message> {
+    let mut out = fetch(consumer, max, None).await;
+    if out.is_empty() {
+        out = fetch(consumer, 1, Some(Duration::from_secs(5))).await;
+        if !out.is_empty() && max > 1 {
+            out.extend(fetch(consumer, max - 1, None).await);
+        }
+    }
+    out
+}
+
+async fn fetch(
+    consumer: &PullConsumer,
+    max: usize,
+    wait: Option<Duration>,
+) -> Vec<async_nats::jetstream::Message> {
+    let batch = match wait {
+        None => consumer.fetch().max_messages(max).messages().await,
+        Some(wait) => consumer.batch().max_messages(max).expires(wait).messages().await,
+    };
+    let mut batch = match batch {
+        Ok(batch) => batch,
+        Err(err) => {
+            tracing::warn!(error = %err, "reading delete jobs");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    while let Some(message) = batch.next().await {
+        match message {
+            Ok(message) => out.push(message),
+            Err(err) => {
+                tracing::debug!(error = %err, "delete job batch ended");
+                break;
+            }
+        }
+    }
+    out
 }

@@ -46,7 +46,7 @@ pub struct ObjectStore {
     prefix: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ObjectInfo {
     pub key: String,
     pub size: i64,
@@ -155,51 +155,7 @@ impl ObjectStore {
     pub async fn delete_keys(&self, keys: &[String]) -> Result<usize, ObjectError> {
         let mut deleted = 0;
         for batch in keys.chunks(DELETE_BATCH) {
-            let objects = batch
-                .iter()
-                .map(|key| ObjectIdentifier::builder().key(key).build())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|err| ObjectError {
-                    operation: "delete",
-                    key: batch[0].clone(),
-                    code: "Build".into(),
-                    message: err.to_string(),
-                    permanent: true,
-                })?;
-            let delete = Delete::builder()
-                .set_objects(Some(objects))
-                .quiet(true)
-                .build()
-                .map_err(|err| ObjectError {
-                    operation: "delete",
-                    key: batch[0].clone(),
-                    code: "Build".into(),
-                    message: err.to_string(),
-                    permanent: true,
-                })?;
-            let out = self
-                .client
-                .delete_objects()
-                .bucket(&self.bucket)
-                .delete(delete)
-                .send()
-                .await
-                .map_err(|err| object_error("delete", &batch[0], err))?;
-            // A 200 answer can still carry per-key failures.
-            let mut failures: Vec<ObjectError> = out
-                .errors()
-                .iter()
-                .map(|e| {
-                    let code = e.code().unwrap_or("Unknown").to_string();
-                    ObjectError {
-                        operation: "delete",
-                        key: e.key().unwrap_or_default().to_string(),
-                        permanent: PERMANENT_CODES.contains(&code.as_str()),
-                        code,
-                        message: e.message().unwrap_or_default().to_string(),
-                    }
-                })
-                .collect();
+            let mut failures = self.delete_batch(batch).await?;
             if !failures.is_empty() {
                 failures.sort_by_key(|f| !f.permanent);
                 return Err(failures.swap_remove(0));
@@ -207,6 +163,86 @@ impl ObjectStore {
             deleted += batch.len();
         }
         Ok(deleted)
+    }
+
+    /// One `DeleteObjects` request for at most 1000 keys. `Err` when the whole request failed
+    /// (nothing is known to be deleted); otherwise the per-key failures of the 200 answer,
+    /// every other key being gone.
+    pub async fn delete_batch(&self, batch: &[String]) -> Result<Vec<ObjectError>, ObjectError> {
+        let Some(first) = batch.first() else {
+            return Ok(Vec::new());
+        };
+        let build_error = |message: String| ObjectError {
+            operation: "delete",
+            key: first.clone(),
+            code: "Build".into(),
+            message,
+            permanent: true,
+        };
+        if batch.len() > DELETE_BATCH {
+            return Err(build_error(format!(
+                "{} keys in one request, more than {DELETE_BATCH}",
+                batch.len()
+            )));
+        }
+        let objects = batch
+            .iter()
+            .map(|key| ObjectIdentifier::builder().key(key).build())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| build_error(err.to_string()))?;
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            .quiet(true)
+            .build()
+            .map_err(|err| build_error(err.to_string()))?;
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|err| object_error("delete", first, err))?;
+        // A 200 answer can still carry per-key failures.
+        Ok(out
+            .errors()
+            .iter()
+            .map(|e| {
+                let code = e.code().unwrap_or("Unknown").to_string();
+                ObjectError {
+                    operation: "delete",
+                    key: e.key().unwrap_or_default().to_string(),
+                    permanent: PERMANENT_CODES.contains(&code.as_str()),
+                    code,
+                    message: e.message().unwrap_or_default().to_string(),
+                }
+            })
+            .collect())
+    }
+
+    /// Whether `key` exists (`HeadObject`).
+    pub async fn exists(&self, key: &str) -> Result<bool, ObjectError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(err) if err.code() == Some("NotFound") || err.code() == Some("NoSuchKey") => {
+                Ok(false)
+            }
+            Err(err)
+                if err
+                    .raw_response()
+                    .is_some_and(|raw| raw.status().as_u16() == 404) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(object_error("head", key, err)),
+        }
     }
 
     /// Lists every object under `prefix`.

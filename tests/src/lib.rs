@@ -567,6 +567,14 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             config.deleter.concurrency.to_string(),
         ),
         (
+            "SEXTON_DELETER_BATCH_JOBS".into(),
+            config.deleter.batch_jobs.to_string(),
+        ),
+        (
+            "SEXTON_DELETER_PLUGIN_TIMEOUT".into(),
+            format!("{}s", config.deleter.plugin_timeout.as_secs()),
+        ),
+        (
             "RUST_LOG".into(),
             "info,async_nats=warn,aws_config=warn".into(),
         ),
