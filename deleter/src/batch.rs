@@ -160,7 +160,10 @@ impl Deleter {
                         job.cluster, message.subject
                     )))
                 }
-                Ok(job) => by_cluster.entry(job.cluster.clone()).or_default().push((slot, job)),
+                Ok(job) => by_cluster
+                    .entry(job.cluster.clone())
+                    .or_default()
+                    .push((slot, job)),
             }
         }
         let mut claims: Vec<(usize, DeleteJob, Versioned<BackupRecord>)> = Vec::new();
@@ -197,7 +200,10 @@ impl Deleter {
             .into_iter()
             .map(|(slot, job, current)| async move {
                 let claimed = self.claim(&job, current).await;
-                (slot, claimed.map_err(|stop| stop.unwrap_or_else(|| retry(slot))))
+                (
+                    slot,
+                    claimed.map_err(|stop| stop.unwrap_or_else(|| retry(slot))),
+                )
             })
             .collect();
         let claimed: Vec<(usize, Result<Versioned<BackupRecord>, Outcome>)> =
@@ -321,7 +327,10 @@ impl Deleter {
             Ok(registrations) => registrations,
             Err(err) => {
                 // Deleting without the plugins would orphan what they clean up: wait.
-                tracing::warn!(error = format!("{err:#}"), "cannot read the delete plugins; will retry");
+                tracing::warn!(
+                    error = format!("{err:#}"),
+                    "cannot read the delete plugins; will retry"
+                );
                 for work in works.iter_mut() {
                     work.outcome = Some(Outcome::RetryAfter(Duration::from_secs(5)));
                 }
@@ -337,11 +346,17 @@ impl Deleter {
             .enumerate()
             .filter(|(_, w)| w.active() && w.remove_objects)
             .map(|(index, work)| async move {
-                (index, self.plugins.call_all(registrations, &work.record).await)
+                (
+                    index,
+                    self.plugins.call_all(registrations, &work.record).await,
+                )
             })
             .collect();
         let results: Vec<(usize, Vec<sexton_shared::records::PluginFailure>)> =
-            futures::stream::iter(calls).buffer_unordered(16).collect().await;
+            futures::stream::iter(calls)
+                .buffer_unordered(16)
+                .collect()
+                .await;
         for (index, failures) in results {
             if failures.is_empty() {
                 continue;
@@ -397,39 +412,67 @@ impl Deleter {
                     .push(index);
             }
         }
-        let requests: Vec<_> = keys
+        if keys.is_empty() {
+            return;
+        }
+        // In a versioned bucket a key delete keeps the data (a delete marker): delete every
+        // version instead. One that is under legal hold or retention refuses (AccessDenied).
+        let targets: Vec<(String, Option<String>)> = match self.store.is_versioned().await {
+            Ok(false) => keys.iter().map(|key| (key.clone(), None)).collect(),
+            Ok(true) => match self.store.versions_of(&keys).await {
+                Ok(versions) => versions.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+                Err(err) => {
+                    for indices in owners.values() {
+                        for &index in indices {
+                            works[index].note_failure(err.clone());
+                        }
+                    }
+                    return;
+                }
+            },
+            Err(err) => {
+                for indices in owners.values() {
+                    for &index in indices {
+                        works[index].note_failure(err.clone());
+                    }
+                }
+                return;
+            }
+        };
+        let requests: Vec<_> = targets
             .chunks(DELETE_BATCH)
-            .map(|chunk| async move { (chunk, self.store.delete_batch(chunk).await) })
+            .map(|chunk| async move { (chunk, self.store.delete_versions(chunk).await) })
             .collect();
-        let results: Vec<(&[String], Result<Vec<ObjectError>, ObjectError>)> =
-            futures::stream::iter(requests)
-                .buffered(REQUESTS_IN_FLIGHT)
-                .collect()
-                .await;
+        let results = futures::stream::iter(requests)
+            .buffered(REQUESTS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+        // A key is gone when every one of its versions was deleted (a key without versions
+        // left is gone already).
+        let mut failed: HashSet<String> = HashSet::new();
         for (chunk, result) in results {
             let failures = match result {
                 Ok(failures) => failures,
                 Err(err) => chunk
                     .iter()
-                    .map(|key| ObjectError {
+                    .map(|(key, _)| ObjectError {
                         key: key.clone(),
                         ..err.clone()
                     })
                     .collect(),
             };
-            let mut failed: HashSet<&str> = HashSet::new();
             for failure in &failures {
                 match owners.get(&failure.key) {
                     Some(indices) => {
-                        failed.insert(failure.key.as_str());
+                        failed.insert(failure.key.clone());
                         for &index in indices {
                             works[index].note_failure(failure.clone());
                         }
                     }
                     // An error about a key we did not send: trust nothing of this request.
                     None => {
-                        for key in chunk {
-                            failed.insert(key.as_str());
+                        for (key, _) in chunk {
+                            failed.insert(key.clone());
                             for &index in &owners[key] {
                                 works[index].note_failure(failure.clone());
                             }
@@ -437,18 +480,18 @@ impl Deleter {
                     }
                 }
             }
-            let mut n_deleted = 0;
-            for key in chunk {
-                if failed.contains(key.as_str()) {
-                    continue;
-                }
-                n_deleted += 1;
-                for &index in &owners[key] {
-                    works[index].gone.insert(key.clone());
-                }
-            }
-            self.metrics.objects_deleted.inc_by(n_deleted);
         }
+        let mut n_deleted = 0;
+        for key in &keys {
+            if failed.contains(key) {
+                continue;
+            }
+            n_deleted += 1;
+            for &index in &owners[key] {
+                works[index].gone.insert(key.clone());
+            }
+        }
+        self.metrics.objects_deleted.inc_by(n_deleted);
     }
 
     async fn finish(&self, work: Work, started: Instant, delivered: i64) -> Outcome {
@@ -525,7 +568,10 @@ impl Deleter {
             Err(CasError::Conflict) => return Ok(false),
             Err(CasError::Other(err)) => return Err(err),
         }
-        self.metrics.delete_failures.with_label_values(&[kind]).inc();
+        self.metrics
+            .delete_failures
+            .with_label_values(&[kind])
+            .inc();
         publish_incident(
             &self.topology.jetstream,
             incident(&failed, "delete-failed", reason.to_string()),

@@ -59,7 +59,8 @@ pub async fn run(
                 continue;
             }
         };
-        if advisory.stream != topology::STREAM_JOBS || advisory.consumer != topology::CONSUMER_DELETER
+        if advisory.stream != topology::STREAM_JOBS
+            || advisory.consumer != topology::CONSUMER_DELETER
         {
             continue;
         }
@@ -68,7 +69,11 @@ pub async fn run(
             match handle(&deleter, &advisory).await {
                 Ok(()) => break,
                 Err(err) => {
-                    tracing::warn!(sequence = advisory.stream_seq, error = format!("{err:#}"), "cannot handle a dead delete job; retrying");
+                    tracing::warn!(
+                        sequence = advisory.stream_seq,
+                        error = format!("{err:#}"),
+                        "cannot handle a dead delete job; retrying"
+                    );
                     tokio::time::sleep(std::time::Duration::from_millis(500 * (attempt + 1))).await;
                 }
             }
@@ -164,10 +169,18 @@ async fn record_failure(deleter: &Deleter, job: &DeleteJob, gave_up: &str) -> an
         } else {
             // The store does not answer: list every artifact, some may be gone already.
             remaining = record.artifacts.clone();
-            format!("{gave_up}; last error: {last_error}; objects not checked, some listed may be gone")
+            format!(
+                "{gave_up}; last error: {last_error}; objects not checked, some listed may be gone"
+            )
         };
         if deleter
-            .fail(record, current.revision, &reason, remaining, "max-deliveries")
+            .fail(
+                record,
+                current.revision,
+                &reason,
+                remaining,
+                "max-deliveries",
+            )
             .await?
         {
             return Ok(());

@@ -238,7 +238,11 @@ mod tests {
         let b1 = |status| record("b1", status);
         assert_eq!(verify(&job("b1", 7), None, "pre"), Verdict::AlreadyDone);
         assert_eq!(
-            verify(&job("b1", 7), Some(&at(b1(BackupStatus::Expiring), 7)), "pre"),
+            verify(
+                &job("b1", 7),
+                Some(&at(b1(BackupStatus::Expiring), 7)),
+                "pre"
+            ),
             Verdict::Claim
         );
         let mut claimed = b1(BackupStatus::Deleting);
@@ -259,7 +263,12 @@ mod tests {
                 "stale job",
                 false,
             ),
-            (job("b1", 6), at(claimed, 9), "deleting, not expiring", false),
+            (
+                job("b1", 6),
+                at(claimed, 9),
+                "deleting, not expiring",
+                false,
+            ),
             (
                 job("b1", 7),
                 at(b1(BackupStatus::Completed), 7),
@@ -338,9 +347,8 @@ mod tests {
             (record("b2", BackupStatus::Expiring), 12),
             (record("b1", BackupStatus::Expiring), 11),
         ]);
-        let policies_with = |policy: Policy| {
-            BTreeMap::from([(PlanName::new("p").unwrap(), vec![policy])])
-        };
+        let policies_with =
+            |policy: Policy| BTreeMap::from([(PlanName::new("p").unwrap(), vec![policy])]);
         let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
         let keep2 = policies_with(Policy::keep_last(2));
         let view = ClusterView {
@@ -374,7 +382,9 @@ mod tests {
         // b1 lists an object of b4, which is kept: refused, whatever the plan says.
         let mut records = records.clone();
         let b1 = records.get_mut(&BackupId::new("b1").unwrap()).unwrap();
-        b1.value.artifacts.push("pre/c1/s/b4/backup.xbstream".into());
+        b1.value
+            .artifacts
+            .push("pre/c1/s/b4/backup.xbstream".into());
         let view = ClusterView {
             records: &records,
             policies: &keep2,

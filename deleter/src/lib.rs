@@ -77,6 +77,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             topology::CONSUMER_DELETER,
             async_nats::jetstream::consumer::pull::Config {
                 max_ack_pending: (config.deleter.concurrency * batch_jobs) as i64,
+                // No backoff: JetStream applies it to acknowledgement timeouts, so with it a
+                // batch still running after 1 s would be delivered again. Failed jobs are
+                // naked with a growing delay instead (job::retry_delay), and a long batch
+                // keeps its messages with progress acks.
+                backoff: Vec::new(),
                 ..topology::consumer_config(
                     topology::CONSUMER_DELETER,
                     Some(format!("{}.job.delete.*", topology::SUBJECT_ROOT)),
@@ -93,7 +98,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         Duration::from_secs(5),
         shutdown.clone(),
     );
-    let api = tokio::spawn(api::serve(client.clone(), deleter.clone(), shutdown.clone()));
+    let api = tokio::spawn(api::serve(
+        client.clone(),
+        deleter.clone(),
+        shutdown.clone(),
+    ));
     let dead_letters = tokio::spawn(dead_letters::run(
         client.clone(),
         deleter.clone(),
@@ -173,10 +182,7 @@ async fn work(
 
 /// The messages waiting now, up to `max`; if there are none, waits (a few seconds at most)
 /// for the first one and takes whatever else has arrived with it.
-async fn next_batch(
-    consumer: &PullConsumer,
-    max: usize,
-) -> Vec<async_nats::jetstream::Message> {
+async fn next_batch(consumer: &PullConsumer, max: usize) -> Vec<async_nats::jetstream::Message> {
     let mut out = fetch(consumer, max, None).await;
     if out.is_empty() {
         out = fetch(consumer, 1, Some(Duration::from_secs(5))).await;
@@ -194,7 +200,14 @@ async fn fetch(
 ) -> Vec<async_nats::jetstream::Message> {
     let batch = match wait {
         None => consumer.fetch().max_messages(max).messages().await,
-        Some(wait) => consumer.batch().max_messages(max).expires(wait).messages().await,
+        Some(wait) => {
+            consumer
+                .batch()
+                .max_messages(max)
+                .expires(wait)
+                .messages()
+                .await
+        }
     };
     let mut batch = match batch {
         Ok(batch) => batch,

@@ -140,7 +140,11 @@ mod tests {
             .unwrap()
         };
         let records = vec![
-            record("b1", "completed", &["pre/c1/s/b1/backup.xbstream", "pre/c1/s/b1/metadata.json"]),
+            record(
+                "b1",
+                "completed",
+                &["pre/c1/s/b1/backup.xbstream", "pre/c1/s/b1/metadata.json"],
+            ),
             record("b2", "in-progress", &[]),
         ];
         let objects = vec![
@@ -153,9 +157,18 @@ mod tests {
             object("pre/c1/binlog/_index.json", 600, now),
             object("pre/c1/binlog/seg-1", 600, now),
         ];
-        let scan = find_orphans(objects, &records, "pre/c1/", chrono::Duration::hours(1), now);
+        let scan = find_orphans(
+            objects,
+            &records,
+            "pre/c1/",
+            chrono::Duration::hours(1),
+            now,
+        );
         let keys: Vec<&str> = scan.orphans.iter().map(|o| o.key.as_str()).collect();
-        assert_eq!(keys, ["pre/c1/s/b0/backup.xbstream", "pre/c1/s/b0/metadata.json"]);
+        assert_eq!(
+            keys,
+            ["pre/c1/s/b0/backup.xbstream", "pre/c1/s/b0/metadata.json"]
+        );
         assert_eq!((scan.n_young, scan.n_in_progress, scan.n_binlog), (1, 1, 2));
     }
 

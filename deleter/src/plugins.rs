@@ -68,7 +68,10 @@ impl Message for PluginSpec {
                 return Err(format!("selector label {key:?} holds a control character"));
             }
         }
-        if self.timeout_seconds.is_some_and(|t| !(1..=600).contains(&t)) {
+        if self
+            .timeout_seconds
+            .is_some_and(|t| !(1..=600).contains(&t))
+        {
             return Err("timeout_seconds must be between 1 and 600".into());
         }
         Ok(())
@@ -210,11 +213,7 @@ impl Plugins {
 
     /// Every registration, in alphanumeric order of name.
     pub async fn load(&self) -> anyhow::Result<Vec<Registration>> {
-        let mut keys = self
-            .store
-            .keys()
-            .await
-            .context("listing delete plugins")?;
+        let mut keys = self.store.keys().await.context("listing delete plugins")?;
         let mut out = Vec::new();
         while let Some(key) = keys.next().await {
             let key = key.context("listing delete plugins")?;
@@ -226,15 +225,13 @@ impl Plugins {
             else {
                 continue;
             };
-            out.push(
-                match sexton_shared::wire::decode::<PluginSpec>(&body) {
-                    Ok(spec) => Registration::Plugin(spec),
-                    Err(err) => Registration::Unreadable {
-                        key,
-                        error: format!("registration unreadable: {err}"),
-                    },
+            out.push(match sexton_shared::wire::decode::<PluginSpec>(&body) {
+                Ok(spec) => Registration::Plugin(spec),
+                Err(err) => Registration::Unreadable {
+                    key,
+                    error: format!("registration unreadable: {err}"),
                 },
-            );
+            });
         }
         out.sort_by(|a, b| a.name().cmp(b.name()));
         Ok(out)
@@ -405,7 +402,10 @@ mod tests {
         let good = r#"{"schema_version":1,"name":"snap","subject":"sexton.v1.plugin.snap"}"#;
         sexton_shared::wire::decode::<PluginSpec>(good.as_bytes()).unwrap();
         let cases = [
-            (good.replace("\"snap\",", "\"../x\","), "invalid plugin name"),
+            (
+                good.replace("\"snap\",", "\"../x\","),
+                "invalid plugin name",
+            ),
             (
                 good.replace("sexton.v1.plugin.snap", "sexton.v1.job.delete.c1"),
                 "must start with",

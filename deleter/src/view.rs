@@ -121,7 +121,8 @@ impl CatalogViews {
             let Some(id) = message.subject.strip_prefix(key_prefix.as_str()) else {
                 continue;
             };
-            let id = BackupId::new(id).with_context(|| format!("catalog key {}", message.subject))?;
+            let id =
+                BackupId::new(id).with_context(|| format!("catalog key {}", message.subject))?;
             let removed = message
                 .headers
                 .as_ref()

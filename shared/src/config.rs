@@ -544,8 +544,16 @@ mod tests {
             ("SEXTON_DELETER_CONCURRENCY", "0", "deleter.concurrency"),
             ("SEXTON_DELETER_BATCH_JOBS", "0", "deleter.batch_jobs"),
             ("SEXTON_DELETER_BATCH_JOBS", "many", "deleter.batch_jobs"),
-            ("SEXTON_DELETER_PLUGIN_TIMEOUT", "0s", "deleter.plugin_timeout"),
-            ("SEXTON_DELETER_PLUGIN_TIMEOUT", "5", "deleter.plugin_timeout"),
+            (
+                "SEXTON_DELETER_PLUGIN_TIMEOUT",
+                "0s",
+                "deleter.plugin_timeout",
+            ),
+            (
+                "SEXTON_DELETER_PLUGIN_TIMEOUT",
+                "5",
+                "deleter.plugin_timeout",
+            ),
             (
                 "SEXTON_SCHEDULER_RETENTION_SWEEP_INTERVAL",
                 "0s",

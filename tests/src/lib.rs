@@ -17,6 +17,8 @@ use std::{
 
 use sexton_shared::{config::Config, shutdown::ShutdownTrigger, Shutdown};
 
+pub mod fixtures;
+
 pub const ACCESS_KEY: &str = "sexton-test";
 pub const SECRET_KEY: &str = "sexton-test-secret";
 pub const BUCKET: &str = "sexton";
