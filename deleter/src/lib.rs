@@ -21,7 +21,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use sexton_shared::{
     config::Config, object_store::ObjectStore, outcome::settle, telemetry, topology, Shutdown,
 };
@@ -76,7 +76,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         .get_or_create_consumer(
             topology::CONSUMER_DELETER,
             async_nats::jetstream::consumer::pull::Config {
-                max_ack_pending: (config.deleter.concurrency * batch_jobs) as i64,
+                // Each worker holds a batch and has up to a batch more at hand.
+                max_ack_pending: (2 * config.deleter.concurrency * batch_jobs) as i64,
                 // No backoff: JetStream applies it to acknowledgement timeouts, so with it a
                 // batch still running after 1 s would be delivered again. Failed jobs are
                 // naked with a growing delay instead (job::retry_delay), and a long batch
@@ -135,8 +136,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One batch worker: takes up to `batch_jobs` messages (whatever is there, or the first that
-/// arrives), works through them, settles each, and goes again until shutdown.
+/// One batch worker: waits for a delete job, takes whatever else has already arrived (up to
+/// `batch_jobs`), works through them, settles each, and goes again until shutdown.
 async fn work(
     consumer: PullConsumer,
     deleter: Arc<batch::Deleter>,
@@ -145,13 +146,47 @@ async fn work(
     batch_jobs: usize,
     mut shutdown: sexton_shared::Shutdown,
 ) {
+    // The client's continuous pull keeps up to `batch_jobs` jobs at hand, so a batch fills as
+    // fast as the server delivers; hand-made fetches leaked messages to abandoned inboxes.
+    let mut jobs = loop {
+        match consumer
+            .stream()
+            .max_messages_per_batch(batch_jobs)
+            .messages()
+            .await
+        {
+            Ok(jobs) => break jobs,
+            Err(err) => {
+                tracing::warn!(error = %err, "reading delete jobs");
+                tokio::select! {
+                    _ = shutdown.wait() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    };
     loop {
-        let messages = tokio::select! {
+        let first = tokio::select! {
             _ = shutdown.wait() => return,
-            messages = next_batch(&consumer, batch_jobs) => messages,
+            first = jobs.next() => first,
         };
-        if messages.is_empty() {
-            continue;
+        let mut messages = match first {
+            Some(Ok(message)) => vec![message],
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "reading delete jobs");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            None => {
+                tracing::error!("the deleter consumer ended");
+                return;
+            }
+        };
+        while messages.len() < batch_jobs {
+            match jobs.next().now_or_never() {
+                Some(Some(Ok(message))) => messages.push(message),
+                _ => break,
+            }
         }
         // A batch can outlast the ack wait (slow plugins, a slow store): keep it ours.
         let messages = Arc::new(messages);
@@ -178,54 +213,4 @@ async fn work(
             metrics.jobs.with_label_values(&[outcome.label()]).inc();
         }
     }
-}
-
-/// The messages waiting now, up to `max`; if there are none, waits (a few seconds at most)
-/// for the first one and takes whatever else has arrived with it.
-async fn next_batch(consumer: &PullConsumer, max: usize) -> Vec<async_nats::jetstream::Message> {
-    let mut out = fetch(consumer, max, None).await;
-    if out.is_empty() {
-        out = fetch(consumer, 1, Some(Duration::from_secs(5))).await;
-        if !out.is_empty() && max > 1 {
-            out.extend(fetch(consumer, max - 1, None).await);
-        }
-    }
-    out
-}
-
-async fn fetch(
-    consumer: &PullConsumer,
-    max: usize,
-    wait: Option<Duration>,
-) -> Vec<async_nats::jetstream::Message> {
-    let batch = match wait {
-        None => consumer.fetch().max_messages(max).messages().await,
-        Some(wait) => {
-            consumer
-                .batch()
-                .max_messages(max)
-                .expires(wait)
-                .messages()
-                .await
-        }
-    };
-    let mut batch = match batch {
-        Ok(batch) => batch,
-        Err(err) => {
-            tracing::warn!(error = %err, "reading delete jobs");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            return Vec::new();
-        }
-    };
-    let mut out = Vec::new();
-    while let Some(message) = batch.next().await {
-        match message {
-            Ok(message) => out.push(message),
-            Err(err) => {
-                tracing::debug!(error = %err, "delete job batch ended");
-                break;
-            }
-        }
-    }
-    out
 }
