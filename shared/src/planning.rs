@@ -226,6 +226,73 @@ pub fn still_deletes(
         .collect()
 }
 
+/// What becomes of a user's delete of one backup (`sexton backup delete`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserDelete {
+    /// Nothing kept needs it: it goes now.
+    Now,
+    /// A kept backup needs it: it goes when nothing does (the retention-worker carries it out).
+    Deferred(String),
+    /// Not at all, with the reason: held, in progress, or the newest full backup without force.
+    Refused(String),
+    /// It is already on its way out.
+    AlreadyDeleting,
+}
+
+/// Judges a user's delete of `target`, a backup of `group`. Holds and a backup in progress
+/// are never overridden; `force` overrides the newest-full rule and dependents.
+pub fn judge_user_delete(
+    group: &[&BackupRecord],
+    target: &BackupRecord,
+    force: bool,
+    now: DateTime<Utc>,
+) -> UserDelete {
+    if let Some(why) = protection(target) {
+        return UserDelete::Refused(why);
+    }
+    if matches!(
+        target.status,
+        BackupStatus::Expiring | BackupStatus::Deleting
+    ) {
+        return UserDelete::AlreadyDeleting;
+    }
+    if force {
+        return UserDelete::Now;
+    }
+    let is_completed_full = |r: &BackupRecord| {
+        r.status == BackupStatus::Completed && r.kind == sexton_retention::BackupKind::Full
+    };
+    if is_completed_full(target) {
+        let newest = group
+            .iter()
+            .filter(|r| is_completed_full(r))
+            .max_by_key(|r| r.completed_at);
+        if newest.is_some_and(|newest| newest.id == target.id) {
+            return UserDelete::Refused(format!(
+                "backup {} is the newest full backup of {}/{}: it is what a restore starts from \
+                 (--force deletes it anyway)",
+                target.id, target.cluster, target.plan
+            ));
+        }
+    }
+    let mut requested = target.clone();
+    requested.delete_request = Some(crate::records::DeleteRequest {
+        requested_at: now,
+        remote: false,
+        force: false,
+    });
+    let others: Vec<&BackupRecord> = group
+        .iter()
+        .copied()
+        .filter(|r| r.id != target.id)
+        .chain([&requested])
+        .collect();
+    match may_go(&others, &[&requested], Err("unused"), now).remove(0) {
+        Ok(()) => UserDelete::Now,
+        Err(why) => UserDelete::Deferred(why),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,6 +399,43 @@ mod tests {
         assert!(
             answers[0].as_ref().unwrap_err().contains("floor"),
             "{answers:?}"
+        );
+    }
+
+    #[test]
+    fn user_deletes_are_refused_deferred_or_carried_out() {
+        let group = vec![
+            record("b3", 3, BackupStatus::Completed, None),
+            record("i2", 2, BackupStatus::Completed, Some("b1")),
+            record("b1", 1, BackupStatus::Completed, None),
+            record("b0", 0, BackupStatus::Completed, None),
+        ];
+        let refs: Vec<&BackupRecord> = group.iter().collect();
+        let judge = |id: &str, force| {
+            let target = group.iter().find(|r| r.id.as_str() == id).unwrap();
+            judge_user_delete(&refs, target, force, now())
+        };
+        assert!(
+            matches!(judge("b3", false), UserDelete::Refused(why) if why.contains("newest full"))
+        );
+        assert_eq!(judge("b3", true), UserDelete::Now);
+        assert!(
+            matches!(judge("b1", false), UserDelete::Deferred(why) if why.contains("needed by i2"))
+        );
+        assert_eq!(judge("b1", true), UserDelete::Now);
+        assert_eq!(judge("i2", false), UserDelete::Now);
+        assert_eq!(judge("b0", false), UserDelete::Now);
+        let mut held = group[3].clone();
+        held.legal_hold = true;
+        assert!(matches!(
+            judge_user_delete(&refs, &held, true, now()),
+            UserDelete::Refused(why) if why.contains("legal hold")
+        ));
+        let mut expiring = group[3].clone();
+        expiring.status = BackupStatus::Expiring;
+        assert_eq!(
+            judge_user_delete(&refs, &expiring, false, now()),
+            UserDelete::AlreadyDeleting
         );
     }
 
