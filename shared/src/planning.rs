@@ -404,7 +404,7 @@ mod tests {
 
     #[test]
     fn user_deletes_are_refused_deferred_or_carried_out() {
-        let group = vec![
+        let group = [
             record("b3", 3, BackupStatus::Completed, None),
             record("i2", 2, BackupStatus::Completed, Some("b1")),
             record("b1", 1, BackupStatus::Completed, None),
