@@ -168,8 +168,18 @@ impl Deleter {
         }
         let mut claims: Vec<(usize, DeleteJob, Versioned<BackupRecord>)> = Vec::new();
         let mut works: Vec<Work> = Vec::new();
+        // One read of the schedules for the whole batch, before any catalog read.
+        let schedules = if by_cluster.is_empty() {
+            Ok(Vec::new())
+        } else {
+            planning::load_all_schedules(&self.topology.schedules).await
+        };
         for (cluster, jobs) in by_cluster {
-            let judged = match self.judge(&cluster, &jobs, now).await {
+            let judged = match &schedules {
+                Ok(schedules) => self.judge(&cluster, schedules, &jobs, now).await,
+                Err(err) => Err(anyhow::anyhow!("{err:#}")),
+            };
+            let judged = match judged {
                 Ok(judged) => judged,
                 Err(err) => {
                     tracing::warn!(%cluster, error = format!("{err:#}"), "cannot read the catalog; will retry");
@@ -259,10 +269,15 @@ impl Deleter {
     async fn judge(
         &self,
         cluster: &ClusterName,
+        schedules: &[sexton_shared::records::ScheduleRecord],
         jobs: &[(usize, DeleteJob)],
         now: chrono::DateTime<Utc>,
     ) -> anyhow::Result<Vec<(Verdict, Option<Versioned<BackupRecord>>)>> {
-        let schedules = planning::load_schedules(&self.topology.schedules, cluster).await?;
+        let schedules: Vec<_> = schedules
+            .iter()
+            .filter(|s| s.cluster == *cluster)
+            .cloned()
+            .collect();
         let policies = planning::group_policies(&schedules);
         let cache = self.views.current(cluster).await?;
         let refs: Vec<&DeleteJob> = jobs.iter().map(|(_, job)| job).collect();

@@ -172,7 +172,7 @@ impl Default for DeleterConfig {
     fn default() -> Self {
         DeleterConfig {
             concurrency: 4,
-            batch_jobs: 500,
+            batch_jobs: 1000,
             plugin_timeout: Duration::from_secs(10),
         }
     }

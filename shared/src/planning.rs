@@ -31,22 +31,50 @@ pub async fn load_schedules(
     schedules: &kv::Store,
     cluster: &ClusterName,
 ) -> anyhow::Result<Vec<ScheduleRecord>> {
-    let mut keys = schedules.keys().await.context("listing schedules")?;
+    let mut all = load_all_schedules(schedules).await?;
+    all.retain(|schedule| schedule.cluster == *cluster);
+    Ok(all)
+}
+
+/// Every schedule, read as one sweep of the bucket's stream (the last value of each key).
+pub async fn load_all_schedules(schedules: &kv::Store) -> anyhow::Result<Vec<ScheduleRecord>> {
+    use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+    let consumer = schedules
+        .stream
+        .create_consumer(OrderedConfig {
+            filter_subject: format!("{}>", schedules.prefix),
+            deliver_policy: DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        })
+        .await
+        .context("listing schedules")?;
+    let mut pending = consumer.cached_info().num_pending;
     let mut out = Vec::new();
-    while let Some(key) = keys.next().await {
-        let key = key.context("listing schedules")?;
-        let Some(body) = schedules
-            .get(&key)
+    if pending == 0 {
+        return Ok(out);
+    }
+    let mut messages = consumer.messages().await.context("listing schedules")?;
+    while pending > 0 {
+        let message = messages
+            .next()
             .await
-            .with_context(|| format!("reading schedule {key}"))?
-        else {
+            .context("schedule listing ended early")?
+            .context("listing schedules")?;
+        pending = message
+            .info()
+            .map_err(|err| anyhow::anyhow!("schedule listing metadata: {err}"))?
+            .pending;
+        let removed = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("KV-Operation"))
+            .is_some();
+        if removed {
             continue;
-        };
-        let schedule: ScheduleRecord = serde_json::from_slice(&body)
-            .with_context(|| format!("schedule {key} is unreadable"))?;
-        if schedule.cluster == *cluster {
-            out.push(schedule);
         }
+        let schedule: ScheduleRecord = serde_json::from_slice(&message.payload)
+            .with_context(|| format!("schedule {} is unreadable", message.subject))?;
+        out.push(schedule);
     }
     Ok(out)
 }
