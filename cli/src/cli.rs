@@ -58,6 +58,9 @@ pub enum Command {
     /// Inspect a cluster's binlog (PITR) archive.
     #[command(subcommand)]
     Binlog(BinlogCommand),
+    /// Register, list and unregister delete plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
     /// Run the reference executor (writes small backups to S3 and reports them).
     Executor,
     /// Run a service in this process: scheduler, retention-worker or deleter.
@@ -171,6 +174,52 @@ pub enum BackupCommand {
         #[arg(long)]
         plan: Option<String>,
     },
+    /// Delete a backup's catalog record; its objects too with --remote (or when the backup,
+    /// its schedule or its cluster/plan's schedules set remote_cleanup).
+    Delete {
+        id: String,
+        #[arg(long)]
+        cluster: String,
+        /// Also delete the objects, through the deleter.
+        #[arg(long)]
+        remote: bool,
+        /// Delete even the newest full backup, or one a kept backup depends on, now.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List objects under the cluster's prefix that no catalog record owns.
+    Orphans {
+        #[arg(long)]
+        cluster: String,
+        /// Delete them.
+        #[arg(long)]
+        delete: bool,
+        /// Ignore objects younger than this (90s, 15m, 24h, 7d).
+        #[arg(long, default_value = "24h")]
+        grace: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PluginCommand {
+    /// Register (or replace) a delete plugin: called on every deletion of a backup whose
+    /// labels match the selector, in alphanumeric order of name.
+    Register {
+        name: String,
+        /// Where the plugin answers requests (under sexton.v1.plugin.).
+        #[arg(long)]
+        subject: String,
+        /// Labels a backup must carry, as key=value, repeatable.
+        #[arg(long = "selector", value_parser = parse_label)]
+        selector: Vec<(String, String)>,
+        /// Seconds to wait for an answer (default: the deleter's plugin_timeout).
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// List delete plugins.
+    List,
+    /// Unregister a delete plugin.
+    Unregister { name: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -509,6 +558,53 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 &["cluster", "plan", "id", "kind", "status", "completed_at"],
             )
         }
+        Command::Backup(BackupCommand::Delete {
+            id,
+            cluster,
+            remote,
+            force,
+        }) => (
+            topology::api_subject("backup", "delete"),
+            json!({"schema_version": 1, "cluster": cluster, "id": id,
+                   "remote": remote, "force": force}),
+            &["cluster", "id", "action", "remote", "reason"],
+        ),
+        Command::Backup(BackupCommand::Orphans {
+            cluster,
+            delete,
+            grace,
+        }) => (
+            topology::api_subject("orphans", if *delete { "delete" } else { "list" }),
+            json!({"schema_version": 1, "cluster": cluster, "grace": grace}),
+            &[],
+        ),
+        Command::Plugin(PluginCommand::Register {
+            name,
+            subject,
+            selector,
+            timeout,
+        }) => {
+            let mut body = json!({"schema_version": 1, "name": name, "subject": subject,
+                                  "selector": selector.iter().cloned().collect::<BTreeMap<_, _>>()});
+            if let Some(timeout) = timeout {
+                body["timeout_seconds"] = json!(timeout);
+            }
+            (
+                topology::api_subject("plugin", "register"),
+                body,
+                &["name", "subject", "selector", "timeout_seconds"],
+            )
+        }
+        Command::Plugin(PluginCommand::List) => (
+            topology::api_subject("plugin", "list"),
+            json!({"schema_version": 1}),
+            &["name", "subject", "selector", "timeout_seconds", "error"],
+        ),
+        Command::Plugin(PluginCommand::Unregister { name }) => (
+            topology::api_subject("plugin", "unregister"),
+            json!({"schema_version": 1, "name": name}),
+            &["unregistered"],
+        ),
         Command::Retention(RetentionCommand::Preview { cluster, plan }) => {
             let mut body = json!({"schema_version": 1, "cluster": cluster});
             if let Some(plan) = plan {

@@ -1,21 +1,20 @@
-//! One delete job: decode → verify (pure, [`verify`]) → claim → delete objects (data first,
-//! `metadata.json` last) → remove the record → an [`Outcome`].
+//! The pure half of a delete job: what the catalog says about it ([`verify`], [`verify_all`]),
+//! in which order its objects go ([`deletion_order`]), and what is left when a deletion stops
+//! part way ([`remaining`]). No I/O here: the batch pipeline ([`crate::batch`]) reads the
+//! catalog, calls these, and acts on the verdicts.
 
-use std::{sync::Arc, time::Duration};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
-use async_nats::jetstream;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sexton_shared::{
-    catalog::{CasError, Catalog, Versioned},
-    config::Config,
-    object_store::{check_key_under, ObjectStore},
-    outcome::{publish_incident, Outcome},
-    records::{BackupRecord, BackupStatus},
-    topology::Topology,
-    wire::{self, DeleteJob, Incident},
+    catalog::Versioned,
+    names::{BackupId, PlanName},
+    object_store::check_key_under,
+    planning,
+    records::{BackupRecord, BackupStatus, Policy},
+    wire::DeleteJob,
 };
-
-use crate::metrics::Metrics;
 
 /// What the catalog says about a job, decided without I/O.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,57 +22,154 @@ pub enum Verdict {
     /// The record is gone: an earlier delivery finished the work.
     AlreadyDone,
     /// The job must not run; nothing is deleted.
-    Refuse(String),
-    /// The backup is expiring at the job's revision: claim it.
+    Refuse(Refusal),
+    /// The backup is expiring at the job's revision and may go: claim it.
     Claim,
     /// An earlier delivery of this job claimed it and was interrupted: finish.
     Resume,
 }
 
-/// Checks a job against the current catalog record. A deleter deletes only what the catalog
-/// says may go, at the revision the job names, under the cluster's prefix.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub reason: String,
+    /// The backup is marked `expiring` at the job's revision, but a plan made now keeps it
+    /// (or it is held): take the mark off, so the catalog says what the plan says and no
+    /// further job is published for it.
+    pub unmark: bool,
+}
+
+fn refuse(reason: impl Into<String>) -> Verdict {
+    Verdict::Refuse(Refusal {
+        reason: reason.into(),
+        unmark: false,
+    })
+}
+
+/// Checks a job against the current catalog record alone: the backup is the one the job
+/// names (unique id), it is `expiring` at the job's revision (or was claimed by this job), not
+/// held, and every key lies under the cluster's prefix. [`verify_all`] adds what needs the
+/// rest of the catalog.
 pub fn verify(job: &DeleteJob, current: Option<&Versioned<BackupRecord>>, prefix: &str) -> Verdict {
     let Some(current) = current else {
         return Verdict::AlreadyDone;
     };
     let record = &current.value;
     if record.uid != job.uid {
-        return Verdict::Refuse(format!(
+        return refuse(format!(
             "backup {} has unique id {}, the job names {}",
             record.id, record.uid, job.uid
         ));
     }
-    if record.legal_hold {
-        return Verdict::Refuse(format!("backup {} is under legal hold", record.id));
-    }
-    if !record.holds.is_empty() {
-        return Verdict::Refuse(format!(
-            "backup {} is held: {}",
-            record.id,
-            record.holds.join(", ")
+    if record.cluster != job.cluster || record.id != job.backup_id {
+        return refuse(format!(
+            "the catalog entry of {}/{} is backup {}/{}",
+            job.cluster, job.backup_id, record.cluster, record.id
         ));
+    }
+    let marked_for_this_job =
+        record.status == BackupStatus::Expiring && current.revision == job.revision;
+    if let Some(why) = planning::protection(record) {
+        return Verdict::Refuse(Refusal {
+            reason: why,
+            unmark: marked_for_this_job,
+        });
     }
     for key in &record.artifacts {
         if let Err(err) = check_key_under(prefix, &record.cluster, key) {
-            return Verdict::Refuse(err.to_string());
+            return refuse(format!("backup {}: {err}", record.id));
         }
     }
     match record.status {
-        BackupStatus::Expiring if current.revision == job.revision => Verdict::Claim,
-        BackupStatus::Expiring => Verdict::Refuse(format!(
+        BackupStatus::Expiring if marked_for_this_job => Verdict::Claim,
+        BackupStatus::Expiring => refuse(format!(
             "stale job: backup {} was marked expiring at revision {}, the job names {}",
             record.id, current.revision, job.revision
         )),
         BackupStatus::Deleting if record.expiring_revision == Some(job.revision) => Verdict::Resume,
-        status => Verdict::Refuse(format!(
+        status => refuse(format!(
             "backup {} is {}, not expiring",
             record.id,
-            serde_json::to_value(status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
+            status.as_str()
         )),
     }
+}
+
+/// One cluster's catalog and the policies of its plans, as read for one batch.
+pub struct ClusterView<'a> {
+    pub records: &'a HashMap<BackupId, Versioned<BackupRecord>>,
+    pub policies: &'a BTreeMap<PlanName, Vec<Policy>>,
+}
+
+/// Decides every job of one cluster in a batch: [`verify`], then two checks that need the
+/// whole catalog. A backup to claim must not share an object with a backup that is not being
+/// deleted (a kept backup would lose it), and the plan made now must still let it go
+/// ([`planning::may_go`]: a stale job whose backup is now kept is refused). A resumed job is
+/// not judged again: its deletion has begun, and stopping would leave it half done.
+pub fn verify_all(
+    jobs: &[&DeleteJob],
+    view: &ClusterView<'_>,
+    prefix: &str,
+    now: DateTime<Utc>,
+) -> Vec<Verdict> {
+    let mut verdicts: Vec<Verdict> = jobs
+        .iter()
+        .map(|job| verify(job, view.records.get(&job.backup_id), prefix))
+        .collect();
+    let claims: Vec<usize> = (0..jobs.len())
+        .filter(|&i| verdicts[i] == Verdict::Claim)
+        .collect();
+    if claims.is_empty() {
+        return verdicts;
+    }
+    let kept_keys: HashSet<&str> = view
+        .records
+        .values()
+        .filter(|r| !r.value.status.is_being_deleted())
+        .flat_map(|r| r.value.artifacts.iter().map(String::as_str))
+        .collect();
+    let mut by_plan: BTreeMap<&PlanName, Vec<usize>> = BTreeMap::new();
+    for &i in &claims {
+        let record = &view.records[&jobs[i].backup_id].value;
+        if let Some(key) = record
+            .artifacts
+            .iter()
+            .find(|key| kept_keys.contains(key.as_str()))
+        {
+            verdicts[i] = refuse(format!(
+                "backup {}: object {key} also belongs to a backup that is not being deleted",
+                record.id
+            ));
+            continue;
+        }
+        by_plan.entry(&record.plan).or_default().push(i);
+    }
+    for (plan, indices) in by_plan {
+        let group: Vec<&BackupRecord> = view
+            .records
+            .values()
+            .map(|r| &r.value)
+            .filter(|r| r.plan == *plan)
+            .collect();
+        let candidates: Vec<&BackupRecord> = indices
+            .iter()
+            .map(|&i| &view.records[&jobs[i].backup_id].value)
+            .collect();
+        let policy = planning::policy_for(view.policies, plan);
+        let policy = match &policy {
+            Ok(policy) => Ok(*policy),
+            Err(reason) => Err(reason.as_str()),
+        };
+        let answers = planning::may_go(&group, &candidates, policy, now);
+        for (i, answer) in indices.into_iter().zip(answers) {
+            if let Err(reason) = answer {
+                verdicts[i] = Verdict::Refuse(Refusal {
+                    reason,
+                    unmark: true,
+                });
+            }
+        }
+    }
+    verdicts
 }
 
 /// Splits a backup's artifacts into data objects and metadata objects, each deleted as a batch,
@@ -85,170 +181,45 @@ pub fn deletion_order(artifacts: &[String]) -> (Vec<String>, Vec<String>) {
         .partition(|key| !BackupRecord::is_metadata_key(key))
 }
 
-#[derive(Clone)]
-pub struct Deleter {
-    topology: Topology,
-    catalog: Catalog,
-    store: ObjectStore,
-    prefix: String,
-    metrics: Arc<Metrics>,
+/// The artifacts not known to be deleted, in their recorded order: what a `delete-failed`
+/// record lists, so that nothing is ever silently half-cleaned.
+pub fn remaining(artifacts: &[String], gone: &HashSet<String>) -> Vec<String> {
+    artifacts
+        .iter()
+        .filter(|key| !gone.contains(*key))
+        .cloned()
+        .collect()
 }
 
-impl Deleter {
-    pub fn new(
-        topology: Topology,
-        store: ObjectStore,
-        config: Config,
-        metrics: Arc<Metrics>,
-    ) -> Deleter {
-        Deleter {
-            catalog: Catalog::new(topology.catalog.clone()),
-            topology,
-            store,
-            prefix: config.s3.prefix.clone(),
-            metrics,
-        }
-    }
-
-    #[tracing::instrument(skip_all, fields(subject = %message.subject, backup = tracing::field::Empty))]
-    pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
-        let outcome = match wire::decode::<DeleteJob>(&message.payload) {
-            Err(err) => Outcome::Poison(err.to_string()),
-            Ok(job) => {
-                tracing::Span::current().record("backup", job.backup_id.as_str());
-                match self.run_job(&job).await {
-                    Ok(outcome) => outcome,
-                    Err(err) => {
-                        tracing::warn!(backup = %job.backup_id, error = format!("{err:#}"), "delete job failed; will retry");
-                        Outcome::RetryAfter(Duration::from_secs(2))
-                    }
-                }
-            }
-        };
-        self.metrics
-            .jobs
-            .with_label_values(&[outcome.label()])
-            .inc();
-        outcome
-    }
-
-    async fn run_job(&self, job: &DeleteJob) -> anyhow::Result<Outcome> {
-        let current = self.catalog.get(&job.cluster, &job.backup_id).await?;
-        let (record, revision) = match verify(job, current.as_ref(), &self.prefix) {
-            Verdict::AlreadyDone => return Ok(Outcome::Done),
-            Verdict::Refuse(why) => return Ok(Outcome::Poison(why)),
-            Verdict::Resume => {
-                let current = current.expect("resume implies a record");
-                (current.value, current.revision)
-            }
-            Verdict::Claim => {
-                let current = current.expect("claim implies a record");
-                let mut claimed = current.value.clone();
-                claimed.status = BackupStatus::Deleting;
-                claimed.expiring_revision = Some(job.revision);
-                match self.catalog.update(&claimed, current.revision).await {
-                    Ok(revision) => (claimed, revision),
-                    // Another deleter claimed it, or it changed: the next delivery re-reads.
-                    Err(CasError::Conflict) => {
-                        return Ok(Outcome::RetryAfter(Duration::from_secs(1)))
-                    }
-                    Err(CasError::Other(err)) => return Err(err),
-                }
-            }
-        };
-        let started = std::time::Instant::now();
-        // An immutable backup's objects are left to the bucket's lifecycle rules (seed 001):
-        // only its record goes.
-        if !record.immutable {
-            let (data, metadata) = deletion_order(&record.artifacts);
-            for batch in [data, metadata] {
-                if batch.is_empty() {
-                    continue;
-                }
-                match self.store.delete_keys(&batch).await {
-                    Ok(n) => self.metrics.objects_deleted.inc_by(n as u64),
-                    Err(err) if err.permanent => {
-                        self.fail(record, revision, &err.to_string()).await?;
-                        return Ok(Outcome::Done);
-                    }
-                    Err(err) => {
-                        tracing::warn!(backup = %record.id, error = %err, "transient object store failure");
-                        return Ok(Outcome::RetryAfter(Duration::from_secs(5)));
-                    }
-                }
-            }
-        }
-        match self
-            .catalog
-            .remove(&record.cluster, &record.id, revision)
-            .await
-        {
-            Ok(()) | Err(CasError::Conflict) => {}
-            Err(CasError::Other(err)) => return Err(err),
-        }
-        self.metrics
-            .delete_duration
-            .observe(started.elapsed().as_secs_f64());
-        tracing::info!(cluster = %record.cluster, backup = %record.id, reasons = ?record.delete_reasons, "backup deleted");
-        Ok(Outcome::Done)
-    }
-
-    /// A permanent failure: mark the backup `delete-failed` with the reason, keep the record,
-    /// and tell operators.
-    async fn fail(
-        &self,
-        mut record: BackupRecord,
-        revision: u64,
-        reason: &str,
-    ) -> anyhow::Result<()> {
-        self.metrics
-            .delete_failures
-            .with_label_values(&["permanent"])
-            .inc();
-        record.status = BackupStatus::DeleteFailed;
-        record.last_error = Some(reason.to_string());
-        match self.catalog.update(&record, revision).await {
-            Ok(_) | Err(CasError::Conflict) => {}
-            Err(CasError::Other(err)) => return Err(err),
-        }
-        publish_incident(
-            &self.topology.jetstream,
-            Incident {
-                schema_version: wire::SCHEMA_VERSION,
-                service: "deleter".into(),
-                kind: "delete-failed".into(),
-                cluster: Some(record.cluster.to_string()),
-                backup_id: Some(record.id.to_string()),
-                subject: String::new(),
-                reason: reason.to_string(),
-                at: Utc::now(),
-            },
-        )
-        .await;
-        Ok(())
-    }
+/// The delay before the next delivery of a job that failed for a transient reason: 1 s, 2 s,
+/// 4 s, … at most a minute.
+pub fn retry_delay(delivered: i64) -> Duration {
+    let exponent = delivered.clamp(1, 7) as u32 - 1;
+    Duration::from_secs((1u64 << exponent).min(60))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sexton_shared::names::{BackupId, ClusterName, PlanName};
+    use sexton_shared::names::ClusterName;
+    use sexton_shared::records::DeleteRequest;
 
-    fn record(status: BackupStatus) -> BackupRecord {
+    fn record(id: &str, status: BackupStatus) -> BackupRecord {
         serde_json::from_value(serde_json::json!({
-            "id": "b1", "uid": "u1", "cluster": "c1", "plan": "p", "backup_name": "s",
-            "kind": "full", "status": status,
-            "artifacts": ["pre/c1/s/b1/backup.xbstream", "pre/c1/s/b1/metadata.json"],
+            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
+            "backup_name": "s", "kind": "full", "status": status,
+            "completed_at": format!("2026-01-01T0{}:00:00Z", id.trim_start_matches('b')),
+            "artifacts": [format!("pre/c1/s/{id}/backup.xbstream"), format!("pre/c1/s/{id}/metadata.json")],
         }))
         .unwrap()
     }
 
-    fn job(revision: u64) -> DeleteJob {
+    fn job(id: &str, revision: u64) -> DeleteJob {
         DeleteJob {
             schema_version: 1,
             cluster: ClusterName::new("c1").unwrap(),
-            backup_id: BackupId::new("b1").unwrap(),
-            uid: "u1".into(),
+            backup_id: BackupId::new(id).unwrap(),
+            uid: format!("u-{id}"),
             revision,
             reasons: vec![],
         }
@@ -258,89 +229,204 @@ mod tests {
         Versioned { value, revision }
     }
 
+    fn refused(verdict: &Verdict) -> bool {
+        matches!(verdict, Verdict::Refuse(_))
+    }
+
     #[test]
-    fn verdicts() {
-        let _ = PlanName::new("p").unwrap();
-        assert_eq!(verify(&job(7), None, "pre"), Verdict::AlreadyDone);
+    fn verdicts_from_the_record_alone() {
+        let b1 = |status| record("b1", status);
+        assert_eq!(verify(&job("b1", 7), None, "pre"), Verdict::AlreadyDone);
         assert_eq!(
-            verify(&job(7), Some(&at(record(BackupStatus::Expiring), 7)), "pre"),
+            verify(
+                &job("b1", 7),
+                Some(&at(b1(BackupStatus::Expiring), 7)),
+                "pre"
+            ),
             Verdict::Claim
         );
-        let mut claimed = record(BackupStatus::Deleting);
+        let mut claimed = b1(BackupStatus::Deleting);
         claimed.expiring_revision = Some(7);
         assert_eq!(
-            verify(&job(7), Some(&at(claimed.clone(), 9)), "pre"),
+            verify(&job("b1", 7), Some(&at(claimed.clone(), 9)), "pre"),
             Verdict::Resume
         );
-        let refused = [
-            verify(&job(6), Some(&at(record(BackupStatus::Expiring), 7)), "pre"),
-            verify(&job(6), Some(&at(claimed, 9)), "pre"),
-            verify(
-                &job(7),
-                Some(&at(record(BackupStatus::Completed), 7)),
-                "pre",
+        let with = |change: fn(&mut BackupRecord)| {
+            let mut r = b1(BackupStatus::Expiring);
+            change(&mut r);
+            at(r, 7)
+        };
+        let cases: Vec<(DeleteJob, Versioned<BackupRecord>, &str, bool)> = vec![
+            (
+                job("b1", 6),
+                at(b1(BackupStatus::Expiring), 7),
+                "stale job",
+                false,
             ),
-            verify(
-                &job(7),
-                Some(&at(record(BackupStatus::InProgress), 7)),
-                "pre",
+            (
+                job("b1", 6),
+                at(claimed, 9),
+                "deleting, not expiring",
+                false,
             ),
-            verify(
-                &DeleteJob {
+            (
+                job("b1", 7),
+                at(b1(BackupStatus::Completed), 7),
+                "completed, not expiring",
+                false,
+            ),
+            (
+                job("b1", 7),
+                at(b1(BackupStatus::InProgress), 7),
+                "in progress",
+                false,
+            ),
+            (
+                DeleteJob {
                     uid: "other".into(),
-                    ..job(7)
+                    ..job("b1", 7)
                 },
-                Some(&at(record(BackupStatus::Expiring), 7)),
-                "pre",
+                at(b1(BackupStatus::Expiring), 7),
+                "unique id",
+                false,
             ),
-            verify(
-                &job(7),
-                Some(&at(
-                    BackupRecord {
-                        legal_hold: true,
-                        ..record(BackupStatus::Expiring)
-                    },
-                    7,
-                )),
-                "pre",
+            (
+                job("b1", 7),
+                with(|r| r.legal_hold = true),
+                "legal hold",
+                true,
             ),
-            verify(
-                &job(7),
-                Some(&at(
-                    BackupRecord {
-                        holds: vec!["restore:x".into()],
-                        ..record(BackupStatus::Expiring)
-                    },
-                    7,
-                )),
-                "pre",
+            (
+                job("b1", 7),
+                with(|r| r.holds = vec!["restore:x".into()]),
+                "held: restore:x",
+                true,
             ),
-            verify(
-                &job(7),
-                Some(&at(
-                    BackupRecord {
-                        artifacts: vec!["pre/c2/s/b1/x".into()],
-                        ..record(BackupStatus::Expiring)
-                    },
-                    7,
-                )),
-                "pre",
+            (
+                job("b1", 7),
+                with(|r| r.artifacts = vec!["pre/c2/s/b1/x".into()]),
+                "not under the cluster's prefix",
+                false,
             ),
-            verify(
-                &job(7),
-                Some(&at(
-                    BackupRecord {
-                        artifacts: vec!["pre/c1/../c2/x".into()],
-                        ..record(BackupStatus::Expiring)
-                    },
-                    7,
-                )),
-                "pre",
+            (
+                job("b1", 7),
+                with(|r| r.artifacts = vec!["pre/c1/../c2/x".into()]),
+                "'..' segment",
+                false,
+            ),
+            (
+                job("b1", 7),
+                with(|r| r.artifacts = vec!["/pre/c1/s/b1/x".into()]),
+                "not under the cluster's prefix",
+                false,
             ),
         ];
-        for verdict in refused {
-            assert!(matches!(verdict, Verdict::Refuse(_)), "{verdict:?}");
+        for (job, current, needle, unmark) in cases {
+            match verify(&job, Some(&current), "pre") {
+                Verdict::Refuse(refusal) => {
+                    assert!(refusal.reason.contains(needle), "{refusal:?} vs {needle}");
+                    assert_eq!(refusal.unmark, unmark, "{needle}");
+                }
+                other => panic!("{needle}: {other:?}"),
+            }
         }
+    }
+
+    fn view_of(records: Vec<(BackupRecord, u64)>) -> HashMap<BackupId, Versioned<BackupRecord>> {
+        records
+            .into_iter()
+            .map(|(r, rev)| (r.id.clone(), at(r, rev)))
+            .collect()
+    }
+
+    #[test]
+    fn the_plan_made_now_decides_and_shared_objects_are_refused() {
+        let records = view_of(vec![
+            (record("b4", BackupStatus::Completed), 4),
+            (record("b3", BackupStatus::Completed), 3),
+            (record("b2", BackupStatus::Expiring), 12),
+            (record("b1", BackupStatus::Expiring), 11),
+        ]);
+        let policies_with =
+            |policy: Policy| BTreeMap::from([(PlanName::new("p").unwrap(), vec![policy])]);
+        let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
+        let keep2 = policies_with(Policy::keep_last(2));
+        let view = ClusterView {
+            records: &records,
+            policies: &keep2,
+        };
+        let (j2, j1) = (job("b2", 12), job("b1", 11));
+        assert_eq!(
+            verify_all(&[&j2, &j1], &view, "pre", now),
+            vec![Verdict::Claim, Verdict::Claim]
+        );
+        // The policy changed to keep 3: the job for b2 is stale now, and its mark comes off.
+        let keep3 = policies_with(Policy::keep_last(3));
+        let view = ClusterView {
+            records: &records,
+            policies: &keep3,
+        };
+        let verdicts = verify_all(&[&j2, &j1], &view, "pre", now);
+        match &verdicts[0] {
+            Verdict::Refuse(r) => assert!(r.unmark && r.reason.contains("keeps backup b2")),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(verdicts[1], Verdict::Claim);
+        // No policy at all: keep everything.
+        let none = BTreeMap::new();
+        let view = ClusterView {
+            records: &records,
+            policies: &none,
+        };
+        assert!(verify_all(&[&j1], &view, "pre", now).iter().all(refused));
+        // b1 lists an object of b4, which is kept: refused, whatever the plan says.
+        let mut records = records.clone();
+        let b1 = records.get_mut(&BackupId::new("b1").unwrap()).unwrap();
+        b1.value
+            .artifacts
+            .push("pre/c1/s/b4/backup.xbstream".into());
+        let view = ClusterView {
+            records: &records,
+            policies: &keep2,
+        };
+        match &verify_all(&[&j1], &view, "pre", now)[0] {
+            Verdict::Refuse(r) => assert!(r.reason.contains("also belongs"), "{r:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_forced_user_delete_skips_the_plan_but_not_the_holds() {
+        let mut newest = record("b4", BackupStatus::Expiring);
+        newest.delete_request = Some(DeleteRequest {
+            requested_at: "2026-01-01T05:00:00Z".parse().unwrap(),
+            remote: true,
+            force: false,
+        });
+        let records = view_of(vec![(newest.clone(), 20)]);
+        let none = BTreeMap::new();
+        let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
+        let view = ClusterView {
+            records: &records,
+            policies: &none,
+        };
+        let j = job("b4", 20);
+        // The newest full backup: a user's delete of it needs --force.
+        assert!(refused(&verify_all(&[&j], &view, "pre", now)[0]));
+        newest.delete_request.as_mut().unwrap().force = true;
+        let records = view_of(vec![(newest.clone(), 20)]);
+        let view = ClusterView {
+            records: &records,
+            policies: &none,
+        };
+        assert_eq!(verify_all(&[&j], &view, "pre", now), vec![Verdict::Claim]);
+        newest.legal_hold = true;
+        let records = view_of(vec![(newest, 20)]);
+        let view = ClusterView {
+            records: &records,
+            policies: &none,
+        };
+        assert!(refused(&verify_all(&[&j], &view, "pre", now)[0]));
     }
 
     #[test]
@@ -352,5 +438,17 @@ mod tests {
         ]);
         assert_eq!(data, vec!["p/c/s/b/backup.xbstream", "p/c/s/b/extra.bin"]);
         assert_eq!(metadata, vec!["p/c/s/b/metadata.json"]);
+    }
+
+    #[test]
+    fn what_remains_and_when_to_retry() {
+        let artifacts = vec!["a".to_string(), "b".into(), "m".into()];
+        let gone = HashSet::from(["a".to_string()]);
+        assert_eq!(remaining(&artifacts, &gone), vec!["b", "m"]);
+        let delays: Vec<u64> = [0, 1, 2, 3, 6, 7, 20]
+            .iter()
+            .map(|&n| retry_delay(n).as_secs())
+            .collect();
+        assert_eq!(delays, vec![1, 1, 2, 4, 32, 60, 60]);
     }
 }

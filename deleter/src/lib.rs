@@ -1,20 +1,29 @@
-//! The deleter: trusts no job. For each delete job it re-reads the catalog, checks the backup is
-//! the one the job names (unique id), that it is `expiring` at the job's revision and not held,
-//! and that every key lies under the cluster's prefix; claims it with a compare-and-set to
-//! `deleting`; deletes the data objects, then `metadata.json`, then the catalog record. Every
-//! step is idempotent, so a job redelivered after a crash finishes the work. Beside the delete
-//! jobs it garbage-collects binlog segments on a queue of its own ([`binlog`]), rewriting each
-//! cluster's binlog index last with a conditional write.
+//! The deleter: trusts no job. It takes delete jobs in batches, judges each against the
+//! catalog (unique id, `expiring` at the job's revision, not held, every key under the
+//! cluster's prefix, and the retention plan made now still lets it go), claims it with a
+//! compare-and-set to `deleting`, runs the delete plugins, deletes the data objects, then
+//! `metadata.json`, then the catalog record — the objects of a whole batch in shared
+//! `DeleteObjects` requests ([`batch`]). Every step is idempotent, so a job redelivered after
+//! a crash finishes the work. Jobs that run out of deliveries are recorded from the
+//! max-deliveries advisory ([`dead_letters`]). It also answers the plugin and orphan API
+//! ([`api`]). Beside the delete jobs it garbage-collects binlog segments on a queue of its own
+//! ([`binlog`]), rewriting each cluster's binlog index last with a conditional write.
 
+pub mod api;
+pub mod batch;
 pub mod binlog;
+pub mod dead_letters;
 pub mod job;
 pub mod metrics;
+pub mod orphans;
+pub mod plugins;
+pub mod view;
 
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use sexton_shared::{
     config::Config, object_store::ObjectStore, outcome::settle, telemetry, topology, Shutdown,
 };
@@ -53,7 +62,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     .await?;
     tracing::info!(metrics = ?addr, "deleter started");
 
-    let mut collector_done = false;
+    // The binlog collector runs beside the delete jobs; if it stops, so does the service, so
+    // an orchestrator restarts it.
     let mut collector = tokio::spawn(binlog::run(
         topology.clone(),
         store.clone(),
@@ -61,16 +71,29 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         metrics.registry.clone(),
         shutdown.clone(),
     ));
-    let deleter = job::Deleter::new(topology.clone(), store, config.clone(), metrics.clone());
+    let deleter = Arc::new(batch::Deleter::new(
+        topology.clone(),
+        store,
+        client.clone(),
+        &config,
+        metrics.clone(),
+    ));
     let stream = jetstream
         .get_stream(topology::STREAM_JOBS)
         .await
         .context("opening the jobs stream")?;
+    let batch_jobs = config.deleter.batch_jobs;
     let consumer: PullConsumer = stream
         .get_or_create_consumer(
             topology::CONSUMER_DELETER,
             async_nats::jetstream::consumer::pull::Config {
-                max_ack_pending: (config.deleter.concurrency * 4) as i64,
+                // Each worker holds a batch and has up to a batch more at hand.
+                max_ack_pending: (2 * config.deleter.concurrency * batch_jobs) as i64,
+                // No backoff: JetStream applies it to acknowledgement timeouts, so with it a
+                // batch still running after 1 s would be delivered again. Failed jobs are
+                // naked with a growing delay instead (job::retry_delay), and a long batch
+                // keeps its messages with progress acks.
+                backoff: Vec::new(),
                 ..topology::consumer_config(
                     topology::CONSUMER_DELETER,
                     Some(format!("{}.job.delete.*", topology::SUBJECT_ROOT)),
@@ -80,13 +103,6 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         )
         .await
         .context("creating the deleter consumer")?;
-    // Take a few at a time: deletions are long next to the prefetch the client would do.
-    let mut messages = consumer
-        .stream()
-        .max_messages_per_batch(config.deleter.concurrency)
-        .messages()
-        .await
-        .context("reading delete jobs")?;
     metrics.consumer.spawn_poller(
         jetstream.clone(),
         topology::STREAM_JOBS,
@@ -94,58 +110,133 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         Duration::from_secs(5),
         shutdown.clone(),
     );
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(config.deleter.concurrency));
-    loop {
-        let message = tokio::select! {
-            _ = shutdown.wait() => break,
-            // The binlog collector (`binlog::run`) runs beside the delete jobs; if it stops,
-            // so does the service, so an orchestrator restarts it.
-            ended = &mut collector, if !collector_done => {
-                collector_done = true;
-                match ended {
-                    Ok(Ok(())) => break,
-                    Ok(Err(err)) => return Err(err.context("the binlog collector failed")),
-                    Err(err) => anyhow::bail!("the binlog collector panicked: {err}"),
+    let api = tokio::spawn(api::serve(
+        client.clone(),
+        deleter.clone(),
+        shutdown.clone(),
+    ));
+    let dead_letters = tokio::spawn(dead_letters::run(
+        client.clone(),
+        deleter.clone(),
+        shutdown.clone(),
+    ));
+    let workers: Vec<_> = (0..config.deleter.concurrency)
+        .map(|_| {
+            tokio::spawn(work(
+                consumer.clone(),
+                deleter.clone(),
+                jetstream.clone(),
+                metrics.clone(),
+                batch_jobs,
+                shutdown.clone(),
+            ))
+        })
+        .collect();
+    let collector_result = tokio::select! {
+        _ = shutdown.wait() => None,
+        ended = &mut collector => Some(ended),
+    };
+    // Let the batches in hand finish: each step is idempotent, but finishing is kinder.
+    let _ = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(workers)).await;
+    for task in [api, dead_letters] {
+        match tokio::time::timeout(Duration::from_secs(5), task).await {
+            Ok(Ok(Err(err))) => tracing::warn!(error = format!("{err:#}"), "deleter task failed"),
+            Ok(Err(err)) => tracing::warn!(error = %err, "deleter task panicked"),
+            _ => {}
+        }
+    }
+    let collector_result = match collector_result {
+        Some(ended) => Some(ended),
+        None => tokio::time::timeout(Duration::from_secs(20), collector)
+            .await
+            .ok(),
+    };
+    client.flush().await.ok();
+    tracing::info!("deleter stopped");
+    match collector_result {
+        Some(Ok(Err(err))) if !shutdown.is_triggered() => {
+            Err(err.context("the binlog collector failed"))
+        }
+        Some(Err(err)) => anyhow::bail!("the binlog collector panicked: {err}"),
+        _ => Ok(()),
+    }
+}
+
+/// One batch worker: waits for a delete job, takes whatever else has already arrived (up to
+/// `batch_jobs`), works through them, settles each, and goes again until shutdown.
+async fn work(
+    consumer: PullConsumer,
+    deleter: Arc<batch::Deleter>,
+    jetstream: async_nats::jetstream::Context,
+    metrics: Arc<metrics::Metrics>,
+    batch_jobs: usize,
+    mut shutdown: sexton_shared::Shutdown,
+) {
+    // The client's continuous pull keeps up to `batch_jobs` jobs at hand, so a batch fills as
+    // fast as the server delivers; hand-made fetches leaked messages to abandoned inboxes.
+    let mut jobs = loop {
+        match consumer
+            .stream()
+            .max_messages_per_batch(batch_jobs)
+            .messages()
+            .await
+        {
+            Ok(jobs) => break jobs,
+            Err(err) => {
+                tracing::warn!(error = %err, "reading delete jobs");
+                tokio::select! {
+                    _ = shutdown.wait() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
             }
-            message = messages.next() => message,
+        }
+    };
+    loop {
+        let first = tokio::select! {
+            _ = shutdown.wait() => return,
+            first = jobs.next() => first,
         };
-        let message = match message {
-            Some(Ok(message)) => message,
+        let mut messages = match first {
+            Some(Ok(message)) => vec![message],
             Some(Err(err)) => {
                 tracing::warn!(error = %err, "reading delete jobs");
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 continue;
             }
-            None => anyhow::bail!("the deleter consumer ended"),
-        };
-        let permit = semaphore.clone().acquire_owned().await?;
-        let deleter = deleter.clone();
-        let jetstream = jetstream.clone();
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let outcome = deleter.handle(&message).await;
-            settle(&jetstream, "deleter", &message, &outcome).await;
-            metrics.consumer.observe(&outcome);
-            drop(permit);
-        });
-    }
-    // Let the jobs in hand finish before returning: each is short and idempotent.
-    let _ = tokio::time::timeout(
-        Duration::from_secs(20),
-        semaphore.acquire_many(config.deleter.concurrency as u32),
-    )
-    .await;
-    if !collector_done {
-        match tokio::time::timeout(Duration::from_secs(20), collector).await {
-            Ok(Ok(Err(err))) => {
-                tracing::warn!(error = format!("{err:#}"), "binlog collector failed")
+            None => {
+                tracing::error!("the deleter consumer ended");
+                return;
             }
-            Ok(Err(err)) => tracing::warn!(error = %err, "binlog collector panicked"),
-            Ok(Ok(Ok(()))) | Err(_) => {}
+        };
+        while messages.len() < batch_jobs {
+            match jobs.next().now_or_never() {
+                Some(Some(Ok(message))) => messages.push(message),
+                _ => break,
+            }
+        }
+        // A batch can outlast the ack wait (slow plugins, a slow store): keep it ours.
+        let messages = Arc::new(messages);
+        let progress = {
+            let messages = messages.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    for message in messages.iter() {
+                        let _ = message
+                            .ack_with(async_nats::jetstream::AckKind::Progress)
+                            .await;
+                    }
+                }
+            })
+        };
+        let outcomes = deleter.run_batch(&messages).await;
+        progress.abort();
+        for (message, outcome) in messages.iter().zip(&outcomes) {
+            settle(&jetstream, "deleter", message, outcome).await;
+        }
+        for outcome in &outcomes {
+            metrics.consumer.observe(outcome);
+            metrics.jobs.with_label_values(&[outcome.label()]).inc();
         }
     }
-    client.flush().await.ok();
-    tracing::info!("deleter stopped");
-    Ok(())
 }

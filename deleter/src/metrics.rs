@@ -11,6 +11,9 @@ pub struct Metrics {
     pub objects_deleted: IntCounter,
     pub delete_duration: Histogram,
     pub delete_failures: IntCounterVec,
+    pub backups_deleted: IntCounter,
+    pub plugin_calls: IntCounterVec,
+    pub batch_jobs: Histogram,
 }
 
 impl Metrics {
@@ -44,11 +47,41 @@ impl Metrics {
             &["kind"],
         )
         .expect("valid metric");
+        let backups_deleted = IntCounter::new(
+            "sexton_backups_deleted_total",
+            "backups whose deletion this replica finished (record removed)",
+        )
+        .expect("valid metric");
+        let plugin_calls = IntCounterVec::new(
+            Opts::new(
+                "sexton_plugin_calls_total",
+                "delete plugin calls, by outcome (ok, error, timeout)",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric");
+        let batch_jobs = Histogram::with_opts(
+            HistogramOpts::new(
+                "sexton_delete_batch_jobs",
+                "delete jobs taken in one batch (their objects share DeleteObjects requests)",
+            )
+            .buckets(vec![1.0, 2.0, 5.0, 10.0, 50.0, 100.0, 500.0, 1000.0]),
+        )
+        .expect("valid metric");
+        for outcome in ["ok", "error", "timeout"] {
+            plugin_calls.with_label_values(&[outcome]);
+        }
+        for kind in ["permanent", "max-deliveries"] {
+            delete_failures.with_label_values(&[kind]);
+        }
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(jobs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(objects_deleted.clone()),
             Box::new(delete_duration.clone()),
             Box::new(delete_failures.clone()),
+            Box::new(backups_deleted.clone()),
+            Box::new(plugin_calls.clone()),
+            Box::new(batch_jobs.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -60,6 +93,9 @@ impl Metrics {
             objects_deleted,
             delete_duration,
             delete_failures,
+            backups_deleted,
+            plugin_calls,
+            batch_jobs,
         }
     }
 }

@@ -16,7 +16,8 @@ use sexton_shared::{
     nats::publish_once,
     object_store::ObjectStore,
     outcome::{publish_incident, Outcome},
-    records::{BackupRecord, BackupStatus, Policy, ScheduleRecord},
+    planning,
+    records::{BackupRecord, BackupStatus, Policy},
     topology::{self, Topology},
     wire::{
         self, BackupRetention, CheckpointComplete, DecisionSummary, DeleteJob, Incident, Message,
@@ -157,17 +158,11 @@ impl Worker {
         now: DateTime<Utc>,
         binlog: &BinlogInput,
     ) -> anyhow::Result<Vec<GroupPlan>> {
-        let policies = self.policies(cluster).await?;
-        let records = self.catalog.list_cluster(cluster).await?;
-        let mut groups: BTreeMap<PlanName, Vec<Versioned<BackupRecord>>> = BTreeMap::new();
-        for record in records {
-            groups
-                .entry(record.value.plan.clone())
-                .or_default()
-                .push(record);
-        }
+        let state =
+            planning::load_cluster(&self.topology.schedules, &self.catalog, cluster).await?;
+        let policies = planning::group_policies(&state.schedules);
         let mut plans = Vec::new();
-        for (plan, records) in groups {
+        for (plan, records) in planning::groups(state.records) {
             if only_plan.is_some_and(|p| *p != plan) {
                 continue;
             }
@@ -179,13 +174,9 @@ impl Worker {
                 records,
                 policy: None,
             };
-            match policies.get(&plan).map(Vec::as_slice) {
-                None | Some([]) => {
-                    group.hold_reason = Some(
-                        "no schedule gives this plan a retention policy: keeping everything".into(),
-                    )
-                }
-                Some([policy]) => {
+            match planning::policy_for(&policies, &plan) {
+                Err(reason) => group.hold_reason = Some(reason),
+                Ok(policy) => {
                     group.policy = Some(policy.clone());
                     let input = sexton_retention::Catalog {
                         backups: group.records.iter().map(|r| r.value.to_engine()).collect(),
@@ -200,52 +191,10 @@ impl Worker {
                         }
                     }
                 }
-                Some(_) => {
-                    group.hold_reason = Some(
-                        "schedules disagree on this plan's retention policy: keeping everything"
-                            .into(),
-                    )
-                }
             }
             plans.push(group);
         }
         Ok(plans)
-    }
-
-    /// The distinct policies of each plan of `cluster`, from its schedules.
-    async fn policies(
-        &self,
-        cluster: &ClusterName,
-    ) -> anyhow::Result<BTreeMap<PlanName, Vec<Policy>>> {
-        let mut keys = self
-            .topology
-            .schedules
-            .keys()
-            .await
-            .context("listing schedules")?;
-        let mut policies: BTreeMap<PlanName, Vec<Policy>> = BTreeMap::new();
-        while let Some(key) = keys.next().await {
-            let key = key.context("listing schedules")?;
-            let Some(body) = self.topology.schedules.get(&key).await? else {
-                continue;
-            };
-            // An unreadable schedule might be the one with the policy of this cluster: refuse
-            // to decide rather than decide without it.
-            let schedule: ScheduleRecord = serde_json::from_slice(&body)
-                .with_context(|| format!("schedule {key} is unreadable"))?;
-            if schedule.cluster != *cluster {
-                continue;
-            }
-            let list = policies.entry(schedule.plan.clone()).or_default();
-            let text = serde_json::to_value(&schedule.policy)?;
-            let known = list
-                .iter()
-                .any(|p| serde_json::to_value(p).ok().as_ref() == Some(&text));
-            if !known {
-                list.push(schedule.policy);
-            }
-        }
-        Ok(policies)
     }
 
     async fn run_cluster(&self, cluster: &ClusterName, now: DateTime<Utc>) -> anyhow::Result<()> {
@@ -257,6 +206,7 @@ impl Worker {
                 .with_label_values(&[cluster.as_str(), group.plan.as_str()])
                 .set(now.timestamp());
             self.observe_group(group, now);
+            self.expire_user_requests(group, now).await?;
             let Some(decision) = &group.decision else {
                 if let Some(reason) = &group.hold_reason {
                     tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
@@ -279,6 +229,10 @@ impl Worker {
                 let Some(record) = by_id.get(delete.id.as_str()) else {
                     continue;
                 };
+                // A user's delete request is carried out as it was asked, below.
+                if record.value.delete_request.is_some() {
+                    continue;
+                }
                 if self.expire(record, &delete.reasons).await? {
                     self.metrics
                         .decisions
@@ -442,10 +396,20 @@ impl Worker {
         record: &Versioned<BackupRecord>,
         reasons: &[String],
     ) -> anyhow::Result<bool> {
+        // A user who asks again after a deletion failed retries it.
+        let markable = match record.value.status {
+            BackupStatus::Completed | BackupStatus::Failed => true,
+            BackupStatus::DeleteFailed => record.value.delete_request.is_some(),
+            _ => false,
+        };
         let revision = match record.value.status {
-            BackupStatus::Completed | BackupStatus::Failed => {
+            _ if markable => {
                 let mut marked = record.value.clone();
                 marked.status = BackupStatus::Expiring;
+                marked.expired_from = Some(match record.value.status {
+                    BackupStatus::Failed => BackupStatus::Failed,
+                    _ => BackupStatus::Completed,
+                });
                 marked.delete_reasons = reasons.to_vec();
                 match self.catalog.update(&marked, record.revision).await {
                     Ok(revision) => revision,
@@ -479,6 +443,63 @@ impl Worker {
             .with_label_values(&["backup"])
             .inc();
         Ok(true)
+    }
+
+    /// Marks the backups users asked to delete (`sexton backup delete`) once nothing kept
+    /// needs them, or at once when forced; the deleter judges them again the same way
+    /// ([`planning::may_go`]). A request on a backup whose deletion failed is a retry.
+    async fn expire_user_requests(
+        &self,
+        group: &GroupPlan,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        let candidates: Vec<&Versioned<BackupRecord>> = group
+            .records
+            .iter()
+            .filter(|r| r.value.delete_request.is_some())
+            .filter(|r| planning::protection(&r.value).is_none())
+            .filter(|r| {
+                matches!(
+                    r.value.status,
+                    BackupStatus::Completed
+                        | BackupStatus::Failed
+                        | BackupStatus::DeleteFailed
+                        | BackupStatus::Expiring
+                )
+            })
+            .collect();
+        if candidates.is_empty() {
+            return Ok(());
+        }
+        let all: Vec<&BackupRecord> = group.records.iter().map(|r| &r.value).collect();
+        let judged: Vec<&BackupRecord> = candidates.iter().map(|r| &r.value).collect();
+        let answers = planning::may_go(&all, &judged, Err("unused"), now);
+        for (record, answer) in candidates.into_iter().zip(answers) {
+            match answer {
+                Ok(()) => {
+                    let forced = record
+                        .value
+                        .delete_request
+                        .as_ref()
+                        .is_some_and(|r| r.force);
+                    let reason = if forced {
+                        "delete requested by a user (forced)"
+                    } else {
+                        "delete requested by a user"
+                    };
+                    if self.expire(record, &[reason.to_string()]).await? {
+                        self.metrics
+                            .decisions
+                            .with_label_values(&["delete", "user"])
+                            .inc();
+                    }
+                }
+                Err(why) => {
+                    tracing::info!(cluster = %group.cluster, backup = %record.value.id, why, "user delete deferred")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Answers `retention.preview` requests until shutdown.

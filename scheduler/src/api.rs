@@ -20,6 +20,8 @@ use sexton_shared::{
 
 use crate::timers;
 
+mod backup_delete;
+
 pub async fn run(
     client: async_nats::Client,
     topology: Topology,
@@ -157,6 +159,7 @@ impl Api {
             }
             "backup.create" => self.trigger(decode(body)?).await,
             "backup.list" => self.list_backups(decode(body)?).await,
+            "backup.delete" => self.delete_backup(decode(body)?).await,
             _ => Err(ApiError::new(
                 ErrorCode::Invalid,
                 format!("unknown api call {verb:?}"),

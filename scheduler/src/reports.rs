@@ -208,6 +208,9 @@ async fn record_report(
                     expiring_revision: None,
                     delete_reasons: Vec::new(),
                     last_error: report.error.clone(),
+                    expired_from: None,
+                    delete_request: None,
+                    plugin_errors: Vec::new(),
                 };
                 catalog.create(&record).await.map(|_| ())
             }

@@ -220,3 +220,23 @@ pub struct ListFilter {
 impl Message for ListFilter {
     const KIND: &'static str = "request";
 }
+
+/// `backup.delete` (`sexton backup delete ID --cluster C [--remote] [--force]`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BackupDelete {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub id: crate::names::BackupId,
+    /// Remove the objects too, even if neither the backup nor its schedule opted in.
+    #[serde(default)]
+    pub remote: bool,
+    /// Delete even the newest full backup, or one a kept backup depends on, now.
+    #[serde(default)]
+    pub force: bool,
+}
+
+impl Message for BackupDelete {
+    const KIND: &'static str = "request";
+}

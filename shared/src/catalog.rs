@@ -167,7 +167,8 @@ impl Catalog {
     }
 }
 
-fn decode_record(body: &[u8]) -> anyhow::Result<BackupRecord> {
+/// Decodes one stored catalog record, refusing another schema version.
+pub fn decode_record(body: &[u8]) -> anyhow::Result<BackupRecord> {
     let record: BackupRecord = serde_json::from_slice(body).context("decoding a catalog record")?;
     anyhow::ensure!(
         record.schema_version == crate::records::RECORD_SCHEMA_VERSION,

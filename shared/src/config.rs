@@ -101,8 +101,14 @@ pub struct SchedulerConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeleterConfig {
-    /// How many delete jobs one replica works on at once.
+    /// How many batches of delete jobs one replica works on at once.
     pub concurrency: usize,
+    /// The most delete jobs one batch takes: their objects are deleted together in
+    /// `DeleteObjects` requests of up to 1000 keys, so many small backups fill whole requests.
+    pub batch_jobs: usize,
+    /// How long a delete plugin may take to answer before its call counts as failed.
+    #[serde(with = "duration_text")]
+    pub plugin_timeout: Duration,
 }
 
 impl Default for NatsConfig {
@@ -164,7 +170,11 @@ impl Default for SchedulerConfig {
 
 impl Default for DeleterConfig {
     fn default() -> Self {
-        DeleterConfig { concurrency: 4 }
+        DeleterConfig {
+            concurrency: 4,
+            batch_jobs: 1000,
+            plugin_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -199,6 +209,8 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "scheduler.retention_sweep_interval",
     ),
     ("SEXTON_DELETER_CONCURRENCY", "deleter.concurrency"),
+    ("SEXTON_DELETER_BATCH_JOBS", "deleter.batch_jobs"),
+    ("SEXTON_DELETER_PLUGIN_TIMEOUT", "deleter.plugin_timeout"),
 ];
 
 impl Config {
@@ -305,6 +317,14 @@ impl Config {
                 self.deleter.concurrency =
                     value.parse().map_err(|_| bad("expected a whole number"))?
             }
+            "deleter.batch_jobs" => {
+                self.deleter.batch_jobs =
+                    value.parse().map_err(|_| bad("expected a whole number"))?
+            }
+            "deleter.plugin_timeout" => {
+                self.deleter.plugin_timeout =
+                    duration_text::parse(value).map_err(|why| bad(&why))?
+            }
             _ => return Err(bad("unknown configuration key")),
         }
         Ok(())
@@ -389,6 +409,22 @@ impl Config {
                 "deleter.concurrency",
                 self.deleter.concurrency.to_string(),
                 "expected 1 to 256",
+            ));
+        }
+        if !(1..=10_000).contains(&self.deleter.batch_jobs) {
+            return Err(bad(
+                "deleter.batch_jobs",
+                self.deleter.batch_jobs.to_string(),
+                "expected 1 to 10000",
+            ));
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(600))
+            .contains(&self.deleter.plugin_timeout)
+        {
+            return Err(bad(
+                "deleter.plugin_timeout",
+                format!("{:?}", self.deleter.plugin_timeout),
+                "expected 1s to 10m",
             ));
         }
         Ok(())
@@ -510,6 +546,18 @@ mod tests {
             ("SEXTON_LOG_FORMAT", "xml", "log.format"),
             ("SEXTON_NATS_TLS_REQUIRED", "maybe", "nats.tls_required"),
             ("SEXTON_DELETER_CONCURRENCY", "0", "deleter.concurrency"),
+            ("SEXTON_DELETER_BATCH_JOBS", "0", "deleter.batch_jobs"),
+            ("SEXTON_DELETER_BATCH_JOBS", "many", "deleter.batch_jobs"),
+            (
+                "SEXTON_DELETER_PLUGIN_TIMEOUT",
+                "0s",
+                "deleter.plugin_timeout",
+            ),
+            (
+                "SEXTON_DELETER_PLUGIN_TIMEOUT",
+                "5",
+                "deleter.plugin_timeout",
+            ),
             (
                 "SEXTON_SCHEDULER_RETENTION_SWEEP_INTERVAL",
                 "0s",

@@ -13,6 +13,7 @@ pub mod names;
 pub mod nats;
 pub mod object_store;
 pub mod outcome;
+pub mod planning;
 pub mod records;
 pub mod service;
 pub mod shutdown;

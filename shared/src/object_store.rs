@@ -47,9 +47,11 @@ pub struct ObjectStore {
     client: Client,
     bucket: String,
     prefix: String,
+    /// Whether the bucket keeps versions, asked once.
+    versioned: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ObjectInfo {
     pub key: String,
     pub size: i64,
@@ -89,6 +91,7 @@ impl ObjectStore {
             client: Client::from_conf(builder.build()),
             bucket: config.bucket.clone(),
             prefix: config.prefix.clone(),
+            versioned: Default::default(),
         })
     }
 
@@ -158,51 +161,7 @@ impl ObjectStore {
     pub async fn delete_keys(&self, keys: &[String]) -> Result<usize, ObjectError> {
         let mut deleted = 0;
         for batch in keys.chunks(DELETE_BATCH) {
-            let objects = batch
-                .iter()
-                .map(|key| ObjectIdentifier::builder().key(key).build())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|err| ObjectError {
-                    operation: "delete",
-                    key: batch[0].clone(),
-                    code: "Build".into(),
-                    message: err.to_string(),
-                    permanent: true,
-                })?;
-            let delete = Delete::builder()
-                .set_objects(Some(objects))
-                .quiet(true)
-                .build()
-                .map_err(|err| ObjectError {
-                    operation: "delete",
-                    key: batch[0].clone(),
-                    code: "Build".into(),
-                    message: err.to_string(),
-                    permanent: true,
-                })?;
-            let out = self
-                .client
-                .delete_objects()
-                .bucket(&self.bucket)
-                .delete(delete)
-                .send()
-                .await
-                .map_err(|err| object_error("delete", &batch[0], err))?;
-            // A 200 answer can still carry per-key failures.
-            let mut failures: Vec<ObjectError> = out
-                .errors()
-                .iter()
-                .map(|e| {
-                    let code = e.code().unwrap_or("Unknown").to_string();
-                    ObjectError {
-                        operation: "delete",
-                        key: e.key().unwrap_or_default().to_string(),
-                        permanent: PERMANENT_CODES.contains(&code.as_str()),
-                        code,
-                        message: e.message().unwrap_or_default().to_string(),
-                    }
-                })
-                .collect();
+            let mut failures = self.delete_batch(batch).await?;
             if !failures.is_empty() {
                 failures.sort_by_key(|f| !f.permanent);
                 return Err(failures.swap_remove(0));
@@ -210,6 +169,179 @@ impl ObjectStore {
             deleted += batch.len();
         }
         Ok(deleted)
+    }
+
+    /// One `DeleteObjects` request for at most 1000 keys. `Err` when the whole request failed
+    /// (nothing is known to be deleted); otherwise the per-key failures of the 200 answer,
+    /// every other key being gone.
+    pub async fn delete_batch(&self, batch: &[String]) -> Result<Vec<ObjectError>, ObjectError> {
+        let targets: Vec<(String, Option<String>)> =
+            batch.iter().map(|key| (key.clone(), None)).collect();
+        self.delete_versions(&targets).await
+    }
+
+    /// Like [`ObjectStore::delete_batch`], for (key, version) pairs: `None` deletes the current
+    /// version (in a versioned bucket, adds a delete marker), `Some` that very version.
+    pub async fn delete_versions(
+        &self,
+        batch: &[(String, Option<String>)],
+    ) -> Result<Vec<ObjectError>, ObjectError> {
+        let Some((first, _)) = batch.first() else {
+            return Ok(Vec::new());
+        };
+        let build_error = |message: String| ObjectError {
+            operation: "delete",
+            key: first.clone(),
+            code: "Build".into(),
+            message,
+            permanent: true,
+        };
+        if batch.len() > DELETE_BATCH {
+            return Err(build_error(format!(
+                "{} keys in one request, more than {DELETE_BATCH}",
+                batch.len()
+            )));
+        }
+        let objects = batch
+            .iter()
+            .map(|(key, version)| {
+                ObjectIdentifier::builder()
+                    .key(key)
+                    .set_version_id(version.clone())
+                    .build()
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|err| build_error(err.to_string()))?;
+        let delete = Delete::builder()
+            .set_objects(Some(objects))
+            .quiet(true)
+            .build()
+            .map_err(|err| build_error(err.to_string()))?;
+        let out = self
+            .client
+            .delete_objects()
+            .bucket(&self.bucket)
+            .delete(delete)
+            .send()
+            .await
+            .map_err(|err| object_error("delete", first, err))?;
+        // A 200 answer can still carry per-key failures.
+        Ok(out
+            .errors()
+            .iter()
+            .map(|e| {
+                let code = e.code().unwrap_or("Unknown").to_string();
+                let version = e
+                    .version_id()
+                    .map(|v| format!(" (version {v})"))
+                    .unwrap_or_default();
+                ObjectError {
+                    operation: "delete",
+                    key: e.key().unwrap_or_default().to_string(),
+                    permanent: PERMANENT_CODES.contains(&code.as_str()),
+                    code,
+                    message: format!("{}{version}", e.message().unwrap_or_default()),
+                }
+            })
+            .collect())
+    }
+
+    /// Whether the bucket keeps versions (versioning enabled or suspended; Object Lock implies
+    /// it). Deleting a key there only adds a delete marker and keeps the data, so the deleter
+    /// deletes every version instead — and a version under legal hold or retention refuses.
+    pub async fn is_versioned(&self) -> Result<bool, ObjectError> {
+        self.versioned
+            .get_or_try_init(|| async {
+                let out = self
+                    .client
+                    .get_bucket_versioning()
+                    .bucket(&self.bucket)
+                    .send()
+                    .await
+                    .map_err(|err| object_error("versioning", &self.bucket, err))?;
+                Ok(out.status().is_some())
+            })
+            .await
+            .copied()
+    }
+
+    /// Every version and delete marker of `keys`, as (key, version id). Keys are listed by
+    /// their directory (one listing for a backup's objects), then filtered to exact matches.
+    pub async fn versions_of(&self, keys: &[String]) -> Result<Vec<(String, String)>, ObjectError> {
+        let wanted: std::collections::HashSet<&str> = keys.iter().map(String::as_str).collect();
+        let mut directories: Vec<&str> = keys
+            .iter()
+            .map(|key| key.rfind('/').map_or("", |i| &key[..=i]))
+            .collect();
+        directories.sort_unstable();
+        directories.dedup();
+        let mut out = Vec::new();
+        for directory in directories {
+            let mut key_marker: Option<String> = None;
+            let mut version_marker: Option<String> = None;
+            loop {
+                let page = self
+                    .client
+                    .list_object_versions()
+                    .bucket(&self.bucket)
+                    .prefix(directory)
+                    .set_key_marker(key_marker.clone())
+                    .set_version_id_marker(version_marker.clone())
+                    .send()
+                    .await
+                    .map_err(|err| object_error("list versions", directory, err))?;
+                let versions = page
+                    .versions()
+                    .iter()
+                    .map(|v| (v.key(), v.version_id()))
+                    .chain(
+                        page.delete_markers()
+                            .iter()
+                            .map(|m| (m.key(), m.version_id())),
+                    );
+                for (key, version) in versions {
+                    if let (Some(key), Some(version)) = (key, version) {
+                        if wanted.contains(key) {
+                            out.push((key.to_string(), version.to_string()));
+                        }
+                    }
+                }
+                if page.is_truncated() != Some(true) {
+                    break;
+                }
+                key_marker = page.next_key_marker().map(str::to_string);
+                version_marker = page.next_version_id_marker().map(str::to_string);
+                if key_marker.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether `key` exists (`HeadObject`).
+    pub async fn exists(&self, key: &str) -> Result<bool, ObjectError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(err) if err.code() == Some("NotFound") || err.code() == Some("NoSuchKey") => {
+                Ok(false)
+            }
+            Err(err)
+                if err
+                    .raw_response()
+                    .is_some_and(|raw| raw.status().as_u16() == 404) =>
+            {
+                Ok(false)
+            }
+            Err(err) => Err(object_error("head", key, err)),
+        }
     }
 
     /// Lists every object under `prefix`.

@@ -160,6 +160,41 @@ pub struct BackupRecord {
     pub delete_reasons: Vec<String>,
     #[serde(default)]
     pub last_error: Option<String>,
+    /// The status the backup had before retention (or a user's delete) marked it `expiring`.
+    /// The deleter restores it when it recomputes the plan, so that a stale job (the backup is
+    /// now kept) is refused. Unknown (written by an older build) counts as `completed`, the
+    /// status that makes a plan keep more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expired_from: Option<BackupStatus>,
+    /// A user's `sexton backup delete`, kept on the record so that a deferred request is
+    /// carried out later the way it was asked. `delete_requested` is set with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_request: Option<DeleteRequest>,
+    /// Delete plugins that failed or timed out while this backup was being deleted. They never
+    /// stop the deletion; they are recorded here and in an incident event.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plugin_errors: Vec<PluginFailure>,
+}
+
+/// A user's request to delete a backup (`sexton backup delete`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeleteRequest {
+    pub requested_at: DateTime<Utc>,
+    /// Remove the objects too (`--remote`, or `remote_cleanup` on the backup, its schedule or
+    /// its cluster/plan's schedules); otherwise only the catalog record goes (seed 003).
+    pub remote: bool,
+    /// `--force`: delete even the newest full backup or one a kept backup depends on. Never
+    /// overrides a legal hold, a hold, or a backup in progress.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// One failed delete-plugin call.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PluginFailure {
+    pub plugin: String,
+    pub error: String,
+    pub at: DateTime<Utc>,
 }
 
 impl BackupRecord {
@@ -176,9 +211,19 @@ impl BackupRecord {
             legal_hold: self.legal_hold,
             holds: self.holds.clone(),
             immutable: self.immutable,
-            delete_requested: self.delete_requested,
+            delete_requested: self.delete_requested || self.delete_request.is_some(),
             volumes: self.volumes.clone(),
         }
+    }
+
+    /// The engine's view of this record as it was before it was marked `expiring`: what a
+    /// plan made now would have seen had nobody marked it. Other statuses are unchanged.
+    pub fn to_engine_unmarked(&self) -> sexton_retention::BackupRecord {
+        let mut engine = self.to_engine();
+        if self.status == BackupStatus::Expiring {
+            engine.status = self.expired_from.unwrap_or(BackupStatus::Completed);
+        }
+        engine
     }
 
     /// The key `metadata.json` sits at, if the backup has one.

@@ -23,6 +23,8 @@ pub const STREAM_EVENTS: &str = "SEXTON_EVENTS";
 
 pub const BUCKET_SCHEDULES: &str = "sexton-schedules";
 pub const BUCKET_CATALOG: &str = "sexton-catalog";
+/// Delete plugins (seed 004), key = plugin name; the deleter reads and registers them.
+pub const BUCKET_PLUGINS: &str = "sexton-plugins";
 
 pub const CONSUMER_REPORTS: &str = "scheduler-reports";
 pub const CONSUMER_RETENTION: &str = "retention-worker";
@@ -54,6 +56,12 @@ pub fn delete_job_subject(cluster: &ClusterName) -> String {
 pub fn binlog_job_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.job.binlog.{cluster}")
 }
+/// Where JetStream announces that a delete job ran out of deliveries. The work-queue stream
+/// keeps such a message; the deleter reads it by sequence, records the failure and removes it.
+pub const DELETER_MAX_DELIVERIES_ADVISORY: &str =
+    "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.SEXTON_JOBS.deleter";
+/// Delete plugins answer requests on subjects under this prefix (seed 004).
+pub const PLUGIN_SUBJECT_PREFIX: &str = "sexton.v1.plugin.";
 /// `kind` is one of a small fixed set: `retention`, `incident`.
 pub fn event_subject(kind: &str, cluster: &str) -> String {
     format!("{SUBJECT_ROOT}.event.{kind}.{cluster}")
@@ -150,6 +158,14 @@ pub fn bucket_configs(replicas: usize) -> Vec<kv::Config> {
             storage: StorageType::File,
             ..Default::default()
         },
+        kv::Config {
+            bucket: BUCKET_PLUGINS.into(),
+            description: "sexton delete plugins".into(),
+            history: 5,
+            num_replicas: replicas,
+            storage: StorageType::File,
+            ..Default::default()
+        },
     ]
 }
 
@@ -158,6 +174,7 @@ pub struct Topology {
     pub jetstream: jetstream::Context,
     pub schedules: kv::Store,
     pub catalog: kv::Store,
+    pub plugins: kv::Store,
 }
 
 /// How long [`ensure`] waits for streams and buckets that this service may not create itself
@@ -211,11 +228,13 @@ async fn try_ensure(jetstream: &jetstream::Context, replicas: usize) -> anyhow::
         };
         stores.push(store);
     }
-    let catalog = stores.pop().expect("two buckets");
-    let schedules = stores.pop().expect("two buckets");
+    let plugins = stores.pop().expect("three buckets");
+    let catalog = stores.pop().expect("three buckets");
+    let schedules = stores.pop().expect("three buckets");
     Ok(Topology {
         jetstream: jetstream.clone(),
         schedules,
         catalog,
+        plugins,
     })
 }

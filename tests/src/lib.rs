@@ -17,6 +17,8 @@ use std::{
 
 use sexton_shared::{config::Config, shutdown::ShutdownTrigger, Shutdown};
 
+pub mod fixtures;
+
 pub const ACCESS_KEY: &str = "sexton-test";
 pub const SECRET_KEY: &str = "sexton-test-secret";
 pub const BUCKET: &str = "sexton";
@@ -586,6 +588,14 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
         (
             "SEXTON_DELETER_CONCURRENCY".into(),
             config.deleter.concurrency.to_string(),
+        ),
+        (
+            "SEXTON_DELETER_BATCH_JOBS".into(),
+            config.deleter.batch_jobs.to_string(),
+        ),
+        (
+            "SEXTON_DELETER_PLUGIN_TIMEOUT".into(),
+            format!("{}s", config.deleter.plugin_timeout.as_secs()),
         ),
         (
             "RUST_LOG".into(),

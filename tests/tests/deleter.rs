@@ -1,47 +1,36 @@
-//! The deleter trusts no job: a duplicate delivery deletes nothing extra, a job for a backup
-//! that is not expiring (or names another unique id or an old revision) deletes nothing, and
-//! the deleter keeps running through all of it.
+//! The deleter trusts no job, never stops on a plugin, and never leaves a backup silently
+//! half-cleaned — against a real nats-server and SeaweedFS:
+//!
+//! - forged and stale jobs (another unique id, an old revision, a backup the plan now keeps or
+//!   a new backup depends on, keys with `..` or under another cluster, a backup in progress, a
+//!   duplicate delivery) delete nothing extra;
+//! - a legal hold on one object: `delete-failed` with the reason, the record kept and listing
+//!   what remains;
+//! - delete plugins: called in name order, one failing and one too slow, recorded, and the
+//!   deletion goes on;
+//! - a job that runs out of deliveries is recorded `delete-failed` and removed from the stream.
 
 use std::{collections::BTreeSet, time::Duration};
 
-use async_nats::jetstream::{self, message::PublishMessage};
+use async_nats::jetstream;
+use serde_json::json;
 use sexton_shared::{
     catalog::Catalog,
     names::{BackupId, ClusterName},
-    records::{BackupRecord, BackupStatus},
+    records::BackupStatus,
     topology,
-    wire::{self, DeleteJob},
+    wire::DeleteJob,
 };
-use sexton_tests::*;
+use sexton_tests::{fixtures::*, *};
 
-fn record(id: &str, status: BackupStatus) -> BackupRecord {
-    serde_json::from_value(serde_json::json!({
-        "id": id, "uid": format!("uid-{id}"), "cluster": "c1", "plan": "full",
-        "backup_name": "nightly", "kind": "full", "status": status,
-        "completed_at": "2026-01-01T00:00:00Z",
-        "artifacts": [
-            format!("backups/c1/nightly/{id}/backup.xbstream"),
-            format!("backups/c1/nightly/{id}/metadata.json"),
-        ],
-    }))
-    .unwrap()
-}
-
-async fn publish_job(js: &jetstream::Context, job: &DeleteJob, message_id: &str) {
-    js.send_publish(
-        topology::delete_job_subject(&job.cluster),
-        PublishMessage::build()
-            .payload(wire::encode(job))
-            .message_id(message_id),
-    )
-    .await
-    .unwrap()
-    .await
-    .unwrap();
+fn metric(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name_and_labels)?.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn duplicate_and_unwarranted_jobs_delete_nothing_extra() {
+async fn forged_stale_and_duplicate_jobs_delete_nothing_extra() {
     let nats = Nats::start();
     let s3 = S3::start();
     let config = config(&nats, &s3);
@@ -51,141 +40,450 @@ async fn duplicate_and_unwarranted_jobs_delete_nothing_extra() {
     let catalog = Catalog::new(topo.catalog.clone());
     let store = object_store(&config).await;
 
-    // b-expiring may go; b-completed, b-other-uid and b-stale must stay.
-    let mut revisions = std::collections::BTreeMap::new();
-    for (id, status) in [
-        ("b-expiring", BackupStatus::Expiring),
-        ("b-completed", BackupStatus::Completed),
-        ("b-other-uid", BackupStatus::Expiring),
-        ("b-stale", BackupStatus::Expiring),
-    ] {
-        let record = record(id, status);
-        for key in &record.artifacts {
-            store.put(key, "data".into()).await.unwrap();
-        }
-        revisions.insert(id, catalog.create(&record).await.unwrap());
+    put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
+    let mut records = vec![
+        backup("c1", "full", "b-newest", None, 100, 1),
+        backup("c1", "full", "b-expiring", None, 10, 2),
+        backup("c1", "full", "b-kept-now", None, 90, 1),
+        backup("c1", "full", "b-parent", None, 5, 1),
+        backup("c1", "full", "i-new", Some("b-parent"), 99, 1),
+        backup("c1", "full", "b-completed", None, 20, 1),
+        backup("c1", "full", "b-other-uid", None, 21, 1),
+        backup("c1", "full", "b-stale", None, 22, 1),
+        backup("c1", "full", "b-dotdot", None, 23, 1),
+        backup("c1", "full", "b-c2", None, 24, 1),
+    ];
+    let tag = |records: &mut Vec<sexton_shared::records::BackupRecord>, id: &str| {
+        let r = records.iter_mut().find(|r| r.id.as_str() == id).unwrap();
+        r.tags = vec!["keep".into()];
+    };
+    tag(&mut records, "b-kept-now");
+    tag(&mut records, "i-new");
+    let c2_key = "backups/c2/full/x/backup.xbstream".to_string();
+    // Forged artifact lists: these records have no objects of their own.
+    let (forged, genuine): (Vec<_>, Vec<_>) = records
+        .into_iter()
+        .partition(|r| ["b-dotdot", "b-c2"].contains(&r.id.as_str()));
+    put_backups(&catalog, &store, &genuine).await;
+    for mut r in forged {
+        r.artifacts = match r.id.as_str() {
+            "b-dotdot" => vec!["backups/c1/../c2/full/x/backup.xbstream".into()],
+            _ => vec![c2_key.clone()],
+        };
+        catalog.create(&r).await.unwrap();
     }
-    let job = |id: &str, uid: String, revision: u64| DeleteJob {
+    let mut running = backup("c1", "full", "b-running", None, 25, 1);
+    running.status = BackupStatus::InProgress;
+    put_backups(&catalog, &store, &[running]).await;
+    put_objects(&store, std::slice::from_ref(&c2_key)).await;
+    let before_c1 = keys_under(&store, "backups/c1/").await;
+    let n_records = records_of(&catalog, "c1").await.len();
+
+    // Retention (keep_last 1, no tag rule yet) marked these expiring and published their jobs.
+    let current = records_of(&catalog, "c1").await;
+    let mut jobs = std::collections::BTreeMap::new();
+    for id in [
+        "b-expiring",
+        "b-kept-now",
+        "b-parent",
+        "b-other-uid",
+        "b-stale",
+        "b-dotdot",
+        "b-c2",
+    ] {
+        // Only forged jobs for these two: the genuine ones would be carried out.
+        let mut job = mark_expiring(&catalog, &current[id]).await;
+        match id {
+            "b-other-uid" => job.uid = "someone-else".into(),
+            "b-stale" => job.revision -= 1,
+            _ => {}
+        }
+        publish_job(&js, &job, &format!("{id}-1")).await;
+        jobs.insert(id, job);
+    }
+    // The same job again, as a distinct message, so both are delivered.
+    publish_job(&js, &jobs["b-expiring"], "b-expiring-again").await;
+    // Jobs for a backup that is not expiring, one in progress, and one that does not exist.
+    let job_for = |id: &str, revision: u64| DeleteJob {
         schema_version: 1,
         cluster: ClusterName::new("c1").unwrap(),
         backup_id: BackupId::new(id).unwrap(),
-        uid,
+        uid: format!("uid-{id}"),
         revision,
-        reasons: vec!["test".into()],
+        reasons: vec![],
     };
-    let good = job(
-        "b-expiring",
-        "uid-b-expiring".into(),
-        revisions["b-expiring"],
-    );
-    // The same job twice, as two distinct messages, so both are delivered.
-    publish_job(&js, &good, "first").await;
-    publish_job(&js, &good, "second").await;
     publish_job(
         &js,
-        &job(
-            "b-completed",
-            "uid-b-completed".into(),
-            revisions["b-completed"],
-        ),
+        &job_for("b-completed", current["b-completed"].revision),
         "c",
     )
     .await;
     publish_job(
         &js,
-        &job(
-            "b-other-uid",
-            "someone-else".into(),
-            revisions["b-other-uid"],
-        ),
-        "u",
+        &job_for("b-running", current["b-running"].revision),
+        "r",
     )
     .await;
-    publish_job(
-        &js,
-        &job("b-stale", "uid-b-stale".into(), revisions["b-stale"] - 1),
-        "s",
-    )
-    .await;
-    publish_job(&js, &job("b-unknown", "uid-b-unknown".into(), 1), "x").await;
-
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            scheduler: false,
-            retention_worker: false,
-            deleter: true,
-            executor: false,
-        },
-    );
-    eventually(
-        "the deleter to drain its jobs",
-        Duration::from_secs(60),
-        || {
-            let js = js.clone();
-            async move {
-                let backlog =
-                    consumer_backlog(&js, topology::STREAM_JOBS, topology::CONSUMER_DELETER)
-                        .await?;
-                (backlog == 0).then_some(())
-            }
-        },
+    publish_job(&js, &job_for("b-unknown", 1), "u").await;
+    // Before the deleter runs, the policy changes: tagged backups are kept now, so b-kept-now
+    // is kept, and b-parent is needed by the tagged i-new.
+    put_schedule(
+        &topo,
+        "nightly",
+        "c1",
+        "full",
+        json!({"keep_last": 1, "keep_tags": [["keep"]]}),
     )
     .await;
 
-    let keys: BTreeSet<String> = store
-        .list("backups/")
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.key)
-        .collect();
-    let expected: BTreeSet<String> = ["b-completed", "b-other-uid", "b-stale"]
+    let fleet = Fleet::start(&config, DELETER_ONLY);
+    deleter_drained(&js, Duration::from_secs(60)).await;
+
+    let after_c1 = keys_under(&store, "backups/c1/").await;
+    let expected: BTreeSet<String> = before_c1
         .iter()
-        .flat_map(|id| {
-            [
-                format!("backups/c1/nightly/{id}/backup.xbstream"),
-                format!("backups/c1/nightly/{id}/metadata.json"),
-            ]
-        })
+        .filter(|k| !k.contains("/b-expiring/"))
+        .cloned()
         .collect();
-    assert_eq!(keys, expected);
-    let remaining: BTreeSet<String> = catalog
-        .list_cluster(&ClusterName::new("c1").unwrap())
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| {
-            assert_ne!(
-                r.value.status,
-                BackupStatus::Deleting,
-                "{} left half-claimed",
-                r.value.id
-            );
-            r.value.id.to_string()
-        })
-        .collect();
-    assert_eq!(
-        remaining,
-        ["b-completed", "b-other-uid", "b-stale"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    );
+    assert_eq!(after_c1, expected, "only b-expiring's objects may go");
+    assert!(keys_under(&store, "backups/c2/").await.contains(&c2_key));
+    let after = records_of(&catalog, "c1").await;
+    assert!(!after.contains_key("b-expiring"));
+    assert_eq!(after.len(), n_records - 1);
+    for (id, record) in &after {
+        assert_ne!(
+            record.value.status,
+            BackupStatus::Deleting,
+            "{id} left claimed"
+        );
+    }
+    // The plan made now keeps these: their mark is taken off.
+    for id in ["b-kept-now", "b-parent"] {
+        assert_eq!(after[id].value.status, BackupStatus::Completed, "{id}");
+    }
 
-    // The refused jobs were recorded as incidents, with their reasons.
-    let incidents: Vec<String> =
-        read_stream(&js, topology::STREAM_EVENTS, "sexton.v1.event.incident.>")
-            .await
-            .iter()
-            .map(|m| String::from_utf8_lossy(&m.payload).to_string())
-            .collect();
-    for needle in ["not expiring", "unique id", "stale job"] {
+    let reasons: Vec<String> = incidents(&js).await.into_iter().map(|i| i.reason).collect();
+    for needle in [
+        "b-completed is completed, not expiring",
+        "unique id",
+        "stale job",
+        "keeps backup b-kept-now",
+        "needed by i-new",
+        "'..' segment",
+        "not under the cluster's prefix",
+        "b-running is in progress",
+    ] {
         assert!(
-            incidents.iter().any(|i| i.contains(needle)),
-            "no incident says {needle:?}: {incidents:?}"
+            reasons.iter().any(|r| r.contains(needle)),
+            "no incident says {needle:?}: {reasons:#?}"
         );
     }
     assert!(fleet.all_running());
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legal_hold_fails_the_deletion_and_the_record_lists_what_remains() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    // Object Lock needs a bucket created with it.
+    config.s3.bucket = "locked".into();
+    let metrics_port = free_port();
+    config.http.listen = format!("127.0.0.1:{metrics_port}");
+    let store = object_store(&config).await;
+    store
+        .client()
+        .create_bucket()
+        .bucket("locked")
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+
+    put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
+    let newest = backup("c1", "full", "b2", None, 60, 1);
+    let old = backup("c1", "full", "b1", None, 10, 3);
+    put_backups(&catalog, &store, &[newest, old.clone()]).await;
+    let held = old.artifacts[1].clone();
+    store
+        .client()
+        .put_object_legal_hold()
+        .bucket("locked")
+        .key(&held)
+        .legal_hold(
+            aws_sdk_s3::types::ObjectLockLegalHold::builder()
+                .status(aws_sdk_s3::types::ObjectLockLegalHoldStatus::On)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let current = records_of(&catalog, "c1").await;
+    expire(&js, &catalog, &current["b1"], "b1").await;
+
+    let fleet = Fleet::start(&config, DELETER_ONLY);
+    deleter_drained(&js, Duration::from_secs(60)).await;
+
+    let record = records_of(&catalog, "c1").await["b1"].value.clone();
+    assert_eq!(record.status, BackupStatus::DeleteFailed);
+    let reason = record.last_error.clone().unwrap_or_default();
+    assert!(reason.contains("AccessDenied"), "{reason}");
+    assert!(reason.contains(&held), "{reason}");
+    // The other data objects are gone; the held one and metadata.json stay, and the record
+    // says exactly that.
+    let metadata = old.artifacts[3].clone();
+    assert_eq!(record.artifacts, vec![held.clone(), metadata.clone()]);
+    let left = keys_under(&store, "backups/c1/full/b1/").await;
+    assert_eq!(left, BTreeSet::from([held, metadata]));
+    let incident = incidents(&js)
+        .await
+        .into_iter()
+        .find(|i| i.kind == "delete-failed")
+        .expect("a delete-failed incident");
+    assert_eq!(incident.backup_id.as_deref(), Some("b1"));
+    let (_, text) = http_get(metrics_port, "/metrics").unwrap();
+    assert_eq!(
+        metric(&text, "sexton_delete_failures_total{kind=\"permanent\"}"),
+        1.0
+    );
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_run_in_name_order_with_a_timeout_and_never_stop_the_deletion() {
+    use futures::StreamExt;
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    let metrics_port = free_port();
+    config.http.listen = format!("127.0.0.1:{metrics_port}");
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let store = object_store(&config).await;
+    let fleet = Fleet::start(&config, DELETER_ONLY);
+
+    // Four plugins; "d-silver" selects other backups. Registered out of order.
+    let (calls_tx, mut calls_rx) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();
+    for (name, answer) in [
+        ("c-ok", "ok"),
+        ("a-fails", "error"),
+        ("b-slow", "slow"),
+        ("d-silver", "ok"),
+    ] {
+        let subject = format!("sexton.v1.plugin.{name}");
+        let mut requests = client.subscribe(subject.clone()).await.unwrap();
+        let (responder, calls_tx) = (client.clone(), calls_tx.clone());
+        tokio::spawn(async move {
+            while let Some(request) = requests.next().await {
+                let call: serde_json::Value = serde_json::from_slice(&request.payload).unwrap();
+                let backup = call["backup_id"].as_str().unwrap().to_string();
+                calls_tx.send((name.to_string(), backup)).unwrap();
+                let body = match answer {
+                    "error" => r#"{"error":"snapshot api said no"}"#,
+                    "slow" => {
+                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        "{}"
+                    }
+                    _ => "{}",
+                };
+                if let Some(reply) = request.reply {
+                    responder.publish(reply, body.into()).await.unwrap();
+                }
+            }
+        });
+        let mut spec = json!({"schema_version": 1, "name": name, "subject": subject,
+                              "selector": {"tier": "gold"}});
+        if name == "b-slow" {
+            spec["timeout_seconds"] = json!(1);
+        }
+        if name == "d-silver" {
+            spec["selector"] = json!({"tier": "silver"});
+        }
+        eventually("plugin registration", Duration::from_secs(30), || {
+            let (client, spec) = (client.clone(), spec.clone());
+            async move { api(&client, "plugin", "register", spec).await.ok() }
+        })
+        .await;
+    }
+    client.flush().await.unwrap();
+    // Malformed registrations are refused with the reason.
+    for (spec, needle) in [
+        (
+            json!({"schema_version": 1, "name": "x", "subject": "sexton.v1.job.delete.c1"}),
+            "must start with",
+        ),
+        (
+            json!({"schema_version": 1, "name": "x", "subject": "sexton.v1.plugin.>"}),
+            "no wildcards",
+        ),
+        (
+            json!({"schema_version": 1, "name": "../x", "subject": "sexton.v1.plugin.x"}),
+            "invalid plugin name",
+        ),
+        (
+            json!({"schema_version": 1, "name": "x", "subject": "sexton.v1.plugin.x", "timeout_seconds": 9999}),
+            "timeout_seconds",
+        ),
+    ] {
+        let err = api(&client, "plugin", "register", spec).await.unwrap_err();
+        assert_eq!(err.code, sexton_shared::api::ErrorCode::Invalid);
+        assert!(err.message.contains(needle), "{err:?}");
+    }
+    let listed = api(&client, "plugin", "list", json!({"schema_version": 1}))
+        .await
+        .unwrap();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a-fails", "b-slow", "c-ok", "d-silver"]);
+
+    put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
+    let mut old = backup("c1", "full", "b1", None, 10, 2);
+    old.labels.insert("tier".into(), "gold".into());
+    put_backups(
+        &catalog,
+        &store,
+        &[backup("c1", "full", "b2", None, 60, 1), old.clone()],
+    )
+    .await;
+    let current = records_of(&catalog, "c1").await;
+    expire(&js, &catalog, &current["b1"], "b1").await;
+    deleter_drained(&js, Duration::from_secs(60)).await;
+
+    // Deleted despite two failing plugins.
+    assert!(!records_of(&catalog, "c1").await.contains_key("b1"));
+    assert!(keys_under(&store, "backups/c1/full/b1/").await.is_empty());
+    let mut calls = Vec::new();
+    while let Ok(call) = calls_rx.try_recv() {
+        calls.push(call);
+    }
+    let order: Vec<&str> = calls.iter().map(|(name, _)| name.as_str()).collect();
+    assert_eq!(order, ["a-fails", "b-slow", "c-ok"], "{calls:?}");
+    // Recorded on the backup (the revision before its record was removed) and in incidents.
+    let mut history = topo.catalog.history("c1.b1").await.unwrap();
+    let mut recorded = Vec::new();
+    while let Some(entry) = history.next().await {
+        let entry = entry.unwrap();
+        if let Ok(record) =
+            serde_json::from_slice::<sexton_shared::records::BackupRecord>(&entry.value)
+        {
+            recorded = record.plugin_errors;
+        }
+    }
+    let failed: Vec<(&str, &str)> = recorded
+        .iter()
+        .map(|f| (f.plugin.as_str(), f.error.as_str()))
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            ("a-fails", "snapshot api said no"),
+            ("b-slow", "no answer within 1s")
+        ]
+    );
+    let plugin_incidents: Vec<String> = incidents(&js)
+        .await
+        .into_iter()
+        .filter(|i| i.kind == "plugin-failed")
+        .map(|i| i.reason)
+        .collect();
+    assert_eq!(plugin_incidents.len(), 2, "{plugin_incidents:?}");
+    let (_, text) = http_get(metrics_port, "/metrics").unwrap();
+    for (outcome, n) in [("ok", 1.0), ("error", 1.0), ("timeout", 1.0)] {
+        assert_eq!(
+            metric(
+                &text,
+                &format!("sexton_plugin_calls_total{{outcome=\"{outcome}\"}}")
+            ),
+            n,
+            "{outcome}"
+        );
+    }
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_out_of_deliveries_is_recorded_and_removed_from_the_stream() {
+    let nats = Nats::start();
+    let mut s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let store = object_store(&config).await;
+    // Two deliveries instead of twenty, so the test does not wait for the whole backoff. The
+    // deleter opens the existing durable as it is.
+    js.get_stream(topology::STREAM_JOBS)
+        .await
+        .unwrap()
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            max_deliver: 2,
+            backoff: Vec::new(),
+            ..topology::consumer_config(
+                topology::CONSUMER_DELETER,
+                Some("sexton.v1.job.delete.*".into()),
+                Duration::from_secs(60),
+            )
+        })
+        .await
+        .unwrap();
+
+    put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
+    let old = backup("c1", "full", "b1", None, 10, 2);
+    put_backups(
+        &catalog,
+        &store,
+        &[backup("c1", "full", "b2", None, 60, 1), old.clone()],
+    )
+    .await;
+    let current = records_of(&catalog, "c1").await;
+    // The object store goes away: every attempt fails, transiently.
+    s3.server.kill();
+    expire(&js, &catalog, &current["b1"], "b1").await;
+    let fleet = Fleet::start(&config, DELETER_ONLY);
+
+    let record = eventually("b1 recorded delete-failed", Duration::from_secs(60), || {
+        let catalog = catalog.clone();
+        async move {
+            let record = catalog
+                .get(
+                    &ClusterName::new("c1").unwrap(),
+                    &BackupId::new("b1").unwrap(),
+                )
+                .await
+                .ok()??;
+            (record.value.status == BackupStatus::DeleteFailed).then_some(record.value)
+        }
+    })
+    .await;
+    let reason = record.last_error.unwrap();
+    assert!(reason.contains("gave up after 2 deliveries"), "{reason}");
+    assert!(reason.contains("objects not checked"), "{reason}");
+    // Nothing is known to be deleted: every object is still listed.
+    assert_eq!(record.artifacts, old.artifacts);
+    // The dead job is gone from the work queue.
+    eventually("the dead job removed", Duration::from_secs(30), || {
+        let js = js.clone();
+        async move {
+            let mut stream = js.get_stream(topology::STREAM_JOBS).await.ok()?;
+            (stream.info().await.ok()?.state.messages == 0).then_some(())
+        }
+    })
+    .await;
+    assert!(incidents(&js)
+        .await
+        .iter()
+        .any(|i| i.kind == "delete-failed" && i.backup_id.as_deref() == Some("b1")));
     fleet.stop().await.unwrap();
 }

@@ -1,0 +1,632 @@
+//! The deleter's pipeline, one batch of delete jobs at a time:
+//!
+//! 1. decode every job; judge each against a fresh view of its cluster's catalog and the
+//!    plan made now ([`job::verify_all`]); a refused job deletes nothing (and a backup that the
+//!    plan now keeps loses its `expiring` mark);
+//! 2. claim each backup with a compare-and-set to `deleting` (a lost race is a retry, which
+//!    then finds the work done or resumes it);
+//! 3. call the delete plugins that apply, in name order; failures are recorded, never fatal;
+//! 4. delete the data objects of all claimed backups together, in shared `DeleteObjects`
+//!    requests of up to 1000 keys, checking the per-key errors of every 200 answer;
+//! 5. then the `metadata.json` objects of the backups whose data is all gone;
+//! 6. then their catalog records.
+//!
+//! Every step is idempotent, so a crash anywhere leaves records in `deleting` that the next
+//! delivery of the same job finishes. A permanent failure (Object Lock, legal hold, a bucket
+//! that is gone) stops that backup where it is: its `metadata.json` stays, its record becomes
+//! `delete-failed` with the reason and lists exactly the objects that remain. A transient one
+//! is retried with a growing delay. Each job ends in one [`Outcome`], settled by the caller.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use async_nats::jetstream;
+use chrono::Utc;
+use futures::StreamExt;
+use sexton_shared::{
+    catalog::{CasError, Catalog, Versioned},
+    config::Config,
+    names::ClusterName,
+    object_store::{ObjectError, ObjectStore, DELETE_BATCH},
+    outcome::{publish_incident, Outcome},
+    planning,
+    records::{BackupRecord, BackupStatus},
+    topology::Topology,
+    wire::{self, DeleteJob, Incident},
+};
+
+use crate::{
+    job::{self, ClusterView, Verdict},
+    metrics::Metrics,
+    plugins::Plugins,
+    view::CatalogViews,
+};
+
+/// `DeleteObjects` requests a batch keeps in flight.
+const REQUESTS_IN_FLIGHT: usize = 2;
+/// Catalog writes a batch keeps in flight.
+const WRITES_IN_FLIGHT: usize = 64;
+
+pub struct Deleter {
+    topology: Topology,
+    catalog: Catalog,
+    views: CatalogViews,
+    store: ObjectStore,
+    prefix: String,
+    plugins: Plugins,
+    metrics: Arc<Metrics>,
+}
+
+/// A claimed backup on its way out.
+struct Work {
+    /// Index of its message in the batch.
+    slot: usize,
+    record: BackupRecord,
+    /// The record's revision after our last write.
+    revision: u64,
+    remove_objects: bool,
+    /// Keys confirmed deleted.
+    gone: HashSet<String>,
+    failure: Option<ObjectError>,
+    /// Set when the work stops early (a lost compare-and-set, a catalog error).
+    outcome: Option<Outcome>,
+}
+
+impl Work {
+    fn note_failure(&mut self, error: ObjectError) {
+        let worse = match &self.failure {
+            None => true,
+            Some(current) => error.permanent && !current.permanent,
+        };
+        if worse {
+            self.failure = Some(error);
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.outcome.is_none() && self.failure.is_none()
+    }
+}
+
+impl Deleter {
+    pub fn new(
+        topology: Topology,
+        store: ObjectStore,
+        client: async_nats::Client,
+        config: &Config,
+        metrics: Arc<Metrics>,
+    ) -> Deleter {
+        Deleter {
+            catalog: Catalog::new(topology.catalog.clone()),
+            views: CatalogViews::new(topology.catalog.clone()),
+            plugins: Plugins::new(
+                topology.plugins.clone(),
+                client,
+                config.deleter.plugin_timeout,
+                metrics.clone(),
+            ),
+            topology,
+            store,
+            prefix: config.s3.prefix.clone(),
+            metrics,
+        }
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn store(&self) -> &ObjectStore {
+        &self.store
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    pub fn plugins(&self) -> &Plugins {
+        &self.plugins
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Works through one batch and returns one outcome per message, in order.
+    #[tracing::instrument(skip_all, fields(jobs = messages.len()))]
+    pub async fn run_batch(&self, messages: &[jetstream::Message]) -> Vec<Outcome> {
+        self.metrics.batch_jobs.observe(messages.len() as f64);
+        let now = Utc::now();
+        let started = Instant::now();
+        let delivered: Vec<i64> = messages
+            .iter()
+            .map(|m| m.info().map_or(1, |info| info.delivered))
+            .collect();
+        let delivered = &delivered;
+        let retry = |slot: usize| Outcome::RetryAfter(job::retry_delay(delivered[slot]));
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; messages.len()];
+
+        // 1. Decode, and judge each cluster's jobs against its catalog.
+        let mut by_cluster: BTreeMap<ClusterName, Vec<(usize, DeleteJob)>> = BTreeMap::new();
+        for (slot, message) in messages.iter().enumerate() {
+            match wire::decode::<DeleteJob>(&message.payload) {
+                Err(err) => outcomes[slot] = Some(Outcome::Poison(err.to_string())),
+                Ok(job) if !message.subject.ends_with(&format!(".{}", job.cluster)) => {
+                    outcomes[slot] = Some(Outcome::Poison(format!(
+                        "a job for cluster {} on subject {}",
+                        job.cluster, message.subject
+                    )))
+                }
+                Ok(job) => by_cluster
+                    .entry(job.cluster.clone())
+                    .or_default()
+                    .push((slot, job)),
+            }
+        }
+        let mut claims: Vec<(usize, DeleteJob, Versioned<BackupRecord>)> = Vec::new();
+        let mut works: Vec<Work> = Vec::new();
+        // One read of the schedules for the whole batch, before any catalog read.
+        let schedules = if by_cluster.is_empty() {
+            Ok(Vec::new())
+        } else {
+            planning::load_all_schedules(&self.topology.schedules).await
+        };
+        for (cluster, jobs) in by_cluster {
+            let judged = match &schedules {
+                Ok(schedules) => self.judge(&cluster, schedules, &jobs, now).await,
+                Err(err) => Err(anyhow::anyhow!("{err:#}")),
+            };
+            let judged = match judged {
+                Ok(judged) => judged,
+                Err(err) => {
+                    tracing::warn!(%cluster, error = format!("{err:#}"), "cannot read the catalog; will retry");
+                    for (slot, _) in &jobs {
+                        outcomes[*slot] = Some(retry(*slot));
+                    }
+                    continue;
+                }
+            };
+            for ((slot, job), (verdict, current)) in jobs.into_iter().zip(judged) {
+                match (verdict, current) {
+                    (Verdict::AlreadyDone, _) => outcomes[slot] = Some(Outcome::Done),
+                    (Verdict::Refuse(refusal), current) => {
+                        if let (true, Some(current)) = (refusal.unmark, current) {
+                            self.unmark(&current).await;
+                        }
+                        outcomes[slot] = Some(Outcome::Poison(refusal.reason));
+                    }
+                    (Verdict::Claim, Some(current)) => claims.push((slot, job, current)),
+                    (Verdict::Resume, Some(current)) => works.push(Work::new(slot, current)),
+                    (_, None) => outcomes[slot] = Some(retry(slot)),
+                }
+            }
+        }
+
+        // 2. Claim.
+        let claiming: Vec<_> = claims
+            .into_iter()
+            .map(|(slot, job, current)| async move {
+                let claimed = self.claim(&job, current).await;
+                (
+                    slot,
+                    claimed.map_err(|stop| stop.unwrap_or_else(|| retry(slot))),
+                )
+            })
+            .collect();
+        let claimed: Vec<(usize, Result<Versioned<BackupRecord>, Outcome>)> =
+            futures::stream::iter(claiming)
+                .buffer_unordered(WRITES_IN_FLIGHT)
+                .collect()
+                .await;
+        for (slot, result) in claimed {
+            match result {
+                Ok(current) => works.push(Work::new(slot, current)),
+                Err(outcome) => outcomes[slot] = Some(outcome),
+            }
+        }
+
+        // 3. Plugins.
+        self.run_plugins(&mut works).await;
+
+        // 4, 5. Data objects, then metadata objects.
+        self.delete_objects(&mut works, false).await;
+        self.delete_objects(&mut works, true).await;
+
+        // 6. Records, or the failure recorded.
+        let finishing: Vec<_> = works
+            .into_iter()
+            .map(|work| async move {
+                let slot = work.slot;
+                let outcome = self.finish(work, started, delivered[slot]).await;
+                (slot, outcome)
+            })
+            .collect();
+        let finished: Vec<(usize, Outcome)> = futures::stream::iter(finishing)
+            .buffer_unordered(WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        for (slot, outcome) in finished {
+            outcomes[slot] = Some(outcome);
+        }
+        let outcomes: Vec<Outcome> = outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(slot, outcome)| outcome.unwrap_or_else(|| retry(slot)))
+            .collect();
+        tracing::info!(
+            jobs = outcomes.len(),
+            done = outcomes.iter().filter(|o| **o == Outcome::Done).count(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "delete batch finished"
+        );
+        outcomes
+    }
+
+    /// The verdicts on one cluster's jobs, with the records they were judged on.
+    async fn judge(
+        &self,
+        cluster: &ClusterName,
+        schedules: &[sexton_shared::records::ScheduleRecord],
+        jobs: &[(usize, DeleteJob)],
+        now: chrono::DateTime<Utc>,
+    ) -> anyhow::Result<Vec<(Verdict, Option<Versioned<BackupRecord>>)>> {
+        let schedules: Vec<_> = schedules
+            .iter()
+            .filter(|s| s.cluster == *cluster)
+            .cloned()
+            .collect();
+        let policies = planning::group_policies(&schedules);
+        let cache = self.views.current(cluster).await?;
+        let refs: Vec<&DeleteJob> = jobs.iter().map(|(_, job)| job).collect();
+        let view = ClusterView {
+            records: &cache.records,
+            policies: &policies,
+        };
+        let verdicts = job::verify_all(&refs, &view, &self.prefix, now);
+        Ok(verdicts
+            .into_iter()
+            .zip(&refs)
+            .map(|(verdict, job)| (verdict, cache.records.get(&job.backup_id).cloned()))
+            .collect())
+    }
+
+    /// Compare-and-set to `deleting`. `Err(Some(outcome))` when the job must stop with it,
+    /// `Err(None)` for a transient failure.
+    async fn claim(
+        &self,
+        job: &DeleteJob,
+        current: Versioned<BackupRecord>,
+    ) -> Result<Versioned<BackupRecord>, Option<Outcome>> {
+        let mut claimed = current.value;
+        claimed.status = BackupStatus::Deleting;
+        claimed.expiring_revision = Some(job.revision);
+        match self.catalog.update(&claimed, current.revision).await {
+            Ok(revision) => Ok(Versioned {
+                value: claimed,
+                revision,
+            }),
+            // Another deleter claimed it, or it changed: the next delivery judges it again.
+            Err(CasError::Conflict) => Err(Some(Outcome::RetryAfter(Duration::from_secs(1)))),
+            Err(CasError::Other(err)) => {
+                tracing::warn!(backup = %job.backup_id, error = format!("{err:#}"), "cannot claim; will retry");
+                Err(None)
+            }
+        }
+    }
+
+    /// Takes the `expiring` mark off a backup that the plan made now keeps.
+    async fn unmark(&self, current: &Versioned<BackupRecord>) {
+        let mut record = current.value.clone();
+        record.status = record.expired_from.unwrap_or(BackupStatus::Completed);
+        record.expired_from = None;
+        record.expiring_revision = None;
+        record.delete_reasons.clear();
+        match self.catalog.update(&record, current.revision).await {
+            Ok(_) => {
+                tracing::info!(cluster = %record.cluster, backup = %record.id, status = record.status.as_str(), "kept after all: expiring mark taken off")
+            }
+            Err(err) => {
+                tracing::warn!(backup = %record.id, error = %err, "could not take the expiring mark off")
+            }
+        }
+    }
+
+    async fn run_plugins(&self, works: &mut [Work]) {
+        if !works.iter().any(|w| w.active() && w.remove_objects) {
+            return;
+        }
+        let registrations = match self.plugins.load().await {
+            Ok(registrations) => registrations,
+            Err(err) => {
+                // Deleting without the plugins would orphan what they clean up: wait.
+                tracing::warn!(
+                    error = format!("{err:#}"),
+                    "cannot read the delete plugins; will retry"
+                );
+                for work in works.iter_mut() {
+                    work.outcome = Some(Outcome::RetryAfter(Duration::from_secs(5)));
+                }
+                return;
+            }
+        };
+        if registrations.is_empty() {
+            return;
+        }
+        let registrations = &registrations;
+        let calls: Vec<_> = works
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.active() && w.remove_objects)
+            .map(|(index, work)| async move {
+                (
+                    index,
+                    self.plugins.call_all(registrations, &work.record).await,
+                )
+            })
+            .collect();
+        let results: Vec<(usize, Vec<sexton_shared::records::PluginFailure>)> =
+            futures::stream::iter(calls)
+                .buffer_unordered(16)
+                .collect()
+                .await;
+        for (index, failures) in results {
+            if failures.is_empty() {
+                continue;
+            }
+            let work = &mut works[index];
+            for failure in &failures {
+                publish_incident(
+                    &self.topology.jetstream,
+                    incident(
+                        &work.record,
+                        "plugin-failed",
+                        format!("delete plugin {}: {}", failure.plugin, failure.error),
+                    ),
+                )
+                .await;
+            }
+            let mut record = work.record.clone();
+            record.plugin_errors.extend(failures);
+            match self.catalog.update(&record, work.revision).await {
+                Ok(revision) => {
+                    work.record = record;
+                    work.revision = revision;
+                }
+                Err(CasError::Conflict) => {
+                    work.outcome = Some(Outcome::RetryAfter(Duration::from_secs(1)))
+                }
+                Err(CasError::Other(err)) => {
+                    tracing::warn!(backup = %record.id, error = format!("{err:#}"), "cannot record plugin errors; will retry");
+                    work.outcome = Some(Outcome::RetryAfter(Duration::from_secs(5)));
+                }
+            }
+        }
+    }
+
+    /// Deletes the data (or metadata) objects of every active work in shared requests.
+    async fn delete_objects(&self, works: &mut [Work], metadata: bool) {
+        let mut owners: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut keys: Vec<String> = Vec::new();
+        for (index, work) in works.iter().enumerate() {
+            if !work.active() || !work.remove_objects {
+                continue;
+            }
+            for key in &work.record.artifacts {
+                if BackupRecord::is_metadata_key(key) != metadata {
+                    continue;
+                }
+                owners
+                    .entry(key.clone())
+                    .or_insert_with(|| {
+                        keys.push(key.clone());
+                        Vec::new()
+                    })
+                    .push(index);
+            }
+        }
+        if keys.is_empty() {
+            return;
+        }
+        // In a versioned bucket a key delete keeps the data (a delete marker): delete every
+        // version instead. One that is under legal hold or retention refuses (AccessDenied).
+        let targets: Vec<(String, Option<String>)> = match self.store.is_versioned().await {
+            Ok(false) => keys.iter().map(|key| (key.clone(), None)).collect(),
+            Ok(true) => match self.store.versions_of(&keys).await {
+                Ok(versions) => versions.into_iter().map(|(k, v)| (k, Some(v))).collect(),
+                Err(err) => {
+                    for indices in owners.values() {
+                        for &index in indices {
+                            works[index].note_failure(err.clone());
+                        }
+                    }
+                    return;
+                }
+            },
+            Err(err) => {
+                for indices in owners.values() {
+                    for &index in indices {
+                        works[index].note_failure(err.clone());
+                    }
+                }
+                return;
+            }
+        };
+        let requests: Vec<_> = targets
+            .chunks(DELETE_BATCH)
+            .map(|chunk| async move { (chunk, self.store.delete_versions(chunk).await) })
+            .collect();
+        let results = futures::stream::iter(requests)
+            .buffered(REQUESTS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await;
+        // A key is gone when every one of its versions was deleted (a key without versions
+        // left is gone already).
+        let mut failed: HashSet<String> = HashSet::new();
+        for (chunk, result) in results {
+            let failures = match result {
+                Ok(failures) => failures,
+                Err(err) => chunk
+                    .iter()
+                    .map(|(key, _)| ObjectError {
+                        key: key.clone(),
+                        ..err.clone()
+                    })
+                    .collect(),
+            };
+            for failure in &failures {
+                match owners.get(&failure.key) {
+                    Some(indices) => {
+                        failed.insert(failure.key.clone());
+                        for &index in indices {
+                            works[index].note_failure(failure.clone());
+                        }
+                    }
+                    // An error about a key we did not send: trust nothing of this request.
+                    None => {
+                        for (key, _) in chunk {
+                            failed.insert(key.clone());
+                            for &index in &owners[key] {
+                                works[index].note_failure(failure.clone());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let mut n_deleted = 0;
+        for key in &keys {
+            if failed.contains(key) {
+                continue;
+            }
+            n_deleted += 1;
+            for &index in &owners[key] {
+                works[index].gone.insert(key.clone());
+            }
+        }
+        self.metrics.objects_deleted.inc_by(n_deleted);
+    }
+
+    async fn finish(&self, work: Work, started: Instant, delivered: i64) -> Outcome {
+        if let Some(outcome) = work.outcome {
+            return outcome;
+        }
+        if let Some(failure) = &work.failure {
+            if failure.permanent {
+                let remaining = job::remaining(&work.record.artifacts, &work.gone);
+                let reason = format!("object store refused: {failure}");
+                return match self
+                    .fail(&work.record, work.revision, &reason, remaining, "permanent")
+                    .await
+                {
+                    Ok(true) => Outcome::Done,
+                    Ok(false) => Outcome::RetryAfter(Duration::from_secs(1)),
+                    Err(err) => {
+                        tracing::warn!(backup = %work.record.id, error = format!("{err:#}"), "cannot record a failed deletion; will retry");
+                        Outcome::RetryAfter(job::retry_delay(delivered))
+                    }
+                };
+            }
+            tracing::warn!(backup = %work.record.id, error = %failure, "transient object store failure; will retry");
+            // Best effort: show the error on the record while the job is retried, so that a
+            // job that runs out of deliveries is recorded with it.
+            let mut record = work.record.clone();
+            record.last_error = Some(failure.to_string());
+            let _ = self.catalog.update(&record, work.revision).await;
+            return Outcome::RetryAfter(job::retry_delay(delivered));
+        }
+        match self
+            .catalog
+            .remove(&work.record.cluster, &work.record.id, work.revision)
+            .await
+        {
+            Ok(()) => {
+                self.metrics.backups_deleted.inc();
+                self.metrics
+                    .delete_duration
+                    .observe(started.elapsed().as_secs_f64());
+                tracing::debug!(cluster = %work.record.cluster, backup = %work.record.id, reasons = ?work.record.delete_reasons, "backup deleted");
+                Outcome::Done
+            }
+            // Changed under us (another deleter finished it, or recorded something): the next
+            // delivery finds it gone or resumes.
+            Err(CasError::Conflict) => Outcome::RetryAfter(Duration::from_secs(1)),
+            Err(CasError::Other(err)) => {
+                tracing::warn!(backup = %work.record.id, error = format!("{err:#}"), "cannot remove the record; will retry");
+                Outcome::RetryAfter(job::retry_delay(delivered))
+            }
+        }
+    }
+
+    /// A deletion that cannot finish: the backup becomes `delete-failed` with the reason, its
+    /// record lists the objects that remain, and operators are told (incident, metric).
+    /// Returns false when the record changed under us (nothing recorded; judge again).
+    pub async fn fail(
+        &self,
+        record: &BackupRecord,
+        revision: u64,
+        reason: &str,
+        remaining: Vec<String>,
+        kind: &'static str,
+    ) -> anyhow::Result<bool> {
+        let mut failed = record.clone();
+        failed.status = BackupStatus::DeleteFailed;
+        failed.last_error = Some(reason.to_string());
+        failed.artifacts = remaining;
+        // A user's request is done with; asking again retries (the retention-worker re-marks).
+        failed.delete_request = None;
+        failed.delete_requested = false;
+        match self.catalog.update(&failed, revision).await {
+            Ok(_) => {}
+            Err(CasError::Conflict) => return Ok(false),
+            Err(CasError::Other(err)) => return Err(err),
+        }
+        self.metrics
+            .delete_failures
+            .with_label_values(&[kind])
+            .inc();
+        publish_incident(
+            &self.topology.jetstream,
+            incident(&failed, "delete-failed", reason.to_string()),
+        )
+        .await;
+        Ok(true)
+    }
+}
+
+impl Work {
+    fn new(slot: usize, current: Versioned<BackupRecord>) -> Work {
+        let record = current.value;
+        // An immutable backup's objects are left to the bucket's lifecycle rules (seed 001), and
+        // a user's delete without remote cleanup removes the record only (seed 003).
+        let remove_objects = !record.immutable
+            && record
+                .delete_request
+                .as_ref()
+                .is_none_or(|request| request.remote);
+        Work {
+            slot,
+            revision: current.revision,
+            record,
+            remove_objects,
+            gone: HashSet::new(),
+            failure: None,
+            outcome: None,
+        }
+    }
+}
+
+fn incident(record: &BackupRecord, kind: &str, reason: String) -> Incident {
+    Incident {
+        schema_version: wire::SCHEMA_VERSION,
+        service: "deleter".into(),
+        kind: kind.into(),
+        cluster: Some(record.cluster.to_string()),
+        backup_id: Some(record.id.to_string()),
+        subject: String::new(),
+        reason,
+        at: Utc::now(),
+    }
+}

@@ -1,0 +1,190 @@
+//! Delete jobs that ran out of deliveries. JetStream then publishes a max-deliveries advisory
+//! and, the jobs stream being a work queue, keeps the message. The deleter reads the message
+//! by the advisory's sequence, records the backup as `delete-failed` (with the last error it
+//! saw, and the objects that remain) and removes the message, so that nothing is left
+//! silently half-cleaned and the stream does not fill with jobs nobody will deliver again.
+//!
+//! Every replica listens in one queue group, so one of them handles each advisory; handling is
+//! idempotent anyway (compare-and-set on the record, deleting a removed message is a no-op).
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use futures::StreamExt;
+use serde::Deserialize;
+use sexton_shared::{
+    outcome::publish_incident,
+    records::BackupStatus,
+    topology,
+    wire::{self, DeleteJob, Incident},
+    Shutdown,
+};
+
+use crate::batch::Deleter;
+
+/// The fields of `io.nats.jetstream.advisory.v1.max_deliver` we use.
+#[derive(Debug, Deserialize)]
+struct MaxDeliveries {
+    stream: String,
+    consumer: String,
+    stream_seq: u64,
+    #[serde(default)]
+    deliveries: u64,
+}
+
+pub async fn run(
+    client: async_nats::Client,
+    deleter: Arc<Deleter>,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let mut advisories = client
+        .queue_subscribe(
+            topology::DELETER_MAX_DELIVERIES_ADVISORY,
+            "sexton-deleter-dead-letters".into(),
+        )
+        .await
+        .context("subscribing to max-deliveries advisories")?;
+    loop {
+        let advisory = tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            advisory = advisories.next() => match advisory {
+                Some(advisory) => advisory,
+                None => return Ok(()),
+            },
+        };
+        let advisory: MaxDeliveries = match serde_json::from_slice(&advisory.payload) {
+            Ok(advisory) => advisory,
+            Err(err) => {
+                tracing::warn!(error = %err, "unreadable max-deliveries advisory");
+                continue;
+            }
+        };
+        if advisory.stream != topology::STREAM_JOBS
+            || advisory.consumer != topology::CONSUMER_DELETER
+        {
+            continue;
+        }
+        // A few attempts: the catalog or the stream may be briefly unavailable.
+        for attempt in 0..5u64 {
+            match handle(&deleter, &advisory).await {
+                Ok(()) => break,
+                Err(err) => {
+                    tracing::warn!(
+                        sequence = advisory.stream_seq,
+                        error = format!("{err:#}"),
+                        "cannot handle a dead delete job; retrying"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(500 * (attempt + 1))).await;
+                }
+            }
+        }
+    }
+}
+
+async fn handle(deleter: &Deleter, advisory: &MaxDeliveries) -> anyhow::Result<()> {
+    let jetstream = &deleter.topology().jetstream;
+    let stream = jetstream
+        .get_stream(topology::STREAM_JOBS)
+        .await
+        .context("opening the jobs stream")?;
+    let message = match stream.get_raw_message(advisory.stream_seq).await {
+        Ok(message) => message,
+        Err(err)
+            if err.kind() == async_nats::jetstream::stream::RawMessageErrorKind::NoMessageFound =>
+        {
+            // Already handled by another replica, or acknowledged meanwhile.
+            return Ok(());
+        }
+        Err(err) => return Err(anyhow::Error::new(err).context("reading the dead job")),
+    };
+    let gave_up = format!(
+        "gave up after {} deliveries of the delete job",
+        advisory.deliveries
+    );
+    match wire::decode::<DeleteJob>(&message.payload) {
+        Err(err) => tracing::warn!(error = %err, "dropping an unreadable dead delete job"),
+        Ok(job) => record_failure(deleter, &job, &gave_up).await?,
+    }
+    stream
+        .delete_message(advisory.stream_seq)
+        .await
+        .map(|_| ())
+        .or_else(|err| match err.kind() {
+            // Deleted by another replica first.
+            async_nats::jetstream::stream::DeleteMessageErrorKind::JetStream(e)
+                if e.error_code() == async_nats::jetstream::ErrorCode::SEQUENCE_NOT_FOUND =>
+            {
+                Ok(())
+            }
+            _ => Err(anyhow::Error::new(err).context("removing the dead job")),
+        })
+}
+
+/// Marks the job's backup `delete-failed`, if it is still the backup the job was for and
+/// still on its way out; lists the objects that remain when the object store can tell.
+async fn record_failure(deleter: &Deleter, job: &DeleteJob, gave_up: &str) -> anyhow::Result<()> {
+    for _ in 0..5 {
+        let Some(current) = deleter.catalog().get(&job.cluster, &job.backup_id).await? else {
+            return Ok(());
+        };
+        let record = &current.value;
+        let this_job = record.uid == job.uid
+            && match record.status {
+                BackupStatus::Expiring => current.revision == job.revision,
+                BackupStatus::Deleting => record.expiring_revision == Some(job.revision),
+                _ => false,
+            };
+        if !this_job {
+            publish_incident(
+                &deleter.topology().jetstream,
+                Incident {
+                    schema_version: wire::SCHEMA_VERSION,
+                    service: "deleter".into(),
+                    kind: "dead-job-dropped".into(),
+                    cluster: Some(job.cluster.to_string()),
+                    backup_id: Some(job.backup_id.to_string()),
+                    subject: topology::delete_job_subject(&job.cluster),
+                    reason: format!("{gave_up}; the backup is no longer waiting for it"),
+                    at: chrono::Utc::now(),
+                },
+            )
+            .await;
+            return Ok(());
+        }
+        let mut remaining = Vec::new();
+        let mut checked = true;
+        for key in &record.artifacts {
+            match deleter.store().exists(key).await {
+                Ok(true) => remaining.push(key.clone()),
+                Ok(false) => {}
+                Err(_) => {
+                    checked = false;
+                    break;
+                }
+            }
+        }
+        let last_error = record.last_error.as_deref().unwrap_or("unknown");
+        let reason = if checked {
+            format!("{gave_up}; last error: {last_error}")
+        } else {
+            // The store does not answer: list every artifact, some may be gone already.
+            remaining = record.artifacts.clone();
+            format!(
+                "{gave_up}; last error: {last_error}; objects not checked, some listed may be gone"
+            )
+        };
+        if deleter
+            .fail(
+                record,
+                current.revision,
+                &reason,
+                remaining,
+                "max-deliveries",
+            )
+            .await?
+        {
+            return Ok(());
+        }
+    }
+    anyhow::bail!("the backup kept changing")
+}

@@ -1,0 +1,192 @@
+//! `sexton backup orphans`: objects under a cluster's prefix that no catalog record owns — left
+//! by a record-only delete (seed 003's default), by an executor that wrote objects and never
+//! reported, or by hand. Listed, and deleted only when asked.
+//!
+//! Never counted as orphans: anything younger than the grace period (an executor may be
+//! uploading a backup it has not reported yet), anything under the prefix of a backup in
+//! progress, and the binlog archive (`<prefix>/<cluster>/binlog/`), whose segments are owned by
+//! its index, not by backup records.
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sexton_shared::{
+    config::duration_text,
+    names::ClusterName,
+    object_store::{check_key_under, ObjectInfo},
+    records::{BackupRecord, BackupStatus},
+    wire::{Message, SCHEMA_VERSION},
+};
+
+/// The grace period when the request gives none.
+pub const DEFAULT_GRACE: &str = "24h";
+
+fn v1() -> u32 {
+    SCHEMA_VERSION
+}
+
+/// `orphans.list` and `orphans.delete`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OrphansRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    /// `90s`, `15m`, `24h`, `7d`; at least one second.
+    #[serde(default)]
+    pub grace: Option<String>,
+}
+
+impl Message for OrphansRequest {
+    const KIND: &'static str = "orphans request";
+
+    fn validate(&self) -> Result<(), String> {
+        self.grace_period().map(|_| ())
+    }
+}
+
+impl OrphansRequest {
+    pub fn grace_period(&self) -> Result<std::time::Duration, String> {
+        let text = self.grace.as_deref().unwrap_or(DEFAULT_GRACE);
+        let grace = duration_text::parse(text).map_err(|why| format!("grace {text:?}: {why}"))?;
+        if grace < std::time::Duration::from_secs(1) {
+            return Err(format!("grace {text:?} must be at least 1s"));
+        }
+        Ok(grace)
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct OrphanScan {
+    pub orphans: Vec<ObjectInfo>,
+    /// Unowned, but younger than the grace period.
+    pub n_young: usize,
+    /// Under the prefix of a backup in progress.
+    pub n_in_progress: usize,
+    /// Under the binlog archive.
+    pub n_binlog: usize,
+}
+
+/// Sorts the objects under `cluster_prefix` (`<prefix>/<cluster>/`) into orphans and the
+/// rest. `records` are the cluster's catalog records, read before the objects were listed.
+pub fn find_orphans(
+    objects: Vec<ObjectInfo>,
+    records: &[BackupRecord],
+    cluster_prefix: &str,
+    grace: chrono::Duration,
+    now: DateTime<Utc>,
+) -> OrphanScan {
+    let owned: HashSet<&str> = records
+        .iter()
+        .flat_map(|r| r.artifacts.iter().map(String::as_str))
+        .collect();
+    let in_progress: Vec<String> = records
+        .iter()
+        .filter(|r| r.status == BackupStatus::InProgress)
+        .map(|r| format!("{cluster_prefix}{}/{}/", r.backup_name, r.id))
+        .collect();
+    let binlog = format!("{cluster_prefix}binlog/");
+    let mut scan = OrphanScan::default();
+    for object in objects {
+        if owned.contains(object.key.as_str()) {
+            continue;
+        }
+        if object.key.starts_with(&binlog) {
+            scan.n_binlog += 1;
+        } else if in_progress.iter().any(|p| object.key.starts_with(p)) {
+            scan.n_in_progress += 1;
+        } else if object.last_modified.is_none_or(|at| at > now - grace) {
+            scan.n_young += 1;
+        } else {
+            scan.orphans.push(object);
+        }
+    }
+    scan
+}
+
+/// The orphans that may be deleted: plain keys under the cluster's prefix.
+pub fn deletable(
+    scan: &OrphanScan,
+    prefix: &str,
+    cluster: &ClusterName,
+) -> (Vec<String>, Vec<String>) {
+    scan.orphans
+        .iter()
+        .map(|o| o.key.clone())
+        .partition(|key| check_key_under(prefix, cluster, key).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(key: &str, minutes_ago: i64, now: DateTime<Utc>) -> ObjectInfo {
+        ObjectInfo {
+            key: key.into(),
+            size: 1,
+            last_modified: Some(now - chrono::Duration::minutes(minutes_ago)),
+        }
+    }
+
+    #[test]
+    fn only_old_unowned_objects_outside_binlog_and_running_backups_are_orphans() {
+        let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
+        let record = |id: &str, status: &str, artifacts: &[&str]| -> BackupRecord {
+            serde_json::from_value(serde_json::json!({
+                "id": id, "uid": id, "cluster": "c1", "plan": "p", "backup_name": "s",
+                "kind": "full", "status": status, "artifacts": artifacts,
+            }))
+            .unwrap()
+        };
+        let records = vec![
+            record(
+                "b1",
+                "completed",
+                &["pre/c1/s/b1/backup.xbstream", "pre/c1/s/b1/metadata.json"],
+            ),
+            record("b2", "in-progress", &[]),
+        ];
+        let objects = vec![
+            object("pre/c1/s/b1/backup.xbstream", 600, now),
+            object("pre/c1/s/b1/metadata.json", 600, now),
+            object("pre/c1/s/b0/backup.xbstream", 600, now),
+            object("pre/c1/s/b0/metadata.json", 600, now),
+            object("pre/c1/s/b2/part-1", 600, now),
+            object("pre/c1/s/b3/backup.xbstream", 5, now),
+            object("pre/c1/binlog/_index.json", 600, now),
+            object("pre/c1/binlog/seg-1", 600, now),
+        ];
+        let scan = find_orphans(
+            objects,
+            &records,
+            "pre/c1/",
+            chrono::Duration::hours(1),
+            now,
+        );
+        let keys: Vec<&str> = scan.orphans.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["pre/c1/s/b0/backup.xbstream", "pre/c1/s/b0/metadata.json"]
+        );
+        assert_eq!((scan.n_young, scan.n_in_progress, scan.n_binlog), (1, 1, 2));
+    }
+
+    #[test]
+    fn requests_are_validated() {
+        let ok = r#"{"schema_version":1,"cluster":"c1","grace":"2h"}"#;
+        let req = sexton_shared::wire::decode::<OrphansRequest>(ok.as_bytes()).unwrap();
+        assert_eq!(req.grace_period().unwrap().as_secs(), 7200);
+        for (body, needle) in [
+            (ok.replace("2h", "0s"), "at least 1s"),
+            (ok.replace("2h", "soon"), "grace"),
+            (ok.replace("c1", "../c2"), "invalid cluster"),
+            (ok.replace("grace", "grase"), "unknown field"),
+        ] {
+            let err = sexton_shared::wire::decode::<OrphansRequest>(body.as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{body}: {err}");
+        }
+    }
+}

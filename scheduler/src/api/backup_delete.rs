@@ -1,0 +1,141 @@
+//! `backup.delete`: a user's delete of one backup (seed 003). Remote cleanup is opt-in: without
+//! `--remote`, or `remote_cleanup` on the backup, its schedule or all the schedules of its
+//! cluster/plan, only the catalog record goes and the objects stay (`sexton backup orphans`
+//! finds them). With remote cleanup it runs through the deleter's pipeline: the request is
+//! recorded on the backup and a retention sweep is asked for, the retention-worker marks it
+//! and publishes the job, and the deleter judges it again before deleting anything.
+//!
+//! Refused with the reason: a backup on hold or in progress, and — unless `--force` — the
+//! newest full backup. A backup that a kept backup depends on is deferred (`delete_requested`):
+//! it goes once nothing needs it, or now with `--force`.
+
+use chrono::Utc;
+use serde_json::{json, Value};
+use sexton_shared::{
+    api::{ApiError, BackupDelete, ErrorCode},
+    catalog::CasError,
+    nats::publish_once,
+    planning::{self, UserDelete},
+    records::{BackupRecord, DeleteRequest, ScheduleRecord},
+    topology,
+    wire::{self, RetentionSweep},
+};
+
+use super::{invalid, unavailable, Api};
+
+/// Whether deleting `target` removes its objects too.
+fn remote_cleanup(
+    request: &BackupDelete,
+    target: &BackupRecord,
+    schedules: &[ScheduleRecord],
+) -> bool {
+    let own_schedule = target
+        .schedule
+        .as_ref()
+        .and_then(|name| schedules.iter().find(|s| s.name == *name));
+    let group: Vec<&ScheduleRecord> = schedules.iter().filter(|s| s.plan == target.plan).collect();
+    request.remote
+        || target.remote_cleanup
+        || own_schedule.is_some_and(|s| s.remote_cleanup)
+        || (!group.is_empty() && group.iter().all(|s| s.remote_cleanup))
+}
+
+impl Api {
+    pub(super) async fn delete_backup(&self, request: BackupDelete) -> Result<Value, ApiError> {
+        for _ in 0..5 {
+            let state =
+                planning::load_cluster(&self.topology.schedules, &self.catalog, &request.cluster)
+                    .await
+                    .map_err(|err| unavailable(format!("{err:#}")))?;
+            let Some(current) = state.records.iter().find(|r| r.value.id == request.id) else {
+                return Err(ApiError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "backup {} of cluster {} not found",
+                        request.id, request.cluster
+                    ),
+                ));
+            };
+            let target = &current.value;
+            let group: Vec<&BackupRecord> = state
+                .records
+                .iter()
+                .map(|r| &r.value)
+                .filter(|r| r.plan == target.plan)
+                .collect();
+            let remote = remote_cleanup(&request, target, &state.schedules);
+            let now = Utc::now();
+            let reply = |action: &str, reason: Option<String>| {
+                json!({
+                    "cluster": request.cluster, "id": request.id, "action": action,
+                    "remote": remote, "force": request.force, "reason": reason,
+                })
+            };
+            let verdict = planning::judge_user_delete(&group, target, request.force, now);
+            let deferred_reason = match verdict {
+                UserDelete::Refused(why) => return Err(invalid(format!("refused: {why}"))),
+                UserDelete::AlreadyDeleting => {
+                    return Ok(reply(
+                        "already-deleting",
+                        Some(format!(
+                            "backup {} is {}",
+                            target.id,
+                            target.status.as_str()
+                        )),
+                    ))
+                }
+                UserDelete::Now if !remote => {
+                    // Record only: the objects stay.
+                    match self
+                        .catalog
+                        .remove(&target.cluster, &target.id, current.revision)
+                        .await
+                    {
+                        Ok(()) => {
+                            tracing::info!(cluster = %target.cluster, backup = %target.id, "backup record deleted; objects kept");
+                            return Ok(reply("record-deleted", None));
+                        }
+                        Err(CasError::Conflict) => continue,
+                        Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
+                    }
+                }
+                UserDelete::Now => None,
+                UserDelete::Deferred(why) => Some(why),
+            };
+            let mut requested = target.clone();
+            requested.delete_requested = true;
+            requested.delete_request = Some(DeleteRequest {
+                requested_at: now,
+                remote,
+                force: request.force,
+            });
+            let revision = match self.catalog.update(&requested, current.revision).await {
+                Ok(revision) => revision,
+                Err(CasError::Conflict) => continue,
+                Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
+            };
+            // The retention-worker carries requests out; ask it to look at this cluster now.
+            let sweep = RetentionSweep {
+                schema_version: wire::SCHEMA_VERSION,
+                cluster: request.cluster.clone(),
+                requested_at: now,
+            };
+            publish_once(
+                &self.topology.jetstream,
+                topology::sweep_subject(&request.cluster),
+                &format!("user-delete.{}.{revision}", target.uid),
+                wire::encode(&sweep),
+            )
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+            return Ok(match deferred_reason {
+                Some(why) => reply("deferred", Some(why)),
+                None => reply("deleting", None),
+            });
+        }
+        Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("backup {} kept changing; try again", request.id),
+        ))
+    }
+}

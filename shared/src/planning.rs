@@ -1,0 +1,481 @@
+//! The inputs of a retention decision, and the checks made with them, shared by everything that
+//! decides whether a backup may be deleted: the retention-worker (which marks), the deleter
+//! (which decides again before it deletes anything) and the API (a user's delete). They load a
+//! cluster/plan group's records and its policy the same way, so they cannot disagree about what
+//! the plan is.
+//!
+//! A group's policy comes from the schedules of that cluster and plan. A group without one, or
+//! whose schedules disagree, is not planned at all: everything is kept.
+
+use std::collections::BTreeMap;
+
+use anyhow::Context as _;
+use async_nats::jetstream::kv;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+
+use crate::catalog::{Catalog, Versioned};
+use crate::names::{ClusterName, PlanName};
+use crate::records::{BackupRecord, BackupStatus, Policy, ScheduleRecord};
+
+/// Everything a retention decision about one cluster reads, loaded at one moment.
+#[derive(Debug, Clone)]
+pub struct ClusterState {
+    pub schedules: Vec<ScheduleRecord>,
+    pub records: Vec<Versioned<BackupRecord>>,
+}
+
+/// The schedules of `cluster`. One unreadable schedule fails the whole load: it might be the
+/// one that carries the policy, and deciding without it could delete what it keeps.
+pub async fn load_schedules(
+    schedules: &kv::Store,
+    cluster: &ClusterName,
+) -> anyhow::Result<Vec<ScheduleRecord>> {
+    let mut all = load_all_schedules(schedules).await?;
+    all.retain(|schedule| schedule.cluster == *cluster);
+    Ok(all)
+}
+
+/// Every schedule, read as one sweep of the bucket's stream (the last value of each key).
+pub async fn load_all_schedules(schedules: &kv::Store) -> anyhow::Result<Vec<ScheduleRecord>> {
+    use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+    let consumer = schedules
+        .stream
+        .create_consumer(OrderedConfig {
+            filter_subject: format!("{}>", schedules.prefix),
+            deliver_policy: DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        })
+        .await
+        .context("listing schedules")?;
+    let mut pending = consumer.cached_info().num_pending;
+    let mut out = Vec::new();
+    if pending == 0 {
+        return Ok(out);
+    }
+    let mut messages = consumer.messages().await.context("listing schedules")?;
+    while pending > 0 {
+        let message = messages
+            .next()
+            .await
+            .context("schedule listing ended early")?
+            .context("listing schedules")?;
+        pending = message
+            .info()
+            .map_err(|err| anyhow::anyhow!("schedule listing metadata: {err}"))?
+            .pending;
+        let removed = message
+            .headers
+            .as_ref()
+            .and_then(|h| h.get("KV-Operation"))
+            .is_some();
+        if removed {
+            continue;
+        }
+        let schedule: ScheduleRecord = serde_json::from_slice(&message.payload)
+            .with_context(|| format!("schedule {} is unreadable", message.subject))?;
+        out.push(schedule);
+    }
+    Ok(out)
+}
+
+/// The schedules, then the catalog records, of `cluster`.
+pub async fn load_cluster(
+    schedules: &kv::Store,
+    catalog: &Catalog,
+    cluster: &ClusterName,
+) -> anyhow::Result<ClusterState> {
+    let schedules = load_schedules(schedules, cluster).await?;
+    let records = catalog.list_cluster(cluster).await?;
+    Ok(ClusterState { schedules, records })
+}
+
+/// The distinct policies each plan's schedules give it.
+pub fn group_policies(schedules: &[ScheduleRecord]) -> BTreeMap<PlanName, Vec<Policy>> {
+    let mut policies: BTreeMap<PlanName, Vec<Policy>> = BTreeMap::new();
+    for schedule in schedules {
+        let list = policies.entry(schedule.plan.clone()).or_default();
+        if !list.contains(&schedule.policy) {
+            list.push(schedule.policy.clone());
+        }
+    }
+    policies
+}
+
+/// The one policy of `plan`, or why the group is not planned (everything kept).
+pub fn policy_for<'a>(
+    policies: &'a BTreeMap<PlanName, Vec<Policy>>,
+    plan: &PlanName,
+) -> Result<&'a Policy, String> {
+    match policies.get(plan).map(Vec::as_slice) {
+        None | Some([]) => {
+            Err("no schedule gives this plan a retention policy: keeping everything".into())
+        }
+        Some([policy]) => Ok(policy),
+        Some(_) => {
+            Err("schedules disagree on this plan's retention policy: keeping everything".into())
+        }
+    }
+}
+
+/// The records of a cluster by plan (a retention group), in catalog order.
+pub fn groups(
+    records: Vec<Versioned<BackupRecord>>,
+) -> BTreeMap<PlanName, Vec<Versioned<BackupRecord>>> {
+    let mut groups: BTreeMap<PlanName, Vec<Versioned<BackupRecord>>> = BTreeMap::new();
+    for record in records {
+        groups
+            .entry(record.value.plan.clone())
+            .or_default()
+            .push(record);
+    }
+    groups
+}
+
+/// Why a backup may never be deleted now, whoever asks: a legal hold, a hold, or a backup that
+/// is still being taken (pgbackrest 2622 swept one).
+pub fn protection(record: &BackupRecord) -> Option<String> {
+    if record.legal_hold {
+        return Some(format!("backup {} is under legal hold", record.id));
+    }
+    if !record.holds.is_empty() {
+        return Some(format!(
+            "backup {} is held: {}",
+            record.id,
+            record.holds.join(", ")
+        ));
+    }
+    if record.status == BackupStatus::InProgress {
+        return Some(format!("backup {} is in progress", record.id));
+    }
+    None
+}
+
+/// The policy a user's delete is judged by: every completed backup is kept, so a requested
+/// backup goes only if no completed backup needs it and it is not the newest full one.
+pub fn user_delete_policy() -> Policy {
+    Policy {
+        keep_last: Some(sexton_retention::KeepCount::Unlimited),
+        ..Policy::default()
+    }
+}
+
+/// Whether each of `candidates` (backups of `group`) may go now, judged the way it was asked:
+///
+/// - a retention expiry: the plan of the group's policy, made now over the group as it would
+///   be had nobody marked the candidates, still deletes it (so a stale job, whose backup a
+///   new policy or a new dependent now keeps, is refused);
+/// - a user's delete: the same with [`user_delete_policy`] (nothing kept needs it);
+/// - a user's forced delete: yes.
+///
+/// Several candidates are judged in one evaluation. That gives the same answers as judging
+/// them one by one: a plan's rules never count a backup they do not keep, so taking the mark
+/// off backups that the plan deleted changes nothing for the others.
+pub fn may_go(
+    group: &[&BackupRecord],
+    candidates: &[&BackupRecord],
+    group_policy: Result<&Policy, &str>,
+    now: DateTime<Utc>,
+) -> Vec<Result<(), String>> {
+    let user_policy = user_delete_policy();
+    let mut answers: Vec<Option<Result<(), String>>> = vec![None; candidates.len()];
+    let mut by_retention = Vec::new();
+    let mut by_user = Vec::new();
+    for (index, candidate) in candidates.iter().enumerate() {
+        match &candidate.delete_request {
+            Some(request) if request.force => answers[index] = Some(Ok(())),
+            Some(_) => by_user.push(index),
+            None if candidate.delete_requested => by_user.push(index),
+            None => match group_policy {
+                Ok(_) => by_retention.push(index),
+                Err(reason) => answers[index] = Some(Err(reason.to_string())),
+            },
+        }
+    }
+    for (indices, policy) in [
+        (by_retention, group_policy.ok()),
+        (by_user, Some(&user_policy)),
+    ] {
+        let Some(policy) = policy else { continue };
+        if indices.is_empty() {
+            continue;
+        }
+        let ids: Vec<&str> = indices.iter().map(|&i| candidates[i].id.as_str()).collect();
+        for (index, answer) in indices.iter().zip(still_deletes(group, &ids, policy, now)) {
+            answers[*index] = Some(answer);
+        }
+    }
+    answers
+        .into_iter()
+        .map(|answer| answer.expect("every candidate is judged"))
+        .collect()
+}
+
+/// For each of `ids`, whether a plan made now with `policy` over `group`, with the marks of
+/// `ids` taken off, deletes it; if not, why it keeps it.
+pub fn still_deletes(
+    group: &[&BackupRecord],
+    ids: &[&str],
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Vec<Result<(), String>> {
+    let unmark: std::collections::HashSet<&str> = ids.iter().copied().collect();
+    let catalog = sexton_retention::Catalog {
+        backups: group
+            .iter()
+            .map(|record| {
+                if unmark.contains(record.id.as_str()) {
+                    record.to_engine_unmarked()
+                } else {
+                    record.to_engine()
+                }
+            })
+            .collect(),
+        binlog_segments: Vec::new(),
+    };
+    let evaluation = match sexton_retention::evaluate(&catalog, policy, now) {
+        Ok(evaluation) => evaluation,
+        Err(err) => {
+            let why = format!("retention refused to plan: {err}; keeping everything");
+            return ids.iter().map(|_| Err(why.clone())).collect();
+        }
+    };
+    ids.iter()
+        .map(|id| match evaluation.index_of(id) {
+            None => Err(format!("backup {id} is not in its group's catalog")),
+            Some(index) if evaluation.verdict_at(index) == sexton_retention::Verdict::Delete => {
+                Ok(())
+            }
+            Some(index) => Err(format!(
+                "the retention plan now keeps backup {id}: {}",
+                evaluation.reasons_at(index).join("; ")
+            )),
+        })
+        .collect()
+}
+
+/// What becomes of a user's delete of one backup (`sexton backup delete`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserDelete {
+    /// Nothing kept needs it: it goes now.
+    Now,
+    /// A kept backup needs it: it goes when nothing does (the retention-worker carries it out).
+    Deferred(String),
+    /// Not at all, with the reason: held, in progress, or the newest full backup without force.
+    Refused(String),
+    /// It is already on its way out.
+    AlreadyDeleting,
+}
+
+/// Judges a user's delete of `target`, a backup of `group`. Holds and a backup in progress
+/// are never overridden; `force` overrides the newest-full rule and dependents.
+pub fn judge_user_delete(
+    group: &[&BackupRecord],
+    target: &BackupRecord,
+    force: bool,
+    now: DateTime<Utc>,
+) -> UserDelete {
+    if let Some(why) = protection(target) {
+        return UserDelete::Refused(why);
+    }
+    if matches!(
+        target.status,
+        BackupStatus::Expiring | BackupStatus::Deleting
+    ) {
+        return UserDelete::AlreadyDeleting;
+    }
+    if force {
+        return UserDelete::Now;
+    }
+    let is_completed_full = |r: &BackupRecord| {
+        r.status == BackupStatus::Completed && r.kind == sexton_retention::BackupKind::Full
+    };
+    if is_completed_full(target) {
+        let newest = group
+            .iter()
+            .filter(|r| is_completed_full(r))
+            .max_by_key(|r| r.completed_at);
+        if newest.is_some_and(|newest| newest.id == target.id) {
+            return UserDelete::Refused(format!(
+                "backup {} is the newest full backup of {}/{}: it is what a restore starts from \
+                 (--force deletes it anyway)",
+                target.id, target.cluster, target.plan
+            ));
+        }
+    }
+    let mut requested = target.clone();
+    requested.delete_request = Some(crate::records::DeleteRequest {
+        requested_at: now,
+        remote: false,
+        force: false,
+    });
+    let others: Vec<&BackupRecord> = group
+        .iter()
+        .copied()
+        .filter(|r| r.id != target.id)
+        .chain([&requested])
+        .collect();
+    match may_go(&others, &[&requested], Err("unused"), now).remove(0) {
+        Ok(()) => UserDelete::Now,
+        Err(why) => UserDelete::Deferred(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::DeleteRequest;
+
+    fn record(id: &str, hour: u32, status: BackupStatus, parent: Option<&str>) -> BackupRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
+            "backup_name": "s", "kind": if parent.is_some() { "incremental" } else { "full" },
+            "parent": parent, "status": status,
+            "completed_at": format!("2026-01-01T{hour:02}:00:00Z"),
+        }))
+        .unwrap()
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-01-02T00:00:00Z".parse().unwrap()
+    }
+
+    fn check(
+        group: &[BackupRecord],
+        candidates: &[&str],
+        policy: Result<&Policy, &str>,
+    ) -> Vec<Result<(), String>> {
+        let refs: Vec<&BackupRecord> = group.iter().collect();
+        let candidates: Vec<&BackupRecord> = candidates
+            .iter()
+            .map(|id| group.iter().find(|r| r.id.as_str() == *id).unwrap())
+            .collect();
+        may_go(&refs, &candidates, policy, now())
+    }
+
+    #[test]
+    fn a_job_the_plan_still_makes_goes_and_a_stale_one_is_refused() {
+        // keep_last 2 marked b1 and b2 expiring; the plan made now agrees.
+        let mut group = vec![
+            record("b4", 4, BackupStatus::Completed, None),
+            record("b3", 3, BackupStatus::Completed, None),
+            record("b2", 2, BackupStatus::Expiring, None),
+            record("b1", 1, BackupStatus::Expiring, None),
+        ];
+        let keep2 = Policy::keep_last(2);
+        assert_eq!(
+            check(&group, &["b2", "b1"], Ok(&keep2)),
+            vec![Ok(()), Ok(())]
+        );
+        assert_eq!(check(&group, &["b1"], Ok(&keep2)), vec![Ok(())]);
+        // The policy now keeps 3: b2 is kept again, b1 still goes.
+        let keep3 = Policy::keep_last(3);
+        let answers = check(&group, &["b2", "b1"], Ok(&keep3));
+        assert!(answers[0].as_ref().unwrap_err().contains("keeps backup b2"));
+        assert_eq!(answers[1], Ok(()));
+        // A new incremental on b1 is kept, so b1 is needed again.
+        group.push(record("i5", 5, BackupStatus::Completed, Some("b1")));
+        let answers = check(&group, &["b1"], Ok(&keep3));
+        assert!(
+            answers[0].as_ref().unwrap_err().contains("needed by i5"),
+            "{answers:?}"
+        );
+        // No policy: everything is kept.
+        let answers = check(&group, &["b2"], Err("no policy"));
+        assert_eq!(answers, vec![Err("no policy".to_string())]);
+    }
+
+    #[test]
+    fn a_failed_backup_is_judged_as_failed() {
+        let mut failed = record("f1", 1, BackupStatus::Expiring, None);
+        failed.expired_from = Some(BackupStatus::Failed);
+        let group = vec![record("b4", 4, BackupStatus::Completed, None), failed];
+        // As `completed` keep_last 2 would keep it; as `failed` (past its grace) it goes.
+        assert_eq!(
+            check(&group, &["f1"], Ok(&Policy::keep_last(2))),
+            vec![Ok(())]
+        );
+    }
+
+    #[test]
+    fn user_deletes_go_unless_something_kept_needs_them() {
+        let request = |force| {
+            Some(DeleteRequest {
+                requested_at: now(),
+                remote: true,
+                force,
+            })
+        };
+        let mut group = vec![
+            record("b3", 3, BackupStatus::Completed, None),
+            record("i2", 2, BackupStatus::Completed, Some("b1")),
+            record("b1", 1, BackupStatus::Expiring, None),
+        ];
+        group[2].delete_request = request(false);
+        let answers = check(&group, &["b1"], Err("no policy"));
+        assert!(answers[0].as_ref().unwrap_err().contains("needed by i2"));
+        group[2].delete_request = request(true);
+        assert_eq!(check(&group, &["b1"], Err("no policy")), vec![Ok(())]);
+        // Without the dependent it goes, whatever the group's policy says.
+        group.remove(1);
+        group[1].delete_request = request(false);
+        assert_eq!(check(&group, &["b1"], Err("no policy")), vec![Ok(())]);
+        // The newest full backup is the floor: a user's delete of it is refused.
+        group[0].delete_request = request(false);
+        group[0].status = BackupStatus::Expiring;
+        let answers = check(&group, &["b3"], Err("no policy"));
+        assert!(
+            answers[0].as_ref().unwrap_err().contains("floor"),
+            "{answers:?}"
+        );
+    }
+
+    #[test]
+    fn user_deletes_are_refused_deferred_or_carried_out() {
+        let group = [
+            record("b3", 3, BackupStatus::Completed, None),
+            record("i2", 2, BackupStatus::Completed, Some("b1")),
+            record("b1", 1, BackupStatus::Completed, None),
+            record("b0", 0, BackupStatus::Completed, None),
+        ];
+        let refs: Vec<&BackupRecord> = group.iter().collect();
+        let judge = |id: &str, force| {
+            let target = group.iter().find(|r| r.id.as_str() == id).unwrap();
+            judge_user_delete(&refs, target, force, now())
+        };
+        assert!(
+            matches!(judge("b3", false), UserDelete::Refused(why) if why.contains("newest full"))
+        );
+        assert_eq!(judge("b3", true), UserDelete::Now);
+        assert!(
+            matches!(judge("b1", false), UserDelete::Deferred(why) if why.contains("needed by i2"))
+        );
+        assert_eq!(judge("b1", true), UserDelete::Now);
+        assert_eq!(judge("i2", false), UserDelete::Now);
+        assert_eq!(judge("b0", false), UserDelete::Now);
+        let mut held = group[3].clone();
+        held.legal_hold = true;
+        assert!(matches!(
+            judge_user_delete(&refs, &held, true, now()),
+            UserDelete::Refused(why) if why.contains("legal hold")
+        ));
+        let mut expiring = group[3].clone();
+        expiring.status = BackupStatus::Expiring;
+        assert_eq!(
+            judge_user_delete(&refs, &expiring, false, now()),
+            UserDelete::AlreadyDeleting
+        );
+    }
+
+    #[test]
+    fn protections() {
+        let mut r = record("b1", 1, BackupStatus::Completed, None);
+        assert_eq!(protection(&r), None);
+        r.holds = vec!["restore:x".into()];
+        assert!(protection(&r).unwrap().contains("held: restore:x"));
+        r.legal_hold = true;
+        assert!(protection(&r).unwrap().contains("legal hold"));
+        let r = record("b2", 1, BackupStatus::InProgress, None);
+        assert!(protection(&r).unwrap().contains("in progress"));
+    }
+}

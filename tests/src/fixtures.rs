@@ -1,0 +1,209 @@
+//! Catalogs, schedules and objects written straight into the real servers, for tests that
+//! exercise the deleter without waiting for a schedule to fire: backups with their objects,
+//! a schedule carrying a group's policy, and readers for what the fleet left behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use async_nats::jetstream;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use sexton_shared::{
+    catalog::{Catalog, Versioned},
+    names::ClusterName,
+    object_store::ObjectStore,
+    records::{BackupRecord, ScheduleRecord},
+    topology::{self, Topology},
+    wire::Incident,
+};
+
+/// A completed backup of `cluster`/`plan` (`kind` full when `parent` is `None`) that finished
+/// `minutes` minutes into 2026-01-01, with `n_data` data objects and a `metadata.json` under
+/// `backups/<cluster>/<plan>/<id>/`.
+pub fn backup(
+    cluster: &str,
+    plan: &str,
+    id: &str,
+    parent: Option<&str>,
+    minutes: i64,
+    n_data: usize,
+) -> BackupRecord {
+    let completed = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap()
+        + chrono::Duration::minutes(minutes);
+    let mut artifacts: Vec<String> = (0..n_data)
+        .map(|i| format!("backups/{cluster}/{plan}/{id}/data-{i:04}.xbstream"))
+        .collect();
+    artifacts.push(format!("backups/{cluster}/{plan}/{id}/metadata.json"));
+    serde_json::from_value(json!({
+        "id": id, "uid": format!("uid-{id}"), "cluster": cluster, "plan": plan,
+        "backup_name": plan, "kind": if parent.is_some() { "incremental" } else { "full" },
+        "parent": parent, "status": "completed",
+        "started_at": (completed - chrono::Duration::minutes(1)).to_rfc3339(),
+        "completed_at": completed.to_rfc3339(),
+        "artifacts": artifacts,
+    }))
+    .unwrap()
+}
+
+/// Writes a schedule that gives `cluster`/`plan` the retention `policy` (paused: it never
+/// fires; it is only where the policy lives).
+pub async fn put_schedule(
+    topology: &Topology,
+    name: &str,
+    cluster: &str,
+    plan: &str,
+    policy: Value,
+) {
+    put_schedule_with(topology, name, cluster, plan, policy, false).await
+}
+
+pub async fn put_schedule_with(
+    topology: &Topology,
+    name: &str,
+    cluster: &str,
+    plan: &str,
+    policy: Value,
+    remote_cleanup: bool,
+) {
+    let schedule: ScheduleRecord = serde_json::from_value(json!({
+        "name": name, "cluster": cluster, "plan": plan, "cron": "@daily", "paused": true,
+        "policy": policy, "remote_cleanup": remote_cleanup,
+        "created_at": "2026-01-01T00:00:00Z",
+    }))
+    .unwrap();
+    topology
+        .schedules
+        .put(name, serde_json::to_vec(&schedule).unwrap().into())
+        .await
+        .unwrap();
+}
+
+/// Creates the records and uploads their objects, 16 at a time.
+pub async fn put_backups(catalog: &Catalog, store: &ObjectStore, records: &[BackupRecord]) {
+    let keys: Vec<String> = records.iter().flat_map(|r| r.artifacts.clone()).collect();
+    put_objects(store, &keys).await;
+    for record in records {
+        catalog.create(record).await.unwrap();
+    }
+}
+
+pub async fn put_objects(store: &ObjectStore, keys: &[String]) {
+    futures::stream::iter(keys.iter().cloned())
+        .map(|key| {
+            let store = store.clone();
+            async move {
+                store
+                    .put(&key, bytes::Bytes::from_static(b"x"))
+                    .await
+                    .unwrap()
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// Every object key under `prefix`.
+pub async fn keys_under(store: &ObjectStore, prefix: &str) -> BTreeSet<String> {
+    store
+        .list(prefix)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect()
+}
+
+/// The cluster's records by id.
+pub async fn records_of(
+    catalog: &Catalog,
+    cluster: &str,
+) -> BTreeMap<String, Versioned<BackupRecord>> {
+    catalog
+        .list_cluster(&ClusterName::new(cluster).unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.value.id.to_string(), r))
+        .collect()
+}
+
+/// Every incident event published so far.
+pub async fn incidents(js: &jetstream::Context) -> Vec<Incident> {
+    crate::read_stream(js, topology::STREAM_EVENTS, "sexton.v1.event.incident.>")
+        .await
+        .iter()
+        .map(|m| serde_json::from_slice(&m.payload).unwrap())
+        .collect()
+}
+
+/// Waits until the deleter's consumer has nothing pending or unacknowledged.
+pub async fn deleter_drained(js: &jetstream::Context, timeout: std::time::Duration) {
+    crate::eventually("the deleter to drain its jobs", timeout, || {
+        let js = js.clone();
+        async move {
+            let backlog =
+                crate::consumer_backlog(&js, topology::STREAM_JOBS, topology::CONSUMER_DELETER)
+                    .await?;
+            (backlog == 0).then_some(())
+        }
+    })
+    .await
+}
+
+/// Marks `record` expiring as the retention-worker does and publishes its delete job; returns
+/// the job.
+pub async fn expire(
+    js: &jetstream::Context,
+    catalog: &Catalog,
+    current: &Versioned<BackupRecord>,
+    message_id: &str,
+) -> sexton_shared::wire::DeleteJob {
+    let job = mark_expiring(catalog, current).await;
+    publish_job(js, &job, message_id).await;
+    job
+}
+
+/// Marks `record` expiring as the retention-worker does; returns the job it would publish.
+pub async fn mark_expiring(
+    catalog: &Catalog,
+    current: &Versioned<BackupRecord>,
+) -> sexton_shared::wire::DeleteJob {
+    let mut marked = current.value.clone();
+    marked.expired_from = Some(marked.status);
+    marked.status = sexton_shared::records::BackupStatus::Expiring;
+    marked.delete_reasons = vec!["test".into()];
+    let revision = catalog.update(&marked, current.revision).await.unwrap();
+    sexton_shared::wire::DeleteJob {
+        schema_version: 1,
+        cluster: marked.cluster.clone(),
+        backup_id: marked.id.clone(),
+        uid: marked.uid.clone(),
+        revision,
+        reasons: vec!["test".into()],
+    }
+}
+
+pub async fn publish_job(
+    js: &jetstream::Context,
+    job: &sexton_shared::wire::DeleteJob,
+    message_id: &str,
+) {
+    js.send_publish(
+        topology::delete_job_subject(&job.cluster),
+        jetstream::message::PublishMessage::build()
+            .payload(sexton_shared::wire::encode(job))
+            .message_id(message_id),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+}
+
+/// The members of a fleet that runs only the deleter.
+pub const DELETER_ONLY: crate::Members = crate::Members {
+    scheduler: false,
+    retention_worker: false,
+    deleter: true,
+    executor: false,
+};
