@@ -37,10 +37,13 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     .await?;
     tracing::info!(metrics = ?addr, "scheduler started");
 
+    // The timers' watch keeps the set of clusters with schedules; the sweeps read it.
+    let (clusters, clusters_seen) = tokio::sync::watch::channel(Default::default());
     let timers = tokio::spawn(timers::run(
         topology.clone(),
         config.clone(),
         metrics.clone(),
+        clusters,
         shutdown.clone(),
     ));
     let reports = tokio::spawn(reports::run(
@@ -59,6 +62,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         topology.clone(),
         config.clone(),
         metrics.clone(),
+        clusters_seen,
         shutdown.clone(),
     ));
     let (timers, reports, api, sweeps) = tokio::join!(timers, reports, api, sweeps);

@@ -6,12 +6,10 @@
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use chrono::Utc;
-use futures::StreamExt;
 use sexton_shared::{
     config::Config,
     names::ClusterName,
     nats::publish_once,
-    records::ScheduleRecord,
     topology::{self, Topology},
     wire::{self, RetentionSweep},
     Shutdown,
@@ -23,6 +21,7 @@ pub async fn run(
     topology: Topology,
     config: Config,
     metrics: Arc<Metrics>,
+    clusters_seen: tokio::sync::watch::Receiver<BTreeSet<ClusterName>>,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let interval = config.scheduler.retention_sweep_interval;
@@ -36,8 +35,9 @@ pub async fn run(
             _ = tokio::time::sleep(wait) => {}
         }
         let window = next_boundary / interval_ms;
-        match clusters(&topology).await {
-            Ok(clusters) => {
+        let clusters = clusters_seen.borrow().clone();
+        {
+            {
                 for cluster in clusters {
                     let event = RetentionSweep {
                         schema_version: wire::SCHEMA_VERSION,
@@ -60,22 +60,6 @@ pub async fn run(
                     }
                 }
             }
-            Err(err) => tracing::warn!(error = %err, "cannot list clusters for retention sweeps"),
         }
     }
-}
-
-/// The clusters that have at least one schedule.
-async fn clusters(topology: &Topology) -> anyhow::Result<BTreeSet<ClusterName>> {
-    let mut keys = topology.schedules.keys().await?;
-    let mut clusters = BTreeSet::new();
-    while let Some(key) = keys.next().await {
-        let key = key?;
-        if let Some(body) = topology.schedules.get(&key).await? {
-            if let Ok(record) = serde_json::from_slice::<ScheduleRecord>(&body) {
-                clusters.insert(record.cluster);
-            }
-        }
-    }
-    Ok(clusters)
 }

@@ -7,6 +7,15 @@
 //! the two leaves a state from which any replica recomputes the same tick, whose publication the
 //! stream drops as a duplicate; a replica that loses the compare-and-set simply waits for the
 //! watch to bring it the winner's state.
+//!
+//! Whoever records a firing records the instant stored in the *first* publication of the tick
+//! (read back by sequence when the stream reports a duplicate), not its own clock. So the state
+//! after a firing is the same whichever replica records it, and a tick published just before
+//! every replica died is followed, after the outage, by one firing for the missed period (the
+//! next tick counts from the real firing, not from the moment a survivor noticed it).
+//!
+//! Due schedules are attended concurrently, so thousands sharing one cron tick are published
+//! and recorded in pipelined round trips rather than one after another.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -15,14 +24,20 @@ use std::{
 };
 
 use anyhow::Context as _;
-use async_nats::jetstream::kv::{Entry, Operation};
+use async_nats::jetstream::{
+    kv::{Entry, Operation},
+    publish::PublishAck,
+    stream::Stream,
+};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use sexton_schedule::{Action, CronSpec, Decision, Explanation, ScheduleDoc, ScheduleState};
+use sexton_schedule::{
+    Action, CronSpec, Decision, Explanation, Reason, ScheduleDoc, ScheduleState,
+};
 use sexton_shared::{
     config::Config,
-    names::BackupId,
-    nats::publish_once,
+    names::{BackupId, ClusterName},
+    nats::publish_once_acked,
     object_store::cluster_prefix,
     records::{BackupKind, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER},
     topology::{self, Topology},
@@ -75,6 +90,15 @@ pub fn backup_id_for(record: &ScheduleRecord, tick: DateTime<Utc>) -> BackupId {
         .expect("schedule names are valid ids and the suffix is digits")
 }
 
+/// How many due schedules one replica attends at once: enough to pipeline publications and
+/// compare-and-sets when thousands of schedules share a cron tick, few enough not to flood the
+/// server.
+const FIRE_CONCURRENCY: usize = 256;
+
+/// The clusters that have at least one schedule, as this replica's watch sees them; the
+/// retention sweeps read it instead of listing every schedule.
+pub type ClusterSet = tokio::sync::watch::Sender<BTreeSet<ClusterName>>;
+
 struct Slot {
     record: ScheduleRecord,
     /// Parsed once per revision; `Err` holds the message for an invalid spec.
@@ -86,12 +110,44 @@ struct Slot {
 impl Slot {
     fn decide(&self, now: DateTime<Utc>, server_default: bool) -> Result<Decision, String> {
         let cron = self.cron.as_ref().map_err(Clone::clone)?;
-        Ok(sexton_schedule::evaluate(
-            cron,
-            &state(&self.record, now),
-            now,
-            server_default,
-        ))
+        let mut state = state(&self.record, now);
+        let decision = sexton_schedule::evaluate(cron, &state, now, server_default);
+        // The backup "in flight" may be this very tick's: the tick was published and the
+        // executor's `started` report changed the schedule before the firing was recorded. That
+        // is the same firing, not an overlap; deciding again without it records it as fired.
+        if decision.action == Action::Skip
+            && decision.reason == Reason::InFlight
+            && self.in_flight_is_tick(decision.tick)
+        {
+            state.in_flight = false;
+            return Ok(sexton_schedule::evaluate(cron, &state, now, server_default));
+        }
+        Ok(decision)
+    }
+
+    fn in_flight_is_tick(&self, tick: Option<DateTime<Utc>>) -> bool {
+        match (&self.record.status.in_flight, tick) {
+            (Some(in_flight), Some(tick)) => {
+                in_flight.backup_id == backup_id_for(&self.record, tick)
+            }
+            _ => false,
+        }
+    }
+
+    /// The decision the first publisher of `decision`'s tick made at `fired_at`: the same
+    /// firing, with `fired_at` as the last backup. Falls back to `decision` when evaluating at
+    /// `fired_at` does not give that firing (replicas' clocks disagree, or a manual trigger
+    /// happened to share the tick).
+    fn decided_at_first_firing(
+        &self,
+        decision: Decision,
+        fired_at: DateTime<Utc>,
+        server_default: bool,
+    ) -> Decision {
+        match self.decide(fired_at, server_default) {
+            Ok(first) if first.action == Action::Fire && first.tick == decision.tick => first,
+            _ => decision,
+        }
     }
 
     /// When the schedule next needs attention: now if it must fire, skip or be marked invalid;
@@ -111,10 +167,12 @@ impl Slot {
     }
 }
 
-/// Every schedule this replica knows, and the order in which they need attention.
+/// Every schedule this replica knows, the order in which they need attention, and how many
+/// schedules each cluster has.
 struct Queue {
     slots: HashMap<String, Slot>,
     order: BTreeSet<(DateTime<Utc>, String)>,
+    schedules_per_cluster: HashMap<ClusterName, usize>,
 }
 
 impl Queue {
@@ -131,22 +189,62 @@ impl Queue {
         }
     }
 
-    fn remove(&mut self, name: &str) {
-        self.set(name, None);
-        self.slots.remove(name);
+    /// Takes every schedule whose time has come out of the order.
+    fn pop_due(&mut self, now: DateTime<Utc>) -> Vec<String> {
+        let mut due = Vec::new();
+        while self.order.first().is_some_and(|(at, _)| *at <= now) {
+            let (_, name) = self.order.pop_first().expect("not empty");
+            if let Some(slot) = self.slots.get_mut(&name) {
+                slot.queued_at = None;
+            }
+            due.push(name);
+        }
+        due
     }
 
-    fn apply_update(&mut self, entry: Entry, server_default: bool) {
+    fn remove(&mut self, name: &str, clusters: &ClusterSet) {
+        self.set(name, None);
+        if let Some(slot) = self.slots.remove(name) {
+            self.count(&slot.record.cluster, false, clusters);
+        }
+    }
+
+    /// Counts a schedule in or out of its cluster; the shared set changes only when a cluster
+    /// gains its first schedule or loses its last.
+    fn count(&mut self, cluster: &ClusterName, add: bool, clusters: &ClusterSet) {
+        if add {
+            let n = self
+                .schedules_per_cluster
+                .entry(cluster.clone())
+                .or_default();
+            *n += 1;
+            if *n == 1 {
+                clusters.send_modify(|set| {
+                    set.insert(cluster.clone());
+                });
+            }
+        } else if let Some(n) = self.schedules_per_cluster.get_mut(cluster) {
+            *n -= 1;
+            if *n == 0 {
+                self.schedules_per_cluster.remove(cluster);
+                clusters.send_modify(|set| {
+                    set.remove(cluster);
+                });
+            }
+        }
+    }
+
+    fn apply_update(&mut self, entry: Entry, server_default: bool, clusters: &ClusterSet) {
         let name = entry.key.clone();
         if entry.operation != Operation::Put {
-            self.remove(&name);
+            self.remove(&name, clusters);
             return;
         }
         let record: ScheduleRecord = match serde_json::from_slice(&entry.value) {
             Ok(record) => record,
             Err(err) => {
                 tracing::error!(schedule = %name, error = %err, "unreadable schedule record; not scheduling it");
-                self.remove(&name);
+                self.remove(&name, clusters);
                 return;
             }
         };
@@ -159,22 +257,40 @@ impl Queue {
             queued_at: None,
         };
         let at = slot.attention_at(Utc::now(), server_default);
-        self.slots.insert(name.clone(), slot);
+        self.count(&slot.record.cluster, true, clusters);
+        if let Some(old) = self.slots.insert(name.clone(), slot) {
+            self.count(&old.record.cluster, false, clusters);
+        }
         self.set(&name, at);
     }
+}
+
+/// What attending a schedule needs besides the schedule.
+struct Firing<'a> {
+    topology: &'a Topology,
+    config: &'a Config,
+    metrics: &'a Metrics,
+    due_stream: &'a Stream,
 }
 
 pub async fn run(
     topology: Topology,
     config: Config,
     metrics: Arc<Metrics>,
+    clusters: ClusterSet,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let server_default = config.scheduler.skip_immediately_default;
     let mut queue = Queue {
         slots: HashMap::new(),
         order: BTreeSet::new(),
+        schedules_per_cluster: HashMap::new(),
     };
+    let due_stream = topology
+        .jetstream
+        .get_stream(topology::STREAM_DUE)
+        .await
+        .context("opening the due-backup stream")?;
     let mut watch = topology
         .schedules
         .watch_with_history(">")
@@ -192,7 +308,7 @@ pub async fn run(
             update = watch.next() => match update {
                 Some(Ok(entry)) => {
                     last_revision = entry.revision;
-                    queue.apply_update(entry, server_default);
+                    queue.apply_update(entry, server_default, &clusters);
                     metrics.schedules_loaded.set(queue.slots.len() as i64);
                 }
                 other => {
@@ -208,16 +324,29 @@ pub async fn run(
                 }
             },
             _ = tokio::time::sleep(sleep_for) => {
-                let now = Utc::now();
-                while let Some((at, name)) = queue.order.first().cloned() {
-                    if at > now {
-                        break;
-                    }
-                    queue.set(&name, None);
-                    let next = match queue.slots.get(&name) {
-                        Some(slot) => attend(&topology, &config, &metrics, slot, now).await,
-                        None => None,
-                    };
+                let due = queue.pop_due(Utc::now());
+                let firing = Firing {
+                    topology: &topology,
+                    config: &config,
+                    metrics: &metrics,
+                    due_stream: &due_stream,
+                };
+                let slots = &queue.slots;
+                let attended: Vec<(String, Option<DateTime<Utc>>)> = futures::stream::iter(due)
+                    .map(|name| {
+                        let firing = &firing;
+                        async move {
+                            let next = match slots.get(&name) {
+                                Some(slot) => attend(firing, slot).await,
+                                None => None,
+                            };
+                            (name, next)
+                        }
+                    })
+                    .buffer_unordered(FIRE_CONCURRENCY)
+                    .collect()
+                    .await;
+                for (name, next) in attended {
                     queue.set(&name, next);
                 }
             }
@@ -228,16 +357,18 @@ pub async fn run(
 /// Handles one schedule whose time has come; returns when it next needs attention (`None` when
 /// the watch will bring a new revision, or the schedule is paused).
 #[tracing::instrument(skip_all, fields(schedule = %slot.record.name))]
-async fn attend(
-    topology: &Topology,
-    config: &Config,
-    metrics: &Metrics,
-    slot: &Slot,
-    now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
+async fn attend(firing: &Firing<'_>, slot: &Slot) -> Option<DateTime<Utc>> {
+    let Firing {
+        topology,
+        config,
+        metrics,
+        due_stream,
+    } = firing;
+    let now = Utc::now();
+    let server_default = config.scheduler.skip_immediately_default;
     let record = &slot.record;
     let mut updated = record.clone();
-    match slot.decide(now, config.scheduler.skip_immediately_default) {
+    match slot.decide(now, server_default) {
         Err(error) => {
             if record.status.phase == SchedulePhase::FailedValidation {
                 return None;
@@ -246,7 +377,7 @@ async fn attend(
             updated.status.validation_errors = vec![error];
             updated.status.next_run_time = None;
         }
-        Ok(decision) => {
+        Ok(mut decision) => {
             match decision.action {
                 Action::Paused => return None,
                 Action::Wait => {
@@ -264,18 +395,40 @@ async fn attend(
                 }
                 Action::Fire => {
                     let tick = decision.tick?;
-                    match publish_due(topology, config, record, tick, now).await {
-                        Ok(true) => metrics.due_duplicates.inc(),
-                        Ok(false) => {
-                            let lateness =
-                                (now - tick).num_microseconds().unwrap_or(0) as f64 / 1e6;
-                            metrics.fire_lateness.observe(lateness.max(0.0));
-                            metrics.due_published.inc();
-                        }
+                    let ack = match publish_due(topology, config, record, tick, now).await {
+                        Ok(ack) => ack,
                         Err(err) => {
-                            tracing::warn!(error = %err, "could not publish a due backup; retrying");
+                            tracing::warn!(
+                                error = format!("{err:#}"),
+                                "could not publish a due backup; retrying"
+                            );
                             return Some(now + chrono::Duration::seconds(1));
                         }
+                    };
+                    if ack.duplicate {
+                        metrics.due_duplicates.inc();
+                        // Published before and not (yet) recorded: record the first
+                        // publication's instant, as its publisher would have.
+                        match first_firing_instant(due_stream, ack.sequence, record, tick).await {
+                            Ok(fired_at) => {
+                                decision = slot.decided_at_first_firing(
+                                    decision,
+                                    fired_at,
+                                    server_default,
+                                );
+                            }
+                            Err(err) => {
+                                tracing::warn!(
+                                    error = format!("{err:#}"),
+                                    "cannot read the first publication of a tick; retrying"
+                                );
+                                return Some(now + chrono::Duration::seconds(1));
+                            }
+                        }
+                    } else {
+                        let lateness = (now - tick).num_microseconds().unwrap_or(0) as f64 / 1e6;
+                        metrics.fire_lateness.observe(lateness.max(0.0));
+                        metrics.due_published.inc();
                     }
                     updated.status.last_fired_tick = Some(tick);
                     updated.status.last_skip_reason = None;
@@ -313,14 +466,37 @@ async fn attend(
     }
 }
 
-/// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick.
+/// The `fired_at` of the stored due-backup at `sequence`, which must be `record`'s `tick`.
+async fn first_firing_instant(
+    due_stream: &Stream,
+    sequence: u64,
+    record: &ScheduleRecord,
+    tick: DateTime<Utc>,
+) -> anyhow::Result<DateTime<Utc>> {
+    let message = due_stream
+        .get_raw_message(sequence)
+        .await
+        .with_context(|| format!("reading due-backup {sequence}"))?;
+    let event: DueBackup = wire::decode(&message.payload)
+        .with_context(|| format!("decoding due-backup {sequence}"))?;
+    anyhow::ensure!(
+        event.schedule == record.name && event.tick == tick,
+        "due-backup {sequence} is {} at {}, not this tick",
+        event.schedule,
+        event.tick
+    );
+    Ok(event.fired_at)
+}
+
+/// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick. For a
+/// duplicate, the acknowledgement names the sequence of the first publication.
 pub async fn publish_due(
     topology: &Topology,
     config: &Config,
     record: &ScheduleRecord,
     tick: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> anyhow::Result<bool> {
+) -> anyhow::Result<PublishAck> {
     let backup_id = backup_id_for(record, tick);
     let object_prefix = format!(
         "{}{}/{}/",
@@ -343,17 +519,17 @@ pub async fn publish_due(
         labels: record.labels.clone(),
     };
     let message_id = format!("due.{}.{}", record.name, tick.timestamp_millis());
-    let duplicate = publish_once(
+    let ack = publish_once_acked(
         &topology.jetstream,
         topology::due_subject(&record.cluster),
         &message_id,
         wire::encode(&event),
     )
     .await?;
-    if duplicate {
-        tracing::info!(tick = %tick, "due backup already published by another replica");
+    if ack.duplicate {
+        tracing::info!(tick = %tick, "due backup already published");
     } else {
         tracing::info!(tick = %tick, backup = %event.backup_id, "due backup published");
     }
-    Ok(duplicate)
+    Ok(ack)
 }
