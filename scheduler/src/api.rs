@@ -12,7 +12,10 @@ use sexton_shared::{
     api::{ApiError, ByName, ErrorCode, ListFilter, Reply, ScheduleSpec, ScheduleUpdate, Unpause},
     catalog::Catalog,
     config::Config,
-    records::{SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION},
+    names::ClusterName,
+    records::{
+        ClusterRecord, SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION,
+    },
     topology::{self, Topology},
     wire::{self, Message},
     Shutdown,
@@ -23,6 +26,7 @@ use crate::timers;
 pub async fn run(
     client: async_nats::Client,
     topology: Topology,
+    clusters_bucket: async_nats::jetstream::kv::Store,
     config: Config,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
@@ -45,6 +49,7 @@ pub async fn run(
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
         topology,
+        clusters_bucket,
         config,
     };
     loop {
@@ -74,6 +79,7 @@ pub async fn run(
 
 struct Api {
     topology: Topology,
+    clusters_bucket: async_nats::jetstream::kv::Store,
     config: Config,
     catalog: Catalog,
 }
@@ -101,7 +107,8 @@ impl Api {
     async fn handle(&self, verb: &str, body: &[u8]) -> Result<Value, ApiError> {
         match verb {
             "schedule.create" => self.create(decode(body)?).await,
-            "schedule.get" | "schedule.describe" => self.get(decode(body)?).await,
+            "schedule.get" => self.get(decode(body)?).await,
+            "schedule.describe" => self.describe(decode(body)?).await,
             "schedule.list" => self.list(decode(body)?).await,
             "schedule.delete" => self.delete(decode(body)?).await,
             "schedule.pause" => {
@@ -193,6 +200,7 @@ impl Api {
         record.status.activation_pending = true;
         record.status.next_run_time = self.explain(&record, now).next_run_time;
         let body = serde_json::to_vec(&record).map_err(invalid)?;
+        self.register_cluster(&record.cluster, now).await?;
         match self
             .topology
             .schedules
@@ -209,6 +217,29 @@ impl Api {
                     ErrorCode::AlreadyExists,
                     format!("schedule {} already exists", record.name),
                 ))
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    /// Makes the cluster known (reports for it are accepted from now on) before its first
+    /// schedule exists. A crash between the two writes leaves a known cluster without
+    /// schedules, which is harmless.
+    async fn register_cluster(
+        &self,
+        cluster: &ClusterName,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(), ApiError> {
+        let record = ClusterRecord::new(cluster.clone(), now);
+        let body = serde_json::to_vec(&record).map_err(invalid)?;
+        match self
+            .clusters_bucket
+            .create(cluster.as_str(), body.into())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(err) if err.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
+                Ok(())
             }
             Err(err) => Err(unavailable(err)),
         }
@@ -253,6 +284,23 @@ impl Api {
             revision,
             self.config.scheduler.skip_immediately_default,
         ))
+    }
+
+    /// `get`, plus the schedule's cluster record (its last retention run).
+    async fn describe(&self, req: ByName) -> Result<Value, ApiError> {
+        let (record, revision) = self.read(req.name.as_str()).await?;
+        let cluster = match self.clusters_bucket.get(record.cluster.as_str()).await {
+            Ok(Some(body)) => serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+            Ok(None) => Value::Null,
+            Err(err) => return Err(unavailable(err)),
+        };
+        let mut described = describe(
+            &record,
+            revision,
+            self.config.scheduler.skip_immediately_default,
+        );
+        described["cluster"] = cluster;
+        Ok(described)
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Value, ApiError> {

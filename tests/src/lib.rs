@@ -837,6 +837,10 @@ impl Rng {
                     .as_nanos() as u64
             });
         eprintln!("chaos seed: SEXTON_CHAOS_SEED={seed}");
+        Rng::seeded(seed)
+    }
+
+    pub fn seeded(seed: u64) -> Rng {
         Rng(seed.max(1))
     }
 
@@ -847,7 +851,7 @@ impl Rng {
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    /// A number in `range` (half-open).
+    /// A number in `0..upper`.
     pub fn below(&mut self, upper: u64) -> u64 {
         self.next_u64() % upper.max(1)
     }
@@ -855,4 +859,30 @@ impl Rng {
     pub fn millis(&mut self, low: u64, high: u64) -> Duration {
         Duration::from_millis(low + self.below(high - low))
     }
+}
+
+/// Every message stored in a work-queue `stream` (which refuses the ordered consumer that
+/// [`read_stream`] uses) whose subject starts with `subject_prefix`: `(subject, payload)` by
+/// sequence, read without consuming anything.
+pub async fn read_work_queue(
+    jetstream: &async_nats::jetstream::Context,
+    stream: &str,
+    subject_prefix: &str,
+) -> Vec<(String, bytes::Bytes)> {
+    let mut stream = jetstream.get_stream(stream).await.expect("stream exists");
+    let state = stream.info().await.expect("stream info").state.clone();
+    let mut out = Vec::new();
+    if state.messages == 0 {
+        return out;
+    }
+    for sequence in state.first_sequence..=state.last_sequence {
+        // Acknowledged (removed) messages leave gaps.
+        let Ok(message) = stream.get_raw_message(sequence).await else {
+            continue;
+        };
+        if message.subject.starts_with(subject_prefix) {
+            out.push((message.subject.to_string(), message.payload));
+        }
+    }
+    out
 }
