@@ -143,6 +143,15 @@ impl Api {
                 self.change(&req.name, move |record, _now| {
                     if let Some(cron) = &req.cron {
                         record.cron = cron.clone();
+                        // A valid spec clears the marks of a spec that stopped parsing.
+                        if record.status.phase == SchedulePhase::FailedValidation {
+                            record.status.phase = if record.paused {
+                                SchedulePhase::Paused
+                            } else {
+                                SchedulePhase::Enabled
+                            };
+                            record.status.validation_errors.clear();
+                        }
                     }
                     if let Some(policy) = &req.policy {
                         record.policy = policy.clone();
@@ -425,5 +434,31 @@ fn describe(record: &ScheduleRecord, revision: u64, server_default: bool) -> Val
         "schedule": record,
         "revision": revision,
         "explain": explanation,
+        "last_skip": last_skip(record),
     })
+}
+
+/// Why the last due tick did not fire, in a sentence: what `describe` shows next to the
+/// explanation of what happens now.
+fn last_skip(record: &ScheduleRecord) -> Value {
+    let (Some(at), Some(code)) = (
+        record.status.last_skipped,
+        record.status.last_skip_reason.as_deref(),
+    ) else {
+        return Value::Null;
+    };
+    let why = match code {
+        "skip_immediately" => {
+            "skip-immediately applied when the schedule was created or unpaused".to_string()
+        }
+        "in_flight" => {
+            "a backup from this schedule was still in progress (overlap policy skip)".to_string()
+        }
+        "starting_deadline_exceeded" => format!(
+            "every missed run was older than the starting deadline of {}s",
+            record.starting_deadline_seconds.unwrap_or_default()
+        ),
+        other => other.to_string(),
+    };
+    json!({ "at": at, "reason": code, "explanation": format!("the run due before {} did not fire: {why}", at.to_rfc3339()) })
 }
