@@ -102,6 +102,10 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
             "--policy",
             r#"{"keep_last": 24, "recovery_window": "30d"}"#,
             "--skip-immediately",
+            "--overlap-policy",
+            "allow",
+            "--starting-deadline-seconds",
+            "600",
             "-o",
             "json",
         ],
@@ -112,6 +116,8 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
     assert_eq!(hourly["schedule"]["name"], "hourly");
     assert_eq!(hourly["schedule"]["skip_immediately"], true);
     assert_eq!(hourly["schedule"]["policy"]["recovery_window"], "30d");
+    assert_eq!(hourly["schedule"]["overlap_policy"], "allow");
+    assert_eq!(hourly["schedule"]["starting_deadline_seconds"], 600);
 
     // Invalid input: exit 2, with the reason.
     for (args, reason) in [
@@ -186,6 +192,20 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
             "invalid cron",
         ),
         (vec!["schedule", "frobnicate"], "unrecognized subcommand"),
+        (
+            vec!["schedule", "update", "nightly", "--overlap-policy", "queue"],
+            "invalid value",
+        ),
+        (
+            vec![
+                "schedule",
+                "update",
+                "nightly",
+                "--starting-deadline-seconds",
+                "0",
+            ],
+            "starting_deadline_seconds must be between",
+        ),
     ] {
         let run = sexton(url, &args).await;
         expect(&run, 2, &args.join(" "));
@@ -340,6 +360,8 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
             "30 4 * * 1-5",
             "--keep-last",
             "3",
+            "--overlap-policy",
+            "allow",
             "-o",
             "json",
         ],
@@ -347,6 +369,7 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
     .await;
     expect(&updated, 0, "update");
     let updated = updated.json();
+    assert_eq!(updated["schedule"]["overlap_policy"], "allow");
     assert_eq!(updated["schedule"]["cron"], "30 4 * * 1-5");
     assert_eq!(updated["schedule"]["policy"]["keep_last"], 3);
 
