@@ -39,7 +39,9 @@ use sexton_shared::{
     names::{BackupId, ClusterName},
     nats::publish_once_acked,
     object_store::cluster_prefix,
-    records::{BackupKind, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER},
+    records::{
+        BackupKind, InFlight, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER,
+    },
     topology::{self, Topology},
     wire::{self, DueBackup},
     Shutdown,
@@ -86,8 +88,12 @@ pub fn explain(record: &ScheduleRecord, now: DateTime<Utc>, server_default: bool
 
 /// The backup id of a scheduled run: the schedule's name and the tick, as Velero names them.
 pub fn backup_id_for(record: &ScheduleRecord, tick: DateTime<Utc>) -> BackupId {
-    BackupId::new(format!("{}-{}", record.name, tick.format("%Y%m%d%H%M%S")))
+    BackupId::new(backup_id_text(record.name.as_str(), tick))
         .expect("schedule names are valid ids and the suffix is digits")
+}
+
+fn backup_id_text(schedule: &str, tick: DateTime<Utc>) -> String {
+    format!("{schedule}-{}", tick.format("%Y%m%d%H%M%S"))
 }
 
 /// How many due schedules one replica attends at once: enough to pipeline publications and
@@ -99,25 +105,60 @@ const FIRE_CONCURRENCY: usize = 256;
 /// retention sweeps read it instead of listing every schedule.
 pub type ClusterSet = tokio::sync::watch::Sender<BTreeSet<ClusterName>>;
 
-struct Slot {
-    record: ScheduleRecord,
-    /// Parsed once per revision; `Err` holds the message for an invalid spec.
+/// The parts of a schedule its decision depends on, parsed once per revision: a few hundred
+/// bytes, where the whole record (policy, labels, status) is several times that. The timer
+/// queue keeps these; the record itself is read again when the schedule's time comes.
+struct Facts {
+    /// `Err` holds the message for an invalid spec.
     cron: Result<CronSpec, String>,
-    revision: u64,
-    queued_at: Option<DateTime<Utc>>,
+    /// The stored state; `in_flight` is decided at evaluation time from the fields below.
+    state: ScheduleState,
+    overlap_policy: OverlapPolicy,
+    in_flight: Option<Box<InFlight>>,
+    failed_validation: bool,
 }
 
-impl Slot {
-    fn decide(&self, now: DateTime<Utc>, server_default: bool) -> Result<Decision, String> {
+impl Facts {
+    fn of(record: &ScheduleRecord) -> Facts {
+        Facts {
+            cron: CronSpec::parse(&record.cron).map_err(|err| format!("invalid cron spec: {err}")),
+            state: ScheduleState {
+                in_flight: false,
+                ..state(record, record.created_at)
+            },
+            overlap_policy: record.overlap_policy,
+            in_flight: record.status.in_flight.clone().map(Box::new),
+            failed_validation: record.status.phase == SchedulePhase::FailedValidation,
+        }
+    }
+
+    /// The state as [`state`] computes it from the record, at `now`.
+    fn state_at(&self, now: DateTime<Utc>) -> ScheduleState {
+        ScheduleState {
+            in_flight: self.overlap_policy == OverlapPolicy::Skip
+                && self
+                    .in_flight
+                    .as_ref()
+                    .is_some_and(|f| now - f.since < IN_FLIGHT_STALE_AFTER),
+            ..self.state
+        }
+    }
+
+    fn decide(
+        &self,
+        name: &str,
+        now: DateTime<Utc>,
+        server_default: bool,
+    ) -> Result<Decision, String> {
         let cron = self.cron.as_ref().map_err(Clone::clone)?;
-        let mut state = state(&self.record, now);
+        let mut state = self.state_at(now);
         let decision = sexton_schedule::evaluate(cron, &state, now, server_default);
         // The backup "in flight" may be this very tick's: the tick was published and the
         // executor's `started` report changed the schedule before the firing was recorded. That
         // is the same firing, not an overlap; deciding again without it records it as fired.
         if decision.action == Action::Skip
             && decision.reason == Reason::InFlight
-            && self.in_flight_is_tick(decision.tick)
+            && self.in_flight_is_tick(name, decision.tick)
         {
             state.in_flight = false;
             return Ok(sexton_schedule::evaluate(cron, &state, now, server_default));
@@ -125,10 +166,10 @@ impl Slot {
         Ok(decision)
     }
 
-    fn in_flight_is_tick(&self, tick: Option<DateTime<Utc>>) -> bool {
-        match (&self.record.status.in_flight, tick) {
+    fn in_flight_is_tick(&self, name: &str, tick: Option<DateTime<Utc>>) -> bool {
+        match (&self.in_flight, tick) {
             (Some(in_flight), Some(tick)) => {
-                in_flight.backup_id == backup_id_for(&self.record, tick)
+                in_flight.backup_id.as_str() == backup_id_text(name, tick)
             }
             _ => false,
         }
@@ -140,11 +181,12 @@ impl Slot {
     /// happened to share the tick).
     fn decided_at_first_firing(
         &self,
+        name: &str,
         decision: Decision,
         fired_at: DateTime<Utc>,
         server_default: bool,
     ) -> Decision {
-        match self.decide(fired_at, server_default) {
+        match self.decide(name, fired_at, server_default) {
             Ok(first) if first.action == Action::Fire && first.tick == decision.tick => first,
             _ => decision,
         }
@@ -152,12 +194,17 @@ impl Slot {
 
     /// When the schedule next needs attention: now if it must fire, skip or be marked invalid;
     /// at its next run otherwise; never while paused.
-    fn attention_at(&self, now: DateTime<Utc>, server_default: bool) -> Option<DateTime<Utc>> {
-        if self.record.paused {
+    fn attention_at(
+        &self,
+        name: &str,
+        now: DateTime<Utc>,
+        server_default: bool,
+    ) -> Option<DateTime<Utc>> {
+        if self.state.paused {
             return None;
         }
-        match self.decide(now, server_default) {
-            Err(_) => (self.record.status.phase != SchedulePhase::FailedValidation).then_some(now),
+        match self.decide(name, now, server_default) {
+            Err(_) => (!self.failed_validation).then_some(now),
             Ok(decision) => match decision.action {
                 Action::Fire | Action::Skip | Action::Invalid => Some(now),
                 Action::Wait => decision.next_run_time,
@@ -167,30 +214,40 @@ impl Slot {
     }
 }
 
+/// One schedule in the timer queue.
+struct Slot {
+    facts: Facts,
+    cluster: ClusterName,
+    queued_at: Option<DateTime<Utc>>,
+}
+
 /// Every schedule this replica knows, the order in which they need attention, and how many
-/// schedules each cluster has.
+/// schedules each cluster has. Names are shared between the map and the order.
 struct Queue {
-    slots: HashMap<String, Slot>,
-    order: BTreeSet<(DateTime<Utc>, String)>,
+    slots: HashMap<Arc<str>, Slot>,
+    order: BTreeSet<(DateTime<Utc>, Arc<str>)>,
     schedules_per_cluster: HashMap<ClusterName, usize>,
 }
 
 impl Queue {
     fn set(&mut self, name: &str, at: Option<DateTime<Utc>>) {
-        let Some(slot) = self.slots.get_mut(name) else {
+        let Some((key, slot)) = self.slots.get_key_value(name) else {
             return;
         };
-        if let Some(old) = slot.queued_at.take() {
-            self.order.remove(&(old, name.to_string()));
+        let key = key.clone();
+        if let Some(old) = slot.queued_at {
+            self.order.remove(&(old, key.clone()));
         }
         if let Some(at) = at {
-            self.order.insert((at, name.to_string()));
-            slot.queued_at = Some(at);
+            self.order.insert((at, key));
+        }
+        if let Some(slot) = self.slots.get_mut(name) {
+            slot.queued_at = at;
         }
     }
 
     /// Takes every schedule whose time has come out of the order.
-    fn pop_due(&mut self, now: DateTime<Utc>) -> Vec<String> {
+    fn pop_due(&mut self, now: DateTime<Utc>) -> Vec<Arc<str>> {
         let mut due = Vec::new();
         while self.order.first().is_some_and(|(at, _)| *at <= now) {
             let (_, name) = self.order.pop_first().expect("not empty");
@@ -205,7 +262,7 @@ impl Queue {
     fn remove(&mut self, name: &str, clusters: &ClusterSet) {
         self.set(name, None);
         if let Some(slot) = self.slots.remove(name) {
-            self.count(&slot.record.cluster, false, clusters);
+            self.count(&slot.cluster, false, clusters);
         }
     }
 
@@ -235,33 +292,35 @@ impl Queue {
     }
 
     fn apply_update(&mut self, entry: Entry, server_default: bool, clusters: &ClusterSet) {
-        let name = entry.key.clone();
+        let name = entry.key.as_str();
         if entry.operation != Operation::Put {
-            self.remove(&name, clusters);
+            self.remove(name, clusters);
             return;
         }
         let record: ScheduleRecord = match serde_json::from_slice(&entry.value) {
             Ok(record) => record,
             Err(err) => {
                 tracing::error!(schedule = %name, error = %err, "unreadable schedule record; not scheduling it");
-                self.remove(&name, clusters);
+                self.remove(name, clusters);
                 return;
             }
         };
-        let cron = CronSpec::parse(&record.cron).map_err(|err| format!("invalid cron spec: {err}"));
-        self.set(&name, None);
+        self.set(name, None);
         let slot = Slot {
-            record,
-            cron,
-            revision: entry.revision,
+            facts: Facts::of(&record),
+            cluster: record.cluster,
             queued_at: None,
         };
-        let at = slot.attention_at(Utc::now(), server_default);
-        self.count(&slot.record.cluster, true, clusters);
-        if let Some(old) = self.slots.insert(name.clone(), slot) {
-            self.count(&old.record.cluster, false, clusters);
+        let at = slot.facts.attention_at(name, Utc::now(), server_default);
+        self.count(&slot.cluster, true, clusters);
+        let key: Arc<str> = match self.slots.get_key_value(name) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(name),
+        };
+        if let Some(old) = self.slots.insert(key, slot) {
+            self.count(&old.cluster, false, clusters);
         }
-        self.set(&name, at);
+        self.set(name, at);
     }
 }
 
@@ -331,15 +390,11 @@ pub async fn run(
                     metrics: &metrics,
                     due_stream: &due_stream,
                 };
-                let slots = &queue.slots;
-                let attended: Vec<(String, Option<DateTime<Utc>>)> = futures::stream::iter(due)
+                let attended: Vec<(Arc<str>, Option<DateTime<Utc>>)> = futures::stream::iter(due)
                     .map(|name| {
                         let firing = &firing;
                         async move {
-                            let next = match slots.get(&name) {
-                                Some(slot) => attend(firing, slot).await,
-                                None => None,
-                            };
+                            let next = attend(firing, &name).await;
                             (name, next)
                         }
                     })
@@ -354,21 +409,39 @@ pub async fn run(
     }
 }
 
-/// Handles one schedule whose time has come; returns when it next needs attention (`None` when
-/// the watch will bring a new revision, or the schedule is paused).
-#[tracing::instrument(skip_all, fields(schedule = %slot.record.name))]
-async fn attend(firing: &Firing<'_>, slot: &Slot) -> Option<DateTime<Utc>> {
+/// Handles one schedule whose time has come: reads its record, decides, fires or records a
+/// skip. Returns when it next needs attention (`None` when the watch will bring a new revision,
+/// or the schedule is paused or gone).
+#[tracing::instrument(skip_all, fields(schedule = %name))]
+async fn attend(firing: &Firing<'_>, name: &str) -> Option<DateTime<Utc>> {
     let Firing {
         topology,
         config,
         metrics,
         due_stream,
     } = firing;
+    let retry = |now: DateTime<Utc>| Some(now + chrono::Duration::seconds(1));
+    let (record, revision) = match topology.schedules.entry(name).await {
+        Ok(Some(entry)) if entry.operation == Operation::Put => {
+            match serde_json::from_slice::<ScheduleRecord>(&entry.value) {
+                Ok(record) => (record, entry.revision),
+                // The watch reports it and drops the schedule.
+                Err(_) => return None,
+            }
+        }
+        // Deleted: the watch removes it.
+        Ok(_) => return None,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read a due schedule; retrying");
+            return retry(Utc::now());
+        }
+    };
+    let facts = Facts::of(&record);
     let now = Utc::now();
     let server_default = config.scheduler.skip_immediately_default;
-    let record = &slot.record;
+    let record = &record;
     let mut updated = record.clone();
-    match slot.decide(now, server_default) {
+    match facts.decide(name, now, server_default) {
         Err(error) => {
             if record.status.phase == SchedulePhase::FailedValidation {
                 return None;
@@ -411,7 +484,8 @@ async fn attend(firing: &Firing<'_>, slot: &Slot) -> Option<DateTime<Utc>> {
                         // publication's instant, as its publisher would have.
                         match first_firing_instant(due_stream, ack.sequence, record, tick).await {
                             Ok(fired_at) => {
-                                decision = slot.decided_at_first_firing(
+                                decision = facts.decided_at_first_firing(
+                                    name,
                                     decision,
                                     fired_at,
                                     server_default,
@@ -452,7 +526,7 @@ async fn attend(firing: &Firing<'_>, slot: &Slot) -> Option<DateTime<Utc>> {
     };
     match topology
         .schedules
-        .update(record.name.as_str(), body.into(), slot.revision)
+        .update(record.name.as_str(), body.into(), revision)
         .await
     {
         // The watch brings the new revision and requeues the schedule.
