@@ -398,10 +398,11 @@ impl Api {
         // Whole seconds: the backup id carries the tick to the second.
         let now = Utc::now();
         let tick = chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
-        let duplicate = timers::publish_due(&self.topology, &self.config, &record, tick, now)
-            .await
-            .map_err(|err| unavailable(format!("{err:#}")))?
-            .duplicate;
+        let duplicate =
+            timers::publish_due(&self.topology, &self.config, &(&record).into(), tick, now)
+                .await
+                .map_err(|err| unavailable(format!("{err:#}")))?
+                .duplicate;
         Ok(json!({
             "backup_id": timers::backup_id_for(&record, tick),
             "schedule": record.name,

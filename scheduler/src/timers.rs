@@ -18,7 +18,7 @@
 //! and recorded in pipelined round trips rather than one after another.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
     time::Duration,
 };
@@ -36,7 +36,7 @@ use sexton_schedule::{
 };
 use sexton_shared::{
     config::Config,
-    names::{BackupId, ClusterName},
+    names::{BackupId, ClusterName, PlanName, ScheduleName},
     nats::publish_once_acked,
     object_store::cluster_prefix,
     records::{
@@ -111,6 +111,9 @@ pub type ClusterSet = tokio::sync::watch::Sender<BTreeSet<ClusterName>>;
 struct Facts {
     /// `Err` holds the message for an invalid spec.
     cron: Result<CronSpec, String>,
+    /// What a due-backup event carries besides name and cluster.
+    plan: PlanName,
+    labels: BTreeMap<String, String>,
     /// The stored state; `in_flight` is decided at evaluation time from the fields below.
     state: ScheduleState,
     overlap_policy: OverlapPolicy,
@@ -122,6 +125,8 @@ impl Facts {
     fn of(record: &ScheduleRecord) -> Facts {
         Facts {
             cron: CronSpec::parse(&record.cron).map_err(|err| format!("invalid cron spec: {err}")),
+            plan: record.plan.clone(),
+            labels: record.labels.clone(),
             state: ScheduleState {
                 in_flight: false,
                 ..state(record, record.created_at)
@@ -218,6 +223,8 @@ impl Facts {
 struct Slot {
     facts: Facts,
     cluster: ClusterName,
+    /// The revision the facts come from: a decision is recorded against it.
+    revision: u64,
     queued_at: Option<DateTime<Utc>>,
 }
 
@@ -309,6 +316,7 @@ impl Queue {
         let slot = Slot {
             facts: Facts::of(&record),
             cluster: record.cluster,
+            revision: entry.revision,
             queued_at: None,
         };
         let at = slot.facts.attention_at(name, Utc::now(), server_default);
@@ -390,13 +398,29 @@ pub async fn run(
                     metrics: &metrics,
                     due_stream: &due_stream,
                 };
-                let attended: Vec<(Arc<str>, Option<DateTime<Utc>>)> = futures::stream::iter(due)
-                    .map(|name| {
-                        let firing = &firing;
-                        async move {
-                            let next = attend(firing, &name).await;
-                            (name, next)
-                        }
+                // First publish every due tick, then record them: the publications, which
+                // consumers wait for, do not queue behind the compare-and-sets of a burst.
+                let slots = &queue.slots;
+                let firing = &firing;
+                let decided: Vec<(Arc<str>, Step)> = futures::stream::iter(due)
+                    .map(|name| async move {
+                        let step = match slots.get(&name) {
+                            Some(slot) => decide_and_publish(firing, &name, slot).await,
+                            None => Step::Requeue(None),
+                        };
+                        (name, step)
+                    })
+                    .buffer_unordered(FIRE_CONCURRENCY)
+                    .collect()
+                    .await;
+                let attended: Vec<(Arc<str>, Option<DateTime<Utc>>)> = futures::stream::iter(decided)
+                    .map(|(name, step)| async move {
+                        let next = match (step, slots.get(&name)) {
+                            (Step::Requeue(at), _) => at,
+                            (step, Some(slot)) => record(firing, &name, slot.revision, step).await,
+                            (_, None) => None,
+                        };
+                        (name, next)
                     })
                     .buffer_unordered(FIRE_CONCURRENCY)
                     .collect()
@@ -409,104 +433,138 @@ pub async fn run(
     }
 }
 
-/// Handles one schedule whose time has come: reads its record, decides, fires or records a
-/// skip. Returns when it next needs attention (`None` when the watch will bring a new revision,
-/// or the schedule is paused or gone).
+/// What the first, latency-critical step decided for a due schedule.
+enum Step {
+    /// Nothing to record: attend it again at this instant, or when the watch brings news.
+    Requeue(Option<DateTime<Utc>>),
+    /// Record this outcome: a skip, a firing (its tick already published), or a spec that
+    /// stopped parsing.
+    Record(Result<Decision, String>),
+}
+
+/// Decides on the queue's facts (no I/O) and, for a firing, publishes the tick.
 #[tracing::instrument(skip_all, fields(schedule = %name))]
-async fn attend(firing: &Firing<'_>, name: &str) -> Option<DateTime<Utc>> {
-    let Firing {
-        topology,
-        config,
-        metrics,
-        due_stream,
-    } = firing;
-    let retry = |now: DateTime<Utc>| Some(now + chrono::Duration::seconds(1));
-    let (record, revision) = match topology.schedules.entry(name).await {
-        Ok(Some(entry)) if entry.operation == Operation::Put => {
+async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Step {
+    let now = Utc::now();
+    let server_default = firing.config.scheduler.skip_immediately_default;
+    let facts = &slot.facts;
+    let mut decision = match facts.decide(name, now, server_default) {
+        Err(_) if facts.failed_validation => return Step::Requeue(None),
+        Err(error) => return Step::Record(Err(error)),
+        Ok(decision) => decision,
+    };
+    match decision.action {
+        Action::Paused | Action::Invalid => Step::Requeue(None),
+        // Woken exactly at the due instant: due means strictly after it.
+        Action::Wait => Step::Requeue(
+            decision
+                .next_run_time
+                .map(|next| next.max(now + chrono::Duration::milliseconds(1))),
+        ),
+        Action::Skip => Step::Record(Ok(decision)),
+        Action::Fire => {
+            let Some(tick) = decision.tick else {
+                return Step::Requeue(None);
+            };
+            let Ok(schedule) = name.parse::<ScheduleName>() else {
+                return Step::Requeue(None);
+            };
+            let target = Target {
+                schedule: &schedule,
+                cluster: &slot.cluster,
+                plan: &facts.plan,
+                labels: &facts.labels,
+            };
+            let ack = match publish_due(firing.topology, firing.config, &target, tick, now).await {
+                Ok(ack) => ack,
+                Err(err) => {
+                    tracing::warn!(
+                        error = format!("{err:#}"),
+                        "could not publish a due backup; retrying"
+                    );
+                    return Step::Requeue(Some(now + chrono::Duration::seconds(1)));
+                }
+            };
+            if ack.duplicate {
+                firing.metrics.due_duplicates.inc();
+                // Published before and not (yet) recorded: record the first publication's
+                // instant, as its publisher would have.
+                match first_firing_instant(firing.due_stream, ack.sequence, &schedule, tick).await {
+                    Ok(fired_at) => {
+                        decision =
+                            facts.decided_at_first_firing(name, decision, fired_at, server_default);
+                    }
+                    Err(err) => {
+                        tracing::warn!(
+                            error = format!("{err:#}"),
+                            "cannot read the first publication of a tick; retrying"
+                        );
+                        return Step::Requeue(Some(now + chrono::Duration::seconds(1)));
+                    }
+                }
+            } else {
+                let lateness = (now - tick).num_microseconds().unwrap_or(0) as f64 / 1e6;
+                firing.metrics.fire_lateness.observe(lateness.max(0.0));
+                firing.metrics.due_published.inc();
+            }
+            Step::Record(Ok(decision))
+        }
+    }
+}
+
+/// Records a step's outcome on the schedule with a compare-and-set against `revision`, the
+/// revision it was decided on. Returns when the schedule next needs attention: `None` when the
+/// watch brings the new revision (ours, or whoever changed it first).
+#[tracing::instrument(skip_all, fields(schedule = %name))]
+async fn record(
+    firing: &Firing<'_>,
+    name: &str,
+    revision: u64,
+    step: Step,
+) -> Option<DateTime<Utc>> {
+    let now = Utc::now();
+    let outcome = match step {
+        Step::Requeue(at) => return at,
+        Step::Record(outcome) => outcome,
+    };
+    let schedules = &firing.topology.schedules;
+    let mut updated = match schedules.entry(name).await {
+        Ok(Some(entry)) if entry.operation == Operation::Put && entry.revision == revision => {
             match serde_json::from_slice::<ScheduleRecord>(&entry.value) {
-                Ok(record) => (record, entry.revision),
-                // The watch reports it and drops the schedule.
+                Ok(record) => record,
                 Err(_) => return None,
             }
         }
-        // Deleted: the watch removes it.
+        // Changed (another replica recorded this tick, or someone changed the schedule) or
+        // deleted: the watch brings the new revision, and with it a new decision. A tick
+        // published here and not recorded is published again as a duplicate and recorded then.
         Ok(_) => return None,
         Err(err) => {
             tracing::warn!(error = %err, "cannot read a due schedule; retrying");
-            return retry(Utc::now());
+            return Some(now + chrono::Duration::seconds(1));
         }
     };
-    let facts = Facts::of(&record);
-    let now = Utc::now();
-    let server_default = config.scheduler.skip_immediately_default;
-    let record = &record;
-    let mut updated = record.clone();
-    match facts.decide(name, now, server_default) {
+    match outcome {
         Err(error) => {
-            if record.status.phase == SchedulePhase::FailedValidation {
-                return None;
-            }
             updated.status.phase = SchedulePhase::FailedValidation;
             updated.status.validation_errors = vec![error];
             updated.status.next_run_time = None;
         }
-        Ok(mut decision) => {
+        Ok(decision) => {
             match decision.action {
-                Action::Paused => return None,
-                Action::Wait => {
-                    // Woken exactly at the due instant: due means strictly after it.
-                    let next = decision.next_run_time?;
-                    return Some(next.max(now + chrono::Duration::milliseconds(1)));
-                }
-                Action::Invalid => return None,
                 Action::Skip => {
-                    metrics
+                    firing
+                        .metrics
                         .ticks_skipped
                         .with_label_values(&[decision.reason.as_str()])
                         .inc();
                     updated.status.last_skip_reason = Some(decision.reason.as_str().to_string());
                 }
                 Action::Fire => {
-                    let tick = decision.tick?;
-                    let ack = match publish_due(topology, config, record, tick, now).await {
-                        Ok(ack) => ack,
-                        Err(err) => {
-                            tracing::warn!(
-                                error = format!("{err:#}"),
-                                "could not publish a due backup; retrying"
-                            );
-                            return Some(now + chrono::Duration::seconds(1));
-                        }
-                    };
-                    if ack.duplicate {
-                        metrics.due_duplicates.inc();
-                        // Published before and not (yet) recorded: record the first
-                        // publication's instant, as its publisher would have.
-                        match first_firing_instant(due_stream, ack.sequence, record, tick).await {
-                            Ok(fired_at) => {
-                                decision = facts.decided_at_first_firing(
-                                    name,
-                                    decision,
-                                    fired_at,
-                                    server_default,
-                                );
-                            }
-                            Err(err) => {
-                                tracing::warn!(
-                                    error = format!("{err:#}"),
-                                    "cannot read the first publication of a tick; retrying"
-                                );
-                                return Some(now + chrono::Duration::seconds(1));
-                            }
-                        }
-                    } else {
-                        let lateness = (now - tick).num_microseconds().unwrap_or(0) as f64 / 1e6;
-                        metrics.fire_lateness.observe(lateness.max(0.0));
-                        metrics.due_published.inc();
-                    }
-                    updated.status.last_fired_tick = Some(tick);
+                    updated.status.last_fired_tick = decision.tick;
                     updated.status.last_skip_reason = None;
                 }
+                Action::Wait | Action::Paused | Action::Invalid => return None,
             }
             updated.status.phase = SchedulePhase::Enabled;
             updated.status.validation_errors.clear();
@@ -524,11 +582,7 @@ async fn attend(firing: &Firing<'_>, name: &str) -> Option<DateTime<Utc>> {
             return None;
         }
     };
-    match topology
-        .schedules
-        .update(record.name.as_str(), body.into(), revision)
-        .await
-    {
+    match schedules.update(name, body.into(), revision).await {
         // The watch brings the new revision and requeues the schedule.
         Ok(_) => None,
         Err(err) => {
@@ -540,11 +594,11 @@ async fn attend(firing: &Firing<'_>, name: &str) -> Option<DateTime<Utc>> {
     }
 }
 
-/// The `fired_at` of the stored due-backup at `sequence`, which must be `record`'s `tick`.
+/// The `fired_at` of the stored due-backup at `sequence`, which must be `schedule`'s `tick`.
 async fn first_firing_instant(
     due_stream: &Stream,
     sequence: u64,
-    record: &ScheduleRecord,
+    schedule: &ScheduleName,
     tick: DateTime<Utc>,
 ) -> anyhow::Result<DateTime<Utc>> {
     let message = due_stream
@@ -554,7 +608,7 @@ async fn first_firing_instant(
     let event: DueBackup = wire::decode(&message.payload)
         .with_context(|| format!("decoding due-backup {sequence}"))?;
     anyhow::ensure!(
-        event.schedule == record.name && event.tick == tick,
+        event.schedule == *schedule && event.tick == tick,
         "due-backup {sequence} is {} at {}, not this tick",
         event.schedule,
         event.tick
@@ -562,40 +616,60 @@ async fn first_firing_instant(
     Ok(event.fired_at)
 }
 
+/// What a due-backup event names: the schedule and what it backs up.
+pub struct Target<'a> {
+    pub schedule: &'a ScheduleName,
+    pub cluster: &'a ClusterName,
+    pub plan: &'a PlanName,
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+impl<'a> From<&'a ScheduleRecord> for Target<'a> {
+    fn from(record: &'a ScheduleRecord) -> Target<'a> {
+        Target {
+            schedule: &record.name,
+            cluster: &record.cluster,
+            plan: &record.plan,
+            labels: &record.labels,
+        }
+    }
+}
+
 /// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick. For a
 /// duplicate, the acknowledgement names the sequence of the first publication.
 pub async fn publish_due(
     topology: &Topology,
     config: &Config,
-    record: &ScheduleRecord,
+    target: &Target<'_>,
     tick: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> anyhow::Result<PublishAck> {
-    let backup_id = backup_id_for(record, tick);
+    let backup_id = BackupId::new(backup_id_text(target.schedule.as_str(), tick))
+        .expect("schedule names are valid ids and the suffix is digits");
     let object_prefix = format!(
         "{}{}/{}/",
-        cluster_prefix(&config.s3.prefix, &record.cluster),
-        record.name,
+        cluster_prefix(&config.s3.prefix, target.cluster),
+        target.schedule,
         backup_id
     );
     let event = DueBackup {
         schema_version: wire::SCHEMA_VERSION,
-        schedule: record.name.clone(),
-        cluster: record.cluster.clone(),
-        plan: record.plan.clone(),
+        schedule: target.schedule.clone(),
+        cluster: target.cluster.clone(),
+        plan: target.plan.clone(),
         tick,
         fired_at: now,
         backup_id,
-        backup_name: record.name.to_string(),
+        backup_name: target.schedule.to_string(),
         object_prefix,
         kind: BackupKind::Full,
         parent: None,
-        labels: record.labels.clone(),
+        labels: target.labels.clone(),
     };
-    let message_id = format!("due.{}.{}", record.name, tick.timestamp_millis());
+    let message_id = format!("due.{}.{}", target.schedule, tick.timestamp_millis());
     let ack = publish_once_acked(
         &topology.jetstream,
-        topology::due_subject(&record.cluster),
+        topology::due_subject(target.cluster),
         &message_id,
         wire::encode(&event),
     )

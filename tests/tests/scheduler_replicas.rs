@@ -317,9 +317,15 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
         while Utc::now() <= fired_at {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let ack = sexton_scheduler::timers::publish_due(&topo, &config, &record, tick, fired_at)
-            .await
-            .unwrap();
+        let ack = sexton_scheduler::timers::publish_due(
+            &topo,
+            &config,
+            &(&record).into(),
+            tick,
+            fired_at,
+        )
+        .await
+        .unwrap();
         assert!(!ack.duplicate);
         if name == "crashed-in-flight" {
             // The executor's `started` report for that tick is recorded before the firing.
