@@ -117,7 +117,7 @@ pub enum ScheduleCommand {
         #[arg(long)]
         server_skip_immediately: bool,
     },
-    /// Change a schedule's cron spec, policy or labels.
+    /// Change a schedule's cron spec, policy, labels, overlap policy or starting deadline.
     Update(UpdateArgs),
 }
 
@@ -133,6 +133,12 @@ pub struct UpdateArgs {
     /// Labels as key=value, repeatable; replaces all labels.
     #[arg(long = "label", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
+    /// What a due tick does while a backup of this schedule is still running.
+    #[arg(long, value_parser = ["skip", "allow"])]
+    pub overlap_policy: Option<String>,
+    /// Skip a missed run older than this many seconds (Kubernetes' startingDeadlineSeconds).
+    #[arg(long)]
+    pub starting_deadline_seconds: Option<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -158,6 +164,13 @@ pub struct CreateArgs {
     /// Labels as key=value, repeatable.
     #[arg(long = "label", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
+    /// What a due tick does while a backup of this schedule is still running (default skip:
+    /// the tick is recorded as skipped).
+    #[arg(long, value_parser = ["skip", "allow"])]
+    pub overlap_policy: Option<String>,
+    /// Skip a missed run older than this many seconds (Kubernetes' startingDeadlineSeconds).
+    #[arg(long)]
+    pub starting_deadline_seconds: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -458,6 +471,12 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 if let Some(skip) = args.skip_immediately {
                     body["skip_immediately"] = json!(skip);
                 }
+                if let Some(overlap) = &args.overlap_policy {
+                    body["overlap_policy"] = json!(overlap);
+                }
+                if let Some(seconds) = args.starting_deadline_seconds {
+                    body["starting_deadline_seconds"] = json!(seconds);
+                }
                 (
                     topology::api_subject("schedule", "create"),
                     body,
@@ -528,6 +547,12 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 }
                 if !args.labels.is_empty() {
                     body["labels"] = json!(args.labels.iter().cloned().collect::<BTreeMap<_, _>>());
+                }
+                if let Some(overlap) = &args.overlap_policy {
+                    body["overlap_policy"] = json!(overlap);
+                }
+                if let Some(seconds) = args.starting_deadline_seconds {
+                    body["starting_deadline_seconds"] = json!(seconds);
                 }
                 (
                     topology::api_subject("schedule", "update"),

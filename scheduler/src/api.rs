@@ -12,7 +12,10 @@ use sexton_shared::{
     api::{ApiError, ByName, ErrorCode, ListFilter, Reply, ScheduleSpec, ScheduleUpdate, Unpause},
     catalog::Catalog,
     config::Config,
-    records::{SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION},
+    names::ClusterName,
+    records::{
+        ClusterRecord, SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION,
+    },
     topology::{self, Topology},
     wire::{self, Message},
     Shutdown,
@@ -25,6 +28,7 @@ mod backup_delete;
 pub async fn run(
     client: async_nats::Client,
     topology: Topology,
+    clusters_bucket: async_nats::jetstream::kv::Store,
     config: Config,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
@@ -47,6 +51,7 @@ pub async fn run(
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
         topology,
+        clusters_bucket,
         config,
     };
     loop {
@@ -76,6 +81,7 @@ pub async fn run(
 
 struct Api {
     topology: Topology,
+    clusters_bucket: async_nats::jetstream::kv::Store,
     config: Config,
     catalog: Catalog,
 }
@@ -103,7 +109,8 @@ impl Api {
     async fn handle(&self, verb: &str, body: &[u8]) -> Result<Value, ApiError> {
         match verb {
             "schedule.create" => self.create(decode(body)?).await,
-            "schedule.get" | "schedule.describe" => self.get(decode(body)?).await,
+            "schedule.get" => self.get(decode(body)?).await,
+            "schedule.describe" => self.describe(decode(body)?).await,
             "schedule.list" => self.list(decode(body)?).await,
             "schedule.delete" => self.delete(decode(body)?).await,
             "schedule.pause" => {
@@ -138,6 +145,15 @@ impl Api {
                 self.change(&req.name, move |record, _now| {
                     if let Some(cron) = &req.cron {
                         record.cron = cron.clone();
+                        // A valid spec clears the marks of a spec that stopped parsing.
+                        if record.status.phase == SchedulePhase::FailedValidation {
+                            record.status.phase = if record.paused {
+                                SchedulePhase::Paused
+                            } else {
+                                SchedulePhase::Enabled
+                            };
+                            record.status.validation_errors.clear();
+                        }
                     }
                     if let Some(policy) = &req.policy {
                         record.policy = policy.clone();
@@ -196,6 +212,7 @@ impl Api {
         record.status.activation_pending = true;
         record.status.next_run_time = self.explain(&record, now).next_run_time;
         let body = serde_json::to_vec(&record).map_err(invalid)?;
+        self.register_cluster(&record.cluster, now).await?;
         match self
             .topology
             .schedules
@@ -212,6 +229,29 @@ impl Api {
                     ErrorCode::AlreadyExists,
                     format!("schedule {} already exists", record.name),
                 ))
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    /// Makes the cluster known (reports for it are accepted from now on) before its first
+    /// schedule exists. A crash between the two writes leaves a known cluster without
+    /// schedules, which is harmless.
+    async fn register_cluster(
+        &self,
+        cluster: &ClusterName,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(), ApiError> {
+        let record = ClusterRecord::new(cluster.clone(), now);
+        let body = serde_json::to_vec(&record).map_err(invalid)?;
+        match self
+            .clusters_bucket
+            .create(cluster.as_str(), body.into())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(err) if err.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
+                Ok(())
             }
             Err(err) => Err(unavailable(err)),
         }
@@ -256,6 +296,23 @@ impl Api {
             revision,
             self.config.scheduler.skip_immediately_default,
         ))
+    }
+
+    /// `get`, plus the schedule's cluster record (its last retention run).
+    async fn describe(&self, req: ByName) -> Result<Value, ApiError> {
+        let (record, revision) = self.read(req.name.as_str()).await?;
+        let cluster = match self.clusters_bucket.get(record.cluster.as_str()).await {
+            Ok(Some(body)) => serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+            Ok(None) => Value::Null,
+            Err(err) => return Err(unavailable(err)),
+        };
+        let mut described = describe(
+            &record,
+            revision,
+            self.config.scheduler.skip_immediately_default,
+        );
+        described["cluster"] = cluster;
+        Ok(described)
     }
 
     async fn list(&self, filter: ListFilter) -> Result<Value, ApiError> {
@@ -344,9 +401,11 @@ impl Api {
         // Whole seconds: the backup id carries the tick to the second.
         let now = Utc::now();
         let tick = chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
-        let duplicate = timers::publish_due(&self.topology, &self.config, &record, tick, now)
-            .await
-            .map_err(|err| unavailable(format!("{err:#}")))?;
+        let duplicate =
+            timers::publish_due(&self.topology, &self.config, &(&record).into(), tick, now)
+                .await
+                .map_err(|err| unavailable(format!("{err:#}")))?
+                .duplicate;
         Ok(json!({
             "backup_id": timers::backup_id_for(&record, tick),
             "schedule": record.name,
@@ -379,5 +438,31 @@ fn describe(record: &ScheduleRecord, revision: u64, server_default: bool) -> Val
         "schedule": record,
         "revision": revision,
         "explain": explanation,
+        "last_skip": last_skip(record),
     })
+}
+
+/// Why the last due tick did not fire, in a sentence: what `describe` shows next to the
+/// explanation of what happens now.
+fn last_skip(record: &ScheduleRecord) -> Value {
+    let (Some(at), Some(code)) = (
+        record.status.last_skipped,
+        record.status.last_skip_reason.as_deref(),
+    ) else {
+        return Value::Null;
+    };
+    let why = match code {
+        "skip_immediately" => {
+            "skip-immediately applied when the schedule was created or unpaused".to_string()
+        }
+        "in_flight" => {
+            "a backup from this schedule was still in progress (overlap policy skip)".to_string()
+        }
+        "starting_deadline_exceeded" => format!(
+            "every missed run was older than the starting deadline of {}s",
+            record.starting_deadline_seconds.unwrap_or_default()
+        ),
+        other => other.to_string(),
+    };
+    json!({ "at": at, "reason": code, "explanation": format!("the run due before {} did not fire: {why}", at.to_rfc3339()) })
 }

@@ -5,7 +5,8 @@
 //!   it (a `Nats-Msg-Id` of schedule + tick, then a compare-and-set of the schedule's status).
 //! - [`reports`] turns executor reports into catalog records and `checkpoint-complete` events.
 //! - [`api`] answers the request/reply API the `sexton` CLI talks to.
-//! - [`sweeps`] publishes at most one `retention-sweep` per cluster per interval.
+//! - [`sweeps`] publishes at most one `retention-sweep` per cluster per interval and records it
+//!   as the cluster's `last_retention_run`.
 //!
 //! Decisions come from `sexton-schedule` (pure); this crate only moves values in and out.
 
@@ -27,6 +28,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let topology = topology::ensure(&jetstream, config.nats.replicas)
         .await
         .context("creating the nats topology")?;
+    let clusters_bucket = topology::clusters_bucket(&jetstream, config.nats.replicas)
+        .await
+        .context("opening the clusters bucket")?;
     let metrics = Arc::new(metrics::Metrics::new());
     let addr = telemetry::serve(
         &config.http.listen,
@@ -37,14 +41,18 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     .await?;
     tracing::info!(metrics = ?addr, "scheduler started");
 
+    // The timers' watch keeps the set of clusters with schedules; the sweeps read it.
+    let (clusters, clusters_seen) = tokio::sync::watch::channel(Default::default());
     let timers = tokio::spawn(timers::run(
         topology.clone(),
         config.clone(),
         metrics.clone(),
+        clusters,
         shutdown.clone(),
     ));
     let reports = tokio::spawn(reports::run(
         topology.clone(),
+        clusters_bucket.clone(),
         config.clone(),
         metrics.clone(),
         shutdown.clone(),
@@ -52,13 +60,16 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let api = tokio::spawn(api::run(
         client.clone(),
         topology.clone(),
+        clusters_bucket.clone(),
         config.clone(),
         shutdown.clone(),
     ));
     let sweeps = tokio::spawn(sweeps::run(
         topology.clone(),
+        clusters_bucket,
         config.clone(),
         metrics.clone(),
+        clusters_seen,
         shutdown.clone(),
     ));
     let (timers, reports, api, sweeps) = tokio::join!(timers, reports, api, sweeps);

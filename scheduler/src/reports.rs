@@ -30,6 +30,7 @@ const MAX_CLOCK_SKEW: chrono::Duration = chrono::Duration::minutes(5);
 
 pub async fn run(
     topology: Topology,
+    clusters_bucket: async_nats::jetstream::kv::Store,
     config: Config,
     metrics: Arc<Metrics>,
     mut shutdown: Shutdown,
@@ -72,7 +73,8 @@ pub async fn run(
             }
             None => anyhow::bail!("the reports consumer ended"),
         };
-        let (status, outcome) = handle(&topology, &catalog, &config, &message).await;
+        let (status, outcome) =
+            handle(&topology, &clusters_bucket, &catalog, &config, &message).await;
         metrics
             .reports
             .with_label_values(&[status, outcome.label()])
@@ -85,6 +87,7 @@ pub async fn run(
 #[tracing::instrument(skip_all, fields(subject = %message.subject))]
 async fn handle(
     topology: &Topology,
+    clusters_bucket: &async_nats::jetstream::kv::Store,
     catalog: &Catalog,
     config: &Config,
     message: &jetstream::Message,
@@ -98,7 +101,7 @@ async fn handle(
         ReportStatus::Completed => "completed",
         ReportStatus::Failed => "failed",
     };
-    let outcome = match record_report(topology, catalog, config, &report).await {
+    let outcome = match record_report(topology, clusters_bucket, catalog, config, &report).await {
         Ok(outcome) => outcome,
         Err(err) => {
             tracing::warn!(
@@ -111,10 +114,12 @@ async fn handle(
     (status, outcome)
 }
 
-/// Checks a report against what Sexton knows; `Err(why)` refuses it.
+/// Checks a report against what Sexton knows; `Err(why)` refuses it. `cluster_known` says
+/// whether a schedule has ever named the report's cluster (the clusters bucket has it).
 pub fn validate_report(
     report: &Report,
     schedule: Option<&ScheduleRecord>,
+    cluster_known: bool,
     prefix: &str,
     now: chrono::DateTime<Utc>,
 ) -> Result<(), String> {
@@ -151,11 +156,19 @@ pub fn validate_report(
     if report.status == ReportStatus::Completed && report.artifacts.is_empty() {
         return Err("a completed backup must list its artifacts".into());
     }
+    // A report naming a known schedule names a known cluster (checked above).
+    if schedule.is_none() && !cluster_known {
+        return Err(format!(
+            "unknown cluster {}: no schedule has named it",
+            report.cluster
+        ));
+    }
     Ok(())
 }
 
 async fn record_report(
     topology: &Topology,
+    clusters_bucket: &async_nats::jetstream::kv::Store,
     catalog: &Catalog,
     config: &Config,
     report: &Report,
@@ -170,7 +183,19 @@ async fn record_report(
         },
         None => None,
     };
-    if let Err(why) = validate_report(report, schedule.as_ref(), &config.s3.prefix, Utc::now()) {
+    let cluster_known = schedule.is_some()
+        || clusters_bucket
+            .get(report.cluster.as_str())
+            .await
+            .context("reading the cluster record")?
+            .is_some();
+    if let Err(why) = validate_report(
+        report,
+        schedule.as_ref(),
+        cluster_known,
+        &config.s3.prefix,
+        Utc::now(),
+    ) {
         return Ok(Outcome::Poison(why));
     }
     let new_status = match report.status {

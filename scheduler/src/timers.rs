@@ -7,24 +7,41 @@
 //! the two leaves a state from which any replica recomputes the same tick, whose publication the
 //! stream drops as a duplicate; a replica that loses the compare-and-set simply waits for the
 //! watch to bring it the winner's state.
+//!
+//! Whoever records a firing records the instant stored in the *first* publication of the tick
+//! (read back by sequence when the stream reports a duplicate), not its own clock. So the state
+//! after a firing is the same whichever replica records it, and a tick published just before
+//! every replica died is followed, after the outage, by one firing for the missed period (the
+//! next tick counts from the real firing, not from the moment a survivor noticed it).
+//!
+//! Due schedules are attended concurrently, so thousands sharing one cron tick are published
+//! and recorded in pipelined round trips rather than one after another.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::Arc,
     time::Duration,
 };
 
 use anyhow::Context as _;
-use async_nats::jetstream::kv::{Entry, Operation};
+use async_nats::jetstream::{
+    kv::{Entry, Operation},
+    publish::PublishAck,
+    stream::Stream,
+};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use sexton_schedule::{Action, CronSpec, Decision, Explanation, ScheduleDoc, ScheduleState};
+use sexton_schedule::{
+    Action, CronSpec, Decision, Explanation, Reason, ScheduleDoc, ScheduleState,
+};
 use sexton_shared::{
     config::Config,
-    names::BackupId,
-    nats::publish_once,
+    names::{BackupId, ClusterName, PlanName, ScheduleName},
+    nats::publish_once_acked,
     object_store::cluster_prefix,
-    records::{BackupKind, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER},
+    records::{
+        BackupKind, InFlight, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER,
+    },
     topology::{self, Topology},
     wire::{self, DueBackup},
     Shutdown,
@@ -71,37 +88,128 @@ pub fn explain(record: &ScheduleRecord, now: DateTime<Utc>, server_default: bool
 
 /// The backup id of a scheduled run: the schedule's name and the tick, as Velero names them.
 pub fn backup_id_for(record: &ScheduleRecord, tick: DateTime<Utc>) -> BackupId {
-    BackupId::new(format!("{}-{}", record.name, tick.format("%Y%m%d%H%M%S")))
+    BackupId::new(backup_id_text(record.name.as_str(), tick))
         .expect("schedule names are valid ids and the suffix is digits")
 }
 
-struct Slot {
-    record: ScheduleRecord,
-    /// Parsed once per revision; `Err` holds the message for an invalid spec.
-    cron: Result<CronSpec, String>,
-    revision: u64,
-    queued_at: Option<DateTime<Utc>>,
+fn backup_id_text(schedule: &str, tick: DateTime<Utc>) -> String {
+    format!("{schedule}-{}", tick.format("%Y%m%d%H%M%S"))
 }
 
-impl Slot {
-    fn decide(&self, now: DateTime<Utc>, server_default: bool) -> Result<Decision, String> {
+/// How many due schedules one replica attends at once: enough to pipeline publications and
+/// compare-and-sets when thousands of schedules share a cron tick, few enough not to flood the
+/// server.
+const FIRE_CONCURRENCY: usize = 256;
+
+/// The clusters that have at least one schedule, as this replica's watch sees them; the
+/// retention sweeps read it instead of listing every schedule.
+pub type ClusterSet = tokio::sync::watch::Sender<BTreeSet<ClusterName>>;
+
+/// The parts of a schedule its decision depends on, parsed once per revision: a few hundred
+/// bytes, where the whole record (policy, labels, status) is several times that. The timer
+/// queue keeps these; the record itself is read again when the schedule's time comes.
+struct Facts {
+    /// `Err` holds the message for an invalid spec.
+    cron: Result<CronSpec, String>,
+    /// What a due-backup event carries besides name and cluster.
+    plan: PlanName,
+    labels: BTreeMap<String, String>,
+    /// The stored state; `in_flight` is decided at evaluation time from the fields below.
+    state: ScheduleState,
+    overlap_policy: OverlapPolicy,
+    in_flight: Option<Box<InFlight>>,
+    failed_validation: bool,
+}
+
+impl Facts {
+    fn of(record: &ScheduleRecord) -> Facts {
+        Facts {
+            cron: CronSpec::parse(&record.cron).map_err(|err| format!("invalid cron spec: {err}")),
+            plan: record.plan.clone(),
+            labels: record.labels.clone(),
+            state: ScheduleState {
+                in_flight: false,
+                ..state(record, record.created_at)
+            },
+            overlap_policy: record.overlap_policy,
+            in_flight: record.status.in_flight.clone().map(Box::new),
+            failed_validation: record.status.phase == SchedulePhase::FailedValidation,
+        }
+    }
+
+    /// The state as [`state`] computes it from the record, at `now`.
+    fn state_at(&self, now: DateTime<Utc>) -> ScheduleState {
+        ScheduleState {
+            in_flight: self.overlap_policy == OverlapPolicy::Skip
+                && self
+                    .in_flight
+                    .as_ref()
+                    .is_some_and(|f| now - f.since < IN_FLIGHT_STALE_AFTER),
+            ..self.state
+        }
+    }
+
+    fn decide(
+        &self,
+        name: &str,
+        now: DateTime<Utc>,
+        server_default: bool,
+    ) -> Result<Decision, String> {
         let cron = self.cron.as_ref().map_err(Clone::clone)?;
-        Ok(sexton_schedule::evaluate(
-            cron,
-            &state(&self.record, now),
-            now,
-            server_default,
-        ))
+        let mut state = self.state_at(now);
+        let decision = sexton_schedule::evaluate(cron, &state, now, server_default);
+        // The backup "in flight" may be this very tick's: the tick was published and the
+        // executor's `started` report changed the schedule before the firing was recorded. That
+        // is the same firing, not an overlap; deciding again without it records it as fired.
+        if decision.action == Action::Skip
+            && decision.reason == Reason::InFlight
+            && self.in_flight_is_tick(name, decision.tick)
+        {
+            state.in_flight = false;
+            return Ok(sexton_schedule::evaluate(cron, &state, now, server_default));
+        }
+        Ok(decision)
+    }
+
+    fn in_flight_is_tick(&self, name: &str, tick: Option<DateTime<Utc>>) -> bool {
+        match (&self.in_flight, tick) {
+            (Some(in_flight), Some(tick)) => {
+                in_flight.backup_id.as_str() == backup_id_text(name, tick)
+            }
+            _ => false,
+        }
+    }
+
+    /// The decision the first publisher of `decision`'s tick made at `fired_at`: the same
+    /// firing, with `fired_at` as the last backup. Falls back to `decision` when evaluating at
+    /// `fired_at` does not give that firing (replicas' clocks disagree, or a manual trigger
+    /// happened to share the tick).
+    fn decided_at_first_firing(
+        &self,
+        name: &str,
+        decision: Decision,
+        fired_at: DateTime<Utc>,
+        server_default: bool,
+    ) -> Decision {
+        match self.decide(name, fired_at, server_default) {
+            Ok(first) if first.action == Action::Fire && first.tick == decision.tick => first,
+            _ => decision,
+        }
     }
 
     /// When the schedule next needs attention: now if it must fire, skip or be marked invalid;
     /// at its next run otherwise; never while paused.
-    fn attention_at(&self, now: DateTime<Utc>, server_default: bool) -> Option<DateTime<Utc>> {
-        if self.record.paused {
+    fn attention_at(
+        &self,
+        name: &str,
+        now: DateTime<Utc>,
+        server_default: bool,
+    ) -> Option<DateTime<Utc>> {
+        if self.state.paused {
             return None;
         }
-        match self.decide(now, server_default) {
-            Err(_) => (self.record.status.phase != SchedulePhase::FailedValidation).then_some(now),
+        match self.decide(name, now, server_default) {
+            Err(_) => (!self.failed_validation).then_some(now),
             Ok(decision) => match decision.action {
                 Action::Fire | Action::Skip | Action::Invalid => Some(now),
                 Action::Wait => decision.next_run_time,
@@ -111,70 +219,145 @@ impl Slot {
     }
 }
 
-/// Every schedule this replica knows, and the order in which they need attention.
+/// One schedule in the timer queue.
+struct Slot {
+    facts: Facts,
+    cluster: ClusterName,
+    /// The revision the facts come from: a decision is recorded against it.
+    revision: u64,
+    queued_at: Option<DateTime<Utc>>,
+}
+
+/// Every schedule this replica knows, the order in which they need attention, and how many
+/// schedules each cluster has. Names are shared between the map and the order.
 struct Queue {
-    slots: HashMap<String, Slot>,
-    order: BTreeSet<(DateTime<Utc>, String)>,
+    slots: HashMap<Arc<str>, Slot>,
+    order: BTreeSet<(DateTime<Utc>, Arc<str>)>,
+    schedules_per_cluster: HashMap<ClusterName, usize>,
 }
 
 impl Queue {
     fn set(&mut self, name: &str, at: Option<DateTime<Utc>>) {
-        let Some(slot) = self.slots.get_mut(name) else {
+        let Some((key, slot)) = self.slots.get_key_value(name) else {
             return;
         };
-        if let Some(old) = slot.queued_at.take() {
-            self.order.remove(&(old, name.to_string()));
+        let key = key.clone();
+        if let Some(old) = slot.queued_at {
+            self.order.remove(&(old, key.clone()));
         }
         if let Some(at) = at {
-            self.order.insert((at, name.to_string()));
-            slot.queued_at = Some(at);
+            self.order.insert((at, key));
+        }
+        if let Some(slot) = self.slots.get_mut(name) {
+            slot.queued_at = at;
         }
     }
 
-    fn remove(&mut self, name: &str) {
-        self.set(name, None);
-        self.slots.remove(name);
+    /// Takes every schedule whose time has come out of the order.
+    fn pop_due(&mut self, now: DateTime<Utc>) -> Vec<Arc<str>> {
+        let mut due = Vec::new();
+        while self.order.first().is_some_and(|(at, _)| *at <= now) {
+            let (_, name) = self.order.pop_first().expect("not empty");
+            if let Some(slot) = self.slots.get_mut(&name) {
+                slot.queued_at = None;
+            }
+            due.push(name);
+        }
+        due
     }
 
-    fn apply_update(&mut self, entry: Entry, server_default: bool) {
-        let name = entry.key.clone();
+    fn remove(&mut self, name: &str, clusters: &ClusterSet) {
+        self.set(name, None);
+        if let Some(slot) = self.slots.remove(name) {
+            self.count(&slot.cluster, false, clusters);
+        }
+    }
+
+    /// Counts a schedule in or out of its cluster; the shared set changes only when a cluster
+    /// gains its first schedule or loses its last.
+    fn count(&mut self, cluster: &ClusterName, add: bool, clusters: &ClusterSet) {
+        if add {
+            let n = self
+                .schedules_per_cluster
+                .entry(cluster.clone())
+                .or_default();
+            *n += 1;
+            if *n == 1 {
+                clusters.send_modify(|set| {
+                    set.insert(cluster.clone());
+                });
+            }
+        } else if let Some(n) = self.schedules_per_cluster.get_mut(cluster) {
+            *n -= 1;
+            if *n == 0 {
+                self.schedules_per_cluster.remove(cluster);
+                clusters.send_modify(|set| {
+                    set.remove(cluster);
+                });
+            }
+        }
+    }
+
+    fn apply_update(&mut self, entry: Entry, server_default: bool, clusters: &ClusterSet) {
+        let name = entry.key.as_str();
         if entry.operation != Operation::Put {
-            self.remove(&name);
+            self.remove(name, clusters);
             return;
         }
         let record: ScheduleRecord = match serde_json::from_slice(&entry.value) {
             Ok(record) => record,
             Err(err) => {
                 tracing::error!(schedule = %name, error = %err, "unreadable schedule record; not scheduling it");
-                self.remove(&name);
+                self.remove(name, clusters);
                 return;
             }
         };
-        let cron = CronSpec::parse(&record.cron).map_err(|err| format!("invalid cron spec: {err}"));
-        self.set(&name, None);
+        self.set(name, None);
         let slot = Slot {
-            record,
-            cron,
+            facts: Facts::of(&record),
+            cluster: record.cluster,
             revision: entry.revision,
             queued_at: None,
         };
-        let at = slot.attention_at(Utc::now(), server_default);
-        self.slots.insert(name.clone(), slot);
-        self.set(&name, at);
+        let at = slot.facts.attention_at(name, Utc::now(), server_default);
+        self.count(&slot.cluster, true, clusters);
+        let key: Arc<str> = match self.slots.get_key_value(name) {
+            Some((key, _)) => key.clone(),
+            None => Arc::from(name),
+        };
+        if let Some(old) = self.slots.insert(key, slot) {
+            self.count(&old.cluster, false, clusters);
+        }
+        self.set(name, at);
     }
+}
+
+/// What attending a schedule needs besides the schedule.
+struct Firing<'a> {
+    topology: &'a Topology,
+    config: &'a Config,
+    metrics: &'a Metrics,
+    due_stream: &'a Stream,
 }
 
 pub async fn run(
     topology: Topology,
     config: Config,
     metrics: Arc<Metrics>,
+    clusters: ClusterSet,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let server_default = config.scheduler.skip_immediately_default;
     let mut queue = Queue {
         slots: HashMap::new(),
         order: BTreeSet::new(),
+        schedules_per_cluster: HashMap::new(),
     };
+    let due_stream = topology
+        .jetstream
+        .get_stream(topology::STREAM_DUE)
+        .await
+        .context("opening the due-backup stream")?;
     let mut watch = topology
         .schedules
         .watch_with_history(">")
@@ -192,7 +375,7 @@ pub async fn run(
             update = watch.next() => match update {
                 Some(Ok(entry)) => {
                     last_revision = entry.revision;
-                    queue.apply_update(entry, server_default);
+                    queue.apply_update(entry, server_default, &clusters);
                     metrics.schedules_loaded.set(queue.slots.len() as i64);
                 }
                 other => {
@@ -208,16 +391,41 @@ pub async fn run(
                 }
             },
             _ = tokio::time::sleep(sleep_for) => {
-                let now = Utc::now();
-                while let Some((at, name)) = queue.order.first().cloned() {
-                    if at > now {
-                        break;
-                    }
-                    queue.set(&name, None);
-                    let next = match queue.slots.get(&name) {
-                        Some(slot) => attend(&topology, &config, &metrics, slot, now).await,
-                        None => None,
-                    };
+                let due = queue.pop_due(Utc::now());
+                let firing = Firing {
+                    topology: &topology,
+                    config: &config,
+                    metrics: &metrics,
+                    due_stream: &due_stream,
+                };
+                // First publish every due tick, then record them: the publications, which
+                // consumers wait for, do not queue behind the compare-and-sets of a burst.
+                let slots = &queue.slots;
+                let firing = &firing;
+                let decided: Vec<(Arc<str>, Step)> = futures::stream::iter(due)
+                    .map(|name| async move {
+                        let step = match slots.get(&name) {
+                            Some(slot) => decide_and_publish(firing, &name, slot).await,
+                            None => Step::Requeue(None),
+                        };
+                        (name, step)
+                    })
+                    .buffer_unordered(FIRE_CONCURRENCY)
+                    .collect()
+                    .await;
+                let attended: Vec<(Arc<str>, Option<DateTime<Utc>>)> = futures::stream::iter(decided)
+                    .map(|(name, step)| async move {
+                        let next = match (step, slots.get(&name)) {
+                            (Step::Requeue(at), _) => at,
+                            (step, Some(slot)) => record(firing, &name, slot.revision, step).await,
+                            (_, None) => None,
+                        };
+                        (name, next)
+                    })
+                    .buffer_unordered(FIRE_CONCURRENCY)
+                    .collect()
+                    .await;
+                for (name, next) in attended {
                     queue.set(&name, next);
                 }
             }
@@ -225,61 +433,138 @@ pub async fn run(
     }
 }
 
-/// Handles one schedule whose time has come; returns when it next needs attention (`None` when
-/// the watch will bring a new revision, or the schedule is paused).
-#[tracing::instrument(skip_all, fields(schedule = %slot.record.name))]
-async fn attend(
-    topology: &Topology,
-    config: &Config,
-    metrics: &Metrics,
-    slot: &Slot,
-    now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    let record = &slot.record;
-    let mut updated = record.clone();
-    match slot.decide(now, config.scheduler.skip_immediately_default) {
-        Err(error) => {
-            if record.status.phase == SchedulePhase::FailedValidation {
-                return None;
+/// What the first, latency-critical step decided for a due schedule.
+enum Step {
+    /// Nothing to record: attend it again at this instant, or when the watch brings news.
+    Requeue(Option<DateTime<Utc>>),
+    /// Record this outcome: a skip, a firing (its tick already published), or a spec that
+    /// stopped parsing.
+    Record(Result<Decision, String>),
+}
+
+/// Decides on the queue's facts (no I/O) and, for a firing, publishes the tick.
+#[tracing::instrument(skip_all, fields(schedule = %name))]
+async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Step {
+    let now = Utc::now();
+    let server_default = firing.config.scheduler.skip_immediately_default;
+    let facts = &slot.facts;
+    let mut decision = match facts.decide(name, now, server_default) {
+        Err(_) if facts.failed_validation => return Step::Requeue(None),
+        Err(error) => return Step::Record(Err(error)),
+        Ok(decision) => decision,
+    };
+    match decision.action {
+        Action::Paused | Action::Invalid => Step::Requeue(None),
+        // Woken exactly at the due instant: due means strictly after it.
+        Action::Wait => Step::Requeue(
+            decision
+                .next_run_time
+                .map(|next| next.max(now + chrono::Duration::milliseconds(1))),
+        ),
+        Action::Skip => Step::Record(Ok(decision)),
+        Action::Fire => {
+            let Some(tick) = decision.tick else {
+                return Step::Requeue(None);
+            };
+            let Ok(schedule) = name.parse::<ScheduleName>() else {
+                return Step::Requeue(None);
+            };
+            let target = Target {
+                schedule: &schedule,
+                cluster: &slot.cluster,
+                plan: &facts.plan,
+                labels: &facts.labels,
+            };
+            let ack = match publish_due(firing.topology, firing.config, &target, tick, now).await {
+                Ok(ack) => ack,
+                Err(err) => {
+                    tracing::warn!(
+                        error = format!("{err:#}"),
+                        "could not publish a due backup; retrying"
+                    );
+                    return Step::Requeue(Some(now + chrono::Duration::seconds(1)));
+                }
+            };
+            if ack.duplicate {
+                firing.metrics.due_duplicates.inc();
+                // Published before and not (yet) recorded: record the first publication's
+                // instant, as its publisher would have.
+                match first_firing_instant(firing.due_stream, ack.sequence, &schedule, tick).await {
+                    Ok(fired_at) => {
+                        decision =
+                            facts.decided_at_first_firing(name, decision, fired_at, server_default);
+                    }
+                    Err(err) => {
+                        tracing::warn!(
+                            error = format!("{err:#}"),
+                            "cannot read the first publication of a tick; retrying"
+                        );
+                        return Step::Requeue(Some(now + chrono::Duration::seconds(1)));
+                    }
+                }
+            } else {
+                let lateness = (now - tick).num_microseconds().unwrap_or(0) as f64 / 1e6;
+                firing.metrics.fire_lateness.observe(lateness.max(0.0));
+                firing.metrics.due_published.inc();
             }
+            Step::Record(Ok(decision))
+        }
+    }
+}
+
+/// Records a step's outcome on the schedule with a compare-and-set against `revision`, the
+/// revision it was decided on. Returns when the schedule next needs attention: `None` when the
+/// watch brings the new revision (ours, or whoever changed it first).
+#[tracing::instrument(skip_all, fields(schedule = %name))]
+async fn record(
+    firing: &Firing<'_>,
+    name: &str,
+    revision: u64,
+    step: Step,
+) -> Option<DateTime<Utc>> {
+    let now = Utc::now();
+    let outcome = match step {
+        Step::Requeue(at) => return at,
+        Step::Record(outcome) => outcome,
+    };
+    let schedules = &firing.topology.schedules;
+    let mut updated = match schedules.entry(name).await {
+        Ok(Some(entry)) if entry.operation == Operation::Put && entry.revision == revision => {
+            match serde_json::from_slice::<ScheduleRecord>(&entry.value) {
+                Ok(record) => record,
+                Err(_) => return None,
+            }
+        }
+        // Changed (another replica recorded this tick, or someone changed the schedule) or
+        // deleted: the watch brings the new revision, and with it a new decision. A tick
+        // published here and not recorded is published again as a duplicate and recorded then.
+        Ok(_) => return None,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot read a due schedule; retrying");
+            return Some(now + chrono::Duration::seconds(1));
+        }
+    };
+    match outcome {
+        Err(error) => {
             updated.status.phase = SchedulePhase::FailedValidation;
             updated.status.validation_errors = vec![error];
             updated.status.next_run_time = None;
         }
         Ok(decision) => {
             match decision.action {
-                Action::Paused => return None,
-                Action::Wait => {
-                    // Woken exactly at the due instant: due means strictly after it.
-                    let next = decision.next_run_time?;
-                    return Some(next.max(now + chrono::Duration::milliseconds(1)));
-                }
-                Action::Invalid => return None,
                 Action::Skip => {
-                    metrics
+                    firing
+                        .metrics
                         .ticks_skipped
                         .with_label_values(&[decision.reason.as_str()])
                         .inc();
                     updated.status.last_skip_reason = Some(decision.reason.as_str().to_string());
                 }
                 Action::Fire => {
-                    let tick = decision.tick?;
-                    match publish_due(topology, config, record, tick, now).await {
-                        Ok(true) => metrics.due_duplicates.inc(),
-                        Ok(false) => {
-                            let lateness =
-                                (now - tick).num_microseconds().unwrap_or(0) as f64 / 1e6;
-                            metrics.fire_lateness.observe(lateness.max(0.0));
-                            metrics.due_published.inc();
-                        }
-                        Err(err) => {
-                            tracing::warn!(error = %err, "could not publish a due backup; retrying");
-                            return Some(now + chrono::Duration::seconds(1));
-                        }
-                    }
-                    updated.status.last_fired_tick = Some(tick);
+                    updated.status.last_fired_tick = decision.tick;
                     updated.status.last_skip_reason = None;
                 }
+                Action::Wait | Action::Paused | Action::Invalid => return None,
             }
             updated.status.phase = SchedulePhase::Enabled;
             updated.status.validation_errors.clear();
@@ -297,11 +582,7 @@ async fn attend(
             return None;
         }
     };
-    match topology
-        .schedules
-        .update(record.name.as_str(), body.into(), slot.revision)
-        .await
-    {
+    match schedules.update(name, body.into(), revision).await {
         // The watch brings the new revision and requeues the schedule.
         Ok(_) => None,
         Err(err) => {
@@ -313,47 +594,90 @@ async fn attend(
     }
 }
 
-/// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick.
+/// The `fired_at` of the stored due-backup at `sequence`, which must be `schedule`'s `tick`.
+async fn first_firing_instant(
+    due_stream: &Stream,
+    sequence: u64,
+    schedule: &ScheduleName,
+    tick: DateTime<Utc>,
+) -> anyhow::Result<DateTime<Utc>> {
+    let message = due_stream
+        .get_raw_message(sequence)
+        .await
+        .with_context(|| format!("reading due-backup {sequence}"))?;
+    let event: DueBackup = wire::decode(&message.payload)
+        .with_context(|| format!("decoding due-backup {sequence}"))?;
+    anyhow::ensure!(
+        event.schedule == *schedule && event.tick == tick,
+        "due-backup {sequence} is {} at {}, not this tick",
+        event.schedule,
+        event.tick
+    );
+    Ok(event.fired_at)
+}
+
+/// What a due-backup event names: the schedule and what it backs up.
+pub struct Target<'a> {
+    pub schedule: &'a ScheduleName,
+    pub cluster: &'a ClusterName,
+    pub plan: &'a PlanName,
+    pub labels: &'a BTreeMap<String, String>,
+}
+
+impl<'a> From<&'a ScheduleRecord> for Target<'a> {
+    fn from(record: &'a ScheduleRecord) -> Target<'a> {
+        Target {
+            schedule: &record.name,
+            cluster: &record.cluster,
+            plan: &record.plan,
+            labels: &record.labels,
+        }
+    }
+}
+
+/// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick. For a
+/// duplicate, the acknowledgement names the sequence of the first publication.
 pub async fn publish_due(
     topology: &Topology,
     config: &Config,
-    record: &ScheduleRecord,
+    target: &Target<'_>,
     tick: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> anyhow::Result<bool> {
-    let backup_id = backup_id_for(record, tick);
+) -> anyhow::Result<PublishAck> {
+    let backup_id = BackupId::new(backup_id_text(target.schedule.as_str(), tick))
+        .expect("schedule names are valid ids and the suffix is digits");
     let object_prefix = format!(
         "{}{}/{}/",
-        cluster_prefix(&config.s3.prefix, &record.cluster),
-        record.name,
+        cluster_prefix(&config.s3.prefix, target.cluster),
+        target.schedule,
         backup_id
     );
     let event = DueBackup {
         schema_version: wire::SCHEMA_VERSION,
-        schedule: record.name.clone(),
-        cluster: record.cluster.clone(),
-        plan: record.plan.clone(),
+        schedule: target.schedule.clone(),
+        cluster: target.cluster.clone(),
+        plan: target.plan.clone(),
         tick,
         fired_at: now,
         backup_id,
-        backup_name: record.name.to_string(),
+        backup_name: target.schedule.to_string(),
         object_prefix,
         kind: BackupKind::Full,
         parent: None,
-        labels: record.labels.clone(),
+        labels: target.labels.clone(),
     };
-    let message_id = format!("due.{}.{}", record.name, tick.timestamp_millis());
-    let duplicate = publish_once(
+    let message_id = format!("due.{}.{}", target.schedule, tick.timestamp_millis());
+    let ack = publish_once_acked(
         &topology.jetstream,
-        topology::due_subject(&record.cluster),
+        topology::due_subject(target.cluster),
         &message_id,
         wire::encode(&event),
     )
     .await?;
-    if duplicate {
-        tracing::info!(tick = %tick, "due backup already published by another replica");
+    if ack.duplicate {
+        tracing::info!(tick = %tick, "due backup already published");
     } else {
         tracing::info!(tick = %tick, backup = %event.backup_id, "due backup published");
     }
-    Ok(duplicate)
+    Ok(ack)
 }

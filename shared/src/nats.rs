@@ -77,6 +77,19 @@ pub async fn publish_once(
     message_id: &str,
     payload: bytes::Bytes,
 ) -> anyhow::Result<bool> {
+    Ok(publish_once_acked(jetstream, subject, message_id, payload)
+        .await?
+        .duplicate)
+}
+
+/// Like [`publish_once`], returning the stream's acknowledgement: for a duplicate, its
+/// sequence is the one of the message stored first, which the caller may read back.
+pub async fn publish_once_acked(
+    jetstream: &jetstream::Context,
+    subject: String,
+    message_id: &str,
+    payload: bytes::Bytes,
+) -> anyhow::Result<jetstream::publish::PublishAck> {
     let ack: PublishAckFuture = jetstream
         .send_publish(
             subject.clone(),
@@ -86,8 +99,6 @@ pub async fn publish_once(
         )
         .await
         .with_context(|| format!("publishing to {subject}"))?;
-    let ack = ack
-        .await
-        .with_context(|| format!("waiting for the stream to store {subject}"))?;
-    Ok(ack.duplicate)
+    ack.await
+        .with_context(|| format!("waiting for the stream to store {subject}"))
 }

@@ -107,6 +107,31 @@ pub enum SchedulePhase {
     FailedValidation,
 }
 
+/// What Sexton keeps per cluster, in the clusters bucket (key = cluster name). A cluster is
+/// *known* once a schedule has named it; reports for other clusters are refused.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClusterRecord {
+    #[serde(default = "record_schema_version")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub registered_at: DateTime<Utc>,
+    /// When the scheduler last requested a retention sweep of this cluster (seed 003's
+    /// `lastRetentionRunTime`); the next one is due `retention_sweep_interval` later.
+    #[serde(default)]
+    pub last_retention_run: Option<DateTime<Utc>>,
+}
+
+impl ClusterRecord {
+    pub fn new(cluster: ClusterName, now: DateTime<Utc>) -> ClusterRecord {
+        ClusterRecord {
+            schema_version: RECORD_SCHEMA_VERSION,
+            cluster,
+            registered_at: now,
+            last_retention_run: None,
+        }
+    }
+}
+
 /// One backup in the catalog.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BackupRecord {

@@ -25,6 +25,9 @@ pub const BUCKET_SCHEDULES: &str = "sexton-schedules";
 pub const BUCKET_CATALOG: &str = "sexton-catalog";
 /// Delete plugins (seed 004), key = plugin name; the deleter reads and registers them.
 pub const BUCKET_PLUGINS: &str = "sexton-plugins";
+/// One key per cluster that a schedule has named: its `last_retention_run`. Only the scheduler
+/// uses it, so it is opened by [`clusters_bucket`], not by [`ensure`].
+pub const BUCKET_CLUSTERS: &str = "sexton-clusters";
 
 pub const CONSUMER_REPORTS: &str = "scheduler-reports";
 pub const CONSUMER_RETENTION: &str = "retention-worker";
@@ -167,6 +170,39 @@ pub fn bucket_configs(replicas: usize) -> Vec<kv::Config> {
             ..Default::default()
         },
     ]
+}
+
+/// The clusters bucket's definition.
+pub fn clusters_bucket_config(replicas: usize) -> kv::Config {
+    kv::Config {
+        bucket: BUCKET_CLUSTERS.into(),
+        description: "sexton clusters: last retention run".into(),
+        history: 1,
+        num_replicas: replicas,
+        storage: StorageType::File,
+        ..Default::default()
+    }
+}
+
+/// Opens the clusters bucket, creating it if missing (any replica may be first).
+pub async fn clusters_bucket(
+    jetstream: &jetstream::Context,
+    replicas: usize,
+) -> anyhow::Result<kv::Store> {
+    use anyhow::Context as _;
+    if let Ok(store) = jetstream.get_key_value(BUCKET_CLUSTERS).await {
+        return Ok(store);
+    }
+    match jetstream
+        .create_key_value(clusters_bucket_config(replicas))
+        .await
+    {
+        Ok(store) => Ok(store),
+        Err(_) => jetstream
+            .get_key_value(BUCKET_CLUSTERS)
+            .await
+            .with_context(|| format!("opening bucket {BUCKET_CLUSTERS}")),
+    }
 }
 
 #[derive(Clone)]

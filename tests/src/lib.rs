@@ -284,6 +284,25 @@ pub fn config(nats: &Nats, s3: &S3) -> Config {
     config
 }
 
+/// A configuration for services that need only NATS (the scheduler, the CLI): no S3 server to
+/// start and stop, and no metrics endpoint.
+pub fn nats_config(nats: &Nats) -> Config {
+    let mut config = Config::default();
+    config.nats.url = nats.url();
+    config.s3.prefix = "backups".into();
+    config.http.listen = String::new();
+    config.validate().expect("test config is valid");
+    config
+}
+
+/// Only the scheduler, for tests of its semantics.
+pub const SCHEDULER_ONLY: Members = Members {
+    scheduler: true,
+    retention_worker: false,
+    deleter: false,
+    executor: false,
+};
+
 /// The services running in-process, stopped on drop.
 pub struct Fleet {
     trigger: ShutdownTrigger,
@@ -525,40 +544,42 @@ impl Nats {
 pub fn service_binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let dir = BUILT.get_or_init(|| {
-        let mut cargo = Command::new(env!("CARGO"));
-        // `cargo test` hands the test process its package's variables (CARGO_MANIFEST_DIR,
-        // CARGO_PKG_*, ...). Passed on, they change the environment that build scripts watch
-        // (ring reruns on CARGO_MANIFEST_DIR), so this build and the next `cargo test` would
-        // each rebuild half the dependency tree.
-        for (name, _) in std::env::vars_os() {
-            let name = name.to_string_lossy();
-            if name.starts_with("CARGO_PKG_")
-                || matches!(
-                    name.as_ref(),
-                    "CARGO_MANIFEST_DIR"
-                        | "CARGO_MANIFEST_PATH"
-                        | "CARGO_CRATE_NAME"
-                        | "CARGO_PRIMARY_PACKAGE"
-                        | "CARGO_TARGET_TMPDIR"
-                        | "CARGO_RUSTC_CURRENT_DIR"
-                )
-            {
-                cargo.env_remove(name.as_ref());
-            }
-        }
-        let status = cargo
-            .args(["build", "--bins", "--quiet"])
-            .current_dir(repo_root())
-            .status()
-            .expect("running cargo build --bins");
-        assert!(status.success(), "cargo build --bins failed");
         // The test binary lives in target/<profile>/deps/; the service binaries one level up.
-        std::env::current_exe()
+        // A benchmark (`cargo bench`, profile directory `release`) runs release services.
+        let dir = std::env::current_exe()
             .expect("current exe")
             .parent()
             .and_then(Path::parent)
             .expect("target/<profile>")
-            .to_path_buf()
+            .to_path_buf();
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "--bins", "--quiet"]);
+        // Cargo sets these for the test binary, not for a build. Passed on, they change what
+        // some build scripts see (ring's reruns on `CARGO_MANIFEST_DIR`), so the inner build
+        // and the next `cargo test` would rebuild ring, rustls and aws-sdk-s3 for each other.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key == "CARGO_MANIFEST_DIR"
+                || key == "CARGO_MANIFEST_PATH"
+                || key == "CARGO_CRATE_NAME"
+                || key == "CARGO_PRIMARY_PACKAGE"
+                || key == "CARGO_TARGET_TMPDIR"
+                || key == "OUT_DIR"
+                || key.starts_with("CARGO_PKG_")
+                || key.starts_with("CARGO_BIN_")
+            {
+                build.env_remove(&*key);
+            }
+        }
+        if dir.file_name().is_some_and(|name| name == "release") {
+            build.arg("--release");
+        }
+        let status = build
+            .current_dir(repo_root())
+            .status()
+            .expect("running cargo build --bins");
+        assert!(status.success(), "cargo build --bins failed");
+        dir
     });
     let path = dir.join(name);
     assert!(path.exists(), "{} was not built", path.display());
@@ -725,4 +746,153 @@ impl Drop for ServiceProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// A `due-backup` event as stored in `SEXTON_DUE`, with the instant the stream stored it.
+#[derive(Debug, Clone)]
+pub struct DueEvent {
+    pub schedule: String,
+    pub tick: chrono::DateTime<chrono::Utc>,
+    pub fired_at: chrono::DateTime<chrono::Utc>,
+    pub backup_id: String,
+    /// When the stream stored it: when a consumer could first see it.
+    pub stored_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Every due-backup event in the stream, in stream order.
+pub async fn due_events(jetstream: &async_nats::jetstream::Context) -> Vec<DueEvent> {
+    read_stream(
+        jetstream,
+        sexton_shared::topology::STREAM_DUE,
+        "sexton.v1.due.>",
+    )
+    .await
+    .iter()
+    .map(|message| {
+        let event: sexton_shared::wire::DueBackup =
+            sexton_shared::wire::decode(&message.payload).expect("a due-backup event");
+        let stored_nanos = message
+            .info()
+            .expect("stream message info")
+            .published
+            .unix_timestamp_nanos();
+        DueEvent {
+            schedule: event.schedule.to_string(),
+            tick: event.tick,
+            fired_at: event.fired_at,
+            backup_id: event.backup_id.to_string(),
+            stored_at: chrono::DateTime::from_timestamp_nanos(stored_nanos as i64),
+        }
+    })
+    .collect()
+}
+
+/// A schedule record as stored, read straight from the bucket.
+pub async fn schedule_record(
+    jetstream: &async_nats::jetstream::Context,
+    name: &str,
+) -> Option<(sexton_shared::records::ScheduleRecord, u64)> {
+    let store = jetstream
+        .get_key_value(sexton_shared::topology::BUCKET_SCHEDULES)
+        .await
+        .ok()?;
+    let entry = store.entry(name).await.ok()??;
+    if entry.operation != async_nats::jetstream::kv::Operation::Put {
+        return None;
+    }
+    Some((
+        serde_json::from_slice(&entry.value).expect("a schedule record"),
+        entry.revision,
+    ))
+}
+
+/// Creates a schedule through the API, waiting for a scheduler to answer.
+pub async fn create_schedule(
+    client: &async_nats::Client,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    let mut body = body;
+    body["schema_version"] = serde_json::json!(1);
+    if body.get("policy").is_none() {
+        body["policy"] = serde_json::json!({"keep_last": 3});
+    }
+    eventually("the scheduler api", Duration::from_secs(60), || {
+        let client = client.clone();
+        let body = body.clone();
+        async move {
+            match api(&client, "schedule", "create", body).await {
+                Ok(reply) => Some(reply),
+                Err(err) if err.code == sexton_shared::api::ErrorCode::Unavailable => None,
+                Err(err) => panic!("schedule.create refused: {err}"),
+            }
+        }
+    })
+    .await
+}
+
+/// A small deterministic random number generator (xorshift64*), so a chaos test can print its
+/// seed and be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded from `SEXTON_CHAOS_SEED` if set, else from the clock.
+    pub fn from_env() -> Rng {
+        let seed = std::env::var("SEXTON_CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .expect("after 1970")
+                    .as_nanos() as u64
+            });
+        eprintln!("chaos seed: SEXTON_CHAOS_SEED={seed}");
+        Rng::seeded(seed)
+    }
+
+    pub fn seeded(seed: u64) -> Rng {
+        Rng(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..upper`.
+    pub fn below(&mut self, upper: u64) -> u64 {
+        self.next_u64() % upper.max(1)
+    }
+
+    pub fn millis(&mut self, low: u64, high: u64) -> Duration {
+        Duration::from_millis(low + self.below(high - low))
+    }
+}
+
+/// Every message stored in a work-queue `stream` (which refuses the ordered consumer that
+/// [`read_stream`] uses) whose subject starts with `subject_prefix`: `(subject, payload)` by
+/// sequence, read without consuming anything.
+pub async fn read_work_queue(
+    jetstream: &async_nats::jetstream::Context,
+    stream: &str,
+    subject_prefix: &str,
+) -> Vec<(String, bytes::Bytes)> {
+    let mut stream = jetstream.get_stream(stream).await.expect("stream exists");
+    let state = stream.info().await.expect("stream info").state.clone();
+    let mut out = Vec::new();
+    if state.messages == 0 {
+        return out;
+    }
+    for sequence in state.first_sequence..=state.last_sequence {
+        // Acknowledged (removed) messages leave gaps.
+        let Ok(message) = stream.get_raw_message(sequence).await else {
+            continue;
+        };
+        if message.subject.starts_with(subject_prefix) {
+            out.push((message.subject.to_string(), message.payload));
+        }
+    }
+    out
 }

@@ -1,0 +1,410 @@
+//! The real `sexton` binary against a running scheduler: `schedule create|get|list|describe|
+//! update|pause|unpause|delete` and `backup create --from-schedule`, in tables and `-o json`,
+//! with the documented exit codes (0 success, 1 not found or the fleet unavailable, 2 invalid).
+
+use std::process::Command;
+
+use serde_json::Value;
+use sexton_tests::*;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|err| panic!("not json ({err}): {}\n{}", self.stdout, self.stderr))
+    }
+}
+
+/// Runs `sexton args...` against `nats_url`, off the async runtime.
+async fn sexton(nats_url: &str, args: &[&str]) -> Run {
+    let binary = service_binary("sexton");
+    let nats_url = nats_url.to_string();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let output = Command::new(binary)
+            .args(&args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEXTON_NATS_URL", nats_url)
+            .output()
+            .expect("running sexton");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn expect(run: &Run, code: i32, what: &str) {
+    assert_eq!(
+        run.code, code,
+        "{what}: exit {} (wanted {code})\nstdout: {}\nstderr: {}",
+        run.code, run.stdout, run.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedule_commands_work_against_a_live_scheduler() {
+    let nats = Nats::start();
+    let config = nats_config(&nats);
+    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let url = nats.url();
+    let url = url.as_str();
+    // Wait for the API.
+    eventually(
+        "the scheduler api",
+        std::time::Duration::from_secs(30),
+        || async { (sexton(url, &["schedule", "list"]).await.code == 0).then_some(()) },
+    )
+    .await;
+
+    let created = sexton(
+        url,
+        &[
+            "schedule",
+            "create",
+            "nightly",
+            "--cluster",
+            "db1",
+            "--plan",
+            "full",
+            "--cron",
+            "0 3 * * *",
+            "--keep-last",
+            "7",
+            "--label",
+            "team=db",
+        ],
+    )
+    .await;
+    expect(&created, 0, "create");
+    assert!(created.stdout.contains("nightly") && created.stdout.contains("0 3 * * *"));
+    let created = sexton(
+        url,
+        &[
+            "schedule",
+            "create",
+            "hourly",
+            "--cluster",
+            "db2",
+            "--plan",
+            "full",
+            "--cron",
+            "CRON_TZ=Europe/Berlin 0 * * * *",
+            "--policy",
+            r#"{"keep_last": 24, "recovery_window": "30d"}"#,
+            "--skip-immediately",
+            "--overlap-policy",
+            "allow",
+            "--starting-deadline-seconds",
+            "600",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&created, 0, "create -o json");
+    let hourly = created.json();
+    assert_eq!(hourly["schedule"]["name"], "hourly");
+    assert_eq!(hourly["schedule"]["skip_immediately"], true);
+    assert_eq!(hourly["schedule"]["policy"]["recovery_window"], "30d");
+    assert_eq!(hourly["schedule"]["overlap_policy"], "allow");
+    assert_eq!(hourly["schedule"]["starting_deadline_seconds"], 600);
+
+    // Invalid input: exit 2, with the reason.
+    for (args, reason) in [
+        (
+            vec![
+                "schedule",
+                "create",
+                "bad",
+                "--cluster",
+                "db1",
+                "--plan",
+                "full",
+                "--cron",
+                "61 * * * *",
+                "--keep-last",
+                "1",
+            ],
+            "invalid cron",
+        ),
+        (
+            vec![
+                "schedule",
+                "create",
+                "bad",
+                "--cluster",
+                "db1",
+                "--plan",
+                "full",
+                "--cron",
+                "CRON_TZ=Nowhere/Special 0 * * * *",
+                "--keep-last",
+                "1",
+            ],
+            "Nowhere/Special",
+        ),
+        (
+            vec![
+                "schedule",
+                "create",
+                "bad",
+                "--cluster",
+                "db1",
+                "--plan",
+                "full",
+                "--cron",
+                "@daily",
+            ],
+            "needs a retention policy",
+        ),
+        (
+            vec![
+                "schedule",
+                "create",
+                "a/b",
+                "--cluster",
+                "db1",
+                "--plan",
+                "full",
+                "--cron",
+                "@daily",
+                "--keep-last",
+                "1",
+            ],
+            "invalid schedule name",
+        ),
+        (
+            vec!["schedule", "unpause", "nightly", "--skip-immediately=maybe"],
+            "invalid value",
+        ),
+        (
+            vec!["schedule", "update", "nightly", "--cron", "* * *"],
+            "invalid cron",
+        ),
+        (vec!["schedule", "frobnicate"], "unrecognized subcommand"),
+        (
+            vec!["schedule", "update", "nightly", "--overlap-policy", "queue"],
+            "invalid value",
+        ),
+        (
+            vec![
+                "schedule",
+                "update",
+                "nightly",
+                "--starting-deadline-seconds",
+                "0",
+            ],
+            "starting_deadline_seconds must be between",
+        ),
+    ] {
+        let run = sexton(url, &args).await;
+        expect(&run, 2, &args.join(" "));
+        assert!(
+            run.stderr.contains(reason),
+            "{}: {}",
+            args.join(" "),
+            run.stderr
+        );
+    }
+    // Not found and already exists: exit 1.
+    let run = sexton(url, &["schedule", "get", "ghost"]).await;
+    expect(&run, 1, "get a missing schedule");
+    assert!(
+        run.stderr.contains("schedule ghost not found"),
+        "{}",
+        run.stderr
+    );
+    let run = sexton(
+        url,
+        &[
+            "schedule",
+            "create",
+            "nightly",
+            "--cluster",
+            "db1",
+            "--plan",
+            "full",
+            "--cron",
+            "@daily",
+            "--keep-last",
+            "1",
+        ],
+    )
+    .await;
+    expect(&run, 1, "create an existing schedule");
+    assert!(run.stderr.contains("already exists"), "{}", run.stderr);
+    for verb in ["describe", "pause", "unpause", "delete"] {
+        expect(
+            &sexton(url, &["schedule", verb, "ghost"]).await,
+            1,
+            &format!("{verb} a missing schedule"),
+        );
+    }
+    expect(
+        &sexton(url, &["backup", "create", "--from-schedule", "ghost"]).await,
+        1,
+        "trigger a missing schedule",
+    );
+
+    // get / list / describe.
+    let got = sexton(url, &["schedule", "get", "nightly", "-o", "json"]).await;
+    expect(&got, 0, "get");
+    let got = got.json();
+    assert_eq!(got["schedule"]["cron"], "0 3 * * *");
+    assert_eq!(got["schedule"]["labels"]["team"], "db");
+    assert!(got["schedule"]["status"]["next_run_time"]
+        .as_str()
+        .unwrap()
+        .contains("T03:00:00"));
+    let table = sexton(url, &["schedule", "get", "nightly"]).await;
+    expect(&table, 0, "get as a table");
+    assert!(table.stdout.starts_with("NAME"), "{}", table.stdout);
+    let listed = sexton(url, &["schedule", "list", "-o", "json"]).await;
+    expect(&listed, 0, "list");
+    let names: Vec<String> = listed
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["schedule"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["hourly", "nightly"]);
+    let listed = sexton(url, &["schedule", "list", "--cluster", "db2", "-o", "json"]).await;
+    expect(&listed, 0, "list --cluster");
+    assert_eq!(listed.json().as_array().unwrap().len(), 1);
+    let described = sexton(url, &["schedule", "describe", "nightly", "-o", "json"]).await;
+    expect(&described, 0, "describe");
+    let described = described.json();
+    assert_eq!(described["explain"]["action"], "wait");
+    assert!(described["explain"]["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("not due until"));
+    // Created with --skip-immediately: the creation skip is recorded and explained.
+    let described = eventually(
+        "the creation skip",
+        std::time::Duration::from_secs(20),
+        || async {
+            let described = sexton(url, &["schedule", "describe", "hourly", "-o", "json"])
+                .await
+                .json();
+            described["last_skip"].is_object().then_some(described)
+        },
+    )
+    .await;
+    assert_eq!(described["last_skip"]["reason"], "skip_immediately");
+    let table = sexton(url, &["schedule", "describe", "hourly"]).await;
+    expect(&table, 0, "describe as a table");
+    assert!(
+        table.stdout.contains("skip_immediately"),
+        "{}",
+        table.stdout
+    );
+
+    // pause / unpause / update.
+    let paused = sexton(url, &["schedule", "pause", "nightly", "-o", "json"]).await;
+    expect(&paused, 0, "pause");
+    assert_eq!(paused.json()["schedule"]["paused"], true);
+    let unpaused = sexton(
+        url,
+        &[
+            "schedule",
+            "unpause",
+            "nightly",
+            "--skip-immediately=false",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&unpaused, 0, "unpause --skip-immediately=false");
+    let unpaused = unpaused.json();
+    assert_eq!(unpaused["schedule"]["paused"], false);
+    assert_eq!(unpaused["schedule"]["skip_immediately"], false);
+    expect(
+        &sexton(url, &["schedule", "pause", "nightly"]).await,
+        0,
+        "pause",
+    );
+    let unpaused = sexton(
+        url,
+        &[
+            "schedule",
+            "unpause",
+            "nightly",
+            "--skip-immediately",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&unpaused, 0, "unpause --skip-immediately");
+    assert_eq!(unpaused.json()["schedule"]["skip_immediately"], true);
+    let updated = sexton(
+        url,
+        &[
+            "schedule",
+            "update",
+            "nightly",
+            "--cron",
+            "30 4 * * 1-5",
+            "--keep-last",
+            "3",
+            "--overlap-policy",
+            "allow",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&updated, 0, "update");
+    let updated = updated.json();
+    assert_eq!(updated["schedule"]["overlap_policy"], "allow");
+    assert_eq!(updated["schedule"]["cron"], "30 4 * * 1-5");
+    assert_eq!(updated["schedule"]["policy"]["keep_last"], 3);
+
+    // A manual backup.
+    let triggered = sexton(
+        url,
+        &[
+            "backup",
+            "create",
+            "--from-schedule",
+            "nightly",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&triggered, 0, "backup create --from-schedule");
+    assert!(triggered.json()["backup_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("nightly-"));
+
+    // delete.
+    let deleted = sexton(url, &["schedule", "delete", "nightly", "-o", "json"]).await;
+    expect(&deleted, 0, "delete");
+    assert_eq!(deleted.json()["deleted"], "nightly");
+    expect(
+        &sexton(url, &["schedule", "get", "nightly"]).await,
+        1,
+        "get after delete",
+    );
+
+    // The fleet unavailable: exit 1.
+    let run = sexton("nats://127.0.0.1:1", &["schedule", "list"]).await;
+    expect(&run, 1, "list without nats");
+    assert!(run.stderr.contains("nats"), "{}", run.stderr);
+    fleet.stop().await.unwrap();
+}
