@@ -317,15 +317,18 @@ impl Config {
             value,
             why: why.into(),
         };
-        if !(self.nats.url.starts_with("nats://")
-            || self.nats.url.starts_with("tls://")
-            || self.nats.url.starts_with("ws://")
-            || self.nats.url.starts_with("wss://"))
+        let urls = crate::nats::server_urls(&self.nats.url);
+        if urls.is_empty()
+            || !urls.iter().all(|url| {
+                ["nats://", "tls://", "ws://", "wss://"]
+                    .iter()
+                    .any(|scheme| url.starts_with(scheme))
+            })
         {
             return Err(bad(
                 "nats.url",
                 self.nats.url.clone(),
-                "expected a nats://, tls://, ws:// or wss:// url",
+                "expected a nats://, tls://, ws:// or wss:// url, or several separated by commas",
             ));
         }
         if !(1..=5).contains(&self.nats.replicas) {
@@ -497,6 +500,8 @@ mod tests {
     fn bad_values_are_rejected_with_the_key_named() {
         let cases: &[(&str, &str, &str)] = &[
             ("SEXTON_NATS_URL", "http://x", "nats.url"),
+            ("SEXTON_NATS_URL", "nats://a:4222,http://b", "nats.url"),
+            ("SEXTON_NATS_URL", ",", "nats.url"),
             ("SEXTON_NATS_REPLICAS", "0", "nats.replicas"),
             ("SEXTON_NATS_REPLICAS", "-1", "nats.replicas"),
             ("SEXTON_S3_PREFIX", "../x", "s3.prefix"),
@@ -522,6 +527,22 @@ mod tests {
             let err = Config::load_with_env(None, &env(&[(var, value)])).unwrap_err();
             assert!(err.to_string().contains(key), "{var}={value}: {err}");
         }
+    }
+
+    #[test]
+    fn a_cluster_is_a_comma_separated_url_list() {
+        let config = Config::load_with_env(
+            None,
+            &env(&[(
+                "SEXTON_NATS_URL",
+                "nats://a:4222, nats://b:4222,nats://c:4222",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(
+            crate::nats::server_urls(&config.nats.url),
+            ["nats://a:4222", "nats://b:4222", "nats://c:4222"]
+        );
     }
 
     #[test]
