@@ -523,11 +523,31 @@ impl Nats {
 pub fn service_binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     let dir = BUILT.get_or_init(|| {
-        let status = Command::new(env!("CARGO"))
+        let mut build = Command::new(env!("CARGO"));
+        build
             .args(["build", "--bins", "--quiet"])
-            .current_dir(repo_root())
-            .status()
-            .expect("running cargo build --bins");
+            .current_dir(repo_root());
+        // Cargo sets these for the running test; build scripts that watch them (ring watches
+        // CARGO_MANIFEST_DIR) would see a changed environment and rebuild half the tree, here
+        // and again in the next plain `cargo` run.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+            ]
+            .iter()
+            .any(|prefix| key.starts_with(prefix))
+            {
+                build.env_remove(key.as_ref());
+            }
+        }
+        let status = build.status().expect("running cargo build --bins");
         assert!(status.success(), "cargo build --bins failed");
         // The test binary lives in target/<profile>/deps/; the service binaries one level up.
         std::env::current_exe()
