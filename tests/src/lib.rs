@@ -715,3 +715,6 @@ impl Drop for ServiceProcess {
         self.kill();
     }
 }
+
+pub mod cluster;
+pub mod fault;
