@@ -463,9 +463,66 @@ pub struct Audit {
     /// The longest pause between two deletions, in milliseconds (while there were some).
     pub longest_deletion_pause_ms: i64,
     pub invalid_states: Vec<String>,
+    /// When each due event was stored (server time, ms since the epoch).
+    #[serde(skip)]
+    pub due_times: Vec<i64>,
+    /// When each backup was removed from the catalog (server time, ms since the epoch).
+    #[serde(skip)]
+    pub deletion_times: Vec<i64>,
 }
 
 impl Audit {
+    /// The longest pauses in firing and in deleting around a fault at `at` (ms since the
+    /// epoch): the longest gap between consecutive events from the last one before the fault
+    /// to `window` after it, by the servers' clocks. A fleet that never resumed shows the whole
+    /// window.
+    pub fn stalls_after(&self, at: i64, window: Duration) -> (Duration, Duration) {
+        let end = at + window.as_millis() as i64;
+        let stall = |times: &[i64]| {
+            let start = times
+                .iter()
+                .rev()
+                .find(|t| **t <= at)
+                .copied()
+                .unwrap_or(at);
+            let mut last = start;
+            let mut longest = None;
+            for t in times.iter().filter(|t| **t > start && **t <= end) {
+                longest = Some(longest.unwrap_or(0).max(t - last));
+                last = *t;
+            }
+            Duration::from_millis(longest.unwrap_or(end - start).max(0) as u64)
+        };
+        (stall(&self.due_times), stall(&self.deletion_times))
+    }
+
+    /// How long after `at` (ms since the epoch) the first due event and the first deletion
+    /// were stored: after a restart of the only server, how soon the fleet resumed.
+    pub fn resumption(&self, at: i64) -> (Option<Duration>, Option<Duration>) {
+        let first = |times: &[i64]| {
+            times
+                .iter()
+                .find(|t| **t > at)
+                .map(|t| Duration::from_millis((t - at) as u64))
+        };
+        (first(&self.due_times), first(&self.deletion_times))
+    }
+
+    /// [`Audit::resumption`] for the figures.
+    pub fn resumed_after(&self, at: i64) -> serde_json::Value {
+        let (firing, deleting) = self.resumption(at);
+        json!({
+            "firing_resumed_ms": firing.map(ms),
+            "deletions_resumed_ms": deleting.map(ms),
+        })
+    }
+
+    /// [`Audit::stalls_after`] for the figures.
+    pub fn stalls_json(&self, at: i64, window: Duration) -> serde_json::Value {
+        let (firing, deleting) = self.stalls_after(at, window);
+        json!({ "firing_stall_ms": ms(firing), "deletion_stall_ms": ms(deleting) })
+    }
+
     /// Panics with the findings unless every failure count is zero.
     pub fn assert_clean(&self, context: &str) {
         let failures = self.duplicated_ticks
@@ -539,6 +596,7 @@ pub async fn audit(
         }
     }
     audit.longest_firing_pause_ms = longest_gap(&mut due_times);
+    audit.due_times = due_times;
     let mut due_ids: BTreeMap<String, String> = BTreeMap::new();
     for (schedule, list) in &mut ticks {
         list.sort();
@@ -678,6 +736,7 @@ pub async fn audit(
         }
     }
     audit.longest_deletion_pause_ms = longest_gap(&mut deletion_times);
+    audit.deletion_times = deletion_times;
     audit.backups_kept = live.len();
 
     // Every due backup reached the catalog.
@@ -792,51 +851,6 @@ pub fn ms(d: Duration) -> u64 {
     d.as_millis() as u64
 }
 
-// ---------------------------------------------------------------------------------------------
-// Progress probes
-
-/// The due stream's last sequence and the deleter's acknowledged jobs (`None` while the
-/// servers do not answer).
-pub async fn progress(js: &jetstream::Context) -> Option<(u64, u64)> {
-    let due = js
-        .get_stream(topology::STREAM_DUE)
-        .await
-        .ok()?
-        .info()
-        .await
-        .ok()?
-        .state
-        .last_sequence;
-    let stream = js.get_stream(topology::STREAM_JOBS).await.ok()?;
-    let mut consumer: jetstream::consumer::PullConsumer =
-        stream.get_consumer(topology::CONSUMER_DELETER).await.ok()?;
-    let acked = consumer.info().await.ok()?.ack_floor.stream_sequence;
-    Some((due, acked))
-}
-
-/// Waits until new due ticks are published and new delete jobs finish after `since` (a
-/// progress reading taken at the fault); returns the times to each, measured from `from`.
-pub async fn wait_progress(
-    js: &jetstream::Context,
-    since: (u64, u64),
-    from: Instant,
-    timeout: Duration,
-) -> (Option<Duration>, Option<Duration>) {
-    let (mut firing, mut deleting) = (None, None);
-    while from.elapsed() < timeout && (firing.is_none() || deleting.is_none()) {
-        if let Some((due, acked)) = progress(js).await {
-            if due > since.0 && firing.is_none() {
-                firing = Some(from.elapsed());
-            }
-            if acked > since.1 && deleting.is_none() {
-                deleting = Some(from.elapsed());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    (firing, deleting)
-}
-
 /// Like [`crate::config`], for a NATS URL (or list) instead of one harness server.
 pub fn config_for(nats_url: &str, replicas: usize, s3: &S3) -> Config {
     let mut config = Config::default();
@@ -850,4 +864,9 @@ pub fn config_for(nats_url: &str, replicas: usize, s3: &S3) -> Config {
     config.http.listen = "127.0.0.1:0".into();
     config.validate().expect("test config is valid");
     config
+}
+
+/// Now, in milliseconds since the epoch (to compare with the servers' timestamps).
+pub fn now_ms() -> i64 {
+    Utc::now().timestamp_millis()
 }
