@@ -403,11 +403,44 @@ pub const WORK_QUEUES: [&str; 3] = [
 /// Sum of pending and unacknowledged messages over the fleet's consumers (`None` while the
 /// servers do not answer).
 pub async fn total_backlog(js: &jetstream::Context) -> Option<u64> {
+    use futures::StreamExt;
     let mut total = 0;
     for (stream, durable) in CONSUMERS {
+        // A fleet without an executor has no executor consumer: nothing waits for it.
+        let names: Vec<_> = js
+            .get_stream(stream)
+            .await
+            .ok()?
+            .consumer_names()
+            .collect()
+            .await;
+        let names: Result<Vec<String>, _> = names.into_iter().collect();
+        if !names.ok()?.iter().any(|n| n == durable) {
+            continue;
+        }
         total += consumer_backlog(js, stream, durable).await?;
     }
     Some(total)
+}
+
+/// One counter of a service's `/metrics` page (the sum over label sets matching `labels`).
+pub fn metric(port: u16, name: &str, labels: &str) -> Option<f64> {
+    let (status, page) = crate::http_get(port, "/metrics")?;
+    if status != 200 {
+        return None;
+    }
+    let mut total = None;
+    for line in page.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        if !(rest.starts_with(' ') || rest.starts_with('{')) || !rest.contains(labels) {
+            continue;
+        }
+        let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
+        total = Some(total.unwrap_or(0.0) + value);
+    }
+    total
 }
 
 /// Waits until no new due tick appears and every consumer is drained, twice in a row a second
@@ -703,6 +736,17 @@ pub async fn audit(
             .push(CatalogEvent { record, at_ms });
     }
     audit.backups_recorded = keys.len();
+    let mut recorded_per_schedule: BTreeMap<String, usize> = BTreeMap::new();
+    for events in keys.values() {
+        let schedule = events
+            .iter()
+            .find_map(|e| e.record.as_ref().and_then(|r| r.schedule.clone()));
+        if let Some(schedule) = schedule {
+            *recorded_per_schedule
+                .entry(schedule.to_string())
+                .or_default() += 1;
+        }
+    }
     let mut live: BTreeMap<String, BackupRecord> = BTreeMap::new();
     let mut deletion_times = Vec::new();
     let mut deleted_ids = BTreeSet::new();
@@ -767,9 +811,12 @@ pub async fn audit(
         }
     }
     for schedule in schedules {
-        let fired = ticks.get(&schedule.name).map_or(0, Vec::len);
+        let recorded = recorded_per_schedule
+            .get(&schedule.name)
+            .copied()
+            .unwrap_or(0);
         let kept = per_schedule.get(&schedule.name).copied().unwrap_or(0);
-        let want = fired.min(schedule.keep_last);
+        let want = recorded.min(schedule.keep_last);
         if kept > want {
             audit.lost_delete_jobs += kept - want;
             audit.invalid_states.push(format!(
@@ -869,4 +916,110 @@ pub fn config_for(nats_url: &str, replicas: usize, s3: &S3) -> Config {
 /// Now, in milliseconds since the epoch (to compare with the servers' timestamps).
 pub fn now_ms() -> i64 {
     Utc::now().timestamp_millis()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reports published directly, as an executor would
+
+/// Backups of one schedule reported straight to `sexton.v1.report.<cluster>`, their two small
+/// objects written first: load without the reference executor (and without S3 at report time).
+#[derive(Debug, Clone)]
+pub struct ReportLoad {
+    pub schedule: LoadSchedule,
+}
+
+impl ReportLoad {
+    pub fn backup_id(&self, n: usize) -> String {
+        format!("{}-{n:07}", self.schedule.name)
+    }
+
+    pub fn artifacts(&self, prefix: &str, n: usize) -> [String; 2] {
+        let base = format!(
+            "{prefix}/{}/{}/{}/",
+            self.schedule.cluster,
+            self.schedule.name,
+            self.backup_id(n)
+        );
+        [
+            format!("{base}backup.xbstream"),
+            format!("{base}metadata.json"),
+        ]
+    }
+
+    /// Writes the objects of backups `range`, 16 at a time.
+    pub async fn write_objects(
+        &self,
+        store: &sexton_shared::object_store::ObjectStore,
+        prefix: &str,
+        range: std::ops::Range<usize>,
+    ) {
+        use futures::StreamExt;
+        let keys: Vec<String> = range.flat_map(|n| self.artifacts(prefix, n)).collect();
+        futures::stream::iter(keys)
+            .map(|key| {
+                let store = store.clone();
+                async move {
+                    store
+                        .put(&key, bytes::Bytes::from_static(b"sexton fault test\n"))
+                        .await
+                        .unwrap_or_else(|err| panic!("writing {key}: {err}"))
+                }
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<()>>()
+            .await;
+    }
+
+    /// The completed report of backup `n`, completed `age` ago.
+    pub fn report(&self, prefix: &str, n: usize, completed_at: DateTime<Utc>) -> bytes::Bytes {
+        let report = json!({
+            "schema_version": 1,
+            "backup_id": self.backup_id(n),
+            "cluster": self.schedule.cluster,
+            "plan": "full",
+            "schedule": self.schedule.name,
+            "backup_name": self.schedule.name,
+            "status": "completed",
+            "kind": "full",
+            "started_at": completed_at - chrono::Duration::milliseconds(100),
+            "completed_at": completed_at,
+            "artifacts": self.artifacts(prefix, n),
+        });
+        serde_json::to_vec(&report).expect("report").into()
+    }
+
+    /// Publishes the reports of backups `range` (completed in order, a millisecond apart,
+    /// ending now), with the executor's message ids, and waits until the stream stored each.
+    pub async fn publish_reports(
+        &self,
+        js: &jetstream::Context,
+        prefix: &str,
+        range: std::ops::Range<usize>,
+    ) {
+        let end = Utc::now();
+        let count = range.len() as i64;
+        let mut acks = Vec::new();
+        for (i, n) in range.enumerate() {
+            let completed_at = end - chrono::Duration::milliseconds(count - i as i64);
+            let subject = format!("sexton.v1.report.{}", self.schedule.cluster);
+            let message_id = format!(
+                "report.{}.{}.completed",
+                self.schedule.cluster,
+                self.backup_id(n)
+            );
+            let ack = js
+                .send_publish(
+                    subject,
+                    jetstream::message::PublishMessage::build()
+                        .payload(self.report(prefix, n, completed_at))
+                        .message_id(message_id),
+                )
+                .await
+                .expect("publishing a report");
+            acks.push(ack);
+        }
+        for ack in acks {
+            ack.await.expect("a report stored");
+        }
+    }
 }
