@@ -8,7 +8,7 @@ use chrono::Utc;
 use sexton_shared::{
     catalog::{CasError, Catalog, Versioned},
     config::Config,
-    object_store::{check_key_under, ObjectStore},
+    object_store::{check_backup_key, ObjectStore},
     outcome::{publish_incident, Outcome},
     records::{BackupRecord, BackupStatus},
     topology::Topology,
@@ -54,7 +54,13 @@ pub fn verify(job: &DeleteJob, current: Option<&Versioned<BackupRecord>>, prefix
         ));
     }
     for key in &record.artifacts {
-        if let Err(err) = check_key_under(prefix, &record.cluster, key) {
+        if let Err(err) = check_backup_key(
+            prefix,
+            &record.cluster,
+            &record.backup_name,
+            record.id.as_str(),
+            key,
+        ) {
             return Verdict::Refuse(err.to_string());
         }
     }
@@ -309,6 +315,17 @@ mod tests {
                 Some(&at(
                     BackupRecord {
                         holds: vec!["restore:x".into()],
+                        ..record(BackupStatus::Expiring)
+                    },
+                    7,
+                )),
+                "pre",
+            ),
+            verify(
+                &job(7),
+                Some(&at(
+                    BackupRecord {
+                        artifacts: vec!["pre/c1/s/b2/backup.xbstream".into()],
                         ..record(BackupStatus::Expiring)
                     },
                     7,
