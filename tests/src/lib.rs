@@ -527,6 +527,11 @@ pub fn service_binary(name: &str) -> PathBuf {
         build
             .args(["build", "--bins", "--quiet"])
             .current_dir(repo_root());
+        // The binaries are looked up next to the test's own profile directory: build that one
+        // (a `--release` bench runs release services).
+        if !cfg!(debug_assertions) {
+            build.arg("--release");
+        }
         // Cargo sets these for the running test; build scripts that watch them (ring watches
         // CARGO_MANIFEST_DIR) would see a changed environment and rebuild half the tree, here
         // and again in the next plain `cargo` run.
