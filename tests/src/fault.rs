@@ -1023,3 +1023,10 @@ impl ReportLoad {
         }
     }
 }
+
+impl crate::Server {
+    /// The server process's id while it runs (for CPU accounting).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+}
