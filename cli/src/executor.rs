@@ -59,8 +59,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             }
             None => anyhow::bail!("the executor consumer ended"),
         };
-        let outcome = match wire::decode::<DueBackup>(&message.payload) {
-            Err(err) => Outcome::Poison(err.to_string()),
+        let outcome = match wire::decode::<DueBackup>(&message.payload)
+            .map_err(|e| e.to_string())
+            .and_then(|due| due.check_object_prefix(&config.s3.prefix).map(|()| due))
+        {
+            Err(why) => Outcome::Poison(why),
             Ok(due) => match take_backup(&js, &store, &prefix, &due).await {
                 Ok(()) => Outcome::Done,
                 Err(err) => {

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use sexton_shared::{
     catalog::Versioned,
     names::{BackupId, PlanName},
-    object_store::check_key_under,
+    object_store::check_backup_key,
     planning,
     records::{BackupRecord, BackupStatus, Policy},
     wire::DeleteJob,
@@ -75,7 +75,13 @@ pub fn verify(job: &DeleteJob, current: Option<&Versioned<BackupRecord>>, prefix
         });
     }
     for key in &record.artifacts {
-        if let Err(err) = check_key_under(prefix, &record.cluster, key) {
+        if let Err(err) = check_backup_key(
+            prefix,
+            &record.cluster,
+            &record.backup_name,
+            record.id.as_str(),
+            key,
+        ) {
             return refuse(format!("backup {}: {err}", record.id));
         }
     }
@@ -301,6 +307,12 @@ mod tests {
                 with(|r| r.holds = vec!["restore:x".into()]),
                 "held: restore:x",
                 true,
+            ),
+            (
+                job("b1", 7),
+                with(|r| r.artifacts = vec!["pre/c1/s/b2/backup.xbstream".into()]),
+                "backup's own",
+                false,
             ),
             (
                 job("b1", 7),

@@ -15,7 +15,7 @@ use sexton_shared::{
     catalog::{CasError, Catalog},
     config::Config,
     nats::publish_once,
-    object_store::check_key_under,
+    object_store::check_backup_key,
     outcome::{settle, Outcome},
     records::{BackupRecord, BackupStatus, InFlight, ScheduleRecord, RECORD_SCHEMA_VERSION},
     topology::{self, Topology},
@@ -150,8 +150,17 @@ pub fn validate_report(
             return Err("completed_at is before started_at".into());
         }
     }
+    // Under the backup's own directory, not merely the cluster's: a report naming another
+    // backup's objects would have them deleted when its own record expires.
     for key in &report.artifacts {
-        check_key_under(prefix, &report.cluster, key).map_err(|e| e.to_string())?;
+        check_backup_key(
+            prefix,
+            &report.cluster,
+            &report.backup_name,
+            report.backup_id.as_str(),
+            key,
+        )
+        .map_err(|e| format!("backup {}: {e}", report.backup_id))?;
     }
     if report.status == ReportStatus::Completed && report.artifacts.is_empty() {
         return Err("a completed backup must list its artifacts".into());

@@ -337,17 +337,18 @@ impl Config {
             value,
             why: why.into(),
         };
-        let schemes = ["nats://", "tls://", "ws://", "wss://"];
-        if self
-            .nats
-            .url
-            .split(',')
-            .any(|url| !schemes.iter().any(|s| url.trim().starts_with(s)))
+        let urls = crate::nats::server_urls(&self.nats.url);
+        if urls.is_empty()
+            || !urls.iter().all(|url| {
+                ["nats://", "tls://", "ws://", "wss://"]
+                    .iter()
+                    .any(|scheme| url.starts_with(scheme))
+            })
         {
             return Err(bad(
                 "nats.url",
                 self.nats.url.clone(),
-                "expected nats://, tls://, ws:// or wss:// urls, separated by commas",
+                "expected a nats://, tls://, ws:// or wss:// url, or several separated by commas",
             ));
         }
         if !(1..=5).contains(&self.nats.replicas) {
@@ -537,6 +538,7 @@ mod tests {
             ("SEXTON_NATS_URL", "http://x", "nats.url"),
             ("SEXTON_NATS_URL", "nats://a:4222,http://b", "nats.url"),
             ("SEXTON_NATS_URL", "nats://a:4222,", "nats.url"),
+            ("SEXTON_NATS_URL", ",", "nats.url"),
             ("SEXTON_NATS_REPLICAS", "0", "nats.replicas"),
             ("SEXTON_NATS_REPLICAS", "-1", "nats.replicas"),
             ("SEXTON_S3_PREFIX", "../x", "s3.prefix"),
@@ -574,6 +576,22 @@ mod tests {
             let err = Config::load_with_env(None, &env(&[(var, value)])).unwrap_err();
             assert!(err.to_string().contains(key), "{var}={value}: {err}");
         }
+    }
+
+    #[test]
+    fn a_cluster_is_a_comma_separated_url_list() {
+        let config = Config::load_with_env(
+            None,
+            &env(&[(
+                "SEXTON_NATS_URL",
+                "nats://a:4222, nats://b:4222,nats://c:4222",
+            )]),
+        )
+        .unwrap();
+        assert_eq!(
+            crate::nats::server_urls(&config.nats.url),
+            ["nats://a:4222", "nats://b:4222", "nats://c:4222"]
+        );
     }
 
     #[test]

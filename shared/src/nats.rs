@@ -57,16 +57,19 @@ async fn connect_with(
         options = options.require_tls(true);
     }
     // A comma-separated list of seed servers; the cluster gossips the others once connected.
-    let servers = config
-        .url
-        .split(',')
-        .map(|url| url.trim().parse::<async_nats::ServerAddr>())
-        .collect::<Result<Vec<_>, _>>()
-        .with_context(|| format!("invalid nats url {:?}", config.url))?;
     options
-        .connect(servers)
+        .connect(server_urls(&config.url))
         .await
         .with_context(|| format!("connecting to nats at {}", config.url))
+}
+
+/// The servers of `nats.url`: one URL, or several separated by commas (as `nats` and the Go
+/// client take them), so a service can reach a cluster whichever node is up when it starts.
+pub fn server_urls(url: &str) -> Vec<&str> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect()
 }
 
 /// Publishes `payload` with a `Nats-Msg-Id`, so a retry or a second replica publishing the

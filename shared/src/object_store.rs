@@ -415,6 +415,30 @@ pub fn check_key_under(prefix: &str, cluster: &ClusterName, key: &str) -> Result
     Ok(())
 }
 
+/// Checks that `key` lies under the backup's own directory,
+/// `<prefix>/<cluster>/<backup-name>/<backup-id>/`, so one backup's record can never name (and
+/// have deleted) the objects of another backup of the same cluster.
+pub fn check_backup_key(
+    prefix: &str,
+    cluster: &ClusterName,
+    backup_name: &str,
+    backup_id: &str,
+    key: &str,
+) -> Result<(), KeyError> {
+    check_key_under(prefix, cluster, key)?;
+    let own = format!(
+        "{}{backup_name}/{backup_id}/",
+        cluster_prefix(prefix, cluster)
+    );
+    if !key.starts_with(&own) {
+        return Err(KeyError {
+            key: key.chars().take(200).collect(),
+            why: "is not under the backup's own <backup-name>/<backup-id>/ directory",
+        });
+    }
+    Ok(())
+}
+
 /// Checks the `<backup-name>` segment of a key.
 pub fn check_backup_name(name: &str) -> Result<(), crate::names::NameError> {
     check_name("backup name", name)
@@ -465,6 +489,25 @@ mod tests {
             "other/backups/c1/x",
         ] {
             assert!(check_key_under("backups", &c, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn backup_keys_must_stay_under_their_own_directory() {
+        let c = ClusterName::new("c1").unwrap();
+        check_backup_key("backups", &c, "s", "b1", "backups/c1/s/b1/backup.xbstream").unwrap();
+        for bad in [
+            "backups/c1/s/b2/backup.xbstream",
+            "backups/c1/s/b10/backup.xbstream",
+            "backups/c1/t/b1/backup.xbstream",
+            "backups/c1/s/b1/../b2/x",
+            "backups/c2/s/b1/backup.xbstream",
+            "backups/c1/s/b1/",
+        ] {
+            assert!(
+                check_backup_key("backups", &c, "s", "b1", bad).is_err(),
+                "{bad}"
+            );
         }
     }
 }

@@ -24,10 +24,21 @@ where
     Fut: Future<Output = anyhow::Result<()>>,
 {
     let args = ServiceArgs::parse_from(std::env::args_os());
-    let mut config = Config::load(args.config.as_deref())?;
-    if let Some(format) = &args.log_format {
-        config.set("log.format", format)?;
-    }
+    // A bad configuration is bad input: exit 2, as clap does for bad arguments and the CLI for
+    // every refused input, so a supervisor can tell it from a failure at run time (1).
+    let loaded = Config::load(args.config.as_deref()).and_then(|mut config| {
+        if let Some(format) = &args.log_format {
+            config.set("log.format", format)?;
+        }
+        Ok(config)
+    });
+    let config = match loaded {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("error: {err}");
+            std::process::exit(2);
+        }
+    };
     telemetry::init_logging(config.log.format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

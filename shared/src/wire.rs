@@ -114,6 +114,31 @@ pub struct DueBackup {
 
 impl Message for DueBackup {
     const KIND: &'static str = "due-backup event";
+
+    fn validate(&self) -> Result<(), String> {
+        crate::names::check_name("backup name", &self.backup_name).map_err(|e| e.to_string())
+    }
+}
+
+impl DueBackup {
+    /// Checks that the event's `object_prefix` is exactly this backup's own directory under
+    /// the executor's `prefix`, so a forged event cannot make an executor write into another
+    /// cluster, another backup, or out of the prefix.
+    pub fn check_object_prefix(&self, prefix: &str) -> Result<(), String> {
+        let own = format!(
+            "{}{}/{}/",
+            crate::object_store::cluster_prefix(prefix, &self.cluster),
+            self.backup_name,
+            self.backup_id
+        );
+        if self.object_prefix != own {
+            return Err(format!(
+                "object_prefix {:?} is not this backup's directory {own:?}",
+                self.object_prefix.chars().take(200).collect::<String>()
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

@@ -896,3 +896,5 @@ pub async fn read_work_queue(
     }
     out
 }
+pub mod cluster;
+pub mod fault;

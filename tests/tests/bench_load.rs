@@ -1,0 +1,378 @@
+//! Scenario 7, load: backup completions reported straight to `sexton.v1.report.*` at a fixed
+//! rate (500/s by default) for a bounded time, through report → retention → deletion, with the
+//! services as processes. It prints the throughput each stage sustained, the latency from the
+//! `checkpoint-complete` that expires a backup to its record leaving the catalog (after its
+//! objects are gone), the CPU each process used, and, measured on the same server in the same
+//! run, the raw JetStream publish → consume rate as the ceiling.
+//!
+//! A bench, not a timed test: it is ignored unless asked for.
+//!
+//! ```sh
+//! cargo test --release -p sexton-tests --test bench_load -- --ignored --nocapture
+//! ```
+//!
+//! Knobs (environment): `SEXTON_BENCH_RATE` (completions/s, 500), `SEXTON_BENCH_SECONDS` (30),
+//! `SEXTON_BENCH_CLUSTERS` (20; one paused schedule keeping the newest backup per cluster),
+//! `SEXTON_BENCH_REPLICAS` (of each service, 1), `SEXTON_BENCH_DELETER_CONCURRENCY` (4).
+//! Each backup has one 32-byte object, written before the clock starts.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use async_nats::jetstream::{self, consumer::pull, message::PublishMessage, stream};
+use futures::StreamExt;
+use serde_json::json;
+use sexton_shared::topology;
+use sexton_tests::{fault::*, *};
+
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    Some(sorted[rank.min(sorted.len() - 1)])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a bench: run with --ignored (and --release)"]
+async fn load_bench() {
+    let rate = knob("SEXTON_BENCH_RATE", 500);
+    let seconds = knob("SEXTON_BENCH_SECONDS", 30);
+    let clusters = knob("SEXTON_BENCH_CLUSTERS", 20) as usize;
+    let replicas = knob("SEXTON_BENCH_REPLICAS", 1) as usize;
+    let total = (rate * seconds) as usize;
+
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    config.deleter.concurrency = knob("SEXTON_BENCH_DELETER_CONCURRENCY", 4) as usize;
+    let mut fleet = ProcessFleet::start_roles(
+        &config,
+        replicas,
+        &[Role::Scheduler, Role::RetentionWorker, Role::Deleter],
+    );
+    fleet.wait_ready(Duration::from_secs(120));
+    let client = client(&nats.url()).await;
+    let js = jetstream::new(client.clone());
+    let store = object_store(&config).await;
+
+    // One paused schedule per cluster gives it a policy: keep the newest backup only, so each
+    // completion expires the one before it.
+    let mut loads = Vec::new();
+    for c in 0..clusters {
+        let schedule = LoadSchedule {
+            name: format!("bench-{c}"),
+            cluster: format!("bench-c{c}"),
+            interval: Duration::from_secs(86_400),
+            keep_last: 1,
+        };
+        api(
+            &client,
+            "schedule",
+            "create",
+            json!({"schema_version": 1, "name": schedule.name, "cluster": schedule.cluster,
+                   "plan": "full", "cron": "@daily", "paused": true, "policy": {"keep_last": 1}}),
+        )
+        .await
+        .expect("a bench schedule");
+        loads.push(ReportLoad { schedule });
+    }
+    // Backup n belongs to cluster n % clusters; its object is written before the clock starts.
+    let key = |n: usize| {
+        let load = &loads[n % clusters];
+        format!(
+            "backups/{}/{}/{}/backup.xbstream",
+            load.schedule.cluster,
+            load.schedule.name,
+            load.backup_id(n)
+        )
+    };
+    let written = Instant::now();
+    futures::stream::iter(0..total)
+        .map(|n| {
+            let store = store.clone();
+            let key = key(n);
+            async move {
+                store
+                    .put(
+                        &key,
+                        bytes::Bytes::from_static(b"sexton bench backup object\n"),
+                    )
+                    .await
+                    .expect("writing a bench object")
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<()>>()
+        .await;
+    let prewrite = written.elapsed();
+
+    // What the servers see: checkpoint-complete events and catalog removals, as they happen.
+    let checkpoints: Arc<Mutex<BTreeMap<String, Instant>>> = Default::default();
+    let removals: Arc<Mutex<BTreeMap<String, Instant>>> = Default::default();
+    let mut checkpoint_sub = client
+        .subscribe("sexton.v1.retention.checkpoint.>")
+        .await
+        .unwrap();
+    let mut catalog_sub = client
+        .subscribe(format!("$KV.{}.>", topology::BUCKET_CATALOG))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let watcher = {
+        let checkpoints = checkpoints.clone();
+        let removals = removals.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    Some(m) = checkpoint_sub.next() => {
+                        let event: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+                        let id = event["backup_id"].as_str().unwrap_or_default().to_string();
+                        checkpoints.lock().unwrap().entry(id).or_insert_with(Instant::now);
+                    }
+                    Some(m) = catalog_sub.next() => {
+                        let deleted = m.headers.as_ref().and_then(|h| h.get("KV-Operation")).is_some();
+                        if deleted {
+                            let id = m.subject.rsplit('.').next().unwrap_or_default().to_string();
+                            removals.lock().unwrap().entry(id).or_insert_with(Instant::now);
+                        }
+                    }
+                    else => return,
+                }
+            }
+        })
+    };
+    let cpu_before: Vec<(String, Option<f64>)> = fleet
+        .replicas
+        .iter()
+        .map(|r| {
+            (
+                r.role.name().to_string(),
+                r.process.pid().and_then(cpu_seconds),
+            )
+        })
+        .collect();
+    let servers_before = (
+        nats.server.pid().and_then(cpu_seconds),
+        s3.server.pid().and_then(cpu_seconds),
+    );
+
+    // Offer `rate` completions per second, in 10 ms slices, for `seconds`.
+    let started = Instant::now();
+    // Every 2 s: the backlog (pending + unacknowledged) of each stage's consumer.
+    let timeline: Arc<Mutex<Vec<serde_json::Value>>> = Default::default();
+    let sampler = {
+        let js = js.clone();
+        let timeline = timeline.clone();
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            loop {
+                let mut row = json!({"t_s": t0.elapsed().as_secs()});
+                for (stream, durable) in &CONSUMERS[1..] {
+                    row[*durable] = json!(consumer_backlog(&js, stream, durable).await);
+                }
+                timeline.lock().unwrap().push(row);
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        })
+    };
+    let mut sent = 0usize;
+    let mut acks = futures::stream::FuturesUnordered::new();
+    let end_at = chrono::Utc::now();
+    while sent < total {
+        let due = ((started.elapsed().as_secs_f64() * rate as f64) as usize + 1).min(total);
+        while sent < due {
+            let load = &loads[sent % clusters];
+            let completed_at = end_at
+                + chrono::Duration::milliseconds((sent as f64 * 1000.0 / rate as f64) as i64);
+            let mut report: serde_json::Value =
+                serde_json::from_slice(&load.report("backups", sent, completed_at)).unwrap();
+            report["artifacts"] = json!([key(sent)]);
+            let ack = js
+                .send_publish(
+                    format!("sexton.v1.report.{}", load.schedule.cluster),
+                    PublishMessage::build()
+                        .payload(serde_json::to_vec(&report).unwrap().into())
+                        .message_id(format!("bench.{sent}")),
+                )
+                .await
+                .expect("publishing a report");
+            acks.push(std::future::IntoFuture::into_future(ack));
+            sent += 1;
+        }
+        while let Some(Some(ack)) = futures::FutureExt::now_or_never(acks.next()) {
+            ack.expect("report stored");
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    while let Some(ack) = acks.next().await {
+        ack.expect("report stored");
+    }
+    let offered_for = started.elapsed();
+
+    // Drain: every backup but the newest of each cluster deleted.
+    let want = total - clusters;
+    let drain_deadline =
+        Instant::now() + Duration::from_secs(knob("SEXTON_BENCH_DRAIN_SECONDS", 600));
+    while removals.lock().unwrap().len() < want && Instant::now() < drain_deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let drained_after = started.elapsed();
+    let deleted = removals.lock().unwrap().len();
+    sampler.abort();
+    watcher.abort();
+    let timeline = timeline.lock().unwrap().clone();
+
+    // Latency: from the checkpoint-complete of backup n + clusters (the next of the same
+    // cluster, which expires n) to n's record leaving the catalog.
+    let mut latencies: Vec<f64> = Vec::new();
+    {
+        let checkpoints = checkpoints.lock().unwrap();
+        let removals = removals.lock().unwrap();
+        for n in 0..total.saturating_sub(clusters) {
+            let load = &loads[n % clusters];
+            let next = load.backup_id(n + clusters);
+            if let (Some(expired_by), Some(gone)) =
+                (checkpoints.get(&next), removals.get(&load.backup_id(n)))
+            {
+                latencies.push(gone.saturating_duration_since(*expired_by).as_secs_f64() * 1000.0);
+            }
+        }
+    }
+    latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let stage_times = |map: &Arc<Mutex<BTreeMap<String, Instant>>>| {
+        let map = map.lock().unwrap();
+        let first = map.values().min().copied();
+        let last = map.values().max().copied();
+        (
+            map.len(),
+            first.zip(last).map(|(a, b)| (b - a).as_secs_f64()),
+        )
+    };
+    let (checkpointed, ckpt_span) = stage_times(&checkpoints);
+    let (_, del_span) = stage_times(&removals);
+
+    let mut cpu: BTreeMap<String, f64> = BTreeMap::new();
+    for (replica, (name, before)) in fleet.replicas.iter().zip(&cpu_before) {
+        if let (Some(before), Some(after)) = (before, replica.process.pid().and_then(cpu_seconds)) {
+            *cpu.entry(name.clone()).or_default() += after - before;
+        }
+    }
+    if let (Some(b), Some(a)) = (servers_before.0, nats.server.pid().and_then(cpu_seconds)) {
+        cpu.insert("nats-server".into(), a - b);
+    }
+    if let (Some(b), Some(a)) = (servers_before.1, s3.server.pid().and_then(cpu_seconds)) {
+        cpu.insert("seaweedfs".into(), a - b);
+    }
+    let cpu_total: f64 = cpu.values().sum();
+
+    // The ceiling: raw JetStream publish → consume on the same server, same run.
+    let raw = raw_jetstream_rate(&js, 100_000).await;
+
+    let figures = json!({
+        "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "offered_rate_per_s": rate,
+        "offered_for_s": offered_for.as_secs_f64(),
+        "backups": total,
+        "clusters": clusters,
+        "replicas_per_service": replicas,
+        "deleter_concurrency": config.deleter.concurrency,
+        "objects_prewritten_in_s": prewrite.as_secs_f64(),
+        "checkpointed": checkpointed,
+        "checkpoint_rate_per_s": ckpt_span.map(|s| checkpointed as f64 / s.max(0.001)),
+        "deleted": deleted,
+        "deleted_of_expected": format!("{deleted}/{want}"),
+        "deletion_rate_per_s": del_span.map(|s| deleted as f64 / s.max(0.001)),
+        "end_to_end_rate_per_s": deleted as f64 / drained_after.as_secs_f64(),
+        "drained_after_s": drained_after.as_secs_f64(),
+        "latency_ms": {
+            "samples": latencies.len(),
+            "p50": percentile(&latencies, 50.0),
+            "p90": percentile(&latencies, 90.0),
+            "p99": percentile(&latencies, 99.0),
+            "max": latencies.last(),
+        },
+        "cpu_seconds": cpu,
+        "cpu_seconds_total": cpu_total,
+        "cpu_utilisation_of_2_cores": cpu_total / (2.0 * drained_after.as_secs_f64()),
+        "raw_jetstream": raw,
+        "backlog_timeline": timeline,
+    });
+    record_figures("load", figures);
+    assert!(fleet.exited().is_empty(), "services exited");
+}
+
+/// Publishes `count` report-sized messages to a stream of their own as fast as acks allow
+/// (up to 256 in flight) while one pull consumer reads and acks them; returns both rates.
+async fn raw_jetstream_rate(js: &jetstream::Context, count: usize) -> serde_json::Value {
+    let _ = js.delete_stream("BENCH_RAW").await;
+    let stream = js
+        .create_stream(stream::Config {
+            name: "BENCH_RAW".into(),
+            subjects: vec!["bench.raw".into()],
+            retention: stream::RetentionPolicy::WorkQueue,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let consumer: jetstream::consumer::PullConsumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("bench".into()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let payload = bytes::Bytes::from(vec![b'x'; 420]);
+    let started = Instant::now();
+    let consume = tokio::spawn(async move {
+        let mut messages = consumer.messages().await.unwrap();
+        let mut n = 0;
+        while n < count {
+            let message = messages.next().await.unwrap().unwrap();
+            message.ack().await.unwrap();
+            n += 1;
+        }
+        started.elapsed()
+    });
+    let mut acks: futures::stream::FuturesUnordered<
+        <jetstream::context::PublishAckFuture as std::future::IntoFuture>::IntoFuture,
+    > = futures::stream::FuturesUnordered::new();
+    for _ in 0..count {
+        if acks.len() >= 256 {
+            acks.next().await.unwrap().unwrap();
+        }
+        let ack = js.publish("bench.raw", payload.clone()).await.unwrap();
+        acks.push(std::future::IntoFuture::into_future(ack));
+    }
+    while let Some(ack) = acks.next().await {
+        ack.unwrap();
+    }
+    let published = started.elapsed();
+    let consumed = consume.await.unwrap();
+    let _ = js.delete_stream("BENCH_RAW").await;
+    json!({
+        "messages": count,
+        "publish_rate_per_s": count as f64 / published.as_secs_f64(),
+        "publish_to_consume_rate_per_s": count as f64 / consumed.as_secs_f64(),
+    })
+}
