@@ -391,12 +391,13 @@ mod tests {
             policies: &none,
         };
         assert!(verify_all(&[&j1], &view, "pre", now).iter().all(refused));
-        // b1 lists an object of b4, which is kept: refused, whatever the plan says.
+        // b4, which is kept, also lists an object of b1: refused, whatever the plan says.
+        // (A record listing another backup's directory is refused earlier, by the key check.)
         let mut records = records.clone();
-        let b1 = records.get_mut(&BackupId::new("b1").unwrap()).unwrap();
-        b1.value
+        let b4 = records.get_mut(&BackupId::new("b4").unwrap()).unwrap();
+        b4.value
             .artifacts
-            .push("pre/c1/s/b4/backup.xbstream".into());
+            .push("pre/c1/s/b1/backup.xbstream".into());
         let view = ClusterView {
             records: &records,
             policies: &keep2,
