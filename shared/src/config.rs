@@ -537,7 +537,6 @@ mod tests {
         let cases: &[(&str, &str, &str)] = &[
             ("SEXTON_NATS_URL", "http://x", "nats.url"),
             ("SEXTON_NATS_URL", "nats://a:4222,http://b", "nats.url"),
-            ("SEXTON_NATS_URL", "nats://a:4222,", "nats.url"),
             ("SEXTON_NATS_URL", ",", "nats.url"),
             ("SEXTON_NATS_REPLICAS", "0", "nats.replicas"),
             ("SEXTON_NATS_REPLICAS", "-1", "nats.replicas"),
