@@ -386,11 +386,13 @@ pub async fn pause_all(client: &async_nats::Client, schedules: &[LoadSchedule]) 
 }
 
 /// The durable consumers of the fleet, with their streams.
-pub const CONSUMERS: [(&str, &str); 4] = [
+pub const CONSUMERS: [(&str, &str); 5] = [
     (topology::STREAM_DUE, topology::CONSUMER_EXECUTOR),
     (topology::STREAM_REPORTS, topology::CONSUMER_REPORTS),
     (topology::STREAM_RETENTION, topology::CONSUMER_RETENTION),
     (topology::STREAM_JOBS, topology::CONSUMER_DELETER),
+    // Binlog GC jobs share SEXTON_JOBS; the fleet is settled only when they are done too.
+    (topology::STREAM_JOBS, topology::CONSUMER_DELETER_BINLOG),
 ];
 
 /// The work-queue streams: empty once all work is done.

@@ -73,7 +73,10 @@ async fn three_replicas_sweep_each_cluster_once_per_interval_and_record_it() {
     );
     for pair in c1.windows(2) {
         assert!(
-            pair[1] - pair[0] >= chrono::Duration::seconds(2),
+            // Sweeps are published at interval boundaries by whichever replica wakes first,
+            // so two in a row are an interval apart give or take scheduling jitter; two in one
+            // interval would be about 0 s apart.
+            pair[1] - pair[0] >= chrono::Duration::milliseconds(1500),
             "two sweeps of c1 within one interval: {c1:?}"
         );
     }
