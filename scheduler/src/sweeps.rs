@@ -6,7 +6,8 @@
 //! last run; a cluster never swept is due at once), and then sweeps it the way timers fire a
 //! tick: re-read the record, publish the sweep with a message id of cluster + previous run, and
 //! compare-and-set `last_retention_run = now`. Replicas racing on the same record publish the
-//! same id (the stream keeps one) and only one write wins; a replica that dies between the two
+//! same id (the stream keeps one) and only one write wins, so the recorded instant may be the
+//! winner's, a few microseconds off the kept event's; a replica that dies between the two
 //! steps leaves a state from which the next one publishes the same id again. The set of
 //! clusters to sweep (those with schedules) comes from the timers' watch, so nothing lists the
 //! schedules.
