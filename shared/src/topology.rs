@@ -114,14 +114,12 @@ pub fn consumer_config(durable: &str, filter: Option<String>, ack_wait: Duration
         ack_wait,
         max_deliver: 20,
         filter_subject: filter.unwrap_or_default(),
-        // Growing delays between redeliveries of a job that keeps failing.
-        backoff: vec![
-            Duration::from_secs(1),
-            Duration::from_secs(5),
-            Duration::from_secs(15),
-            Duration::from_secs(30),
-            Duration::from_secs(60),
-        ],
+        // Growing delays between redeliveries of a message nobody acknowledged (its handler
+        // died). The server replaces ack_wait with the first backoff, so the list starts at
+        // ack_wait: starting at 1 s redelivered every message still being worked on, or still
+        // waiting in a client's prefetch buffer, after one second. A handler that fails Naks
+        // with its own delay (`Outcome::RetryAfter`), which the backoff does not change.
+        backoff: vec![ack_wait, ack_wait * 2, ack_wait * 4],
         ..Default::default()
     }
 }
