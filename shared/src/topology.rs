@@ -114,12 +114,17 @@ pub fn consumer_config(durable: &str, filter: Option<String>, ack_wait: Duration
         ack_wait,
         max_deliver: 20,
         filter_subject: filter.unwrap_or_default(),
-        // Growing delays between redeliveries of a message nobody acknowledged (its handler
-        // died). The server replaces ack_wait with the first backoff, so the list starts at
-        // ack_wait: starting at 1 s redelivered every message still being worked on, or still
-        // waiting in a client's prefetch buffer, after one second. A handler that fails Naks
-        // with its own delay (`Outcome::RetryAfter`), which the backoff does not change.
-        backoff: vec![ack_wait, ack_wait * 2, ack_wait * 4],
+        // Growing delays between redeliveries of a message that keeps failing. nats-server
+        // (measured on 2.15) replaces ack_wait with the first entry, and waits
+        // `backoff[n-1] - ack_wait + delay` before delivery n+1 of a message Nak'd with a
+        // delay. So the list starts at ack_wait (a list starting at 1 s redelivered every
+        // message still being handled, or waiting in a prefetch buffer, after one second), and
+        // a handler's `RetryAfter(d)` comes back after d, d+5 s, d+15 s, d+30 s, then d+60 s:
+        // the 20 deliveries last about 17 minutes of continuous failure.
+        backoff: [0, 5, 15, 30, 60]
+            .into_iter()
+            .map(|extra| ack_wait + Duration::from_secs(extra))
+            .collect(),
         ..Default::default()
     }
 }
