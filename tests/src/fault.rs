@@ -553,7 +553,19 @@ impl Audit {
     /// [`Audit::stalls_after`] for the figures.
     pub fn stalls_json(&self, at: i64, window: Duration) -> serde_json::Value {
         let (firing, deleting) = self.stalls_after(at, window);
-        json!({ "firing_stall_ms": ms(firing), "deletion_stall_ms": ms(deleting) })
+        let around = |times: &[i64]| -> Vec<i64> {
+            let last_before = times.iter().rev().find(|t| **t <= at).map(|t| t - at);
+            last_before
+                .into_iter()
+                .chain(times.iter().filter(|t| **t > at).take(3).map(|t| t - at))
+                .collect()
+        };
+        json!({
+            "firing_stall_ms": ms(firing),
+            "deletion_stall_ms": ms(deleting),
+            "due_events_around_ms": around(&self.due_times),
+            "deletions_around_ms": around(&self.deletion_times),
+        })
     }
 
     /// Panics with the findings unless every failure count is zero.
@@ -1028,5 +1040,24 @@ impl crate::Server {
     /// The server process's id while it runs (for CPU accounting).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(std::process::Child::id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalls_are_the_longest_gap_around_a_fault() {
+        let audit = Audit {
+            due_times: vec![0, 1000, 2000, 9000, 10000],
+            deletion_times: vec![500, 1500, 1600, 20000],
+            ..Default::default()
+        };
+        let (firing, deleting) = audit.stalls_after(2500, Duration::from_secs(10));
+        assert_eq!(firing, Duration::from_millis(7000));
+        // No deletion within the window: the whole window from the last one before.
+        assert_eq!(deleting, Duration::from_millis(12500 - 1600));
+        assert_eq!(longest_gap(&mut [5, 1, 3]), 2);
     }
 }
