@@ -287,6 +287,20 @@ impl ProcessFleet {
             .join("\n")
     }
 
+    /// What a failing test should show: the warnings of every replica, and every line that
+    /// names a backup the audit found left over.
+    pub fn context(&self, audit: &Audit) -> String {
+        let mut out = self.warnings(60);
+        for id in &audit.leftover {
+            for r in &self.replicas {
+                for line in r.process.logs().lines().filter(|l| l.contains(id.as_str())) {
+                    out.push_str(&format!("\n[{} {}] {line}", r.role.name(), r.index));
+                }
+            }
+        }
+        out
+    }
+
     /// Log lines at WARN or ERROR of every replica, for a failing test's message.
     pub fn warnings(&self, limit: usize) -> String {
         let mut out = Vec::new();
@@ -496,6 +510,9 @@ pub struct Audit {
     /// The longest pause between two deletions, in milliseconds (while there were some).
     pub longest_deletion_pause_ms: i64,
     pub invalid_states: Vec<String>,
+    /// Backups left in a state other than completed (for the logs of a failing test).
+    #[serde(skip)]
+    pub leftover: Vec<String>,
     /// When each due event was stored (server time, ms since the epoch).
     #[serde(skip)]
     pub due_times: Vec<i64>,
@@ -597,6 +614,7 @@ impl Audit {
 struct CatalogEvent {
     record: Option<BackupRecord>,
     at_ms: i64,
+    revision: u64,
 }
 
 /// Checks the invariants of a settled fleet that ran `schedules`. `scheduler_logs` are the
@@ -726,9 +744,14 @@ pub async fn audit(
             .as_ref()
             .and_then(|h| h.get("KV-Operation"))
             .is_some();
-        let at_ms = message
+        let (at_ms, revision) = message
             .info()
-            .map(|i| (i.published.unix_timestamp_nanos() / 1_000_000) as i64)
+            .map(|i| {
+                (
+                    (i.published.unix_timestamp_nanos() / 1_000_000) as i64,
+                    i.stream_sequence,
+                )
+            })
             .unwrap_or_default();
         let record = if deleted {
             None
@@ -743,9 +766,11 @@ pub async fn audit(
                 }
             }
         };
-        keys.entry(key)
-            .or_default()
-            .push(CatalogEvent { record, at_ms });
+        keys.entry(key).or_default().push(CatalogEvent {
+            record,
+            at_ms,
+            revision,
+        });
     }
     audit.backups_recorded = keys.len();
     let mut recorded_per_schedule: BTreeMap<String, usize> = BTreeMap::new();
@@ -813,10 +838,19 @@ pub async fn audit(
     let mut per_schedule: BTreeMap<String, usize> = BTreeMap::new();
     for (key, record) in &live {
         if record.status != BackupStatus::Completed {
+            // Its history, to tell which step went missing.
+            let history: Vec<String> = keys[key]
+                .iter()
+                .map(|e| match &e.record {
+                    Some(r) => format!("{:?} rev {} at {}", r.status, e.revision, e.at_ms),
+                    None => format!("removed rev {} at {}", e.revision, e.at_ms),
+                })
+                .collect();
             audit.invalid_states.push(format!(
-                "backup {key} left {:?} after the fleet settled",
-                record.status
+                "backup {key} (uid {}) left {:?} after the fleet settled; history {history:?}",
+                record.uid, record.status
             ));
+            audit.leftover.push(record.id.to_string());
         }
         if let Some(schedule) = &record.schedule {
             *per_schedule.entry(schedule.to_string()).or_default() += 1;

@@ -178,7 +178,7 @@ async fn deletions_survive_an_s3_outage() {
         }),
     );
     assert!(exited.is_empty(), "services exited: {exited:#?}");
-    audit.assert_clean(&fleet.warnings(60));
+    audit.assert_clean(&fleet.context(&audit));
     assert_eq!(audit.backups_recorded, before + during, "{audit:?}");
     assert_eq!(
         audit.backups_deleted,
