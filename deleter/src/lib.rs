@@ -73,6 +73,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let mut messages = consumer
         .stream()
         .max_messages_per_batch(config.deleter.concurrency)
+        .expires(topology::PULL_EXPIRES)
         .messages()
         .await
         .context("reading delete jobs")?;

@@ -106,6 +106,12 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
     ]
 }
 
+/// How long one pull request of a service's consumer waits on the server. A waiting pull
+/// request lives on the node that leads the consumer and dies with it; async-nats asks again
+/// only after the expiry plus 5 s. With the default 30 s the deleter stopped for 35 s when the
+/// leader of its consumer was killed (fault_nats_cluster, soak); 5 s bounds that to 10 s.
+pub const PULL_EXPIRES: Duration = Duration::from_secs(5);
+
 /// The durable pull consumer of a service, with its redelivery settings.
 pub fn consumer_config(durable: &str, filter: Option<String>, ack_wait: Duration) -> pull::Config {
     pull::Config {
