@@ -43,7 +43,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         )
         .await
         .context("creating the executor consumer")?;
-    let mut messages = consumer.messages().await?;
+    let mut messages = consumer
+        .stream()
+        .expires(topology::PULL_EXPIRES)
+        .messages()
+        .await?;
     tracing::info!("reference executor started");
     loop {
         let message = tokio::select! {

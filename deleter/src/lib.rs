@@ -178,6 +178,7 @@ async fn work(
         match consumer
             .stream()
             .max_messages_per_batch(batch_jobs)
+            .expires(topology::PULL_EXPIRES)
             .messages()
             .await
         {

@@ -73,6 +73,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let mut messages = consumer
+        .stream()
+        .expires(topology::PULL_EXPIRES)
         .messages()
         .await
         .context("reading retention events")?;

@@ -48,6 +48,8 @@ pub async fn run(
         .await
         .context("creating the reports consumer")?;
     let mut messages = consumer
+        .stream()
+        .expires(topology::PULL_EXPIRES)
         .messages()
         .await
         .context("reading executor reports")?;

@@ -287,6 +287,20 @@ impl ProcessFleet {
             .join("\n")
     }
 
+    /// What a failing test should show: the warnings of every replica, and every line that
+    /// names a backup the audit found left over.
+    pub fn context(&self, audit: &Audit) -> String {
+        let mut out = self.warnings(60);
+        for id in &audit.leftover {
+            for r in &self.replicas {
+                for line in r.process.logs().lines().filter(|l| l.contains(id.as_str())) {
+                    out.push_str(&format!("\n[{} {}] {line}", r.role.name(), r.index));
+                }
+            }
+        }
+        out
+    }
+
     /// Log lines at WARN or ERROR of every replica, for a failing test's message.
     pub fn warnings(&self, limit: usize) -> String {
         let mut out = Vec::new();
@@ -498,6 +512,9 @@ pub struct Audit {
     /// The longest pause between two deletions, in milliseconds (while there were some).
     pub longest_deletion_pause_ms: i64,
     pub invalid_states: Vec<String>,
+    /// Backups left in a state other than completed (for the logs of a failing test).
+    #[serde(skip)]
+    pub leftover: Vec<String>,
     /// When each due event was stored (server time, ms since the epoch).
     #[serde(skip)]
     pub due_times: Vec<i64>,
@@ -555,7 +572,19 @@ impl Audit {
     /// [`Audit::stalls_after`] for the figures.
     pub fn stalls_json(&self, at: i64, window: Duration) -> serde_json::Value {
         let (firing, deleting) = self.stalls_after(at, window);
-        json!({ "firing_stall_ms": ms(firing), "deletion_stall_ms": ms(deleting) })
+        let around = |times: &[i64]| -> Vec<i64> {
+            let last_before = times.iter().rev().find(|t| **t <= at).map(|t| t - at);
+            last_before
+                .into_iter()
+                .chain(times.iter().filter(|t| **t > at).take(3).map(|t| t - at))
+                .collect()
+        };
+        json!({
+            "firing_stall_ms": ms(firing),
+            "deletion_stall_ms": ms(deleting),
+            "due_events_around_ms": around(&self.due_times),
+            "deletions_around_ms": around(&self.deletion_times),
+        })
     }
 
     /// Panics with the findings unless every failure count is zero.
@@ -587,6 +616,7 @@ impl Audit {
 struct CatalogEvent {
     record: Option<BackupRecord>,
     at_ms: i64,
+    revision: u64,
 }
 
 /// Checks the invariants of a settled fleet that ran `schedules`. `scheduler_logs` are the
@@ -716,9 +746,14 @@ pub async fn audit(
             .as_ref()
             .and_then(|h| h.get("KV-Operation"))
             .is_some();
-        let at_ms = message
+        let (at_ms, revision) = message
             .info()
-            .map(|i| (i.published.unix_timestamp_nanos() / 1_000_000) as i64)
+            .map(|i| {
+                (
+                    (i.published.unix_timestamp_nanos() / 1_000_000) as i64,
+                    i.stream_sequence,
+                )
+            })
             .unwrap_or_default();
         let record = if deleted {
             None
@@ -733,9 +768,11 @@ pub async fn audit(
                 }
             }
         };
-        keys.entry(key)
-            .or_default()
-            .push(CatalogEvent { record, at_ms });
+        keys.entry(key).or_default().push(CatalogEvent {
+            record,
+            at_ms,
+            revision,
+        });
     }
     audit.backups_recorded = keys.len();
     let mut recorded_per_schedule: BTreeMap<String, usize> = BTreeMap::new();
@@ -803,10 +840,19 @@ pub async fn audit(
     let mut per_schedule: BTreeMap<String, usize> = BTreeMap::new();
     for (key, record) in &live {
         if record.status != BackupStatus::Completed {
+            // Its history, to tell which step went missing.
+            let history: Vec<String> = keys[key]
+                .iter()
+                .map(|e| match &e.record {
+                    Some(r) => format!("{:?} rev {} at {}", r.status, e.revision, e.at_ms),
+                    None => format!("removed rev {} at {}", e.revision, e.at_ms),
+                })
+                .collect();
             audit.invalid_states.push(format!(
-                "backup {key} left {:?} after the fleet settled",
-                record.status
+                "backup {key} (uid {}) left {:?} after the fleet settled; history {history:?}",
+                record.uid, record.status
             ));
+            audit.leftover.push(record.id.to_string());
         }
         if let Some(schedule) = &record.schedule {
             *per_schedule.entry(schedule.to_string()).or_default() += 1;
@@ -1033,5 +1079,24 @@ impl crate::Server {
     /// The server process's id while it runs (for CPU accounting).
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(std::process::Child::id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stalls_are_the_longest_gap_around_a_fault() {
+        let audit = Audit {
+            due_times: vec![0, 1000, 2000, 9000, 10000],
+            deletion_times: vec![500, 1500, 1600, 20000],
+            ..Default::default()
+        };
+        let (firing, deleting) = audit.stalls_after(2500, Duration::from_secs(10));
+        assert_eq!(firing, Duration::from_millis(7000));
+        // No deletion within the window: the whole window from the last one before.
+        assert_eq!(deleting, Duration::from_millis(12500 - 1600));
+        assert_eq!(longest_gap(&mut [5, 1, 3]), 2);
     }
 }

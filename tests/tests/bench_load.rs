@@ -237,6 +237,26 @@ async fn load_bench() {
     }
     let drained_after = started.elapsed();
     let deleted = removals.lock().unwrap().len();
+    // Checkpoints still queued for the retention-worker once every deletion is done, and how
+    // long they take to clear (each is a run over its cluster that finds nothing left to do).
+    let retention_backlog_at_drain = consumer_backlog(
+        &js,
+        topology::STREAM_RETENTION,
+        topology::CONSUMER_RETENTION,
+    )
+    .await;
+    while consumer_backlog(
+        &js,
+        topology::STREAM_RETENTION,
+        topology::CONSUMER_RETENTION,
+    )
+    .await
+        != Some(0)
+        && Instant::now() < drain_deadline
+    {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let retention_queue_cleared_after = started.elapsed();
     sampler.abort();
     watcher.abort();
     let timeline = timeline.lock().unwrap().clone();
@@ -284,6 +304,28 @@ async fn load_bench() {
     }
     let cpu_total: f64 = cpu.values().sum();
 
+    // Messages handled per stage (more than offered: redeliveries and retries).
+    let mut handled = serde_json::Map::new();
+    for (role, metric_name) in [
+        (Role::Scheduler, "sexton_executor_reports_total"),
+        (Role::RetentionWorker, "sexton_retention_runs_total"),
+        (Role::Deleter, "sexton_delete_jobs_total"),
+    ] {
+        let ports: Vec<u16> = fleet.of(role).map(|r| r.http_port).collect();
+        let count: f64 = ports
+            .into_iter()
+            .filter_map(|port| metric(port, metric_name, ""))
+            .sum();
+        handled.insert(metric_name.into(), json!(count));
+    }
+    let run_seconds: f64 = fleet
+        .of(Role::RetentionWorker)
+        .map(|r| r.http_port)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .filter_map(|port| metric(port, "sexton_retention_run_duration_seconds_sum", ""))
+        .sum();
+
     // The ceiling: raw JetStream publish → consume on the same server, same run.
     let raw = raw_jetstream_rate(&js, 100_000).await;
 
@@ -303,6 +345,8 @@ async fn load_bench() {
         "deletion_rate_per_s": del_span.map(|s| deleted as f64 / s.max(0.001)),
         "end_to_end_rate_per_s": deleted as f64 / drained_after.as_secs_f64(),
         "drained_after_s": drained_after.as_secs_f64(),
+        "retention_backlog_when_drained": retention_backlog_at_drain,
+        "retention_queue_cleared_after_s": retention_queue_cleared_after.as_secs_f64(),
         "latency_ms": {
             "samples": latencies.len(),
             "p50": percentile(&latencies, 50.0),
@@ -310,6 +354,8 @@ async fn load_bench() {
             "p99": percentile(&latencies, 99.0),
             "max": latencies.last(),
         },
+        "handled": handled,
+        "retention_run_seconds_total": run_seconds,
         "cpu_seconds": cpu,
         "cpu_seconds_total": cpu_total,
         "cpu_utilisation_of_2_cores": cpu_total / (2.0 * drained_after.as_secs_f64()),

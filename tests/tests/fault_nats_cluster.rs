@@ -120,7 +120,7 @@ async fn the_fleet_survives_the_loss_of_a_nats_node() {
         "the fleet did not settle\n{}",
         fleet.warnings(60)
     );
-    audit.assert_clean(&fleet.warnings(60));
+    audit.assert_clean(&fleet.context(&audit));
     // Losing a node costs a leader election, not the 30 s a lost pull request waits.
     for at in &kills {
         let (firing, deleting) = audit.stalls_after(*at, stall_window);

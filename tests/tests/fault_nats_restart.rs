@@ -64,7 +64,7 @@ async fn the_fleet_survives_a_whole_nats_restart() {
         "the fleet did not settle\n{}",
         fleet.warnings(60)
     );
-    audit.assert_clean(&fleet.warnings(60));
+    audit.assert_clean(&fleet.context(&audit));
     for at in &restarts {
         let (firing, deleting) = audit.resumption(*at);
         assert!(

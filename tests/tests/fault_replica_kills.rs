@@ -123,7 +123,7 @@ async fn the_fleet_survives_replica_kills() {
         "the fleet did not settle\n{}",
         fleet.warnings(60)
     );
-    audit.assert_clean(&format!("seed {seed}\n{}", fleet.warnings(80)));
+    audit.assert_clean(&format!("seed {seed}\n{}", fleet.context(&audit)));
     assert_eq!(kills.len(), 4 * rounds);
     assert!(audit.due_ticks >= 6 * 20, "too little load: {audit:?}");
     assert!(

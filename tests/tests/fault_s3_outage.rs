@@ -5,6 +5,7 @@
 //! down, and the backlog must clear soon after S3 returns.
 //!
 //! CI: 15 s down. `SEXTON_SOAK=1`: 60 s down, with a bigger backlog.
+//! `SEXTON_S3_OUTAGE_SECONDS=<n>` sets another outage length.
 
 use std::time::{Duration, Instant};
 
@@ -49,7 +50,11 @@ async fn deletions_survive_an_s3_outage() {
     };
     let before = pick(400, 1500);
     let during = pick(100, 400);
-    let down_for = pick(Duration::from_secs(15), Duration::from_secs(60));
+    let down_for = std::env::var("SEXTON_S3_OUTAGE_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map(Duration::from_secs)
+        .unwrap_or_else(|| pick(Duration::from_secs(15), Duration::from_secs(60)));
     load.write_objects(&store, "backups", 0..before + during)
         .await;
     load.publish_reports(&js, "backups", 0..before).await;
@@ -136,7 +141,7 @@ async fn deletions_survive_an_s3_outage() {
     )
     .await;
 
-    let settled = wait_settled(&js, Duration::from_secs(60)).await;
+    let settled = wait_settled(&js, Duration::from_secs(600)).await;
     let exited = fleet.exited();
     let audit = audit(&js, &config, std::slice::from_ref(&schedule), "").await;
     let deletions_after_return = audit
@@ -167,13 +172,13 @@ async fn deletions_survive_an_s3_outage() {
             "readyz_200_during_outage": ready_during_outage,
             "readyz_200_again_after_ms": ms(ready_again),
             "backlog_cleared_after_return_ms": ms(cleared),
-            "settled": settled.is_some(),
+            "settled_after_ms": settled.map(ms),
             "services_exited": exited.len(),
             "audit": audit,
         }),
     );
     assert!(exited.is_empty(), "services exited: {exited:#?}");
-    audit.assert_clean(&fleet.warnings(60));
+    audit.assert_clean(&fleet.context(&audit));
     assert_eq!(audit.backups_recorded, before + during, "{audit:?}");
     assert_eq!(
         audit.backups_deleted,
