@@ -205,6 +205,7 @@ impl Deleter {
             }
         }
 
+        let t_judge = started.elapsed();
         // 2. Claim.
         let claiming: Vec<_> = claims
             .into_iter()
@@ -228,12 +229,15 @@ impl Deleter {
             }
         }
 
+        let t_claim = started.elapsed();
         // 3. Plugins.
         self.run_plugins(&mut works).await;
+        let t_plugins = started.elapsed();
 
         // 4, 5. Data objects, then metadata objects.
         self.delete_objects(&mut works, false).await;
         self.delete_objects(&mut works, true).await;
+        let t_delete = started.elapsed();
 
         // 6. Records, or the failure recorded.
         let finishing: Vec<_> = works
@@ -256,10 +260,15 @@ impl Deleter {
             .enumerate()
             .map(|(slot, outcome)| outcome.unwrap_or_else(|| retry(slot)))
             .collect();
+        let ms = |d: Duration| d.as_millis() as u64;
         tracing::info!(
             jobs = outcomes.len(),
             done = outcomes.iter().filter(|o| **o == Outcome::Done).count(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            judged_ms = ms(t_judge),
+            claimed_ms = ms(t_claim),
+            plugins_ms = ms(t_plugins),
+            objects_ms = ms(t_delete),
+            elapsed_ms = ms(started.elapsed()),
             "delete batch finished"
         );
         outcomes

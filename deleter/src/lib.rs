@@ -23,7 +23,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
-use futures::{FutureExt as _, StreamExt};
+use futures::StreamExt;
 use sexton_shared::{
     config::Config, object_store::ObjectStore, outcome::settle, telemetry, topology, Shutdown,
 };
@@ -97,7 +97,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
                 ..topology::consumer_config(
                     topology::CONSUMER_DELETER,
                     Some(format!("{}.job.delete.*", topology::SUBJECT_ROOT)),
-                    Duration::from_secs(60),
+                    config.deleter.ack_wait,
                 )
             },
         )
@@ -128,6 +128,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
                 jetstream.clone(),
                 metrics.clone(),
                 batch_jobs,
+                config.deleter.ack_wait / 3,
                 shutdown.clone(),
             ))
         })
@@ -162,6 +163,10 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     }
 }
 
+/// How long a batch waits for more jobs in all, and for the next one.
+const BATCH_LINGER: Duration = Duration::from_millis(250);
+const BATCH_GAP: Duration = Duration::from_millis(20);
+
 /// One batch worker: waits for a delete job, takes whatever else has already arrived (up to
 /// `batch_jobs`), works through them, settles each, and goes again until shutdown.
 async fn work(
@@ -170,6 +175,7 @@ async fn work(
     jetstream: async_nats::jetstream::Context,
     metrics: Arc<metrics::Metrics>,
     batch_jobs: usize,
+    progress_every: Duration,
     mut shutdown: sexton_shared::Shutdown,
 ) {
     // The client's continuous pull keeps up to `batch_jobs` jobs at hand, so a batch fills as
@@ -209,9 +215,13 @@ async fn work(
                 return;
             }
         };
+        // Fill the batch while jobs keep coming: full batches make full DeleteObjects requests.
+        // A lone job waits at most a few milliseconds for company.
+        let linger_until = tokio::time::Instant::now() + BATCH_LINGER;
         while messages.len() < batch_jobs {
-            match jobs.next().now_or_never() {
-                Some(Some(Ok(message))) => messages.push(message),
+            let until = linger_until.min(tokio::time::Instant::now() + BATCH_GAP);
+            match tokio::time::timeout_at(until, jobs.next()).await {
+                Ok(Some(Ok(message))) => messages.push(message),
                 _ => break,
             }
         }
@@ -221,7 +231,7 @@ async fn work(
             let messages = messages.clone();
             tokio::spawn(async move {
                 loop {
-                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    tokio::time::sleep(progress_every).await;
                     for message in messages.iter() {
                         let _ = message
                             .ack_with(async_nats::jetstream::AckKind::Progress)

@@ -109,6 +109,10 @@ pub struct DeleterConfig {
     /// How long a delete plugin may take to answer before its call counts as failed.
     #[serde(with = "duration_text")]
     pub plugin_timeout: Duration,
+    /// How long a delete job may go unacknowledged before JetStream delivers it again (to
+    /// another replica, after a crash). A running batch keeps its jobs with progress acks.
+    #[serde(with = "duration_text")]
+    pub ack_wait: Duration,
 }
 
 impl Default for NatsConfig {
@@ -174,6 +178,7 @@ impl Default for DeleterConfig {
             concurrency: 4,
             batch_jobs: 1000,
             plugin_timeout: Duration::from_secs(10),
+            ack_wait: Duration::from_secs(60),
         }
     }
 }
@@ -211,6 +216,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("SEXTON_DELETER_CONCURRENCY", "deleter.concurrency"),
     ("SEXTON_DELETER_BATCH_JOBS", "deleter.batch_jobs"),
     ("SEXTON_DELETER_PLUGIN_TIMEOUT", "deleter.plugin_timeout"),
+    ("SEXTON_DELETER_ACK_WAIT", "deleter.ack_wait"),
 ];
 
 impl Config {
@@ -325,6 +331,9 @@ impl Config {
                 self.deleter.plugin_timeout =
                     duration_text::parse(value).map_err(|why| bad(&why))?
             }
+            "deleter.ack_wait" => {
+                self.deleter.ack_wait = duration_text::parse(value).map_err(|why| bad(&why))?
+            }
             _ => return Err(bad("unknown configuration key")),
         }
         Ok(())
@@ -426,6 +435,13 @@ impl Config {
                 "deleter.plugin_timeout",
                 format!("{:?}", self.deleter.plugin_timeout),
                 "expected 1s to 10m",
+            ));
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&self.deleter.ack_wait) {
+            return Err(bad(
+                "deleter.ack_wait",
+                format!("{:?}", self.deleter.ack_wait),
+                "expected 1s to 1h",
             ));
         }
         Ok(())

@@ -619,6 +619,10 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             format!("{}s", config.deleter.plugin_timeout.as_secs()),
         ),
         (
+            "SEXTON_DELETER_ACK_WAIT".into(),
+            format!("{}s", config.deleter.ack_wait.as_secs()),
+        ),
+        (
             "RUST_LOG".into(),
             "info,async_nats=warn,aws_config=warn".into(),
         ),

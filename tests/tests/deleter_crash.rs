@@ -76,6 +76,15 @@ async fn add_wave(
     records
 }
 
+async fn deleting(catalog: &Catalog) -> Vec<BackupRecord> {
+    records_of(catalog, CLUSTER)
+        .await
+        .into_values()
+        .map(|r| r.value)
+        .filter(|r| r.status == BackupStatus::Deleting)
+        .collect()
+}
+
 async fn sweep(js: &jetstream::Context, id: &str) {
     let cluster = sexton_shared::names::ClusterName::new(CLUSTER).unwrap();
     publish_once(
@@ -153,6 +162,8 @@ async fn sigkill_at_random_points_never_loses_a_kept_object_and_finishes_the_wor
     // Small batches, so that a kill often lands between a batch's steps.
     config.deleter.batch_jobs = 2;
     config.deleter.concurrency = 1;
+    // A killed deleter's jobs come back after 2 s rather than a minute.
+    config.deleter.ack_wait = Duration::from_secs(2);
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = jetstream::new(client.clone());
     let topo = topology::ensure(&js, 1).await.unwrap();
@@ -183,18 +194,31 @@ async fn sigkill_at_random_points_never_loses_a_kept_object_and_finishes_the_wor
     let started = Instant::now();
     let mut wave = 0;
     let mut newest = add_wave(&js, &catalog, &store, wave).await;
-    let (mut mid_deletion, mut with_pending) = (0, 0);
+    // Kills that caught a backup the killed process had claimed and not finished, and those
+    // that caught one with some of its objects already gone.
+    let (mut mid_deletion, mut part_deleted) = (0, 0);
     for kill in 0..kills {
+        let deleting_before = deleting(&catalog).await;
         deleter.restart();
         // Startup takes a few hundred milliseconds: some kills land during it, most during work.
         let delay = 100 + random.below(1_100);
         tokio::time::sleep(Duration::from_millis(delay)).await;
         deleter.kill();
         let by_status = check_consistent(&catalog, &store, &format!("after kill {kill}")).await;
-        let deleting = by_status.get(&BackupStatus::Deleting).copied().unwrap_or(0);
-        let pending = deleting + by_status.get(&BackupStatus::Expiring).copied().unwrap_or(0);
-        mid_deletion += usize::from(deleting > 0);
-        with_pending += usize::from(pending > 0);
+        let caught: Vec<BackupRecord> = deleting(&catalog)
+            .await
+            .into_iter()
+            .filter(|r| !deleting_before.iter().any(|b| b.id == r.id))
+            .collect();
+        mid_deletion += usize::from(!caught.is_empty());
+        let objects = keys_under(&store, &format!("backups/{CLUSTER}/")).await;
+        part_deleted += usize::from(
+            caught
+                .iter()
+                .any(|r| r.artifacts.iter().any(|k| !objects.contains(k))),
+        );
+        let pending = by_status.get(&BackupStatus::Deleting).copied().unwrap_or(0)
+            + by_status.get(&BackupStatus::Expiring).copied().unwrap_or(0);
         // Keep work queued: a new wave expires the whole previous one.
         if pending < 20 {
             wave += 1;
@@ -202,8 +226,8 @@ async fn sigkill_at_random_points_never_loses_a_kept_object_and_finishes_the_wor
         }
     }
     eprintln!(
-        "crash loop: {kills} kills in {:?}, {mid_deletion} with a backup mid-deletion, \
-         {with_pending} with work pending, {} waves",
+        "crash loop: {kills} kills in {:?}: {mid_deletion} caught a backup mid-deletion, \
+         {part_deleted} with some of its objects gone; {} waves",
         started.elapsed(),
         wave + 1
     );
