@@ -150,22 +150,35 @@ async fn lateness_ms(
     js: &async_nats::jetstream::Context,
     since: DateTime<Utc>,
     skip: &BTreeSet<String>,
-) -> (Vec<f64>, usize) {
+) -> (Vec<f64>, usize, Vec<String>) {
     let events: Vec<DueEvent> = due_events(js)
         .await
         .into_iter()
         .filter(|e| e.stored_at >= since && !skip.contains(&e.schedule))
         .collect();
-    let mut per_tick = std::collections::BTreeMap::<DateTime<Utc>, usize>::new();
+    let ms = |e: &DueEvent| (e.stored_at - e.tick).num_microseconds().unwrap() as f64 / 1e3;
+    let mut per_tick = std::collections::BTreeMap::<DateTime<Utc>, Vec<f64>>::new();
     for event in &events {
-        *per_tick.entry(event.tick).or_default() += 1;
+        per_tick.entry(event.tick).or_default().push(ms(event));
     }
-    let mut late: Vec<f64> = events
-        .iter()
-        .map(|e| (e.stored_at - e.tick).num_microseconds().unwrap() as f64 / 1e3)
+    let bursts: Vec<String> = per_tick
+        .iter_mut()
+        .filter(|(_, late)| late.len() >= 10)
+        .map(|(tick, late)| {
+            late.sort_by(f64::total_cmp);
+            format!(
+                "{}: {} firings, p50 {:.1} ms, max {:.1} ms",
+                tick.format("%H:%M:%S"),
+                late.len(),
+                percentile(late, 0.5),
+                late.last().unwrap()
+            )
+        })
         .collect();
+    let biggest = per_tick.values().map(Vec::len).max().unwrap_or(0);
+    let mut late: Vec<f64> = events.iter().map(ms).collect();
     late.sort_by(f64::total_cmp);
-    (late, per_tick.into_values().max().unwrap_or(0))
+    (late, biggest, bursts)
 }
 
 fn load_average() -> String {
@@ -228,7 +241,7 @@ async fn main() {
     let alone_since = Utc::now();
     tokio::time::sleep(Duration::from_secs(30)).await;
     topology.schedules.delete("alone").await.unwrap();
-    let (alone_late, _) = lateness_ms(&js, alone_since, &BTreeSet::new()).await;
+    let (alone_late, _, _) = lateness_ms(&js, alone_since, &BTreeSet::new()).await;
 
     // Load: concurrent creates straight into the bucket, as many at once as NATS allows.
     let mut rng = Rng::seeded(0x5e_c700);
@@ -284,7 +297,7 @@ async fn main() {
     let fire_since = Utc::now();
     sleep_until(minute + Delta::minutes(minutes as i64) + Delta::seconds(20)).await;
     let skip: BTreeSet<String> = ["alone".to_string()].into();
-    let (late, biggest_burst) = lateness_ms(&js, fire_since, &skip).await;
+    let (late, biggest_burst, bursts) = lateness_ms(&js, fire_since, &skip).await;
     let cpu_share = |ns: u64, seconds: f64| ns as f64 / 1e9 / seconds * 100.0;
 
     println!();
@@ -304,6 +317,9 @@ async fn main() {
         percentile(&late, 0.99),
         late.last().copied().unwrap_or(f64::NAN)
     );
+    for burst in &bursts {
+        println!("    burst at {burst}");
+    }
     println!(
         "  baseline, one schedule alone ({} firings): p50 {:.1} ms, p99 {:.1} ms; ratio p50 {:.1}x, p99 {:.1}x",
         alone_late.len(),
