@@ -14,7 +14,7 @@
 //! every replica died is followed, after the outage, by one firing for the missed period (the
 //! next tick counts from the real firing, not from the moment a survivor noticed it).
 //!
-//! The queue keeps compact [`Facts`] per schedule (parsed cron, the decision's state, what a
+//! The queue keeps compact `Facts` per schedule (parsed cron, the decision's state, what a
 //! due-backup event carries), not whole records: a few hundred bytes each. When schedules come
 //! due together (thousands share a cron tick), every tick is decided and published first, all
 //! publications in flight at once; only then is each firing recorded, by reading the record and
