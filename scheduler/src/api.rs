@@ -406,6 +406,7 @@ impl Api {
                 .await
                 .map_err(|err| unavailable(format!("{err:#}")))?
                 .duplicate;
+        tracing::info!(schedule = %record.name, tick = %tick, duplicate, "manual backup requested");
         Ok(json!({
             "backup_id": timers::backup_id_for(&record, tick),
             "schedule": record.name,

@@ -14,8 +14,12 @@
 //! every replica died is followed, after the outage, by one firing for the missed period (the
 //! next tick counts from the real firing, not from the moment a survivor noticed it).
 //!
-//! Due schedules are attended concurrently, so thousands sharing one cron tick are published
-//! and recorded in pipelined round trips rather than one after another.
+//! The queue keeps compact `Facts` per schedule (parsed cron, the decision's state, what a
+//! due-backup event carries), not whole records: a few hundred bytes each. When schedules come
+//! due together (thousands share a cron tick), every tick is decided and published first, all
+//! publications in flight at once; only then is each firing recorded, by reading the record and
+//! comparing-and-setting it against the revision the decision was made on. Consumers wait for
+//! the publications, nobody waits for the records.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -96,10 +100,13 @@ fn backup_id_text(schedule: &str, tick: DateTime<Utc>) -> String {
     format!("{schedule}-{}", tick.format("%Y%m%d%H%M%S"))
 }
 
-/// How many due schedules one replica attends at once: enough to pipeline publications and
-/// compare-and-sets when thousands of schedules share a cron tick, few enough not to flood the
-/// server.
-const FIRE_CONCURRENCY: usize = 256;
+/// How many due ticks one replica publishes at once when thousands of schedules share a cron
+/// tick: all of a burst's publications are pipelined on the connection (async-nats allows 5,000
+/// unacknowledged publications).
+const PUBLISH_CONCURRENCY: usize = 1024;
+/// How many compare-and-sets one replica has in flight while it records a burst; nobody waits
+/// for these, so they leave the server room.
+const RECORD_CONCURRENCY: usize = 256;
 
 /// The clusters that have at least one schedule, as this replica's watch sees them; the
 /// retention sweeps read it instead of listing every schedule.
@@ -410,7 +417,7 @@ pub async fn run(
                         };
                         (name, step)
                     })
-                    .buffer_unordered(FIRE_CONCURRENCY)
+                    .buffer_unordered(PUBLISH_CONCURRENCY)
                     .collect()
                     .await;
                 let attended: Vec<(Arc<str>, Option<DateTime<Utc>>)> = futures::stream::iter(decided)
@@ -422,7 +429,7 @@ pub async fn run(
                         };
                         (name, next)
                     })
-                    .buffer_unordered(FIRE_CONCURRENCY)
+                    .buffer_unordered(RECORD_CONCURRENCY)
                     .collect()
                     .await;
                 for (name, next) in attended {
@@ -440,6 +447,8 @@ enum Step {
     /// Record this outcome: a skip, a firing (its tick already published), or a spec that
     /// stopped parsing.
     Record(Result<Decision, String>),
+    /// Record a firing whose tick is published; `duplicate` if someone published it first.
+    Fired { decision: Decision, duplicate: bool },
 }
 
 /// Decides on the queue's facts (no I/O) and, for a firing, publishes the tick.
@@ -507,7 +516,10 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
                 firing.metrics.fire_lateness.observe(lateness.max(0.0));
                 firing.metrics.due_published.inc();
             }
-            Step::Record(Ok(decision))
+            Step::Fired {
+                decision,
+                duplicate: ack.duplicate,
+            }
         }
     }
 }
@@ -526,6 +538,19 @@ async fn record(
     let outcome = match step {
         Step::Requeue(at) => return at,
         Step::Record(outcome) => outcome,
+        Step::Fired {
+            decision,
+            duplicate,
+        } => {
+            // Logged here rather than at publication, where a burst's latency counts.
+            let tick = decision.tick.unwrap_or_default();
+            if duplicate {
+                tracing::info!(tick = %tick, "due backup already published");
+            } else {
+                tracing::info!(tick = %tick, backup = %backup_id_text(name, tick), "due backup published");
+            }
+            Ok(decision)
+        }
     };
     let schedules = &firing.topology.schedules;
     let mut updated = match schedules.entry(name).await {
@@ -636,7 +661,7 @@ impl<'a> From<&'a ScheduleRecord> for Target<'a> {
 }
 
 /// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick. For a
-/// duplicate, the acknowledgement names the sequence of the first publication.
+/// duplicate, the acknowledgement names the sequence of the first publication. The caller logs.
 pub async fn publish_due(
     topology: &Topology,
     config: &Config,
@@ -674,10 +699,5 @@ pub async fn publish_due(
         wire::encode(&event),
     )
     .await?;
-    if ack.duplicate {
-        tracing::info!(tick = %tick, "due backup already published");
-    } else {
-        tracing::info!(tick = %tick, backup = %event.backup_id, "due backup published");
-    }
     Ok(ack)
 }

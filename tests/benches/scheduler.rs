@@ -144,20 +144,52 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-/// Lateness in milliseconds of every firing stored since `since`.
+/// Lateness in milliseconds of every firing stored since `since`, sorted, and the largest
+/// number of firings that shared one tick (the biggest burst).
 async fn lateness_ms(
     js: &async_nats::jetstream::Context,
     since: DateTime<Utc>,
     skip: &BTreeSet<String>,
-) -> Vec<f64> {
-    let mut late: Vec<f64> = due_events(js)
+) -> (Vec<f64>, usize, Vec<String>) {
+    let events: Vec<DueEvent> = due_events(js)
         .await
         .into_iter()
         .filter(|e| e.stored_at >= since && !skip.contains(&e.schedule))
-        .map(|e| (e.stored_at - e.tick).num_microseconds().unwrap() as f64 / 1e3)
         .collect();
+    let ms = |e: &DueEvent| (e.stored_at - e.tick).num_microseconds().unwrap() as f64 / 1e3;
+    let mut per_tick = std::collections::BTreeMap::<DateTime<Utc>, Vec<f64>>::new();
+    for event in &events {
+        per_tick.entry(event.tick).or_default().push(ms(event));
+    }
+    let bursts: Vec<String> = per_tick
+        .iter_mut()
+        .filter(|(_, late)| late.len() >= 10)
+        .map(|(tick, late)| {
+            late.sort_by(f64::total_cmp);
+            format!(
+                "{}: {} firings, p50 {:.1} ms, max {:.1} ms",
+                tick.format("%H:%M:%S"),
+                late.len(),
+                percentile(late, 0.5),
+                late.last().unwrap()
+            )
+        })
+        .collect();
+    let biggest = per_tick.values().map(Vec::len).max().unwrap_or(0);
+    let mut late: Vec<f64> = events.iter().map(ms).collect();
     late.sort_by(f64::total_cmp);
-    late
+    (late, biggest, bursts)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
 }
 
 async fn sleep_until(at: DateTime<Utc>) {
@@ -170,6 +202,7 @@ async fn sleep_until(at: DateTime<Utc>) {
 async fn main() {
     let n_schedules = env_number("SEXTON_BENCH_SCHEDULES", 100_000);
     let minutes = env_number("SEXTON_BENCH_MINUTES", 3);
+    let load_at_start = load_average();
     let nats = Nats::start();
     let mut config = nats_config(&nats);
     let port = free_port();
@@ -208,7 +241,7 @@ async fn main() {
     let alone_since = Utc::now();
     tokio::time::sleep(Duration::from_secs(30)).await;
     topology.schedules.delete("alone").await.unwrap();
-    let alone_late = lateness_ms(&js, alone_since, &BTreeSet::new()).await;
+    let (alone_late, _, _) = lateness_ms(&js, alone_since, &BTreeSet::new()).await;
 
     // Load: concurrent creates straight into the bucket, as many at once as NATS allows.
     let mut rng = Rng::seeded(0x5e_c700);
@@ -264,27 +297,35 @@ async fn main() {
     let fire_since = Utc::now();
     sleep_until(minute + Delta::minutes(minutes as i64) + Delta::seconds(20)).await;
     let skip: BTreeSet<String> = ["alone".to_string()].into();
-    let late = lateness_ms(&js, fire_since, &skip).await;
+    let (late, biggest_burst, bursts) = lateness_ms(&js, fire_since, &skip).await;
     let cpu_share = |ns: u64, seconds: f64| ns as f64 / 1e9 / seconds * 100.0;
 
     println!();
-    println!("scheduler benchmark: {n_schedules} schedules, one release-built replica, nats-server 2.15.1, {} cores", std::thread::available_parallelism().map_or(0, |n| n.get()));
+    println!(
+        "scheduler benchmark: {n_schedules} schedules, one release-built replica, nats-server 2.15.1, {} cores, load average {load_at_start} at start, {} at end",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        load_average()
+    );
     println!(
         "  load: {n_schedules} concurrent KV creates in {write_seconds:.1} s ({:.0}/s raw write rate, {average_json} B of JSON each); all in the timer queue after {loaded_seconds:.1} s",
         n_schedules as f64 / write_seconds
     );
     println!(
-        "  lateness, {} firings over {minutes} minute boundaries: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        "  lateness, {} firings over {minutes} minute boundaries (bursts of up to {biggest_burst} sharing a tick): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         late.len(),
         percentile(&late, 0.5),
         percentile(&late, 0.99),
         late.last().copied().unwrap_or(f64::NAN)
     );
+    for burst in &bursts {
+        println!("    burst at {burst}");
+    }
     println!(
-        "  baseline, one schedule alone ({} firings): p50 {:.1} ms, p99 {:.1} ms; p99 ratio {:.1}x",
+        "  baseline, one schedule alone ({} firings): p50 {:.1} ms, p99 {:.1} ms; ratio p50 {:.1}x, p99 {:.1}x",
         alone_late.len(),
         percentile(&alone_late, 0.5),
         percentile(&alone_late, 0.99),
+        percentile(&late, 0.5) / percentile(&alone_late, 0.5),
         percentile(&late, 0.99) / percentile(&alone_late, 0.99)
     );
     println!(
