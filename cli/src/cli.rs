@@ -139,6 +139,12 @@ pub struct UpdateArgs {
     /// Skip a missed run older than this many seconds (Kubernetes' startingDeadlineSeconds).
     #[arg(long)]
     pub starting_deadline_seconds: Option<u64>,
+    /// A full backup, then N-1 incrementals (per volume).
+    #[arg(long, value_parser = parse_full_every)]
+    pub full_every: Option<u32>,
+    /// The application's volumes, repeatable; replaces the list (a new volume starts full).
+    #[arg(long = "volume")]
+    pub volumes: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -171,6 +177,13 @@ pub struct CreateArgs {
     /// Skip a missed run older than this many seconds (Kubernetes' startingDeadlineSeconds).
     #[arg(long)]
     pub starting_deadline_seconds: Option<u64>,
+    /// A full backup, then N-1 incrementals (per volume). Unset: fulls only without volumes,
+    /// forever incremental with volumes.
+    #[arg(long, value_parser = parse_full_every)]
+    pub full_every: Option<u32>,
+    /// The application's volumes (seed 001's PVs), repeatable: each gets its own chain.
+    #[arg(long = "volume")]
+    pub volumes: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -264,6 +277,15 @@ pub enum BinlogCommand {
         #[arg(long)]
         cluster: String,
     },
+}
+
+fn parse_full_every(text: &str) -> Result<u32, String> {
+    let bad = || format!("{text:?} is not a positive whole number of backups");
+    let n: u32 = text.parse().map_err(|_| bad())?;
+    if n == 0 {
+        return Err(bad());
+    }
+    Ok(n)
 }
 
 fn parse_label(text: &str) -> Result<(String, String), String> {
@@ -477,6 +499,12 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 if let Some(seconds) = args.starting_deadline_seconds {
                     body["starting_deadline_seconds"] = json!(seconds);
                 }
+                if let Some(n) = args.full_every {
+                    body["full_every"] = json!(n);
+                }
+                if !args.volumes.is_empty() {
+                    body["volumes"] = json!(args.volumes);
+                }
                 (
                     topology::api_subject("schedule", "create"),
                     body,
@@ -553,6 +581,12 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 }
                 if let Some(seconds) = args.starting_deadline_seconds {
                     body["starting_deadline_seconds"] = json!(seconds);
+                }
+                if let Some(n) = args.full_every {
+                    body["full_every"] = json!(n);
+                }
+                if !args.volumes.is_empty() {
+                    body["volumes"] = json!(args.volumes);
                 }
                 (
                     topology::api_subject("schedule", "update"),

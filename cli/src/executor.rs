@@ -1,6 +1,9 @@
 //! The reference executor: what a database operator or snapshotter does, in its smallest
-//! honest form. On `due-backup` it writes a small `backup.xbstream` and `metadata.json` under the
-//! event's object prefix, then reports the backup completed. It lets a user (and the end-to-end
+//! honest form. On `due-backup` it writes a small `backup.xbstream` (or, for a schedule with
+//! volumes, one `vol-<name>.img` per volume, of the kind the event asks for) and
+//! `metadata.json` under the event's object prefix, then reports the backup completed.
+//! Labels on the schedule ([`labels`]) make it fail volumes or take a full where an
+//! incremental was asked for, as real executors do. It lets a user (and the end-to-end
 //! tests) watch the whole loop run without a database.
 //!
 //! Like a database's log archiver, it also ships one binlog segment per backup to
@@ -20,8 +23,9 @@ use sexton_shared::{
     nats::publish_once,
     object_store::ObjectStore,
     outcome::{settle, Outcome},
+    records::BackupKind,
     topology,
-    wire::{self, DueBackup, Report, ReportStatus},
+    wire::{self, DueBackup, Report, ReportStatus, ReportVolume},
     Shutdown,
 };
 
@@ -81,6 +85,28 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Labels a test (or a user trying Sexton out) puts on a schedule to make the reference
+/// executor misbehave the way real ones do. Each is a comma-separated list of volume names.
+pub mod labels {
+    /// These volumes' uploads fail: the backup is reported failed, those volumes marked failed
+    /// (`*` fails a backup without volumes).
+    pub const FAIL_VOLUMES: &str = "sexton.io/executor-fail-volumes";
+    /// These volumes' snapshots are "lost": a full is taken where an incremental was asked for.
+    pub const FULL_VOLUMES: &str = "sexton.io/executor-full-volumes";
+}
+
+fn label_list<'a>(due: &'a DueBackup, label: &str) -> Vec<&'a str> {
+    due.labels
+        .get(label)
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 async fn take_backup(
     js: &jetstream::Context,
     store: &ObjectStore,
@@ -88,34 +114,87 @@ async fn take_backup(
     due: &DueBackup,
 ) -> anyhow::Result<()> {
     let started_at = Utc::now();
-    let data_key = format!("{}backup.xbstream", due.object_prefix);
+    let fail = label_list(due, labels::FAIL_VOLUMES);
+    let lost = label_list(due, labels::FULL_VOLUMES);
     let metadata_key = format!("{}metadata.json", due.object_prefix);
-    let data = format!(
-        "sexton reference backup of {}/{} for tick {}\n",
-        due.cluster, due.plan, due.tick
-    );
-    store.put(&data_key, data.into_bytes().into()).await?;
+    let mut artifacts = Vec::new();
+    let mut volumes = Vec::new();
+    let mut failed = due.volumes.is_empty() && fail.contains(&"*");
+    if due.volumes.is_empty() {
+        if !failed {
+            let data_key = format!("{}backup.xbstream", due.object_prefix);
+            let data = format!(
+                "sexton reference backup of {}/{} for tick {} ({:?} on {:?})\n",
+                due.cluster, due.plan, due.tick, due.kind, due.parent
+            );
+            store.put(&data_key, data.into_bytes().into()).await?;
+            artifacts.push(data_key);
+        }
+    } else {
+        // One image per volume: a full, or an overlay on the same volume in `parent`.
+        for asked in &due.volumes {
+            let (kind, parent) = if lost.contains(&asked.name.as_str()) {
+                (BackupKind::Full, None)
+            } else {
+                (asked.kind, asked.parent.clone())
+            };
+            let volume_failed = fail.contains(&asked.name.as_str());
+            let key = format!("{}vol-{}.img", due.object_prefix, asked.name);
+            if !volume_failed {
+                let data = format!(
+                    "sexton reference image of volume {} ({kind:?} on {parent:?})\n",
+                    asked.name
+                );
+                store.put(&key, data.into_bytes().into()).await?;
+            }
+            failed |= volume_failed;
+            volumes.push(ReportVolume {
+                name: asked.name.clone(),
+                kind,
+                parent,
+                keys: if volume_failed { Vec::new() } else { vec![key] },
+                failed: volume_failed,
+            });
+        }
+    }
+    let kind = if volumes.is_empty() {
+        due.kind
+    } else if volumes.iter().all(|v| v.kind == BackupKind::Full) {
+        BackupKind::Full
+    } else {
+        BackupKind::Incremental
+    };
     let metadata = serde_json::json!({
         "backup_id": due.backup_id,
         "cluster": due.cluster,
         "plan": due.plan,
-        "kind": due.kind,
+        "kind": kind,
+        "parent": due.parent,
+        "volumes": volumes,
         "started_at": started_at,
-        "artifacts": [data_key],
+        "artifacts": artifacts,
     });
     store
         .put(&metadata_key, serde_json::to_vec(&metadata)?.into())
         .await?;
-    match append_segment(store, prefix, due, started_at.fixed_offset()).await {
-        Ok(_) => {}
-        // The base backup is good without its log: report it, and let the operator see why
-        // the log is not archived (`sexton binlog status`, the retention-worker's incident).
-        Err(err @ store::StoreError::Malformed { .. }) => {
-            tracing::error!(cluster = %due.cluster, error = %err, "binlog segment not indexed")
+    artifacts.push(metadata_key);
+    if !failed {
+        match append_segment(store, prefix, due, started_at.fixed_offset()).await {
+            Ok(_) => {}
+            // The base backup is good without its log: report it, and let the operator see why
+            // the log is not archived (`sexton binlog status`, the retention-worker's incident).
+            Err(err @ store::StoreError::Malformed { .. }) => {
+                tracing::error!(cluster = %due.cluster, error = %err, "binlog segment not indexed")
+            }
+            Err(err) => return Err(err).context("appending a binlog segment"),
         }
-        Err(err) => return Err(err).context("appending a binlog segment"),
     }
     let completed_at = Utc::now();
+    let status = if failed {
+        ReportStatus::Failed
+    } else {
+        ReportStatus::Completed
+    };
     let report = Report {
         schema_version: wire::SCHEMA_VERSION,
         backup_id: due.backup_id.clone(),
@@ -123,24 +202,30 @@ async fn take_backup(
         plan: due.plan.clone(),
         schedule: Some(due.schedule.clone()),
         backup_name: due.backup_name.clone(),
-        status: ReportStatus::Completed,
-        kind: due.kind,
-        parent: due.parent.clone(),
+        status,
+        kind,
+        parent: if volumes.is_empty() {
+            due.parent.clone()
+        } else {
+            None
+        },
         started_at: Some(started_at.fixed_offset()),
         completed_at: Some(completed_at.fixed_offset()),
-        artifacts: vec![data_key, metadata_key],
+        artifacts,
         labels: due.labels.clone(),
         tags: Vec::new(),
-        error: None,
+        error: failed.then(|| format!("upload failed (label {})", labels::FAIL_VOLUMES)),
+        volumes,
     };
+    let status_word = if failed { "failed" } else { "completed" };
     publish_once(
         js,
         topology::report_subject(&due.cluster),
-        &format!("report.{}.{}.completed", due.cluster, due.backup_id),
+        &format!("report.{}.{}.{status_word}", due.cluster, due.backup_id),
         wire::encode(&report),
     )
     .await?;
-    tracing::info!(cluster = %due.cluster, backup = %due.backup_id, "backup taken and reported");
+    tracing::info!(cluster = %due.cluster, backup = %due.backup_id, status = status_word, "backup taken and reported");
     Ok(())
 }
 

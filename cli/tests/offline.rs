@@ -303,6 +303,18 @@ fn bad_input_exits_2_with_a_clear_message() {
             vec!["schedule", "unpause", "s", "--skip-immediately=maybe"],
             "invalid value",
         ),
+        (
+            vec!["schedule", "update", "s", "--full-every", "0"],
+            "\"0\" is not a positive whole number of backups",
+        ),
+        (
+            vec!["schedule", "update", "s", "--full-every", "three"],
+            "\"three\" is not a positive whole number of backups",
+        ),
+        (
+            vec!["schedule", "update", "s", "--full-every=-1"],
+            "\"-1\" is not a positive whole number of backups",
+        ),
         (vec!["schedule", "frobnicate"], "unrecognized subcommand"),
         (vec!["backup", "list", "-o", "xml"], "invalid value"),
         (vec!["--nats-url", "http://x", "backup", "list"], "nats.url"),

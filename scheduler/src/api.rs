@@ -170,6 +170,12 @@ impl Api {
                     if req.starting_deadline_seconds.is_some() {
                         record.starting_deadline_seconds = req.starting_deadline_seconds;
                     }
+                    if req.full_every.is_some() {
+                        record.full_every = req.full_every;
+                    }
+                    if let Some(volumes) = &req.volumes {
+                        record.volumes = volumes.clone();
+                    }
                 })
                 .await
             }
@@ -200,6 +206,8 @@ impl Api {
             remote_cleanup: spec.remote_cleanup,
             overlap_policy: spec.overlap_policy,
             starting_deadline_seconds: spec.starting_deadline_seconds,
+            full_every: spec.full_every,
+            volumes: spec.volumes,
             created_at: now,
             status: ScheduleStatus::default(),
         };

@@ -11,13 +11,16 @@ use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::Utc;
 use futures::StreamExt;
+use sexton_retention::VolumeArtifact;
 use sexton_shared::{
     catalog::{CasError, Catalog},
     config::Config,
     nats::publish_once,
     object_store::check_backup_key,
     outcome::{settle, Outcome},
-    records::{BackupRecord, BackupStatus, InFlight, ScheduleRecord, RECORD_SCHEMA_VERSION},
+    records::{
+        BackupKind, BackupRecord, BackupStatus, InFlight, ScheduleRecord, RECORD_SCHEMA_VERSION,
+    },
     topology::{self, Topology},
     wire::{self, CheckpointComplete, Report, ReportStatus},
     Shutdown,
@@ -154,7 +157,8 @@ pub fn validate_report(
     }
     // Under the backup's own directory, not merely the cluster's: a report naming another
     // backup's objects would have them deleted when its own record expires.
-    for key in &report.artifacts {
+    let volume_keys = report.volumes.iter().flat_map(|v| v.keys.iter());
+    for key in report.artifacts.iter().chain(volume_keys) {
         check_backup_key(
             prefix,
             &report.cluster,
@@ -232,8 +236,8 @@ async fn record_report(
                     status: new_status,
                     started_at: report.started_at,
                     completed_at: report.completed_at,
-                    artifacts: report.artifacts.clone(),
-                    volumes: Vec::new(),
+                    artifacts: artifacts_of(report),
+                    volumes: volumes_of(report),
                     labels: report.labels.clone(),
                     tags: report.tags.clone(),
                     legal_hold: false,
@@ -262,7 +266,8 @@ async fn record_report(
                         record.parent = report.parent.clone();
                         record.completed_at = report.completed_at;
                         record.started_at = report.started_at.or(record.started_at);
-                        record.artifacts = report.artifacts.clone();
+                        record.artifacts = artifacts_of(report);
+                        record.volumes = volumes_of(report);
                         record.tags = report.tags.clone();
                         record.last_error = report.error.clone();
                         catalog.update(&record, current.revision).await.map(|_| ())
@@ -284,6 +289,38 @@ async fn record_report(
         }
     }
     Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// Every object of the reported backup: its artifacts and its volumes' keys (once each), so
+/// that deleting the whole backup removes them all and no other backup may list them.
+fn artifacts_of(report: &Report) -> Vec<String> {
+    let mut artifacts = report.artifacts.clone();
+    for key in report.volumes.iter().flat_map(|v| &v.keys) {
+        if !artifacts.contains(key) {
+            artifacts.push(key.clone());
+        }
+    }
+    artifacts
+}
+
+/// The volumes as taken: the catalog records the kind the executor reports, which may be a
+/// full where an incremental was asked for (a lost snapshot).
+fn volumes_of(report: &Report) -> Vec<VolumeArtifact> {
+    report
+        .volumes
+        .iter()
+        .map(|volume| VolumeArtifact {
+            name: volume.name.clone(),
+            kind: volume.kind,
+            parent: match volume.kind {
+                BackupKind::Full => None,
+                BackupKind::Incremental => volume.parent.as_ref().map(|p| p.to_string()),
+            },
+            keys: volume.keys.clone(),
+            failed: volume.failed,
+            expiring: false,
+        })
+        .collect()
 }
 
 /// Records on the schedule which of its backups is in progress, for the overlap policy: set on

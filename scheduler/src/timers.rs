@@ -20,6 +20,11 @@
 //! publications in flight at once; only then is each firing recorded, by reading the record and
 //! comparing-and-setting it against the revision the decision was made on. Consumers wait for
 //! the publications, nobody waits for the records.
+//!
+//! A schedule with `full_every` or volumes (seed 001) reads its backups from the catalog before
+//! publishing, and the event says per volume full or incremental and the parent to build on
+//! ([`ask`], over the pure `sexton_retention::cadence`). A catalog that cannot be read delays
+//! the firing (retried in a second); it never turns into an incremental on a guess.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -35,10 +40,12 @@ use async_nats::jetstream::{
 };
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use sexton_retention::FullEvery;
 use sexton_schedule::{
     Action, CronSpec, Decision, Explanation, Reason, ScheduleDoc, ScheduleState,
 };
 use sexton_shared::{
+    catalog::Catalog,
     config::Config,
     names::{BackupId, ClusterName, PlanName, ScheduleName},
     nats::publish_once_acked,
@@ -47,7 +54,7 @@ use sexton_shared::{
         BackupKind, InFlight, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER,
     },
     topology::{self, Topology},
-    wire::{self, DueBackup},
+    wire::{self, DueBackup, DueVolume},
     Shutdown,
 };
 
@@ -121,6 +128,8 @@ struct Facts {
     /// What a due-backup event carries besides name and cluster.
     plan: PlanName,
     labels: BTreeMap<String, String>,
+    full_every: Option<FullEvery>,
+    volumes: Vec<String>,
     /// The stored state; `in_flight` is decided at evaluation time from the fields below.
     state: ScheduleState,
     overlap_policy: OverlapPolicy,
@@ -134,6 +143,8 @@ impl Facts {
             cron: CronSpec::parse(&record.cron).map_err(|err| format!("invalid cron spec: {err}")),
             plan: record.plan.clone(),
             labels: record.labels.clone(),
+            full_every: record.full_every,
+            volumes: record.volumes.clone(),
             state: ScheduleState {
                 in_flight: false,
                 ..state(record, record.created_at)
@@ -483,6 +494,8 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
                 cluster: &slot.cluster,
                 plan: &facts.plan,
                 labels: &facts.labels,
+                full_every: facts.full_every,
+                volumes: &facts.volumes,
             };
             let ack = match publish_due(firing.topology, firing.config, &target, tick, now).await {
                 Ok(ack) => ack,
@@ -647,6 +660,8 @@ pub struct Target<'a> {
     pub cluster: &'a ClusterName,
     pub plan: &'a PlanName,
     pub labels: &'a BTreeMap<String, String>,
+    pub full_every: Option<FullEvery>,
+    pub volumes: &'a [String],
 }
 
 impl<'a> From<&'a ScheduleRecord> for Target<'a> {
@@ -656,8 +671,97 @@ impl<'a> From<&'a ScheduleRecord> for Target<'a> {
             cluster: &record.cluster,
             plan: &record.plan,
             labels: &record.labels,
+            full_every: record.full_every,
+            volumes: &record.volumes,
         }
     }
+}
+
+impl Target<'_> {
+    /// Whether the kind to take depends on the schedule's earlier backups: it sets
+    /// `full_every` or lists volumes. Otherwise every backup is a full and the catalog is not
+    /// read (a burst of thousands of database schedules costs no catalog reads).
+    fn has_cadence(&self) -> bool {
+        self.full_every.is_some() || !self.volumes.is_empty()
+    }
+}
+
+/// What a due-backup event asks for: the backup's kind and parent, and per volume.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Asked {
+    pub kind: BackupKind,
+    pub parent: Option<BackupId>,
+    pub kind_reason: Option<String>,
+    pub volumes: Vec<DueVolume>,
+}
+
+/// The kinds to ask for, from the schedule's backups in the catalog (pure:
+/// `sexton_retention::cadence`). A parent that is not a valid id (a catalog edited by hand)
+/// makes that volume a full: a full is always safe.
+pub fn ask(target: &Target<'_>, backups: &[sexton_retention::BackupRecord]) -> Asked {
+    let parent_id = |parent: Option<String>| parent.and_then(|p| BackupId::new(p).ok());
+    if target.volumes.is_empty() {
+        let choice = sexton_retention::next_backup_kind(target.full_every, backups);
+        let parent = parent_id(choice.parent);
+        let kind = if parent.is_some() {
+            choice.kind
+        } else {
+            BackupKind::Full
+        };
+        return Asked {
+            kind,
+            parent,
+            kind_reason: Some(choice.reason.as_str().to_string()),
+            volumes: Vec::new(),
+        };
+    }
+    let choices = sexton_retention::next_volume_kinds(target.full_every, backups, target.volumes);
+    let kind = sexton_retention::backup_kind(&choices);
+    let volumes = choices
+        .into_iter()
+        .map(|volume| {
+            let parent = parent_id(volume.choice.parent);
+            DueVolume {
+                name: volume.name,
+                kind: if parent.is_some() {
+                    volume.choice.kind
+                } else {
+                    BackupKind::Full
+                },
+                parent,
+                reason: Some(volume.choice.reason.as_str().to_string()),
+            }
+        })
+        .collect();
+    Asked {
+        kind,
+        parent: None,
+        kind_reason: None,
+        volumes,
+    }
+}
+
+/// Reads the schedule's backups and decides what to ask for; a schedule without cadence takes
+/// a full without reading anything.
+async fn asked(topology: &Topology, target: &Target<'_>) -> anyhow::Result<Asked> {
+    if !target.has_cadence() {
+        return Ok(Asked {
+            kind: BackupKind::Full,
+            parent: None,
+            kind_reason: None,
+            volumes: Vec::new(),
+        });
+    }
+    let records = Catalog::new(topology.catalog.clone())
+        .list_cluster(target.cluster)
+        .await
+        .context("reading the schedule's backups to choose full or incremental")?;
+    let backups: Vec<sexton_retention::BackupRecord> = records
+        .iter()
+        .filter(|r| r.value.schedule.as_ref() == Some(target.schedule))
+        .map(|r| r.value.to_engine())
+        .collect();
+    Ok(ask(target, &backups))
 }
 
 /// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick. For a
@@ -677,6 +781,7 @@ pub async fn publish_due(
         target.schedule,
         backup_id
     );
+    let asked = asked(topology, target).await?;
     let event = DueBackup {
         schema_version: wire::SCHEMA_VERSION,
         schedule: target.schedule.clone(),
@@ -687,8 +792,10 @@ pub async fn publish_due(
         backup_id,
         backup_name: target.schedule.to_string(),
         object_prefix,
-        kind: BackupKind::Full,
-        parent: None,
+        kind: asked.kind,
+        parent: asked.parent,
+        kind_reason: asked.kind_reason,
+        volumes: asked.volumes,
         labels: target.labels.clone(),
     };
     let message_id = format!("due.{}.{}", target.schedule, tick.timestamp_millis());

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::names::{ClusterName, PlanName, ScheduleName};
 use crate::records::{OverlapPolicy, Policy};
 use crate::wire::{Message, SCHEMA_VERSION};
+use sexton_retention::FullEvery;
 
 fn v1() -> u32 {
     SCHEMA_VERSION
@@ -107,6 +108,12 @@ pub struct ScheduleSpec {
     pub overlap_policy: OverlapPolicy,
     #[serde(default)]
     pub starting_deadline_seconds: Option<u64>,
+    /// A full backup, then N − 1 incrementals (a positive whole number, or a numeric string).
+    #[serde(default)]
+    pub full_every: Option<FullEvery>,
+    /// The application's volumes, each with its own chain (seed 001).
+    #[serde(default)]
+    pub volumes: Vec<String>,
 }
 
 impl Message for ScheduleSpec {
@@ -118,6 +125,7 @@ impl Message for ScheduleSpec {
             return Err("schedule name is longer than 63 characters".into());
         }
         validate_deadline(self.starting_deadline_seconds)?;
+        validate_volumes(&self.volumes)?;
         validate_labels(&self.labels)
     }
 }
@@ -154,6 +162,11 @@ pub struct ScheduleUpdate {
     pub overlap_policy: Option<OverlapPolicy>,
     #[serde(default)]
     pub starting_deadline_seconds: Option<u64>,
+    #[serde(default)]
+    pub full_every: Option<FullEvery>,
+    /// Replaces the volume list: a volume added starts with a full at the next backup.
+    #[serde(default)]
+    pub volumes: Option<Vec<String>>,
 }
 
 impl Message for ScheduleUpdate {
@@ -161,6 +174,7 @@ impl Message for ScheduleUpdate {
 
     fn validate(&self) -> Result<(), String> {
         validate_labels(self.labels.iter().flatten())?;
+        validate_volumes(self.volumes.iter().flatten())?;
         validate_deadline(self.starting_deadline_seconds)
     }
 }
@@ -177,6 +191,25 @@ fn validate_labels<'a>(
         }
         if key.chars().chain(value.chars()).any(char::is_control) {
             return Err(format!("label {key:?} holds a control character"));
+        }
+    }
+    Ok(())
+}
+
+/// The most volumes a schedule lists; a due-backup event carries one entry per volume.
+pub const MAX_VOLUMES: usize = 256;
+
+/// Volume names end up in object keys (`vol-<name>.img`): the same rules as other names,
+/// no repeats, at most [`MAX_VOLUMES`].
+pub fn validate_volumes<'a>(volumes: impl IntoIterator<Item = &'a String>) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (n, volume) in volumes.into_iter().enumerate() {
+        if n >= MAX_VOLUMES {
+            return Err(format!("more than {MAX_VOLUMES} volumes"));
+        }
+        crate::names::check_name("volume name", volume).map_err(|e| e.to_string())?;
+        if !seen.insert(volume.as_str()) {
+            return Err(format!("volume {volume:?} is listed twice"));
         }
     }
     Ok(())

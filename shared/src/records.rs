@@ -46,6 +46,16 @@ pub struct ScheduleRecord {
     /// Kubernetes' `startingDeadlineSeconds`: a missed run older than this is skipped.
     #[serde(default)]
     pub starting_deadline_seconds: Option<u64>,
+    /// `full_every: N` (seed 001): a full backup, then N − 1 incrementals, per volume. Unset:
+    /// a schedule without volumes takes fulls only (a database base backup), one with volumes
+    /// is forever incremental (Trilio's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub full_every: Option<sexton_retention::FullEvery>,
+    /// The volumes the application has now (seed 001's PVs): the due-backup event says, for
+    /// each, the kind to take and the parent to build on. A volume added later starts with a
+    /// full; one removed is no longer backed up (its artifacts age out with their backups).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
     pub created_at: DateTime<Utc>,
     #[serde(default)]
     pub status: ScheduleStatus,

@@ -108,16 +108,63 @@ pub struct DueBackup {
     pub kind: BackupKind,
     #[serde(default)]
     pub parent: Option<BackupId>,
+    /// Why `kind` (a backup without volumes on a schedule with `full_every`): `no_artifact`,
+    /// `full_every`, `last_attempt_failed`, `chain_continues`, … (see `KindReason`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind_reason: Option<String>,
+    /// Per volume (seed 001): the kind to take and the artifact to build on. Empty for a
+    /// backup without volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<DueVolume>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+}
+
+/// What to take of one volume: a full, or an incremental on the same volume's artifact in
+/// `parent` (its last good artifact).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DueVolume {
+    pub name: String,
+    pub kind: BackupKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<BackupId>,
+    /// Why this kind (`KindReason`'s words), for executors' logs and for tests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Message for DueBackup {
     const KIND: &'static str = "due-backup event";
 
     fn validate(&self) -> Result<(), String> {
-        crate::names::check_name("backup name", &self.backup_name).map_err(|e| e.to_string())
+        crate::names::check_name("backup name", &self.backup_name).map_err(|e| e.to_string())?;
+        check_volume_entries(
+            self.volumes
+                .iter()
+                .map(|v| (v.name.as_str(), v.kind, v.parent.is_some(), false)),
+        )
     }
+}
+
+/// Checks a list of volume entries: valid unique names, at most `MAX_VOLUMES`, and a parent on
+/// every incremental that did not fail.
+fn check_volume_entries<'a>(
+    entries: impl Iterator<Item = (&'a str, BackupKind, bool, bool)>,
+) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (n, (name, kind, has_parent, failed)) in entries.enumerate() {
+        if n >= crate::api::MAX_VOLUMES {
+            return Err(format!("more than {} volumes", crate::api::MAX_VOLUMES));
+        }
+        crate::names::check_name("volume name", name).map_err(|e| e.to_string())?;
+        if !seen.insert(name) {
+            return Err(format!("volume {name:?} is listed twice"));
+        }
+        if kind == BackupKind::Incremental && !has_parent && !failed {
+            return Err(format!("volume {name}: an incremental needs a parent"));
+        }
+    }
+    Ok(())
 }
 
 impl DueBackup {
@@ -177,6 +224,26 @@ pub struct Report {
     pub tags: Vec<String>,
     #[serde(default)]
     pub error: Option<String>,
+    /// Per volume, what was taken (which may be a full where an incremental was asked for:
+    /// the catalog records what was taken). Empty for a backup without volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<ReportVolume>,
+}
+
+/// One volume of a reported backup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReportVolume {
+    pub name: String,
+    #[serde(default)]
+    pub kind: BackupKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<BackupId>,
+    /// The volume's object keys, under the backup's own directory.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// This volume's upload failed (only on a failed report): its next backup is a full.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failed: bool,
 }
 
 impl Message for Report {
@@ -187,8 +254,25 @@ impl Message for Report {
         if self.status == ReportStatus::Completed && self.completed_at.is_none() {
             return Err("a completed report needs completed_at".into());
         }
-        if self.kind == BackupKind::Incremental && self.parent.is_none() {
+        // With volumes, each volume has its own parent; the backup's own kind is a summary.
+        if self.kind == BackupKind::Incremental && self.parent.is_none() && self.volumes.is_empty()
+        {
             return Err("an incremental backup needs a parent".into());
+        }
+        check_volume_entries(
+            self.volumes
+                .iter()
+                .map(|v| (v.name.as_str(), v.kind, v.parent.is_some(), v.failed)),
+        )?;
+        if self.status != ReportStatus::Failed && self.volumes.iter().any(|v| v.failed) {
+            return Err("only a failed report may mark a volume failed".into());
+        }
+        if self.status == ReportStatus::Completed && self.volumes.iter().any(|v| v.keys.is_empty())
+        {
+            return Err("every volume of a completed backup must list its keys".into());
+        }
+        if self.volumes.iter().map(|v| v.keys.len()).sum::<usize>() > 10_000 {
+            return Err("more than 10000 volume keys".into());
         }
         if self.artifacts.len() > 10_000 {
             return Err("more than 10000 artifacts".into());
@@ -431,6 +515,35 @@ mod tests {
             (
                 base.replace("\"status\"", "\"kind\":\"incremental\",\"status\""),
                 "needs a parent",
+            ),
+            (
+                base.replace(
+                    "\"status\"",
+                    r#""volumes":[{"name":"pv1","kind":"incremental","keys":["k"]}],"status""#,
+                ),
+                "volume pv1: an incremental needs a parent",
+            ),
+            (
+                base.replace(
+                    "\"status\"",
+                    r#""volumes":[{"name":"pv1","keys":["k"]},{"name":"pv1","keys":["k"]}],"status""#,
+                ),
+                "volume \"pv1\" is listed twice",
+            ),
+            (
+                base.replace("\"status\"", r#""volumes":[{"name":"a/b","keys":["k"]}],"status""#),
+                "invalid volume name",
+            ),
+            (
+                base.replace("\"status\"", r#""volumes":[{"name":"pv1"}],"status""#),
+                "must list its keys",
+            ),
+            (
+                base.replace(
+                    "\"status\"",
+                    r#""volumes":[{"name":"pv1","keys":["k"],"failed":true}],"status""#,
+                ),
+                "only a failed report",
             ),
         ];
         for (body, expect) in cases {

@@ -97,6 +97,8 @@ fn record(name: String, cluster: u64, cron: String, created_at: DateTime<Utc>) -
         remote_cleanup: false,
         overlap_policy: Default::default(),
         starting_deadline_seconds: None,
+        full_every: None,
+        volumes: Vec::new(),
         created_at,
         status: ScheduleStatus {
             // As the API stores a new schedule that has been evaluated once.

@@ -161,6 +161,8 @@ async fn appenders_and_collectors_racing_on_the_index_lose_nothing() {
                     object_prefix: format!("{PREFIX}/c1/s/{backup_id}/"),
                     kind: BackupKind::Full,
                     parent: None,
+                    kind_reason: None,
+                    volumes: Vec::new(),
                     labels: Default::default(),
                 };
                 let updated = sexton_cli::executor::append_segment(

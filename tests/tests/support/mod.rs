@@ -142,6 +142,7 @@ pub async fn report_backup(
         labels: Default::default(),
         tags: vec![],
         error: None,
+        volumes: Vec::new(),
     };
     js.send_publish(
         format!("sexton.v1.report.{cluster}"),

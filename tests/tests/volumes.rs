@@ -1,0 +1,505 @@
+//! Per-volume chains end to end (issue 8, seed 001) on real NATS and SeaweedFS: the scheduler
+//! says, per volume, full or incremental and the parent to build on; the reference executor
+//! takes what it is asked (or a full when its snapshot was "lost", or fails a volume's upload,
+//! as labels on the schedule tell it); the catalog records what was taken.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use serde_json::{json, Value};
+use sexton_shared::{
+    catalog::Catalog,
+    names::ClusterName,
+    records::{BackupKind, BackupRecord, BackupStatus},
+    topology,
+    wire::DueBackup,
+};
+use sexton_tests::{fixtures::keys_under, *};
+
+const FAIL: &str = "sexton.io/executor-fail-volumes";
+const LOST: &str = "sexton.io/executor-full-volumes";
+
+struct Run {
+    client: async_nats::Client,
+    js: async_nats::jetstream::Context,
+    catalog: Catalog,
+}
+
+impl Run {
+    /// Triggers a backup of `schedule` (in a second of its own: ids carry the second) and
+    /// waits until its report is recorded. Returns what the due-backup event asked for and
+    /// the record.
+    async fn take(&self, schedule: &str) -> (DueBackup, BackupRecord) {
+        let id = loop {
+            let reply = api(
+                &self.client,
+                "backup",
+                "create",
+                json!({"schema_version": 1, "name": schedule}),
+            )
+            .await
+            .unwrap();
+            if reply["duplicate"] == json!(false) {
+                break reply["backup_id"].as_str().unwrap().to_string();
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let cluster = ClusterName::new("c1").unwrap();
+        let record = eventually(
+            &format!("backup {id} reported"),
+            Duration::from_secs(30),
+            || {
+                let (catalog, cluster, id) = (self.catalog.clone(), cluster.clone(), id.clone());
+                async move {
+                    let record = catalog
+                        .get(&cluster, &id.parse().unwrap())
+                        .await
+                        .ok()??
+                        .value;
+                    matches!(
+                        record.status,
+                        BackupStatus::Completed | BackupStatus::Failed
+                    )
+                    .then_some(record)
+                }
+            },
+        )
+        .await;
+        let due = read_stream(&self.js, topology::STREAM_DUE, "sexton.v1.due.>")
+            .await
+            .iter()
+            .map(|m| sexton_shared::wire::decode::<DueBackup>(&m.payload).unwrap())
+            .find(|due| due.backup_id.as_str() == id)
+            .expect("the due-backup event of a triggered backup");
+        (due, record)
+    }
+
+    async fn update(&self, body: Value) {
+        let mut body = body;
+        body["schema_version"] = json!(1);
+        body["name"] = json!("app");
+        api(&self.client, "schedule", "update", body).await.unwrap();
+    }
+}
+
+/// `(volume, kind, parent step, reason)` as the due event asked, with steps numbered from 1.
+type Asked<'a> = (&'a str, &'a str, Option<usize>, &'a str);
+
+fn kind_word(kind: BackupKind) -> &'static str {
+    match kind {
+        BackupKind::Full => "F",
+        BackupKind::Incremental => "I",
+    }
+}
+
+fn check_asked(step: usize, due: &DueBackup, ids: &[String], expected: &[Asked<'_>]) {
+    let got: Vec<(String, &str, Option<String>, String)> = due
+        .volumes
+        .iter()
+        .map(|v| {
+            (
+                v.name.clone(),
+                kind_word(v.kind),
+                v.parent.as_ref().map(|p| p.to_string()),
+                v.reason.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, &str, Option<String>, String)> = expected
+        .iter()
+        .map(|(name, kind, parent, reason)| {
+            (
+                name.to_string(),
+                *kind,
+                parent.map(|p| ids[p - 1].clone()),
+                reason.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got, want,
+        "step {step}: what the due-backup event asked for"
+    );
+}
+
+/// What the catalog recorded per volume: `(volume, kind, parent step)`.
+fn check_taken(
+    step: usize,
+    record: &BackupRecord,
+    ids: &[String],
+    expected: &[(&str, &str, Option<usize>)],
+) {
+    let got: Vec<(String, &str, Option<String>)> = record
+        .volumes
+        .iter()
+        .map(|v| (v.name.clone(), kind_word(v.kind), v.parent.clone()))
+        .collect();
+    let want: Vec<(String, &str, Option<String>)> = expected
+        .iter()
+        .map(|(name, kind, parent)| (name.to_string(), *kind, parent.map(|p| ids[p - 1].clone())))
+        .collect();
+    assert_eq!(got, want, "step {step}: what the catalog recorded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_every_cadence_per_volume_across_failures_and_lost_snapshots() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    // No retention: this test is about what is taken, not what is kept.
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            scheduler: true,
+            executor: true,
+            retention_worker: false,
+            deleter: false,
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let created = create_schedule(
+        &client,
+        json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
+               "paused": true, "full_every": 3, "volumes": ["pv1", "pv2"],
+               "policy": {"keep_last": 50}}),
+    )
+    .await;
+    assert_eq!(created["schedule"]["full_every"], json!(3));
+    let run = Run {
+        client: client.clone(),
+        catalog: Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap()),
+        js: js.clone(),
+    };
+    // 1: the first backup is full, every volume.
+    let mut all: Vec<(DueBackup, BackupRecord)> = vec![run.take("app").await];
+    // 2, 3: incrementals on the previous backup.
+    for _ in 0..2 {
+        all.push(run.take("app").await);
+    }
+    // 4: the chains are 3 long: full again.
+    all.push(run.take("app").await);
+    // 5: pv2's upload fails; the backup fails.
+    run.update(json!({"labels": {FAIL: "pv2"}})).await;
+    all.push(run.take("app").await);
+    // 6: a third volume is attached; the failure is over.
+    run.update(json!({"labels": {}, "volumes": ["pv1", "pv2", "pv3"]}))
+        .await;
+    all.push(run.take("app").await);
+    // 7: pv1's snapshot is lost: the executor takes a full where an incremental was asked.
+    run.update(json!({"labels": {LOST: "pv1"}})).await;
+    all.push(run.take("app").await);
+    // 8, 9: back to normal.
+    run.update(json!({"labels": {}})).await;
+    for _ in 0..2 {
+        all.push(run.take("app").await);
+    }
+
+    let asked: Vec<Vec<Asked>> = vec![
+        vec![
+            ("pv1", "F", None, "no_artifact"),
+            ("pv2", "F", None, "no_artifact"),
+        ],
+        vec![
+            ("pv1", "I", Some(1), "chain_continues"),
+            ("pv2", "I", Some(1), "chain_continues"),
+        ],
+        vec![
+            ("pv1", "I", Some(2), "chain_continues"),
+            ("pv2", "I", Some(2), "chain_continues"),
+        ],
+        vec![
+            ("pv1", "F", None, "full_every"),
+            ("pv2", "F", None, "full_every"),
+        ],
+        vec![
+            ("pv1", "I", Some(4), "chain_continues"),
+            ("pv2", "I", Some(4), "chain_continues"),
+        ],
+        // The failed backup joins no chain: pv1 builds on 4; pv2's own upload failed: full.
+        vec![
+            ("pv1", "I", Some(4), "chain_continues"),
+            ("pv2", "F", None, "last_attempt_failed"),
+            ("pv3", "F", None, "no_artifact"),
+        ],
+        vec![
+            ("pv1", "I", Some(6), "chain_continues"),
+            ("pv2", "I", Some(6), "chain_continues"),
+            ("pv3", "I", Some(6), "chain_continues"),
+        ],
+        // pv1 was taken full at 7, so its chain restarts there.
+        vec![
+            ("pv1", "I", Some(7), "chain_continues"),
+            ("pv2", "I", Some(7), "chain_continues"),
+            ("pv3", "I", Some(7), "chain_continues"),
+        ],
+        vec![
+            ("pv1", "I", Some(8), "chain_continues"),
+            ("pv2", "F", None, "full_every"),
+            ("pv3", "F", None, "full_every"),
+        ],
+    ];
+    let taken: Vec<Vec<(&str, &str, Option<usize>)>> = vec![
+        vec![("pv1", "F", None), ("pv2", "F", None)],
+        vec![("pv1", "I", Some(1)), ("pv2", "I", Some(1))],
+        vec![("pv1", "I", Some(2)), ("pv2", "I", Some(2))],
+        vec![("pv1", "F", None), ("pv2", "F", None)],
+        vec![("pv1", "I", Some(4)), ("pv2", "I", Some(4))],
+        vec![
+            ("pv1", "I", Some(4)),
+            ("pv2", "F", None),
+            ("pv3", "F", None),
+        ],
+        vec![
+            ("pv1", "F", None),
+            ("pv2", "I", Some(6)),
+            ("pv3", "I", Some(6)),
+        ],
+        vec![
+            ("pv1", "I", Some(7)),
+            ("pv2", "I", Some(7)),
+            ("pv3", "I", Some(7)),
+        ],
+        vec![
+            ("pv1", "I", Some(8)),
+            ("pv2", "F", None),
+            ("pv3", "F", None),
+        ],
+    ];
+    let ids: Vec<String> = all
+        .iter()
+        .map(|(due, _)| due.backup_id.to_string())
+        .collect();
+    for (index, ((due, record), (asked, taken))) in
+        all.iter().zip(asked.iter().zip(&taken)).enumerate()
+    {
+        let step = index + 1;
+        check_asked(step, due, &ids, asked);
+        check_taken(step, record, &ids, taken);
+        let expected_status = if step == 5 {
+            BackupStatus::Failed
+        } else {
+            BackupStatus::Completed
+        };
+        assert_eq!(record.status, expected_status, "step {step}");
+    }
+    // The failed backup says which volume failed; the next backup of pv2 was the full above.
+    let failed = &all[4].1;
+    assert_eq!(
+        failed
+            .volumes
+            .iter()
+            .map(|v| (v.name.as_str(), v.failed))
+            .collect::<Vec<_>>(),
+        [("pv1", false), ("pv2", true)]
+    );
+    // A backup is full when every volume is; otherwise incremental.
+    let kinds: Vec<&str> = all.iter().map(|(_, r)| kind_word(r.kind)).collect();
+    assert_eq!(kinds, ["F", "I", "I", "F", "I", "I", "I", "I", "I"]);
+
+    // The objects: one image per volume taken (none for pv2's failed upload), and metadata.
+    let store = object_store(&config).await;
+    let keys = keys_under(&store, "backups/c1/app/").await;
+    let mut expected = BTreeSet::new();
+    for (index, (due, record)) in all.iter().enumerate() {
+        expected.insert(format!("backups/c1/app/{}/metadata.json", due.backup_id));
+        for volume in &record.volumes {
+            if !(index == 4 && volume.name == "pv2") {
+                expected.insert(format!(
+                    "backups/c1/app/{}/vol-{}.img",
+                    due.backup_id, volume.name
+                ));
+            }
+        }
+        let mut listed: Vec<&String> = record.artifacts.iter().collect();
+        listed.sort();
+        assert!(
+            record
+                .volumes
+                .iter()
+                .flat_map(|v| &v.keys)
+                .all(|key| record.artifacts.contains(key)),
+            "a record's artifacts include its volumes' keys: {listed:?}"
+        );
+    }
+    assert_eq!(keys, expected);
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_without_volumes_follows_full_every_too() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            scheduler: true,
+            executor: true,
+            retention_worker: false,
+            deleter: false,
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "app", "cluster": "c1", "plan": "db", "cron": "@daily",
+               "paused": true, "full_every": "2"}),
+    )
+    .await;
+    let run = Run {
+        client: client.clone(),
+        catalog: Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap()),
+        js: js.clone(),
+    };
+    let mut got = Vec::new();
+    let (d1, r1) = run.take("app").await;
+    got.push((
+        kind_word(d1.kind),
+        d1.parent.clone(),
+        d1.kind_reason.clone(),
+        r1.status,
+    ));
+    let (d2, r2) = run.take("app").await;
+    got.push((
+        kind_word(d2.kind),
+        d2.parent.clone(),
+        d2.kind_reason.clone(),
+        r2.status,
+    ));
+    run.update(json!({"labels": {FAIL: "*"}})).await;
+    let (d3, r3) = run.take("app").await;
+    got.push((
+        kind_word(d3.kind),
+        d3.parent.clone(),
+        d3.kind_reason.clone(),
+        r3.status,
+    ));
+    run.update(json!({"labels": {}})).await;
+    let (d4, r4) = run.take("app").await;
+    got.push((
+        kind_word(d4.kind),
+        d4.parent.clone(),
+        d4.kind_reason.clone(),
+        r4.status,
+    ));
+    let (d5, r5) = run.take("app").await;
+    got.push((
+        kind_word(d5.kind),
+        d5.parent.clone(),
+        d5.kind_reason.clone(),
+        r5.status,
+    ));
+    let reason = |r: &str| Some(r.to_string());
+    assert_eq!(
+        got,
+        vec![
+            ("F", None, reason("no_artifact"), BackupStatus::Completed),
+            (
+                "I",
+                Some(d1.backup_id.clone()),
+                reason("chain_continues"),
+                BackupStatus::Completed
+            ),
+            ("F", None, reason("full_every"), BackupStatus::Failed),
+            // The last attempt failed: a full, whatever the count says.
+            (
+                "F",
+                None,
+                reason("last_attempt_failed"),
+                BackupStatus::Completed
+            ),
+            (
+                "I",
+                Some(d4.backup_id.clone()),
+                reason("chain_continues"),
+                BackupStatus::Completed
+            ),
+        ]
+    );
+    assert_eq!(r2.parent, Some(d1.backup_id.clone()));
+    assert_eq!(r5.kind, BackupKind::Incremental);
+    fleet.stop().await.unwrap();
+}
+
+/// `full_every` and `volumes` are checked before anything is written: each bad value gets an
+/// `invalid` error naming the field, and no schedule exists afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_cadence_settings_are_refused_and_nothing_is_written() {
+    let nats = Nats::start();
+    let config = nats_config(&nats);
+    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    // A valid schedule first, so the api is up and updates have something to refuse.
+    create_schedule(
+        &client,
+        json!({"name": "ok", "cluster": "c1", "plan": "p", "cron": "@daily", "paused": true}),
+    )
+    .await;
+    let (_, revision_before) = schedule_record(&js, "ok").await.unwrap();
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"full_every": 0}),
+            "full_every: expected a positive whole number",
+        ),
+        (
+            json!({"full_every": -1}),
+            "full_every: expected a positive whole number",
+        ),
+        (
+            json!({"full_every": "three"}),
+            "full_every: expected a positive whole number",
+        ),
+        (
+            json!({"full_every": "0"}),
+            "full_every: expected a positive whole number",
+        ),
+        (
+            json!({"full_every": 1.5}),
+            "full_every: expected a positive whole number",
+        ),
+        (
+            json!({"full_every": 4294967296u64}),
+            "full_every: expected a positive whole number",
+        ),
+        (
+            json!({"volumes": ["pv1", "pv1"]}),
+            "volume \"pv1\" is listed twice",
+        ),
+        (json!({"volumes": ["../pv"]}), "invalid volume name"),
+        (json!({"volumes": [""]}), "invalid volume name"),
+        (json!({"volumes": "pv1"}), "invalid type"),
+    ];
+    for (index, (extra, needle)) in cases.iter().enumerate() {
+        let name = format!("bad-{index}");
+        let mut body = json!({"schema_version": 1, "name": name, "cluster": "c1",
+                              "plan": "p", "cron": "@daily", "policy": {"keep_last": 3}});
+        for (key, value) in extra.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        let err = api(&client, "schedule", "create", body).await.unwrap_err();
+        assert_eq!(err.code, sexton_shared::api::ErrorCode::Invalid, "{extra}");
+        assert!(err.message.contains(needle), "{extra}: {}", err.message);
+        assert!(schedule_record(&js, &name).await.is_none(), "{extra}");
+        let mut update = json!({"schema_version": 1, "name": "ok"});
+        for (key, value) in extra.as_object().unwrap() {
+            update[key] = value.clone();
+        }
+        let err = api(&client, "schedule", "update", update)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, sexton_shared::api::ErrorCode::Invalid, "{extra}");
+        assert!(
+            err.message.contains(needle),
+            "update {extra}: {}",
+            err.message
+        );
+    }
+    let (_, revision_after) = schedule_record(&js, "ok").await.unwrap();
+    assert_eq!(
+        revision_before, revision_after,
+        "a refused update writes nothing"
+    );
+    fleet.stop().await.unwrap();
+}
