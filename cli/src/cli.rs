@@ -200,6 +200,13 @@ pub enum BackupCommand {
         #[arg(long)]
         plan: Option<String>,
     },
+    /// Show one backup: its record, its volumes (which remain, and why: `needed by`), and what
+    /// retention decides about it now.
+    Describe {
+        id: String,
+        #[arg(long)]
+        cluster: String,
+    },
     /// Delete a backup's catalog record; its objects too with --remote (or when the backup,
     /// its schedule or its cluster/plan's schedules set remote_cleanup).
     Delete {
@@ -456,7 +463,12 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 .await
                 .map_err(Failure::runtime)?;
             let value = request(&client, &subject, body).await?;
-            print_value(cli.output, &value, columns);
+            match command {
+                Command::Backup(BackupCommand::Describe { .. }) if cli.output == Output::Table => {
+                    print_backup_description(&value)
+                }
+                _ => print_value(cli.output, &value, columns),
+            }
             Ok(())
         }
     }
@@ -617,6 +629,11 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 &["cluster", "plan", "id", "kind", "status", "completed_at"],
             )
         }
+        Command::Backup(BackupCommand::Describe { id, cluster }) => (
+            topology::api_subject("backup", "describe"),
+            json!({"schema_version": 1, "cluster": cluster, "id": id}),
+            &[],
+        ),
         Command::Backup(BackupCommand::Delete {
             id,
             cluster,
@@ -800,9 +817,70 @@ fn print_table(header: &[String], rows: &[Vec<String>]) {
     }
 }
 
+/// `backup describe` as text: the backup, the retention verdict, and one row per volume.
+fn print_backup_description(value: &Value) {
+    let backup = value.get("backup").unwrap_or(&Value::Null);
+    for (label, path) in [
+        ("id", "id"),
+        ("cluster", "cluster"),
+        ("plan", "plan"),
+        ("schedule", "schedule"),
+        ("status", "status"),
+        ("kind", "kind"),
+        ("completed", "completed_at"),
+        ("holds", "holds"),
+        ("last error", "last_error"),
+    ] {
+        println!("{:<12}{}", format!("{label}:"), cell(lookup(backup, path)));
+    }
+    let retention = value.get("retention").unwrap_or(&Value::Null);
+    println!(
+        "{:<12}{} ({})",
+        "retention:",
+        cell(retention.get("verdict")),
+        join_reasons(retention.get("reasons"))
+    );
+    let volumes = value.get("volumes").and_then(Value::as_array);
+    if let Some(volumes) = volumes.filter(|v| !v.is_empty()) {
+        println!();
+        let rows: Vec<Vec<String>> = volumes
+            .iter()
+            .map(|v| {
+                vec![
+                    cell(v.get("name")),
+                    cell(v.get("kind")),
+                    cell(v.get("parent")),
+                    cell(v.get("state")),
+                    join_reasons(v.get("reasons")),
+                ]
+            })
+            .collect();
+        print_table(
+            &["VOLUME", "KIND", "PARENT", "STATE", "WHY"].map(String::from),
+            &rows,
+        );
+    }
+}
+
+fn join_reasons(reasons: Option<&Value>) -> String {
+    reasons
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .map(|v| cell(Some(v)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default()
+}
+
 fn print_plan_table(plan: &Value) {
     let mut rows = Vec::new();
-    for (decision, key) in [("keep", "keep"), ("delete", "delete")] {
+    for (decision, key) in [
+        ("keep", "keep"),
+        ("partial", "partial"),
+        ("delete", "delete"),
+    ] {
         for entry in plan
             .get(key)
             .and_then(Value::as_array)
@@ -820,6 +898,21 @@ fn print_plan_table(plan: &Value) {
                 })
                 .unwrap_or_default();
             rows.push(vec![decision.to_string(), cell(entry.get("id")), reasons]);
+            // Per volume of a backup with volumes: what stays (and why), what goes.
+            for (word, list) in [("keep", "volumes_keep"), ("delete", "volumes_delete")] {
+                for volume in entry
+                    .get(list)
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    rows.push(vec![
+                        format!("  {word} volume"),
+                        cell(volume.get("name")),
+                        join_reasons(volume.get("reasons")),
+                    ]);
+                }
+            }
         }
     }
     print_table(&["DECISION".into(), "ID".into(), "REASONS".into()], &rows);

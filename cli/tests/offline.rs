@@ -332,3 +332,84 @@ fn an_unreachable_fleet_exits_1() {
     let out = sexton(&["backup", "list"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
 }
+
+/// Seed 001's three volumes with `full_every: 2` and keep 3: the table shows the second
+/// backup as `partial`, the volume that stays (and which backup needs it) and the one that goes.
+#[test]
+fn retention_plan_table_shows_partial_backups_per_volume() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.json");
+    let policy = dir.path().join("policy.json");
+    let vol = |name: &str, parent: Option<&str>| {
+        let mut v = serde_json::json!({"name": name, "keys": [format!("k/{name}")]});
+        if let Some(parent) = parent {
+            v["kind"] = "incremental".into();
+            v["parent"] = parent.into();
+        }
+        v
+    };
+    let backup = |id: &str, day: u32, volumes: Vec<serde_json::Value>| {
+        serde_json::json!({"id": id, "status": "completed",
+            "completed_at": format!("2026-01-0{day}T00:00:00Z"), "volumes": volumes})
+    };
+    let backups = vec![
+        backup("d1", 1, vec![vol("pv1", None)]),
+        backup("d2", 2, vec![vol("pv1", Some("d1")), vol("pv2", None)]),
+        backup(
+            "d3",
+            3,
+            vec![vol("pv1", None), vol("pv2", Some("d2")), vol("pv3", None)],
+        ),
+        backup(
+            "d4",
+            4,
+            vec![
+                vol("pv1", Some("d3")),
+                vol("pv2", None),
+                vol("pv3", Some("d3")),
+            ],
+        ),
+        backup(
+            "d5",
+            5,
+            vec![vol("pv1", None), vol("pv2", Some("d4")), vol("pv3", None)],
+        ),
+    ];
+    std::fs::write(
+        &catalog,
+        serde_json::json!({"backups": backups}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(&policy, r#"{"keep_last": 3}"#).unwrap();
+    let out = sexton(&[
+        "retention",
+        "plan",
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--now",
+        "2026-01-06T00:00:00Z",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let row = |start: &str| {
+        text.lines()
+            .find(|line| line.starts_with(start))
+            .unwrap_or_else(|| panic!("no row {start:?} in\n{text}"))
+            .to_string()
+    };
+    assert!(row("partial").contains("d2"), "{text}");
+    assert!(row("delete").contains("d1"), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("partial")).unwrap();
+    assert!(
+        lines[at + 1].contains("keep volume") && lines[at + 1].contains("pv2"),
+        "{text}"
+    );
+    assert!(lines[at + 1].contains("needed by d3"), "{text}");
+    assert!(
+        lines[at + 2].contains("delete volume") && lines[at + 2].contains("pv1"),
+        "{text}"
+    );
+}

@@ -33,7 +33,7 @@ use sexton_shared::{
     object_store::{ObjectError, ObjectStore, DELETE_BATCH},
     outcome::{publish_incident, Outcome},
     planning,
-    records::{BackupRecord, BackupStatus},
+    records::{BackupRecord, BackupStatus, VolumeDeletion},
     topology::Topology,
     wire::{self, DeleteJob, Incident},
 };
@@ -67,6 +67,10 @@ struct Work {
     record: BackupRecord,
     /// The record's revision after our last write.
     revision: u64,
+    /// Empty: the whole backup goes. Otherwise a partial deletion of these volumes.
+    volumes: Vec<String>,
+    /// The objects to delete: every object of the backup, or the named volumes' keys.
+    keys: Vec<String>,
     remove_objects: bool,
     /// Keys confirmed deleted.
     gone: HashSet<String>,
@@ -199,7 +203,9 @@ impl Deleter {
                         outcomes[slot] = Some(Outcome::Poison(refusal.reason));
                     }
                     (Verdict::Claim, Some(current)) => claims.push((slot, job, current)),
-                    (Verdict::Resume, Some(current)) => works.push(Work::new(slot, current)),
+                    (Verdict::Resume, Some(current)) => {
+                        works.push(Work::new(slot, current, job.volumes))
+                    }
                     (_, None) => outcomes[slot] = Some(retry(slot)),
                 }
             }
@@ -213,18 +219,23 @@ impl Deleter {
                 let claimed = self.claim(&job, current).await;
                 (
                     slot,
-                    claimed.map_err(|stop| stop.unwrap_or_else(|| retry(slot))),
+                    claimed
+                        .map(|current| (current, job.volumes))
+                        .map_err(|stop| stop.unwrap_or_else(|| retry(slot))),
                 )
             })
             .collect();
-        let claimed: Vec<(usize, Result<Versioned<BackupRecord>, Outcome>)> =
-            futures::stream::iter(claiming)
-                .buffer_unordered(WRITES_IN_FLIGHT)
-                .collect()
-                .await;
+        #[allow(clippy::type_complexity)]
+        let claimed: Vec<(
+            usize,
+            Result<(Versioned<BackupRecord>, Vec<String>), Outcome>,
+        )> = futures::stream::iter(claiming)
+            .buffer_unordered(WRITES_IN_FLIGHT)
+            .collect()
+            .await;
         for (slot, result) in claimed {
             match result {
-                Ok(current) => works.push(Work::new(slot, current)),
+                Ok((current, volumes)) => works.push(Work::new(slot, current, volumes)),
                 Err(outcome) => outcomes[slot] = Some(outcome),
             }
         }
@@ -310,8 +321,16 @@ impl Deleter {
         current: Versioned<BackupRecord>,
     ) -> Result<Versioned<BackupRecord>, Option<Outcome>> {
         let mut claimed = current.value;
-        claimed.status = BackupStatus::Deleting;
-        claimed.expiring_revision = Some(job.revision);
+        if job.volumes.is_empty() {
+            claimed.status = BackupStatus::Deleting;
+            claimed.expiring_revision = Some(job.revision);
+        } else {
+            // The record stays `completed`: its other volumes are restorable throughout.
+            claimed.volume_deletion = Some(VolumeDeletion {
+                revision: job.revision,
+                volumes: job.volumes.clone(),
+            });
+        }
         match self.catalog.update(&claimed, current.revision).await {
             Ok(revision) => Ok(Versioned {
                 value: claimed,
@@ -329,10 +348,18 @@ impl Deleter {
     /// Takes the `expiring` mark off a backup that the plan made now keeps.
     async fn unmark(&self, current: &Versioned<BackupRecord>) {
         let mut record = current.value.clone();
-        record.status = record.expired_from.unwrap_or(BackupStatus::Completed);
+        if record.status == BackupStatus::Expiring {
+            record.status = record.expired_from.unwrap_or(BackupStatus::Completed);
+        }
         record.expired_from = None;
         record.expiring_revision = None;
         record.delete_reasons.clear();
+        // Volumes marked for a partial deletion that has not been claimed stay, too.
+        if record.volume_deletion.is_none() {
+            for volume in &mut record.volumes {
+                volume.expiring = false;
+            }
+        }
         match self.catalog.update(&record, current.revision).await {
             Ok(_) => {
                 tracing::info!(cluster = %record.cluster, backup = %record.id, status = record.status.as_str(), "kept after all: expiring mark taken off")
@@ -344,7 +371,11 @@ impl Deleter {
     }
 
     async fn run_plugins(&self, works: &mut [Work]) {
-        if !works.iter().any(|w| w.active() && w.remove_objects) {
+        // Plugins are called when a backup goes, not when some of its volumes do.
+        if !works
+            .iter()
+            .any(|w| w.active() && w.remove_objects && w.volumes.is_empty())
+        {
             return;
         }
         let registrations = match self.plugins.load().await {
@@ -368,7 +399,7 @@ impl Deleter {
         let calls: Vec<_> = works
             .iter()
             .enumerate()
-            .filter(|(_, w)| w.active() && w.remove_objects)
+            .filter(|(_, w)| w.active() && w.remove_objects && w.volumes.is_empty())
             .map(|(index, work)| async move {
                 (
                     index,
@@ -423,7 +454,7 @@ impl Deleter {
             if !work.active() || !work.remove_objects {
                 continue;
             }
-            for key in &work.record.artifacts {
+            for key in &work.keys {
                 if BackupRecord::is_metadata_key(key) != metadata {
                     continue;
                 }
@@ -522,9 +553,12 @@ impl Deleter {
         if let Some(outcome) = work.outcome {
             return outcome;
         }
+        if !work.volumes.is_empty() {
+            return self.finish_volumes(work, delivered).await;
+        }
         if let Some(failure) = &work.failure {
             if failure.permanent {
-                let remaining = job::remaining(&work.record.artifacts, &work.gone);
+                let remaining = job::remaining(&work.keys, &work.gone);
                 let reason = format!("object store refused: {failure}");
                 return match self
                     .fail(&work.record, work.revision, &reason, remaining, "permanent")
@@ -569,6 +603,56 @@ impl Deleter {
         }
     }
 
+    /// The end of a partial deletion: the named volumes leave the record (and their keys its
+    /// artifacts), the claim is cleared, the record stays. A permanent object-store refusal is
+    /// recorded on the backup (`last_error`, the claim kept so a redelivery resumes) and told
+    /// to operators; a transient one is retried.
+    async fn finish_volumes(&self, work: Work, delivered: i64) -> Outcome {
+        let mut record = work.record.clone();
+        if let Some(failure) = &work.failure {
+            let permanent = failure.permanent;
+            let remaining = job::remaining(&work.keys, &work.gone);
+            record.last_error = Some(format!(
+                "deleting volumes {}: {failure}; objects left: {}",
+                work.volumes.join(", "),
+                remaining.join(", ")
+            ));
+            let _ = self.catalog.update(&record, work.revision).await;
+            if permanent {
+                self.metrics
+                    .delete_failures
+                    .with_label_values(&["permanent"])
+                    .inc();
+                publish_incident(
+                    &self.topology.jetstream,
+                    incident(
+                        &record,
+                        "delete-failed",
+                        record.last_error.clone().unwrap_or_default(),
+                    ),
+                )
+                .await;
+                return Outcome::Done;
+            }
+            return Outcome::RetryAfter(job::retry_delay(delivered));
+        }
+        record.volumes.retain(|v| !work.volumes.contains(&v.name));
+        record.artifacts.retain(|key| !work.keys.contains(key));
+        record.volume_deletion = None;
+        record.delete_reasons.clear();
+        match self.catalog.update(&record, work.revision).await {
+            Ok(_) => {
+                tracing::info!(cluster = %record.cluster, backup = %record.id, volumes = ?work.volumes, remaining = record.volumes.len(), "volumes deleted; backup kept");
+                Outcome::Done
+            }
+            Err(CasError::Conflict) => Outcome::RetryAfter(Duration::from_secs(1)),
+            Err(CasError::Other(err)) => {
+                tracing::warn!(backup = %record.id, error = format!("{err:#}"), "cannot update the record; will retry");
+                Outcome::RetryAfter(job::retry_delay(delivered))
+            }
+        }
+    }
+
     /// A deletion that cannot finish: the backup becomes `delete-failed` with the reason, its
     /// record lists the objects that remain, and operators are told (incident, metric).
     /// Returns false when the record changed under us (nothing recorded; judge again).
@@ -606,8 +690,13 @@ impl Deleter {
 }
 
 impl Work {
-    fn new(slot: usize, current: Versioned<BackupRecord>) -> Work {
+    fn new(slot: usize, current: Versioned<BackupRecord>, volumes: Vec<String>) -> Work {
         let record = current.value;
+        let keys = if volumes.is_empty() {
+            record.all_keys()
+        } else {
+            record.volume_keys(&volumes)
+        };
         // An immutable backup's objects are left to the bucket's lifecycle rules (seed 001), and
         // a user's delete without remote cleanup removes the record only (seed 003).
         let remove_objects = !record.immutable
@@ -619,6 +708,8 @@ impl Work {
             slot,
             revision: current.revision,
             record,
+            volumes,
+            keys,
             remove_objects,
             gone: HashSet::new(),
             failure: None,

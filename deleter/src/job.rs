@@ -74,7 +74,10 @@ pub fn verify(job: &DeleteJob, current: Option<&Versioned<BackupRecord>>, prefix
             unmark: marked_for_this_job,
         });
     }
-    for key in &record.artifacts {
+    if !job.volumes.is_empty() {
+        return verify_volumes(job, current, prefix);
+    }
+    for key in record.all_keys().iter() {
         if let Err(err) = check_backup_key(
             prefix,
             &record.cluster,
@@ -98,6 +101,67 @@ pub fn verify(job: &DeleteJob, current: Option<&Versioned<BackupRecord>>, prefix
             status.as_str()
         )),
     }
+}
+
+/// [`verify`] for a partial deletion (the job names volumes): the record stays `completed`,
+/// each named volume is in it and marked `expiring`, its keys lie in the backup's own
+/// directory. Claimed at the job's revision; resumed when the record's `volume_deletion` is
+/// this job's.
+fn verify_volumes(job: &DeleteJob, current: &Versioned<BackupRecord>, prefix: &str) -> Verdict {
+    let record = &current.value;
+    if let Some(claimed) = &record.volume_deletion {
+        return if claimed.revision == job.revision && claimed.volumes == job.volumes {
+            Verdict::Resume
+        } else {
+            refuse(format!(
+                "backup {}: another partial deletion (revision {}) is under way",
+                record.id, claimed.revision
+            ))
+        };
+    }
+    if record.status != BackupStatus::Completed {
+        return refuse(format!(
+            "backup {} is {}: a partial deletion needs a completed backup",
+            record.id,
+            record.status.as_str()
+        ));
+    }
+    for name in &job.volumes {
+        let Some(volume) = record.volumes.iter().find(|v| v.name == *name) else {
+            return refuse(format!("backup {} has no volume {name}", record.id));
+        };
+        if !volume.expiring {
+            return refuse(format!(
+                "backup {} volume {name} is not marked expiring",
+                record.id
+            ));
+        }
+        for key in &volume.keys {
+            if let Err(err) = check_backup_key(
+                prefix,
+                &record.cluster,
+                &record.backup_name,
+                record.id.as_str(),
+                key,
+            ) {
+                return refuse(format!("backup {} volume {name}: {err}", record.id));
+            }
+            if BackupRecord::is_metadata_key(key) {
+                return refuse(format!(
+                    "backup {} volume {name} lists the backup's metadata.json, which stays \
+                     with the record",
+                    record.id
+                ));
+            }
+        }
+    }
+    if current.revision != job.revision {
+        return refuse(format!(
+            "stale job: backup {} is at revision {}, the job names {}",
+            record.id, current.revision, job.revision
+        ));
+    }
+    Verdict::Claim
 }
 
 /// One cluster's catalog and the policies of its plans, as read for one batch.
@@ -131,16 +195,55 @@ pub fn verify_all(
         .records
         .values()
         .filter(|r| !r.value.status.is_being_deleted())
-        .flat_map(|r| r.value.artifacts.iter().map(String::as_str))
+        .flat_map(|r| {
+            r.value
+                .artifacts
+                .iter()
+                .chain(r.value.volumes.iter().flat_map(|v| &v.keys))
+                .map(String::as_str)
+        })
         .collect();
     let mut by_plan: BTreeMap<&PlanName, Vec<usize>> = BTreeMap::new();
+    let mut partial_by_plan: BTreeMap<&PlanName, Vec<usize>> = BTreeMap::new();
     for &i in &claims {
         let record = &view.records[&jobs[i].backup_id].value;
-        if let Some(key) = record
-            .artifacts
-            .iter()
-            .find(|key| kept_keys.contains(key.as_str()))
-        {
+        if !jobs[i].volumes.is_empty() {
+            // The named volumes' keys may belong to no other backup, and to no volume of this
+            // one that stays.
+            let going = record.volume_keys(&jobs[i].volumes);
+            let staying: HashSet<&str> = record
+                .artifacts
+                .iter()
+                .filter(|key| !going.contains(key))
+                .chain(
+                    record
+                        .volumes
+                        .iter()
+                        .filter(|v| !jobs[i].volumes.contains(&v.name))
+                        .flat_map(|v| &v.keys),
+                )
+                .map(String::as_str)
+                .collect();
+            let others: HashSet<&str> = view
+                .records
+                .values()
+                .filter(|r| r.value.id != record.id && !r.value.status.is_being_deleted())
+                .flat_map(|r| r.value.all_keys_iter())
+                .collect();
+            if let Some(key) = going
+                .iter()
+                .find(|key| staying.contains(key.as_str()) || others.contains(key.as_str()))
+            {
+                verdicts[i] = refuse(format!(
+                    "backup {}: object {key} also belongs to an artifact that stays",
+                    record.id
+                ));
+                continue;
+            }
+            partial_by_plan.entry(&record.plan).or_default().push(i);
+            continue;
+        }
+        if let Some(key) = record.all_keys_iter().find(|key| kept_keys.contains(key)) {
             verdicts[i] = refuse(format!(
                 "backup {}: object {key} also belongs to a backup that is not being deleted",
                 record.id
@@ -148,6 +251,30 @@ pub fn verify_all(
             continue;
         }
         by_plan.entry(&record.plan).or_default().push(i);
+    }
+    for (plan, indices) in partial_by_plan {
+        let policy = planning::policy_for(view.policies, plan);
+        for i in indices {
+            let record = &view.records[&jobs[i].backup_id].value;
+            let group: Vec<&BackupRecord> = view
+                .records
+                .values()
+                .map(|r| &r.value)
+                .filter(|r| r.plan == *plan)
+                .collect();
+            let answer = match &policy {
+                Ok(policy) => {
+                    planning::still_deletes_volumes(&group, record, &jobs[i].volumes, policy, now)
+                }
+                Err(reason) => Err(reason.clone()),
+            };
+            if let Err(reason) = answer {
+                verdicts[i] = Verdict::Refuse(Refusal {
+                    reason,
+                    unmark: true,
+                });
+            }
+        }
     }
     for (plan, indices) in by_plan {
         let group: Vec<&BackupRecord> = view
@@ -228,6 +355,7 @@ mod tests {
             uid: format!("u-{id}"),
             revision,
             reasons: vec![],
+            volumes: Vec::new(),
         }
     }
 
@@ -440,6 +568,166 @@ mod tests {
             policies: &none,
         };
         assert!(refused(&verify_all(&[&j], &view, "pre", now)[0]));
+    }
+
+    fn with_volumes(id: &str, hour: u32, volumes: serde_json::Value) -> BackupRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
+            "backup_name": "s", "kind": "full", "status": "completed",
+            "completed_at": format!("2026-01-01T{hour:02}:00:00Z"),
+            "artifacts": [format!("pre/c1/s/{id}/metadata.json")],
+            "volumes": volumes,
+        }))
+        .unwrap()
+    }
+
+    fn vol(id: &str, name: &str, parent: Option<&str>, expiring: bool) -> serde_json::Value {
+        serde_json::json!({
+            "name": name, "kind": if parent.is_some() { "incremental" } else { "full" },
+            "parent": parent, "expiring": expiring,
+            "keys": [format!("pre/c1/s/{id}/vol-{name}.img")],
+        })
+    }
+
+    /// Seed 001 with `full_every: 2`, keep 3: d2's pv1 may go, its pv2 (needed by d3) not.
+    #[test]
+    fn a_partial_job_deletes_exactly_the_volumes_the_plan_made_now_deletes() {
+        let d2 = |pv1_expiring, pv2_expiring| {
+            with_volumes(
+                "d2",
+                2,
+                serde_json::json!([
+                    vol("d2", "pv1", Some("d1"), pv1_expiring),
+                    vol("d2", "pv2", None, pv2_expiring)
+                ]),
+            )
+        };
+        let others = [
+            with_volumes(
+                "d3",
+                3,
+                serde_json::json!([
+                    vol("d3", "pv1", None, false),
+                    vol("d3", "pv2", Some("d2"), false)
+                ]),
+            ),
+            with_volumes(
+                "d4",
+                4,
+                serde_json::json!([
+                    vol("d4", "pv1", Some("d3"), false),
+                    vol("d4", "pv2", None, false)
+                ]),
+            ),
+            with_volumes(
+                "d5",
+                5,
+                serde_json::json!([
+                    vol("d5", "pv1", None, false),
+                    vol("d5", "pv2", Some("d4"), false)
+                ]),
+            ),
+        ];
+        let policies = BTreeMap::from([(PlanName::new("p").unwrap(), vec![Policy::keep_last(3)])]);
+        let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
+        let judge = |target: BackupRecord, revision: u64, job: DeleteJob| {
+            let mut all: Vec<(BackupRecord, u64)> =
+                others.iter().cloned().map(|r| (r, 3)).collect();
+            all.push((target, revision));
+            let records = view_of(all);
+            let view = ClusterView {
+                records: &records,
+                policies: &policies,
+            };
+            verify_all(&[&job], &view, "pre", now).remove(0)
+        };
+        let volume_job = |revision, volumes: &[&str]| DeleteJob {
+            volumes: volumes.iter().map(|v| v.to_string()).collect(),
+            ..job("d2", revision)
+        };
+        assert_eq!(
+            judge(d2(true, false), 9, volume_job(9, &["pv1"])),
+            Verdict::Claim
+        );
+        let refusals: Vec<(BackupRecord, u64, DeleteJob, &str)> = vec![
+            // pv2 is needed by d3's incremental: never, even if marked.
+            (
+                d2(true, true),
+                9,
+                volume_job(9, &["pv1", "pv2"]),
+                "keeps volume pv2",
+            ),
+            (
+                d2(false, false),
+                9,
+                volume_job(9, &["pv1"]),
+                "not marked expiring",
+            ),
+            (d2(true, false), 10, volume_job(9, &["pv1"]), "stale job"),
+            (
+                d2(true, false),
+                9,
+                volume_job(9, &["pv9"]),
+                "has no volume pv9",
+            ),
+            (
+                {
+                    let mut r = d2(true, false);
+                    r.holds = vec!["restore:r1".into()];
+                    r
+                },
+                9,
+                volume_job(9, &["pv1"]),
+                "held: restore:r1",
+            ),
+            (
+                {
+                    let mut r = d2(true, false);
+                    r.volumes[0].keys = vec!["pre/c1/s/d3/vol-pv1.img".into()];
+                    r
+                },
+                9,
+                volume_job(9, &["pv1"]),
+                "backup's own",
+            ),
+            (
+                {
+                    let mut r = d2(true, false);
+                    r.volumes[0].keys.push("pre/c1/s/d2/vol-pv2.img".into());
+                    r
+                },
+                9,
+                volume_job(9, &["pv1"]),
+                "also belongs to an artifact that stays",
+            ),
+        ];
+        for (target, revision, job, needle) in refusals {
+            match judge(target, revision, job) {
+                Verdict::Refuse(refusal) => {
+                    assert!(refusal.reason.contains(needle), "{refusal:?} vs {needle}")
+                }
+                other => panic!("{needle}: {other:?}"),
+            }
+        }
+        // A redelivery of the claimed job resumes; another job is refused.
+        let mut claimed = d2(true, false);
+        claimed.volume_deletion = Some(sexton_shared::records::VolumeDeletion {
+            revision: 9,
+            volumes: vec!["pv1".into()],
+        });
+        assert_eq!(
+            verify(
+                &volume_job(9, &["pv1"]),
+                Some(&at(claimed.clone(), 11)),
+                "pre"
+            ),
+            Verdict::Resume
+        );
+        assert!(refused(&verify(
+            &volume_job(10, &["pv1"]),
+            Some(&at(claimed, 11)),
+            "pre"
+        )));
     }
 
     #[test]

@@ -244,6 +244,29 @@ impl Worker {
                     });
                 }
             }
+            for partial in &decision.partial {
+                let Some(record) = by_id.get(partial.id.as_str()) else {
+                    continue;
+                };
+                let volumes: Vec<String> = partial
+                    .volumes_delete
+                    .iter()
+                    .map(|v| v.name.clone())
+                    .collect();
+                if self
+                    .expire_volumes(record, &volumes, &partial.reasons)
+                    .await?
+                {
+                    self.metrics
+                        .decisions
+                        .with_label_values(&["partial", rule_label(&partial.reasons)])
+                        .inc();
+                    deleting.push(DecisionSummary {
+                        id: partial.id.clone(),
+                        reasons: partial.reasons.clone(),
+                    });
+                }
+            }
             if !deleting.is_empty() {
                 tracing::info!(
                     %cluster,
@@ -430,6 +453,7 @@ impl Worker {
             uid: record.value.uid.clone(),
             revision,
             reasons: reasons.to_vec(),
+            volumes: Vec::new(),
         };
         publish_once(
             &self.topology.jetstream,
@@ -441,6 +465,70 @@ impl Worker {
         self.metrics
             .jobs_published
             .with_label_values(&["backup"])
+            .inc();
+        Ok(true)
+    }
+
+    /// Marks the volumes a partial verdict deletes `expiring` (the record stays `completed`:
+    /// its other volumes remain restorable) and publishes a delete job naming them. Returns
+    /// whether a job is now on its way. A backup a user asked to delete, one already being
+    /// deleted whole, or one whose partial deletion the deleter has claimed is left alone.
+    async fn expire_volumes(
+        &self,
+        record: &Versioned<BackupRecord>,
+        volumes: &[String],
+        reasons: &[String],
+    ) -> anyhow::Result<bool> {
+        let current = &record.value;
+        if volumes.is_empty()
+            || current.status != BackupStatus::Completed
+            || current.delete_request.is_some()
+            || current.volume_deletion.is_some()
+            || planning::protection(current).is_some()
+        {
+            return Ok(false);
+        }
+        let already = current
+            .volumes
+            .iter()
+            .filter(|v| volumes.contains(&v.name))
+            .all(|v| v.expiring);
+        let revision = if already {
+            // Marked by an earlier run whose job may have been lost: publish it again.
+            record.revision
+        } else {
+            let mut marked = current.clone();
+            for volume in &mut marked.volumes {
+                if volumes.contains(&volume.name) {
+                    volume.expiring = true;
+                }
+            }
+            marked.delete_reasons = reasons.to_vec();
+            match self.catalog.update(&marked, record.revision).await {
+                Ok(revision) => revision,
+                Err(CasError::Conflict) => return Ok(false),
+                Err(CasError::Other(err)) => return Err(err),
+            }
+        };
+        let job = DeleteJob {
+            schema_version: wire::SCHEMA_VERSION,
+            cluster: current.cluster.clone(),
+            backup_id: current.id.clone(),
+            uid: current.uid.clone(),
+            revision,
+            reasons: reasons.to_vec(),
+            volumes: volumes.to_vec(),
+        };
+        publish_once(
+            &self.topology.jetstream,
+            topology::delete_job_subject(&current.cluster),
+            &format!("del.{}.{}", current.uid, revision),
+            wire::encode(&job),
+        )
+        .await?;
+        self.metrics
+            .jobs_published
+            .with_label_values(&["volumes"])
             .inc();
         Ok(true)
     }

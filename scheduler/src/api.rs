@@ -24,6 +24,7 @@ use sexton_shared::{
 use crate::timers;
 
 mod backup_delete;
+mod backup_describe;
 
 pub async fn run(
     client: async_nats::Client,
@@ -182,6 +183,7 @@ impl Api {
             "backup.create" => self.trigger(decode(body)?).await,
             "backup.list" => self.list_backups(decode(body)?).await,
             "backup.delete" => self.delete_backup(decode(body)?).await,
+            "backup.describe" => self.describe_backup(decode(body)?).await,
             _ => Err(ApiError::new(
                 ErrorCode::Invalid,
                 format!("unknown api call {verb:?}"),

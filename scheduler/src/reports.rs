@@ -251,6 +251,7 @@ async fn record_report(
                     expired_from: None,
                     delete_request: None,
                     plugin_errors: Vec::new(),
+                    volume_deletion: None,
                 };
                 catalog.create(&record).await.map(|_| ())
             }

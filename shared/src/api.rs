@@ -254,6 +254,20 @@ impl Message for ListFilter {
     const KIND: &'static str = "request";
 }
 
+/// `backup.describe` (`sexton backup describe ID --cluster C`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BackupRef {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub id: crate::names::BackupId,
+}
+
+impl Message for BackupRef {
+    const KIND: &'static str = "request";
+}
+
 /// `backup.delete` (`sexton backup delete ID --cluster C [--remote] [--force]`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -254,6 +254,55 @@ pub fn still_deletes(
         .collect()
 }
 
+/// Whether a plan made now with `policy` over `group`, with the `expiring` marks of `volumes`
+/// of `target` taken off, deletes every one of those volumes and keeps the record (a partial
+/// deletion's re-check in the deleter); if not, why not.
+pub fn still_deletes_volumes(
+    group: &[&BackupRecord],
+    target: &BackupRecord,
+    volumes: &[String],
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Result<(), String> {
+    let catalog = sexton_retention::Catalog {
+        backups: group
+            .iter()
+            .map(|record| {
+                if record.id == target.id {
+                    record.to_engine_volumes_unmarked(volumes)
+                } else {
+                    record.to_engine()
+                }
+            })
+            .collect(),
+        binlog_segments: Vec::new(),
+    };
+    let evaluation = sexton_retention::evaluate(&catalog, policy, now)
+        .map_err(|err| format!("retention refused to plan: {err}; keeping everything"))?;
+    let id = target.id.as_str();
+    match evaluation.verdict(id) {
+        None => return Err(format!("backup {id} is not in its group's catalog")),
+        Some(sexton_retention::Verdict::Partial) => {}
+        Some(_) => {
+            let index = evaluation.index_of(id).expect("has a verdict");
+            return Err(format!(
+                "the retention plan now does not delete some volumes of backup {id} and keep \
+                 the rest: {}",
+                evaluation.reasons_at(index).join("; ")
+            ));
+        }
+    }
+    match volumes
+        .iter()
+        .find(|volume| !evaluation.deletes_volume(id, volume))
+    {
+        Some(kept) => Err(format!(
+            "the retention plan now keeps volume {kept} of backup {id}"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// What becomes of a user's delete of one backup (`sexton backup delete`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UserDelete {

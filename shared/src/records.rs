@@ -209,6 +209,19 @@ pub struct BackupRecord {
     /// stop the deletion; they are recorded here and in an incident event.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub plugin_errors: Vec<PluginFailure>,
+    /// Some volumes of this backup are being deleted while the record and its other volumes
+    /// stay (a partial verdict, issue 8): set by the deleter when it claims the job, cleared
+    /// when it drops those volumes from the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_deletion: Option<VolumeDeletion>,
+}
+
+/// A claimed partial deletion: the job's revision (a redelivery of that job resumes it) and
+/// the volumes it removes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VolumeDeletion {
+    pub revision: u64,
+    pub volumes: Vec<String>,
 }
 
 /// A user's request to delete a backup (`sexton backup delete`).
@@ -259,6 +272,46 @@ impl BackupRecord {
             engine.status = self.expired_from.unwrap_or(BackupStatus::Completed);
         }
         engine
+    }
+
+    /// The engine's view with the `expiring` marks of `volumes` taken off: what a plan made now
+    /// would have seen had nobody marked them (the deleter's re-check of a partial deletion).
+    pub fn to_engine_volumes_unmarked(&self, volumes: &[String]) -> sexton_retention::BackupRecord {
+        let mut engine = self.to_engine();
+        for volume in &mut engine.volumes {
+            if volumes.contains(&volume.name) {
+                volume.expiring = false;
+            }
+        }
+        engine
+    }
+
+    /// The object keys of the named volumes.
+    pub fn volume_keys(&self, volumes: &[String]) -> Vec<String> {
+        self.volumes
+            .iter()
+            .filter(|v| volumes.contains(&v.name))
+            .flat_map(|v| v.keys.iter().cloned())
+            .collect()
+    }
+
+    /// Every object of the backup, possibly twice (artifacts usually list the volumes' keys).
+    pub fn all_keys_iter(&self) -> impl Iterator<Item = &str> {
+        self.artifacts
+            .iter()
+            .chain(self.volumes.iter().flat_map(|v| &v.keys))
+            .map(String::as_str)
+    }
+
+    /// Every object of the backup: its artifacts and its volumes' keys, once each.
+    pub fn all_keys(&self) -> Vec<String> {
+        let mut keys = self.artifacts.clone();
+        for key in self.volumes.iter().flat_map(|v| &v.keys) {
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+        keys
     }
 
     /// The key `metadata.json` sits at, if the backup has one.

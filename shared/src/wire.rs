@@ -323,12 +323,21 @@ pub struct DeleteJob {
     pub revision: u64,
     #[serde(default)]
     pub reasons: Vec<String>,
+    /// Empty: delete the whole backup. Otherwise a partial deletion (issue 8): delete only
+    /// these volumes' artifacts and keep the record with its other volumes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
 }
 
 impl Message for DeleteJob {
     const KIND: &'static str = "delete job";
 
     fn validate(&self) -> Result<(), String> {
+        check_volume_entries(
+            self.volumes
+                .iter()
+                .map(|v| (v.as_str(), BackupKind::Full, false, false)),
+        )?;
         if self.uid.is_empty() || self.uid.len() > 64 {
             return Err("uid must hold 1 to 64 characters".into());
         }

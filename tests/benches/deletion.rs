@@ -191,6 +191,7 @@ async fn run(args: Args) {
                 uid: record.uid.clone(),
                 revision,
                 reasons: record.delete_reasons.clone(),
+                volumes: Vec::new(),
             };
             publish_job(js_ref, &job, &format!("del.{}.{revision}", record.uid)).await;
         })

@@ -180,6 +180,7 @@ pub async fn mark_expiring(
         uid: marked.uid.clone(),
         revision,
         reasons: vec!["test".into()],
+        volumes: Vec::new(),
     }
 }
 

@@ -111,6 +111,7 @@ async fn forged_stale_and_duplicate_jobs_delete_nothing_extra() {
         uid: format!("uid-{id}"),
         revision,
         reasons: vec![],
+        volumes: Vec::new(),
     };
     publish_job(
         &js,

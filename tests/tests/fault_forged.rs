@@ -41,6 +41,7 @@ fn job(cluster: &str, id: &str, uid: &str, revision: u64) -> bytes::Bytes {
         uid: uid.to_string(),
         revision,
         reasons: vec!["forged".into()],
+        volumes: Vec::new(),
     })
 }
 

@@ -13,7 +13,10 @@ use sexton_shared::{
     topology,
     wire::DueBackup,
 };
-use sexton_tests::{fixtures::keys_under, *};
+use sexton_tests::{
+    fixtures::{self, keys_under},
+    *,
+};
 
 const FAIL: &str = "sexton.io/executor-fail-volumes";
 const LOST: &str = "sexton.io/executor-full-volumes";
@@ -501,5 +504,119 @@ async fn bad_cadence_settings_are_refused_and_nothing_is_written() {
         revision_before, revision_after,
         "a refused update writes nothing"
     );
+    fleet.stop().await.unwrap();
+}
+
+/// Seed 001's scenario at volume level, end to end: three volumes attached at different times,
+/// `full_every: 2`, keep 3. After the fifth backup the oldest is deleted whole, and the second
+/// loses only the volume nothing needs: its pv2 full stays (needed by the third backup's pv2
+/// incremental), with its record and `metadata.json`. Exactly those objects remain in S3.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_001_three_volumes_keep_3_deletes_only_what_nothing_needs() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(&config, Members::ALL);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
+               "paused": true, "full_every": 2, "volumes": ["pv1"],
+               "policy": {"keep_last": 3}}),
+    )
+    .await;
+    let run = Run {
+        client: client.clone(),
+        catalog: Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap()),
+        js: js.clone(),
+    };
+    let mut ids = Vec::new();
+    ids.push(run.take("app").await.0.backup_id.to_string());
+    run.update(json!({"volumes": ["pv1", "pv2"]})).await;
+    ids.push(run.take("app").await.0.backup_id.to_string());
+    run.update(json!({"volumes": ["pv1", "pv2", "pv3"]})).await;
+    for _ in 0..3 {
+        ids.push(run.take("app").await.0.backup_id.to_string());
+    }
+    // pv1: F I F I F; pv2 (from 2): F I F I; pv3 (from 3): F I F.
+    let cluster = ClusterName::new("c1").unwrap();
+    let volumes_of = |record: &BackupRecord| -> Vec<(String, &'static str, Option<String>)> {
+        record
+            .volumes
+            .iter()
+            .map(|v| (v.name.clone(), kind_word(v.kind), v.parent.clone()))
+            .collect()
+    };
+    let records = eventually(
+        "backup 1 deleted and backup 2 down to pv2",
+        Duration::from_secs(60),
+        || {
+            let (catalog, cluster, ids) = (run.catalog.clone(), cluster.clone(), ids.clone());
+            async move {
+                let records = catalog.list_cluster(&cluster).await.ok()?;
+                let by_id: std::collections::BTreeMap<String, BackupRecord> = records
+                    .into_iter()
+                    .map(|r| (r.value.id.to_string(), r.value))
+                    .collect();
+                let second = by_id.get(&ids[1])?;
+                (!by_id.contains_key(&ids[0])
+                    && second.volumes.len() == 1
+                    && second.volume_deletion.is_none())
+                .then_some(by_id)
+            }
+        },
+    )
+    .await;
+    fixtures::deleter_drained(&js, Duration::from_secs(30)).await;
+    let second = &records[&ids[1]];
+    assert_eq!(second.status, BackupStatus::Completed);
+    assert_eq!(volumes_of(second), [("pv2".to_string(), "F", None)]);
+    assert_eq!(
+        second.artifacts.iter().cloned().collect::<BTreeSet<_>>(),
+        BTreeSet::from([
+            format!("backups/c1/app/{}/vol-pv2.img", ids[1]),
+            format!("backups/c1/app/{}/metadata.json", ids[1]),
+        ]),
+        "the record lists exactly the objects that remain"
+    );
+    for id in &ids[2..] {
+        assert_eq!(records[id].volumes.len(), 3, "{id} keeps all its volumes");
+    }
+    assert_eq!(records.len(), 4);
+
+    let store = object_store(&config).await;
+    let keys = keys_under(&store, "backups/c1/app/").await;
+    let mut expected = BTreeSet::new();
+    expected.insert(format!("backups/c1/app/{}/vol-pv2.img", ids[1]));
+    expected.insert(format!("backups/c1/app/{}/metadata.json", ids[1]));
+    for id in &ids[2..] {
+        expected.insert(format!("backups/c1/app/{id}/metadata.json"));
+        for volume in ["pv1", "pv2", "pv3"] {
+            expected.insert(format!("backups/c1/app/{id}/vol-{volume}.img"));
+        }
+    }
+    assert_eq!(keys, expected);
+
+    // `backup describe` says which volume remains and why.
+    let described = api(
+        &client,
+        "backup",
+        "describe",
+        json!({"schema_version": 1, "cluster": "c1", "id": ids[1]}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        described["retention"]["verdict"],
+        json!("keep"),
+        "{described}"
+    );
+    let volumes = described["volumes"].as_array().unwrap();
+    assert_eq!(volumes.len(), 1, "{described}");
+    assert_eq!(volumes[0]["name"], json!("pv2"));
+    assert_eq!(volumes[0]["state"], json!("kept"));
+    let why = volumes[0]["reasons"].to_string();
+    assert!(why.contains(&format!("needed by {}", ids[2])), "{why}");
     fleet.stop().await.unwrap();
 }

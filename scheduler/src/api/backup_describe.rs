@@ -1,0 +1,105 @@
+//! `backup.describe`: one backup as the catalog holds it, and what retention decides about it
+//! now and why: kept (by which rule), partial (which volumes stay, `needed by` which backup,
+//! and which go), or deleted. The plan is made the way the retention-worker and the deleter
+//! make it ([`planning`]), so the three cannot disagree.
+
+use chrono::Utc;
+use serde_json::{json, Value};
+use sexton_shared::{
+    api::{ApiError, BackupRef, ErrorCode},
+    planning,
+};
+
+use super::{unavailable, Api};
+
+impl Api {
+    pub(super) async fn describe_backup(&self, request: BackupRef) -> Result<Value, ApiError> {
+        let state =
+            planning::load_cluster(&self.topology.schedules, &self.catalog, &request.cluster)
+                .await
+                .map_err(|err| unavailable(format!("{err:#}")))?;
+        let Some(current) = state.records.iter().find(|r| r.value.id == request.id) else {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "backup {} of cluster {} not found",
+                    request.id, request.cluster
+                ),
+            ));
+        };
+        let record = &current.value;
+        let policies = planning::group_policies(&state.schedules);
+        let group: Vec<_> = state
+            .records
+            .iter()
+            .filter(|r| r.value.plan == record.plan)
+            .map(|r| r.value.to_engine())
+            .collect();
+        let (verdict, reasons, volumes_keep, volumes_delete) =
+            match planning::policy_for(&policies, &record.plan) {
+                Err(reason) => ("keep", vec![reason], Vec::new(), Vec::new()),
+                Ok(policy) => {
+                    let catalog = sexton_retention::Catalog {
+                        backups: group,
+                        binlog_segments: Vec::new(),
+                    };
+                    match sexton_retention::plan(&catalog, policy, Utc::now()) {
+                        Err(err) => (
+                            "keep",
+                            vec![format!(
+                                "retention refused to plan: {err}; keeping everything"
+                            )],
+                            Vec::new(),
+                            Vec::new(),
+                        ),
+                        Ok(plan) => match plan.decision(record.id.as_str()) {
+                            None => ("keep", Vec::new(), Vec::new(), Vec::new()),
+                            Some((verdict, decision)) => (
+                                match verdict {
+                                    sexton_retention::Verdict::Keep => "keep",
+                                    sexton_retention::Verdict::Partial => "partial",
+                                    sexton_retention::Verdict::Delete => "delete",
+                                },
+                                decision.reasons.clone(),
+                                decision.volumes_keep.clone(),
+                                decision.volumes_delete.clone(),
+                            ),
+                        },
+                    }
+                }
+            };
+        // One row per volume still in the record: kept or going, and why.
+        let volumes: Vec<Value> = record
+            .volumes
+            .iter()
+            .map(|volume| {
+                let kept = volumes_keep.iter().find(|v| v.name == volume.name);
+                let going = volumes_delete.iter().find(|v| v.name == volume.name);
+                let deleting = record
+                    .volume_deletion
+                    .as_ref()
+                    .is_some_and(|d| d.volumes.contains(&volume.name));
+                let (state, why) = match (kept, going) {
+                    _ if deleting => ("deleting", going.map(|v| v.reasons.clone())),
+                    (Some(kept), _) => ("kept", Some(kept.reasons.clone())),
+                    (None, Some(going)) => ("expiring", Some(going.reasons.clone())),
+                    (None, None) => ("kept", None),
+                };
+                json!({
+                    "name": volume.name,
+                    "kind": volume.kind,
+                    "parent": volume.parent,
+                    "keys": volume.keys,
+                    "state": state,
+                    "reasons": why.unwrap_or_else(|| reasons.clone()),
+                })
+            })
+            .collect();
+        Ok(json!({
+            "backup": record,
+            "revision": current.revision,
+            "retention": { "verdict": verdict, "reasons": reasons },
+            "volumes": volumes,
+        }))
+    }
+}
