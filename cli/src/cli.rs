@@ -207,6 +207,24 @@ pub enum BackupCommand {
         #[arg(long)]
         cluster: String,
     },
+    /// Keep a backup while it is in use (a restore, a clone, a bootstrap), whatever retention
+    /// says, until the same reason is released.
+    Hold {
+        id: String,
+        #[arg(long)]
+        cluster: String,
+        /// `<what>:<id>`, such as `restore:r-42`.
+        #[arg(long, value_parser = parse_hold_reason)]
+        reason: String,
+    },
+    /// Release a hold; a backup no rule keeps then goes at the next retention pass.
+    Release {
+        id: String,
+        #[arg(long)]
+        cluster: String,
+        #[arg(long, value_parser = parse_hold_reason)]
+        reason: String,
+    },
     /// Delete a backup's catalog record; its objects too with --remote (or when the backup,
     /// its schedule or its cluster/plan's schedules set remote_cleanup).
     Delete {
@@ -284,6 +302,10 @@ pub enum BinlogCommand {
         #[arg(long)]
         cluster: String,
     },
+}
+
+fn parse_hold_reason(text: &str) -> Result<String, String> {
+    sexton_shared::api::check_hold_reason(text).map(|()| text.to_string())
 }
 
 fn parse_full_every(text: &str) -> Result<u32, String> {
@@ -633,6 +655,24 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
             topology::api_subject("backup", "describe"),
             json!({"schema_version": 1, "cluster": cluster, "id": id}),
             &[],
+        ),
+        Command::Backup(BackupCommand::Hold {
+            id,
+            cluster,
+            reason,
+        }) => (
+            topology::api_subject("backup", "hold"),
+            json!({"schema_version": 1, "cluster": cluster, "id": id, "reason": reason}),
+            &["cluster", "id", "action", "holds", "warning"],
+        ),
+        Command::Backup(BackupCommand::Release {
+            id,
+            cluster,
+            reason,
+        }) => (
+            topology::api_subject("backup", "release"),
+            json!({"schema_version": 1, "cluster": cluster, "id": id, "reason": reason}),
+            &["cluster", "id", "action", "holds"],
         ),
         Command::Backup(BackupCommand::Delete {
             id,

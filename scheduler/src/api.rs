@@ -25,6 +25,7 @@ use crate::timers;
 
 mod backup_delete;
 mod backup_describe;
+mod backup_hold;
 
 pub async fn run(
     client: async_nats::Client,
@@ -184,6 +185,8 @@ impl Api {
             "backup.list" => self.list_backups(decode(body)?).await,
             "backup.delete" => self.delete_backup(decode(body)?).await,
             "backup.describe" => self.describe_backup(decode(body)?).await,
+            "backup.hold" => self.hold_backup(decode(body)?).await,
+            "backup.release" => self.release_backup(decode(body)?).await,
             _ => Err(ApiError::new(
                 ErrorCode::Invalid,
                 format!("unknown api call {verb:?}"),

@@ -834,6 +834,53 @@ pub async fn create_schedule(
     .await
 }
 
+/// `sexton backup create --from-schedule`: triggers a backup of `schedule` now and returns
+/// its id. Ids carry the second, so a trigger within the same second as the previous one is a
+/// duplicate; this waits for a second of its own.
+pub async fn trigger_backup(client: &async_nats::Client, schedule: &str) -> String {
+    loop {
+        let reply = api(
+            client,
+            "backup",
+            "create",
+            serde_json::json!({"schema_version": 1, "name": schedule}),
+        )
+        .await
+        .expect("backup.create");
+        if reply["duplicate"] == serde_json::json!(false) {
+            return reply["backup_id"].as_str().expect("backup_id").to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Waits until backup `id` of `cluster` is recorded completed or failed, and returns it.
+pub async fn wait_reported(
+    catalog: &sexton_shared::catalog::Catalog,
+    cluster: &str,
+    id: &str,
+) -> sexton_shared::records::BackupRecord {
+    use sexton_shared::records::BackupStatus;
+    let cluster: sexton_shared::names::ClusterName = cluster.parse().expect("cluster name");
+    let id: sexton_shared::names::BackupId = id.parse().expect("backup id");
+    eventually(
+        &format!("backup {id} reported"),
+        Duration::from_secs(30),
+        || {
+            let (catalog, cluster, id) = (catalog.clone(), cluster.clone(), id.clone());
+            async move {
+                let record = catalog.get(&cluster, &id).await.ok()??.value;
+                matches!(
+                    record.status,
+                    BackupStatus::Completed | BackupStatus::Failed
+                )
+                .then_some(record)
+            }
+        },
+    )
+    .await
+}
+
 /// A small deterministic random number generator (xorshift64*), so a chaos test can print its
 /// seed and be replayed.
 pub struct Rng(u64);

@@ -32,41 +32,8 @@ impl Run {
     /// waits until its report is recorded. Returns what the due-backup event asked for and
     /// the record.
     async fn take(&self, schedule: &str) -> (DueBackup, BackupRecord) {
-        let id = loop {
-            let reply = api(
-                &self.client,
-                "backup",
-                "create",
-                json!({"schema_version": 1, "name": schedule}),
-            )
-            .await
-            .unwrap();
-            if reply["duplicate"] == json!(false) {
-                break reply["backup_id"].as_str().unwrap().to_string();
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        };
-        let cluster = ClusterName::new("c1").unwrap();
-        let record = eventually(
-            &format!("backup {id} reported"),
-            Duration::from_secs(30),
-            || {
-                let (catalog, cluster, id) = (self.catalog.clone(), cluster.clone(), id.clone());
-                async move {
-                    let record = catalog
-                        .get(&cluster, &id.parse().unwrap())
-                        .await
-                        .ok()??
-                        .value;
-                    matches!(
-                        record.status,
-                        BackupStatus::Completed | BackupStatus::Failed
-                    )
-                    .then_some(record)
-                }
-            },
-        )
-        .await;
+        let id = trigger_backup(&self.client, schedule).await;
+        let record = wait_reported(&self.catalog, "c1", &id).await;
         let due = read_stream(&self.js, topology::STREAM_DUE, "sexton.v1.due.>")
             .await
             .iter()
