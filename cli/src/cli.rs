@@ -83,8 +83,15 @@ pub enum ScheduleCommand {
         #[arg(long)]
         cluster: Option<String>,
     },
-    /// Delete a schedule (its backups stay in the catalog).
-    Delete { name: String },
+    /// Delete a schedule. What happens to its backup records is its backup_owner (none and
+    /// cluster: they stay; schedule: they go, with their objects only if remote cleanup is on);
+    /// the command says what it will do to how many records before it does it.
+    Delete {
+        name: String,
+        /// Only say what deleting would do; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Pause a schedule: nothing fires while paused.
     Pause { name: String },
     /// Unpause a schedule.
@@ -145,6 +152,9 @@ pub struct UpdateArgs {
     /// The application's volumes, repeatable; replaces the list (a new volume starts full).
     #[arg(long = "volume")]
     pub volumes: Vec<String>,
+    /// What deleting the schedule does to its backup records.
+    #[arg(long, value_parser = ["schedule", "cluster", "none"])]
+    pub backup_owner: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -184,6 +194,13 @@ pub struct CreateArgs {
     /// The application's volumes (seed 001's PVs), repeatable: each gets its own chain.
     #[arg(long = "volume")]
     pub volumes: Vec<String>,
+    /// What deleting the schedule does to its backup records: schedule (they go with it),
+    /// cluster or none (they stay; the default).
+    #[arg(long, value_parser = ["schedule", "cluster", "none"])]
+    pub backup_owner: Option<String>,
+    /// Deleting a record of this schedule also deletes its objects (through the deleter).
+    #[arg(long)]
+    pub remote_cleanup: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -484,6 +501,13 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
                 .await
                 .map_err(Failure::runtime)?;
+            // `schedule delete` says what it will do to the schedule's records first.
+            if let Command::Schedule(ScheduleCommand::Delete { dry_run: false, .. }) = command {
+                let mut preview = body.clone();
+                preview["dry_run"] = json!(true);
+                let plan = request(&client, &subject, preview).await?;
+                eprintln!("{}", cell(plan.get("summary")));
+            }
             let value = request(&client, &subject, body).await?;
             match command {
                 Command::Backup(BackupCommand::Describe { .. }) if cli.output == Output::Table => {
@@ -523,6 +547,7 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                     "paused": args.paused,
                     "policy": policy,
                     "labels": labels,
+                    "remote_cleanup": args.remote_cleanup,
                 });
                 if let Some(skip) = args.skip_immediately {
                     body["skip_immediately"] = json!(skip);
@@ -538,6 +563,9 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 }
                 if !args.volumes.is_empty() {
                     body["volumes"] = json!(args.volumes);
+                }
+                if let Some(owner) = &args.backup_owner {
+                    body["backup_owner"] = json!(owner);
                 }
                 (
                     topology::api_subject("schedule", "create"),
@@ -575,11 +603,15 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                     SCHEDULE_COLUMNS,
                 )
             }
-            ScheduleCommand::Delete { name } => (
-                topology::api_subject("schedule", "delete"),
-                by_name(name),
-                &["deleted"],
-            ),
+            ScheduleCommand::Delete { name, dry_run } => {
+                let mut body = by_name(name);
+                body["dry_run"] = json!(dry_run);
+                (
+                    topology::api_subject("schedule", "delete"),
+                    body,
+                    &["schedule", "deleted", "records", "summary"],
+                )
+            }
             ScheduleCommand::Pause { name } => (
                 topology::api_subject("schedule", "pause"),
                 by_name(name),
@@ -621,6 +653,9 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 }
                 if !args.volumes.is_empty() {
                     body["volumes"] = json!(args.volumes);
+                }
+                if let Some(owner) = &args.backup_owner {
+                    body["backup_owner"] = json!(owner);
                 }
                 (
                     topology::api_subject("schedule", "update"),

@@ -26,6 +26,7 @@ use crate::timers;
 mod backup_delete;
 mod backup_describe;
 mod backup_hold;
+mod schedule_delete;
 
 pub async fn run(
     client: async_nats::Client,
@@ -178,6 +179,9 @@ impl Api {
                     if let Some(volumes) = &req.volumes {
                         record.volumes = volumes.clone();
                     }
+                    if let Some(owner) = req.backup_owner {
+                        record.backup_owner = owner;
+                    }
                 })
                 .await
             }
@@ -213,6 +217,7 @@ impl Api {
             starting_deadline_seconds: spec.starting_deadline_seconds,
             full_every: spec.full_every,
             volumes: spec.volumes,
+            backup_owner: spec.backup_owner,
             created_at: now,
             status: ScheduleStatus::default(),
         };
@@ -355,16 +360,6 @@ impl Api {
             ));
         }
         Ok(Value::Array(out))
-    }
-
-    async fn delete(&self, req: ByName) -> Result<Value, ApiError> {
-        let (_, revision) = self.read(req.name.as_str()).await?;
-        self.topology
-            .schedules
-            .delete_expect_revision(req.name.as_str(), Some(revision))
-            .await
-            .map_err(|err| ApiError::new(ErrorCode::Conflict, err.to_string()))?;
-        Ok(json!({ "deleted": req.name }))
     }
 
     /// Read → change → compare-and-set, a few times if another writer races us.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{ClusterName, PlanName, ScheduleName};
-use crate::records::{OverlapPolicy, Policy};
+use crate::records::{BackupOwner, OverlapPolicy, Policy};
 use crate::wire::{Message, SCHEMA_VERSION};
 use sexton_retention::FullEvery;
 
@@ -114,6 +114,9 @@ pub struct ScheduleSpec {
     /// The application's volumes, each with its own chain (seed 001).
     #[serde(default)]
     pub volumes: Vec<String>,
+    /// What deleting the schedule does to its backup records (default `none`: they stay).
+    #[serde(default)]
+    pub backup_owner: BackupOwner,
 }
 
 impl Message for ScheduleSpec {
@@ -167,6 +170,24 @@ pub struct ScheduleUpdate {
     /// Replaces the volume list: a volume added starts with a full at the next backup.
     #[serde(default)]
     pub volumes: Option<Vec<String>>,
+    #[serde(default)]
+    pub backup_owner: Option<BackupOwner>,
+}
+
+/// `schedule.delete`. With `dry_run` the reply says what deleting would do to the schedule's
+/// backup records, and nothing is written.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDelete {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl Message for ScheduleDelete {
+    const KIND: &'static str = "request";
 }
 
 impl Message for ScheduleUpdate {

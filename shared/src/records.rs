@@ -56,6 +56,10 @@ pub struct ScheduleRecord {
     /// full; one removed is no longer backed up (its artifacts age out with their backups).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
+    /// What deleting this schedule does to its backup records (seed 003's
+    /// `backupOwnerReference`). Default `none`: they stay.
+    #[serde(default)]
+    pub backup_owner: BackupOwner,
     pub created_at: DateTime<Utc>,
     #[serde(default)]
     pub status: ScheduleStatus,
@@ -69,6 +73,48 @@ pub enum OverlapPolicy {
     #[default]
     Skip,
     Allow,
+}
+
+/// Who owns the backup records a schedule creates (seed 003): what `schedule delete` does to
+/// them. Removing a record deletes its objects only with remote cleanup opted in (the
+/// schedule's or the backup's `remote_cleanup`), and then through the deleter's pipeline.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase", try_from = "serde_json::Value")]
+pub enum BackupOwner {
+    /// Removed with the schedule (held, in-progress and still-needed backups excepted).
+    Schedule,
+    /// Kept until the cluster's records are removed.
+    Cluster,
+    /// Standalone: kept. The default, because a deleted schedule must not take the recovery
+    /// window with it unless the user said so.
+    #[default]
+    #[serde(rename = "none")]
+    Standalone,
+}
+
+impl TryFrom<serde_json::Value> for BackupOwner {
+    type Error = String;
+
+    fn try_from(value: serde_json::Value) -> Result<BackupOwner, String> {
+        match value.as_str() {
+            Some("schedule") => Ok(BackupOwner::Schedule),
+            Some("cluster") => Ok(BackupOwner::Cluster),
+            Some("none") => Ok(BackupOwner::Standalone),
+            _ => Err(format!(
+                "backup_owner: expected schedule, cluster or none, got {value}"
+            )),
+        }
+    }
+}
+
+impl BackupOwner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackupOwner::Schedule => "schedule",
+            BackupOwner::Cluster => "cluster",
+            BackupOwner::Standalone => "none",
+        }
+    }
 }
 
 /// A backup of a schedule that has started and not yet finished.

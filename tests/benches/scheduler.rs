@@ -99,6 +99,7 @@ fn record(name: String, cluster: u64, cron: String, created_at: DateTime<Utc>) -
         starting_deadline_seconds: None,
         full_every: None,
         volumes: Vec::new(),
+        backup_owner: Default::default(),
         created_at,
         status: ScheduleStatus {
             // As the API stores a new schedule that has been evaluated once.

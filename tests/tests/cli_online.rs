@@ -395,7 +395,14 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
     // delete.
     let deleted = sexton(url, &["schedule", "delete", "nightly", "-o", "json"]).await;
     expect(&deleted, 0, "delete");
-    assert_eq!(deleted.json()["deleted"], "nightly");
+    assert_eq!(deleted.json()["schedule"], "nightly");
+    assert_eq!(deleted.json()["deleted"], true);
+    // It said what it would do to the schedule's records before doing it.
+    assert!(
+        deleted.stderr.contains("backup record") || deleted.stderr.contains("(backup_owner none)"),
+        "{}",
+        deleted.stderr
+    );
     expect(
         &sexton(url, &["schedule", "get", "nightly"]).await,
         1,

@@ -1,0 +1,272 @@
+//! `schedule.delete`: what happens to a schedule's backup records is the schedule's
+//! `backup_owner` (seed 003's `backupOwnerReference`):
+//!
+//! - `none` (the default) and `cluster`: the records stay (a `cluster`-owned record goes with
+//!   the cluster's records; no command removes those yet).
+//! - `schedule`: the records go with the schedule. A record whose backup (or the schedule) opted
+//!   into remote cleanup goes through the deleter's pipeline, as a forced user delete with
+//!   `--remote`: the retention-worker marks it, the deleter judges and deletes the objects, then
+//!   the record. Any other record is removed from the catalog only; its objects stay
+//!   (`sexton backup orphans` finds them).
+//!
+//! Never removed, whatever the owner, and said why: a backup that is held (legal hold or
+//! in use), in progress, or needed by a backup that stays (of another schedule, or a held one of
+//! this schedule, through its parent or a volume's parent). Backups already being deleted are
+//! left to the deleter.
+//!
+//! `dry_run` answers with the same summary and writes nothing: `sexton schedule delete` shows
+//! it before it deletes. The records are handled before the schedule record goes, so a crash
+//! in between leaves the schedule, and deleting it again finishes the work (every step is
+//! idempotent).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::Utc;
+use serde_json::{json, Value};
+use sexton_shared::{
+    api::{ApiError, ErrorCode, ScheduleDelete},
+    catalog::{CasError, Versioned},
+    nats::publish_once,
+    planning,
+    records::{BackupOwner, BackupRecord, DeleteRequest, ScheduleRecord},
+    topology,
+    wire::{self, RetentionSweep},
+};
+
+use super::{unavailable, Api};
+
+/// What deleting the schedule does to one of its records.
+#[derive(Debug, Clone, PartialEq)]
+enum Fate {
+    /// The record goes; its objects stay.
+    RemoveRecord,
+    /// Through the deleter: objects, then the record.
+    DeleteWithObjects,
+    /// Already expiring or being deleted.
+    AlreadyDeleting,
+    Keep(String),
+}
+
+/// The fate of each of `own` (the schedule's records) under `schedule`'s owner mode; `others`
+/// are the cluster's other records. Pure.
+fn fates(
+    schedule: &ScheduleRecord,
+    own: &[&BackupRecord],
+    others: &[&BackupRecord],
+) -> Vec<(String, Fate)> {
+    let keep_all = |why: &str| {
+        own.iter()
+            .map(|r| (r.id.to_string(), Fate::Keep(why.to_string())))
+            .collect()
+    };
+    match schedule.backup_owner {
+        BackupOwner::Standalone => {
+            return keep_all("backup_owner none: the records stay when the schedule goes")
+        }
+        BackupOwner::Cluster => {
+            return keep_all(
+                "backup_owner cluster: the records stay until the cluster's records are removed",
+            )
+        }
+        BackupOwner::Schedule => {}
+    }
+    let parents = |record: &BackupRecord| -> Vec<String> {
+        record
+            .parent
+            .iter()
+            .map(|p| p.to_string())
+            .chain(record.volumes.iter().filter_map(|v| v.parent.clone()))
+            .collect()
+    };
+    let mut kept: BTreeMap<String, String> = BTreeMap::new();
+    for record in own {
+        if let Some(why) = planning::protection(record) {
+            kept.insert(record.id.to_string(), why);
+        }
+    }
+    let own_ids: BTreeSet<String> = own.iter().map(|r| r.id.to_string()).collect();
+    // Whatever stays keeps what it builds on: walk parents from every record that stays
+    // until nothing changes.
+    loop {
+        let mut changed = false;
+        let staying = others
+            .iter()
+            .filter(|r| !r.status.is_being_deleted())
+            .chain(own.iter().filter(|r| kept.contains_key(r.id.as_str())));
+        let mut needed: Vec<(String, String)> = Vec::new();
+        for record in staying {
+            for parent in parents(record) {
+                if own_ids.contains(&parent) && !kept.contains_key(&parent) {
+                    needed.push((parent, format!("needed by {}", record.id)));
+                }
+            }
+        }
+        for (id, why) in needed {
+            if let std::collections::btree_map::Entry::Vacant(entry) = kept.entry(id) {
+                entry.insert(why);
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    own.iter()
+        .map(|record| {
+            let fate = if let Some(why) = kept.get(record.id.as_str()) {
+                Fate::Keep(why.clone())
+            } else if record.status.is_being_deleted() {
+                Fate::AlreadyDeleting
+            } else if schedule.remote_cleanup || record.remote_cleanup {
+                Fate::DeleteWithObjects
+            } else {
+                Fate::RemoveRecord
+            };
+            (record.id.to_string(), fate)
+        })
+        .collect()
+}
+
+fn summary(
+    schedule: &ScheduleRecord,
+    fates: &[(String, Fate)],
+    dry_run: bool,
+    deleted: bool,
+) -> Value {
+    let count = |f: &dyn Fn(&Fate) -> bool| fates.iter().filter(|(_, fate)| f(fate)).count();
+    let n_remove = count(&|f| *f == Fate::RemoveRecord);
+    let n_delete = count(&|f| *f == Fate::DeleteWithObjects);
+    let n_already = count(&|f| *f == Fate::AlreadyDeleting);
+    let kept: Vec<Value> = fates
+        .iter()
+        .filter_map(|(id, fate)| match fate {
+            Fate::Keep(why) => Some(json!({"id": id, "reason": why})),
+            _ => None,
+        })
+        .collect();
+    let verb = if dry_run { "would" } else { "will" };
+    let mut parts = Vec::new();
+    if n_remove > 0 {
+        parts.push(format!(
+            "remove {n_remove} backup record(s) from the catalog, keeping their objects"
+        ));
+    }
+    if n_delete > 0 {
+        parts.push(format!(
+            "delete {n_delete} backup(s) with their objects, through the deleter"
+        ));
+    }
+    if !kept.is_empty() {
+        parts.push(format!("keep {} backup record(s)", kept.len()));
+    }
+    if n_already > 0 {
+        parts.push(format!("leave {n_already} already being deleted"));
+    }
+    let text = if parts.is_empty() {
+        format!("schedule {} has no backup records", schedule.name)
+    } else {
+        format!(
+            "deleting schedule {} (backup_owner {}) {verb} {}",
+            schedule.name,
+            schedule.backup_owner.as_str(),
+            parts.join("; ")
+        )
+    };
+    json!({
+        "schedule": schedule.name,
+        "deleted": deleted,
+        "dry_run": dry_run,
+        "backup_owner": schedule.backup_owner,
+        "remote_cleanup": schedule.remote_cleanup,
+        "records": fates.len(),
+        "remove_records": n_remove,
+        "delete_with_objects": n_delete,
+        "already_deleting": n_already,
+        "keep": kept,
+        "summary": text,
+    })
+}
+
+impl Api {
+    pub(super) async fn delete(&self, req: ScheduleDelete) -> Result<Value, ApiError> {
+        let (schedule, revision) = self.read(req.name.as_str()).await?;
+        let state =
+            planning::load_cluster(&self.topology.schedules, &self.catalog, &schedule.cluster)
+                .await
+                .map_err(|err| unavailable(format!("{err:#}")))?;
+        let (own, others): (Vec<&Versioned<BackupRecord>>, Vec<&Versioned<BackupRecord>>) = state
+            .records
+            .iter()
+            .partition(|r| r.value.schedule.as_ref() == Some(&schedule.name));
+        let own_values: Vec<&BackupRecord> = own.iter().map(|r| &r.value).collect();
+        let other_values: Vec<&BackupRecord> = others.iter().map(|r| &r.value).collect();
+        let fates = fates(&schedule, &own_values, &other_values);
+        if req.dry_run {
+            return Ok(summary(&schedule, &fates, true, false));
+        }
+        let now = Utc::now();
+        let mut requested = false;
+        for (current, (_, fate)) in own.iter().zip(&fates) {
+            let result = match fate {
+                Fate::RemoveRecord => {
+                    self.catalog
+                        .remove(&current.value.cluster, &current.value.id, current.revision)
+                        .await
+                }
+                Fate::DeleteWithObjects => {
+                    let mut record = current.value.clone();
+                    record.delete_requested = true;
+                    record.delete_request = Some(DeleteRequest {
+                        requested_at: now,
+                        remote: true,
+                        // Everything of the schedule goes together, and nothing that stays
+                        // needs these (checked above): the floor and dependents do not apply.
+                        force: true,
+                    });
+                    requested = true;
+                    self.catalog
+                        .update(&record, current.revision)
+                        .await
+                        .map(|_| ())
+                }
+                Fate::AlreadyDeleting | Fate::Keep(_) => continue,
+            };
+            match result {
+                Ok(()) => {}
+                Err(CasError::Conflict) => {
+                    return Err(ApiError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "backup {} changed while schedule {} was being deleted; the \
+                             schedule is still there: delete it again",
+                            current.value.id, schedule.name
+                        ),
+                    ))
+                }
+                Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
+            }
+        }
+        if requested {
+            let sweep = RetentionSweep {
+                schema_version: wire::SCHEMA_VERSION,
+                cluster: schedule.cluster.clone(),
+                requested_at: now,
+            };
+            publish_once(
+                &self.topology.jetstream,
+                topology::sweep_subject(&schedule.cluster),
+                &format!("schedule-delete.{}.{revision}", schedule.name),
+                wire::encode(&sweep),
+            )
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        }
+        self.topology
+            .schedules
+            .delete_expect_revision(req.name.as_str(), Some(revision))
+            .await
+            .map_err(|err| ApiError::new(ErrorCode::Conflict, err.to_string()))?;
+        tracing::info!(schedule = %schedule.name, owner = schedule.backup_owner.as_str(), records = fates.len(), "schedule deleted");
+        Ok(summary(&schedule, &fates, false, true))
+    }
+}
