@@ -5,7 +5,7 @@
 use std::process::Command;
 
 use serde_json::Value;
-use sexton_tests::*;
+use sexton_tests::{fixtures, *};
 
 struct Run {
     code: i32,
@@ -413,5 +413,189 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
     let run = sexton("nats://127.0.0.1:1", &["schedule", "list"]).await;
     expect(&run, 1, "list without nats");
     assert!(run.stderr.contains("nats"), "{}", run.stderr);
+    fleet.stop().await.unwrap();
+}
+
+/// `sexton backup describe|hold|release` and the cadence and owner flags of `schedule create`
+/// and `schedule delete`, through the real binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_volume_hold_and_owner_commands_work_against_a_live_scheduler() {
+    let nats = Nats::start();
+    let config = nats_config(&nats);
+    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let url = nats.url();
+    let url = url.as_str();
+    let created = loop {
+        let run = sexton(
+            url,
+            &[
+                "schedule",
+                "create",
+                "app",
+                "--cluster",
+                "c1",
+                "--plan",
+                "vols",
+                "--cron",
+                "@daily",
+                "--keep-last",
+                "1",
+                "--paused",
+                "--full-every",
+                "2",
+                "--volume",
+                "pv1",
+                "--volume",
+                "pv2",
+                "--backup-owner",
+                "schedule",
+                "-o",
+                "json",
+            ],
+        )
+        .await;
+        if run.code == 0 {
+            break run;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let schedule = &created.json()["schedule"];
+    assert_eq!(schedule["full_every"], 2);
+    assert_eq!(schedule["volumes"], serde_json::json!(["pv1", "pv2"]));
+    assert_eq!(schedule["backup_owner"], "schedule");
+
+    // Two backups with volumes: d2's pv1 builds on d1's.
+    let client = async_nats::connect(url).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let topology = sexton_shared::topology::ensure(&js, 1).await.unwrap();
+    let catalog = sexton_shared::catalog::Catalog::new(topology.catalog.clone());
+    for (id, minute, parent) in [("d1", 1, None), ("d2", 2, Some("d1"))] {
+        let mut record = fixtures::backup("c1", "vols", id, None, minute, 0);
+        record.schedule = Some("app".parse().unwrap());
+        record.volumes = vec![match parent {
+            None => sexton_retention::VolumeArtifact::full(
+                "pv1",
+                vec![format!("backups/c1/vols/{id}/vol-pv1.img")],
+            ),
+            Some(parent) => sexton_retention::VolumeArtifact::incremental(
+                "pv1",
+                parent,
+                vec![format!("backups/c1/vols/{id}/vol-pv1.img")],
+            ),
+        }];
+        catalog.create(&record).await.unwrap();
+    }
+    let described = sexton(url, &["backup", "describe", "d1", "--cluster", "c1"]).await;
+    expect(&described, 0, "backup describe");
+    assert!(described.stdout.contains("VOLUME"), "{}", described.stdout);
+    let row = described
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("pv1"))
+        .unwrap_or_else(|| panic!("{}", described.stdout));
+    assert!(
+        row.contains("kept") && row.contains("needed by d2"),
+        "{}",
+        described.stdout
+    );
+
+    let held = sexton(
+        url,
+        &[
+            "backup",
+            "hold",
+            "d1",
+            "--cluster",
+            "c1",
+            "--reason",
+            "restore:r-1",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&held, 0, "backup hold");
+    assert_eq!(held.json()["holds"], serde_json::json!(["restore:r-1"]));
+    expect(
+        &sexton(
+            url,
+            &[
+                "backup",
+                "hold",
+                "d1",
+                "--cluster",
+                "c1",
+                "--reason",
+                "restore",
+            ],
+        )
+        .await,
+        2,
+        "a malformed reason",
+    );
+    let missing = sexton(
+        url,
+        &[
+            "backup",
+            "release",
+            "d1",
+            "--cluster",
+            "c1",
+            "--reason",
+            "clone:x",
+        ],
+    )
+    .await;
+    expect(&missing, 1, "releasing a hold that is not there");
+    assert!(
+        missing.stderr.contains("has no hold \"clone:x\""),
+        "{}",
+        missing.stderr
+    );
+    expect(
+        &sexton(
+            url,
+            &[
+                "backup",
+                "release",
+                "d1",
+                "--cluster",
+                "c1",
+                "--reason",
+                "restore:r-1",
+            ],
+        )
+        .await,
+        0,
+        "backup release",
+    );
+
+    // The dry run says what deleting would do, and changes nothing.
+    let dry = sexton(
+        url,
+        &["schedule", "delete", "app", "--dry-run", "-o", "json"],
+    )
+    .await;
+    expect(&dry, 0, "schedule delete --dry-run");
+    assert_eq!(dry.json()["remove_records"], 2, "{}", dry.stdout);
+    expect(
+        &sexton(url, &["schedule", "get", "app"]).await,
+        0,
+        "still there",
+    );
+    let deleted = sexton(url, &["schedule", "delete", "app"]).await;
+    expect(&deleted, 0, "schedule delete");
+    assert!(
+        deleted
+            .stderr
+            .contains("removes 2 backup record(s) from the catalog, keeping their objects"),
+        "{}",
+        deleted.stderr
+    );
+    assert!(catalog
+        .list_cluster(&"c1".parse().unwrap())
+        .await
+        .unwrap()
+        .is_empty());
     fleet.stop().await.unwrap();
 }

@@ -185,7 +185,7 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
         plan["summary"]
             .as_str()
             .unwrap()
-            .contains("would delete 2 backup(s) with their objects"),
+            .contains("deletes 2 backup(s) with their objects"),
         "{plan}"
     );
     // The dry run wrote nothing.
@@ -234,7 +234,7 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
         plan["summary"]
             .as_str()
             .unwrap()
-            .contains("would remove 3 backup record(s) from the catalog, keeping their objects"),
+            .contains("removes 3 backup record(s) from the catalog, keeping their objects"),
         "{plan}"
     );
     setup.delete("sb", false).await;

@@ -144,29 +144,28 @@ fn summary(
             _ => None,
         })
         .collect();
-    let verb = if dry_run { "would" } else { "will" };
     let mut parts = Vec::new();
     if n_remove > 0 {
         parts.push(format!(
-            "remove {n_remove} backup record(s) from the catalog, keeping their objects"
+            "removes {n_remove} backup record(s) from the catalog, keeping their objects"
         ));
     }
     if n_delete > 0 {
         parts.push(format!(
-            "delete {n_delete} backup(s) with their objects, through the deleter"
+            "deletes {n_delete} backup(s) with their objects, through the deleter"
         ));
     }
     if !kept.is_empty() {
-        parts.push(format!("keep {} backup record(s)", kept.len()));
+        parts.push(format!("keeps {} backup record(s)", kept.len()));
     }
     if n_already > 0 {
-        parts.push(format!("leave {n_already} already being deleted"));
+        parts.push(format!("leaves {n_already} already being deleted"));
     }
     let text = if parts.is_empty() {
         format!("schedule {} has no backup records", schedule.name)
     } else {
         format!(
-            "deleting schedule {} (backup_owner {}) {verb} {}",
+            "deleting schedule {} (backup_owner {}) {}",
             schedule.name,
             schedule.backup_owner.as_str(),
             parts.join("; ")
