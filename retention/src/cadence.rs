@@ -235,15 +235,17 @@ struct History<'b> {
 impl<'b> History<'b> {
     fn new(backups: &'b [BackupRecord]) -> History<'b> {
         let mut newest_first: Vec<&BackupRecord> = backups.iter().collect();
-        // The engine's order: by instant, newest first; equal instants in input order.
-        // The engine's order: newest first, equal instants in input order, a backup without
-        // any time newest of all.
+        // The engine's order: newest first by instant (to the nanosecond: two backups of a
+        // busy schedule often complete within the same second), equal instants in input
+        // order, a backup without any time newest of all.
         newest_first.sort_by_key(|backup| {
             std::cmp::Reverse(
                 backup
                     .completed_at
                     .or(backup.started_at)
-                    .map_or(i64::MAX, |time| time.timestamp()),
+                    .map_or(i64::MAX, |time| {
+                        time.timestamp_nanos_opt().unwrap_or(i64::MAX)
+                    }),
             )
         });
         let by_id = backups

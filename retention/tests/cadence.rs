@@ -532,3 +532,17 @@ fn thirty_days_of_the_scheduler_and_retention_together() {
     let remaining: usize = catalog.backups.iter().map(|b| b.volumes.len()).sum();
     assert!(remaining <= 15, "{remaining} artifacts remain");
 }
+
+/// Two backups completed within the same second, listed oldest first: the newer one (by the
+/// nanosecond) is the parent, and the chain's length counts both.
+#[test]
+fn backups_within_one_second_are_ordered_by_their_instants() {
+    let base = at("2024-01-01T02:00:00.100Z");
+    let d1 = BackupRecord::completed_full("d1", base);
+    let d2 = BackupRecord::completed_incremental("d2", base + TimeDelta::milliseconds(500), "d1");
+    let choice = next_backup_kind(every(2), &[d1.clone(), d2.clone()]);
+    assert_eq!(choice.kind, BackupKind::Full, "{choice:?}");
+    assert_eq!(choice.reason, KindReason::FullEvery);
+    let choice = next_backup_kind(every(3), &[d1, d2]);
+    assert_eq!(choice.parent.as_deref(), Some("d2"), "{choice:?}");
+}

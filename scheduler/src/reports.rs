@@ -325,7 +325,9 @@ fn volumes_of(report: &Report) -> Vec<VolumeArtifact> {
 }
 
 /// Records on the schedule which of its backups is in progress, for the overlap policy: set on
-/// `started`, cleared on `completed` or `failed` of that same backup.
+/// `started`, cleared on `completed` or `failed` of that same backup. Also which volumes' latest
+/// upload failed (their next backup is a full, even after the failed record is cleaned up):
+/// set by a failed report, cleared by a completed one that took the volume.
 async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result<()> {
     let Some(name) = &report.schedule else {
         return Ok(());
@@ -336,6 +338,7 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
         };
         let mut schedule: ScheduleRecord =
             serde_json::from_slice(&entry.value).context("decoding the report's schedule")?;
+        let before = schedule.status.clone();
         let current = schedule.status.in_flight.as_ref().map(|f| &f.backup_id);
         match report.status {
             ReportStatus::Started if current != Some(&report.backup_id) => {
@@ -352,7 +355,11 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
             {
                 schedule.status.in_flight = None;
             }
-            _ => return Ok(()),
+            _ => {}
+        }
+        remember_failures(&mut schedule.status, report);
+        if schedule.status == before {
+            return Ok(());
         }
         let body = serde_json::to_vec(&schedule)?;
         match topology
@@ -370,6 +377,31 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
         }
     }
     anyhow::bail!("schedule {name} kept changing while recording an in-flight backup")
+}
+
+/// Which volumes' (or, without volumes, whether the backup's) latest upload failed.
+fn remember_failures(status: &mut sexton_shared::records::ScheduleStatus, report: &Report) {
+    match report.status {
+        ReportStatus::Started => {}
+        ReportStatus::Failed => {
+            if report.volumes.is_empty() {
+                status.last_backup_failed = true;
+            }
+            for volume in report.volumes.iter().filter(|v| v.failed) {
+                if !status.failed_volumes.contains(&volume.name) {
+                    status.failed_volumes.push(volume.name.clone());
+                }
+            }
+        }
+        ReportStatus::Completed => {
+            if report.volumes.is_empty() {
+                status.last_backup_failed = false;
+            }
+            status
+                .failed_volumes
+                .retain(|name| !report.volumes.iter().any(|v| v.name == *name));
+        }
+    }
 }
 
 /// After a completed report is recorded, tell retention; de-duplicated per backup.

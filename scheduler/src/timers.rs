@@ -40,7 +40,7 @@ use async_nats::jetstream::{
 };
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use sexton_retention::FullEvery;
+use sexton_retention::{FullEvery, KindReason};
 use sexton_schedule::{
     Action, CronSpec, Decision, Explanation, Reason, ScheduleDoc, ScheduleState,
 };
@@ -130,6 +130,8 @@ struct Facts {
     labels: BTreeMap<String, String>,
     full_every: Option<FullEvery>,
     volumes: Vec<String>,
+    failed_volumes: Vec<String>,
+    last_backup_failed: bool,
     /// The stored state; `in_flight` is decided at evaluation time from the fields below.
     state: ScheduleState,
     overlap_policy: OverlapPolicy,
@@ -145,6 +147,8 @@ impl Facts {
             labels: record.labels.clone(),
             full_every: record.full_every,
             volumes: record.volumes.clone(),
+            failed_volumes: record.status.failed_volumes.clone(),
+            last_backup_failed: record.status.last_backup_failed,
             state: ScheduleState {
                 in_flight: false,
                 ..state(record, record.created_at)
@@ -496,6 +500,8 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
                 labels: &facts.labels,
                 full_every: facts.full_every,
                 volumes: &facts.volumes,
+                failed_volumes: &facts.failed_volumes,
+                last_backup_failed: facts.last_backup_failed,
             };
             let ack = match publish_due(firing.topology, firing.config, &target, tick, now).await {
                 Ok(ack) => ack,
@@ -662,6 +668,10 @@ pub struct Target<'a> {
     pub labels: &'a BTreeMap<String, String>,
     pub full_every: Option<FullEvery>,
     pub volumes: &'a [String],
+    /// Volumes whose latest upload failed (the schedule remembers them after the failed
+    /// backup's record is cleaned up): a full.
+    pub failed_volumes: &'a [String],
+    pub last_backup_failed: bool,
 }
 
 impl<'a> From<&'a ScheduleRecord> for Target<'a> {
@@ -673,6 +683,8 @@ impl<'a> From<&'a ScheduleRecord> for Target<'a> {
             labels: &record.labels,
             full_every: record.full_every,
             volumes: &record.volumes,
+            failed_volumes: &record.status.failed_volumes,
+            last_backup_failed: record.status.last_backup_failed,
         }
     }
 }
@@ -700,8 +712,17 @@ pub struct Asked {
 /// makes that volume a full: a full is always safe.
 pub fn ask(target: &Target<'_>, backups: &[sexton_retention::BackupRecord]) -> Asked {
     let parent_id = |parent: Option<String>| parent.and_then(|p| BackupId::new(p).ok());
+    let failed = KindReason::LastAttemptFailed.as_str().to_string();
     if target.volumes.is_empty() {
         let choice = sexton_retention::next_backup_kind(target.full_every, backups);
+        if target.last_backup_failed {
+            return Asked {
+                kind: BackupKind::Full,
+                parent: None,
+                kind_reason: Some(failed),
+                volumes: Vec::new(),
+            };
+        }
         let parent = parent_id(choice.parent);
         let kind = if parent.is_some() {
             choice.kind
@@ -716,10 +737,17 @@ pub fn ask(target: &Target<'_>, backups: &[sexton_retention::BackupRecord]) -> A
         };
     }
     let choices = sexton_retention::next_volume_kinds(target.full_every, backups, target.volumes);
-    let kind = sexton_retention::backup_kind(&choices);
-    let volumes = choices
+    let volumes: Vec<DueVolume> = choices
         .into_iter()
         .map(|volume| {
+            if target.failed_volumes.contains(&volume.name) {
+                return DueVolume {
+                    name: volume.name,
+                    kind: BackupKind::Full,
+                    parent: None,
+                    reason: Some(failed.clone()),
+                };
+            }
             let parent = parent_id(volume.choice.parent);
             DueVolume {
                 name: volume.name,
@@ -733,6 +761,11 @@ pub fn ask(target: &Target<'_>, backups: &[sexton_retention::BackupRecord]) -> A
             }
         })
         .collect();
+    let kind = if volumes.iter().all(|v| v.kind == BackupKind::Full) {
+        BackupKind::Full
+    } else {
+        BackupKind::Incremental
+    };
     Asked {
         kind,
         parent: None,

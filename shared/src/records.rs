@@ -151,6 +151,14 @@ pub struct ScheduleStatus {
     pub activation_pending: bool,
     #[serde(default)]
     pub in_flight: Option<InFlight>,
+    /// Volumes whose latest upload failed: their next backup is a full (seed 001). Kept here
+    /// because the failed backup's record is cleaned up after `failed_grace`, usually before
+    /// the next run; cleared by a completed report that took the volume.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_volumes: Vec<String>,
+    /// The latest backup of a schedule without volumes failed: the next one is a full.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last_backup_failed: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -587,3 +587,89 @@ async fn seed_001_three_volumes_keep_3_deletes_only_what_nothing_needs() {
     assert!(why.contains(&format!("needed by {}", ids[2])), "{why}");
     fleet.stop().await.unwrap();
 }
+
+/// Seed 001's errored backup, end to end: pv2's upload fails in the second backup. That backup
+/// joins no chain (the third builds pv1 on the first and takes pv2 full), its partial objects
+/// are cleaned up once past `failed_grace`, and the first backup then loses only pv2, which
+/// nothing needs any more; its pv1 stays for the third backup's incremental.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_volume_joins_no_chain_and_its_objects_are_cleaned_up() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(&config, Members::ALL);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
+               "paused": true, "volumes": ["pv1", "pv2"],
+               "policy": {"keep_last": 2, "failed_grace": "1s"}}),
+    )
+    .await;
+    let run = Run {
+        client: client.clone(),
+        catalog: Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap()),
+        js: js.clone(),
+    };
+    let b1 = run.take("app").await.0.backup_id.to_string();
+    run.update(json!({"labels": {FAIL: "pv2"}})).await;
+    let (_, failed) = run.take("app").await;
+    let b2 = failed.id.to_string();
+    assert_eq!(failed.status, BackupStatus::Failed);
+    run.update(json!({"labels": {}})).await;
+    let (due3, _) = run.take("app").await;
+    let b3 = due3.backup_id.to_string();
+    let parents: Vec<(String, Option<String>)> = due3
+        .volumes
+        .iter()
+        .map(|v| (v.name.clone(), v.parent.as_ref().map(|p| p.to_string())))
+        .collect();
+    assert_eq!(
+        parents,
+        [
+            ("pv1".to_string(), Some(b1.clone())),
+            ("pv2".to_string(), None)
+        ],
+        "the failed backup is passed over"
+    );
+    let b4 = run.take("app").await.0.backup_id.to_string();
+
+    let cluster = ClusterName::new("c1").unwrap();
+    eventually(
+        "the failed backup gone and the first down to pv1",
+        Duration::from_secs(60),
+        || {
+            let (catalog, cluster, b1, b2) =
+                (run.catalog.clone(), cluster.clone(), b1.clone(), b2.clone());
+            async move {
+                let records = catalog.list_cluster(&cluster).await.ok()?;
+                let first = records.iter().find(|r| r.value.id.as_str() == b1)?;
+                let names: Vec<&str> = first
+                    .value
+                    .volumes
+                    .iter()
+                    .map(|v| v.name.as_str())
+                    .collect();
+                (names == ["pv1"]
+                    && first.value.volume_deletion.is_none()
+                    && !records.iter().any(|r| r.value.id.as_str() == b2))
+                .then_some(())
+            }
+        },
+    )
+    .await;
+    fixtures::deleter_drained(&js, Duration::from_secs(30)).await;
+    let store = object_store(&config).await;
+    let mut expected = BTreeSet::from([
+        format!("backups/c1/app/{b1}/vol-pv1.img"),
+        format!("backups/c1/app/{b1}/metadata.json"),
+    ]);
+    for id in [&b3, &b4] {
+        for name in ["vol-pv1.img", "vol-pv2.img", "metadata.json"] {
+            expected.insert(format!("backups/c1/app/{id}/{name}"));
+        }
+    }
+    assert_eq!(keys_under(&store, "backups/c1/app/").await, expected);
+    fleet.stop().await.unwrap();
+}
