@@ -244,6 +244,13 @@ impl Worker {
                     });
                 }
             }
+            // Volumes marked by an earlier run that this plan keeps (a new dependent, a new
+            // policy) lose their mark, unless a deleter has claimed them already.
+            for kept in decision.keep.iter().chain(&decision.partial) {
+                if let Some(record) = by_id.get(kept.id.as_str()) {
+                    self.unmark_kept_volumes(record, kept).await?;
+                }
+            }
             for partial in &decision.partial {
                 let Some(record) = by_id.get(partial.id.as_str()) else {
                     continue;
@@ -467,6 +474,36 @@ impl Worker {
             .with_label_values(&["backup"])
             .inc();
         Ok(true)
+    }
+
+    /// Takes the `expiring` mark off the volumes of `record` that `decision` keeps.
+    async fn unmark_kept_volumes(
+        &self,
+        record: &Versioned<BackupRecord>,
+        decision: &sexton_retention::Decision,
+    ) -> anyhow::Result<()> {
+        let current = &record.value;
+        let stale = |name: &str| decision.volumes_keep.iter().any(|v| v.name == name);
+        if current.volume_deletion.is_some()
+            || !current.volumes.iter().any(|v| v.expiring && stale(&v.name))
+        {
+            return Ok(());
+        }
+        let mut unmarked = current.clone();
+        for volume in &mut unmarked.volumes {
+            if stale(&volume.name) {
+                volume.expiring = false;
+            }
+        }
+        match self.catalog.update(&unmarked, record.revision).await {
+            Ok(_) => {
+                tracing::info!(cluster = %current.cluster, backup = %current.id, "kept after all: volume marks taken off");
+                Ok(())
+            }
+            // Changed since we read it: the next run decides again.
+            Err(CasError::Conflict) => Ok(()),
+            Err(CasError::Other(err)) => Err(err),
+        }
     }
 
     /// Marks the volumes a partial verdict deletes `expiring` (the record stays `completed`:

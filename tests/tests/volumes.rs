@@ -673,3 +673,69 @@ async fn a_failed_volume_joins_no_chain_and_its_objects_are_cleaned_up() {
     assert_eq!(keys_under(&store, "backups/c1/app/").await, expected);
     fleet.stop().await.unwrap();
 }
+
+/// A volume marked `expiring` by an earlier run that the plan now keeps (here: a backup was
+/// added that builds on it) loses its mark at the next retention run, and nothing is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_volume_mark_is_taken_off_when_the_plan_keeps_the_volume() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(&config, Members::ALL);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
+               "paused": true, "volumes": ["pv1"], "policy": {"keep_last": 1}}),
+    )
+    .await;
+    let topology = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    let store = object_store(&config).await;
+    let key = |id: &str| format!("backups/c1/vols/{id}/vol-pv1.img");
+    let mut d1 = fixtures::backup("c1", "vols", "d1", None, 1, 0);
+    d1.volumes = vec![sexton_retention::VolumeArtifact {
+        expiring: true,
+        ..sexton_retention::VolumeArtifact::full("pv1", vec![key("d1")])
+    }];
+    d1.artifacts.push(key("d1"));
+    let mut d2 = fixtures::backup("c1", "vols", "d2", None, 2, 0);
+    d2.volumes = vec![sexton_retention::VolumeArtifact::incremental(
+        "pv1",
+        "d1",
+        vec![key("d2")],
+    )];
+    d2.artifacts.push(key("d2"));
+    fixtures::put_backups(&catalog, &store, &[d1, d2]).await;
+    let objects = keys_under(&store, "backups/c1/").await;
+    let sweep = sexton_shared::wire::RetentionSweep {
+        schema_version: 1,
+        cluster: "c1".parse().unwrap(),
+        requested_at: chrono::Utc::now(),
+    };
+    js.publish(
+        topology::sweep_subject(&"c1".parse().unwrap()),
+        sexton_shared::wire::encode(&sweep),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let cluster = ClusterName::new("c1").unwrap();
+    eventually("the mark taken off", Duration::from_secs(30), || {
+        let (catalog, cluster) = (catalog.clone(), cluster.clone());
+        async move {
+            let d1 = catalog
+                .get(&cluster, &"d1".parse().unwrap())
+                .await
+                .ok()??
+                .value;
+            (!d1.volumes[0].expiring).then_some(())
+        }
+    })
+    .await;
+    fixtures::deleter_drained(&js, Duration::from_secs(30)).await;
+    assert_eq!(keys_under(&store, "backups/c1/").await, objects);
+    fleet.stop().await.unwrap();
+}
