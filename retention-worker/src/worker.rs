@@ -408,7 +408,7 @@ impl Worker {
             .iter()
             .filter(|r| kept.contains(r.value.id.as_str()))
             .filter(|r| r.value.status == BackupStatus::Completed)
-            .filter(|r| r.value.kind == sexton_shared::records::BackupKind::Full)
+            .filter(|r| r.value.counts_as_full())
             .filter_map(|r| r.value.started_at.or(r.value.completed_at))
             .min();
         if let Some(oldest) = oldest_full {

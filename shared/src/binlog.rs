@@ -41,7 +41,7 @@ use serde_json::{Map, Value};
 
 use crate::names::ClusterName;
 use crate::object_store::{cluster_prefix, ObjectInfo};
-use crate::records::{BackupKind, BackupRecord, BackupStatus};
+use crate::records::{BackupRecord, BackupStatus};
 
 /// The one index version this build reads and writes.
 pub const INDEX_SCHEMA_VERSION: u64 = 1;
@@ -343,7 +343,7 @@ pub fn safe_horizon(job_horizon: DateTime<FixedOffset>, records: &[BackupRecord]
     let mut reason = None;
     let mut waiting_for = Vec::new();
     for record in records {
-        if record.kind != BackupKind::Full || record.status == BackupStatus::Failed {
+        if !record.counts_as_full() || record.status == BackupStatus::Failed {
             continue;
         }
         let Some(start) = record.started_at.or(record.completed_at) else {

@@ -336,9 +336,8 @@ pub fn judge_user_delete(
     if force {
         return UserDelete::Now;
     }
-    let is_completed_full = |r: &BackupRecord| {
-        r.status == BackupStatus::Completed && r.kind == sexton_retention::BackupKind::Full
-    };
+    let is_completed_full =
+        |r: &BackupRecord| r.status == BackupStatus::Completed && r.counts_as_full();
     if is_completed_full(target) {
         let newest = group
             .iter()
@@ -513,6 +512,33 @@ mod tests {
         assert_eq!(
             judge_user_delete(&refs, &expiring, false, now()),
             UserDelete::AlreadyDeleting
+        );
+    }
+
+    /// A backup with volumes counts as a full (each volume has its own chain), whatever its
+    /// backup-level kind: the newest is the floor, and the binlog horizon stays before it.
+    #[test]
+    fn a_backup_with_volumes_counts_as_a_full() {
+        let mut newest = record("v2", 2, BackupStatus::Completed, Some("v1"));
+        newest.volumes = vec![sexton_retention::VolumeArtifact::incremental(
+            "pv1",
+            "v1",
+            vec![],
+        )];
+        let mut oldest = record("v1", 1, BackupStatus::Completed, None);
+        oldest.volumes = vec![sexton_retention::VolumeArtifact::full("pv1", vec![])];
+        let group = [newest.clone(), oldest];
+        let refs: Vec<&BackupRecord> = group.iter().collect();
+        assert!(matches!(
+            judge_user_delete(&refs, &newest, false, now()),
+            UserDelete::Refused(why) if why.contains("newest full")
+        ));
+        newest.started_at = Some("2026-01-01T01:30:00Z".parse().unwrap());
+        let safe = crate::binlog::safe_horizon("2026-01-01T03:00:00Z".parse().unwrap(), &[newest]);
+        assert_eq!(
+            safe.horizon,
+            Some("2026-01-01T01:30:00Z".parse().unwrap()),
+            "{safe:?}"
         );
     }
 

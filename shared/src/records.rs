@@ -368,6 +368,12 @@ impl BackupRecord {
         keys
     }
 
+    /// A full backup for the floor and the binlog horizon, as the engine counts it: a full, or
+    /// any backup with volumes (each volume has its own chain; issue 8).
+    pub fn counts_as_full(&self) -> bool {
+        self.kind == BackupKind::Full || !self.volumes.is_empty()
+    }
+
     /// The key `metadata.json` sits at, if the backup has one.
     pub fn is_metadata_key(key: &str) -> bool {
         key.rsplit('/').next() == Some("metadata.json")
