@@ -33,6 +33,7 @@ pub async fn run(
     topology: Topology,
     clusters_bucket: async_nats::jetstream::kv::Store,
     config: Config,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let mut requests = futures::stream::select(
@@ -56,6 +57,7 @@ pub async fn run(
         topology,
         clusters_bucket,
         config,
+        metrics,
     };
     loop {
         let request = tokio::select! {
@@ -87,6 +89,7 @@ struct Api {
     clusters_bucket: async_nats::jetstream::kv::Store,
     config: Config,
     catalog: Catalog,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 fn invalid(err: impl std::fmt::Display) -> ApiError {
@@ -409,11 +412,17 @@ impl Api {
         // Whole seconds: the backup id carries the tick to the second.
         let now = Utc::now();
         let tick = chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
-        let duplicate =
-            timers::publish_due(&self.topology, &self.config, &(&record).into(), tick, now)
-                .await
-                .map_err(|err| unavailable(format!("{err:#}")))?
-                .duplicate;
+        let duplicate = timers::publish_due(
+            &self.topology,
+            &self.config,
+            &(&record).into(),
+            tick,
+            now,
+            Some(&self.metrics),
+        )
+        .await
+        .map_err(|err| unavailable(format!("{err:#}")))?
+        .duplicate;
         tracing::info!(schedule = %record.name, tick = %tick, duplicate, "manual backup requested");
         Ok(json!({
             "backup_id": timers::backup_id_for(&record, tick),

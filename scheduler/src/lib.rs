@@ -62,6 +62,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         topology.clone(),
         clusters_bucket.clone(),
         config.clone(),
+        metrics.clone(),
         shutdown.clone(),
     ));
     let sweeps = tokio::spawn(sweeps::run(

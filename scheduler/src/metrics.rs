@@ -14,6 +14,9 @@ pub struct Metrics {
     pub reports: IntCounterVec,
     pub sweeps_published: IntCounter,
     pub schedules_loaded: prometheus::IntGauge,
+    /// Artifacts asked for by due-backups of schedules with a cadence (`full_every` or
+    /// volumes): one per volume, or one per backup without volumes.
+    pub due_artifact_kinds: IntCounterVec,
 }
 
 impl Metrics {
@@ -67,6 +70,14 @@ impl Metrics {
             "schedules this replica holds in its timer queue",
         )
         .expect("valid metric");
+        let due_artifact_kinds = IntCounterVec::new(
+            Opts::new(
+                "sexton_due_artifact_kinds_total",
+                "artifacts due-backups asked for, by kind (full, incremental) and why",
+            ),
+            &["kind", "reason"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(due_published.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(due_duplicates.clone()),
@@ -75,6 +86,7 @@ impl Metrics {
             Box::new(reports.clone()),
             Box::new(sweeps_published.clone()),
             Box::new(schedules_loaded.clone()),
+            Box::new(due_artifact_kinds.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -89,6 +101,7 @@ impl Metrics {
             reports,
             sweeps_published,
             schedules_loaded,
+            due_artifact_kinds,
         }
     }
 }

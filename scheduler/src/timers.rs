@@ -503,7 +503,16 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
                 failed_volumes: &facts.failed_volumes,
                 last_backup_failed: facts.last_backup_failed,
             };
-            let ack = match publish_due(firing.topology, firing.config, &target, tick, now).await {
+            let published = publish_due(
+                firing.topology,
+                firing.config,
+                &target,
+                tick,
+                now,
+                Some(firing.metrics),
+            )
+            .await;
+            let ack = match published {
                 Ok(ack) => ack,
                 Err(err) => {
                     tracing::warn!(
@@ -799,12 +808,14 @@ async fn asked(topology: &Topology, target: &Target<'_>) -> anyhow::Result<Asked
 
 /// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick. For a
 /// duplicate, the acknowledgement names the sequence of the first publication. The caller logs.
+/// With `metrics`, a first publication counts the artifacts it asks for, by kind and reason.
 pub async fn publish_due(
     topology: &Topology,
     config: &Config,
     target: &Target<'_>,
     tick: DateTime<Utc>,
     now: DateTime<Utc>,
+    metrics: Option<&Metrics>,
 ) -> anyhow::Result<PublishAck> {
     let backup_id = BackupId::new(backup_id_text(target.schedule.as_str(), tick))
         .expect("schedule names are valid ids and the suffix is digits");
@@ -815,6 +826,19 @@ pub async fn publish_due(
         backup_id
     );
     let asked = asked(topology, target).await?;
+    let counted: Vec<(BackupKind, String)> = if asked.volumes.is_empty() {
+        asked
+            .kind_reason
+            .iter()
+            .map(|reason| (asked.kind, reason.clone()))
+            .collect()
+    } else {
+        asked
+            .volumes
+            .iter()
+            .map(|v| (v.kind, v.reason.clone().unwrap_or_default()))
+            .collect()
+    };
     let event = DueBackup {
         schema_version: wire::SCHEMA_VERSION,
         schedule: target.schedule.clone(),
@@ -839,5 +863,17 @@ pub async fn publish_due(
         wire::encode(&event),
     )
     .await?;
+    if let (Some(metrics), false) = (metrics, ack.duplicate) {
+        for (kind, reason) in counted {
+            let kind = match kind {
+                BackupKind::Full => "full",
+                BackupKind::Incremental => "incremental",
+            };
+            metrics
+                .due_artifact_kinds
+                .with_label_values(&[kind, &reason])
+                .inc();
+        }
+    }
     Ok(ack)
 }

@@ -323,6 +323,7 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
             &(&record).into(),
             tick,
             fired_at,
+            None,
         )
         .await
         .unwrap();

@@ -299,7 +299,10 @@ async fn full_every_cadence_per_volume_across_failures_and_lost_snapshots() {
 async fn a_schedule_without_volumes_follows_full_every_too() {
     let nats = Nats::start();
     let s3 = S3::start();
-    let config = config(&nats, &s3);
+    let mut config = config(&nats, &s3);
+    // Only the scheduler serves metrics in this fleet.
+    let metrics_port = free_port();
+    config.http.listen = format!("127.0.0.1:{metrics_port}");
     let fleet = Fleet::start(
         &config,
         Members {
@@ -389,6 +392,18 @@ async fn a_schedule_without_volumes_follows_full_every_too() {
     );
     assert_eq!(r2.parent, Some(d1.backup_id.clone()));
     assert_eq!(r5.kind, BackupKind::Incremental);
+    // The scheduler counts what it asked for, by kind and reason.
+    let (_, page) = http_get(metrics_port, "/metrics").unwrap();
+    for (kind, reason, n) in [
+        ("full", "no_artifact", 1),
+        ("incremental", "chain_continues", 2),
+        ("full", "full_every", 1),
+        ("full", "last_attempt_failed", 1),
+    ] {
+        let line =
+            format!("sexton_due_artifact_kinds_total{{kind=\"{kind}\",reason=\"{reason}\"}} {n}");
+        assert!(page.contains(&line), "{line} in\n{page}");
+    }
     fleet.stop().await.unwrap();
 }
 
