@@ -754,3 +754,115 @@ async fn a_stale_volume_mark_is_taken_off_when_the_plan_keeps_the_volume() {
     assert_eq!(keys_under(&store, "backups/c1/").await, objects);
     fleet.stop().await.unwrap();
 }
+
+/// A deleter that died after claiming a partial deletion (and deleting part of it) leaves the
+/// claim on the record; the redelivered job resumes and finishes: the claimed volume's objects
+/// go, the record stays with its other volume, and the claim is cleared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_partial_deletion_is_resumed_by_the_redelivered_job() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let topology = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    let store = object_store(&config).await;
+    fixtures::put_schedule(&topology, "app", "c1", "vols", json!({"keep_last": 1})).await;
+    let key =
+        |id: &str, volume: &str, n: usize| format!("backups/c1/vols/{id}/vol-{volume}-{n}.img");
+    // d1: pv1 (nothing needs it) and pv2 (d2's pv2 builds on it). d2: pv1 full, pv2 on d1.
+    let mut d1 = fixtures::backup("c1", "vols", "d1", None, 1, 0);
+    d1.volumes = vec![
+        sexton_retention::VolumeArtifact {
+            expiring: true,
+            ..sexton_retention::VolumeArtifact::full(
+                "pv1",
+                vec![key("d1", "pv1", 0), key("d1", "pv1", 1)],
+            )
+        },
+        sexton_retention::VolumeArtifact::full("pv2", vec![key("d1", "pv2", 0)]),
+    ];
+    d1.artifacts.extend(
+        d1.volumes
+            .iter()
+            .flat_map(|v| v.keys.clone())
+            .collect::<Vec<_>>(),
+    );
+    let mut d2 = fixtures::backup("c1", "vols", "d2", None, 2, 0);
+    d2.volumes = vec![
+        sexton_retention::VolumeArtifact::full("pv1", vec![key("d2", "pv1", 0)]),
+        sexton_retention::VolumeArtifact::incremental("pv2", "d1", vec![key("d2", "pv2", 0)]),
+    ];
+    d2.artifacts.extend(
+        d2.volumes
+            .iter()
+            .flat_map(|v| v.keys.clone())
+            .collect::<Vec<_>>(),
+    );
+    fixtures::put_backups(&catalog, &store, &[d1, d2]).await;
+    // The job as the retention-worker published it, and the claim a deleter wrote before it
+    // died, having deleted one of pv1's two objects.
+    let cluster = ClusterName::new("c1").unwrap();
+    let marked = catalog
+        .get(&cluster, &"d1".parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let job = sexton_shared::wire::DeleteJob {
+        schema_version: 1,
+        cluster: cluster.clone(),
+        backup_id: "d1".parse().unwrap(),
+        uid: marked.value.uid.clone(),
+        revision: marked.revision,
+        reasons: vec!["no rule keeps it".into()],
+        volumes: vec!["pv1".into()],
+    };
+    let mut claimed = marked.value.clone();
+    claimed.volume_deletion = Some(sexton_shared::records::VolumeDeletion {
+        revision: marked.revision,
+        volumes: vec!["pv1".into()],
+    });
+    catalog.update(&claimed, marked.revision).await.unwrap();
+    store.delete_keys(&[key("d1", "pv1", 0)]).await.unwrap();
+    fixtures::publish_job(&js, &job, "del.test.d1").await;
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            scheduler: false,
+            retention_worker: false,
+            deleter: true,
+            executor: false,
+        },
+    );
+    fixtures::deleter_drained(&js, Duration::from_secs(30)).await;
+    let d1 = catalog
+        .get(&cluster, &"d1".parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap()
+        .value;
+    assert_eq!(d1.status, BackupStatus::Completed);
+    assert_eq!(d1.volume_deletion, None);
+    assert_eq!(
+        d1.volumes
+            .iter()
+            .map(|v| v.name.as_str())
+            .collect::<Vec<_>>(),
+        ["pv2"]
+    );
+    assert!(
+        !d1.artifacts.iter().any(|k| k.contains("vol-pv1")),
+        "{:?}",
+        d1.artifacts
+    );
+    assert_eq!(
+        keys_under(&store, "backups/c1/vols/d1/").await,
+        BTreeSet::from([
+            "backups/c1/vols/d1/metadata.json".to_string(),
+            key("d1", "pv2", 0),
+        ])
+    );
+    assert_eq!(keys_under(&store, "backups/c1/vols/d2/").await.len(), 3);
+    fleet.stop().await.unwrap();
+}
