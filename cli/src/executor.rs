@@ -94,6 +94,7 @@ async fn take_backup(
         "sexton reference backup of {}/{} for tick {}\n",
         due.cluster, due.plan, due.tick
     );
+    let mut size_bytes = data.len() as u64;
     store.put(&data_key, data.into_bytes().into()).await?;
     let metadata = serde_json::json!({
         "backup_id": due.backup_id,
@@ -103,9 +104,9 @@ async fn take_backup(
         "started_at": started_at,
         "artifacts": [data_key],
     });
-    store
-        .put(&metadata_key, serde_json::to_vec(&metadata)?.into())
-        .await?;
+    let metadata = serde_json::to_vec(&metadata)?;
+    size_bytes += metadata.len() as u64;
+    store.put(&metadata_key, metadata.into()).await?;
     match append_segment(store, prefix, due, started_at.fixed_offset()).await {
         Ok(_) => {}
         // The base backup is good without its log: report it, and let the operator see why
@@ -129,6 +130,7 @@ async fn take_backup(
         started_at: Some(started_at.fixed_offset()),
         completed_at: Some(completed_at.fixed_offset()),
         artifacts: vec![data_key, metadata_key],
+        size_bytes: Some(size_bytes),
         labels: due.labels.clone(),
         tags: Vec::new(),
         error: None,

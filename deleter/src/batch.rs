@@ -553,6 +553,9 @@ impl Deleter {
         {
             Ok(()) => {
                 self.metrics.backups_deleted.inc();
+                if let Some(bytes) = work.record.size_bytes {
+                    self.metrics.bytes_deleted.inc_by(bytes);
+                }
                 self.metrics
                     .delete_duration
                     .observe(started.elapsed().as_secs_f64());

@@ -233,6 +233,7 @@ async fn record_report(
                     started_at: report.started_at,
                     completed_at: report.completed_at,
                     artifacts: report.artifacts.clone(),
+                    size_bytes: report.size_bytes,
                     volumes: Vec::new(),
                     labels: report.labels.clone(),
                     tags: report.tags.clone(),
@@ -263,6 +264,7 @@ async fn record_report(
                         record.completed_at = report.completed_at;
                         record.started_at = report.started_at.or(record.started_at);
                         record.artifacts = report.artifacts.clone();
+                        record.size_bytes = report.size_bytes;
                         record.tags = report.tags.clone();
                         record.last_error = report.error.clone();
                         catalog.update(&record, current.revision).await.map(|_| ())

@@ -350,6 +350,7 @@ async fn plugins_run_in_name_order_with_a_timeout_and_never_stop_the_deletion() 
     put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
     let mut old = backup("c1", "full", "b1", None, 10, 2);
     old.labels.insert("tier".into(), "gold".into());
+    old.size_bytes = Some(3 * 1024 * 1024);
     put_backups(
         &catalog,
         &store,
@@ -409,6 +410,11 @@ async fn plugins_run_in_name_order_with_a_timeout_and_never_stop_the_deletion() 
             "{outcome}"
         );
     }
+    assert_eq!(metric(&text, "sexton_backups_deleted_total"), 1.0);
+    assert_eq!(
+        metric(&text, "sexton_bytes_deleted_total"),
+        (3 * 1024 * 1024) as f64
+    );
     fleet.stop().await.unwrap();
 }
 
