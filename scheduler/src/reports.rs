@@ -6,6 +6,7 @@
 //! (say, "completed" for a backup already expiring) changes nothing.
 
 use std::{sync::Arc, time::Duration};
+use tracing::Instrument as _;
 
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
@@ -75,18 +76,23 @@ pub async fn run(
             }
             None => anyhow::bail!("the reports consumer ended"),
         };
-        let (status, outcome) =
-            handle(&topology, &clusters_bucket, &catalog, &config, &message).await;
-        metrics
-            .reports
-            .with_label_values(&[status, outcome.label()])
-            .inc();
-        settle(&topology.jetstream, "scheduler", &message, &outcome).await;
+        let span = sexton_shared::telemetry::message_span(&message);
+        let outcome = async {
+            let (status, outcome) =
+                handle(&topology, &clusters_bucket, &catalog, &config, &message).await;
+            metrics
+                .reports
+                .with_label_values(&[status, outcome.label()])
+                .inc();
+            settle(&topology.jetstream, "scheduler", &message, &outcome).await;
+            outcome
+        }
+        .instrument(span)
+        .await;
         metrics.consumer.observe(&outcome);
     }
 }
 
-#[tracing::instrument(skip_all, fields(subject = %message.subject))]
 async fn handle(
     topology: &Topology,
     clusters_bucket: &async_nats::jetstream::kv::Store,
@@ -98,6 +104,7 @@ async fn handle(
         Ok(report) => report,
         Err(err) => return ("malformed", Outcome::Poison(err.to_string())),
     };
+    tracing::Span::current().record("backup", report.backup_id.as_str());
     let status = match report.status {
         ReportStatus::Started => "started",
         ReportStatus::Completed => "completed",
