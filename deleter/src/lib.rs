@@ -115,11 +115,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         deleter.clone(),
         shutdown.clone(),
     ));
-    let dead_letters = tokio::spawn(dead_letters::run(
-        client.clone(),
-        deleter.clone(),
-        shutdown.clone(),
-    ));
+    let dead_letters = tokio::spawn(dead_letters::run(deleter.clone(), shutdown.clone()));
     let workers: Vec<_> = (0..config.deleter.concurrency)
         .map(|_| {
             tokio::spawn(work(
