@@ -119,6 +119,7 @@ async fn take_backup(
     let metadata_key = format!("{}metadata.json", due.object_prefix);
     let mut artifacts = Vec::new();
     let mut volumes = Vec::new();
+    let mut size_bytes: u64 = 0;
     let mut failed = due.volumes.is_empty() && fail.contains(&"*");
     if due.volumes.is_empty() {
         if !failed {
@@ -127,6 +128,7 @@ async fn take_backup(
                 "sexton reference backup of {}/{} for tick {} ({:?} on {:?})\n",
                 due.cluster, due.plan, due.tick, due.kind, due.parent
             );
+            size_bytes += data.len() as u64;
             store.put(&data_key, data.into_bytes().into()).await?;
             artifacts.push(data_key);
         }
@@ -145,6 +147,7 @@ async fn take_backup(
                     "sexton reference image of volume {} ({kind:?} on {parent:?})\n",
                     asked.name
                 );
+                size_bytes += data.len() as u64;
                 store.put(&key, data.into_bytes().into()).await?;
             }
             failed |= volume_failed;
@@ -174,9 +177,9 @@ async fn take_backup(
         "started_at": started_at,
         "artifacts": artifacts,
     });
-    store
-        .put(&metadata_key, serde_json::to_vec(&metadata)?.into())
-        .await?;
+    let metadata = serde_json::to_vec(&metadata)?;
+    size_bytes += metadata.len() as u64;
+    store.put(&metadata_key, metadata.into()).await?;
     artifacts.push(metadata_key);
     if !failed {
         match append_segment(store, prefix, due, started_at.fixed_offset()).await {
@@ -212,6 +215,7 @@ async fn take_backup(
         started_at: Some(started_at.fixed_offset()),
         completed_at: Some(completed_at.fixed_offset()),
         artifacts,
+        size_bytes: Some(size_bytes),
         labels: due.labels.clone(),
         tags: Vec::new(),
         error: failed.then(|| format!("upload failed (label {})", labels::FAIL_VOLUMES)),

@@ -140,7 +140,10 @@ impl Deleter {
     }
 
     /// Works through one batch and returns one outcome per message, in order.
-    #[tracing::instrument(skip_all, fields(jobs = messages.len()))]
+    #[tracing::instrument(skip_all, fields(
+        jobs = messages.len(),
+        sequences = ?messages.iter().map(sexton_shared::telemetry::stream_sequence).collect::<Vec<_>>(),
+    ))]
     pub async fn run_batch(&self, messages: &[jetstream::Message]) -> Vec<Outcome> {
         self.metrics.batch_jobs.observe(messages.len() as f64);
         let now = Utc::now();
@@ -549,6 +552,7 @@ impl Deleter {
         self.metrics.objects_deleted.inc_by(n_deleted);
     }
 
+    #[tracing::instrument(skip_all, fields(cluster = %work.record.cluster, backup = %work.record.id))]
     async fn finish(&self, work: Work, started: Instant, delivered: i64) -> Outcome {
         if let Some(outcome) = work.outcome {
             return outcome;
@@ -587,6 +591,9 @@ impl Deleter {
         {
             Ok(()) => {
                 self.metrics.backups_deleted.inc();
+                if let Some(bytes) = work.record.size_bytes {
+                    self.metrics.bytes_deleted.inc_by(bytes);
+                }
                 self.metrics
                     .delete_duration
                     .observe(started.elapsed().as_secs_f64());

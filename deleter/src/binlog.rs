@@ -18,6 +18,7 @@
 //! never rewritten: the job is refused, recorded as an incident, and deletes nothing.
 
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use tracing::Instrument as _;
 
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
@@ -148,14 +149,17 @@ pub async fn run(
             None => anyhow::bail!("the binlog consumer ended"),
         };
         // One job at a time, finished even during shutdown: each step is short and idempotent.
-        let outcome = collector.handle(&message).await;
-        settle(&jetstream, "deleter", &message, &outcome).await;
+        async {
+            let outcome = collector.handle(&message).await;
+            settle(&jetstream, "deleter", &message, &outcome).await;
+        }
+        .instrument(sexton_shared::telemetry::message_span(&message))
+        .await;
     }
     Ok(())
 }
 
 impl Collector {
-    #[tracing::instrument(skip_all, fields(subject = %message.subject))]
     pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
         let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
         let outcome = match wire::decode::<BinlogGcJob>(&message.payload) {

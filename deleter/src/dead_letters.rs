@@ -4,16 +4,19 @@
 //! saw, and the objects that remain) and removes the message, so that nothing is left
 //! silently half-cleaned and the stream does not fill with jobs nobody will deliver again.
 //!
-//! Every replica listens in one queue group, so one of them handles each advisory; handling is
-//! idempotent anyway (compare-and-set on the record, deleting a removed message is a no-op).
+//! The advisories are kept by the `SEXTON_DEAD_LETTERS` stream (a work queue) and read through
+//! one durable consumer, so an advisory raised while no deleter runs is handled when one
+//! starts, and each is handled by one replica; handling is idempotent anyway (compare-and-set on
+//! the record, deleting a removed message is a no-op).
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
+use async_nats::jetstream::consumer::PullConsumer;
 use futures::StreamExt;
 use serde::Deserialize;
 use sexton_shared::{
-    outcome::publish_incident,
+    outcome::{publish_incident, settle, Outcome},
     records::BackupStatus,
     topology,
     wire::{self, DeleteJob, Incident},
@@ -32,52 +35,64 @@ struct MaxDeliveries {
     deliveries: u64,
 }
 
-pub async fn run(
-    client: async_nats::Client,
-    deleter: Arc<Deleter>,
-    mut shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    let mut advisories = client
-        .queue_subscribe(
-            topology::DELETER_MAX_DELIVERIES_ADVISORY,
-            "sexton-deleter-dead-letters".into(),
+pub async fn run(deleter: Arc<Deleter>, mut shutdown: Shutdown) -> anyhow::Result<()> {
+    let jetstream = deleter.topology().jetstream.clone();
+    let consumer: PullConsumer = jetstream
+        .get_stream(topology::STREAM_DEAD_LETTERS)
+        .await
+        .context("opening the dead letters stream")?
+        .get_or_create_consumer(
+            topology::CONSUMER_DEAD_LETTERS,
+            topology::consumer_config(
+                topology::CONSUMER_DEAD_LETTERS,
+                None,
+                Duration::from_secs(30),
+            ),
         )
         .await
-        .context("subscribing to max-deliveries advisories")?;
+        .context("creating the dead letters consumer")?;
+    let mut advisories = consumer
+        .stream()
+        .max_messages_per_batch(16)
+        .expires(topology::PULL_EXPIRES)
+        .messages()
+        .await
+        .context("reading max-deliveries advisories")?;
     loop {
-        let advisory = tokio::select! {
+        let message = tokio::select! {
             _ = shutdown.wait() => return Ok(()),
-            advisory = advisories.next() => match advisory {
-                Some(advisory) => advisory,
-                None => return Ok(()),
+            message = advisories.next() => match message {
+                Some(Ok(message)) => message,
+                Some(Err(err)) => {
+                    tracing::warn!(error = %err, "reading max-deliveries advisories");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                None => anyhow::bail!("the dead letters consumer ended"),
             },
         };
-        let advisory: MaxDeliveries = match serde_json::from_slice(&advisory.payload) {
-            Ok(advisory) => advisory,
-            Err(err) => {
-                tracing::warn!(error = %err, "unreadable max-deliveries advisory");
-                continue;
+        let outcome = match serde_json::from_slice::<MaxDeliveries>(&message.payload) {
+            Err(err) => Outcome::Poison(format!("unreadable max-deliveries advisory: {err}")),
+            // Only the deleter's own consumer is ours to record.
+            Ok(advisory)
+                if advisory.stream != topology::STREAM_JOBS
+                    || advisory.consumer != topology::CONSUMER_DELETER =>
+            {
+                Outcome::Done
             }
-        };
-        if advisory.stream != topology::STREAM_JOBS
-            || advisory.consumer != topology::CONSUMER_DELETER
-        {
-            continue;
-        }
-        // A few attempts: the catalog or the stream may be briefly unavailable.
-        for attempt in 0..5u64 {
-            match handle(&deleter, &advisory).await {
-                Ok(()) => break,
+            Ok(advisory) => match handle(&deleter, &advisory).await {
+                Ok(()) => Outcome::Done,
                 Err(err) => {
                     tracing::warn!(
                         sequence = advisory.stream_seq,
                         error = format!("{err:#}"),
-                        "cannot handle a dead delete job; retrying"
+                        "cannot handle a dead delete job; will retry"
                     );
-                    tokio::time::sleep(std::time::Duration::from_millis(500 * (attempt + 1))).await;
+                    Outcome::RetryAfter(Duration::from_secs(2))
                 }
-            }
-        }
+            },
+        };
+        settle(&jetstream, "deleter", &message, &outcome).await;
     }
 }
 

@@ -23,7 +23,7 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use sexton_shared::{
     config::Config, object_store::ObjectStore, outcome::settle, telemetry, topology, Shutdown,
 };
@@ -115,11 +115,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         deleter.clone(),
         shutdown.clone(),
     ));
-    let dead_letters = tokio::spawn(dead_letters::run(
-        client.clone(),
-        deleter.clone(),
-        shutdown.clone(),
-    ));
+    let dead_letters = tokio::spawn(dead_letters::run(deleter.clone(), shutdown.clone()));
     let workers: Vec<_> = (0..config.deleter.concurrency)
         .map(|_| {
             tokio::spawn(work(
@@ -167,6 +163,31 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
 const BATCH_LINGER: Duration = Duration::from_millis(250);
 const BATCH_GAP: Duration = Duration::from_millis(20);
 
+/// Hands back (naks) the jobs the client had already pulled for this worker and no batch had
+/// started, so that another deleter takes them at once rather than after the ack wait. Takes
+/// only what is already at hand, at most one prefetch's worth: every job taken lets the client
+/// pull another, which could be one just handed back.
+async fn hand_back(jobs: &mut async_nats::jetstream::consumer::pull::Stream, batch_jobs: usize) {
+    let mut handed_back = 0;
+    while handed_back < batch_jobs {
+        match jobs.next().now_or_never() {
+            Some(Some(Ok(message))) => {
+                let _ = message
+                    .ack_with(async_nats::jetstream::AckKind::Nak(None))
+                    .await;
+                handed_back += 1;
+            }
+            _ => break,
+        }
+    }
+    if handed_back > 0 {
+        tracing::info!(
+            handed_back,
+            "shutting down: jobs not started were handed back"
+        );
+    }
+}
+
 /// One batch worker: waits for a delete job, takes whatever else has already arrived (up to
 /// `batch_jobs`), works through them, settles each, and goes again until shutdown.
 async fn work(
@@ -200,7 +221,10 @@ async fn work(
     };
     loop {
         let first = tokio::select! {
-            _ = shutdown.wait() => return,
+            _ = shutdown.wait() => {
+                hand_back(&mut jobs, batch_jobs).await;
+                return;
+            }
             first = jobs.next() => first,
         };
         let mut messages = match first {

@@ -12,6 +12,7 @@ pub struct Metrics {
     pub delete_duration: Histogram,
     pub delete_failures: IntCounterVec,
     pub backups_deleted: IntCounter,
+    pub bytes_deleted: IntCounter,
     pub plugin_calls: IntCounterVec,
     pub batch_jobs: Histogram,
 }
@@ -52,6 +53,12 @@ impl Metrics {
             "backups whose deletion this replica finished (record removed)",
         )
         .expect("valid metric");
+        let bytes_deleted = IntCounter::new(
+            "sexton_bytes_deleted_total",
+            "bytes of the backups whose deletion this replica finished, as their executors \
+             reported them",
+        )
+        .expect("valid metric");
         let plugin_calls = IntCounterVec::new(
             Opts::new(
                 "sexton_plugin_calls_total",
@@ -80,6 +87,7 @@ impl Metrics {
             Box::new(delete_duration.clone()),
             Box::new(delete_failures.clone()),
             Box::new(backups_deleted.clone()),
+            Box::new(bytes_deleted.clone()),
             Box::new(plugin_calls.clone()),
             Box::new(batch_jobs.clone()),
         ];
@@ -94,6 +102,7 @@ impl Metrics {
             delete_duration,
             delete_failures,
             backups_deleted,
+            bytes_deleted,
             plugin_calls,
             batch_jobs,
         }

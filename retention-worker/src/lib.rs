@@ -12,6 +12,7 @@ pub mod metrics;
 pub mod worker;
 
 use std::{sync::Arc, time::Duration};
+use tracing::Instrument as _;
 
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
@@ -92,8 +93,13 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             }
             None => anyhow::bail!("the retention consumer ended"),
         };
-        let outcome = worker.handle(&message).await;
-        settle(&jetstream, "retention-worker", &message, &outcome).await;
+        let outcome = async {
+            let outcome = worker.handle(&message).await;
+            settle(&jetstream, "retention-worker", &message, &outcome).await;
+            outcome
+        }
+        .instrument(telemetry::message_span(&message))
+        .await;
         metrics.consumer.observe(&outcome);
     }
     preview.abort();

@@ -92,7 +92,6 @@ impl Worker {
     }
 
     /// Handles one `checkpoint-complete` or `retention-sweep` message.
-    #[tracing::instrument(skip_all, fields(subject = %message.subject))]
     pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
         let (trigger, cluster) = if message.subject.contains(".retention.checkpoint.") {
             match wire::decode::<CheckpointComplete>(&message.payload) {

@@ -6,6 +6,7 @@
 //! (say, "completed" for a backup already expiring) changes nothing.
 
 use std::{sync::Arc, time::Duration};
+use tracing::Instrument as _;
 
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
@@ -78,18 +79,23 @@ pub async fn run(
             }
             None => anyhow::bail!("the reports consumer ended"),
         };
-        let (status, outcome) =
-            handle(&topology, &clusters_bucket, &catalog, &config, &message).await;
-        metrics
-            .reports
-            .with_label_values(&[status, outcome.label()])
-            .inc();
-        settle(&topology.jetstream, "scheduler", &message, &outcome).await;
+        let span = sexton_shared::telemetry::message_span(&message);
+        let outcome = async {
+            let (status, outcome) =
+                handle(&topology, &clusters_bucket, &catalog, &config, &message).await;
+            metrics
+                .reports
+                .with_label_values(&[status, outcome.label()])
+                .inc();
+            settle(&topology.jetstream, "scheduler", &message, &outcome).await;
+            outcome
+        }
+        .instrument(span)
+        .await;
         metrics.consumer.observe(&outcome);
     }
 }
 
-#[tracing::instrument(skip_all, fields(subject = %message.subject))]
 async fn handle(
     topology: &Topology,
     clusters_bucket: &async_nats::jetstream::kv::Store,
@@ -101,6 +107,7 @@ async fn handle(
         Ok(report) => report,
         Err(err) => return ("malformed", Outcome::Poison(err.to_string())),
     };
+    tracing::Span::current().record("backup", report.backup_id.as_str());
     let status = match report.status {
         ReportStatus::Started => "started",
         ReportStatus::Completed => "completed",
@@ -237,6 +244,7 @@ async fn record_report(
                     started_at: report.started_at,
                     completed_at: report.completed_at,
                     artifacts: artifacts_of(report),
+                    size_bytes: report.size_bytes,
                     volumes: volumes_of(report),
                     labels: report.labels.clone(),
                     tags: report.tags.clone(),
@@ -268,6 +276,7 @@ async fn record_report(
                         record.completed_at = report.completed_at;
                         record.started_at = report.started_at.or(record.started_at);
                         record.artifacts = artifacts_of(report);
+                        record.size_bytes = report.size_bytes;
                         record.volumes = volumes_of(report);
                         record.tags = report.tags.clone();
                         record.last_error = report.error.clone();

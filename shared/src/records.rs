@@ -222,6 +222,9 @@ pub struct BackupRecord {
     /// Full object keys; `metadata.json` is deleted after every other artifact.
     #[serde(default)]
     pub artifacts: Vec<String>,
+    /// The bytes the backup's objects hold, as its executor reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
     /// Per-volume artifacts (seed 001): each volume has its own chain. Empty for a backup with
     /// a single artifact set, such as a database base backup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

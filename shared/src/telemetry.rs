@@ -99,6 +99,29 @@ async fn readyz(State(state): State<EndpointState>) -> (StatusCode, String) {
 }
 
 /// A readiness check that passes while the NATS connection is up.
+/// The stream sequence of a consumed JetStream message (0 if it carries no JetStream
+/// metadata), for the span every handler opens per message.
+pub fn stream_sequence(message: &async_nats::jetstream::Message) -> u64 {
+    message.info().map_or(0, |info| info.stream_sequence)
+}
+
+/// The cluster a message's subject names: its last token (`sexton.v1.<kind>.<cluster>`).
+pub fn subject_cluster(subject: &str) -> &str {
+    subject.rsplit('.').next().unwrap_or_default()
+}
+
+/// The span a service handles one consumed message in, settling included: subject, stream
+/// sequence and cluster; `backup` is recorded once the message is decoded, where it names one.
+pub fn message_span(message: &async_nats::jetstream::Message) -> tracing::Span {
+    tracing::info_span!(
+        "message",
+        subject = %message.subject,
+        sequence = stream_sequence(message),
+        cluster = subject_cluster(&message.subject),
+        backup = tracing::field::Empty,
+    )
+}
+
 pub fn nats_readiness(client: async_nats::Client) -> ReadinessCheck {
     Arc::new(move || {
         let client = client.clone();
@@ -216,5 +239,19 @@ impl ConsumerMetrics {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subject_cluster;
+
+    #[test]
+    fn the_cluster_of_a_subject_is_its_last_token() {
+        assert_eq!(subject_cluster("sexton.v1.report.db1"), "db1");
+        assert_eq!(subject_cluster("db1"), "db1");
+        // Malformed subjects give an empty or odd field, never a panic.
+        assert_eq!(subject_cluster(""), "");
+        assert_eq!(subject_cluster("sexton.v1.report."), "");
     }
 }

@@ -20,6 +20,9 @@ pub const STREAM_REPORTS: &str = "SEXTON_REPORTS";
 pub const STREAM_RETENTION: &str = "SEXTON_RETENTION";
 pub const STREAM_JOBS: &str = "SEXTON_JOBS";
 pub const STREAM_EVENTS: &str = "SEXTON_EVENTS";
+/// Keeps the max-deliveries advisories of the deleter's consumer until a deleter has recorded
+/// them, so one raised while no deleter runs is not lost.
+pub const STREAM_DEAD_LETTERS: &str = "SEXTON_DEAD_LETTERS";
 
 pub const BUCKET_SCHEDULES: &str = "sexton-schedules";
 pub const BUCKET_CATALOG: &str = "sexton-catalog";
@@ -35,6 +38,7 @@ pub const CONSUMER_DELETER: &str = "deleter";
 /// The deleter's second durable on SEXTON_JOBS: binlog garbage collection, apart from backup
 /// deletions so neither queue waits behind the other.
 pub const CONSUMER_DELETER_BINLOG: &str = "deleter-binlog";
+pub const CONSUMER_DEAD_LETTERS: &str = "deleter-dead-letters";
 pub const CONSUMER_EXECUTOR: &str = "reference-executor";
 
 /// How long JetStream remembers a message id for de-duplication. A replica that publishes a
@@ -118,6 +122,12 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             STREAM_EVENTS,
             vec![format!("{SUBJECT_ROOT}.event.*.*")],
             RetentionPolicy::Limits,
+            week,
+        ),
+        base(
+            STREAM_DEAD_LETTERS,
+            vec![DELETER_MAX_DELIVERIES_ADVISORY.to_string()],
+            RetentionPolicy::WorkQueue,
             week,
         ),
     ]

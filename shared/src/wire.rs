@@ -218,6 +218,10 @@ pub struct Report {
     pub completed_at: Option<DateTime<FixedOffset>>,
     #[serde(default)]
     pub artifacts: Vec<String>,
+    /// The bytes the backup's objects hold, if the executor knows; shown by `describe` and
+    /// counted in `sexton_bytes_deleted_total` when the backup is deleted.
+    #[serde(default)]
+    pub size_bytes: Option<u64>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
     #[serde(default)]

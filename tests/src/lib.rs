@@ -626,6 +626,14 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             "RUST_LOG".into(),
             "info,async_nats=warn,aws_config=warn".into(),
         ),
+        (
+            "SEXTON_LOG_FORMAT".into(),
+            match config.log.format {
+                sexton_shared::config::LogFormat::Text => "text",
+                sexton_shared::config::LogFormat::Json => "json",
+            }
+            .into(),
+        ),
     ];
     let optional = [
         ("SEXTON_S3_ENDPOINT", &config.s3.endpoint),

@@ -351,6 +351,7 @@ async fn plugins_run_in_name_order_with_a_timeout_and_never_stop_the_deletion() 
     put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
     let mut old = backup("c1", "full", "b1", None, 10, 2);
     old.labels.insert("tier".into(), "gold".into());
+    old.size_bytes = Some(3 * 1024 * 1024);
     put_backups(
         &catalog,
         &store,
@@ -410,6 +411,11 @@ async fn plugins_run_in_name_order_with_a_timeout_and_never_stop_the_deletion() 
             "{outcome}"
         );
     }
+    assert_eq!(metric(&text, "sexton_backups_deleted_total"), 1.0);
+    assert_eq!(
+        metric(&text, "sexton_bytes_deleted_total"),
+        (3 * 1024 * 1024) as f64
+    );
     fleet.stop().await.unwrap();
 }
 
@@ -486,5 +492,102 @@ async fn a_job_out_of_deliveries_is_recorded_and_removed_from_the_stream() {
         .await
         .iter()
         .any(|i| i.kind == "delete-failed" && i.backup_id.as_deref() == Some("b1")));
+    fleet.stop().await.unwrap();
+}
+
+/// A job that runs out of deliveries while no deleter runs (the last one died holding it) is
+/// still recorded: the advisory waits in `SEXTON_DEAD_LETTERS` until a deleter starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_runs_out_of_deliveries_while_no_deleter_runs_is_recorded_later() {
+    use futures::StreamExt as _;
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let store = object_store(&config).await;
+    // One delivery, a short ack wait: the delivery below is the job's only one.
+    let consumer: async_nats::jetstream::consumer::PullConsumer = js
+        .get_stream(topology::STREAM_JOBS)
+        .await
+        .unwrap()
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            max_deliver: 1,
+            backoff: Vec::new(),
+            ..topology::consumer_config(
+                topology::CONSUMER_DELETER,
+                Some("sexton.v1.job.delete.*".into()),
+                Duration::from_secs(1),
+            )
+        })
+        .await
+        .unwrap();
+    put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
+    let old = backup("c1", "full", "b1", None, 10, 2);
+    put_backups(
+        &catalog,
+        &store,
+        &[backup("c1", "full", "b2", None, 60, 1), old.clone()],
+    )
+    .await;
+    let current = records_of(&catalog, "c1").await;
+    expire(&js, &catalog, &current["b1"], "b1").await;
+    // A "deleter" takes the job and dies without a word.
+    let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let taken = batch.next().await.unwrap().unwrap();
+    assert!(taken.subject.ends_with(".c1"));
+    drop(batch);
+    // The advisory is raised and kept while nobody listens.
+    eventually("the advisory kept", Duration::from_secs(30), || {
+        let js = js.clone();
+        async move {
+            let mut stream = js.get_stream(topology::STREAM_DEAD_LETTERS).await.ok()?;
+            (stream.info().await.ok()?.state.messages == 1).then_some(())
+        }
+    })
+    .await;
+    assert_eq!(
+        records_of(&catalog, "c1").await["b1"].value.status,
+        BackupStatus::Expiring
+    );
+
+    let fleet = Fleet::start(&config, DELETER_ONLY);
+    let record = eventually("b1 recorded delete-failed", Duration::from_secs(60), || {
+        let catalog = catalog.clone();
+        async move {
+            let record = catalog
+                .get(
+                    &ClusterName::new("c1").unwrap(),
+                    &BackupId::new("b1").unwrap(),
+                )
+                .await
+                .ok()??;
+            (record.value.status == BackupStatus::DeleteFailed).then_some(record.value)
+        }
+    })
+    .await;
+    let reason = record.last_error.unwrap();
+    assert!(reason.contains("gave up after 1 deliveries"), "{reason}");
+    // Nothing was deleted: every object is still there.
+    assert_eq!(
+        keys_under(&store, "backups/c1/full/b1/").await.len(),
+        old.artifacts.len()
+    );
+    for stream in [topology::STREAM_JOBS, topology::STREAM_DEAD_LETTERS] {
+        eventually(
+            "the dead job and its advisory removed",
+            Duration::from_secs(30),
+            || {
+                let js = js.clone();
+                async move {
+                    let mut stream = js.get_stream(stream).await.ok()?;
+                    (stream.info().await.ok()?.state.messages == 0).then_some(())
+                }
+            },
+        )
+        .await;
+    }
     fleet.stop().await.unwrap();
 }

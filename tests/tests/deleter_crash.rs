@@ -351,3 +351,128 @@ async fn two_deleters_delete_each_backup_exactly_once() {
         deleter.kill();
     }
 }
+
+/// SIGTERM while a deletion is under way: the deleter finishes the batch in hand (no backup is
+/// left half-deleted in `deleting`), hands back what it had not started, exits cleanly within
+/// the deadline, and a successor finishes the rest. A slow delete plugin counts its calls per
+/// backup: a batch abandoned and redone would call it twice for some backup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_deletion_finishes_the_batch_in_hand_and_nothing_is_done_twice() {
+    use futures::StreamExt as _;
+    use std::sync::{Arc, Mutex};
+    const N: usize = 24;
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    config.deleter.batch_jobs = 4;
+    config.deleter.concurrency = 1;
+    // Jobs that were neither finished nor handed back come back after this.
+    config.deleter.ack_wait = Duration::from_secs(6);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let store = object_store(&config).await;
+    put_schedule(&topo, "nightly", CLUSTER, "full", json!({"keep_last": 2})).await;
+    let records: Vec<BackupRecord> = (0..N)
+        .map(|i| backup(CLUSTER, "full", &format!("b{i:03}"), None, i as i64, 2))
+        .collect();
+    put_backups(&catalog, &store, &records).await;
+
+    // A plugin that takes a quarter of a second per backup and counts its calls.
+    let calls: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let subject = "sexton.v1.plugin.audit";
+    let mut requests = client.subscribe(subject).await.unwrap();
+    {
+        let (responder, calls) = (client.clone(), calls.clone());
+        tokio::spawn(async move {
+            while let Some(request) = requests.next().await {
+                let call: serde_json::Value = serde_json::from_slice(&request.payload).unwrap();
+                let backup = call["backup_id"].as_str().unwrap().to_string();
+                *calls.lock().unwrap().entry(backup).or_default() += 1;
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                if let Some(reply) = request.reply {
+                    responder.publish(reply, "{}".into()).await.unwrap();
+                }
+            }
+        });
+    }
+    client.flush().await.unwrap();
+    let logs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let mut first = ServiceProcess::start("sexton-deleter", &[], &config, logs[0].path());
+    let spec = json!({"schema_version": 1, "name": "audit", "subject": subject});
+    eventually("plugin registration", Duration::from_secs(30), || {
+        let (client, spec) = (client.clone(), spec.clone());
+        async move { api(&client, "plugin", "register", spec).await.ok() }
+    })
+    .await;
+
+    let current = records_of(&catalog, CLUSTER).await;
+    for record in &records[..N - 2] {
+        let id = record.id.as_str();
+        expire(&js, &catalog, &current[id], id).await;
+    }
+    // Terminate while a backup is claimed and its plugin call is under way.
+    eventually("a deletion under way", Duration::from_secs(60), || {
+        let (catalog, calls) = (catalog.clone(), calls.clone());
+        async move {
+            let started = calls.lock().unwrap().len();
+            (started >= 3 && !deleting(&catalog).await.is_empty()).then_some(())
+        }
+    })
+    .await;
+    let status = first.terminate(Duration::from_secs(30));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the deleter did not exit cleanly within 30 s of SIGTERM: {status:?}\n{}",
+        first.logs()
+    );
+    let left_deleting: Vec<String> = deleting(&catalog)
+        .await
+        .into_iter()
+        .map(|r| r.id.to_string())
+        .collect();
+    assert!(
+        left_deleting.is_empty(),
+        "the batch in hand was abandoned: {left_deleting:?}\n{}",
+        first.logs()
+    );
+    check_consistent(&catalog, &store, "after SIGTERM").await;
+    let done_by_first = N - records_of(&catalog, CLUSTER).await.len();
+    assert!(
+        done_by_first < N - 2,
+        "SIGTERM came after all the work was done"
+    );
+
+    let mut second = ServiceProcess::start("sexton-deleter", &[], &config, logs[1].path());
+    deleter_drained(&js, Duration::from_secs(90)).await;
+    let left: BTreeSet<String> = records_of(&catalog, CLUSTER).await.into_keys().collect();
+    assert_eq!(
+        left,
+        BTreeSet::from(["b022".to_string(), "b023".to_string()])
+    );
+    check_consistent(&catalog, &store, "at the end").await;
+    let objects = keys_under(&store, &format!("backups/{CLUSTER}/")).await;
+    assert_eq!(
+        objects.len(),
+        2 * 3,
+        "only the kept backups' objects remain"
+    );
+    let calls = calls.lock().unwrap().clone();
+    let expired: BTreeSet<String> = records[..N - 2].iter().map(|r| r.id.to_string()).collect();
+    let called: BTreeSet<String> = calls.keys().cloned().collect();
+    assert_eq!(
+        called, expired,
+        "every expired backup's plugin called, no kept one's"
+    );
+    let twice: Vec<(&String, &usize)> = calls.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "plugin called more than once: {twice:?}");
+    let refused: Vec<String> = incidents(&js).await.into_iter().map(|i| i.reason).collect();
+    assert!(refused.is_empty(), "{refused:#?}");
+    eprintln!(
+        "SIGTERM: the first deleter deleted {done_by_first} of {} and exited cleanly",
+        N - 2
+    );
+    assert!(second.is_running(), "{}", second.logs());
+    second.kill();
+}

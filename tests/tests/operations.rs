@@ -114,3 +114,51 @@ fn services_report_health_and_readiness_and_stop_on_sigterm() {
         );
     }
 }
+
+/// With `--log-format json`, what a service logs while handling a message carries the message's
+/// span: subject, stream sequence, cluster and backup id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_the_span_of_the_message_being_handled() {
+    let nats = Nats::start();
+    let mut config = nats_config(&nats);
+    config.log.format = sexton_shared::config::LogFormat::Json;
+    let logs = tempfile::tempdir().unwrap();
+    let mut scheduler = ServiceProcess::start("sexton-scheduler", &[], &config, logs.path());
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    // A report for a schedule nobody created: refused, and the refusal logged in its span.
+    let report = serde_json::json!({
+        "schema_version": 1, "backup_id": "span-probe", "cluster": "spans", "plan": "full",
+        "schedule": "nobody", "backup_name": "nobody", "status": "started",
+    });
+    eventually("the report stream", Duration::from_secs(30), || {
+        let (js, report) = (js.clone(), report.clone());
+        async move {
+            js.publish("sexton.v1.report.spans", report.to_string().into())
+                .await
+                .ok()?
+                .await
+                .ok()
+        }
+    })
+    .await;
+    let line = eventually("the refusal logged", Duration::from_secs(30), || {
+        let logs = scheduler.logs();
+        async move {
+            logs.lines()
+                .find(|line| line.contains("span-probe") && line.contains("incident"))
+                .map(str::to_string)
+        }
+    })
+    .await;
+    let line: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|err| panic!("not a JSON log line ({err}): {line}"));
+    let span = &line["span"];
+    assert_eq!(span["name"], "message", "{line}");
+    assert_eq!(span["subject"], "sexton.v1.report.spans", "{line}");
+    assert_eq!(span["cluster"], "spans", "{line}");
+    assert_eq!(span["backup"], "span-probe", "{line}");
+    assert!(span["sequence"].as_u64().is_some_and(|s| s >= 1), "{line}");
+    let status = scheduler.terminate(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}

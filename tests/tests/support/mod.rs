@@ -139,6 +139,7 @@ pub async fn report_backup(
         started_at: Some(backup.started),
         completed_at: Some(backup.completed),
         artifacts: artifacts.to_vec(),
+        size_bytes: Some(4 * artifacts.len() as u64),
         labels: Default::default(),
         tags: vec![],
         error: None,
