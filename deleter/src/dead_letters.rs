@@ -135,6 +135,55 @@ async fn handle(deleter: &Deleter, advisory: &MaxDeliveries) -> anyhow::Result<(
         })
 }
 
+/// A partial deletion that ran out of deliveries: the record stays (its other volumes are
+/// restorable). If this job had claimed it, the claim comes off and the reason goes on the
+/// record and in an incident, so the next retention run publishes a fresh job for the volumes
+/// still marked, which a deleter judges again from the start.
+async fn record_partial_failure(
+    deleter: &Deleter,
+    job: &DeleteJob,
+    current: sexton_shared::catalog::Versioned<sexton_shared::records::BackupRecord>,
+    gave_up: &str,
+) -> anyhow::Result<()> {
+    let record = &current.value;
+    let claimed_by_job = record.uid == job.uid
+        && record
+            .volume_deletion
+            .as_ref()
+            .is_some_and(|claim| claim.revision == job.revision);
+    let reason = format!(
+        "{gave_up} deleting volumes {}; last error: {}",
+        job.volumes.join(", "),
+        record.last_error.as_deref().unwrap_or("unknown")
+    );
+    if claimed_by_job {
+        let mut released = record.clone();
+        released.volume_deletion = None;
+        released.last_error = Some(reason.clone());
+        // A lost race: the record changed, and whoever changed it decides next.
+        let _ = deleter.catalog().update(&released, current.revision).await;
+    }
+    publish_incident(
+        &deleter.topology().jetstream,
+        Incident {
+            schema_version: wire::SCHEMA_VERSION,
+            service: "deleter".into(),
+            kind: if claimed_by_job {
+                "delete-failed".into()
+            } else {
+                "dead-job-dropped".into()
+            },
+            cluster: Some(job.cluster.to_string()),
+            backup_id: Some(job.backup_id.to_string()),
+            subject: topology::delete_job_subject(&job.cluster),
+            reason,
+            at: chrono::Utc::now(),
+        },
+    )
+    .await;
+    Ok(())
+}
+
 /// Marks the job's backup `delete-failed`, if it is still the backup the job was for and
 /// still on its way out; lists the objects that remain when the object store can tell.
 async fn record_failure(deleter: &Deleter, job: &DeleteJob, gave_up: &str) -> anyhow::Result<()> {
@@ -143,6 +192,9 @@ async fn record_failure(deleter: &Deleter, job: &DeleteJob, gave_up: &str) -> an
             return Ok(());
         };
         let record = &current.value;
+        if !job.volumes.is_empty() {
+            return record_partial_failure(deleter, job, current, gave_up).await;
+        }
         let this_job = record.uid == job.uid
             && match record.status {
                 BackupStatus::Expiring => current.revision == job.revision,

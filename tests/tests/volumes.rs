@@ -866,3 +866,119 @@ async fn an_interrupted_partial_deletion_is_resumed_by_the_redelivered_job() {
     assert_eq!(keys_under(&store, "backups/c1/vols/d2/").await.len(), 3);
     fleet.stop().await.unwrap();
 }
+
+/// A partial deletion that runs out of deliveries (the object store is down) leaves the record
+/// `completed` with both volumes, takes its claim off and says why on the record, so the next
+/// retention run can publish a fresh job for the volume still marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_deletion_out_of_deliveries_releases_its_claim() {
+    let nats = Nats::start();
+    let mut s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let topology = topology::ensure(&js, 1).await.unwrap();
+    // Two deliveries instead of twenty (the deleter opens the existing durable as it is).
+    js.get_stream(topology::STREAM_JOBS)
+        .await
+        .unwrap()
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            max_deliver: 2,
+            backoff: Vec::new(),
+            ..topology::consumer_config(
+                topology::CONSUMER_DELETER,
+                Some("sexton.v1.job.delete.*".into()),
+                Duration::from_secs(60),
+            )
+        })
+        .await
+        .unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    let store = object_store(&config).await;
+    fixtures::put_schedule(&topology, "app", "c1", "vols", json!({"keep_last": 1})).await;
+    let key = |id: &str, volume: &str| format!("backups/c1/vols/{id}/vol-{volume}.img");
+    let mut d1 = fixtures::backup("c1", "vols", "d1", None, 1, 0);
+    d1.volumes = vec![
+        sexton_retention::VolumeArtifact {
+            expiring: true,
+            ..sexton_retention::VolumeArtifact::full("pv1", vec![key("d1", "pv1")])
+        },
+        sexton_retention::VolumeArtifact::full("pv2", vec![key("d1", "pv2")]),
+    ];
+    d1.artifacts.extend([key("d1", "pv1"), key("d1", "pv2")]);
+    let mut d2 = fixtures::backup("c1", "vols", "d2", None, 2, 0);
+    d2.volumes = vec![
+        sexton_retention::VolumeArtifact::full("pv1", vec![key("d2", "pv1")]),
+        sexton_retention::VolumeArtifact::incremental("pv2", "d1", vec![key("d2", "pv2")]),
+    ];
+    d2.artifacts.extend([key("d2", "pv1"), key("d2", "pv2")]);
+    fixtures::put_backups(&catalog, &store, &[d1, d2]).await;
+    let cluster = ClusterName::new("c1").unwrap();
+    let marked = catalog
+        .get(&cluster, &"d1".parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let job = sexton_shared::wire::DeleteJob {
+        schema_version: 1,
+        cluster: cluster.clone(),
+        backup_id: "d1".parse().unwrap(),
+        uid: marked.value.uid.clone(),
+        revision: marked.revision,
+        reasons: vec!["no rule keeps it".into()],
+        volumes: vec!["pv1".into()],
+    };
+    // The object store goes away: every attempt fails, transiently.
+    s3.server.kill();
+    fixtures::publish_job(&js, &job, "del.test.d1").await;
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            scheduler: false,
+            retention_worker: false,
+            deleter: true,
+            executor: false,
+        },
+    );
+    let record = eventually("the claim released", Duration::from_secs(90), || {
+        let (catalog, cluster) = (catalog.clone(), cluster.clone());
+        async move {
+            let record = catalog
+                .get(&cluster, &"d1".parse().unwrap())
+                .await
+                .ok()??
+                .value;
+            (record.volume_deletion.is_none()
+                && record
+                    .last_error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("deleting volumes pv1")))
+            .then_some(record)
+        }
+    })
+    .await;
+    assert_eq!(record.status, BackupStatus::Completed);
+    assert!(
+        record
+            .last_error
+            .as_deref()
+            .unwrap()
+            .contains("gave up after 2 deliveries"),
+        "{:?}",
+        record.last_error
+    );
+    let volumes: Vec<(&str, bool)> = record
+        .volumes
+        .iter()
+        .map(|v| (v.name.as_str(), v.expiring))
+        .collect();
+    assert_eq!(volumes, [("pv1", true), ("pv2", false)]);
+    let incidents = fixtures::incidents(&js).await;
+    assert!(
+        incidents
+            .iter()
+            .any(|i| i.kind == "delete-failed" && i.reason.contains("deleting volumes pv1")),
+        "{incidents:?}"
+    );
+    fleet.stop().await.unwrap();
+}
