@@ -175,6 +175,22 @@ pub fn validate_report(
         )
         .map_err(|e| format!("backup {}: {e}", report.backup_id))?;
     }
+    // A volume's objects go when the volume does; `metadata.json` describes the whole backup
+    // and stays with the record. Two volumes sharing an object would lose it with either.
+    let mut volume_keys = std::collections::HashSet::new();
+    for volume in &report.volumes {
+        for key in &volume.keys {
+            if BackupRecord::is_metadata_key(key) {
+                return Err(format!(
+                    "volume {} lists the backup's metadata.json as its own",
+                    volume.name
+                ));
+            }
+            if !volume_keys.insert(key.as_str()) {
+                return Err(format!("object {key} is listed by two volumes"));
+            }
+        }
+    }
     if report.status == ReportStatus::Completed && report.artifacts.is_empty() {
         return Err("a completed backup must list its artifacts".into());
     }

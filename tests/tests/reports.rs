@@ -163,6 +163,35 @@ async fn bad_reports_are_refused_with_a_reason_and_repeats_change_nothing() {
             },
             "before 1970",
         ),
+        (
+            {
+                let mut r = report("b-vol-elsewhere", "c1", Some("s1"));
+                r["volumes"] = json!([{"name": "pv1",
+                    "keys": ["backups/c1/s1/b-other/vol-pv1.img"]}]);
+                r
+            },
+            "is not under the backup's own <backup-name>/<backup-id>/ directory",
+        ),
+        (
+            {
+                let mut r = report("b-vol-metadata", "c1", Some("s1"));
+                r["volumes"] = json!([{"name": "pv1",
+                    "keys": ["backups/c1/s1/b-vol-metadata/metadata.json"]}]);
+                r
+            },
+            "volume pv1 lists the backup's metadata.json as its own",
+        ),
+        (
+            {
+                let mut r = report("b-vol-shared", "c1", Some("s1"));
+                r["volumes"] = json!([
+                    {"name": "pv1", "keys": ["backups/c1/s1/b-vol-shared/disk.img"]},
+                    {"name": "pv2", "keys": ["backups/c1/s1/b-vol-shared/disk.img"]},
+                ]);
+                r
+            },
+            "is listed by two volumes",
+        ),
     ];
     for (n, (report, reason)) in cases.iter().enumerate() {
         publish(&js, report).await;
