@@ -21,7 +21,7 @@ use sexton_shared::{
     topology::{self, Topology},
     wire::{
         self, BackupRetention, CheckpointComplete, DecisionSummary, DeleteJob, Incident, Message,
-        RetentionSweep,
+        PartialSummary, RetentionSweep,
     },
     Shutdown,
 };
@@ -250,6 +250,7 @@ impl Worker {
                     self.unmark_kept_volumes(record, kept).await?;
                 }
             }
+            let mut trimming = Vec::new();
             for partial in &decision.partial {
                 let Some(record) = by_id.get(partial.id.as_str()) else {
                     continue;
@@ -267,18 +268,28 @@ impl Worker {
                         .decisions
                         .with_label_values(&["partial", rule_label(&partial.reasons)])
                         .inc();
-                    deleting.push(DecisionSummary {
+                    trimming.push(PartialSummary {
                         id: partial.id.clone(),
                         reasons: partial.reasons.clone(),
+                        volumes_delete: volumes,
+                        volumes_keep: partial
+                            .volumes_keep
+                            .iter()
+                            .map(|v| DecisionSummary {
+                                id: v.name.clone(),
+                                reasons: v.reasons.clone(),
+                            })
+                            .collect(),
                     });
                 }
             }
-            if !deleting.is_empty() {
+            if !deleting.is_empty() || !trimming.is_empty() {
                 tracing::info!(
                     %cluster,
                     plan = %group.plan,
                     kept = decision.keep.len(),
                     deleting = deleting.len(),
+                    partial = trimming.len(),
                     "retention decided"
                 );
                 let event = BackupRetention {
@@ -295,6 +306,7 @@ impl Worker {
                         })
                         .collect(),
                     delete: deleting,
+                    partial: trimming,
                 };
                 let published = self
                     .topology

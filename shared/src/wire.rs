@@ -416,6 +416,19 @@ pub struct BackupRetention {
     pub at: DateTime<Utc>,
     pub keep: Vec<DecisionSummary>,
     pub delete: Vec<DecisionSummary>,
+    /// Backups that lose some volumes and keep their record (issue 8).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partial: Vec<PartialSummary>,
+}
+
+/// A partial decision in a `BackupRetention` event: the volumes that go, and the ones that
+/// stay with their reasons (`needed by <id>`), each as a [`DecisionSummary`] named by volume.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PartialSummary {
+    pub id: String,
+    pub reasons: Vec<String>,
+    pub volumes_delete: Vec<String>,
+    pub volumes_keep: Vec<DecisionSummary>,
 }
 
 impl Message for BackupRetention {

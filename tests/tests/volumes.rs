@@ -600,6 +600,32 @@ async fn seed_001_three_volumes_keep_3_deletes_only_what_nothing_needs() {
     assert_eq!(volumes[0]["state"], json!("kept"));
     let why = volumes[0]["reasons"].to_string();
     assert!(why.contains(&format!("needed by {}", ids[2])), "{why}");
+
+    // The BackupRetention event said so too: d1 deleted, d2 partial.
+    let events: Vec<Value> =
+        read_stream(&js, topology::STREAM_EVENTS, "sexton.v1.event.retention.>")
+            .await
+            .iter()
+            .map(|m| serde_json::from_slice(&m.payload).unwrap())
+            .collect();
+    let partial = events
+        .iter()
+        .flat_map(|e| e["partial"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["id"] == json!(ids[1]))
+        .unwrap_or_else(|| panic!("no partial decision on {} in {events:#?}", ids[1]));
+    assert_eq!(partial["volumes_delete"], json!(["pv1"]));
+    assert_eq!(partial["volumes_keep"][0]["id"], json!("pv2"));
+    assert!(
+        partial["volumes_keep"][0]["reasons"]
+            .to_string()
+            .contains(&format!("needed by {}", ids[2])),
+        "{partial}"
+    );
+    assert!(events.iter().any(|e| e["delete"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["id"] == json!(ids[0]))));
     fleet.stop().await.unwrap();
 }
 
