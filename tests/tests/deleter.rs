@@ -15,9 +15,9 @@ use std::{collections::BTreeSet, time::Duration};
 use async_nats::jetstream;
 use serde_json::json;
 use sexton_shared::{
-    catalog::Catalog,
+    catalog::{Catalog, Versioned},
     names::{BackupId, ClusterName},
-    records::BackupStatus,
+    records::{BackupRecord, BackupStatus},
     topology,
     wire::DeleteJob,
 };
@@ -431,49 +431,14 @@ async fn a_job_out_of_deliveries_is_recorded_and_removed_from_the_stream() {
     let store = object_store(&config).await;
     // Two deliveries instead of twenty, so the test does not wait for the whole backoff. The
     // deleter opens the existing durable as it is.
-    js.get_stream(topology::STREAM_JOBS)
-        .await
-        .unwrap()
-        .create_consumer(async_nats::jetstream::consumer::pull::Config {
-            max_deliver: 2,
-            backoff: Vec::new(),
-            ..topology::consumer_config(
-                topology::CONSUMER_DELETER,
-                Some("sexton.v1.job.delete.*".into()),
-                Duration::from_secs(60),
-            )
-        })
-        .await
-        .unwrap();
-
-    put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
-    let old = backup("c1", "full", "b1", None, 10, 2);
-    put_backups(
-        &catalog,
-        &store,
-        &[backup("c1", "full", "b2", None, 60, 1), old.clone()],
-    )
-    .await;
-    let current = records_of(&catalog, "c1").await;
+    few_deliveries(&js, 2, Duration::from_secs(60)).await;
+    let (old, current) = b1_expirable(&topo, &catalog, &store).await;
     // The object store goes away: every attempt fails, transiently.
     s3.server.kill();
     expire(&js, &catalog, &current["b1"], "b1").await;
     let fleet = Fleet::start(&config, DELETER_ONLY);
 
-    let record = eventually("b1 recorded delete-failed", Duration::from_secs(60), || {
-        let catalog = catalog.clone();
-        async move {
-            let record = catalog
-                .get(
-                    &ClusterName::new("c1").unwrap(),
-                    &BackupId::new("b1").unwrap(),
-                )
-                .await
-                .ok()??;
-            (record.value.status == BackupStatus::DeleteFailed).then_some(record.value)
-        }
-    })
-    .await;
+    let record = b1_delete_failed(&catalog).await;
     let reason = record.last_error.unwrap();
     assert!(reason.contains("gave up after 2 deliveries"), "{reason}");
     assert!(reason.contains("objects not checked"), "{reason}");
@@ -509,30 +474,8 @@ async fn a_job_that_runs_out_of_deliveries_while_no_deleter_runs_is_recorded_lat
     let catalog = Catalog::new(topo.catalog.clone());
     let store = object_store(&config).await;
     // One delivery, a short ack wait: the delivery below is the job's only one.
-    let consumer: async_nats::jetstream::consumer::PullConsumer = js
-        .get_stream(topology::STREAM_JOBS)
-        .await
-        .unwrap()
-        .create_consumer(async_nats::jetstream::consumer::pull::Config {
-            max_deliver: 1,
-            backoff: Vec::new(),
-            ..topology::consumer_config(
-                topology::CONSUMER_DELETER,
-                Some("sexton.v1.job.delete.*".into()),
-                Duration::from_secs(1),
-            )
-        })
-        .await
-        .unwrap();
-    put_schedule(&topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
-    let old = backup("c1", "full", "b1", None, 10, 2);
-    put_backups(
-        &catalog,
-        &store,
-        &[backup("c1", "full", "b2", None, 60, 1), old.clone()],
-    )
-    .await;
-    let current = records_of(&catalog, "c1").await;
+    let consumer = few_deliveries(&js, 1, Duration::from_secs(1)).await;
+    let (old, current) = b1_expirable(&topo, &catalog, &store).await;
     expire(&js, &catalog, &current["b1"], "b1").await;
     // A "deleter" takes the job and dies without a word.
     let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
@@ -554,20 +497,7 @@ async fn a_job_that_runs_out_of_deliveries_while_no_deleter_runs_is_recorded_lat
     );
 
     let fleet = Fleet::start(&config, DELETER_ONLY);
-    let record = eventually("b1 recorded delete-failed", Duration::from_secs(60), || {
-        let catalog = catalog.clone();
-        async move {
-            let record = catalog
-                .get(
-                    &ClusterName::new("c1").unwrap(),
-                    &BackupId::new("b1").unwrap(),
-                )
-                .await
-                .ok()??;
-            (record.value.status == BackupStatus::DeleteFailed).then_some(record.value)
-        }
-    })
-    .await;
+    let record = b1_delete_failed(&catalog).await;
     let reason = record.last_error.unwrap();
     assert!(reason.contains("gave up after 1 deliveries"), "{reason}");
     // Nothing was deleted: every object is still there.
@@ -590,4 +520,65 @@ async fn a_job_that_runs_out_of_deliveries_while_no_deleter_runs_is_recorded_lat
         .await;
     }
     fleet.stop().await.unwrap();
+}
+
+/// Replaces the deleter's durable with one that gives up after `max_deliver` deliveries.
+async fn few_deliveries(
+    js: &jetstream::Context,
+    max_deliver: i64,
+    ack_wait: Duration,
+) -> async_nats::jetstream::consumer::PullConsumer {
+    js.get_stream(topology::STREAM_JOBS)
+        .await
+        .unwrap()
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            max_deliver,
+            backoff: Vec::new(),
+            ..topology::consumer_config(
+                topology::CONSUMER_DELETER,
+                Some("sexton.v1.job.delete.*".into()),
+                ack_wait,
+            )
+        })
+        .await
+        .unwrap()
+}
+
+/// Cluster c1 keeping one backup, with b2 (newest) and b1 (which keep_last 1 lets go); returns
+/// b1 as written and the catalog as read back.
+async fn b1_expirable(
+    topo: &topology::Topology,
+    catalog: &Catalog,
+    store: &sexton_shared::object_store::ObjectStore,
+) -> (
+    BackupRecord,
+    std::collections::BTreeMap<String, Versioned<BackupRecord>>,
+) {
+    put_schedule(topo, "nightly", "c1", "full", json!({"keep_last": 1})).await;
+    let old = backup("c1", "full", "b1", None, 10, 2);
+    put_backups(
+        catalog,
+        store,
+        &[backup("c1", "full", "b2", None, 60, 1), old.clone()],
+    )
+    .await;
+    (old, records_of(catalog, "c1").await)
+}
+
+/// Waits for b1 of c1 to be recorded `delete-failed` and returns its record.
+async fn b1_delete_failed(catalog: &Catalog) -> BackupRecord {
+    eventually("b1 recorded delete-failed", Duration::from_secs(60), || {
+        let catalog = catalog.clone();
+        async move {
+            let record = catalog
+                .get(
+                    &ClusterName::new("c1").unwrap(),
+                    &BackupId::new("b1").unwrap(),
+                )
+                .await
+                .ok()??;
+            (record.value.status == BackupStatus::DeleteFailed).then_some(record.value)
+        }
+    })
+    .await
 }
