@@ -717,8 +717,10 @@ pub struct Asked {
 }
 
 /// The kinds to ask for, from the schedule's backups in the catalog (pure:
-/// `sexton_retention::cadence`). A parent that is not a valid id (a catalog edited by hand)
-/// makes that volume a full: a full is always safe.
+/// `sexton_retention::cadence`) and the failures the schedule remembers (a volume whose last
+/// upload failed gets a full even after the failed record was cleaned up). A parent that is not
+/// a valid id (a catalog edited by hand) makes that volume a full (`chain_broken`): a full is
+/// always safe.
 pub fn ask(target: &Target<'_>, backups: &[sexton_retention::BackupRecord]) -> Asked {
     let parent_id = |parent: Option<String>| parent.and_then(|p| BackupId::new(p).ok());
     let failed = KindReason::LastAttemptFailed.as_str().to_string();
@@ -733,15 +735,14 @@ pub fn ask(target: &Target<'_>, backups: &[sexton_retention::BackupRecord]) -> A
             };
         }
         let parent = parent_id(choice.parent);
-        let kind = if parent.is_some() {
-            choice.kind
-        } else {
-            BackupKind::Full
+        let (kind, reason) = match (choice.kind, &parent) {
+            (BackupKind::Incremental, None) => (BackupKind::Full, KindReason::ChainBroken),
+            (kind, _) => (kind, choice.reason),
         };
         return Asked {
             kind,
             parent,
-            kind_reason: Some(choice.reason.as_str().to_string()),
+            kind_reason: Some(reason.as_str().to_string()),
             volumes: Vec::new(),
         };
     }
@@ -758,15 +759,15 @@ pub fn ask(target: &Target<'_>, backups: &[sexton_retention::BackupRecord]) -> A
                 };
             }
             let parent = parent_id(volume.choice.parent);
+            let (kind, reason) = match (volume.choice.kind, &parent) {
+                (BackupKind::Incremental, None) => (BackupKind::Full, KindReason::ChainBroken),
+                (kind, _) => (kind, volume.choice.reason),
+            };
             DueVolume {
                 name: volume.name,
-                kind: if parent.is_some() {
-                    volume.choice.kind
-                } else {
-                    BackupKind::Full
-                },
+                kind,
                 parent,
-                reason: Some(volume.choice.reason.as_str().to_string()),
+                reason: Some(reason.as_str().to_string()),
             }
         })
         .collect();
@@ -876,4 +877,96 @@ pub async fn publish_due(
         }
     }
     Ok(ack)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sexton_retention::{BackupRecord, VolumeArtifact};
+
+    fn at(minute: u32) -> chrono::DateTime<chrono::FixedOffset> {
+        format!("2026-01-01T00:{minute:02}:00Z").parse().unwrap()
+    }
+
+    #[test]
+    fn remembered_failures_and_unusable_parents_ask_for_fulls() {
+        let (schedule, cluster, plan) = (
+            "app".parse().unwrap(),
+            "c1".parse().unwrap(),
+            "p".parse().unwrap(),
+        );
+        let labels = BTreeMap::new();
+        let volumes = vec!["pv1".to_string(), "pv2".to_string()];
+        let failed = vec!["pv2".to_string()];
+        let target = Target {
+            schedule: &schedule,
+            cluster: &cluster,
+            plan: &plan,
+            labels: &labels,
+            full_every: None,
+            volumes: &volumes,
+            failed_volumes: &failed,
+            last_backup_failed: false,
+        };
+        let d1 = BackupRecord {
+            volumes: vec![
+                VolumeArtifact::full("pv1", vec!["k1".into()]),
+                VolumeArtifact::full("pv2", vec!["k2".into()]),
+            ],
+            ..BackupRecord::completed_full("d1", at(1))
+        };
+        let asked = ask(&target, std::slice::from_ref(&d1));
+        let got: Vec<(&str, BackupKind, Option<&str>, Option<&str>)> = asked
+            .volumes
+            .iter()
+            .map(|v| {
+                (
+                    v.name.as_str(),
+                    v.kind,
+                    v.parent.as_ref().map(|p| p.as_str()),
+                    v.reason.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    "pv1",
+                    BackupKind::Incremental,
+                    Some("d1"),
+                    Some("chain_continues")
+                ),
+                ("pv2", BackupKind::Full, None, Some("last_attempt_failed")),
+            ]
+        );
+        assert_eq!(asked.kind, BackupKind::Incremental);
+        // A parent id that is not a valid id (edited by hand): a full, chain broken.
+        let odd = BackupRecord {
+            volumes: vec![VolumeArtifact::full("pv1", vec!["k".into()])],
+            ..BackupRecord::completed_full("d/1", at(2))
+        };
+        let asked = ask(
+            &Target {
+                failed_volumes: &[],
+                ..target
+            },
+            &[odd],
+        );
+        assert_eq!(asked.volumes[0].kind, BackupKind::Full);
+        assert_eq!(asked.volumes[0].reason.as_deref(), Some("chain_broken"));
+        // A failed backup without volumes: a full, whatever full_every says.
+        let no_volumes = Target {
+            volumes: &[],
+            failed_volumes: &[],
+            last_backup_failed: true,
+            full_every: Some(FullEvery::new(5).unwrap()),
+            ..target
+        };
+        let asked = ask(&no_volumes, &[BackupRecord::completed_full("d1", at(1))]);
+        assert_eq!(
+            (asked.kind, asked.kind_reason.as_deref()),
+            (BackupKind::Full, Some("last_attempt_failed"))
+        );
+    }
 }
