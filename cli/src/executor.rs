@@ -93,6 +93,9 @@ pub mod labels {
     pub const FAIL_VOLUMES: &str = "sexton.io/executor-fail-volumes";
     /// These volumes' snapshots are "lost": a full is taken where an incremental was asked for.
     pub const FULL_VOLUMES: &str = "sexton.io/executor-full-volumes";
+    /// Holds (`<what>:<id>`) the executor registers on the backups it reports, as an operator
+    /// taking a backup for an upgrade or a clone would.
+    pub const HOLDS: &str = "sexton.io/executor-holds";
 }
 
 fn label_list<'a>(due: &'a DueBackup, label: &str) -> Vec<&'a str> {
@@ -220,6 +223,18 @@ async fn take_backup(
         tags: Vec::new(),
         error: failed.then(|| format!("upload failed (label {})", labels::FAIL_VOLUMES)),
         volumes,
+        holds: label_list(due, labels::HOLDS)
+            .into_iter()
+            .filter(|hold| match sexton_shared::api::check_hold_reason(hold) {
+                Ok(()) => true,
+                // A bad label must not cost the backup: the hold is left out and said so.
+                Err(why) => {
+                    tracing::warn!(backup = %due.backup_id, %why, "hold label ignored");
+                    false
+                }
+            })
+            .map(str::to_string)
+            .collect(),
     };
     let status_word = if failed { "failed" } else { "completed" };
     publish_once(

@@ -265,7 +265,7 @@ async fn record_report(
                     labels: report.labels.clone(),
                     tags: report.tags.clone(),
                     legal_hold: false,
-                    holds: Vec::new(),
+                    holds: report.holds.clone(),
                     immutable: false,
                     remote_cleanup: schedule.as_ref().is_some_and(|s| s.remote_cleanup),
                     delete_requested: false,
@@ -294,6 +294,11 @@ async fn record_report(
                         record.artifacts = artifacts_of(report);
                         record.size_bytes = report.size_bytes;
                         record.volumes = volumes_of(report);
+                        for hold in &report.holds {
+                            if !record.holds.contains(hold) {
+                                record.holds.push(hold.clone());
+                            }
+                        }
                         record.tags = report.tags.clone();
                         record.last_error = report.error.clone();
                         catalog.update(&record, current.revision).await.map(|_| ())

@@ -232,6 +232,10 @@ pub struct Report {
     /// the catalog records what was taken). Empty for a backup without volumes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<ReportVolume>,
+    /// In-use holds the executor registers on this backup (`<what>:<id>`, as `sexton backup
+    /// hold`): a backup taken for a restore, a clone or an upgrade is kept until released.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<String>,
 }
 
 /// One volume of a reported backup.
@@ -274,6 +278,12 @@ impl Message for Report {
         if self.status == ReportStatus::Completed && self.volumes.iter().any(|v| v.keys.is_empty())
         {
             return Err("every volume of a completed backup must list its keys".into());
+        }
+        if self.holds.len() > crate::api::MAX_HOLDS {
+            return Err(format!("more than {} holds", crate::api::MAX_HOLDS));
+        }
+        for hold in &self.holds {
+            crate::api::check_hold_reason(hold)?;
         }
         if self.volumes.iter().map(|v| v.keys.len()).sum::<usize>() > 10_000 {
             return Err("more than 10000 volume keys".into());

@@ -335,3 +335,56 @@ async fn bad_hold_requests_are_refused_and_nothing_is_written() {
     assert_eq!(revision().await, before, "nothing was written");
     fleet.stop().await.unwrap();
 }
+
+/// An executor registers a hold with its report (here the reference executor, told by a
+/// label, as an operator taking a pre-upgrade backup would): the backup is recorded held,
+/// outlives keep-last, and goes after `backup release`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_registered_by_the_executors_report_keeps_the_backup() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(&config, Members::ALL);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily",
+               "paused": true, "policy": {"keep_last": 1},
+               "labels": {"sexton.io/executor-holds": "upgrade:pg16, not a hold"}}),
+    )
+    .await;
+    let catalog = Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap());
+    let b1 = trigger_backup(&client, "db").await;
+    let recorded = wait_reported(&catalog, "c1", &b1).await;
+    assert_eq!(
+        recorded.holds,
+        ["upgrade:pg16"],
+        "the bad label is left out"
+    );
+    api(
+        &client,
+        "schedule",
+        "update",
+        json!({"schema_version": 1, "name": "db", "labels": {}}),
+    )
+    .await
+    .unwrap();
+    let b2 = trigger_backup(&client, "db").await;
+    wait_reported(&catalog, "c1", &b2).await;
+    let b3 = trigger_backup(&client, "db").await;
+    wait_reported(&catalog, "c1", &b3).await;
+    eventually("b2 deleted", Duration::from_secs(30), || {
+        let (catalog, b2) = (catalog.clone(), b2.clone());
+        async move { (!ids_in_catalog(&catalog).await.contains(&b2)).then_some(()) }
+    })
+    .await;
+    assert!(ids_in_catalog(&catalog).await.contains(&b1));
+    hold(&client, "release", &b1, "upgrade:pg16").await;
+    eventually("b1 deleted after release", Duration::from_secs(30), || {
+        let (catalog, b1) = (catalog.clone(), b1.clone());
+        async move { (!ids_in_catalog(&catalog).await.contains(&b1)).then_some(()) }
+    })
+    .await;
+    fleet.stop().await.unwrap();
+}

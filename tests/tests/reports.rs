@@ -192,6 +192,14 @@ async fn bad_reports_are_refused_with_a_reason_and_repeats_change_nothing() {
             },
             "is listed by two volumes",
         ),
+        (
+            {
+                let mut r = report("b-bad-hold", "c1", Some("s1"));
+                r["holds"] = json!(["restore"]);
+                r
+            },
+            "invalid hold reason \"restore\"",
+        ),
     ];
     for (n, (report, reason)) in cases.iter().enumerate() {
         publish(&js, report).await;

@@ -144,6 +144,7 @@ pub async fn report_backup(
         tags: vec![],
         error: None,
         volumes: Vec::new(),
+        holds: Vec::new(),
     };
     js.send_publish(
         format!("sexton.v1.report.{cluster}"),
