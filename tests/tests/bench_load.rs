@@ -111,13 +111,19 @@ async fn load_bench() {
             let store = store.clone();
             let key = key(n);
             async move {
-                store
-                    .put(
-                        &key,
-                        bytes::Bytes::from_static(b"sexton bench backup object\n"),
-                    )
-                    .await
-                    .expect("writing a bench object")
+                // SeaweedFS answers an occasional 500 on a loaded machine: retry those.
+                let mut attempt = 0;
+                loop {
+                    let body = bytes::Bytes::from_static(b"sexton bench backup object\n");
+                    match store.put(&key, body).await {
+                        Ok(()) => break,
+                        Err(err) if !err.permanent && attempt < 5 => {
+                            attempt += 1;
+                            tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                        }
+                        Err(err) => panic!("writing bench object {key}: {err}"),
+                    }
+                }
             }
         })
         .buffer_unordered(64)
