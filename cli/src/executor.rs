@@ -10,8 +10,18 @@
 //! `<prefix>/<cluster>/binlog/` (events from the end of the previous segment up to now) and
 //! appends it to the cluster's `_index.json` with a conditional write ([`append_segment`]):
 //! the object first, the index entry after, so the index never lists a missing object.
+//!
+//! A due-backup can reach it more than once (JetStream delivers at least once: an
+//! acknowledgement lost while the node leading the consumer dies, a message that waited in the
+//! prefetch buffer past its ack wait). A backup it has already taken and reported is not taken
+//! again ([`Reported`]): by then retention may have deleted it, a second take would write its
+//! objects anew, and the second report would be dropped by the report stream's de-duplication
+//! (same message id), leaving objects that no catalog record owns.
 
-use std::time::Duration;
+use std::{
+    collections::{HashSet, VecDeque},
+    time::{Duration, Instant},
+};
 
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
@@ -53,6 +63,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         .messages()
         .await?;
     tracing::info!("reference executor started");
+    let mut reported = Reported::new(REMEMBER_FOR, REMEMBER_AT_MOST);
     loop {
         let message = tokio::select! {
             _ = shutdown.wait() => break,
@@ -72,8 +83,15 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             .and_then(|due| due.check_object_prefix(&config.s3.prefix).map(|()| due))
         {
             Err(why) => Outcome::Poison(why),
+            Ok(due) if reported.contains(&due, Instant::now()) => {
+                tracing::info!(cluster = %due.cluster, backup = %due.backup_id, "due backup delivered again; already taken and reported, not taken twice");
+                Outcome::Done
+            }
             Ok(due) => match take_backup(&js, &store, &prefix, &due).await {
-                Ok(()) => Outcome::Done,
+                Ok(()) => {
+                    reported.insert(&due, Instant::now());
+                    Outcome::Done
+                }
                 Err(err) => {
                     tracing::warn!(backup = %due.backup_id, error = format!("{err:#}"), "backup failed; will retry");
                     Outcome::RetryAfter(Duration::from_secs(2))
@@ -108,6 +126,67 @@ fn label_list<'a>(due: &'a DueBackup, label: &str) -> Vec<&'a str> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// How long a taken backup is remembered: longer than the redeliveries of one message last
+/// (20 deliveries over about 17 minutes, see `topology::consumer_config`).
+const REMEMBER_FOR: Duration = Duration::from_secs(30 * 60);
+/// At most this many are remembered (about 100 bytes each); the oldest are forgotten first.
+const REMEMBER_AT_MOST: usize = 100_000;
+
+/// The backups this executor took and reported (the report stored by the stream), so a
+/// due-backup delivered again is acknowledged without taking the backup a second time. Kept in
+/// memory: a redelivery after this process died is taken again by another replica (its objects
+/// are then found by `sexton backup orphans` if the backup was deleted meanwhile).
+pub struct Reported {
+    keys: HashSet<String>,
+    order: VecDeque<(Instant, String)>,
+    keep_for: Duration,
+    at_most: usize,
+}
+
+impl Reported {
+    pub fn new(keep_for: Duration, at_most: usize) -> Reported {
+        Reported {
+            keys: HashSet::new(),
+            order: VecDeque::new(),
+            keep_for,
+            at_most,
+        }
+    }
+
+    fn key(due: &DueBackup) -> String {
+        format!("{}.{}", due.cluster, due.backup_id)
+    }
+
+    pub fn contains(&mut self, due: &DueBackup, now: Instant) -> bool {
+        self.forget_old(now);
+        self.keys.contains(&Self::key(due))
+    }
+
+    pub fn insert(&mut self, due: &DueBackup, now: Instant) {
+        self.forget_old(now);
+        let key = Self::key(due);
+        if self.keys.insert(key.clone()) {
+            self.order.push_back((now, key));
+        }
+        while self.order.len() > self.at_most {
+            if let Some((_, key)) = self.order.pop_front() {
+                self.keys.remove(&key);
+            }
+        }
+    }
+
+    fn forget_old(&mut self, now: Instant) {
+        while let Some((at, _)) = self.order.front() {
+            if now.duration_since(*at) < self.keep_for {
+                break;
+            }
+            if let Some((_, key)) = self.order.pop_front() {
+                self.keys.remove(&key);
+            }
+        }
+    }
 }
 
 async fn take_backup(
@@ -287,4 +366,38 @@ pub async fn append_segment(
         },
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(id: &str) -> DueBackup {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "schedule": "s", "cluster": "c1", "plan": "p",
+            "tick": "2026-01-01T00:00:00Z", "fired_at": "2026-01-01T00:00:00Z",
+            "backup_id": id, "backup_name": "s", "object_prefix": format!("b/c1/s/{id}/"),
+            "kind": "full",
+        }))
+        .expect("a due-backup")
+    }
+
+    #[test]
+    fn reported_backups_are_remembered_for_a_while_and_at_most_so_many() {
+        let start = Instant::now();
+        let mut reported = Reported::new(Duration::from_secs(60), 2);
+        reported.insert(&due("b1"), start);
+        assert!(reported.contains(&due("b1"), start + Duration::from_secs(59)));
+        assert!(!reported.contains(&due("b2"), start));
+        // Forgotten after keep_for.
+        assert!(!reported.contains(&due("b1"), start + Duration::from_secs(60)));
+        // The oldest goes first beyond at_most.
+        let t = start + Duration::from_secs(100);
+        for id in ["b1", "b2", "b3"] {
+            reported.insert(&due(id), t);
+        }
+        assert!(!reported.contains(&due("b1"), t));
+        assert!(reported.contains(&due("b2"), t) && reported.contains(&due("b3"), t));
+        assert_eq!(reported.order.len(), 2);
+    }
 }

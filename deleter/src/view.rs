@@ -97,6 +97,10 @@ impl CatalogViews {
             })
             .await
             .context("reading catalog changes")?;
+        let _delete = sexton_shared::nats::EphemeralConsumer::new(
+            &self.store.stream,
+            &consumer.cached_info().name,
+        );
         let mut pending = consumer.cached_info().num_pending;
         if pending == 0 {
             return Ok(());

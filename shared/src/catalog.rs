@@ -129,6 +129,8 @@ impl Catalog {
             })
             .await
             .context("opening a catalog listing")?;
+        let _delete =
+            crate::nats::EphemeralConsumer::new(&self.store.stream, &consumer.cached_info().name);
         let mut pending = consumer.cached_info().num_pending;
         let mut records = Vec::with_capacity(pending as usize);
         if pending == 0 {

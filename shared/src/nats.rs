@@ -105,3 +105,37 @@ pub async fn publish_once_acked(
     ack.await
         .with_context(|| format!("waiting for the stream to store {subject}"))
 }
+
+/// Deletes a one-shot ephemeral consumer (a listing of a bucket) when dropped, whether the
+/// listing finished or stopped at an error. Left alone, each one lives on the server until its
+/// inactivity threshold passes: under load (hundreds of retention runs per second, each listing
+/// the schedules and a cluster's catalog) they piled up until the server refused new ones with
+/// "maximum consumers limit reached", and every run failed and was retried. The deletion runs
+/// in the background and its failure is harmless (the threshold still applies).
+pub struct EphemeralConsumer {
+    stream: Option<jetstream::stream::Stream>,
+    name: String,
+}
+
+impl EphemeralConsumer {
+    pub fn new(stream: &jetstream::stream::Stream, name: &str) -> EphemeralConsumer {
+        EphemeralConsumer {
+            stream: Some(stream.clone()),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl Drop for EphemeralConsumer {
+    fn drop(&mut self) {
+        let (Some(stream), Ok(runtime)) =
+            (self.stream.take(), tokio::runtime::Handle::try_current())
+        else {
+            return;
+        };
+        let name = std::mem::take(&mut self.name);
+        runtime.spawn(async move {
+            let _ = stream.delete_consumer(&name).await;
+        });
+    }
+}

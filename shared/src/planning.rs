@@ -48,6 +48,8 @@ pub async fn load_all_schedules(schedules: &kv::Store) -> anyhow::Result<Vec<Sch
         })
         .await
         .context("listing schedules")?;
+    let _delete =
+        crate::nats::EphemeralConsumer::new(&schedules.stream, &consumer.cached_info().name);
     let mut pending = consumer.cached_info().num_pending;
     let mut out = Vec::new();
     if pending == 0 {

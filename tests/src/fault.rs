@@ -891,13 +891,15 @@ pub async fn audit(
 
     // The bucket holds exactly the objects of live records.
     let store = crate::object_store(config).await;
-    let objects: BTreeSet<String> = store
+    let listing = store
         .list(&format!("{}/", config.s3.prefix))
         .await
-        .expect("listing the bucket")
-        .into_iter()
-        .map(|o| o.key)
+        .expect("listing the bucket");
+    let written: BTreeMap<String, Option<i64>> = listing
+        .iter()
+        .map(|o| (o.key.clone(), o.last_modified.map(|t| t.timestamp_millis())))
         .collect();
+    let objects: BTreeSet<String> = written.keys().cloned().collect();
     let mut expected = BTreeSet::new();
     for (key, record) in &live {
         for artifact in &record.artifacts {
@@ -913,9 +915,29 @@ pub async fn audit(
     // (the binlog tests audit them against the index).
     let binlog = |key: &str| key.split('/').nth_back(1) == Some("binlog");
     for object in objects.difference(&expected).filter(|o| !binlog(o)) {
-        audit
-            .invalid_states
-            .push(format!("object {object} has no catalog record"));
+        // `<prefix>/<cluster>/<backup name>/<backup id>/<file>`: the record's history (and,
+        // through `leftover`, every log line naming the backup) tell who wrote it when.
+        let parts: Vec<&str> = object.split('/').collect();
+        let (cluster, id) = match parts.as_slice() {
+            [.., cluster, _, id, _] => (*cluster, *id),
+            _ => ("", ""),
+        };
+        let history: Vec<String> = keys
+            .get(&format!("{cluster}.{id}"))
+            .into_iter()
+            .flatten()
+            .map(|e| match &e.record {
+                Some(r) => format!("{:?} rev {} at {}", r.status, e.revision, e.at_ms),
+                None => format!("removed rev {} at {}", e.revision, e.at_ms),
+            })
+            .collect();
+        audit.invalid_states.push(format!(
+            "object {object} (written at {:?}) has no catalog record; history of {cluster}.{id}: {history:?}",
+            written[object]
+        ));
+        if !id.is_empty() && !audit.leftover.iter().any(|l| l == id) {
+            audit.leftover.push(id.to_string());
+        }
     }
     audit
 }
