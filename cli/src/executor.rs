@@ -87,15 +87,22 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
                 tracing::info!(cluster = %due.cluster, backup = %due.backup_id, "due backup delivered again; already taken and reported, not taken twice");
                 Outcome::Done
             }
-            Ok(due) => match take_backup(&js, &store, &prefix, &due).await {
-                Ok(()) => {
+            Ok(due) => match taken_before(&client, &due).await {
+                Some(state) => {
+                    tracing::info!(cluster = %due.cluster, backup = %due.backup_id, state, "due backup delivered again; the catalog says it was taken, not taken twice");
                     reported.insert(&due, Instant::now());
                     Outcome::Done
                 }
-                Err(err) => {
-                    tracing::warn!(backup = %due.backup_id, error = format!("{err:#}"), "backup failed; will retry");
-                    Outcome::RetryAfter(Duration::from_secs(2))
-                }
+                None => match take_backup(&js, &store, &prefix, &due).await {
+                    Ok(()) => {
+                        reported.insert(&due, Instant::now());
+                        Outcome::Done
+                    }
+                    Err(err) => {
+                        tracing::warn!(backup = %due.backup_id, error = format!("{err:#}"), "backup failed; will retry");
+                        Outcome::RetryAfter(Duration::from_secs(2))
+                    }
+                },
             },
         };
         settle(&js, "reference-executor", &message, &outcome).await;
@@ -126,6 +133,42 @@ fn label_list<'a>(due: &'a DueBackup, label: &str) -> Vec<&'a str> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Asks the scheduler (`backup.taken`) whether the catalog knows this backup as taken:
+/// `Some("recorded")` or `Some("deleted")` (retention already removed it) mean a delivery of a
+/// due-backup that an executor handled before (this replica before a restart, or another one
+/// that died before acknowledging). `None` (unknown, in progress, or no answer) means take it:
+/// a backup taken twice costs an orphan `sexton backup orphans` finds; one not taken is a lost
+/// recovery point.
+async fn taken_before(client: &async_nats::Client, due: &DueBackup) -> Option<&'static str> {
+    let request = sexton_shared::api::BackupRef {
+        schema_version: wire::SCHEMA_VERSION,
+        cluster: due.cluster.clone(),
+        id: due.backup_id.clone(),
+    };
+    let body = serde_json::to_vec(&request).ok()?;
+    let answer = tokio::time::timeout(
+        Duration::from_secs(2),
+        client.request(topology::api_subject("backup", "taken"), body.into()),
+    )
+    .await;
+    let reply: serde_json::Value = match answer {
+        Ok(Ok(message)) => serde_json::from_slice(&message.payload).ok()?,
+        Ok(Err(err)) => {
+            tracing::warn!(backup = %due.backup_id, error = %err, "cannot ask whether the backup was taken; taking it");
+            return None;
+        }
+        Err(_) => {
+            tracing::warn!(backup = %due.backup_id, "no answer on whether the backup was taken; taking it");
+            return None;
+        }
+    };
+    match reply.pointer("/result/state").and_then(|s| s.as_str()) {
+        Some("recorded") => Some("recorded"),
+        Some("deleted") => Some("deleted"),
+        _ => None,
+    }
 }
 
 /// How long a taken backup is remembered: longer than the redeliveries of one message last

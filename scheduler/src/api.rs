@@ -9,7 +9,10 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use sexton_schedule::CronSpec;
 use sexton_shared::{
-    api::{ApiError, ByName, ErrorCode, ListFilter, Reply, ScheduleSpec, ScheduleUpdate, Unpause},
+    api::{
+        ApiError, BackupRef, ByName, ErrorCode, ListFilter, Reply, ScheduleSpec, ScheduleUpdate,
+        Unpause,
+    },
     catalog::Catalog,
     config::Config,
     names::ClusterName,
@@ -192,6 +195,17 @@ impl Api {
             "backup.list" => self.list_backups(decode(body)?).await,
             "backup.delete" => self.delete_backup(decode(body)?).await,
             "backup.describe" => self.describe_backup(decode(body)?).await,
+            "backup.taken" => {
+                let request: BackupRef = decode(body)?;
+                let state = self
+                    .catalog
+                    .taken_state(&request.cluster, &request.id)
+                    .await
+                    .map_err(|err| unavailable(format!("{err:#}")))?;
+                Ok(serde_json::json!({
+                    "cluster": request.cluster, "id": request.id, "state": state,
+                }))
+            }
             "backup.hold" => self.hold_backup(decode(body)?).await,
             "backup.release" => self.release_backup(decode(body)?).await,
             _ => Err(ApiError::new(

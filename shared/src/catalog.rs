@@ -9,7 +9,7 @@ use async_nats::jetstream::{
 use futures::StreamExt;
 
 use crate::names::{BackupId, ClusterName};
-use crate::records::BackupRecord;
+use crate::records::{BackupRecord, BackupStatus};
 
 /// A catalog entry with the revision it was read at.
 #[derive(Debug, Clone)]
@@ -62,6 +62,33 @@ impl Catalog {
             }
             _ => Ok(None),
         }
+    }
+
+    /// Whether the backup was ever taken, as far as the catalog can tell: a record's status, or
+    /// `deleted` when only the marker of its removal is left. An executor asks before taking a
+    /// due-backup, so a delivery of one whose backup retention already deleted is not taken
+    /// again (its objects would belong to no record).
+    pub async fn taken_state(
+        &self,
+        cluster: &ClusterName,
+        id: &BackupId,
+    ) -> anyhow::Result<&'static str> {
+        let entry = self
+            .store
+            .entry(key(cluster, id))
+            .await
+            .context("reading the catalog")?;
+        Ok(match entry {
+            None => "unknown",
+            Some(entry) if entry.operation != Operation::Put => "deleted",
+            Some(entry) => match decode_record(&entry.value)
+                .with_context(|| format!("catalog entry {}", entry.key))?
+                .status
+            {
+                BackupStatus::InProgress => "in-progress",
+                _ => "recorded",
+            },
+        })
     }
 
     /// Creates the entry; `Err(Conflict)` if it already exists.

@@ -21,6 +21,18 @@ use sexton_tests::{fault::*, *};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_due_backup_delivered_again_after_its_deletion_leaves_no_orphan() {
+    delivered_again_after_deletion(false).await
+}
+
+/// The same, to an executor that does not remember taking it (restarted, or another replica
+/// after the first died before acknowledging): it asks the catalog (`backup.taken`), which
+/// still knows the backup was taken and deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_executor_does_not_take_a_deleted_backup_again() {
+    delivered_again_after_deletion(true).await
+}
+
+async fn delivered_again_after_deletion(restart_executor: bool) {
     let nats = Nats::start();
     let s3 = S3::start();
     let config = config(&nats, &s3);
@@ -59,6 +71,12 @@ async fn a_due_backup_delivered_again_after_its_deletion_leaves_no_orphan() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
+    if restart_executor {
+        for executor in fleet.of(Role::Executor) {
+            executor.process.restart();
+        }
+        fleet.wait_ready(Duration::from_secs(60));
+    }
     // The same due-backup reaches the executor again.
     js.send_publish(
         first.subject.to_string(),
