@@ -70,6 +70,30 @@ fn fates(
         }
         BackupOwner::Schedule => {}
     }
+    let kept = kept_with_reasons(own, others);
+    own.iter()
+        .map(|record| {
+            let fate = if let Some(why) = kept.get(record.id.as_str()) {
+                Fate::Keep(why.clone())
+            } else if record.status.is_being_deleted() {
+                Fate::AlreadyDeleting
+            } else if schedule.remote_cleanup || record.remote_cleanup {
+                Fate::DeleteWithObjects
+            } else {
+                Fate::RemoveRecord
+            };
+            (record.id.to_string(), fate)
+        })
+        .collect()
+}
+
+/// Which of `own` (records about to be removed) must stay, and why: protected ones (held,
+/// legal-held, in progress), and whatever a record that stays (one of `others` not being
+/// deleted, or a kept one of `own`) builds on, through its parent or a volume's parent. Pure.
+pub(super) fn kept_with_reasons(
+    own: &[&BackupRecord],
+    others: &[&BackupRecord],
+) -> BTreeMap<String, String> {
     let parents = |record: &BackupRecord| -> Vec<String> {
         record
             .parent
@@ -111,20 +135,7 @@ fn fates(
             break;
         }
     }
-    own.iter()
-        .map(|record| {
-            let fate = if let Some(why) = kept.get(record.id.as_str()) {
-                Fate::Keep(why.clone())
-            } else if record.status.is_being_deleted() {
-                Fate::AlreadyDeleting
-            } else if schedule.remote_cleanup || record.remote_cleanup {
-                Fate::DeleteWithObjects
-            } else {
-                Fate::RemoveRecord
-            };
-            (record.id.to_string(), fate)
-        })
-        .collect()
+    kept
 }
 
 fn summary(
