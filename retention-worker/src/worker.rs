@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use sexton_shared::{
     api::{ApiError, ErrorCode, Reply},
@@ -600,6 +600,32 @@ impl Worker {
         if !decision.volume_merges.is_empty() {
             tracing::info!(cluster = %group.cluster, plan = %group.plan, merges = decision.volume_merges.len(), "volume merges are not carried yet; their sources stay");
         }
+        if decision.merges.is_empty() {
+            return Ok(());
+        }
+        // Merge jobs of this cluster still waiting (no executor has taken them yet): ask for
+        // nothing more, so a fleet without a merging executor does not pile up a job per
+        // merge per run in the work queue. What is still missing is asked for once they drain.
+        let subject = topology::merge_job_subject(&group.cluster);
+        let mut waiting = self
+            .topology
+            .jetstream
+            .get_stream(topology::STREAM_JOBS)
+            .await
+            .context("opening the jobs stream")?
+            .info_with_subjects(&subject)
+            .await
+            .context("counting waiting merge jobs")?;
+        while let Some((_, count)) = waiting
+            .try_next()
+            .await
+            .context("counting waiting merge jobs")?
+        {
+            if count > 0 {
+                tracing::info!(cluster = %group.cluster, waiting = count, "merge jobs still waiting for an executor; none added");
+                return Ok(());
+            }
+        }
         'merges: for merge in &decision.merges {
             let mut backups = Vec::new();
             for id in merge.sources.iter().chain([&merge.target]) {
@@ -638,7 +664,7 @@ impl Worker {
             let last = &job.sources[job.sources.len() - 1].uid;
             publish_once(
                 &self.topology.jetstream,
-                topology::merge_job_subject(&group.cluster),
+                subject.clone(),
                 &format!(
                     "merge.{}.{}.{first}.{last}.{}",
                     group.cluster,

@@ -114,6 +114,20 @@ async fn a_merged_chain_head_goes_only_after_the_merge_is_recorded() {
     assert_eq!(now.len(), 4, "{now:?}");
     assert!(now.iter().all(|r| !r.status.is_being_deleted()), "{now:?}");
     assert_eq!(keys_under(&store, "backups/cm/").await, before);
+    // One job waits for an executor, however many runs asked for it.
+    let mut waiting = js
+        .get_stream(topology::STREAM_JOBS)
+        .await
+        .unwrap()
+        .info_with_subjects("sexton.v1.job.merge.cm")
+        .await
+        .unwrap();
+    let mut counts = Vec::new();
+    while let Some((subject, count)) = futures::TryStreamExt::try_next(&mut waiting).await.unwrap()
+    {
+        counts.push((subject, count));
+    }
+    assert_eq!(counts, [("sexton.v1.job.merge.cm".to_string(), 1)]);
     let preview = api(
         &client,
         "retention",
