@@ -2,7 +2,7 @@
 //! `backup_owner` (seed 003's `backupOwnerReference`):
 //!
 //! - `none` (the default) and `cluster`: the records stay (a `cluster`-owned record goes with
-//!   the cluster's records; no command removes those yet).
+//!   the cluster's records: `sexton cluster forget`, once the cluster has no schedule left).
 //! - `schedule`: the records go with the schedule. A record whose backup (or the schedule) opted
 //!   into remote cleanup goes through the deleter's pipeline, as a forced user delete with
 //!   `--remote`: the retention-worker marks it, the deleter judges and deletes the objects, then
@@ -65,7 +65,8 @@ fn fates(
         }
         BackupOwner::Cluster => {
             return keep_all(
-                "backup_owner cluster: the records stay until the cluster's records are removed",
+                "backup_owner cluster: the records stay until the cluster's records are removed \
+                 (sexton cluster forget)",
             )
         }
         BackupOwner::Schedule => {}
