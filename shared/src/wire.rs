@@ -245,7 +245,6 @@ pub struct Report {
 
 /// What a merge report says was folded into the reported backup.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct MergeDone {
     /// The target's uid, so a re-used id is never rewritten by an old job.
     pub target_uid: String,
@@ -259,7 +258,6 @@ pub struct MergeDone {
 /// them, `merge into <target> pending`); after that nothing needs them and retention deletes
 /// them through the deleter as usual.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct MergeJob {
     #[serde(default = "v1")]
     pub schema_version: u32,
@@ -271,7 +269,6 @@ pub struct MergeJob {
 
 /// One backup of a merge job, as the catalog had it when the job was planned.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
 pub struct MergeBackup {
     pub id: BackupId,
     pub uid: String,
@@ -545,6 +542,55 @@ impl Message for Incident {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_merge_job_names_one_chain_ending_at_the_target() {
+        let backup = |id: &str, parent: Option<&str>| MergeBackup {
+            id: id.parse().unwrap(),
+            uid: format!("u-{id}"),
+            backup_name: "base".into(),
+            parent: parent.map(|p| p.parse().unwrap()),
+            artifacts: vec![],
+        };
+        let job = |sources: Vec<MergeBackup>, target: MergeBackup| MergeJob {
+            schema_version: 1,
+            cluster: "c".parse().unwrap(),
+            plan: "p".parse().unwrap(),
+            target,
+            sources,
+        };
+        let good = job(
+            vec![backup("F", None), backup("I1", Some("F"))],
+            backup("I2", Some("I1")),
+        );
+        assert_eq!(good.validate(), Ok(()));
+        let cases = [
+            (job(vec![], backup("I2", Some("I1"))), "at least one source"),
+            (
+                job(vec![backup("I1", Some("F"))], backup("I2", Some("I1"))),
+                "the chain's full",
+            ),
+            (
+                job(
+                    vec![backup("F", None), backup("I1", Some("X"))],
+                    backup("I2", Some("I1")),
+                ),
+                "does not build on F",
+            ),
+            (
+                job(
+                    vec![backup("F", None), backup("I1", Some("F"))],
+                    backup("I2", Some("F")),
+                ),
+                "target I2 does not build on I1",
+            ),
+        ];
+        for (job, needle) in cases {
+            let err = job.validate().unwrap_err();
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+
     use super::*;
 
     fn job_json(extra: &str) -> String {
