@@ -61,6 +61,9 @@ pub enum Command {
     /// Register, list and unregister delete plugins.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Remove a cluster's backup records (what `backup_owner: cluster` waits for).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
     /// Run the reference executor (writes small backups to S3 and reports them).
     Executor,
     /// Run a service in this process: scheduler, retention-worker or deleter.
@@ -265,6 +268,24 @@ pub enum BackupCommand {
         /// Ignore objects younger than this (90s, 15m, 24h, 7d).
         #[arg(long, default_value = "24h")]
         grace: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Remove every backup record of a cluster that has no schedule left (refused while it
+    /// has some). The records only; with --remote their objects too, through the deleter.
+    /// Held, legal-held and in-progress backups (and what they build on) stay. Says what it
+    /// will do to how many records before it does it.
+    Forget {
+        #[arg(long)]
+        cluster: String,
+        /// Also delete the objects, through the deleter.
+        #[arg(long)]
+        remote: bool,
+        /// Only say what forgetting would do; change nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -501,8 +522,10 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
                 .await
                 .map_err(Failure::runtime)?;
-            // `schedule delete` says what it will do to the schedule's records first.
-            if let Command::Schedule(ScheduleCommand::Delete { dry_run: false, .. }) = command {
+            // `schedule delete` and `cluster forget` say what they will do to the records first.
+            if let Command::Schedule(ScheduleCommand::Delete { dry_run: false, .. })
+            | Command::Cluster(ClusterCommand::Forget { dry_run: false, .. }) = command
+            {
                 let mut preview = body.clone();
                 preview["dry_run"] = json!(true);
                 let plan = request(&client, &subject, preview).await?;
@@ -778,6 +801,21 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 "collection",
             ],
         ),
+        Command::Cluster(ClusterCommand::Forget {
+            cluster,
+            remote,
+            dry_run,
+        }) => {
+            // A quick, local refusal of a name the API would refuse too.
+            sexton_shared::names::ClusterName::new(cluster.as_str())
+                .map_err(|err| Failure::input(format!("--cluster {cluster:?}: {err}")))?;
+            (
+                topology::api_subject("cluster", "forget"),
+                json!({"schema_version": 1, "cluster": cluster, "remote": remote,
+                       "dry_run": dry_run}),
+                &["cluster", "forgotten", "records", "summary"],
+            )
+        }
         _ => unreachable!("offline commands are handled before"),
     })
 }

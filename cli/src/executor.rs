@@ -35,7 +35,7 @@ use sexton_shared::{
     outcome::{settle, Outcome},
     records::BackupKind,
     topology,
-    wire::{self, DueBackup, Report, ReportStatus, ReportVolume},
+    wire::{self, DueBackup, MergeDone, MergeJob, Report, ReportStatus, ReportVolume},
     Shutdown,
 };
 
@@ -62,12 +62,58 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         .expires(topology::PULL_EXPIRES)
         .messages()
         .await?;
+    let jobs = js
+        .get_stream(topology::STREAM_JOBS)
+        .await
+        .context("opening the jobs stream")?;
+    let merge_consumer: PullConsumer = jobs
+        .get_or_create_consumer(
+            topology::CONSUMER_EXECUTOR_MERGE,
+            topology::consumer_config(
+                topology::CONSUMER_EXECUTOR_MERGE,
+                Some(format!("{}.job.merge.*", topology::SUBJECT_ROOT)),
+                Duration::from_secs(60),
+            ),
+        )
+        .await
+        .context("creating the executor's merge consumer")?;
+    let mut merges = merge_consumer
+        .stream()
+        .expires(topology::PULL_EXPIRES)
+        .messages()
+        .await?;
     tracing::info!("reference executor started");
     let mut reported = Reported::new(REMEMBER_FOR, REMEMBER_AT_MOST);
     loop {
         let message = tokio::select! {
             _ = shutdown.wait() => break,
             message = messages.next() => message,
+            merge = merges.next() => {
+                match merge {
+                    Some(Ok(message)) => {
+                        let outcome = match wire::decode::<MergeJob>(&message.payload)
+                            .map_err(|e| e.to_string())
+                            .and_then(|job| check_merge_keys(&prefix, &job).map(|()| job))
+                        {
+                            Err(why) => Outcome::Poison(why),
+                            Ok(job) => match merge_chain(&js, &store, &job).await {
+                                Ok(()) => Outcome::Done,
+                                Err(err) => {
+                                    tracing::warn!(target = %job.target.id, error = format!("{err:#}"), "merge failed; will retry");
+                                    Outcome::RetryAfter(Duration::from_secs(2))
+                                }
+                            },
+                        };
+                        settle(&js, "reference-executor", &message, &outcome).await;
+                    }
+                    Some(Err(err)) => {
+                        tracing::warn!(error = %err, "reading merge jobs");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    None => anyhow::bail!("the executor's merge consumer ended"),
+                }
+                continue;
+            }
         };
         let message = match message {
             Some(Ok(message)) => message,
@@ -357,6 +403,7 @@ async fn take_backup(
             })
             .map(str::to_string)
             .collect(),
+        merge: None,
     };
     let status_word = if failed { "failed" } else { "completed" };
     publish_once(
@@ -367,6 +414,112 @@ async fn take_backup(
     )
     .await?;
     tracing::info!(cluster = %due.cluster, backup = %due.backup_id, status = status_word, "backup taken and reported");
+    Ok(())
+}
+
+/// Performs a merge job (Trilio's consolidation) in its smallest honest form: writes
+/// `synthetic-full.xbstream` in the target's own directory, holding the data objects of the
+/// sources (oldest first) and of the target, so the target no longer needs its ancestors; then
+/// reports the target as a full with no parent, listing its old objects and the new one. The
+/// sources are not touched: retention deletes them once the scheduler has recorded the merge.
+/// Idempotent: a redelivered job rewrites the same object and reports the same thing.
+/// The object a merge writes in the target's directory: the whole chain's data.
+pub const SYNTHETIC_FULL: &str = "synthetic-full.xbstream";
+
+/// Every key of a merge job lies in its own backup's directory of the job's cluster: a forged
+/// job must not consolidate another cluster's (or another backup's) objects into this one.
+fn check_merge_keys(prefix: &str, job: &MergeJob) -> Result<(), String> {
+    for backup in job.sources.iter().chain([&job.target]) {
+        for key in &backup.artifacts {
+            sexton_shared::object_store::check_backup_key(
+                prefix,
+                &job.cluster,
+                &backup.backup_name,
+                backup.id.as_str(),
+                key,
+            )
+            .map_err(|err| format!("backup {}: {err}", backup.id))?;
+        }
+    }
+    Ok(())
+}
+
+async fn merge_chain(
+    js: &jetstream::Context,
+    store: &ObjectStore,
+    job: &MergeJob,
+) -> anyhow::Result<()> {
+    let started_at = Utc::now();
+    let target = &job.target;
+    let directory = store.backup_prefix(&job.cluster, &target.backup_name, target.id.as_str());
+    let synthetic_key = format!("{directory}{SYNTHETIC_FULL}");
+    let mut body: Vec<u8> = Vec::new();
+    for backup in job.sources.iter().chain([target]) {
+        // A source that is itself a synthetic full (an earlier merge) holds its whole chain.
+        let own_synthetic = backup
+            .artifacts
+            .iter()
+            .find(|k| k.ends_with(&format!("/{}/{SYNTHETIC_FULL}", backup.id)));
+        let keys: Vec<&String> = match own_synthetic {
+            Some(key) => vec![key],
+            None => backup
+                .artifacts
+                .iter()
+                .filter(|k| !sexton_shared::records::BackupRecord::is_metadata_key(k))
+                .collect(),
+        };
+        for key in keys {
+            if *key == synthetic_key {
+                continue;
+            }
+            // A missing object of the chain means the chain cannot be consolidated: fail (and
+            // retry) rather than report a synthetic full that lacks data.
+            let data = store
+                .get(key)
+                .await?
+                .with_context(|| format!("object {key} of backup {} is missing", backup.id))?;
+            body.extend_from_slice(&data);
+        }
+    }
+    let size = body.len() as u64;
+    store.put(&synthetic_key, body.into()).await?;
+    let mut artifacts = target.artifacts.clone();
+    if !artifacts.contains(&synthetic_key) {
+        artifacts.push(synthetic_key);
+    }
+    let report = Report {
+        schema_version: wire::SCHEMA_VERSION,
+        backup_id: target.id.clone(),
+        cluster: job.cluster.clone(),
+        plan: job.plan.clone(),
+        schedule: None,
+        backup_name: target.backup_name.clone(),
+        status: ReportStatus::Completed,
+        kind: BackupKind::Full,
+        parent: None,
+        // When the merge ran; the catalog keeps the backup's own times (its recovery point).
+        started_at: Some(started_at.fixed_offset()),
+        completed_at: Some(Utc::now().fixed_offset()),
+        artifacts,
+        size_bytes: Some(size),
+        labels: Default::default(),
+        tags: Vec::new(),
+        error: None,
+        volumes: Vec::new(),
+        holds: Vec::new(),
+        merge: Some(MergeDone {
+            target_uid: target.uid.clone(),
+            sources: job.sources.iter().map(|b| b.id.clone()).collect(),
+        }),
+    };
+    publish_once(
+        js,
+        topology::report_subject(&job.cluster),
+        &format!("merge.{}.{}.{}", job.cluster, target.id, target.uid),
+        wire::encode(&report),
+    )
+    .await?;
+    tracing::info!(cluster = %job.cluster, target = %target.id, sources = job.sources.len(), "merge done and reported");
     Ok(())
 }
 

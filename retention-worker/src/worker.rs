@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use sexton_shared::{
     api::{ApiError, ErrorCode, Reply},
@@ -20,8 +20,8 @@ use sexton_shared::{
     records::{BackupRecord, BackupStatus, Policy},
     topology::{self, Topology},
     wire::{
-        self, BackupRetention, CheckpointComplete, DecisionSummary, DeleteJob, Incident, Message,
-        PartialSummary, RetentionSweep,
+        self, BackupRetention, CheckpointComplete, DecisionSummary, DeleteJob, Incident,
+        MergeBackup, MergeJob, Message, PartialSummary, RetentionSweep,
     },
     Shutdown,
 };
@@ -223,6 +223,7 @@ impl Worker {
                 .iter()
                 .map(|r| (r.value.id.as_str(), r))
                 .collect();
+            self.publish_merges(group, decision, &by_id).await?;
             let mut deleting = Vec::new();
             for delete in &decision.delete {
                 let Some(record) = by_id.get(delete.id.as_str()) else {
@@ -584,6 +585,100 @@ impl Worker {
     /// Marks the backups users asked to delete (`sexton backup delete`) once nothing kept
     /// needs them, or at once when forced; the deleter judges them again the same way
     /// ([`planning::may_go`]). A request on a backup whose deletion failed is a retry.
+    /// One merge job per merge the plan asks for (`chain_mode: merge`), for the executors.
+    /// Nothing is deleted here: the plan keeps the sources (`merge into <target> pending`)
+    /// until the scheduler has recorded the target as a synthetic full. The message id names
+    /// the target's and the sources' uids, so a re-run within the duplicate window publishes
+    /// nothing new; after it, a job still pending is asked for again (merging is idempotent).
+    /// Volume merges are not carried yet: their sources simply stay.
+    async fn publish_merges(
+        &self,
+        group: &GroupPlan,
+        decision: &sexton_retention::Plan,
+        by_id: &BTreeMap<&str, &Versioned<BackupRecord>>,
+    ) -> anyhow::Result<()> {
+        if !decision.volume_merges.is_empty() {
+            tracing::info!(cluster = %group.cluster, plan = %group.plan, merges = decision.volume_merges.len(), "volume merges are not carried yet; their sources stay");
+        }
+        if decision.merges.is_empty() {
+            return Ok(());
+        }
+        // Merge jobs of this cluster still waiting (no executor has taken them yet): ask for
+        // nothing more, so a fleet without a merging executor does not pile up a job per
+        // merge per run in the work queue. What is still missing is asked for once they drain.
+        let subject = topology::merge_job_subject(&group.cluster);
+        let mut waiting = self
+            .topology
+            .jetstream
+            .get_stream(topology::STREAM_JOBS)
+            .await
+            .context("opening the jobs stream")?
+            .info_with_subjects(&subject)
+            .await
+            .context("counting waiting merge jobs")?;
+        while let Some((_, count)) = waiting
+            .try_next()
+            .await
+            .context("counting waiting merge jobs")?
+        {
+            if count > 0 {
+                tracing::info!(cluster = %group.cluster, waiting = count, "merge jobs still waiting for an executor; none added");
+                return Ok(());
+            }
+        }
+        'merges: for merge in &decision.merges {
+            let mut backups = Vec::new();
+            for id in merge.sources.iter().chain([&merge.target]) {
+                let Some(record) = by_id.get(id.as_str()) else {
+                    continue 'merges;
+                };
+                let record = &record.value;
+                // Only whole, settled backups without volumes are merged.
+                if record.status != BackupStatus::Completed || !record.volumes.is_empty() {
+                    tracing::info!(cluster = %group.cluster, backup = %record.id, "merge not asked for: a backup of it is not a settled backup without volumes");
+                    continue 'merges;
+                }
+                backups.push(MergeBackup {
+                    id: record.id.clone(),
+                    uid: record.uid.clone(),
+                    backup_name: record.backup_name.clone(),
+                    parent: record.parent.clone(),
+                    artifacts: record.artifacts.clone(),
+                });
+            }
+            let target = backups.pop().expect("the target was pushed last");
+            let job = MergeJob {
+                schema_version: wire::SCHEMA_VERSION,
+                cluster: group.cluster.clone(),
+                plan: group.plan.clone(),
+                target,
+                sources: backups,
+            };
+            if let Err(why) = job.validate() {
+                tracing::warn!(cluster = %group.cluster, target = %merge.target, why, "merge not asked for");
+                continue;
+            }
+            // The sources are one chain ending at the target's parent (validated): the first
+            // and the last with their count name it.
+            let first = &job.sources[0].uid;
+            let last = &job.sources[job.sources.len() - 1].uid;
+            publish_once(
+                &self.topology.jetstream,
+                subject.clone(),
+                &format!(
+                    "merge.{}.{}.{first}.{last}.{}",
+                    group.cluster,
+                    job.target.uid,
+                    job.sources.len()
+                ),
+                wire::encode(&job),
+            )
+            .await?;
+            tracing::info!(cluster = %group.cluster, target = %merge.target, sources = ?merge.sources, "merge job published");
+        }
+        Ok(())
+    }
+
     async fn expire_user_requests(
         &self,
         group: &GroupPlan,

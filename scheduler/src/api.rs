@@ -29,6 +29,7 @@ use crate::timers;
 mod backup_delete;
 mod backup_describe;
 mod backup_hold;
+mod cluster_forget;
 mod schedule_delete;
 
 pub async fn run(
@@ -39,7 +40,7 @@ pub async fn run(
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let mut requests = futures::stream::select(
+    let requests = futures::stream::select(
         client
             .queue_subscribe(
                 topology::api_subject("schedule", "*"),
@@ -54,6 +55,16 @@ pub async fn run(
             )
             .await
             .context("subscribing to the backup api")?,
+    );
+    let mut requests = futures::stream::select(
+        requests,
+        client
+            .queue_subscribe(
+                topology::api_subject("cluster", "*"),
+                topology::API_QUEUE_GROUP.into(),
+            )
+            .await
+            .context("subscribing to the cluster api")?,
     );
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
@@ -208,6 +219,7 @@ impl Api {
             }
             "backup.hold" => self.hold_backup(decode(body)?).await,
             "backup.release" => self.release_backup(decode(body)?).await,
+            "cluster.forget" => self.forget_cluster(decode(body)?).await,
             _ => Err(ApiError::new(
                 ErrorCode::Invalid,
                 format!("unknown api call {verb:?}"),

@@ -23,7 +23,7 @@ use sexton_shared::{
         BackupKind, BackupRecord, BackupStatus, InFlight, ScheduleRecord, RECORD_SCHEMA_VERSION,
     },
     topology::{self, Topology},
-    wire::{self, CheckpointComplete, Report, ReportStatus},
+    wire::{self, CheckpointComplete, MergeDone, Report, ReportStatus, RetentionSweep},
     Shutdown,
 };
 
@@ -236,6 +236,9 @@ async fn record_report(
     ) {
         return Ok(Outcome::Poison(why));
     }
+    if let Some(merge) = &report.merge {
+        return record_merge(topology, catalog, report, merge).await;
+    }
     let new_status = match report.status {
         ReportStatus::Started => BackupStatus::InProgress,
         ReportStatus::Completed => BackupStatus::Completed,
@@ -320,6 +323,135 @@ async fn record_report(
         }
     }
     Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// Records a merge job done (Trilio's consolidation): the target becomes a synthetic full
+/// (kind full, no parent) listing its old objects and the consolidated ones, then a retention
+/// sweep of the cluster lets the sources go through the deleter, since nothing needs them now.
+/// Refused (and nothing written) unless the target is still the backup the job named (its
+/// uid), completed, and still builds on exactly the merged chain (each source on the one
+/// before, the first a full), and the report keeps every object the target had. A repeated
+/// report is a no-op.
+async fn record_merge(
+    topology: &Topology,
+    catalog: &Catalog,
+    report: &Report,
+    merge: &MergeDone,
+) -> anyhow::Result<Outcome> {
+    let poison = |why: String| {
+        Ok(Outcome::Poison(format!(
+            "merge into {}: {why}",
+            report.backup_id
+        )))
+    };
+    if report.status != ReportStatus::Completed
+        || report.kind != BackupKind::Full
+        || report.parent.is_some()
+        || !report.volumes.is_empty()
+        || merge.sources.is_empty()
+    {
+        return poison(
+            "a merge report is a completed full with no parent, no volumes and its sources".into(),
+        );
+    }
+    for _ in 0..5 {
+        let Some(current) = catalog.get(&report.cluster, &report.backup_id).await? else {
+            return poison("no such backup".into());
+        };
+        let record = &current.value;
+        if record.uid != merge.target_uid || record.backup_name != report.backup_name {
+            return poison("the backup is not the one the merge was asked for".into());
+        }
+        let recorded = record.kind == BackupKind::Full
+            && record.parent.is_none()
+            && report
+                .artifacts
+                .iter()
+                .all(|k| record.artifacts.contains(k));
+        if recorded {
+            // Recorded before (a redelivery, or the sweep below failed): ask again.
+            sweep_after_merge(topology, report, &record.uid).await?;
+            return Ok(Outcome::Done);
+        }
+        if record.status != BackupStatus::Completed || !record.volumes.is_empty() {
+            return poison(format!(
+                "the backup is {:?}{}; nothing recorded",
+                record.status,
+                if record.volumes.is_empty() {
+                    ""
+                } else {
+                    " with volumes"
+                }
+            ));
+        }
+        if record.parent.as_ref() != merge.sources.last() {
+            return poison(format!(
+                "the backup builds on {:?}, not on the merged chain's last {:?}",
+                record.parent,
+                merge.sources.last()
+            ));
+        }
+        for (n, id) in merge.sources.iter().enumerate() {
+            let Some(source) = catalog.get(&report.cluster, id).await? else {
+                return poison(format!("source {id} is gone"));
+            };
+            let expected = if n == 0 {
+                None
+            } else {
+                Some(&merge.sources[n - 1])
+            };
+            if source.value.parent.as_ref() != expected
+                || (n == 0 && source.value.kind != BackupKind::Full)
+            {
+                return poison(format!("source {id} is not where the merged chain had it"));
+            }
+        }
+        if let Some(key) = record
+            .artifacts
+            .iter()
+            .find(|k| !report.artifacts.contains(k))
+        {
+            return poison(format!("the report drops the backup's object {key}"));
+        }
+        let mut updated = record.clone();
+        updated.kind = BackupKind::Full;
+        updated.parent = None;
+        updated.artifacts = report.artifacts.clone();
+        updated.size_bytes = match (record.size_bytes, report.size_bytes) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        if !updated.tags.iter().any(|t| t == "synthetic-full") {
+            updated.tags.push("synthetic-full".into());
+        }
+        match catalog.update(&updated, current.revision).await {
+            Ok(_) => {
+                tracing::info!(cluster = %report.cluster, target = %report.backup_id, sources = ?merge.sources, "merge recorded: the target is a synthetic full");
+                sweep_after_merge(topology, report, &record.uid).await?;
+                return Ok(Outcome::Done);
+            }
+            Err(CasError::Conflict) => continue,
+            Err(CasError::Other(err)) => return Err(err),
+        }
+    }
+    Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// Asks for a retention sweep of the cluster: the merged sources can go now.
+async fn sweep_after_merge(topology: &Topology, report: &Report, uid: &str) -> anyhow::Result<()> {
+    let sweep = RetentionSweep {
+        schema_version: wire::SCHEMA_VERSION,
+        cluster: report.cluster.clone(),
+        requested_at: Utc::now(),
+    };
+    publish_once(
+        &topology.jetstream,
+        topology::sweep_subject(&report.cluster),
+        &format!("merge-recorded.{}.{uid}", report.cluster),
+        wire::encode(&sweep),
+    )
+    .await?;
+    Ok(())
 }
 
 /// Every object of the reported backup: its artifacts and its volumes' keys (once each), so

@@ -60,6 +60,12 @@ pub fn sweep_subject(cluster: &ClusterName) -> String {
 pub fn delete_job_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.job.delete.{cluster}")
 }
+/// Merge jobs (`chain_mode: merge`) for executors: fold a chain's expired head into the
+/// oldest kept backup.
+pub fn merge_job_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.job.merge.{cluster}")
+}
+pub const CONSUMER_EXECUTOR_MERGE: &str = "reference-executor-merge";
 pub fn binlog_job_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.job.binlog.{cluster}")
 }

@@ -236,6 +236,81 @@ pub struct Report {
     /// hold`): a backup taken for a restore, a clone or an upgrade is kept until released.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holds: Vec<String>,
+    /// Set on the report of a merge job done (Trilio's consolidation): the backup is now a
+    /// synthetic full; `artifacts` lists all its objects (the old ones and the consolidated
+    /// ones), `kind` is full and `parent` none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeDone>,
+}
+
+/// What a merge report says was folded into the reported backup.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MergeDone {
+    /// The target's uid, so a re-used id is never rewritten by an old job.
+    pub target_uid: String,
+    /// The backups folded into it, oldest first (the chain's full first).
+    pub sources: Vec<BackupId>,
+}
+
+/// Retention-worker → executor (`sexton.v1.job.merge.<cluster>`): fold `sources` (oldest
+/// first, the chain's full first) into `target`, which then becomes a synthetic full. Until
+/// the executor reports it and the scheduler records it, the sources stay (the plan keeps
+/// them, `merge into <target> pending`); after that nothing needs them and retention deletes
+/// them through the deleter as usual.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MergeJob {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    pub target: MergeBackup,
+    pub sources: Vec<MergeBackup>,
+}
+
+/// One backup of a merge job, as the catalog had it when the job was planned.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MergeBackup {
+    pub id: BackupId,
+    pub uid: String,
+    pub backup_name: String,
+    #[serde(default)]
+    pub parent: Option<BackupId>,
+    pub artifacts: Vec<String>,
+}
+
+impl Message for MergeJob {
+    const KIND: &'static str = "merge job";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.sources.is_empty() {
+            return Err("a merge job needs at least one source".into());
+        }
+        // The sources are one chain, oldest first, and the target builds on the last.
+        if self.sources[0].parent.is_some() {
+            return Err("the first source must be the chain's full backup".into());
+        }
+        for pair in self.sources.windows(2) {
+            if pair[1].parent.as_ref() != Some(&pair[0].id) {
+                return Err(format!(
+                    "source {} does not build on {}",
+                    pair[1].id, pair[0].id
+                ));
+            }
+        }
+        let last = &self.sources[self.sources.len() - 1];
+        if self.target.parent.as_ref() != Some(&last.id) {
+            return Err(format!(
+                "target {} does not build on {}",
+                self.target.id, last.id
+            ));
+        }
+        for backup in self.sources.iter().chain([&self.target]) {
+            if backup.uid.is_empty() || backup.uid.len() > 64 {
+                return Err("uid must hold 1 to 64 characters".into());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// One volume of a reported backup.
@@ -467,6 +542,55 @@ impl Message for Incident {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_merge_job_names_one_chain_ending_at_the_target() {
+        let backup = |id: &str, parent: Option<&str>| MergeBackup {
+            id: id.parse().unwrap(),
+            uid: format!("u-{id}"),
+            backup_name: "base".into(),
+            parent: parent.map(|p| p.parse().unwrap()),
+            artifacts: vec![],
+        };
+        let job = |sources: Vec<MergeBackup>, target: MergeBackup| MergeJob {
+            schema_version: 1,
+            cluster: "c".parse().unwrap(),
+            plan: "p".parse().unwrap(),
+            target,
+            sources,
+        };
+        let good = job(
+            vec![backup("F", None), backup("I1", Some("F"))],
+            backup("I2", Some("I1")),
+        );
+        assert_eq!(good.validate(), Ok(()));
+        let cases = [
+            (job(vec![], backup("I2", Some("I1"))), "at least one source"),
+            (
+                job(vec![backup("I1", Some("F"))], backup("I2", Some("I1"))),
+                "the chain's full",
+            ),
+            (
+                job(
+                    vec![backup("F", None), backup("I1", Some("X"))],
+                    backup("I2", Some("I1")),
+                ),
+                "does not build on F",
+            ),
+            (
+                job(
+                    vec![backup("F", None), backup("I1", Some("F"))],
+                    backup("I2", Some("F")),
+                ),
+                "target I2 does not build on I1",
+            ),
+        ];
+        for (job, needle) in cases {
+            let err = job.validate().unwrap_err();
+            assert!(err.contains(needle), "{err}");
+        }
+    }
+
     use super::*;
 
     fn job_json(extra: &str) -> String {

@@ -378,6 +378,13 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
         "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.peek",
     )
     .await;
+    // Its merge durable cannot be created on delete jobs, nor without the merge filter.
+    for subject in [
+        "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.reference-executor-merge.sexton.v1.job.delete.*",
+        "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.reference-executor-merge",
+    ] {
+        assert_publish_refused("executor", executor, subject).await;
+    }
     assert_publish_refused(
         "executor",
         executor,

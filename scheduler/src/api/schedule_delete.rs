@@ -2,7 +2,7 @@
 //! `backup_owner` (seed 003's `backupOwnerReference`):
 //!
 //! - `none` (the default) and `cluster`: the records stay (a `cluster`-owned record goes with
-//!   the cluster's records; no command removes those yet).
+//!   the cluster's records: `sexton cluster forget`, once the cluster has no schedule left).
 //! - `schedule`: the records go with the schedule. A record whose backup (or the schedule) opted
 //!   into remote cleanup goes through the deleter's pipeline, as a forced user delete with
 //!   `--remote`: the retention-worker marks it, the deleter judges and deletes the objects, then
@@ -65,11 +65,36 @@ fn fates(
         }
         BackupOwner::Cluster => {
             return keep_all(
-                "backup_owner cluster: the records stay until the cluster's records are removed",
+                "backup_owner cluster: the records stay until the cluster's records are removed \
+                 (sexton cluster forget)",
             )
         }
         BackupOwner::Schedule => {}
     }
+    let kept = kept_with_reasons(own, others);
+    own.iter()
+        .map(|record| {
+            let fate = if let Some(why) = kept.get(record.id.as_str()) {
+                Fate::Keep(why.clone())
+            } else if record.status.is_being_deleted() {
+                Fate::AlreadyDeleting
+            } else if schedule.remote_cleanup || record.remote_cleanup {
+                Fate::DeleteWithObjects
+            } else {
+                Fate::RemoveRecord
+            };
+            (record.id.to_string(), fate)
+        })
+        .collect()
+}
+
+/// Which of `own` (records about to be removed) must stay, and why: protected ones (held,
+/// legal-held, in progress), and whatever a record that stays (one of `others` not being
+/// deleted, or a kept one of `own`) builds on, through its parent or a volume's parent. Pure.
+pub(super) fn kept_with_reasons(
+    own: &[&BackupRecord],
+    others: &[&BackupRecord],
+) -> BTreeMap<String, String> {
     let parents = |record: &BackupRecord| -> Vec<String> {
         record
             .parent
@@ -111,20 +136,7 @@ fn fates(
             break;
         }
     }
-    own.iter()
-        .map(|record| {
-            let fate = if let Some(why) = kept.get(record.id.as_str()) {
-                Fate::Keep(why.clone())
-            } else if record.status.is_being_deleted() {
-                Fate::AlreadyDeleting
-            } else if schedule.remote_cleanup || record.remote_cleanup {
-                Fate::DeleteWithObjects
-            } else {
-                Fate::RemoveRecord
-            };
-            (record.id.to_string(), fate)
-        })
-        .collect()
+    kept
 }
 
 fn summary(

@@ -145,6 +145,7 @@ pub async fn report_backup(
         error: None,
         volumes: Vec::new(),
         holds: Vec::new(),
+        merge: None,
     };
     js.send_publish(
         format!("sexton.v1.report.{cluster}"),

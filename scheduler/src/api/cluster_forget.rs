@@ -1,0 +1,247 @@
+//! `cluster.forget`: removes the backup records of a cluster, the step `backup_owner: cluster`
+//! waits for (its records "stay until the cluster's records are removed").
+//!
+//! - Refused, naming them, while the cluster still has schedules: a schedule still fires and
+//!   plans retention over these records, so its records are the schedule's business
+//!   (`sexton schedule delete` first).
+//! - Otherwise every record of the cluster goes, whatever schedule (or none) made it. Without
+//!   `remote` the records only: their objects stay (`sexton backup orphans` finds them). With
+//!   `remote` (and only then: deleting objects cannot be undone, so a record's own
+//!   `remote_cleanup` does not decide it here) through the deleter's pipeline, as forced user
+//!   deletes with remote cleanup, like `schedule.delete`: the retention-worker marks, the deleter
+//!   judges and deletes the objects, then the record.
+//! - Never removed, and said why: held, legal-held, in progress, and whatever one of those
+//!   builds on (through its parent or a volume's parent). Records already being deleted are
+//!   left to the deleter.
+//! - The cluster record (last retention run, reports accepted) stays: it holds no recovery
+//!   point, and its periodic sweep finishes what the deleter has left to do.
+//!
+//! `dry_run` answers with the same summary and writes nothing; the CLI shows it first. Every
+//! write is a compare-and-set on the record's revision, so a record that changed in between
+//! (held, reported) is not touched and the command says to run it again.
+
+use chrono::Utc;
+use serde_json::{json, Value};
+use sexton_shared::{
+    api::{ApiError, ClusterForget, ErrorCode},
+    catalog::{CasError, Versioned},
+    nats::publish_once,
+    planning,
+    records::{BackupRecord, DeleteRequest},
+    topology,
+    wire::{self, RetentionSweep},
+};
+
+use super::{unavailable, Api};
+
+#[derive(Debug, Clone, PartialEq)]
+enum Fate {
+    /// The record goes; its objects stay.
+    RemoveRecord,
+    /// Through the deleter: objects, then the record.
+    DeleteWithObjects,
+    /// Already expiring or being deleted.
+    AlreadyDeleting,
+    Keep(String),
+}
+
+/// The fate of each record of the cluster. Pure.
+fn fates(records: &[&BackupRecord], remote: bool) -> Vec<(String, Fate)> {
+    let kept = super::schedule_delete::kept_with_reasons(records, &[]);
+    records
+        .iter()
+        .map(|record| {
+            let fate = if let Some(why) = kept.get(record.id.as_str()) {
+                Fate::Keep(why.clone())
+            } else if record.status.is_being_deleted() {
+                Fate::AlreadyDeleting
+            } else if remote {
+                Fate::DeleteWithObjects
+            } else {
+                Fate::RemoveRecord
+            };
+            (record.id.to_string(), fate)
+        })
+        .collect()
+}
+
+fn summary(req: &ClusterForget, fates: &[(String, Fate)], forgotten: bool) -> Value {
+    let count = |f: &dyn Fn(&Fate) -> bool| fates.iter().filter(|(_, fate)| f(fate)).count();
+    let n_remove = count(&|f| *f == Fate::RemoveRecord);
+    let n_delete = count(&|f| *f == Fate::DeleteWithObjects);
+    let n_already = count(&|f| *f == Fate::AlreadyDeleting);
+    let kept: Vec<Value> = fates
+        .iter()
+        .filter_map(|(id, fate)| match fate {
+            Fate::Keep(why) => Some(json!({"id": id, "reason": why})),
+            _ => None,
+        })
+        .collect();
+    let mut parts = Vec::new();
+    if n_remove > 0 {
+        parts.push(format!(
+            "removes {n_remove} backup record(s) from the catalog, keeping their objects"
+        ));
+    }
+    if n_delete > 0 {
+        parts.push(format!(
+            "deletes {n_delete} backup(s) with their objects, through the deleter"
+        ));
+    }
+    if !kept.is_empty() {
+        parts.push(format!("keeps {} backup record(s)", kept.len()));
+    }
+    if n_already > 0 {
+        parts.push(format!("leaves {n_already} already being deleted"));
+    }
+    let text = if parts.is_empty() {
+        format!("cluster {} has no backup records", req.cluster)
+    } else {
+        format!("forgetting cluster {} {}", req.cluster, parts.join("; "))
+    };
+    json!({
+        "cluster": req.cluster,
+        "dry_run": req.dry_run,
+        "forgotten": forgotten,
+        "remote": req.remote,
+        "records": fates.len(),
+        "remove_records": n_remove,
+        "delete_with_objects": n_delete,
+        "already_deleting": n_already,
+        "keep": kept,
+        "summary": text,
+    })
+}
+
+impl Api {
+    pub(super) async fn forget_cluster(&self, req: ClusterForget) -> Result<Value, ApiError> {
+        let state = planning::load_cluster(&self.topology.schedules, &self.catalog, &req.cluster)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        if !state.schedules.is_empty() {
+            let mut names: Vec<String> =
+                state.schedules.iter().map(|s| s.name.to_string()).collect();
+            names.sort();
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "cluster {} still has schedule(s) {}: delete them first (sexton schedule \
+                     delete NAME); nothing was changed",
+                    req.cluster,
+                    names.join(", ")
+                ),
+            ));
+        }
+        let mut records: Vec<&Versioned<BackupRecord>> = state.records.iter().collect();
+        records.sort_by(|a, b| a.value.id.as_str().cmp(b.value.id.as_str()));
+        let values: Vec<&BackupRecord> = records.iter().map(|r| &r.value).collect();
+        let fates = fates(&values, req.remote);
+        if req.dry_run {
+            return Ok(summary(&req, &fates, false));
+        }
+        let now = Utc::now();
+        let mut requested = false;
+        for (current, (_, fate)) in records.iter().zip(&fates) {
+            let result = match fate {
+                Fate::RemoveRecord => {
+                    self.catalog
+                        .remove(&current.value.cluster, &current.value.id, current.revision)
+                        .await
+                }
+                Fate::DeleteWithObjects => {
+                    let mut record = current.value.clone();
+                    record.delete_requested = true;
+                    record.delete_request = Some(DeleteRequest {
+                        requested_at: now,
+                        remote: true,
+                        // Every record of the cluster goes, and nothing that stays needs
+                        // these (checked above): the floor and dependents do not apply.
+                        force: true,
+                    });
+                    requested = true;
+                    self.catalog
+                        .update(&record, current.revision)
+                        .await
+                        .map(|_| ())
+                }
+                Fate::AlreadyDeleting | Fate::Keep(_) => continue,
+            };
+            match result {
+                Ok(()) => {}
+                Err(CasError::Conflict) => {
+                    return Err(ApiError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "backup {} changed while cluster {} was being forgotten; run the \
+                             command again to finish",
+                            current.value.id, req.cluster
+                        ),
+                    ))
+                }
+                Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
+            }
+        }
+        if requested {
+            let sweep = RetentionSweep {
+                schema_version: wire::SCHEMA_VERSION,
+                cluster: req.cluster.clone(),
+                requested_at: now,
+            };
+            publish_once(
+                &self.topology.jetstream,
+                topology::sweep_subject(&req.cluster),
+                &format!(
+                    "cluster-forget.{}.{}",
+                    req.cluster,
+                    now.timestamp_nanos_opt().unwrap_or_default()
+                ),
+                wire::encode(&sweep),
+            )
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        }
+        tracing::info!(cluster = %req.cluster, records = fates.len(), remote = req.remote, "cluster forgotten");
+        Ok(summary(&req, &fates, true))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, parent: Option<&str>, status: &str) -> BackupRecord {
+        serde_json::from_value(json!({
+            "schema_version": 1, "id": id, "uid": format!("u-{id}"), "cluster": "c",
+            "plan": "p", "backup_name": id, "kind": if parent.is_some() { "incremental" } else { "full" },
+            "parent": parent, "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn held_and_in_progress_records_keep_what_they_build_on() {
+        let mut held = record("b2", Some("b1"), "completed");
+        held.holds = vec!["restore:r-1".into()];
+        let records = [
+            record("b1", None, "completed"),
+            held,
+            record("b3", None, "completed"),
+            record("b4", Some("b3"), "in-progress"),
+            record("b5", None, "failed"),
+            record("b6", None, "completed"),
+        ];
+        let refs: Vec<&BackupRecord> = records.iter().collect();
+        let got = fates(&refs, true);
+        let keep = |id: &str| match &got.iter().find(|(i, _)| i == id).unwrap().1 {
+            Fate::Keep(why) => why.clone(),
+            other => panic!("{id}: {other:?}"),
+        };
+        assert!(keep("b1").contains("needed by b2"));
+        assert!(keep("b2").contains("held: restore:r-1"));
+        assert!(keep("b3").contains("needed by b4"));
+        assert!(keep("b4").contains("in progress"));
+        assert_eq!(got[4], ("b5".into(), Fate::DeleteWithObjects));
+        assert_eq!(got[5], ("b6".into(), Fate::DeleteWithObjects));
+        assert_eq!(fates(&refs, false)[5].1, Fate::RemoveRecord);
+    }
+}
