@@ -37,6 +37,21 @@ pub struct Worker {
     /// Reads the binlog indexes (never writes them: the deleter does).
     store: ObjectStore,
     prefix: String,
+    /// When the last successful run of each cluster started (this replica's). A checkpoint or
+    /// sweep published well before that is already covered: the run read a catalog that held
+    /// the checkpoint's backup (the scheduler records a backup before it publishes the event).
+    last_runs: Arc<std::sync::Mutex<std::collections::HashMap<ClusterName, DateTime<Utc>>>>,
+}
+
+/// How much earlier than a run's start an event must have been published to count as covered
+/// by it: room for the clocks of the NATS server and this host to disagree. Skew beyond it only
+/// makes an event run again, or (the other way) wait for the next event or sweep: retention
+/// then keeps a backup longer, never deletes one sooner.
+const COVERED_MARGIN: chrono::Duration = chrono::Duration::seconds(1);
+
+/// Whether a run that started at `last_run` (if any) covers an event published at `published`.
+fn is_covered(last_run: Option<DateTime<Utc>>, published: DateTime<Utc>) -> bool {
+    last_run.is_some_and(|started| started >= published + COVERED_MARGIN)
 }
 
 /// The retention decision for one cluster/plan group.
@@ -88,7 +103,20 @@ impl Worker {
             metrics,
             store,
             prefix: config.s3.prefix,
+            last_runs: Arc::default(),
         }
+    }
+
+    /// Whether a successful run of `cluster` started after `published` (with the margin).
+    fn covered(&self, cluster: &ClusterName, published: DateTime<Utc>) -> bool {
+        let last_runs = self.last_runs.lock().expect("last runs");
+        is_covered(last_runs.get(cluster).copied(), published)
+    }
+
+    fn ran(&self, cluster: &ClusterName, started: DateTime<Utc>) {
+        let mut last_runs = self.last_runs.lock().expect("last runs");
+        let entry = last_runs.entry(cluster.clone()).or_insert(started);
+        *entry = (*entry).max(started);
     }
 
     /// Handles one `checkpoint-complete` or `retention-sweep` message.
@@ -104,11 +132,25 @@ impl Worker {
                 Err(err) => return Outcome::Poison(err.to_string()),
             }
         };
+        // Under a burst of completions the queue holds many checkpoints of one cluster; one run
+        // covers every one published before it started.
+        let published = message.info().ok().and_then(|info| {
+            DateTime::from_timestamp(info.published.unix_timestamp(), info.published.nanosecond())
+        });
+        if published.is_some_and(|published| self.covered(&cluster, published)) {
+            self.metrics
+                .runs
+                .with_label_values(&[trigger, "covered"])
+                .inc();
+            return Outcome::Done;
+        }
+        let started = Utc::now();
         let timer = self.metrics.run_duration.start_timer();
-        let result = self.run_cluster(&cluster, Utc::now()).await;
+        let result = self.run_cluster(&cluster, started).await;
         timer.observe_duration();
         match result {
             Ok(()) => {
+                self.ran(&cluster, started);
                 self.metrics
                     .runs
                     .with_label_values(&[trigger, "done"])
@@ -805,4 +847,24 @@ fn rule_label(reasons: &[String]) -> &'static str {
         .find(|(needle, _)| first.contains(needle))
         .map(|(_, label)| *label)
         .unwrap_or("other")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_covered_only_by_a_run_that_started_well_after_it() {
+        let at: DateTime<Utc> = "2026-03-01T12:00:00Z".parse().unwrap();
+        let ms = chrono::Duration::milliseconds;
+        assert!(!is_covered(None, at), "no run yet");
+        assert!(!is_covered(Some(at - ms(5)), at), "a run before the event");
+        assert!(!is_covered(Some(at), at), "a run at the same instant");
+        assert!(
+            !is_covered(Some(at + ms(999)), at),
+            "inside the clock margin"
+        );
+        assert!(is_covered(Some(at + ms(1000)), at));
+        assert!(is_covered(Some(at + ms(60_000)), at));
+    }
 }
