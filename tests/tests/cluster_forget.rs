@@ -356,6 +356,18 @@ async fn bad_forget_requests_are_refused_and_the_cli_forgets() {
     let config = nats_config(&nats);
     let fleet = Fleet::start(&config, SCHEDULER_ONLY);
     let client = async_nats::connect(nats.url()).await.unwrap();
+    // The scheduler answers the API once it has started (a dry run of an empty cluster).
+    eventually("the cluster api", Duration::from_secs(60), || {
+        let client = client.clone();
+        async move {
+            let probe = json!({"schema_version": 1, "cluster": "probe", "dry_run": true});
+            match api(&client, "cluster", "forget", probe).await {
+                Err(err) if err.code == ErrorCode::Unavailable => None,
+                _ => Some(()),
+            }
+        }
+    })
+    .await;
     let js = async_nats::jetstream::new(client.clone());
     let topology = topology::ensure(&js, 1).await.unwrap();
     let catalog = Catalog::new(topology.catalog.clone());

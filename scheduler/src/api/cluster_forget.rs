@@ -24,26 +24,12 @@ use chrono::Utc;
 use serde_json::{json, Value};
 use sexton_shared::{
     api::{ApiError, ClusterForget, ErrorCode},
-    catalog::{CasError, Versioned},
-    nats::publish_once,
+    catalog::Versioned,
     planning,
-    records::{BackupRecord, DeleteRequest},
-    topology,
-    wire::{self, RetentionSweep},
+    records::BackupRecord,
 };
 
-use super::{unavailable, Api};
-
-#[derive(Debug, Clone, PartialEq)]
-enum Fate {
-    /// The record goes; its objects stay.
-    RemoveRecord,
-    /// Through the deleter: objects, then the record.
-    DeleteWithObjects,
-    /// Already expiring or being deleted.
-    AlreadyDeleting,
-    Keep(String),
-}
+use super::{schedule_delete::Fate, unavailable, Api};
 
 /// The fate of each record of the cluster. Pure.
 fn fates(records: &[&BackupRecord], remote: bool) -> Vec<(String, Fate)> {
@@ -140,66 +126,24 @@ impl Api {
             return Ok(summary(&req, &fates, false));
         }
         let now = Utc::now();
-        let mut requested = false;
-        for (current, (_, fate)) in records.iter().zip(&fates) {
-            let result = match fate {
-                Fate::RemoveRecord => {
-                    self.catalog
-                        .remove(&current.value.cluster, &current.value.id, current.revision)
-                        .await
-                }
-                Fate::DeleteWithObjects => {
-                    let mut record = current.value.clone();
-                    record.delete_requested = true;
-                    record.delete_request = Some(DeleteRequest {
-                        requested_at: now,
-                        remote: true,
-                        // Every record of the cluster goes, and nothing that stays needs
-                        // these (checked above): the floor and dependents do not apply.
-                        force: true,
-                    });
-                    requested = true;
-                    self.catalog
-                        .update(&record, current.revision)
-                        .await
-                        .map(|_| ())
-                }
-                Fate::AlreadyDeleting | Fate::Keep(_) => continue,
-            };
-            match result {
-                Ok(()) => {}
-                Err(CasError::Conflict) => {
-                    return Err(ApiError::new(
-                        ErrorCode::Conflict,
-                        format!(
-                            "backup {} changed while cluster {} was being forgotten; run the \
-                             command again to finish",
-                            current.value.id, req.cluster
-                        ),
-                    ))
-                }
-                Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
-            }
-        }
-        if requested {
-            let sweep = RetentionSweep {
-                schema_version: wire::SCHEMA_VERSION,
-                cluster: req.cluster.clone(),
-                requested_at: now,
-            };
-            publish_once(
-                &self.topology.jetstream,
-                topology::sweep_subject(&req.cluster),
-                &format!(
-                    "cluster-forget.{}.{}",
-                    req.cluster,
-                    now.timestamp_nanos_opt().unwrap_or_default()
-                ),
-                wire::encode(&sweep),
-            )
-            .await
-            .map_err(|err| unavailable(format!("{err:#}")))?;
-        }
+        self.carry_out(
+            &records,
+            &fates,
+            &req.cluster,
+            &format!(
+                "cluster-forget.{}.{}",
+                req.cluster,
+                now.timestamp_nanos_opt().unwrap_or_default()
+            ),
+            |id| {
+                format!(
+                    "backup {id} changed while cluster {} was being forgotten; run the command \
+                     again to finish",
+                    req.cluster
+                )
+            },
+        )
+        .await?;
         tracing::info!(cluster = %req.cluster, records = fates.len(), remote = req.remote, "cluster forgotten");
         Ok(summary(&req, &fates, true))
     }

@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 use sexton_shared::{
     api::{ApiError, ErrorCode, ScheduleDelete},
     catalog::{CasError, Versioned},
+    names::{BackupId, ClusterName},
     nats::publish_once,
     planning,
     records::{BackupOwner, BackupRecord, DeleteRequest, ScheduleRecord},
@@ -35,9 +36,9 @@ use sexton_shared::{
 
 use super::{unavailable, Api};
 
-/// What deleting the schedule does to one of its records.
+/// What deleting the schedule (or forgetting the cluster) does to one of its records.
 #[derive(Debug, Clone, PartialEq)]
-enum Fate {
+pub(super) enum Fate {
     /// The record goes; its objects stay.
     RemoveRecord,
     /// Through the deleter: objects, then the record.
@@ -215,9 +216,46 @@ impl Api {
         if req.dry_run {
             return Ok(summary(&schedule, &fates, true, false));
         }
+        self.carry_out(
+            &own,
+            &fates,
+            &schedule.cluster,
+            &format!("schedule-delete.{}.{revision}", schedule.name),
+            |id| {
+                format!(
+                    "backup {id} changed while schedule {} was being deleted; the schedule is \
+                     still there: delete it again",
+                    schedule.name
+                )
+            },
+        )
+        .await?;
+        self.topology
+            .schedules
+            .delete_expect_revision(req.name.as_str(), Some(revision))
+            .await
+            .map_err(|err| ApiError::new(ErrorCode::Conflict, err.to_string()))?;
+        tracing::info!(schedule = %schedule.name, owner = schedule.backup_owner.as_str(), records = fates.len(), "schedule deleted");
+        Ok(summary(&schedule, &fates, false, true))
+    }
+}
+
+impl Api {
+    /// Carries out the fates of `records` (removing records, or asking the deleter for them
+    /// with their objects), each write a compare-and-set on the revision read; a record that
+    /// changed meanwhile stops it with `conflict` (the caller's message). When anything went to
+    /// the deleter, asks for a retention sweep of `cluster` with message id `sweep_id`.
+    pub(super) async fn carry_out(
+        &self,
+        records: &[&Versioned<BackupRecord>],
+        fates: &[(String, Fate)],
+        cluster: &ClusterName,
+        sweep_id: &str,
+        conflict: impl Fn(&BackupId) -> String,
+    ) -> Result<(), ApiError> {
         let now = Utc::now();
         let mut requested = false;
-        for (current, (_, fate)) in own.iter().zip(&fates) {
+        for (current, (_, fate)) in records.iter().zip(fates) {
             let result = match fate {
                 Fate::RemoveRecord => {
                     self.catalog
@@ -230,8 +268,8 @@ impl Api {
                     record.delete_request = Some(DeleteRequest {
                         requested_at: now,
                         remote: true,
-                        // Everything of the schedule goes together, and nothing that stays
-                        // needs these (checked above): the floor and dependents do not apply.
+                        // Everything chosen goes together, and nothing that stays needs these
+                        // (the fates checked it): the floor and dependents do not apply.
                         force: true,
                     });
                     requested = true;
@@ -247,11 +285,7 @@ impl Api {
                 Err(CasError::Conflict) => {
                     return Err(ApiError::new(
                         ErrorCode::Conflict,
-                        format!(
-                            "backup {} changed while schedule {} was being deleted; the \
-                             schedule is still there: delete it again",
-                            current.value.id, schedule.name
-                        ),
+                        conflict(&current.value.id),
                     ))
                 }
                 Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
@@ -260,24 +294,18 @@ impl Api {
         if requested {
             let sweep = RetentionSweep {
                 schema_version: wire::SCHEMA_VERSION,
-                cluster: schedule.cluster.clone(),
+                cluster: cluster.clone(),
                 requested_at: now,
             };
             publish_once(
                 &self.topology.jetstream,
-                topology::sweep_subject(&schedule.cluster),
-                &format!("schedule-delete.{}.{revision}", schedule.name),
+                topology::sweep_subject(cluster),
+                sweep_id,
                 wire::encode(&sweep),
             )
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
         }
-        self.topology
-            .schedules
-            .delete_expect_revision(req.name.as_str(), Some(revision))
-            .await
-            .map_err(|err| ApiError::new(ErrorCode::Conflict, err.to_string()))?;
-        tracing::info!(schedule = %schedule.name, owner = schedule.backup_owner.as_str(), records = fates.len(), "schedule deleted");
-        Ok(summary(&schedule, &fates, false, true))
+        Ok(())
     }
 }
