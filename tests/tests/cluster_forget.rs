@@ -10,7 +10,11 @@ use std::{collections::BTreeSet, process::Command, time::Duration};
 
 use serde_json::{json, Value};
 use sexton_shared::{
-    api::ErrorCode, catalog::Catalog, names::ClusterName, records::BackupRecord, topology,
+    api::ErrorCode,
+    catalog::Catalog,
+    names::ClusterName,
+    records::{BackupRecord, BackupStatus},
+    topology,
 };
 use sexton_tests::{
     fixtures::{self, keys_under},
@@ -33,6 +37,13 @@ fn records(
             let mut record = fixtures::backup(cluster, "base", id, *parent, minute as i64 + 1, 1);
             record.schedule = Some(schedule.parse().unwrap());
             record.status = serde_json::from_value(json!(status)).unwrap();
+            if record.status == BackupStatus::Failed {
+                // Failed just now: inside the grace period, so a retention sweep (the first of
+                // a new cluster comes at once) does not clean it up under the test.
+                let now = chrono::Utc::now().fixed_offset();
+                record.started_at = Some(now);
+                record.completed_at = Some(now);
+            }
             record
         })
         .collect()
