@@ -23,7 +23,6 @@ use tracing::Instrument as _;
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::Utc;
-use futures::StreamExt;
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 use sexton_shared::{
     binlog::{self, check_segment_key, safe_horizon, select_orphans, store},
@@ -135,18 +134,10 @@ pub async fn run(
         .await
         .context("reading binlog jobs")?;
     loop {
-        let message = tokio::select! {
-            _ = shutdown.wait() => break,
-            message = messages.next() => message,
-        };
-        let message = match message {
-            Some(Ok(message)) => message,
-            Some(Err(err)) => {
-                tracing::warn!(error = %err, "reading binlog jobs");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-            None => anyhow::bail!("the binlog consumer ended"),
+        let Some(message) =
+            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "binlog jobs").await?
+        else {
+            break;
         };
         // One job at a time, finished even during shutdown: each step is short and idempotent.
         async {

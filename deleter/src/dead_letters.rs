@@ -13,7 +13,6 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
-use futures::StreamExt;
 use serde::Deserialize;
 use sexton_shared::{
     outcome::{publish_incident, settle, Outcome},
@@ -59,17 +58,14 @@ pub async fn run(deleter: Arc<Deleter>, mut shutdown: Shutdown) -> anyhow::Resul
         .await
         .context("reading max-deliveries advisories")?;
     loop {
-        let message = tokio::select! {
-            _ = shutdown.wait() => return Ok(()),
-            message = advisories.next() => match message {
-                Some(Ok(message)) => message,
-                Some(Err(err)) => {
-                    tracing::warn!(error = %err, "reading max-deliveries advisories");
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    continue;
-                }
-                None => anyhow::bail!("the dead letters consumer ended"),
-            },
+        let Some(message) = sexton_shared::nats::next_message(
+            &mut advisories,
+            &mut shutdown,
+            "max-deliveries advisories",
+        )
+        .await?
+        else {
+            return Ok(());
         };
         let outcome = match serde_json::from_slice::<MaxDeliveries>(&message.payload) {
             Err(err) => Outcome::Poison(format!("unreadable max-deliveries advisory: {err}")),

@@ -16,7 +16,6 @@ use tracing::Instrument as _;
 
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
-use futures::StreamExt;
 use sexton_shared::{
     config::Config,
     outcome::settle,
@@ -80,18 +79,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         .await
         .context("reading retention events")?;
     loop {
-        let message = tokio::select! {
-            _ = shutdown.wait() => break,
-            message = messages.next() => message,
-        };
-        let message = match message {
-            Some(Ok(message)) => message,
-            Some(Err(err)) => {
-                tracing::warn!(error = %err, "reading retention events");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-            None => anyhow::bail!("the retention consumer ended"),
+        let Some(message) =
+            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "retention events")
+                .await?
+        else {
+            break;
         };
         let outcome = async {
             let outcome = worker.handle(&message).await;

@@ -11,7 +11,6 @@ use tracing::Instrument as _;
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::Utc;
-use futures::StreamExt;
 use sexton_retention::VolumeArtifact;
 use sexton_shared::{
     catalog::{CasError, Catalog},
@@ -66,18 +65,11 @@ pub async fn run(
         shutdown.clone(),
     );
     loop {
-        let message = tokio::select! {
-            _ = shutdown.wait() => return Ok(()),
-            message = messages.next() => message,
-        };
-        let message = match message {
-            Some(Ok(message)) => message,
-            Some(Err(err)) => {
-                tracing::warn!(error = %err, "reading executor reports");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-            None => anyhow::bail!("the reports consumer ended"),
+        let Some(message) =
+            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "executor reports")
+                .await?
+        else {
+            return Ok(());
         };
         let span = sexton_shared::telemetry::message_span(&message);
         let outcome = async {

@@ -139,3 +139,28 @@ impl Drop for EphemeralConsumer {
         });
     }
 }
+
+/// The next message of a service's consumer, or `None` once `shutdown` trips. A read error is
+/// logged and the read retried after a pause; the stream ending is an error. `what` names the
+/// messages in both (`"executor reports"`).
+pub async fn next_message(
+    messages: &mut jetstream::consumer::pull::Stream,
+    shutdown: &mut crate::Shutdown,
+    what: &str,
+) -> anyhow::Result<Option<jetstream::Message>> {
+    use futures::StreamExt as _;
+    loop {
+        let next = tokio::select! {
+            _ = shutdown.wait() => return Ok(None),
+            next = messages.next() => next,
+        };
+        match next {
+            Some(Ok(message)) => return Ok(Some(message)),
+            Some(Err(err)) => {
+                tracing::warn!(error = %err, "reading {what}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            None => anyhow::bail!("the consumer of {what} ended"),
+        }
+    }
+}

@@ -44,6 +44,30 @@ pub fn backup(
     .unwrap()
 }
 
+/// Backups of `schedule` in `cluster`, plan `base`: `(id, parent, status)` a minute apart,
+/// one data object each. A failed one failed just now: inside the grace period, so a retention
+/// sweep (the first of a new cluster comes at once) does not clean it up under a test.
+pub fn schedule_backups(
+    cluster: &str,
+    schedule: &str,
+    list: &[(&str, Option<&str>, &str)],
+) -> Vec<BackupRecord> {
+    list.iter()
+        .enumerate()
+        .map(|(minute, (id, parent, status))| {
+            let mut record = backup(cluster, "base", id, *parent, minute as i64 + 1, 1);
+            record.schedule = Some(schedule.parse().unwrap());
+            record.status = serde_json::from_value(json!(status)).unwrap();
+            if record.status == sexton_shared::records::BackupStatus::Failed {
+                let now = chrono::Utc::now().fixed_offset();
+                record.started_at = Some(now);
+                record.completed_at = Some(now);
+            }
+            record
+        })
+        .collect()
+}
+
 /// Writes a schedule that gives `cluster`/`plan` the retention `policy` (paused: it never
 /// fires; it is only where the policy lives).
 pub async fn put_schedule(

@@ -9,13 +9,7 @@
 use std::{collections::BTreeSet, process::Command, time::Duration};
 
 use serde_json::{json, Value};
-use sexton_shared::{
-    api::ErrorCode,
-    catalog::Catalog,
-    names::ClusterName,
-    records::{BackupRecord, BackupStatus},
-    topology,
-};
+use sexton_shared::{api::ErrorCode, catalog::Catalog, names::ClusterName, topology};
 use sexton_tests::{
     fixtures::{self, keys_under},
     *,
@@ -23,30 +17,6 @@ use sexton_tests::{
 
 fn set(ids: &[&str]) -> BTreeSet<String> {
     ids.iter().map(|s| s.to_string()).collect()
-}
-
-/// `(id, parent, status)` records of `schedule` in `cluster`, plan `base`.
-fn records(
-    cluster: &str,
-    schedule: &str,
-    list: &[(&str, Option<&str>, &str)],
-) -> Vec<BackupRecord> {
-    list.iter()
-        .enumerate()
-        .map(|(minute, (id, parent, status))| {
-            let mut record = fixtures::backup(cluster, "base", id, *parent, minute as i64 + 1, 1);
-            record.schedule = Some(schedule.parse().unwrap());
-            record.status = serde_json::from_value(json!(status)).unwrap();
-            if record.status == BackupStatus::Failed {
-                // Failed just now: inside the grace period, so a retention sweep (the first of
-                // a new cluster comes at once) does not clean it up under the test.
-                let now = chrono::Utc::now().fixed_offset();
-                record.started_at = Some(now);
-                record.completed_at = Some(now);
-            }
-            record
-        })
-        .collect()
 }
 
 fn objects(cluster: &str, ids: &[&str]) -> BTreeSet<String> {
@@ -138,7 +108,7 @@ async fn forgetting_a_cluster_with_and_without_remote() {
                "policy": {"keep_last": 10}, "backup_owner": "cluster", "remote_cleanup": true}),
     )
     .await;
-    let mut list = records(
+    let mut list = fixtures::schedule_backups(
         "ca",
         "sa",
         &[
@@ -268,7 +238,7 @@ async fn forgetting_a_cluster_with_and_without_remote() {
                "policy": {"keep_last": 10}, "backup_owner": "cluster", "remote_cleanup": true}),
     )
     .await;
-    let mut list = records(
+    let mut list = fixtures::schedule_backups(
         "cb",
         "sb",
         &[
@@ -280,7 +250,7 @@ async fn forgetting_a_cluster_with_and_without_remote() {
     list[0].remote_cleanup = true;
     fixtures::put_backups(&catalog, &store, &list).await;
     // A manual backup of no schedule is the cluster's too.
-    let mut manual = records("cb", "sb", &[("m4", None, "completed")]);
+    let mut manual = fixtures::schedule_backups("cb", "sb", &[("m4", None, "completed")]);
     manual[0].schedule = None;
     fixtures::put_backups(&catalog, &store, &manual).await;
     api(
@@ -382,7 +352,7 @@ async fn bad_forget_requests_are_refused_and_the_cli_forgets() {
     let js = async_nats::jetstream::new(client.clone());
     let topology = topology::ensure(&js, 1).await.unwrap();
     let catalog = Catalog::new(topology.catalog.clone());
-    for record in records(
+    for record in fixtures::schedule_backups(
         "c1",
         "s1",
         &[("b1", None, "completed"), ("b2", Some("b1"), "completed")],

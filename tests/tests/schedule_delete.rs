@@ -8,11 +8,7 @@ use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{json, Value};
 use sexton_shared::{
-    api::ErrorCode,
-    catalog::Catalog,
-    names::ClusterName,
-    records::{BackupRecord, BackupStatus},
-    topology,
+    api::ErrorCode, catalog::Catalog, names::ClusterName, records::BackupStatus, topology,
 };
 use sexton_tests::{
     fixtures::{self, keys_under},
@@ -37,24 +33,7 @@ impl Setup {
 
     /// Backups of `schedule` in `cluster`: `(id, parent, status)`, with their objects.
     async fn backups(&self, cluster: &str, schedule: &str, list: &[(&str, Option<&str>, &str)]) {
-        let records: Vec<BackupRecord> = list
-            .iter()
-            .enumerate()
-            .map(|(minute, (id, parent, status))| {
-                let mut record =
-                    fixtures::backup(cluster, "base", id, *parent, minute as i64 + 1, 1);
-                record.schedule = Some(schedule.parse().unwrap());
-                record.status = serde_json::from_value(json!(status)).unwrap();
-                if record.status == BackupStatus::Failed {
-                    // Failed just now: inside the grace period, so a retention sweep (the
-                    // first of a new cluster comes at once) does not clean it up under the test.
-                    let now = chrono::Utc::now().fixed_offset();
-                    record.started_at = Some(now);
-                    record.completed_at = Some(now);
-                }
-                record
-            })
-            .collect();
+        let records = fixtures::schedule_backups(cluster, schedule, list);
         fixtures::put_backups(&self.catalog, &self.store, &records).await;
     }
 
