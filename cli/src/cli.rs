@@ -150,8 +150,11 @@ pub struct UpdateArgs {
     #[arg(long)]
     pub starting_deadline_seconds: Option<u64>,
     /// A full backup, then N-1 incrementals (per volume).
-    #[arg(long, value_parser = parse_full_every)]
+    #[arg(long, value_parser = parse_full_every, conflicts_with = "no_full_every")]
     pub full_every: Option<u32>,
+    /// Turn `full_every` off again: fulls only without volumes, forever incremental with them.
+    #[arg(long)]
+    pub no_full_every: bool,
     /// The application's volumes, repeatable; replaces the list (a new volume starts full).
     #[arg(long = "volume")]
     pub volumes: Vec<String>,
@@ -673,6 +676,9 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 }
                 if let Some(n) = args.full_every {
                     body["full_every"] = json!(n);
+                }
+                if args.no_full_every {
+                    body["full_every"] = Value::Null;
                 }
                 if !args.volumes.is_empty() {
                     body["volumes"] = json!(args.volumes);

@@ -417,14 +417,13 @@ async fn take_backup(
     Ok(())
 }
 
-/// Performs a merge job (Trilio's consolidation) in its smallest honest form: writes
-/// `synthetic-full.xbstream` in the target's own directory, holding the data objects of the
-/// sources (oldest first) and of the target, so the target no longer needs its ancestors; then
-/// reports the target as a full with no parent, listing its old objects and the new one. The
-/// sources are not touched: retention deletes them once the scheduler has recorded the merge.
-/// Idempotent: a redelivered job rewrites the same object and reports the same thing.
 /// The object a merge writes in the target's directory: the whole chain's data.
 pub const SYNTHETIC_FULL: &str = "synthetic-full.xbstream";
+
+/// The object a volume merge writes in the target's directory: that volume's chain, whole.
+pub fn synthetic_volume(volume: &str) -> String {
+    format!("vol-{volume}.synthetic-full.img")
+}
 
 /// Every key of a merge job lies in its own backup's directory of the job's cluster: a forged
 /// job must not consolidate another cluster's (or another backup's) objects into this one.
@@ -444,6 +443,13 @@ fn check_merge_keys(prefix: &str, job: &MergeJob) -> Result<(), String> {
     Ok(())
 }
 
+/// Performs a merge job (Trilio's consolidation) in its smallest honest form: writes a
+/// synthetic full in the target's own directory ([`SYNTHETIC_FULL`], or
+/// [`synthetic_volume`] for a volume merge) holding the data objects of the sources (oldest
+/// first) and of the target, so the target no longer needs its ancestors; then reports the
+/// target (or its volume) as a full with no parent, listing its old objects and the new one.
+/// The sources are not touched: retention deletes them once the scheduler has recorded the
+/// merge. Idempotent: a redelivered job rewrites the same object and reports the same thing.
 async fn merge_chain(
     js: &jetstream::Context,
     store: &ObjectStore,
@@ -452,14 +458,18 @@ async fn merge_chain(
     let started_at = Utc::now();
     let target = &job.target;
     let directory = store.backup_prefix(&job.cluster, &target.backup_name, target.id.as_str());
-    let synthetic_key = format!("{directory}{SYNTHETIC_FULL}");
+    let object_name = match &job.volume {
+        None => SYNTHETIC_FULL.to_owned(),
+        Some(volume) => synthetic_volume(volume),
+    };
+    let synthetic_key = format!("{directory}{object_name}");
     let mut body: Vec<u8> = Vec::new();
     for backup in job.sources.iter().chain([target]) {
         // A source that is itself a synthetic full (an earlier merge) holds its whole chain.
         let own_synthetic = backup
             .artifacts
             .iter()
-            .find(|k| k.ends_with(&format!("/{}/{SYNTHETIC_FULL}", backup.id)));
+            .find(|k| k.ends_with(&format!("/{}/{object_name}", backup.id)));
         let keys: Vec<&String> = match own_synthetic {
             Some(key) => vec![key],
             None => backup
@@ -483,10 +493,24 @@ async fn merge_chain(
     }
     let size = body.len() as u64;
     store.put(&synthetic_key, body.into()).await?;
-    let mut artifacts = target.artifacts.clone();
-    if !artifacts.contains(&synthetic_key) {
-        artifacts.push(synthetic_key);
+    let mut keys = target.artifacts.clone();
+    if !keys.contains(&synthetic_key) {
+        keys.push(synthetic_key);
     }
+    let (artifacts, volumes) = match &job.volume {
+        None => (keys, Vec::new()),
+        // A completed report lists its objects; a volume merge's are the volume's.
+        Some(volume) => (
+            keys.clone(),
+            vec![ReportVolume {
+                name: volume.clone(),
+                kind: BackupKind::Full,
+                parent: None,
+                keys,
+                failed: false,
+            }],
+        ),
+    };
     let report = Report {
         schema_version: wire::SCHEMA_VERSION,
         backup_id: target.id.clone(),
@@ -505,21 +529,26 @@ async fn merge_chain(
         labels: Default::default(),
         tags: Vec::new(),
         error: None,
-        volumes: Vec::new(),
+        volumes,
         holds: Vec::new(),
         merge: Some(MergeDone {
             target_uid: target.uid.clone(),
             sources: job.sources.iter().map(|b| b.id.clone()).collect(),
+            volume: job.volume.clone(),
         }),
     };
+    let volume = job.volume.as_deref().unwrap_or("");
     publish_once(
         js,
         topology::report_subject(&job.cluster),
-        &format!("merge.{}.{}.{}", job.cluster, target.id, target.uid),
+        &format!(
+            "merge.{}.{}.{}.{volume}",
+            job.cluster, target.id, target.uid
+        ),
         wire::encode(&report),
     )
     .await?;
-    tracing::info!(cluster = %job.cluster, target = %target.id, sources = job.sources.len(), "merge done and reported");
+    tracing::info!(cluster = %job.cluster, target = %target.id, volume, sources = job.sources.len(), "merge done and reported");
     Ok(())
 }
 

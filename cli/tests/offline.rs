@@ -317,6 +317,21 @@ fn bad_input_exits_2_with_a_clear_message() {
         ),
         (
             vec![
+                "schedule",
+                "update",
+                "s",
+                "--full-every",
+                "3",
+                "--no-full-every",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["schedule", "update", "s", "--no-full-every=yes"],
+            "unexpected value",
+        ),
+        (
+            vec![
                 "backup",
                 "hold",
                 "b1",

@@ -41,6 +41,10 @@ pub struct Worker {
     /// sweep published well before that is already covered: the run read a catalog that held
     /// the checkpoint's backup (the scheduler records a backup before it publishes the event).
     last_runs: Arc<std::sync::Mutex<std::collections::HashMap<ClusterName, DateTime<Utc>>>>,
+    /// Compare-and-set conflicts met while marking or unmarking records, ever. A run that met
+    /// one decided over a catalog that changed under it (a deleter took a mark off, a merge
+    /// was recorded): it asks for another run of the cluster ([`Worker::rerun`]).
+    conflicts: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// How much earlier than a run's start an event must have been published to count as covered
@@ -104,6 +108,7 @@ impl Worker {
             store,
             prefix: config.s3.prefix,
             last_runs: Arc::default(),
+            conflicts: Arc::default(),
         }
     }
 
@@ -146,8 +151,15 @@ impl Worker {
         }
         let started = Utc::now();
         let timer = self.metrics.run_duration.start_timer();
+        let conflicts = self.conflicts.load(std::sync::atomic::Ordering::Relaxed);
         let result = self.run_cluster(&cluster, started).await;
         timer.observe_duration();
+        let result = match result {
+            Ok(()) if self.conflicts.load(std::sync::atomic::Ordering::Relaxed) != conflicts => {
+                self.rerun(&cluster, started).await
+            }
+            other => other,
+        };
         match result {
             Ok(()) => {
                 self.ran(&cluster, started);
@@ -166,6 +178,36 @@ impl Worker {
                 Outcome::RetryAfter(Duration::from_secs(5))
             }
         }
+    }
+
+    /// Records a compare-and-set conflict; always `false` (nothing was marked).
+    fn conflict(&self) -> bool {
+        self.conflicts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        false
+    }
+
+    /// Asks for another run of `cluster`: this one met a record that changed under it, and
+    /// what it left undecided must not wait for the next hourly sweep (a backup whose deleter
+    /// took a partial mark off while this run marked it whole would stay). The event is
+    /// published after this run started, so this run does not cover it; its message id names
+    /// the run's start, so a redelivery of this run asks once.
+    async fn rerun(&self, cluster: &ClusterName, started: DateTime<Utc>) -> anyhow::Result<()> {
+        tracing::info!(%cluster, "the catalog changed under the run; another run asked for");
+        let sweep = RetentionSweep {
+            schema_version: wire::SCHEMA_VERSION,
+            cluster: cluster.clone(),
+            requested_at: Utc::now(),
+        };
+        publish_once(
+            &self.topology.jetstream,
+            topology::sweep_subject(cluster),
+            &format!("rerun.{cluster}.{}", started.timestamp_micros()),
+            wire::encode(&sweep),
+        )
+        .await
+        .context("asking for another retention run")?;
+        Ok(())
     }
 
     /// The plans for every group of `cluster` (or one plan), decided at `now`, with the
@@ -247,11 +289,11 @@ impl Worker {
                 .with_label_values(&[cluster.as_str(), group.plan.as_str()])
                 .set(now.timestamp());
             self.observe_group(group, now);
-            self.expire_user_requests(group, now).await?;
             let Some(decision) = &group.decision else {
                 if let Some(reason) = &group.hold_reason {
                     tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
                 }
+                self.expire_user_requests(group, &[], &[], now).await?;
                 continue;
             };
             for keep in &decision.keep {
@@ -326,6 +368,11 @@ impl Worker {
                     });
                 }
             }
+            // Users' requests are judged after the plan's own deletions: a requested backup
+            // that only a backup this run expired still needed (a deleted middle backup whose
+            // dependents the plan just let go) goes now, not at the next run.
+            self.expire_user_requests(group, &deleting, &trimming, now)
+                .await?;
             if !deleting.is_empty() || !trimming.is_empty() {
                 tracing::info!(
                     %cluster,
@@ -498,7 +545,7 @@ impl Worker {
                 match self.catalog.update(&marked, record.revision).await {
                     Ok(revision) => revision,
                     // Changed since we read it: the next run decides again with the new state.
-                    Err(CasError::Conflict) => return Ok(false),
+                    Err(CasError::Conflict) => return Ok(self.conflict()),
                     Err(CasError::Other(err)) => return Err(err),
                 }
             }
@@ -555,7 +602,10 @@ impl Worker {
                 Ok(())
             }
             // Changed since we read it: the next run decides again.
-            Err(CasError::Conflict) => Ok(()),
+            Err(CasError::Conflict) => {
+                self.conflict();
+                Ok(())
+            }
             Err(CasError::Other(err)) => Err(err),
         }
     }
@@ -597,7 +647,7 @@ impl Worker {
             marked.delete_reasons = reasons.to_vec();
             match self.catalog.update(&marked, record.revision).await {
                 Ok(revision) => revision,
-                Err(CasError::Conflict) => return Ok(false),
+                Err(CasError::Conflict) => return Ok(self.conflict()),
                 Err(CasError::Other(err)) => return Err(err),
             }
         };
@@ -624,25 +674,20 @@ impl Worker {
         Ok(true)
     }
 
-    /// Marks the backups users asked to delete (`sexton backup delete`) once nothing kept
-    /// needs them, or at once when forced; the deleter judges them again the same way
-    /// ([`planning::may_go`]). A request on a backup whose deletion failed is a retry.
-    /// One merge job per merge the plan asks for (`chain_mode: merge`), for the executors.
+    /// One merge job per merge the plan asks for (`chain_mode: merge`), for the executors:
+    /// whole-backup merges and, on schedules with volumes, one job per volume chain.
     /// Nothing is deleted here: the plan keeps the sources (`merge into <target> pending`)
-    /// until the scheduler has recorded the target as a synthetic full. The message id names
-    /// the target's and the sources' uids, so a re-run within the duplicate window publishes
-    /// nothing new; after it, a job still pending is asked for again (merging is idempotent).
-    /// Volume merges are not carried yet: their sources simply stay.
+    /// until the scheduler has recorded the target (or the target's volume) as a synthetic
+    /// full. The message id names the target's and the sources' uids (and the volume), so a
+    /// re-run within the duplicate window publishes nothing new; after it, a job still pending
+    /// is asked for again (merging is idempotent).
     async fn publish_merges(
         &self,
         group: &GroupPlan,
         decision: &sexton_retention::Plan,
         by_id: &BTreeMap<&str, &Versioned<BackupRecord>>,
     ) -> anyhow::Result<()> {
-        if !decision.volume_merges.is_empty() {
-            tracing::info!(cluster = %group.cluster, plan = %group.plan, merges = decision.volume_merges.len(), "volume merges are not carried yet; their sources stay");
-        }
-        if decision.merges.is_empty() {
+        if decision.merges.is_empty() && decision.volume_merges.is_empty() {
             return Ok(());
         }
         // Merge jobs of this cluster still waiting (no executor has taken them yet): ask for
@@ -668,62 +713,62 @@ impl Worker {
                 return Ok(());
             }
         }
-        'merges: for merge in &decision.merges {
-            let mut backups = Vec::new();
-            for id in merge.sources.iter().chain([&merge.target]) {
-                let Some(record) = by_id.get(id.as_str()) else {
-                    continue 'merges;
-                };
-                let record = &record.value;
-                // Only whole, settled backups without volumes are merged.
-                if record.status != BackupStatus::Completed || !record.volumes.is_empty() {
-                    tracing::info!(cluster = %group.cluster, backup = %record.id, "merge not asked for: a backup of it is not a settled backup without volumes");
-                    continue 'merges;
+        let whole = decision
+            .merges
+            .iter()
+            .map(|merge| (None, &merge.target, &merge.sources));
+        let volumes = decision
+            .volume_merges
+            .iter()
+            .map(|merge| (Some(merge.volume.as_str()), &merge.target, &merge.sources));
+        for (volume, target, sources) in whole.chain(volumes) {
+            let job = match merge_job(group, by_id, volume, target, sources) {
+                Ok(job) => job,
+                Err(why) => {
+                    tracing::info!(cluster = %group.cluster, %target, volume, why, "merge not asked for");
+                    continue;
                 }
-                backups.push(MergeBackup {
-                    id: record.id.clone(),
-                    uid: record.uid.clone(),
-                    backup_name: record.backup_name.clone(),
-                    parent: record.parent.clone(),
-                    artifacts: record.artifacts.clone(),
-                });
-            }
-            let target = backups.pop().expect("the target was pushed last");
-            let job = MergeJob {
-                schema_version: wire::SCHEMA_VERSION,
-                cluster: group.cluster.clone(),
-                plan: group.plan.clone(),
-                target,
-                sources: backups,
             };
-            if let Err(why) = job.validate() {
-                tracing::warn!(cluster = %group.cluster, target = %merge.target, why, "merge not asked for");
-                continue;
-            }
             // The sources are one chain ending at the target's parent (validated): the first
             // and the last with their count name it.
             let first = &job.sources[0].uid;
             let last = &job.sources[job.sources.len() - 1].uid;
-            publish_once(
-                &self.topology.jetstream,
-                subject.clone(),
-                &format!(
+            let id = match volume {
+                None => format!(
                     "merge.{}.{}.{first}.{last}.{}",
                     group.cluster,
                     job.target.uid,
                     job.sources.len()
                 ),
+                Some(volume) => format!(
+                    "merge.{}.{}.{volume}.{first}.{last}.{}",
+                    group.cluster,
+                    job.target.uid,
+                    job.sources.len()
+                ),
+            };
+            publish_once(
+                &self.topology.jetstream,
+                subject.clone(),
+                &id,
                 wire::encode(&job),
             )
             .await?;
-            tracing::info!(cluster = %group.cluster, target = %merge.target, sources = ?merge.sources, "merge job published");
+            tracing::info!(cluster = %group.cluster, %target, volume, ?sources, "merge job published");
         }
         Ok(())
     }
 
+    /// Marks the backups users asked to delete (`sexton backup delete`) once nothing kept
+    /// needs them, or at once when forced; the deleter judges them again the same way
+    /// ([`planning::may_go`]). A request on a backup whose deletion failed is a retry.
+    /// `expired` and `trimmed` list the backups and volumes this run has just marked expiring:
+    /// they are judged as such (the group's snapshot was read before).
     async fn expire_user_requests(
         &self,
         group: &GroupPlan,
+        expired: &[DecisionSummary],
+        trimmed: &[PartialSummary],
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
         let candidates: Vec<&Versioned<BackupRecord>> = group
@@ -744,7 +789,35 @@ impl Worker {
         if candidates.is_empty() {
             return Ok(());
         }
-        let all: Vec<&BackupRecord> = group.records.iter().map(|r| &r.value).collect();
+        let marked: Vec<BackupRecord> = group
+            .records
+            .iter()
+            .filter_map(|r| {
+                let id = r.value.id.as_str();
+                if expired.iter().any(|e| e.id == id) {
+                    return Some(BackupRecord {
+                        status: BackupStatus::Expiring,
+                        ..r.value.clone()
+                    });
+                }
+                let trim = trimmed.iter().find(|t| t.id == id)?;
+                let mut record = r.value.clone();
+                for volume in &mut record.volumes {
+                    volume.expiring |= trim.volumes_delete.contains(&volume.name);
+                }
+                Some(record)
+            })
+            .collect();
+        let all: Vec<&BackupRecord> = group
+            .records
+            .iter()
+            .map(|r| {
+                marked
+                    .iter()
+                    .find(|m| m.id == r.value.id)
+                    .unwrap_or(&r.value)
+            })
+            .collect();
         let judged: Vec<&BackupRecord> = candidates.iter().map(|r| &r.value).collect();
         let answers = planning::may_go(&all, &judged, Err("unused"), now);
         for (record, answer) in candidates.into_iter().zip(answers) {
@@ -847,6 +920,65 @@ fn rule_label(reasons: &[String]) -> &'static str {
         .find(|(needle, _)| first.contains(needle))
         .map(|(_, label)| *label)
         .unwrap_or("other")
+}
+
+/// The merge job for `target` and `sources` (backup ids, oldest first) as the catalog has them
+/// now: of the whole backups, or of one volume's artifacts. `Err` says why none is asked for:
+/// a backup gone, not settled, or (for a volume) without that volume's artifact, or a chain
+/// that no longer holds together.
+fn merge_job(
+    group: &GroupPlan,
+    by_id: &BTreeMap<&str, &Versioned<BackupRecord>>,
+    volume: Option<&str>,
+    target: &str,
+    sources: &[String],
+) -> Result<MergeJob, String> {
+    let mut backups = Vec::with_capacity(sources.len() + 1);
+    for id in sources.iter().map(String::as_str).chain([target]) {
+        let Some(record) = by_id.get(id) else {
+            return Err(format!("backup {id} is gone"));
+        };
+        let record = &record.value;
+        if record.status != BackupStatus::Completed {
+            return Err(format!("backup {id} is {:?}", record.status));
+        }
+        let (parent, artifacts) = match volume {
+            // Only whole backups without volumes are merged whole.
+            None if record.volumes.is_empty() => (record.parent.clone(), record.artifacts.clone()),
+            None => return Err(format!("backup {id} has volumes")),
+            Some(name) => {
+                let Some(artifact) = record.volumes.iter().find(|v| v.name == name) else {
+                    return Err(format!("backup {id} has no volume {name}"));
+                };
+                if artifact.expiring || artifact.keys.is_empty() {
+                    return Err(format!("volume {name} of backup {id} is being deleted"));
+                }
+                let parent = match &artifact.parent {
+                    None => None,
+                    Some(parent) => Some(parent.parse().map_err(|e| format!("{e}"))?),
+                };
+                (parent, artifact.keys.clone())
+            }
+        };
+        backups.push(MergeBackup {
+            id: record.id.clone(),
+            uid: record.uid.clone(),
+            backup_name: record.backup_name.clone(),
+            parent,
+            artifacts,
+        });
+    }
+    let target = backups.pop().expect("the target was pushed last");
+    let job = MergeJob {
+        schema_version: wire::SCHEMA_VERSION,
+        cluster: group.cluster.clone(),
+        plan: group.plan.clone(),
+        target,
+        sources: backups,
+        volume: volume.map(str::to_owned),
+    };
+    job.validate()?;
+    Ok(job)
 }
 
 #[cfg(test)]

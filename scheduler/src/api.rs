@@ -190,8 +190,8 @@ impl Api {
                     if req.starting_deadline_seconds.is_some() {
                         record.starting_deadline_seconds = req.starting_deadline_seconds;
                     }
-                    if req.full_every.is_some() {
-                        record.full_every = req.full_every;
+                    if let Some(full_every) = req.full_every {
+                        record.full_every = full_every;
                     }
                     if let Some(volumes) = &req.volumes {
                         record.volumes = volumes.clone();

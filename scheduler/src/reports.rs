@@ -229,7 +229,10 @@ async fn record_report(
         return Ok(Outcome::Poison(why));
     }
     if let Some(merge) = &report.merge {
-        return record_merge(topology, catalog, report, merge).await;
+        return match &merge.volume {
+            None => record_merge(topology, catalog, report, merge).await,
+            Some(volume) => record_volume_merge(topology, catalog, report, merge, volume).await,
+        };
     }
     let new_status = match report.status {
         ReportStatus::Started => BackupStatus::InProgress,
@@ -420,6 +423,153 @@ async fn record_merge(
             Ok(_) => {
                 tracing::info!(cluster = %report.cluster, target = %report.backup_id, sources = ?merge.sources, "merge recorded: the target is a synthetic full");
                 sweep_after_merge(topology, report, &record.uid).await?;
+                return Ok(Outcome::Done);
+            }
+            Err(CasError::Conflict) => continue,
+            Err(CasError::Other(err)) => return Err(err),
+        }
+    }
+    Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// Records a volume merge done (issue 8: `chain_mode: merge` on a schedule with volumes): the
+/// target's artifact of `volume` becomes a synthetic full (kind full, no parent) listing its old
+/// keys and the consolidated ones; the target's other volumes are untouched. Then a retention
+/// sweep lets the sources' artifacts of that volume go. Refused (and nothing written) unless
+/// the target is still the backup the job named, completed, its volume still builds on exactly
+/// the merged chain of that volume (each source's artifact on the one before, the first a
+/// full), and the report keeps every key the volume had and lists no other volume. A repeated
+/// report is a no-op.
+async fn record_volume_merge(
+    topology: &Topology,
+    catalog: &Catalog,
+    report: &Report,
+    merge: &MergeDone,
+    volume: &str,
+) -> anyhow::Result<Outcome> {
+    let poison = |why: String| {
+        Ok(Outcome::Poison(format!(
+            "merge of volume {volume} into {}: {why}",
+            report.backup_id
+        )))
+    };
+    if let Err(err) = sexton_shared::names::check_name("volume name", volume) {
+        return poison(err.to_string());
+    }
+    let reported = match report.volumes.as_slice() {
+        [only] if only.name == volume && only.kind == BackupKind::Full && only.parent.is_none() => {
+            only
+        }
+        _ => {
+            return poison(
+                "a volume merge report lists exactly that volume, a full with no parent".into(),
+            )
+        }
+    };
+    if report.status != ReportStatus::Completed
+        || report.artifacts.iter().any(|k| !reported.keys.contains(k))
+        || merge.sources.is_empty()
+    {
+        return poison(
+            "a volume merge report is completed, lists only the volume's keys and names its sources"
+                .into(),
+        );
+    }
+    for _ in 0..5 {
+        let Some(current) = catalog.get(&report.cluster, &report.backup_id).await? else {
+            return poison("no such backup".into());
+        };
+        let record = &current.value;
+        if record.uid != merge.target_uid || record.backup_name != report.backup_name {
+            return poison("the backup is not the one the merge was asked for".into());
+        }
+        let Some(position) = record.volumes.iter().position(|v| v.name == volume) else {
+            return poison("the backup has no such volume".into());
+        };
+        let artifact = &record.volumes[position];
+        let recorded = artifact.kind == BackupKind::Full
+            && artifact.parent.is_none()
+            && reported.keys.iter().all(|k| artifact.keys.contains(k));
+        if recorded {
+            // Recorded before (a redelivery, or the sweep below failed): ask again.
+            sweep_after_merge(topology, report, &format!("{}.{volume}", record.uid)).await?;
+            return Ok(Outcome::Done);
+        }
+        if record.status != BackupStatus::Completed || artifact.expiring {
+            return poison(format!(
+                "the backup is {:?}{}; nothing recorded",
+                record.status,
+                if artifact.expiring {
+                    " and the volume is being deleted"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if artifact.parent.as_deref() != merge.sources.last().map(|id| id.as_str()) {
+            return poison(format!(
+                "the volume builds on {:?}, not on the merged chain's last {:?}",
+                artifact.parent,
+                merge.sources.last()
+            ));
+        }
+        for (n, id) in merge.sources.iter().enumerate() {
+            let Some(source) = catalog.get(&report.cluster, id).await? else {
+                return poison(format!("source {id} is gone"));
+            };
+            let Some(source_artifact) = source.value.volumes.iter().find(|v| v.name == volume)
+            else {
+                return poison(format!("source {id} has no artifact of the volume"));
+            };
+            let expected = if n == 0 {
+                None
+            } else {
+                Some(merge.sources[n - 1].as_str())
+            };
+            if source_artifact.parent.as_deref() != expected
+                || (n == 0 && source_artifact.kind != BackupKind::Full)
+            {
+                return poison(format!("source {id} is not where the merged chain had it"));
+            }
+        }
+        if let Some(key) = artifact.keys.iter().find(|k| !reported.keys.contains(k)) {
+            return poison(format!("the report drops the volume's object {key}"));
+        }
+        // Deleting this volume later deletes its keys: none may be another volume's.
+        let others = record.volumes.iter().filter(|v| v.name != volume);
+        if let Some(key) = others
+            .flat_map(|v| &v.keys)
+            .find(|k| reported.keys.contains(k))
+        {
+            return poison(format!("the report claims {key}, another volume's object"));
+        }
+        let mut updated = record.clone();
+        {
+            let artifact = &mut updated.volumes[position];
+            artifact.kind = BackupKind::Full;
+            artifact.parent = None;
+            artifact.keys = reported.keys.clone();
+        }
+        for key in &reported.keys {
+            if !updated.artifacts.contains(key) {
+                updated.artifacts.push(key.clone());
+            }
+        }
+        if updated.volumes.iter().all(|v| v.kind == BackupKind::Full) {
+            updated.kind = BackupKind::Full;
+        }
+        updated.size_bytes = match (record.size_bytes, report.size_bytes) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        let tag = format!("synthetic-full:{volume}");
+        if !updated.tags.contains(&tag) {
+            updated.tags.push(tag);
+        }
+        match catalog.update(&updated, current.revision).await {
+            Ok(_) => {
+                tracing::info!(cluster = %report.cluster, target = %report.backup_id, volume, sources = ?merge.sources, "volume merge recorded: the target's volume is a synthetic full");
+                sweep_after_merge(topology, report, &format!("{}.{volume}", record.uid)).await?;
                 return Ok(Outcome::Done);
             }
             Err(CasError::Conflict) => continue,

@@ -165,8 +165,14 @@ pub struct ScheduleUpdate {
     pub overlap_policy: Option<OverlapPolicy>,
     #[serde(default)]
     pub starting_deadline_seconds: Option<u64>,
-    #[serde(default)]
-    pub full_every: Option<FullEvery>,
+    /// Absent: unchanged; `null`: off again (fulls only without volumes, forever incremental
+    /// with them); a number: the new cadence.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub full_every: Option<Option<FullEvery>>,
     /// Replaces the volume list: a volume added starts with a full at the next backup.
     #[serde(default)]
     pub volumes: Option<Vec<String>>,
@@ -208,6 +214,16 @@ pub struct ClusterForget {
 
 impl Message for ClusterForget {
     const KIND: &'static str = "request";
+}
+
+/// A field given (its value, `null` included) as `Some`; an absent one is `None` by
+/// `#[serde(default)]`.
+fn present<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 impl Message for ScheduleUpdate {

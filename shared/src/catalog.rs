@@ -159,10 +159,13 @@ impl Catalog {
         let _delete =
             crate::nats::EphemeralConsumer::new(&self.store.stream, &consumer.cached_info().name);
         let mut pending = consumer.cached_info().num_pending;
-        let mut records = Vec::with_capacity(pending as usize);
         if pending == 0 {
-            return Ok(records);
+            return Ok(Vec::new());
         }
+        let mut records: Vec<Option<Versioned<BackupRecord>>> =
+            Vec::with_capacity(pending as usize);
+        let mut seen: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::with_capacity(pending as usize);
         let mut messages = consumer
             .messages()
             .await
@@ -183,16 +186,29 @@ impl Catalog {
                 .as_ref()
                 .and_then(|h| h.get("KV-Operation"))
                 .is_some();
+            // A record written while the listing runs arrives again, newer: it replaces the
+            // one read before (or removes it, when deleted). Two versions of one backup would
+            // make retention refuse the whole group ("duplicate id").
+            let slot = match seen.get(message.subject.as_str()) {
+                Some(&slot) => slot,
+                None if deleted => continue,
+                None => {
+                    seen.insert(message.subject.to_string(), records.len());
+                    records.push(None);
+                    records.len() - 1
+                }
+            };
             if deleted {
+                records[slot] = None;
                 continue;
             }
             // One unreadable entry fails the whole listing: retention over a partial view could
             // delete the parent of a backup it cannot see. Keeping everything is the safe answer.
             let value = decode_record(&message.payload)
                 .with_context(|| format!("catalog entry {}", message.subject))?;
-            records.push(Versioned { value, revision });
+            records[slot] = Some(Versioned { value, revision });
         }
-        Ok(records)
+        Ok(records.into_iter().flatten().collect())
     }
 }
 

@@ -250,6 +250,10 @@ pub struct MergeDone {
     pub target_uid: String,
     /// The backups folded into it, oldest first (the chain's full first).
     pub sources: Vec<BackupId>,
+    /// A volume merge (issue 8): only this volume of the backup was consolidated; the report
+    /// lists that one volume, now a full with no parent, with all its keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
 }
 
 /// Retention-worker → executor (`sexton.v1.job.merge.<cluster>`): fold `sources` (oldest
@@ -265,6 +269,11 @@ pub struct MergeJob {
     pub plan: PlanName,
     pub target: MergeBackup,
     pub sources: Vec<MergeBackup>,
+    /// A volume merge (issue 8, `chain_mode: merge` on a schedule with volumes): only this
+    /// volume's chain is folded, and each backup's `parent` and `artifacts` are that volume's
+    /// parent and keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume: Option<String>,
 }
 
 /// One backup of a merge job, as the catalog had it when the job was planned.
@@ -282,6 +291,9 @@ impl Message for MergeJob {
     const KIND: &'static str = "merge job";
 
     fn validate(&self) -> Result<(), String> {
+        if let Some(volume) = &self.volume {
+            crate::names::check_name("volume name", volume).map_err(|e| e.to_string())?;
+        }
         if self.sources.is_empty() {
             return Err("a merge job needs at least one source".into());
         }
@@ -558,6 +570,7 @@ mod tests {
             plan: "p".parse().unwrap(),
             target,
             sources,
+            volume: None,
         };
         let good = job(
             vec![backup("F", None), backup("I1", Some("F"))],
@@ -589,6 +602,22 @@ mod tests {
             let err = job.validate().unwrap_err();
             assert!(err.contains(needle), "{err}");
         }
+        // A volume merge names a valid volume.
+        let volume = |name: &str| MergeJob {
+            volume: Some(name.into()),
+            ..good.clone()
+        };
+        assert_eq!(volume("pv1").validate(), Ok(()));
+        for bad in ["", "../pv1", "pv 1", &"v".repeat(300)] {
+            let err = volume(bad).validate().unwrap_err();
+            assert!(err.contains("volume name"), "{bad:?}: {err}");
+        }
+        // And decodes from JSON with or without it.
+        let json = String::from_utf8(encode(&volume("pv1")).to_vec()).unwrap();
+        assert!(json.contains(r#""volume":"pv1""#), "{json}");
+        assert_eq!(decode::<MergeJob>(json.as_bytes()).unwrap(), volume("pv1"));
+        let err = decode::<MergeJob>(json.replace(r#""pv1""#, r#""a/b""#).as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("volume name"), "{err}");
     }
 
     use super::*;

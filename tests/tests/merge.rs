@@ -265,6 +265,7 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
         merge: Some(MergeDone {
             target_uid: uid.into(),
             sources: sources.iter().map(|s| s.parse().unwrap()).collect(),
+            volume: None,
         }),
     };
     let forged = [
@@ -316,6 +317,7 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
         plan: "base".parse().unwrap(),
         target,
         sources: vec![backup(&before_records[0]), backup(&before_records[1])],
+        volume: None,
     };
     js.publish(
         topology::merge_job_subject(&"cm".parse().unwrap()),
@@ -370,6 +372,421 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
     .await;
     let now = records(&catalog, "cm").await;
     assert_eq!(now[2].artifacts, good_artifacts);
+    assert_eq!(now[..2], before_records[..2], "the sources are untouched");
+    fleet.stop().await.unwrap();
+}
+
+/// Seed 001's "deleted middle backup consolidated later", at volume level, end to end: an
+/// application with volumes pv1 and pv2 (forever incremental), `keep_last: 3` in merge mode.
+/// The user deletes backup 3 while backup 4 still builds on it: the delete is deferred. Each
+/// volume's expired chain head is merged, per volume, into the oldest kept backup by the
+/// reference executor (one job per volume), the scheduler records that volume as a synthetic
+/// full, and only then do the sources' artifacts go. Two backups later backup 3 is
+/// consolidated into backup 5 with backups 2 and 4 and deleted. Exactly which objects remain,
+/// and what the synthetic fulls hold, is asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_middle_backup_is_consolidated_per_volume_later() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let topology = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    let store = object_store(&config).await;
+    // The retention-worker runs only when the test says so, so that the plans are the seed's.
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            scheduler: true,
+            retention_worker: false,
+            deleter: true,
+            executor: true,
+        },
+    );
+    let retention_only = Members {
+        scheduler: false,
+        retention_worker: true,
+        deleter: false,
+        executor: false,
+    };
+    create_schedule(
+        &client,
+        json!({"name": "app", "cluster": "cv", "plan": "vols", "cron": "@daily", "paused": true,
+               "volumes": ["pv1", "pv2"],
+               "policy": {"keep_last": 3, "chain_mode": "merge"}}),
+    )
+    .await;
+    let mut ids: Vec<String> = Vec::new();
+    let mut images = std::collections::BTreeMap::new();
+    let object = |id: &str, name: &str| format!("backups/cv/app/{id}/{name}");
+    for step in 0..5 {
+        let id = trigger_backup(&client, "app").await;
+        let record = wait_reported(&catalog, "cv", &id).await;
+        for volume in &record.volumes {
+            let expected = if step == 0 {
+                (BackupKind::Full, None)
+            } else {
+                (BackupKind::Incremental, Some(ids[step - 1].clone()))
+            };
+            assert_eq!((volume.kind, volume.parent.clone()), expected, "{record:?}");
+        }
+        for volume in ["pv1", "pv2"] {
+            let key = object(&id, &format!("vol-{volume}.img"));
+            let body = store.get(&key).await.unwrap().expect("the volume's image");
+            images.insert((id.clone(), volume), body);
+        }
+        ids.push(id);
+    }
+    let ids_now = |records: &[BackupRecord]| -> Vec<String> {
+        records.iter().map(|r| r.id.to_string()).collect()
+    };
+    // The user deletes backup 3, objects too; backup 4 builds on it.
+    api(
+        &client,
+        "backup",
+        "delete",
+        json!({"schema_version": 1, "cluster": "cv", "id": ids[2], "remote": true}),
+    )
+    .await
+    .unwrap();
+
+    // Retention: keep 3 counts 5, 4 and 2 (3 is deleted by the user, but 4 needs it); backup
+    // 1's two artifacts are merged into backup 2, one job per volume, and then backup 1 goes.
+    let worker = Fleet::start(&config, retention_only);
+    eventually("backup 1 merged away", Duration::from_secs(60), || async {
+        let now = ids_now(&records(&catalog, "cv").await);
+        (now == ids[1..]).then_some(())
+    })
+    .await;
+    fixtures::deleter_drained(&js, Duration::from_secs(30)).await;
+    let now = records(&catalog, "cv").await;
+    for volume in &now[0].volumes {
+        assert_eq!(
+            (volume.kind, volume.parent.as_deref()),
+            (BackupKind::Full, None)
+        );
+    }
+    assert_eq!(
+        now[0].kind,
+        BackupKind::Full,
+        "both volumes are synthetic fulls"
+    );
+    assert!(now[1].delete_request.is_some(), "{:?}", now[1]);
+    assert!(!now[1].status.is_being_deleted(), "{:?}", now[1]);
+    let described = api(
+        &client,
+        "backup",
+        "describe",
+        json!({"schema_version": 1, "cluster": "cv", "id": ids[2]}),
+    )
+    .await
+    .unwrap();
+    let why = described["retention"].to_string();
+    assert!(why.contains("delete requested, deferred"), "{described}");
+    assert!(
+        why.contains(&format!("needed by {}", ids[3])),
+        "{described}"
+    );
+    worker.stop().await.unwrap();
+
+    // Two more backups, then retention again: keep 3 counts 7, 6 and 5; backups 2, 3 and 4
+    // are merged into 5, per volume, and then go, the user's deleted backup 3 with them (a
+    // whole deletion of 4 lets the deferred request on 3 go in the same run).
+    for _ in 0..2 {
+        let id = trigger_backup(&client, "app").await;
+        wait_reported(&catalog, "cv", &id).await;
+        ids.push(id);
+    }
+    let worker = Fleet::start(&config, retention_only);
+    eventually(
+        "backups 2 to 4 merged away",
+        Duration::from_secs(60),
+        || async {
+            let now = ids_now(&records(&catalog, "cv").await);
+            (now == ids[4..]).then_some(())
+        },
+    )
+    .await;
+    fixtures::deleter_drained(&js, Duration::from_secs(30)).await;
+    let now = records(&catalog, "cv").await;
+    let fifth = &now[0];
+    assert_eq!(fifth.kind, BackupKind::Full, "{fifth:?}");
+    for volume in &fifth.volumes {
+        assert_eq!(
+            (volume.kind, volume.parent.as_deref()),
+            (BackupKind::Full, None)
+        );
+        assert_eq!(
+            volume.keys.iter().cloned().collect::<BTreeSet<_>>(),
+            BTreeSet::from([
+                object(&ids[4], &format!("vol-{}.img", volume.name)),
+                object(&ids[4], &format!("vol-{}.synthetic-full.img", volume.name)),
+            ]),
+            "{fifth:?}"
+        );
+        assert!(
+            fifth
+                .tags
+                .contains(&format!("synthetic-full:{}", volume.name)),
+            "{fifth:?}"
+        );
+    }
+    // Backup 6 is a full: backup 5's chain held the user's deleted backup 3, and building on
+    // it would have kept it alive (the cadence's `chain_being_deleted`); 7 builds on 6.
+    for volume in &now[1].volumes {
+        assert_eq!(
+            (volume.kind, volume.parent.as_deref()),
+            (BackupKind::Full, None)
+        );
+    }
+    for volume in &now[2].volumes {
+        assert_eq!(
+            (volume.kind, volume.parent.as_deref()),
+            (BackupKind::Incremental, Some(ids[5].as_str()))
+        );
+    }
+    let mut expected = BTreeSet::new();
+    for id in &ids[4..] {
+        expected.insert(object(id, "metadata.json"));
+        for volume in ["pv1", "pv2"] {
+            expected.insert(object(id, &format!("vol-{volume}.img")));
+        }
+    }
+    for volume in ["pv1", "pv2"] {
+        expected.insert(object(&ids[4], &format!("vol-{volume}.synthetic-full.img")));
+    }
+    assert_eq!(keys_under(&store, "backups/cv/app/").await, expected);
+    // Each synthetic full holds its volume's whole chain, oldest first: backup 2's synthetic
+    // (backups 1 and 2), then backups 3, 4 and 5.
+    for volume in ["pv1", "pv2"] {
+        let body = store
+            .get(&object(
+                &ids[4],
+                &format!("vol-{volume}.synthetic-full.img"),
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        let chain: Vec<u8> = ids[..5]
+            .iter()
+            .flat_map(|id| images[&(id.clone(), volume)].to_vec())
+            .collect();
+        assert_eq!(
+            String::from_utf8_lossy(&body),
+            String::from_utf8_lossy(&chain),
+            "volume {volume}"
+        );
+    }
+    worker.stop().await.unwrap();
+    fleet.stop().await.unwrap();
+}
+
+/// A volume merge report that does not match the catalog changes nothing: another backup
+/// (uid), a report that drops the volume's object, one that claims the other volume's object
+/// (deleting the merged volume later would take it too), a chain that is not the catalog's,
+/// a report of two volumes, and an incremental. The control, right, is recorded: that volume
+/// becomes a full and the other volume is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_volume_merge_reports_change_nothing() {
+    use sexton_shared::wire::{MergeDone, Report, ReportStatus, ReportVolume};
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    let topology = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    let store = object_store(&config).await;
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            scheduler: true,
+            retention_worker: false,
+            deleter: false,
+            executor: false,
+        },
+    );
+    create_schedule(
+        &client,
+        json!({"name": "sv", "cluster": "cm", "plan": "base", "cron": "@daily", "paused": true,
+               "volumes": ["pv1", "pv2"], "policy": {"keep_last": 1, "chain_mode": "merge"}}),
+    )
+    .await;
+    let key = |id: &str, name: &str| format!("backups/cm/base/{id}/{name}");
+    let chain: Vec<BackupRecord> = [("F", None), ("I1", Some("F")), ("I2", Some("I1"))]
+        .iter()
+        .enumerate()
+        .map(|(minute, (id, parent))| {
+            let mut record = fixtures::backup("cm", "base", id, *parent, minute as i64 + 1, 0);
+            record.parent = None;
+            record.volumes = ["pv1", "pv2"]
+                .iter()
+                .map(|volume| {
+                    let keys = vec![key(id, &format!("vol-{volume}.img"))];
+                    match parent {
+                        None => sexton_retention::VolumeArtifact::full(*volume, keys),
+                        Some(parent) => {
+                            sexton_retention::VolumeArtifact::incremental(*volume, *parent, keys)
+                        }
+                    }
+                })
+                .collect();
+            record
+                .artifacts
+                .extend(record.volumes.iter().flat_map(|v| v.keys.clone()));
+            record
+        })
+        .collect();
+    fixtures::put_backups(&catalog, &store, &chain).await;
+    let before_records = records(&catalog, "cm").await;
+    let before_objects = keys_under(&store, "backups/cm/").await;
+    let i2 = before_records[2].clone();
+    assert_eq!(i2.id.as_str(), "I2");
+    let synthetic = key("I2", "vol-pv1.synthetic-full.img");
+    let good_keys = vec![key("I2", "vol-pv1.img"), synthetic.clone()];
+    let report = |uid: &str, volumes: Vec<ReportVolume>, sources: &[&str]| Report {
+        schema_version: 1,
+        backup_id: "I2".parse().unwrap(),
+        cluster: "cm".parse().unwrap(),
+        plan: "base".parse().unwrap(),
+        schedule: None,
+        backup_name: "base".into(),
+        status: ReportStatus::Completed,
+        kind: BackupKind::Full,
+        parent: None,
+        started_at: Some(chrono::Utc::now().fixed_offset()),
+        completed_at: Some(chrono::Utc::now().fixed_offset()),
+        artifacts: volumes.iter().flat_map(|v| v.keys.clone()).collect(),
+        size_bytes: Some(1),
+        labels: Default::default(),
+        tags: Vec::new(),
+        error: None,
+        volumes,
+        holds: Vec::new(),
+        merge: Some(MergeDone {
+            target_uid: uid.into(),
+            sources: sources.iter().map(|s| s.parse().unwrap()).collect(),
+            volume: Some("pv1".into()),
+        }),
+    };
+    let volume = |name: &str, kind: BackupKind, keys: Vec<String>| ReportVolume {
+        name: name.into(),
+        kind,
+        parent: (kind == BackupKind::Incremental).then(|| "I1".parse().unwrap()),
+        keys,
+        failed: false,
+    };
+    let full = BackupKind::Full;
+    let forged = [
+        report(
+            "someone-else",
+            vec![volume("pv1", full, good_keys.clone())],
+            &["F", "I1"],
+        ),
+        report(
+            &i2.uid,
+            vec![volume("pv1", full, vec![synthetic.clone()])],
+            &["F", "I1"],
+        ),
+        report(
+            &i2.uid,
+            vec![volume(
+                "pv1",
+                full,
+                vec![
+                    key("I2", "vol-pv1.img"),
+                    synthetic.clone(),
+                    key("I2", "vol-pv2.img"),
+                ],
+            )],
+            &["F", "I1"],
+        ),
+        report(
+            &i2.uid,
+            vec![volume("pv1", full, good_keys.clone())],
+            &["I1"],
+        ),
+        report(
+            &i2.uid,
+            vec![
+                volume("pv1", full, good_keys.clone()),
+                volume("pv2", full, vec![key("I2", "vol-pv2.synthetic-full.img")]),
+            ],
+            &["F", "I1"],
+        ),
+        report(
+            &i2.uid,
+            vec![volume("pv1", BackupKind::Incremental, good_keys.clone())],
+            &["F", "I1"],
+        ),
+    ];
+    let publish = |report: Report| {
+        let js = js.clone();
+        async move {
+            js.publish(
+                topology::report_subject(&"cm".parse().unwrap()),
+                wire::encode(&report),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        }
+    };
+    for report in forged {
+        publish(report).await;
+    }
+    eventually(
+        "every forged report handled",
+        Duration::from_secs(30),
+        || async {
+            let reports =
+                consumer_backlog(&js, topology::STREAM_REPORTS, topology::CONSUMER_REPORTS).await;
+            (reports == Some(0)).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(records(&catalog, "cm").await, before_records);
+    assert_eq!(keys_under(&store, "backups/cm/").await, before_objects);
+    let incidents = fixtures::incidents(&js).await;
+    assert!(
+        incidents
+            .iter()
+            .filter(|i| i.reason.contains("merge of volume pv1 into I2"))
+            .count()
+            == 6,
+        "{incidents:#?}"
+    );
+
+    // The control: the right report is recorded; pv2 and the sources are untouched.
+    publish(report(
+        &i2.uid,
+        vec![volume("pv1", full, good_keys.clone())],
+        &["F", "I1"],
+    ))
+    .await;
+    let now = eventually(
+        "the right report recorded",
+        Duration::from_secs(30),
+        || async {
+            let now = records(&catalog, "cm").await;
+            let pv1 = &now[2].volumes[0];
+            (pv1.kind == BackupKind::Full && pv1.parent.is_none()).then_some(now)
+        },
+    )
+    .await;
+    let merged = &now[2];
+    assert_eq!(merged.volumes[0].keys, good_keys);
+    assert_eq!(merged.volumes[1], i2.volumes[1], "pv2 is untouched");
+    assert_eq!(
+        merged.kind,
+        BackupKind::Incremental,
+        "pv2 still builds on I1"
+    );
+    assert!(merged.artifacts.contains(&synthetic), "{merged:?}");
+    assert!(merged.tags.contains(&"synthetic-full:pv1".to_string()));
     assert_eq!(now[..2], before_records[..2], "the sources are untouched");
     fleet.stop().await.unwrap();
 }

@@ -392,6 +392,17 @@ async fn a_schedule_without_volumes_follows_full_every_too() {
     );
     assert_eq!(r2.parent, Some(d1.backup_id.clone()));
     assert_eq!(r5.kind, BackupKind::Incremental);
+    // `full_every: null` turns the cadence off again: fulls only (no volumes); updates that
+    // leave it out (the label updates above) kept it.
+    run.update(json!({"full_every": null})).await;
+    let (schedule, _) = schedule_record(&js, "app").await.unwrap();
+    assert_eq!(schedule.full_every, None);
+    let (d6, r6) = run.take("app").await;
+    assert_eq!((d6.kind, d6.parent.clone()), (BackupKind::Full, None));
+    assert_eq!(
+        (r6.kind, r6.status),
+        (BackupKind::Full, BackupStatus::Completed)
+    );
     // The scheduler counts what it asked for, by kind and reason.
     let (_, page) = http_get(metrics_port, "/metrics").unwrap();
     for (kind, reason, n) in [
