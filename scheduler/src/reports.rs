@@ -219,14 +219,39 @@ async fn record_report(
             .await
             .context("reading the cluster record")?
             .is_some();
+    // The schedule was deleted while this backup ran (`schedule delete` keeps a backup in
+    // progress, and says so): its report still settles the record the catalog holds, rather
+    // than leave it in progress for ever. Judged as a report without a schedule.
+    let settles_orphan = match (&report.schedule, &schedule) {
+        (Some(name), None) => catalog
+            .get(&report.cluster, &report.backup_id)
+            .await?
+            .is_some_and(|current| {
+                current.value.status == BackupStatus::InProgress
+                    && current.value.schedule.as_ref() == Some(name)
+                    && current.value.plan == report.plan
+            }),
+        _ => false,
+    };
+    let judged = if settles_orphan {
+        std::borrow::Cow::Owned(Report {
+            schedule: None,
+            ..report.clone()
+        })
+    } else {
+        std::borrow::Cow::Borrowed(report)
+    };
     if let Err(why) = validate_report(
-        report,
+        &judged,
         schedule.as_ref(),
         cluster_known,
         &config.s3.prefix,
         Utc::now(),
     ) {
         return Ok(Outcome::Poison(why));
+    }
+    if settles_orphan {
+        tracing::info!(cluster = %report.cluster, backup = %report.backup_id, "the backup's schedule was deleted while it ran; its record is settled and kept");
     }
     if let Some(merge) = &report.merge {
         return match &merge.volume {

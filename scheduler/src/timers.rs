@@ -129,6 +129,7 @@ struct Facts {
     plan: PlanName,
     labels: BTreeMap<String, String>,
     full_every: Option<FullEvery>,
+    merging: bool,
     volumes: Vec<String>,
     failed_volumes: Vec<String>,
     last_backup_failed: bool,
@@ -146,6 +147,7 @@ impl Facts {
             plan: record.plan.clone(),
             labels: record.labels.clone(),
             full_every: record.full_every,
+            merging: merging(record),
             volumes: record.volumes.clone(),
             failed_volumes: record.status.failed_volumes.clone(),
             last_backup_failed: record.status.last_backup_failed,
@@ -499,6 +501,7 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
                 plan: &facts.plan,
                 labels: &facts.labels,
                 full_every: facts.full_every,
+                merging: facts.merging,
                 volumes: &facts.volumes,
                 failed_volumes: &facts.failed_volumes,
                 last_backup_failed: facts.last_backup_failed,
@@ -676,6 +679,9 @@ pub struct Target<'a> {
     pub plan: &'a PlanName,
     pub labels: &'a BTreeMap<String, String>,
     pub full_every: Option<FullEvery>,
+    /// The schedule's policy merges chains (`chain_mode: merge`): a user's deleted middle
+    /// backup is consolidated, so a new backup may build on a chain holding it.
+    pub merging: bool,
     pub volumes: &'a [String],
     /// Volumes whose latest upload failed (the schedule remembers them after the failed
     /// backup's record is cleaned up): a full.
@@ -691,6 +697,7 @@ impl<'a> From<&'a ScheduleRecord> for Target<'a> {
             plan: &record.plan,
             labels: &record.labels,
             full_every: record.full_every,
+            merging: merging(record),
             volumes: &record.volumes,
             failed_volumes: &record.status.failed_volumes,
             last_backup_failed: record.status.last_backup_failed,
@@ -784,6 +791,28 @@ pub fn ask(target: &Target<'_>, backups: &[sexton_retention::BackupRecord]) -> A
     }
 }
 
+fn merging(record: &ScheduleRecord) -> bool {
+    record.policy.chain_mode == sexton_retention::ChainMode::Merge
+}
+
+/// The schedule's backups as the cadence reads them. In merge mode a backup a user asked to
+/// delete (not forced) does not end its chain: the next backup may build on it, and retention
+/// consolidates it into a kept backup before it goes (seed 001: a deleted middle backup is
+/// merged, never a reason for a new full). A forced delete goes at once, so it still does.
+fn cadence_input(
+    target: &Target<'_>,
+    record: &sexton_shared::records::BackupRecord,
+) -> sexton_retention::BackupRecord {
+    let mut backup = record.to_engine();
+    if target.merging
+        && record.delete_request.as_ref().is_some_and(|r| !r.force)
+        && !record.status.is_being_deleted()
+    {
+        backup.delete_requested = false;
+    }
+    backup
+}
+
 /// Reads the schedule's backups and decides what to ask for; a schedule without cadence takes
 /// a full without reading anything.
 async fn asked(topology: &Topology, target: &Target<'_>) -> anyhow::Result<Asked> {
@@ -802,7 +831,7 @@ async fn asked(topology: &Topology, target: &Target<'_>) -> anyhow::Result<Asked
     let backups: Vec<sexton_retention::BackupRecord> = records
         .iter()
         .filter(|r| r.value.schedule.as_ref() == Some(target.schedule))
-        .map(|r| r.value.to_engine())
+        .map(|r| cadence_input(target, &r.value))
         .collect();
     Ok(ask(target, &backups))
 }
@@ -904,6 +933,7 @@ mod tests {
             plan: &plan,
             labels: &labels,
             full_every: None,
+            merging: false,
             volumes: &volumes,
             failed_volumes: &failed,
             last_backup_failed: false,

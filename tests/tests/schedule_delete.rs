@@ -199,6 +199,60 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
             .collect::<BTreeSet<_>>()
     );
 
+    // b4 was in progress when its schedule went: its report still settles the record, which
+    // stays (kept, as the delete said). A report of a backup the catalog does not hold under
+    // that deleted schedule is refused as before.
+    let report = |id: &str| sexton_shared::wire::Report {
+        schema_version: 1,
+        backup_id: id.parse().unwrap(),
+        cluster: "ca".parse().unwrap(),
+        plan: "base".parse().unwrap(),
+        schedule: Some("sa".parse().unwrap()),
+        backup_name: "base".into(),
+        status: sexton_shared::wire::ReportStatus::Completed,
+        kind: sexton_shared::records::BackupKind::Full,
+        parent: None,
+        started_at: Some(chrono::Utc::now().fixed_offset()),
+        completed_at: Some(chrono::Utc::now().fixed_offset()),
+        artifacts: Setup::objects("ca", &[id]).into_iter().collect(),
+        size_bytes: Some(2),
+        labels: Default::default(),
+        tags: Vec::new(),
+        error: None,
+        volumes: Vec::new(),
+        holds: Vec::new(),
+        merge: None,
+    };
+    for id in ["b4", "x9"] {
+        js.publish(
+            topology::report_subject(&"ca".parse().unwrap()),
+            sexton_shared::wire::encode(&report(id)),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    }
+    let cluster_a = ClusterName::new("ca").unwrap();
+    eventually("b4 settled", Duration::from_secs(30), || async {
+        let b4 = setup
+            .catalog
+            .get(&cluster_a, &"b4".parse().unwrap())
+            .await
+            .ok()??;
+        (b4.value.status == BackupStatus::Completed).then_some(())
+    })
+    .await;
+    eventually("x9 refused", Duration::from_secs(30), || async {
+        fixtures::incidents(&js)
+            .await
+            .iter()
+            .any(|i| i.cluster.as_deref() == Some("ca") && i.reason.contains("unknown schedule sa"))
+            .then_some(())
+    })
+    .await;
+    assert_eq!(setup.ids("ca").await, set(&["b3", "b4", "b5", "o1"]));
+
     // (b) owner schedule, no remote cleanup: the records go at once, every object stays.
     setup
         .schedule("sb", "cb", json!({"backup_owner": "schedule"}))
