@@ -313,12 +313,14 @@ async fn take_backup(
             };
             let volume_failed = fail.contains(&asked.name.as_str());
             let key = format!("{}vol-{}.img", due.object_prefix, asked.name);
+            let mut volume_bytes = None;
             if !volume_failed {
                 let data = format!(
                     "sexton reference image of volume {} ({kind:?} on {parent:?})\n",
                     asked.name
                 );
                 size_bytes += data.len() as u64;
+                volume_bytes = Some(data.len() as u64);
                 store.put(&key, data.into_bytes().into()).await?;
             }
             failed |= volume_failed;
@@ -328,6 +330,7 @@ async fn take_backup(
                 parent,
                 keys: if volume_failed { Vec::new() } else { vec![key] },
                 failed: volume_failed,
+                size_bytes: volume_bytes,
             });
         }
     }
@@ -508,6 +511,7 @@ async fn merge_chain(
                 parent: None,
                 keys,
                 failed: false,
+                size_bytes: Some(size),
             }],
         ),
     };

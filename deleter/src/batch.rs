@@ -643,12 +643,21 @@ impl Deleter {
             }
             return Outcome::RetryAfter(job::retry_delay(delivered));
         }
-        record.volumes.retain(|v| !work.volumes.contains(&v.name));
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut record.volumes)
+            .into_iter()
+            .partition(|v| work.volumes.contains(&v.name));
+        record.volumes = kept;
+        // What the executor said each volume holds leaves the backup's size with it.
+        let bytes_gone: u64 = gone.iter().filter_map(|v| v.size_bytes).sum();
+        record.size_bytes = record
+            .size_bytes
+            .map(|size| size.saturating_sub(bytes_gone));
         record.artifacts.retain(|key| !work.keys.contains(key));
         record.volume_deletion = None;
         record.delete_reasons.clear();
         match self.catalog.update(&record, work.revision).await {
             Ok(_) => {
+                self.metrics.bytes_deleted.inc_by(bytes_gone);
                 tracing::info!(cluster = %record.cluster, backup = %record.id, volumes = ?work.volumes, remaining = record.volumes.len(), "volumes deleted; backup kept");
                 Outcome::Done
             }

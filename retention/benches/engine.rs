@@ -253,6 +253,7 @@ fn build_catalog(n_backups: usize, n_volumes: usize) -> (Catalog, DateTime<Utc>)
                         keys: vec![format!("app/{hour:08x}/pvc-{volume}.qcow2")],
                         failed: failed[hour] && volume == 0,
                         expiring: false,
+                        size_bytes: None,
                     })
                     .collect(),
                 ..BackupRecord::default()

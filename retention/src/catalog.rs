@@ -101,6 +101,10 @@ pub struct VolumeArtifact {
     /// delete); the deleter is on it. Never a parent for a new backup.
     #[serde(default, skip_serializing_if = "is_false")]
     pub expiring: bool,
+    /// The bytes this artifact's objects hold, when the executor said: a partial deletion
+    /// takes them off the backup's `size_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
 }
 
 impl VolumeArtifact {

@@ -574,6 +574,10 @@ async fn record_volume_merge(
             artifact.kind = BackupKind::Full;
             artifact.parent = None;
             artifact.keys = reported.keys.clone();
+            artifact.size_bytes = match (artifact.size_bytes, reported.size_bytes) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
         }
         for key in &reported.keys {
             if !updated.artifacts.contains(key) {
@@ -649,6 +653,7 @@ fn volumes_of(report: &Report) -> Vec<VolumeArtifact> {
             keys: volume.keys.clone(),
             failed: volume.failed,
             expiring: false,
+            size_bytes: volume.size_bytes,
         })
         .collect()
 }

@@ -339,6 +339,10 @@ pub struct ReportVolume {
     /// This volume's upload failed (only on a failed report): its next backup is a full.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failed: bool,
+    /// The bytes of this volume's objects (on a merge report: of the objects the merge
+    /// added). Part of the backup's `size_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_bytes: Option<u64>,
 }
 
 impl Message for Report {

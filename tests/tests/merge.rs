@@ -554,6 +554,24 @@ async fn a_deleted_middle_backup_is_consolidated_per_volume_later() {
         expected.insert(object(&ids[4], &format!("vol-{volume}.synthetic-full.img")));
     }
     assert_eq!(keys_under(&store, "backups/cv/app/").await, expected);
+    // Sizes follow the objects: each merged volume holds its image and its synthetic full,
+    // and the backup what all its objects hold.
+    let size = |key: String| {
+        let store = store.clone();
+        async move { store.get(&key).await.unwrap().unwrap().len() as u64 }
+    };
+    let mut total = 0;
+    for key in &fifth.artifacts {
+        total += size(key.clone()).await;
+    }
+    assert_eq!(fifth.size_bytes, Some(total), "{fifth:?}");
+    for volume in &fifth.volumes {
+        let mut bytes = 0;
+        for key in &volume.keys {
+            bytes += size(key.clone()).await;
+        }
+        assert_eq!(volume.size_bytes, Some(bytes), "{volume:?}");
+    }
     // Each synthetic full holds its volume's whole chain, oldest first: backup 2's synthetic
     // (backups 1 and 2), then backups 3, 4 and 5.
     for volume in ["pv1", "pv2"] {
@@ -673,6 +691,7 @@ async fn forged_volume_merge_reports_change_nothing() {
         parent: (kind == BackupKind::Incremental).then(|| "I1".parse().unwrap()),
         keys,
         failed: false,
+        size_bytes: None,
     };
     let full = BackupKind::Full;
     let forged = [

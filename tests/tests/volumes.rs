@@ -579,6 +579,12 @@ async fn seed_001_three_volumes_keep_3_deletes_only_what_nothing_needs() {
     assert_eq!(records.len(), 4);
 
     let store = object_store(&config).await;
+    // Its size lost what pv1 held: it is what remains.
+    let mut remaining_bytes = 0;
+    for key in &second.artifacts {
+        remaining_bytes += store.get(key).await.unwrap().unwrap().len() as u64;
+    }
+    assert_eq!(second.size_bytes, Some(remaining_bytes), "{second:?}");
     let keys = keys_under(&store, "backups/c1/app/").await;
     let mut expected = BTreeSet::new();
     expected.insert(format!("backups/c1/app/{}/vol-pv2.img", ids[1]));
