@@ -199,6 +199,10 @@ impl Deleter {
             for ((slot, job), (verdict, current)) in jobs.into_iter().zip(judged) {
                 match (verdict, current) {
                     (Verdict::AlreadyDone, _) => outcomes[slot] = Some(Outcome::Done),
+                    (Verdict::Superseded(why), _) => {
+                        tracing::info!(%cluster, backup = %job.backup_id, volumes = ?job.volumes, why, "partial deletion superseded");
+                        outcomes[slot] = Some(Outcome::Done);
+                    }
                     (Verdict::Refuse(refusal), current) => {
                         if let (true, Some(current)) = (refusal.unmark, current) {
                             self.unmark(&current).await;

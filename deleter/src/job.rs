@@ -21,6 +21,10 @@ use sexton_shared::{
 pub enum Verdict {
     /// The record is gone: an earlier delivery finished the work.
     AlreadyDone,
+    /// A partial deletion whose backup is now being deleted whole (its last volumes were
+    /// merged away meanwhile, say): the whole deletion takes these volumes too. Acknowledged
+    /// without an incident: nothing is wrong.
+    Superseded(String),
     /// The job must not run; nothing is deleted.
     Refuse(Refusal),
     /// The backup is expiring at the job's revision and may go: claim it.
@@ -118,6 +122,16 @@ fn verify_volumes(job: &DeleteJob, current: &Versioned<BackupRecord>, prefix: &s
                 record.id, claimed.revision
             ))
         };
+    }
+    if matches!(
+        record.status,
+        BackupStatus::Expiring | BackupStatus::Deleting
+    ) {
+        return Verdict::Superseded(format!(
+            "backup {} is {}: its whole deletion takes these volumes too",
+            record.id,
+            record.status.as_str()
+        ));
     }
     if record.status != BackupStatus::Completed {
         return refuse(format!(
@@ -709,6 +723,22 @@ mod tests {
                 other => panic!("{needle}: {other:?}"),
             }
         }
+        // The backup is now being deleted whole: the partial job is superseded, not refused.
+        for status in [BackupStatus::Expiring, BackupStatus::Deleting] {
+            let mut whole = d2(true, false);
+            whole.status = status;
+            match verify(&volume_job(9, &["pv1"]), Some(&at(whole, 12)), "pre") {
+                Verdict::Superseded(why) => assert!(why.contains("whole deletion"), "{why}"),
+                other => panic!("{status:?}: {other:?}"),
+            }
+        }
+        let mut failed = d2(true, false);
+        failed.status = BackupStatus::DeleteFailed;
+        assert!(refused(&verify(
+            &volume_job(9, &["pv1"]),
+            Some(&at(failed, 12)),
+            "pre"
+        )));
         // A redelivery of the claimed job resumes; another job is refused.
         let mut claimed = d2(true, false);
         claimed.volume_deletion = Some(sexton_shared::records::VolumeDeletion {
