@@ -917,6 +917,75 @@ mod tests {
         format!("2026-01-01T00:{minute:02}:00Z").parse().unwrap()
     }
 
+    /// Merge mode reads a user's (not forced) delete request as no end of the chain; a forced
+    /// one, or any request outside merge mode, ends it (the next backup is a full).
+    #[test]
+    fn merge_mode_builds_on_a_requested_middle_backup_unless_forced() {
+        let (schedule, cluster, plan) = (
+            "app".parse().unwrap(),
+            "c1".parse().unwrap(),
+            "p".parse().unwrap(),
+        );
+        let labels = BTreeMap::new();
+        let volumes = vec!["pv1".to_string()];
+        let target = |merging| Target {
+            schedule: &schedule,
+            cluster: &cluster,
+            plan: &plan,
+            labels: &labels,
+            full_every: None,
+            merging,
+            volumes: &volumes,
+            failed_volumes: &[],
+            last_backup_failed: false,
+        };
+        let record = |id: &str, parent: Option<&str>, minute: i64, force: Option<bool>| {
+            let mut record: sexton_shared::records::BackupRecord =
+                serde_json::from_value(serde_json::json!({
+                    "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
+                    "schedule": "app", "backup_name": "app", "kind": "full",
+                    "status": "completed",
+                    "completed_at": format!("2026-01-01T00:{minute:02}:00Z"),
+                    "artifacts": [format!("backups/c1/app/{id}/metadata.json")],
+                }))
+                .unwrap();
+            record.volumes = vec![match parent {
+                None => VolumeArtifact::full("pv1", vec![format!("backups/c1/app/{id}/pv1")]),
+                Some(parent) => VolumeArtifact::incremental(
+                    "pv1",
+                    parent,
+                    vec![format!("backups/c1/app/{id}/pv1")],
+                ),
+            }];
+            record.delete_request = force.map(|force| sexton_shared::records::DeleteRequest {
+                requested_at: Utc::now(),
+                remote: true,
+                force,
+            });
+            record
+        };
+        for (merging, force, expected) in [
+            (true, Some(false), BackupKind::Incremental),
+            (true, Some(true), BackupKind::Full),
+            (false, Some(false), BackupKind::Full),
+            (true, None, BackupKind::Incremental),
+        ] {
+            let target = target(merging);
+            let records = [
+                record("d1", None, 1, None),
+                record("d2", Some("d1"), 2, force),
+                record("d3", Some("d2"), 3, None),
+            ];
+            let backups: Vec<BackupRecord> =
+                records.iter().map(|r| cadence_input(&target, r)).collect();
+            let asked = ask(&target, &backups);
+            assert_eq!(
+                asked.volumes[0].kind, expected,
+                "merging {merging}, force {force:?}: {asked:?}"
+            );
+        }
+    }
+
     #[test]
     fn remembered_failures_and_unusable_parents_ask_for_fulls() {
         let (schedule, cluster, plan) = (
