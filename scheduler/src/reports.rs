@@ -411,20 +411,13 @@ async fn record_merge(
                 merge.sources.last()
             ));
         }
-        for (n, id) in merge.sources.iter().enumerate() {
-            let Some(source) = catalog.get(&report.cluster, id).await? else {
-                return poison(format!("source {id} is gone"));
-            };
-            let expected = if n == 0 {
-                None
-            } else {
-                Some(&merge.sources[n - 1])
-            };
-            if source.value.parent.as_ref() != expected
-                || (n == 0 && source.value.kind != BackupKind::Full)
-            {
-                return poison(format!("source {id} is not where the merged chain had it"));
-            }
+        let whole = |source: &BackupRecord| {
+            Some((source.kind, source.parent.as_ref().map(|p| p.to_string())))
+        };
+        if let Err(why) =
+            check_merged_chain(catalog, &report.cluster, &merge.sources, whole).await?
+        {
+            return poison(why);
         }
         if let Some(key) = record
             .artifacts
@@ -538,24 +531,14 @@ async fn record_volume_merge(
                 merge.sources.last()
             ));
         }
-        for (n, id) in merge.sources.iter().enumerate() {
-            let Some(source) = catalog.get(&report.cluster, id).await? else {
-                return poison(format!("source {id} is gone"));
-            };
-            let Some(source_artifact) = source.value.volumes.iter().find(|v| v.name == volume)
-            else {
-                return poison(format!("source {id} has no artifact of the volume"));
-            };
-            let expected = if n == 0 {
-                None
-            } else {
-                Some(merge.sources[n - 1].as_str())
-            };
-            if source_artifact.parent.as_deref() != expected
-                || (n == 0 && source_artifact.kind != BackupKind::Full)
-            {
-                return poison(format!("source {id} is not where the merged chain had it"));
-            }
+        let of_volume = |source: &BackupRecord| {
+            let artifact = source.volumes.iter().find(|v| v.name == volume)?;
+            Some((artifact.kind, artifact.parent.clone()))
+        };
+        if let Err(why) =
+            check_merged_chain(catalog, &report.cluster, &merge.sources, of_volume).await?
+        {
+            return poison(why);
         }
         if let Some(key) = artifact.keys.iter().find(|k| !reported.keys.contains(k)) {
             return poison(format!("the report drops the volume's object {key}"));
@@ -606,6 +589,32 @@ async fn record_volume_merge(
         }
     }
     Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// Whether `sources` (oldest first) are still where the merged chain had them: the first a
+/// full, each other building on the one before, as `link` reads a backup (its own kind and
+/// parent, or one volume's; `None` when it holds no such artifact). `Ok(Err(why))` when not.
+async fn check_merged_chain(
+    catalog: &Catalog,
+    cluster: &sexton_shared::names::ClusterName,
+    sources: &[sexton_shared::names::BackupId],
+    link: impl Fn(&BackupRecord) -> Option<(BackupKind, Option<String>)>,
+) -> anyhow::Result<Result<(), String>> {
+    for (n, id) in sources.iter().enumerate() {
+        let Some(source) = catalog.get(cluster, id).await? else {
+            return Ok(Err(format!("source {id} is gone")));
+        };
+        let Some((kind, parent)) = link(&source.value) else {
+            return Ok(Err(format!("source {id} has no artifact of the volume")));
+        };
+        let expected = n.checked_sub(1).map(|before| sources[before].as_str());
+        if parent.as_deref() != expected || (n == 0 && kind != BackupKind::Full) {
+            return Ok(Err(format!(
+                "source {id} is not where the merged chain had it"
+            )));
+        }
+    }
+    Ok(Ok(()))
 }
 
 /// Asks for a retention sweep of the cluster: the merged sources can go now.
