@@ -753,6 +753,16 @@ async fn forged_volume_merge_reports_change_nothing() {
     for report in forged {
         publish(report).await;
     }
+    // A merge naming a volume that is no valid name.
+    let mut bad_name = report(
+        &i2.uid,
+        vec![volume("pv1", full, good_keys.clone())],
+        &["F", "I1"],
+    );
+    if let Some(merge) = bad_name.merge.as_mut() {
+        merge.volume = Some("../pv1".into());
+    }
+    publish(bad_name).await;
     eventually(
         "every forged report handled",
         Duration::from_secs(30),
@@ -773,6 +783,13 @@ async fn forged_volume_merge_reports_change_nothing() {
             .filter(|i| i.reason.contains("merge of volume pv1 into I2"))
             .count()
             == 6,
+        "{incidents:#?}"
+    );
+    assert!(
+        incidents
+            .iter()
+            .any(|i| i.reason.contains("merge of volume ../pv1 into I2")
+                && i.reason.contains("volume name")),
         "{incidents:#?}"
     );
 
