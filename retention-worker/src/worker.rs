@@ -789,35 +789,35 @@ impl Worker {
         if candidates.is_empty() {
             return Ok(());
         }
-        let marked: Vec<BackupRecord> = group
+        // The group as this run left it: one pass, the run's marks looked up by id.
+        let expired: std::collections::HashSet<&str> =
+            expired.iter().map(|e| e.id.as_str()).collect();
+        let trimmed: std::collections::HashMap<&str, &[String]> = trimmed
+            .iter()
+            .map(|t| (t.id.as_str(), t.volumes_delete.as_slice()))
+            .collect();
+        let as_left: Vec<std::borrow::Cow<'_, BackupRecord>> = group
             .records
             .iter()
-            .filter_map(|r| {
+            .map(|r| {
                 let id = r.value.id.as_str();
-                if expired.iter().any(|e| e.id == id) {
-                    return Some(BackupRecord {
+                if expired.contains(id) {
+                    return std::borrow::Cow::Owned(BackupRecord {
                         status: BackupStatus::Expiring,
                         ..r.value.clone()
                     });
                 }
-                let trim = trimmed.iter().find(|t| t.id == id)?;
+                let Some(volumes_delete) = trimmed.get(id) else {
+                    return std::borrow::Cow::Borrowed(&r.value);
+                };
                 let mut record = r.value.clone();
                 for volume in &mut record.volumes {
-                    volume.expiring |= trim.volumes_delete.contains(&volume.name);
+                    volume.expiring |= volumes_delete.contains(&volume.name);
                 }
-                Some(record)
+                std::borrow::Cow::Owned(record)
             })
             .collect();
-        let all: Vec<&BackupRecord> = group
-            .records
-            .iter()
-            .map(|r| {
-                marked
-                    .iter()
-                    .find(|m| m.id == r.value.id)
-                    .unwrap_or(&r.value)
-            })
-            .collect();
+        let all: Vec<&BackupRecord> = as_left.iter().map(|r| r.as_ref()).collect();
         let judged: Vec<&BackupRecord> = candidates.iter().map(|r| &r.value).collect();
         let answers = planning::may_go(&all, &judged, Err("unused"), now);
         for (record, answer) in candidates.into_iter().zip(answers) {

@@ -114,6 +114,33 @@ fn unavailable(err: impl std::fmt::Display) -> ApiError {
     ApiError::new(ErrorCode::Unavailable, err.to_string())
 }
 
+fn backup_not_found(cluster: &ClusterName, id: &sexton_shared::names::BackupId) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("backup {id} of cluster {cluster} not found"),
+    )
+}
+
+impl Api {
+    /// The cluster's schedules and records, and where backup `id` is among the records.
+    async fn cluster_with_backup(
+        &self,
+        cluster: &ClusterName,
+        id: &sexton_shared::names::BackupId,
+    ) -> Result<(sexton_shared::planning::ClusterState, usize), ApiError> {
+        let state =
+            sexton_shared::planning::load_cluster(&self.topology.schedules, &self.catalog, cluster)
+                .await
+                .map_err(|err| unavailable(format!("{err:#}")))?;
+        let at = state
+            .records
+            .iter()
+            .position(|r| r.value.id == *id)
+            .ok_or_else(|| backup_not_found(cluster, id))?;
+        Ok((state, at))
+    }
+}
+
 fn decode<T: Message>(body: &[u8]) -> Result<T, ApiError> {
     // An empty body means "no parameters" for list requests.
     let body: &[u8] = if body.is_empty() {

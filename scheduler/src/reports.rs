@@ -430,10 +430,7 @@ async fn record_merge(
         updated.kind = BackupKind::Full;
         updated.parent = None;
         updated.artifacts = report.artifacts.clone();
-        updated.size_bytes = match (record.size_bytes, report.size_bytes) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
+        updated.size_bytes = add_bytes(record.size_bytes, report.size_bytes);
         if !updated.tags.iter().any(|t| t == "synthetic-full") {
             updated.tags.push("synthetic-full".into());
         }
@@ -557,10 +554,7 @@ async fn record_volume_merge(
             artifact.kind = BackupKind::Full;
             artifact.parent = None;
             artifact.keys = reported.keys.clone();
-            artifact.size_bytes = match (artifact.size_bytes, reported.size_bytes) {
-                (Some(a), Some(b)) => Some(a + b),
-                (a, b) => a.or(b),
-            };
+            artifact.size_bytes = add_bytes(artifact.size_bytes, reported.size_bytes);
         }
         for key in &reported.keys {
             if !updated.artifacts.contains(key) {
@@ -570,10 +564,7 @@ async fn record_volume_merge(
         if updated.volumes.iter().all(|v| v.kind == BackupKind::Full) {
             updated.kind = BackupKind::Full;
         }
-        updated.size_bytes = match (record.size_bytes, report.size_bytes) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
+        updated.size_bytes = add_bytes(record.size_bytes, report.size_bytes);
         let tag = format!("synthetic-full:{volume}");
         if !updated.tags.contains(&tag) {
             updated.tags.push(tag);
@@ -589,6 +580,14 @@ async fn record_volume_merge(
         }
     }
     Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// A size plus what a merge added; either alone when the other is unknown.
+fn add_bytes(size: Option<u64>, added: Option<u64>) -> Option<u64> {
+    match (size, added) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Whether `sources` (oldest first) are still where the merged chain had them: the first a

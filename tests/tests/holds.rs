@@ -303,6 +303,12 @@ async fn bad_hold_requests_are_refused_and_nothing_is_written() {
             "backup nope of cluster c1 not found",
         ),
         (
+            "describe",
+            json!({"schema_version": 1, "cluster": "c1", "id": "nope"}),
+            ErrorCode::NotFound,
+            "backup nope of cluster c1 not found",
+        ),
+        (
             "release",
             body(json!("restore:r1")),
             ErrorCode::NotFound,

@@ -43,19 +43,10 @@ fn remote_cleanup(
 impl Api {
     pub(super) async fn delete_backup(&self, request: BackupDelete) -> Result<Value, ApiError> {
         for _ in 0..5 {
-            let state =
-                planning::load_cluster(&self.topology.schedules, &self.catalog, &request.cluster)
-                    .await
-                    .map_err(|err| unavailable(format!("{err:#}")))?;
-            let Some(current) = state.records.iter().find(|r| r.value.id == request.id) else {
-                return Err(ApiError::new(
-                    ErrorCode::NotFound,
-                    format!(
-                        "backup {} of cluster {} not found",
-                        request.id, request.cluster
-                    ),
-                ));
-            };
+            let (state, at) = self
+                .cluster_with_backup(&request.cluster, &request.id)
+                .await?;
+            let current = &state.records[at];
             let target = &current.value;
             let group: Vec<&BackupRecord> = state
                 .records

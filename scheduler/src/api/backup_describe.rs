@@ -6,27 +6,18 @@
 use chrono::Utc;
 use serde_json::{json, Value};
 use sexton_shared::{
-    api::{ApiError, BackupRef, ErrorCode},
+    api::{ApiError, BackupRef},
     planning,
 };
 
-use super::{unavailable, Api};
+use super::Api;
 
 impl Api {
     pub(super) async fn describe_backup(&self, request: BackupRef) -> Result<Value, ApiError> {
-        let state =
-            planning::load_cluster(&self.topology.schedules, &self.catalog, &request.cluster)
-                .await
-                .map_err(|err| unavailable(format!("{err:#}")))?;
-        let Some(current) = state.records.iter().find(|r| r.value.id == request.id) else {
-            return Err(ApiError::new(
-                ErrorCode::NotFound,
-                format!(
-                    "backup {} of cluster {} not found",
-                    request.id, request.cluster
-                ),
-            ));
-        };
+        let (state, at) = self
+            .cluster_with_backup(&request.cluster, &request.id)
+            .await?;
+        let current = &state.records[at];
         let record = &current.value;
         let policies = planning::group_policies(&state.schedules);
         let group: Vec<_> = state

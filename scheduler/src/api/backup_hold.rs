@@ -17,7 +17,7 @@ use sexton_shared::{
     wire::{self, RetentionSweep},
 };
 
-use super::{unavailable, Api};
+use super::{backup_not_found, unavailable, Api};
 
 impl Api {
     async fn read_backup(&self, request: &BackupHold) -> Result<Versioned<BackupRecord>, ApiError> {
@@ -25,15 +25,7 @@ impl Api {
             .get(&request.cluster, &request.id)
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?
-            .ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::NotFound,
-                    format!(
-                        "backup {} of cluster {} not found",
-                        request.id, request.cluster
-                    ),
-                )
-            })
+            .ok_or_else(|| backup_not_found(&request.cluster, &request.id))
     }
 
     pub(super) async fn hold_backup(&self, request: BackupHold) -> Result<Value, ApiError> {

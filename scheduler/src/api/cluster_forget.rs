@@ -29,7 +29,10 @@ use sexton_shared::{
     records::BackupRecord,
 };
 
-use super::{schedule_delete::Fate, unavailable, Api};
+use super::{
+    schedule_delete::{Fate, Tally},
+    unavailable, Api,
+};
 
 /// The fate of each record of the cluster. Pure.
 fn fates(records: &[&BackupRecord], remote: bool) -> Vec<(String, Fate)> {
@@ -52,38 +55,10 @@ fn fates(records: &[&BackupRecord], remote: bool) -> Vec<(String, Fate)> {
 }
 
 fn summary(req: &ClusterForget, fates: &[(String, Fate)], forgotten: bool) -> Value {
-    let count = |f: &dyn Fn(&Fate) -> bool| fates.iter().filter(|(_, fate)| f(fate)).count();
-    let n_remove = count(&|f| *f == Fate::RemoveRecord);
-    let n_delete = count(&|f| *f == Fate::DeleteWithObjects);
-    let n_already = count(&|f| *f == Fate::AlreadyDeleting);
-    let kept: Vec<Value> = fates
-        .iter()
-        .filter_map(|(id, fate)| match fate {
-            Fate::Keep(why) => Some(json!({"id": id, "reason": why})),
-            _ => None,
-        })
-        .collect();
-    let mut parts = Vec::new();
-    if n_remove > 0 {
-        parts.push(format!(
-            "removes {n_remove} backup record(s) from the catalog, keeping their objects"
-        ));
-    }
-    if n_delete > 0 {
-        parts.push(format!(
-            "deletes {n_delete} backup(s) with their objects, through the deleter"
-        ));
-    }
-    if !kept.is_empty() {
-        parts.push(format!("keeps {} backup record(s)", kept.len()));
-    }
-    if n_already > 0 {
-        parts.push(format!("leaves {n_already} already being deleted"));
-    }
-    let text = if parts.is_empty() {
-        format!("cluster {} has no backup records", req.cluster)
-    } else {
-        format!("forgetting cluster {} {}", req.cluster, parts.join("; "))
+    let tally = Tally::of(fates);
+    let text = match tally.words() {
+        None => format!("cluster {} has no backup records", req.cluster),
+        Some(words) => format!("forgetting cluster {} {words}", req.cluster),
     };
     json!({
         "cluster": req.cluster,
@@ -91,10 +66,10 @@ fn summary(req: &ClusterForget, fates: &[(String, Fate)], forgotten: bool) -> Va
         "forgotten": forgotten,
         "remote": req.remote,
         "records": fates.len(),
-        "remove_records": n_remove,
-        "delete_with_objects": n_delete,
-        "already_deleting": n_already,
-        "keep": kept,
+        "remove_records": tally.n_remove,
+        "delete_with_objects": tally.n_delete,
+        "already_deleting": tally.n_already,
+        "keep": tally.kept,
         "summary": text,
     })
 }

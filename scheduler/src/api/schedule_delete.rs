@@ -140,49 +140,72 @@ pub(super) fn kept_with_reasons(
     kept
 }
 
+/// What a list of fates comes to: the counts the API answers with, the kept records with
+/// their reasons, and the words of the summary ("removes 2 …; keeps 1 …"). Shared by
+/// `schedule.delete` and `cluster.forget`.
+pub(super) struct Tally {
+    pub(super) n_remove: usize,
+    pub(super) n_delete: usize,
+    pub(super) n_already: usize,
+    pub(super) kept: Vec<Value>,
+}
+
+impl Tally {
+    pub(super) fn of(fates: &[(String, Fate)]) -> Tally {
+        let count = |wanted: Fate| fates.iter().filter(|(_, fate)| *fate == wanted).count();
+        Tally {
+            n_remove: count(Fate::RemoveRecord),
+            n_delete: count(Fate::DeleteWithObjects),
+            n_already: count(Fate::AlreadyDeleting),
+            kept: fates
+                .iter()
+                .filter_map(|(id, fate)| match fate {
+                    Fate::Keep(why) => Some(json!({"id": id, "reason": why})),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// The summary's words, `None` when there are no records.
+    pub(super) fn words(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.n_remove > 0 {
+            parts.push(format!(
+                "removes {} backup record(s) from the catalog, keeping their objects",
+                self.n_remove
+            ));
+        }
+        if self.n_delete > 0 {
+            parts.push(format!(
+                "deletes {} backup(s) with their objects, through the deleter",
+                self.n_delete
+            ));
+        }
+        if !self.kept.is_empty() {
+            parts.push(format!("keeps {} backup record(s)", self.kept.len()));
+        }
+        if self.n_already > 0 {
+            parts.push(format!("leaves {} already being deleted", self.n_already));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+}
+
 fn summary(
     schedule: &ScheduleRecord,
     fates: &[(String, Fate)],
     dry_run: bool,
     deleted: bool,
 ) -> Value {
-    let count = |f: &dyn Fn(&Fate) -> bool| fates.iter().filter(|(_, fate)| f(fate)).count();
-    let n_remove = count(&|f| *f == Fate::RemoveRecord);
-    let n_delete = count(&|f| *f == Fate::DeleteWithObjects);
-    let n_already = count(&|f| *f == Fate::AlreadyDeleting);
-    let kept: Vec<Value> = fates
-        .iter()
-        .filter_map(|(id, fate)| match fate {
-            Fate::Keep(why) => Some(json!({"id": id, "reason": why})),
-            _ => None,
-        })
-        .collect();
-    let mut parts = Vec::new();
-    if n_remove > 0 {
-        parts.push(format!(
-            "removes {n_remove} backup record(s) from the catalog, keeping their objects"
-        ));
-    }
-    if n_delete > 0 {
-        parts.push(format!(
-            "deletes {n_delete} backup(s) with their objects, through the deleter"
-        ));
-    }
-    if !kept.is_empty() {
-        parts.push(format!("keeps {} backup record(s)", kept.len()));
-    }
-    if n_already > 0 {
-        parts.push(format!("leaves {n_already} already being deleted"));
-    }
-    let text = if parts.is_empty() {
-        format!("schedule {} has no backup records", schedule.name)
-    } else {
-        format!(
-            "deleting schedule {} (backup_owner {}) {}",
+    let tally = Tally::of(fates);
+    let text = match tally.words() {
+        None => format!("schedule {} has no backup records", schedule.name),
+        Some(words) => format!(
+            "deleting schedule {} (backup_owner {}) {words}",
             schedule.name,
             schedule.backup_owner.as_str(),
-            parts.join("; ")
-        )
+        ),
     };
     json!({
         "schedule": schedule.name,
@@ -191,10 +214,10 @@ fn summary(
         "backup_owner": schedule.backup_owner,
         "remote_cleanup": schedule.remote_cleanup,
         "records": fates.len(),
-        "remove_records": n_remove,
-        "delete_with_objects": n_delete,
-        "already_deleting": n_already,
-        "keep": kept,
+        "remove_records": tally.n_remove,
+        "delete_with_objects": tally.n_delete,
+        "already_deleting": tally.n_already,
+        "keep": tally.kept,
         "summary": text,
     })
 }
