@@ -30,12 +30,15 @@ use futures::StreamExt;
 use sexton_shared::{
     binlog::{self, store, IndexSegment},
     config::Config,
+    metadata::{self, BackupMetadata},
     nats::publish_once,
     object_store::ObjectStore,
     outcome::{settle, Outcome},
     records::BackupKind,
     topology,
-    wire::{self, DueBackup, MergeDone, MergeJob, Report, ReportStatus, ReportVolume},
+    wire::{
+        self, DueBackup, MergeDone, MergeJob, ObjectDigest, Report, ReportStatus, ReportVolume,
+    },
     Shutdown,
 };
 
@@ -287,8 +290,9 @@ async fn take_backup(
     let started_at = Utc::now();
     let fail = label_list(due, labels::FAIL_VOLUMES);
     let lost = label_list(due, labels::FULL_VOLUMES);
-    let metadata_key = format!("{}metadata.json", due.object_prefix);
+    let metadata_key = format!("{}{}", due.object_prefix, metadata::FILE_NAME);
     let mut artifacts = Vec::new();
+    let mut objects = Vec::new();
     let mut volumes = Vec::new();
     let mut size_bytes: u64 = 0;
     let mut failed = due.volumes.is_empty() && fail.contains(&"*");
@@ -300,7 +304,7 @@ async fn take_backup(
                 due.cluster, due.plan, due.tick, due.kind, due.parent
             );
             size_bytes += data.len() as u64;
-            store.put(&data_key, data.into_bytes().into()).await?;
+            objects.push(put_digested(store, &data_key, data.into_bytes()).await?);
             artifacts.push(data_key);
         }
     } else {
@@ -321,7 +325,7 @@ async fn take_backup(
                 );
                 size_bytes += data.len() as u64;
                 volume_bytes = Some(data.len() as u64);
-                store.put(&key, data.into_bytes().into()).await?;
+                objects.push(put_digested(store, &key, data.into_bytes()).await?);
             }
             failed |= volume_failed;
             volumes.push(ReportVolume {
@@ -341,20 +345,6 @@ async fn take_backup(
     } else {
         BackupKind::Incremental
     };
-    let metadata = serde_json::json!({
-        "backup_id": due.backup_id,
-        "cluster": due.cluster,
-        "plan": due.plan,
-        "kind": kind,
-        "parent": due.parent,
-        "volumes": volumes,
-        "started_at": started_at,
-        "artifacts": artifacts,
-    });
-    let metadata = serde_json::to_vec(&metadata)?;
-    size_bytes += metadata.len() as u64;
-    store.put(&metadata_key, metadata.into()).await?;
-    artifacts.push(metadata_key);
     if !failed {
         match append_segment(store, prefix, due, started_at.fixed_offset()).await {
             Ok(_) => {}
@@ -372,7 +362,7 @@ async fn take_backup(
     } else {
         ReportStatus::Completed
     };
-    let report = Report {
+    let mut report = Report {
         schema_version: wire::SCHEMA_VERSION,
         backup_id: due.backup_id.clone(),
         cluster: due.cluster.clone(),
@@ -389,7 +379,7 @@ async fn take_backup(
         started_at: Some(started_at.fixed_offset()),
         completed_at: Some(completed_at.fixed_offset()),
         artifacts,
-        size_bytes: Some(size_bytes),
+        size_bytes: None,
         labels: due.labels.clone(),
         tags: Vec::new(),
         error: failed.then(|| format!("upload failed (label {})", labels::FAIL_VOLUMES)),
@@ -407,7 +397,14 @@ async fn take_backup(
             .map(str::to_string)
             .collect(),
         merge: None,
+        objects,
     };
+    // metadata.json last: it describes every object written before it (seed 003's layout).
+    let metadata = BackupMetadata::describe(&report).encode();
+    size_bytes += metadata.len() as u64;
+    store.put(&metadata_key, metadata.into()).await?;
+    report.artifacts.push(metadata_key);
+    report.size_bytes = Some(size_bytes);
     let status_word = if failed { "failed" } else { "completed" };
     publish_once(
         js,
@@ -418,6 +415,22 @@ async fn take_backup(
     .await?;
     tracing::info!(cluster = %due.cluster, backup = %due.backup_id, status = status_word, "backup taken and reported");
     Ok(())
+}
+
+/// Uploads `body` to `key` and returns its size and SHA-256, as a report and `metadata.json`
+/// describe it.
+async fn put_digested(
+    store: &ObjectStore,
+    key: &str,
+    body: Vec<u8>,
+) -> anyhow::Result<ObjectDigest> {
+    let digest = ObjectDigest {
+        key: key.to_string(),
+        size: body.len() as u64,
+        sha256: Some(sexton_shared::digest::sha256_hex(&body)),
+    };
+    store.put(key, body.into()).await?;
+    Ok(digest)
 }
 
 /// The object a merge writes in the target's directory: the whole chain's data.
@@ -494,26 +507,37 @@ async fn merge_chain(
             body.extend_from_slice(&data);
         }
     }
-    let size = body.len() as u64;
-    store.put(&synthetic_key, body.into()).await?;
+    let synthetic = put_digested(store, &synthetic_key, body).await?;
+    let size = synthetic.size;
     let mut keys = target.artifacts.clone();
     if !keys.contains(&synthetic_key) {
         keys.push(synthetic_key);
     }
+    // metadata.json is rewritten to describe the target as it now is, so a catalog rebuilt
+    // from the bucket sees the merge too.
+    let metadata_key = format!("{directory}{}", metadata::FILE_NAME);
+    let rewritten = rewrite_metadata(store, &metadata_key, job, &synthetic).await?;
     let (artifacts, volumes) = match &job.volume {
         None => (keys, Vec::new()),
-        // A completed report lists its objects; a volume merge's are the volume's.
-        Some(volume) => (
-            keys.clone(),
-            vec![ReportVolume {
-                name: volume.clone(),
-                kind: BackupKind::Full,
-                parent: None,
-                keys,
-                failed: false,
-                size_bytes: Some(size),
-            }],
-        ),
+        // A completed report lists its objects; a volume merge's are the volume's (and the
+        // backup's metadata.json, rewritten).
+        Some(volume) => {
+            let mut artifacts = keys.clone();
+            if rewritten {
+                artifacts.push(metadata_key);
+            }
+            (
+                artifacts,
+                vec![ReportVolume {
+                    name: volume.clone(),
+                    kind: BackupKind::Full,
+                    parent: None,
+                    keys,
+                    failed: false,
+                    size_bytes: Some(size),
+                }],
+            )
+        }
     };
     let report = Report {
         schema_version: wire::SCHEMA_VERSION,
@@ -540,6 +564,7 @@ async fn merge_chain(
             sources: job.sources.iter().map(|b| b.id.clone()).collect(),
             volume: job.volume.clone(),
         }),
+        objects: vec![synthetic],
     };
     let volume = job.volume.as_deref().unwrap_or("");
     publish_once(
@@ -554,6 +579,54 @@ async fn merge_chain(
     .await?;
     tracing::info!(cluster = %job.cluster, target = %target.id, volume, sources = job.sources.len(), "merge done and reported");
     Ok(())
+}
+
+/// Rewrites the target's `metadata.json` after a merge: the backup (or the merged volume) is a
+/// full without parent now, and holds the synthetic object. `false` when the target has no
+/// metadata document of ours (written by an older executor): it is left as it is.
+async fn rewrite_metadata(
+    store: &ObjectStore,
+    key: &str,
+    job: &MergeJob,
+    synthetic: &ObjectDigest,
+) -> anyhow::Result<bool> {
+    let Some(body) = store.get(key).await? else {
+        return Ok(false);
+    };
+    let Ok(mut document) = BackupMetadata::decode(&body) else {
+        tracing::warn!(
+            key,
+            "the merge target's metadata.json is not a sexton document; left as is"
+        );
+        return Ok(false);
+    };
+    document.objects.retain(|o| o.key != synthetic.key);
+    document.objects.push(synthetic.clone());
+    let tag = match &job.volume {
+        None => {
+            document.kind = BackupKind::Full;
+            document.parent = None;
+            "synthetic-full".to_string()
+        }
+        Some(name) => {
+            if let Some(volume) = document.volumes.iter_mut().find(|v| &v.name == name) {
+                volume.kind = BackupKind::Full;
+                volume.parent = None;
+                if !volume.keys.contains(&synthetic.key) {
+                    volume.keys.push(synthetic.key.clone());
+                }
+            }
+            if document.volumes.iter().all(|v| v.kind == BackupKind::Full) {
+                document.kind = BackupKind::Full;
+            }
+            format!("synthetic-full:{name}")
+        }
+    };
+    if !document.tags.contains(&tag) {
+        document.tags.push(tag);
+    }
+    store.put(key, document.encode().into()).await?;
+    Ok(true)
 }
 
 /// Ships the binlog segment of this backup and appends it to the cluster's index. The segment

@@ -4,7 +4,9 @@
 //!
 //! 1. every key of the job must be a segment of the cluster's binlog folder (else: refused);
 //! 2. the horizon is pulled back to the start of the oldest full backup the catalog still
-//!    holds ([`safe_horizon`]), so a stale job cannot shorten the recovery window;
+//!    holds ([`safe_horizon`]), so a stale job cannot shorten the recovery window; with no
+//!    completed full backup in the catalog there is no horizon to believe, and the job is
+//!    refused with an incident (a forged job on a cluster without records deletes nothing);
 //! 3. of the job's keys, only those the index lists with a last event before that horizon go
 //!    (an unknown end is kept), plus orphans: objects of the folder that the index does not list
 //!    and that were written before the horizon ([`select_orphans`]);
@@ -194,6 +196,9 @@ impl Collector {
         let safe = safe_horizon(job.horizon, &records);
         if let Some(reason) = &safe.reason {
             tracing::info!(%cluster, reason, horizon = ?safe.horizon, "binlog horizon pulled back by the catalog");
+        }
+        if let Some(why) = safe.refused {
+            return Ok(Outcome::Poison(format!("binlog gc for {cluster}: {why}")));
         }
         let Some(horizon) = safe.horizon else {
             return Ok(Outcome::Done);

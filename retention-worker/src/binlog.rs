@@ -114,9 +114,10 @@ pub fn decide(groups: &[GroupPlan]) -> Result<ClusterBinlog, binlog::NoCollectio
 }
 
 /// The jobs that carry a decision, with their de-duplication ids: one job (several only when
-/// more than [`MAX_BINLOG_JOB_KEYS`] segments go), identified by cluster, horizon and the
-/// number of segments, so every replica and every re-run with the same decision publishes the
-/// same messages. A decision that deletes nothing still makes a job: the deleter's pass also
+/// more than [`MAX_BINLOG_JOB_KEYS`] segments go), identified by cluster, horizon, the number
+/// of segments and a digest of the chunk's keys, so every replica and every re-run with the
+/// same decision publishes the same messages, and a different decision (other segments, same
+/// horizon and count) is never de-duplicated away. A decision that deletes nothing still makes a job: the deleter's pass also
 /// removes orphans.
 pub fn jobs(
     cluster: &ClusterName,
@@ -134,7 +135,10 @@ pub fn jobs(
         .enumerate()
         .map(|(chunk, keys)| {
             (
-                format!("bgc.{cluster}.{horizon_ms}.{n_delete}.{chunk}"),
+                format!(
+                    "bgc.{cluster}.{horizon_ms}.{n_delete}.{chunk}.{}",
+                    keys_digest(keys)
+                ),
                 BinlogGcJob {
                     schema_version: wire::SCHEMA_VERSION,
                     cluster: cluster.clone(),
@@ -146,6 +150,11 @@ pub fn jobs(
             )
         })
         .collect()
+}
+
+/// A short digest of a job's keys.
+fn keys_digest(keys: &[String]) -> String {
+    sexton_shared::digest::short_digest(keys.iter().map(String::as_str))
 }
 
 /// `binlog.status` request.
@@ -300,7 +309,7 @@ mod tests {
         };
         let empty = jobs(&cluster, &decision, Some("\"e\""));
         assert_eq!(empty.len(), 1);
-        assert_eq!(empty[0].0, "bgc.c1.1767225600000.0.0");
+        assert!(empty[0].0.starts_with("bgc.c1.1767225600000.0.0."));
         assert!(empty[0].1.delete.is_empty());
         decision.delete = (0..2500)
             .map(|n| format!("backups/c1/binlog/{n}"))
@@ -313,7 +322,13 @@ mod tests {
                 .collect::<Vec<_>>(),
             [1000, 1000, 500]
         );
-        assert_eq!(split[2].0, "bgc.c1.1767225600000.2500.2");
+        assert!(split[2].0.starts_with("bgc.c1.1767225600000.2500.2."));
+        // Another decision with the same horizon and count is another message.
+        let mut other = decision.clone();
+        other.delete[0] = "backups/c1/binlog/other".into();
+        let other = jobs(&cluster, &other, None);
+        assert_ne!(other[0].0, split[0].0);
+        assert_eq!(other[1].0, split[1].0, "an unchanged chunk keeps its id");
         for (_, job) in &split {
             // Every job fits the wire limits.
             wire::decode::<BinlogGcJob>(&wire::encode(job)).unwrap();

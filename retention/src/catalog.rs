@@ -209,7 +209,9 @@ impl BackupStatus {
 }
 
 /// Full or incremental. A missing `kind` means full.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackupKind {
     #[default]

@@ -11,6 +11,7 @@
 //! Decisions come from `sexton-schedule` (pure); this crate only moves values in and out.
 
 pub mod api;
+pub mod intake;
 pub mod metrics;
 pub mod reports;
 pub mod sweeps;
@@ -50,9 +51,14 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         clusters,
         shutdown.clone(),
     ));
+    // Intake reads the bucket: a completed backup counts only once its objects are seen.
+    let store = sexton_shared::object_store::ObjectStore::connect(&config.s3)
+        .await
+        .context("configuring the object store")?;
     let reports = tokio::spawn(reports::run(
         topology.clone(),
         clusters_bucket.clone(),
+        store.clone(),
         config.clone(),
         metrics.clone(),
         shutdown.clone(),

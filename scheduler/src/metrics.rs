@@ -17,6 +17,9 @@ pub struct Metrics {
     /// Artifacts asked for by due-backups of schedules with a cadence (`full_every` or
     /// volumes): one per volume, or one per backup without volumes.
     pub due_artifact_kinds: IntCounterVec,
+    /// Completed reports checked against the bucket before they count: `seen`, `refused`
+    /// (recorded failed), `retry` (the bucket could not be read).
+    pub intake_checks: IntCounterVec,
 }
 
 impl Metrics {
@@ -78,6 +81,14 @@ impl Metrics {
             &["kind", "reason"],
         )
         .expect("valid metric");
+        let intake_checks = IntCounterVec::new(
+            Opts::new(
+                "sexton_intake_checks_total",
+                "completed reports checked against the bucket, by outcome (seen, refused, retry)",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(due_published.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(due_duplicates.clone()),
@@ -87,6 +98,7 @@ impl Metrics {
             Box::new(sweeps_published.clone()),
             Box::new(schedules_loaded.clone()),
             Box::new(due_artifact_kinds.clone()),
+            Box::new(intake_checks.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -102,6 +114,7 @@ impl Metrics {
             sweeps_published,
             schedules_loaded,
             due_artifact_kinds,
+            intake_checks,
         }
     }
 }

@@ -13,20 +13,22 @@ use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::Utc;
 use sexton_retention::VolumeArtifact;
 use sexton_shared::{
-    catalog::{CasError, Catalog},
+    catalog::{CasError, Catalog, Lookup},
     config::Config,
     nats::publish_once,
-    object_store::check_backup_key,
+    object_store::{check_backup_key, ObjectStore},
     outcome::{settle, Outcome},
     records::{
         BackupKind, BackupRecord, BackupStatus, InFlight, ScheduleRecord, RECORD_SCHEMA_VERSION,
     },
     topology::{self, Topology},
-    wire::{self, CheckpointComplete, MergeDone, Report, ReportStatus, RetentionSweep},
+    wire::{
+        self, CheckpointComplete, MergeDone, ObjectDigest, Report, ReportStatus, RetentionSweep,
+    },
     Shutdown,
 };
 
-use crate::metrics::Metrics;
+use crate::{intake, metrics::Metrics};
 
 /// How far in the future a completion time may lie before it is refused (clock skew).
 const MAX_CLOCK_SKEW: chrono::Duration = chrono::Duration::minutes(5);
@@ -34,10 +36,16 @@ const MAX_CLOCK_SKEW: chrono::Duration = chrono::Duration::minutes(5);
 pub async fn run(
     topology: Topology,
     clusters_bucket: async_nats::jetstream::kv::Store,
+    store: ObjectStore,
     config: Config,
     metrics: Arc<Metrics>,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
+    let gate = intake::Intake {
+        store,
+        metrics: metrics.intake_checks.clone(),
+        jetstream: topology.jetstream.clone(),
+    };
     let stream = topology
         .jetstream
         .get_stream(topology::STREAM_REPORTS)
@@ -73,8 +81,15 @@ pub async fn run(
         };
         let span = sexton_shared::telemetry::message_span(&message);
         let outcome = async {
-            let (status, outcome) =
-                handle(&topology, &clusters_bucket, &catalog, &config, &message).await;
+            let (status, outcome) = handle(
+                &topology,
+                &clusters_bucket,
+                &catalog,
+                &gate,
+                &config,
+                &message,
+            )
+            .await;
             metrics
                 .reports
                 .with_label_values(&[status, outcome.label()])
@@ -92,6 +107,7 @@ async fn handle(
     topology: &Topology,
     clusters_bucket: &async_nats::jetstream::kv::Store,
     catalog: &Catalog,
+    gate: &intake::Intake,
     config: &Config,
     message: &jetstream::Message,
 ) -> (&'static str, Outcome) {
@@ -100,12 +116,29 @@ async fn handle(
         Err(err) => return ("malformed", Outcome::Poison(err.to_string())),
     };
     tracing::Span::current().record("backup", report.backup_id.as_str());
+    // An executor may report only for the cluster its subject names: the shipped NATS
+    // permissions can scope an executor's user to its clusters' subjects, and that scope means
+    // nothing if the body may name another cluster.
+    if let Err(why) = check_subject(&message.subject, &report.cluster) {
+        return ("malformed", Outcome::Poison(why));
+    }
+    let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
     let status = match report.status {
         ReportStatus::Started => "started",
         ReportStatus::Completed => "completed",
         ReportStatus::Failed => "failed",
     };
-    let outcome = match record_report(topology, clusters_bucket, catalog, config, &report).await {
+    let outcome = match record_report(
+        topology,
+        clusters_bucket,
+        catalog,
+        gate,
+        config,
+        &report,
+        delivered,
+    )
+    .await
+    {
         Ok(outcome) => outcome,
         Err(err) => {
             tracing::warn!(
@@ -116,6 +149,21 @@ async fn handle(
         }
     };
     (status, outcome)
+}
+
+/// The cluster a report's subject names must be the one its body names.
+pub fn check_subject(
+    subject: &str,
+    cluster: &sexton_shared::names::ClusterName,
+) -> Result<(), String> {
+    let expected = topology::report_subject(cluster);
+    if subject != expected {
+        return Err(format!(
+            "report for cluster {cluster} arrived on {:?}, not on {expected:?}",
+            subject.chars().take(200).collect::<String>()
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a report against what Sexton knows; `Err(why)` refuses it. `cluster_known` says
@@ -200,8 +248,10 @@ async fn record_report(
     topology: &Topology,
     clusters_bucket: &async_nats::jetstream::kv::Store,
     catalog: &Catalog,
+    gate: &intake::Intake,
     config: &Config,
     report: &Report,
+    delivered: i64,
 ) -> anyhow::Result<Outcome> {
     let schedule = match &report.schedule {
         Some(name) => match topology.schedules.get(name.as_str()).await? {
@@ -255,18 +305,78 @@ async fn record_report(
     }
     if let Some(merge) = &report.merge {
         return match &merge.volume {
-            None => record_merge(topology, catalog, report, merge).await,
-            Some(volume) => record_volume_merge(topology, catalog, report, merge, volume).await,
+            None => record_merge(topology, catalog, gate, report, merge).await,
+            Some(volume) => {
+                record_volume_merge(topology, catalog, gate, report, merge, volume).await
+            }
         };
     }
-    let new_status = match report.status {
-        ReportStatus::Started => BackupStatus::InProgress,
-        ReportStatus::Completed => BackupStatus::Completed,
-        ReportStatus::Failed => BackupStatus::Failed,
-    };
-    // Up to a few rounds of read → decide → compare-and-set.
+    // Up to a few rounds of read → decide → compare-and-set. A completed report is judged by
+    // intake once, when it is about to be written (not for a repeat of what is recorded).
+    let mut verdict: Option<intake::Verdict> = None;
     for _ in 0..5 {
-        let existing = catalog.get(&report.cluster, &report.backup_id).await?;
+        let existing = match catalog.lookup(&report.cluster, &report.backup_id).await? {
+            Lookup::Live(current) => Some(*current),
+            Lookup::Never => None,
+            // The backup was recorded, then deleted (retention, a user): a report of it must
+            // not bring its record back, whose objects are gone. That is a report delivered
+            // again after a crash between recording and acknowledging (routine), or a late
+            // duplicate (an operator should see it). A report of another backup that re-uses
+            // the id (other times) is judged as new, and intake checks its objects.
+            Lookup::Removed => {
+                let removed = catalog
+                    .removed_record(&report.cluster, &report.backup_id)
+                    .await?;
+                let same = report.status == ReportStatus::Started
+                    || removed.as_ref().is_some_and(|r| same_backup(r, report));
+                if same && delivered > 1 || report.status == ReportStatus::Started {
+                    tracing::info!(cluster = %report.cluster, backup = %report.backup_id, delivered, "report of a backup already deleted; not recorded again");
+                    return Ok(Outcome::Done);
+                }
+                if same {
+                    return Ok(Outcome::Poison(format!(
+                        "backup {} of {} was deleted from the catalog; a report does not bring it back",
+                        report.backup_id, report.cluster
+                    )));
+                }
+                None
+            }
+        };
+        let writes = existing
+            .as_ref()
+            .is_none_or(|current| current.value.status == BackupStatus::InProgress);
+        if writes && report.status == ReportStatus::Completed && verdict.is_none() {
+            match intake::examine(&gate.store, report).await {
+                Ok(judged) => verdict = Some(judged),
+                Err(err) => {
+                    gate.metrics.with_label_values(&["retry"]).inc();
+                    tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, error = %err, "cannot read the backup's objects; the report waits");
+                    return Ok(Outcome::RetryAfter(intake_retry_delay(delivered)));
+                }
+            }
+        }
+        // A report intake refused is recorded as the failure it is.
+        let (effective, seen) = match &verdict {
+            Some(intake::Verdict::Refused(problems)) => (
+                std::borrow::Cow::Owned(Report {
+                    status: ReportStatus::Failed,
+                    error: Some(intake::Verdict::reason(problems)),
+                    ..report.clone()
+                }),
+                Vec::new(),
+            ),
+            Some(intake::Verdict::Seen(objects)) => {
+                (std::borrow::Cow::Borrowed(report), objects.clone())
+            }
+            None => (std::borrow::Cow::Borrowed(report), Vec::new()),
+        };
+        let report = effective.as_ref();
+        let new_status = match report.status {
+            ReportStatus::Started => BackupStatus::InProgress,
+            ReportStatus::Completed => BackupStatus::Completed,
+            ReportStatus::Failed => BackupStatus::Failed,
+        };
+        let seen_at = (!seen.is_empty()).then(Utc::now);
         let result = match &existing {
             None => {
                 let record = BackupRecord {
@@ -284,6 +394,8 @@ async fn record_report(
                     completed_at: report.completed_at,
                     artifacts: artifacts_of(report),
                     size_bytes: report.size_bytes,
+                    objects: seen,
+                    seen_at,
                     volumes: volumes_of(report),
                     labels: report.labels.clone(),
                     tags: report.tags.clone(),
@@ -316,6 +428,8 @@ async fn record_report(
                         record.started_at = report.started_at.or(record.started_at);
                         record.artifacts = artifacts_of(report);
                         record.size_bytes = report.size_bytes;
+                        record.objects = seen;
+                        record.seen_at = seen_at;
                         record.volumes = volumes_of(report);
                         for hold in &report.holds {
                             if !record.holds.contains(hold) {
@@ -337,12 +451,46 @@ async fn record_report(
             }
         };
         match result {
-            Ok(()) => return finish(topology, report).await,
+            Ok(()) => {
+                match &verdict {
+                    Some(intake::Verdict::Seen(_)) => {
+                        gate.metrics.with_label_values(&["seen"]).inc();
+                    }
+                    Some(intake::Verdict::Refused(_)) => {
+                        gate.metrics.with_label_values(&["refused"]).inc();
+                        gate.refused(report).await;
+                    }
+                    None => {}
+                }
+                return finish(topology, report).await;
+            }
             Err(CasError::Conflict) => continue,
             Err(CasError::Other(err)) => return Err(err),
         }
     }
     Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// How long a report waits for an unreadable bucket before its next delivery: doubling from
+/// 2 s to a minute, so the consumer's 20 deliveries span about a quarter of an hour of outage
+/// before the report is left in the stream (it is never recorded on a guess).
+fn intake_retry_delay(delivered: i64) -> Duration {
+    let doublings = delivered.clamp(1, 6) as u32;
+    Duration::from_secs((1u64 << doublings).min(60))
+}
+
+/// Whether `report` reports the backup `removed` was: the same times (a new backup re-using the
+/// id was taken at another time).
+fn same_backup(removed: &BackupRecord, report: &Report) -> bool {
+    let same_start = match (removed.started_at, report.started_at) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    let same_end = match (removed.completed_at, report.completed_at) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    same_start && same_end
 }
 
 /// Records a merge job done (Trilio's consolidation): the target becomes a synthetic full
@@ -355,6 +503,7 @@ async fn record_report(
 async fn record_merge(
     topology: &Topology,
     catalog: &Catalog,
+    gate: &intake::Intake,
     report: &Report,
     merge: &MergeDone,
 ) -> anyhow::Result<Outcome> {
@@ -434,6 +583,16 @@ async fn record_merge(
         if !updated.tags.iter().any(|t| t == "synthetic-full") {
             updated.tags.push("synthetic-full".into());
         }
+        // The consolidated objects must be in the bucket before the sources may go.
+        let seen = match merged_objects(gate, report).await {
+            Ok(seen) => seen,
+            Err(outcome) => return outcome,
+        };
+        updated.objects = with_seen(&record.objects, &seen);
+        updated.seen_at = Some(Utc::now());
+        if let Some(total) = size_of_objects(&updated) {
+            updated.size_bytes = Some(total);
+        }
         match catalog.update(&updated, current.revision).await {
             Ok(_) => {
                 tracing::info!(cluster = %report.cluster, target = %report.backup_id, sources = ?merge.sources, "merge recorded: the target is a synthetic full");
@@ -458,6 +617,7 @@ async fn record_merge(
 async fn record_volume_merge(
     topology: &Topology,
     catalog: &Catalog,
+    gate: &intake::Intake,
     report: &Report,
     merge: &MergeDone,
     volume: &str,
@@ -482,7 +642,10 @@ async fn record_volume_merge(
         }
     };
     if report.status != ReportStatus::Completed
-        || report.artifacts.iter().any(|k| !reported.keys.contains(k))
+        || report
+            .artifacts
+            .iter()
+            .any(|k| !reported.keys.contains(k) && !BackupRecord::is_metadata_key(k))
         || merge.sources.is_empty()
     {
         return poison(
@@ -569,6 +732,16 @@ async fn record_volume_merge(
         if !updated.tags.contains(&tag) {
             updated.tags.push(tag);
         }
+        // The consolidated objects must be in the bucket before the sources may go.
+        let seen = match merged_objects(gate, report).await {
+            Ok(seen) => seen,
+            Err(outcome) => return outcome,
+        };
+        updated.objects = with_seen(&record.objects, &seen);
+        updated.seen_at = Some(Utc::now());
+        if let Some(total) = size_of_objects(&updated) {
+            updated.size_bytes = Some(total);
+        }
         match catalog.update(&updated, current.revision).await {
             Ok(_) => {
                 tracing::info!(cluster = %report.cluster, target = %report.backup_id, volume, sources = ?merge.sources, "volume merge recorded: the target's volume is a synthetic full");
@@ -580,6 +753,62 @@ async fn record_volume_merge(
         }
     }
     Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// Intake of a merge report: the objects it lists as seen, or the outcome that ends the report
+/// (refused: poison, naming the merge as the other refusals do; unreadable bucket: retry).
+async fn merged_objects(
+    gate: &intake::Intake,
+    report: &Report,
+) -> Result<Vec<ObjectDigest>, anyhow::Result<Outcome>> {
+    let what = match report.merge.as_ref().and_then(|m| m.volume.as_deref()) {
+        Some(volume) => format!("merge of volume {volume} into {}", report.backup_id),
+        None => format!("merge into {}", report.backup_id),
+    };
+    match intake::examine(&gate.store, report).await {
+        Ok(intake::Verdict::Seen(seen)) => {
+            gate.metrics.with_label_values(&["seen"]).inc();
+            Ok(seen)
+        }
+        Ok(intake::Verdict::Refused(problems)) => {
+            gate.metrics.with_label_values(&["refused"]).inc();
+            Err(Ok(Outcome::Poison(format!(
+                "{what}: {}",
+                intake::Verdict::reason(&problems)
+            ))))
+        }
+        Err(err) => {
+            gate.metrics.with_label_values(&["retry"]).inc();
+            tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, error = %err, "cannot read the merged objects; the report waits");
+            Err(Ok(Outcome::RetryAfter(Duration::from_secs(5))))
+        }
+    }
+}
+
+/// The bytes of every object of the record, when intake has seen them all.
+fn size_of_objects(record: &BackupRecord) -> Option<u64> {
+    record
+        .all_keys()
+        .iter()
+        .map(|key| {
+            record
+                .objects
+                .iter()
+                .find(|o| &o.key == key)
+                .map(|o| o.size)
+        })
+        .try_fold(0u64, |total, size| Some(total + size?))
+}
+
+/// A record's objects with those intake saw just now put in: same key replaced, new appended.
+fn with_seen(objects: &[ObjectDigest], seen: &[ObjectDigest]) -> Vec<ObjectDigest> {
+    let mut merged: Vec<ObjectDigest> = objects
+        .iter()
+        .filter(|o| !seen.iter().any(|s| s.key == o.key))
+        .cloned()
+        .collect();
+    merged.extend(seen.iter().cloned());
+    merged
 }
 
 /// A size plus what a merge added; either alone when the other is unknown.

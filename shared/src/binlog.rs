@@ -328,6 +328,10 @@ pub struct SafeHorizon {
     pub waiting_for: Vec<String>,
     /// Why the horizon is earlier than the job's, for logs.
     pub reason: Option<String>,
+    /// Why no segment may go at all, when an operator should hear of it: the catalog holds
+    /// no completed full backup of the cluster, so no horizon can be derived from it and the
+    /// job's own is not believed (a forged or stale job on a cluster without records).
+    pub refused: Option<String>,
 }
 
 /// The deleter's re-check of a garbage-collection job against the current catalog: a stale
@@ -342,6 +346,22 @@ pub fn safe_horizon(job_horizon: DateTime<FixedOffset>, records: &[BackupRecord]
     let mut horizon = job_horizon;
     let mut reason = None;
     let mut waiting_for = Vec::new();
+    if !records
+        .iter()
+        .any(|r| r.counts_as_full() && r.status == BackupStatus::Completed)
+    {
+        return SafeHorizon {
+            horizon: None,
+            waiting_for,
+            reason: None,
+            refused: Some(
+                "the catalog holds no completed full backup of the cluster, so the binlog \
+                 horizon cannot be derived from it; the job's horizon is not believed and no \
+                 segment is deleted"
+                    .into(),
+            ),
+        };
+    }
     for record in records {
         if !record.counts_as_full() || record.status == BackupStatus::Failed {
             continue;
@@ -354,6 +374,7 @@ pub fn safe_horizon(job_horizon: DateTime<FixedOffset>, records: &[BackupRecord]
                     "full backup {} has no start time; no segment is deleted",
                     record.id
                 )),
+                refused: None,
             };
         };
         if start < job_horizon {
@@ -378,6 +399,7 @@ pub fn safe_horizon(job_horizon: DateTime<FixedOffset>, records: &[BackupRecord]
         horizon: Some(horizon),
         waiting_for,
         reason,
+        refused: None,
     }
 }
 
@@ -658,7 +680,8 @@ mod tests {
             SafeHorizon {
                 horizon: Some(job),
                 waiting_for: vec![],
-                reason: None
+                reason: None,
+                refused: None,
             }
         );
         // An older full still completed (a stale job): the horizon moves back to it.
@@ -677,6 +700,33 @@ mod tests {
         assert_eq!(safe.horizon, Some(t("2026-01-01T00:00:00Z")));
         let undated = full("undated", BackupStatus::DeleteFailed, None);
         assert_eq!(safe_horizon(job, &[kept, undated]).horizon, None);
+    }
+
+    #[test]
+    fn without_a_completed_full_in_the_catalog_nothing_may_go() {
+        let job = t("2200-01-01T00:00:00Z");
+        for records in [
+            vec![],
+            vec![full(
+                "bad",
+                BackupStatus::Failed,
+                Some("2026-01-01T00:00:00Z"),
+            )],
+            vec![full(
+                "run",
+                BackupStatus::InProgress,
+                Some("2026-01-01T00:00:00Z"),
+            )],
+            vec![full(
+                "exp",
+                BackupStatus::Expiring,
+                Some("2026-01-01T00:00:00Z"),
+            )],
+        ] {
+            let safe = safe_horizon(job, &records);
+            assert_eq!(safe.horizon, None, "{records:?}");
+            assert!(safe.refused.is_some(), "{records:?}");
+        }
     }
 
     fn plan(horizon: Option<&str>, delete: &[&str]) -> sexton_retention::BinlogPlan {

@@ -27,6 +27,16 @@ pub enum CasError {
     Other(#[from] anyhow::Error),
 }
 
+/// What the catalog holds under one backup's key.
+#[derive(Debug, Clone)]
+pub enum Lookup {
+    /// Nothing was ever written there (or its history aged out).
+    Never,
+    /// The last operation on the key removed the record: the backup was deleted.
+    Removed,
+    Live(Box<Versioned<BackupRecord>>),
+}
+
 #[derive(Clone)]
 pub struct Catalog {
     store: kv::Store,
@@ -46,22 +56,30 @@ impl Catalog {
         cluster: &ClusterName,
         id: &BackupId,
     ) -> anyhow::Result<Option<Versioned<BackupRecord>>> {
+        Ok(match self.lookup(cluster, id).await? {
+            Lookup::Live(record) => Some(*record),
+            Lookup::Never | Lookup::Removed => None,
+        })
+    }
+
+    /// The entry of one backup, telling a key never written from one whose record was removed:
+    /// a report delivered again after retention deleted its backup must not bring the record
+    /// back (its objects are gone).
+    pub async fn lookup(&self, cluster: &ClusterName, id: &BackupId) -> anyhow::Result<Lookup> {
         let entry = self
             .store
             .entry(key(cluster, id))
             .await
             .context("reading the catalog")?;
-        match entry {
-            Some(entry) if entry.operation == Operation::Put => {
-                let value = decode_record(&entry.value)
-                    .with_context(|| format!("catalog entry {}", entry.key))?;
-                Ok(Some(Versioned {
-                    value,
-                    revision: entry.revision,
-                }))
-            }
-            _ => Ok(None),
-        }
+        Ok(match entry {
+            None => Lookup::Never,
+            Some(entry) if entry.operation != Operation::Put => Lookup::Removed,
+            Some(entry) => Lookup::Live(Box::new(Versioned {
+                value: decode_record(&entry.value)
+                    .with_context(|| format!("catalog entry {}", entry.key))?,
+                revision: entry.revision,
+            })),
+        })
     }
 
     /// Whether the backup was ever taken, as far as the catalog can tell: a record's status, or
@@ -73,18 +91,10 @@ impl Catalog {
         cluster: &ClusterName,
         id: &BackupId,
     ) -> anyhow::Result<&'static str> {
-        let entry = self
-            .store
-            .entry(key(cluster, id))
-            .await
-            .context("reading the catalog")?;
-        Ok(match entry {
-            None => "unknown",
-            Some(entry) if entry.operation != Operation::Put => "deleted",
-            Some(entry) => match decode_record(&entry.value)
-                .with_context(|| format!("catalog entry {}", entry.key))?
-                .status
-            {
+        Ok(match self.lookup(cluster, id).await? {
+            Lookup::Never => "unknown",
+            Lookup::Removed => "deleted",
+            Lookup::Live(record) => match record.value.status {
                 BackupStatus::InProgress => "in-progress",
                 _ => "recorded",
             },
@@ -129,6 +139,60 @@ impl Catalog {
                 kv::DeleteErrorKind::WrongLastRevision => CasError::Conflict,
                 _ => CasError::Other(anyhow::Error::new(err).context("removing a catalog entry")),
             })
+    }
+
+    /// The last record a removed backup had, from the key's history (`None` when the history
+    /// holds none: it aged out, or the key never held a record). Tells a report of the backup
+    /// that was deleted (the same times) from a new backup that re-uses its id.
+    pub async fn removed_record(
+        &self,
+        cluster: &ClusterName,
+        id: &BackupId,
+    ) -> anyhow::Result<Option<BackupRecord>> {
+        let consumer = self
+            .store
+            .stream
+            .create_consumer(OrderedConfig {
+                filter_subject: format!("{}{}", self.store.prefix, key(cluster, id)),
+                deliver_policy: DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .context("opening a catalog history")?;
+        let _delete =
+            crate::nats::EphemeralConsumer::new(&self.store.stream, &consumer.cached_info().name);
+        let mut pending = consumer.cached_info().num_pending;
+        let mut last = None;
+        if pending == 0 {
+            return Ok(None);
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .context("reading a catalog history")?;
+        while pending > 0 {
+            let message = messages
+                .next()
+                .await
+                .context("catalog history ended early")?
+                .context("reading a catalog history")?;
+            pending = message
+                .info()
+                .map_err(|err| anyhow::anyhow!("catalog history metadata: {err}"))?
+                .pending;
+            let deleted = message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("KV-Operation"))
+                .is_some();
+            if !deleted {
+                // An unreadable old revision tells nothing; the newer ones may.
+                if let Ok(record) = decode_record(&message.payload) {
+                    last = Some(record);
+                }
+            }
+        }
+        Ok(last)
     }
 
     /// Every live record of one cluster, read as one consistent sweep of the bucket's stream.

@@ -9,6 +9,8 @@ pub mod api;
 pub mod binlog;
 pub mod catalog;
 pub mod config;
+pub mod digest;
+pub mod metadata;
 pub mod names;
 pub mod nats;
 pub mod object_store;

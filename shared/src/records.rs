@@ -225,6 +225,16 @@ pub struct BackupRecord {
     /// The bytes the backup's objects hold, as its executor reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_bytes: Option<u64>,
+    /// Each object as Sexton saw it in the bucket when it recorded the backup (intake): its
+    /// size there and the SHA-256 the executor reported for it. The scrub compares the bucket
+    /// with these; verification recomputes the checksums. Empty on records written before
+    /// intake verification existed (the scrub then checks that the objects exist).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<crate::wire::ObjectDigest>,
+    /// When Sexton last saw every object of the backup in the bucket as recorded (intake, then
+    /// each scrub that found them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_at: Option<DateTime<Utc>>,
     /// Per-volume artifacts (seed 001): each volume has its own chain. Empty for a backup with
     /// a single artifact set, such as a database base backup.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -241,6 +241,38 @@ pub struct Report {
     /// ones), `kind` is full and `parent` none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeDone>,
+    /// Size and SHA-256 of each object the executor uploaded (any of `artifacts` and the
+    /// volumes' keys but `metadata.json`). Intake compares the sizes with the bucket's and the
+    /// checksums with `metadata.json`'s; verification recomputes the checksums.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ObjectDigest>,
+}
+
+/// One uploaded object: its key, its size in bytes and, when the uploader computed it, its
+/// SHA-256 in lowercase hex.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ObjectDigest {
+    pub key: String,
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl ObjectDigest {
+    pub fn validate(&self) -> Result<(), String> {
+        if self.key.is_empty() || self.key.len() > 1024 {
+            return Err("an object key holds 1 to 1024 bytes".into());
+        }
+        if let Some(sha) = &self.sha256 {
+            if !crate::digest::is_sha256_hex(sha) {
+                return Err(format!(
+                    "object {}: sha256 must be 64 lowercase hex digits",
+                    self.key
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a merge report says was folded into the reported backup.
@@ -381,6 +413,21 @@ impl Message for Report {
         }
         if self.artifacts.len() > 10_000 {
             return Err("more than 10000 artifacts".into());
+        }
+        let mut described = std::collections::BTreeSet::new();
+        for object in &self.objects {
+            object.validate()?;
+            let listed = self.artifacts.contains(&object.key)
+                || self.volumes.iter().any(|v| v.keys.contains(&object.key));
+            if !listed {
+                return Err(format!(
+                    "objects describes {}, which the report does not list",
+                    object.key
+                ));
+            }
+            if !described.insert(object.key.as_str()) {
+                return Err(format!("objects describes {} twice", object.key));
+            }
         }
         Ok(())
     }

@@ -994,14 +994,27 @@ pub fn now_ms() -> i64 {
 // ---------------------------------------------------------------------------------------------
 // Reports published directly, as an executor would
 
-/// Backups of one schedule reported straight to `sexton.v1.report.<cluster>`, their two small
-/// objects written first: load without the reference executor (and without S3 at report time).
+/// Backups of one schedule reported straight to `sexton.v1.report.<cluster>`, their objects
+/// (a small data object and the `metadata.json` describing it) written first: load without the
+/// reference executor. Backup `n` completed `n` milliseconds after `epoch`.
 #[derive(Debug, Clone)]
 pub struct ReportLoad {
     pub schedule: LoadSchedule,
+    pub epoch: DateTime<Utc>,
 }
 
+/// What every data object of a [`ReportLoad`] holds.
+const LOAD_DATA: &[u8] = b"sexton fault test\n";
+
 impl ReportLoad {
+    /// A load whose backups complete from now on, a millisecond apart.
+    pub fn new(schedule: LoadSchedule) -> ReportLoad {
+        ReportLoad {
+            schedule,
+            epoch: Utc::now(),
+        }
+    }
+
     pub fn backup_id(&self, n: usize) -> String {
         format!("{}-{n:07}", self.schedule.name)
     }
@@ -1019,7 +1032,12 @@ impl ReportLoad {
         ]
     }
 
-    /// Writes the objects of backups `range`, 16 at a time.
+    /// When backup `n` completed.
+    pub fn completed_at(&self, n: usize) -> DateTime<Utc> {
+        self.epoch + chrono::Duration::milliseconds(n as i64)
+    }
+
+    /// Writes the objects of backups `range` (data, then `metadata.json`), 16 at a time.
     pub async fn write_objects(
         &self,
         store: &sexton_shared::object_store::ObjectStore,
@@ -1027,23 +1045,47 @@ impl ReportLoad {
         range: std::ops::Range<usize>,
     ) {
         use futures::StreamExt;
-        let keys: Vec<String> = range.flat_map(|n| self.artifacts(prefix, n)).collect();
-        futures::stream::iter(keys)
-            .map(|key| {
-                let store = store.clone();
-                async move {
+        let writes: Vec<(String, bytes::Bytes)> =
+            range.flat_map(|n| self.objects_of(prefix, n)).collect();
+        // Each backup's data before its metadata.json: the pairs go in order, 8 pairs at a time.
+        futures::stream::iter(
+            writes
+                .chunks(2)
+                .map(|pair| pair.to_vec())
+                .collect::<Vec<_>>(),
+        )
+        .map(|pair| {
+            let store = store.clone();
+            async move {
+                for (key, body) in pair {
                     store
-                        .put(&key, bytes::Bytes::from_static(b"sexton fault test\n"))
+                        .put(&key, body)
                         .await
                         .unwrap_or_else(|err| panic!("writing {key}: {err}"))
                 }
-            })
-            .buffer_unordered(16)
-            .collect::<Vec<()>>()
-            .await;
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
     }
 
-    /// The completed report of backup `n`, completed `age` ago.
+    /// The objects of backup `n` with their bodies, in the order an executor writes them: the
+    /// data, then the `metadata.json` describing it.
+    pub fn objects_of(&self, prefix: &str, n: usize) -> [(String, bytes::Bytes); 2] {
+        let [data, metadata] = self.artifacts(prefix, n);
+        let report: sexton_shared::wire::Report =
+            serde_json::from_slice(&self.genuine_report(prefix, n)).expect("a report");
+        let document = sexton_shared::metadata::BackupMetadata::describe(&report);
+        [
+            (data, bytes::Bytes::from_static(LOAD_DATA)),
+            (metadata, document.encode().into()),
+        ]
+    }
+
+    /// A completed report of backup `n`, completed at `completed_at`, with no object described:
+    /// what a careless or forged report looks like (intake refuses it unless its objects and
+    /// `metadata.json` agree).
     pub fn report(&self, prefix: &str, n: usize, completed_at: DateTime<Utc>) -> bytes::Bytes {
         let report = json!({
             "schema_version": 1,
@@ -1061,19 +1103,29 @@ impl ReportLoad {
         serde_json::to_vec(&report).expect("report").into()
     }
 
-    /// Publishes the reports of backups `range` (completed in order, a millisecond apart,
-    /// ending now), with the executor's message ids, and waits until the stream stored each.
+    /// The completed report of backup `n` an executor sends once [`ReportLoad::write_objects`]
+    /// has written its objects: the data object described with its size and SHA-256.
+    pub fn genuine_report(&self, prefix: &str, n: usize) -> bytes::Bytes {
+        let mut report: serde_json::Value =
+            serde_json::from_slice(&self.report(prefix, n, self.completed_at(n))).unwrap();
+        report["objects"] = json!([{
+            "key": self.artifacts(prefix, n)[0],
+            "size": LOAD_DATA.len(),
+            "sha256": sexton_shared::digest::sha256_hex(LOAD_DATA),
+        }]);
+        serde_json::to_vec(&report).expect("report").into()
+    }
+
+    /// Publishes the genuine reports of backups `range`, with the executor's message ids, and
+    /// waits until the stream stored each.
     pub async fn publish_reports(
         &self,
         js: &jetstream::Context,
         prefix: &str,
         range: std::ops::Range<usize>,
     ) {
-        let end = Utc::now();
-        let count = range.len() as i64;
         let mut acks = Vec::new();
-        for (i, n) in range.enumerate() {
-            let completed_at = end - chrono::Duration::milliseconds(count - i as i64);
+        for n in range {
             let subject = format!("sexton.v1.report.{}", self.schedule.cluster);
             let message_id = format!(
                 "report.{}.{}.completed",
@@ -1084,7 +1136,7 @@ impl ReportLoad {
                 .send_publish(
                     subject,
                     jetstream::message::PublishMessage::build()
-                        .payload(self.report(prefix, n, completed_at))
+                        .payload(self.genuine_report(prefix, n))
                         .message_id(message_id),
                 )
                 .await

@@ -93,35 +93,28 @@ async fn load_bench() {
         )
         .await
         .expect("a bench schedule");
-        loads.push(ReportLoad { schedule });
+        loads.push(ReportLoad::new(schedule));
     }
-    // Backup n belongs to cluster n % clusters; its object is written before the clock starts.
-    let key = |n: usize| {
-        let load = &loads[n % clusters];
-        format!(
-            "backups/{}/{}/{}/backup.xbstream",
-            load.schedule.cluster,
-            load.schedule.name,
-            load.backup_id(n)
-        )
-    };
+    // Backup n belongs to cluster n % clusters; its objects (data, then the metadata.json
+    // intake reads) are written before the clock starts.
     let written = Instant::now();
     futures::stream::iter(0..total)
         .map(|n| {
             let store = store.clone();
-            let key = key(n);
+            let objects = loads[n % clusters].objects_of("backups", n);
             async move {
-                // SeaweedFS answers an occasional 500 on a loaded machine: retry those.
-                let mut attempt = 0;
-                loop {
-                    let body = bytes::Bytes::from_static(b"sexton bench backup object\n");
-                    match store.put(&key, body).await {
-                        Ok(()) => break,
-                        Err(err) if !err.permanent && attempt < 5 => {
-                            attempt += 1;
-                            tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                for (key, body) in objects {
+                    // SeaweedFS answers an occasional 500 on a loaded machine: retry those.
+                    let mut attempt = 0;
+                    loop {
+                        match store.put(&key, body.clone()).await {
+                            Ok(()) => break,
+                            Err(err) if !err.permanent && attempt < 5 => {
+                                attempt += 1;
+                                tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                            }
+                            Err(err) => panic!("writing bench object {key}: {err}"),
                         }
-                        Err(err) => panic!("writing bench object {key}: {err}"),
                     }
                 }
             }
@@ -202,21 +195,15 @@ async fn load_bench() {
     };
     let mut sent = 0usize;
     let mut acks = futures::stream::FuturesUnordered::new();
-    let end_at = chrono::Utc::now();
     while sent < total {
         let due = ((started.elapsed().as_secs_f64() * rate as f64) as usize + 1).min(total);
         while sent < due {
             let load = &loads[sent % clusters];
-            let completed_at = end_at
-                + chrono::Duration::milliseconds((sent as f64 * 1000.0 / rate as f64) as i64);
-            let mut report: serde_json::Value =
-                serde_json::from_slice(&load.report("backups", sent, completed_at)).unwrap();
-            report["artifacts"] = json!([key(sent)]);
             let ack = js
                 .send_publish(
                     format!("sexton.v1.report.{}", load.schedule.cluster),
                     PublishMessage::build()
-                        .payload(serde_json::to_vec(&report).unwrap().into())
+                        .payload(load.genuine_report("backups", sent))
                         .message_id(format!("bench.{sent}")),
                 )
                 .await

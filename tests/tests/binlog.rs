@@ -1112,3 +1112,76 @@ async fn conditional_writes_are_enforced_by_the_object_store() {
     );
     assert_eq!(store.get(key).await.unwrap().unwrap().as_ref(), b"b");
 }
+
+/// A forged binlog job on a cluster whose catalog holds no backup (issue 12 item 3): the
+/// deleter cannot derive a horizon from the catalog, so it believes none and deletes nothing,
+/// and says so in an incident. Before, it trusted the job's horizon (the year 2200) and
+/// deleted every segment with a last event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_job_on_a_cluster_without_records_deletes_nothing() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let store = object_store(&config).await;
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            deleter: true,
+            ..NONE
+        },
+    );
+    wait_for_consumer(&js).await;
+    let now = Utc::now().fixed_offset();
+    let days = chrono::Duration::days;
+    let segments = [segment_key("c4", "s1"), segment_key("c4", "s2")];
+    for (n, key) in segments.iter().enumerate() {
+        let start = now - days(10 - n as i64);
+        append_segment(
+            &store,
+            "c4",
+            &IndexSegment::new(key.clone(), Some(start), Some(start + days(1))),
+        )
+        .await;
+    }
+    let folder = binlog::binlog_prefix(PREFIX, &cluster("c4"));
+    let before = object_keys(&store, &folder).await;
+    assert_eq!(before.len(), 3, "two segments and the index: {before:?}");
+    let mut forged = job(
+        DateTime::parse_from_rfc3339("2200-01-01T00:00:00Z").unwrap(),
+        &segments,
+    );
+    forged.cluster = cluster("c4");
+    js.publish(
+        "sexton.v1.job.binlog.c4",
+        serde_json::to_vec(&forged).unwrap().into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    drained(
+        &js,
+        topology::STREAM_JOBS,
+        topology::CONSUMER_DELETER_BINLOG,
+    )
+    .await;
+    assert_eq!(
+        object_keys(&store, &folder).await,
+        before,
+        "segments deleted"
+    );
+    assert_eq!(
+        index_keys(&store, "c4").await,
+        segments.iter().cloned().collect()
+    );
+    let recorded = incidents(&js).await;
+    assert!(
+        recorded
+            .iter()
+            .any(|i| i.contains("holds no completed full backup of the cluster")),
+        "{recorded:#?}"
+    );
+    fleet.stop().await.unwrap();
+}

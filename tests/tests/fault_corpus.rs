@@ -262,14 +262,12 @@ async fn the_fleet_refuses_every_case_of_the_corpus() {
     )
     .await
     .expect("the corpus schedule");
-    let load = ReportLoad {
-        schedule: LoadSchedule {
-            name: "corpus".into(),
-            cluster: "corpus-c".into(),
-            interval: Duration::from_secs(86_400),
-            keep_last: 5,
-        },
-    };
+    let load = ReportLoad::new(LoadSchedule {
+        name: "corpus".into(),
+        cluster: "corpus-c".into(),
+        interval: Duration::from_secs(86_400),
+        keep_last: 5,
+    });
     load.write_objects(&store, "backups", 0..3).await;
     load.publish_reports(&js, "backups", 0..3).await;
     eventually("three backups recorded", Duration::from_secs(30), || {

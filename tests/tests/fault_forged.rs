@@ -105,7 +105,7 @@ async fn forged_and_replayed_messages_delete_nothing() {
         )
         .await
         .unwrap();
-        loads.push(ReportLoad { schedule });
+        loads.push(ReportLoad::new(schedule));
     }
     let (forge, other) = (&loads[0], &loads[1]);
     forge.write_objects(&store, "backups", 0..6).await;
@@ -142,11 +142,13 @@ async fn forged_and_replayed_messages_delete_nothing() {
     assert_eq!(old_jobs.len(), 3, "{old_jobs:?}");
 
     // Backup 0's id is used again by a new backup (new unique id), newest of all.
-    forge.write_objects(&store, "backups", 0..1).await;
+    let mut reused_report: serde_json::Value =
+        serde_json::from_slice(&forge.report("backups", 0, chrono::Utc::now())).unwrap();
+    sexton_tests::fixtures::upload_genuine_json(&store, &mut reused_report).await;
     publish(
         &js,
         "sexton.v1.report.forge-c",
-        forge.report("backups", 0, chrono::Utc::now()),
+        serde_json::to_vec(&reused_report).unwrap().into(),
         "re-used-id",
     )
     .await;

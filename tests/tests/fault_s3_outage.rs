@@ -45,9 +45,7 @@ async fn deletions_survive_an_s3_outage() {
     )
     .await
     .expect("creating the schedule");
-    let load = ReportLoad {
-        schedule: schedule.clone(),
-    };
+    let load = ReportLoad::new(schedule.clone());
     let before = pick(400, 1500);
     let during = pick(100, 400);
     let down_for = std::env::var("SEXTON_S3_OUTAGE_SECONDS")

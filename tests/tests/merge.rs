@@ -267,6 +267,7 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
             sources: sources.iter().map(|s| s.parse().unwrap()).collect(),
             volume: None,
         }),
+        objects: Vec::new(),
     };
     let forged = [
         report(
@@ -347,7 +348,11 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
     assert_eq!(records(&catalog, "cm").await, before_records);
     assert_eq!(keys_under(&store, "backups/cm/").await, before_objects);
     assert!(!store.exists(&synthetic).await.unwrap());
-    // The control: the same report, right this time, is recorded.
+    // The control: the same report, right this time (its synthetic full written), is recorded.
+    store
+        .put(&synthetic, "F data\nI1 data\nI2 data\n".into())
+        .await
+        .unwrap();
     js.publish(
         topology::report_subject(&"cm".parse().unwrap()),
         wire::encode(&report(
@@ -684,6 +689,7 @@ async fn forged_volume_merge_reports_change_nothing() {
             sources: sources.iter().map(|s| s.parse().unwrap()).collect(),
             volume: Some("pv1".into()),
         }),
+        objects: Vec::new(),
     };
     let volume = |name: &str, kind: BackupKind, keys: Vec<String>| ReportVolume {
         name: name.into(),
@@ -793,7 +799,9 @@ async fn forged_volume_merge_reports_change_nothing() {
         "{incidents:#?}"
     );
 
-    // The control: the right report is recorded; pv2 and the sources are untouched.
+    // The control: the right report (its synthetic full written) is recorded; pv2 and the
+    // sources are untouched.
+    store.put(&synthetic, "pv1 chain".into()).await.unwrap();
     publish(report(
         &i2.uid,
         vec![volume("pv1", full, good_keys.clone())],

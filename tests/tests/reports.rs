@@ -65,7 +65,9 @@ async fn settled(js: &async_nats::jetstream::Context) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_reports_are_refused_with_a_reason_and_repeats_change_nothing() {
     let nats = Nats::start();
-    let config = nats_config(&nats);
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let store = object_store(&config).await;
     let fleet = Fleet::start(&config, SCHEDULER_ONLY);
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = async_nats::jetstream::new(client.clone());
@@ -200,6 +202,23 @@ async fn bad_reports_are_refused_with_a_reason_and_repeats_change_nothing() {
             },
             "invalid hold reason \"restore\"",
         ),
+        (
+            {
+                let mut r = report("b-bad-digest", "c1", Some("s1"));
+                r["objects"] = json!([{"key": "backups/c1/s1/b-bad-digest/backup.xbstream",
+                    "size": 1, "sha256": "not hex"}]);
+                r
+            },
+            "sha256 must be 64 lowercase hex digits",
+        ),
+        (
+            {
+                let mut r = report("b-undescribed", "c1", Some("s1"));
+                r["objects"] = json!([{"key": "backups/c1/s1/b-undescribed/other.xb", "size": 1}]);
+                r
+            },
+            "which the report does not list",
+        ),
     ];
     for (n, (report, reason)) in cases.iter().enumerate() {
         publish(&js, report).await;
@@ -255,9 +274,12 @@ async fn bad_reports_are_refused_with_a_reason_and_repeats_change_nothing() {
         "a refused report triggered retention"
     );
 
-    // Accepted: a report of the schedule, and one without a schedule for the known cluster.
-    let good = report("s1-20260101000000", "c1", Some("s1"));
-    let manual = report("manual-1", "c1", None);
+    // Accepted: a report of the schedule, and one without a schedule for the known cluster,
+    // their objects uploaded as reported.
+    let mut good = report("s1-20260101000000", "c1", Some("s1"));
+    let mut manual = report("manual-1", "c1", None);
+    fixtures::upload_genuine_json(&store, &mut good).await;
+    fixtures::upload_genuine_json(&store, &mut manual).await;
     publish(&js, &good).await;
     publish(&js, &manual).await;
     settled(&js).await;

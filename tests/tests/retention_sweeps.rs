@@ -158,22 +158,14 @@ async fn time_based_expiry_happens_with_no_new_backup() {
         ("nightly-old", old_completed),
     ];
     for (id, completed_at) in backups {
-        let keys: Vec<String> = ["backup.xbstream", "metadata.json"]
-            .iter()
-            .map(|file| format!("backups/c1/nightly/{id}/{file}"))
-            .collect();
-        for key in &keys {
-            store
-                .put(key, bytes::Bytes::from_static(b"data"))
-                .await
-                .unwrap();
-        }
-        let report = json!({
+        let mut report = json!({
             "schema_version": 1, "backup_id": id, "cluster": "c1", "plan": "full",
             "schedule": "nightly", "backup_name": "nightly", "status": "completed",
             "started_at": (completed_at - chrono::Duration::minutes(5)).to_rfc3339(),
-            "completed_at": completed_at.to_rfc3339(), "artifacts": keys,
+            "completed_at": completed_at.to_rfc3339(),
+            "artifacts": [format!("backups/c1/nightly/{id}/backup.xbstream")],
         });
+        fixtures::upload_genuine_json(&store, &mut report).await;
         js.publish(
             topology::report_subject(&"c1".parse().unwrap()),
             serde_json::to_vec(&report).unwrap().into(),

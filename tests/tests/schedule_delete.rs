@@ -222,11 +222,16 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
         volumes: Vec::new(),
         holds: Vec::new(),
         merge: None,
+        objects: Vec::new(),
     };
     for id in ["b4", "x9"] {
+        let mut report = report(id);
+        if id == "b4" {
+            fixtures::upload_genuine(&setup.store, &mut report).await;
+        }
         js.publish(
             topology::report_subject(&"ca".parse().unwrap()),
-            sexton_shared::wire::encode(&report(id)),
+            sexton_shared::wire::encode(&report),
         )
         .await
         .unwrap()

@@ -371,7 +371,11 @@ async fn after_downtime_the_missed_period_fires_once() {
 /// tick is recorded as skipped with the reason, and `describe` says so; `allow` keeps firing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tick_during_a_running_backup_is_skipped_with_the_reason() {
-    let t = setup(false).await;
+    let mut t = setup(false).await;
+    // The completion below is checked against the bucket before it counts.
+    let s3 = S3::start();
+    t.config = config(&t._nats, &s3);
+    let store = object_store(&t.config).await;
     let fleet = Fleet::start(&t.config, SCHEDULER_ONLY);
     create_schedule(&t.client, schedule("skip", "@every 1s")).await;
     create_schedule(
@@ -426,13 +430,12 @@ async fn a_tick_during_a_running_backup_is_skipped_with_the_reason() {
         "{described:#}"
     );
     // The backup completes: the schedule fires again.
-    t.report(
-        json!({"backup_id": running[0], "cluster": "c1", "plan": "full",
-                    "schedule": "skip", "backup_name": "skip", "status": "completed",
-                    "completed_at": Utc::now().to_rfc3339(),
-                    "artifacts": [format!("backups/c1/skip/{}/metadata.json", running[0])]}),
-    )
-    .await;
+    let mut completed = json!({"schema_version": 1, "backup_id": running[0], "cluster": "c1",
+                    "plan": "full", "schedule": "skip", "backup_name": "skip",
+                    "status": "completed", "completed_at": Utc::now().to_rfc3339(),
+                    "artifacts": [format!("backups/c1/skip/{}/backup.xbstream", running[0])]});
+    fixtures::upload_genuine_json(&store, &mut completed).await;
+    t.report(completed).await;
     t.wait_for_events("firing again", "skip", count + 1).await;
     fleet.stop().await.unwrap();
 }

@@ -119,10 +119,7 @@ pub async fn report_backup(
     backup: &Backup,
 ) {
     let artifacts = backup.artifacts(cluster, schedule);
-    for key in &artifacts {
-        store.put(key, "data".into()).await.unwrap();
-    }
-    let report = Report {
+    let mut report = Report {
         schema_version: 1,
         backup_id: backup.id.parse().unwrap(),
         cluster: cluster.parse().unwrap(),
@@ -146,7 +143,9 @@ pub async fn report_backup(
         volumes: Vec::new(),
         holds: Vec::new(),
         merge: None,
+        objects: Vec::new(),
     };
+    sexton_tests::fixtures::upload_genuine(store, &mut report).await;
     js.send_publish(
         format!("sexton.v1.report.{cluster}"),
         PublishMessage::build()

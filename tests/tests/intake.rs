@@ -1,0 +1,335 @@
+//! Intake (issue 12): Sexton counts only recovery points it has seen. A completed report whose
+//! objects are not in the bucket as reported is recorded `failed` with the reasons, never
+//! counts, and cannot make retention delete a real backup; a report of a backup already
+//! deleted does not bring its record back, whatever the delivery.
+
+use std::{collections::BTreeSet, time::Duration};
+
+use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use chrono::Utc;
+use futures::StreamExt;
+use serde_json::{json, Value};
+use sexton_shared::{
+    catalog::{Catalog, Lookup},
+    names::{BackupId, ClusterName},
+    records::BackupStatus,
+    topology,
+};
+use sexton_tests::*;
+
+fn report(cluster: &str, id: &str, completed_at: chrono::DateTime<Utc>) -> Value {
+    json!({
+        "schema_version": 1, "backup_id": id, "cluster": cluster, "plan": "full",
+        "schedule": "f", "backup_name": "f", "status": "completed", "kind": "full",
+        "started_at": (completed_at - chrono::Duration::minutes(5)).to_rfc3339(),
+        "completed_at": completed_at.to_rfc3339(),
+        "artifacts": [
+            format!("backups/{cluster}/f/{id}/backup.xbstream"),
+            format!("backups/{cluster}/f/{id}/metadata.json"),
+        ],
+    })
+}
+
+async fn publish(js: &jetstream::Context, subject: &str, body: &Value, id: &str) {
+    js.send_publish(
+        subject.to_string(),
+        jetstream::message::PublishMessage::build()
+            .payload(serde_json::to_vec(body).unwrap().into())
+            .message_id(id),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+}
+
+async fn reports_drained(js: &jetstream::Context) {
+    eventually(
+        "the reports consumer drained",
+        Duration::from_secs(30),
+        || {
+            let js = js.clone();
+            async move {
+                let backlog =
+                    consumer_backlog(&js, topology::STREAM_REPORTS, topology::CONSUMER_REPORTS)
+                        .await?;
+                (backlog == 0).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// The outside test's scenario, as written, plus a partial upload and a wrong size: four real
+/// backups kept by the policy; newer completed reports whose objects were never uploaded (or
+/// only partly, or with another size). Nothing real is deleted, and each phantom is `failed`
+/// with a reason naming its keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_of_objects_never_uploaded_delete_no_real_backup() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let store = object_store(&config).await;
+    let catalog = Catalog::new(topology::ensure(&js, 1).await.unwrap().catalog);
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 3, "keep_hourly": 2, "keep_within": "5h"}}),
+    )
+    .await;
+    let now = Utc::now();
+    let real: Vec<String> = (1..=4).map(|n| format!("f-real{n}")).collect();
+    for (n, id) in real.iter().enumerate() {
+        let mut body = report("c1", id, now - chrono::Duration::hours(4 - n as i64));
+        fixtures::upload_genuine_json(&store, &mut body).await;
+        publish(&js, "sexton.v1.report.c1", &body, &format!("real-{n}")).await;
+    }
+    eventually(
+        "four real backups recorded",
+        Duration::from_secs(30),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            (records.len() == 4
+                && records
+                    .values()
+                    .all(|r| r.value.status == BackupStatus::Completed))
+            .then_some(())
+        },
+    )
+    .await;
+    let real_objects = fixtures::keys_under(&store, "backups/c1/").await;
+    assert_eq!(real_objects.len(), 8);
+
+    // Three phantoms, newer than every real backup, exactly as the outside test sent them.
+    let mut phantoms = Vec::new();
+    for n in 1..=3 {
+        let id = format!("f-phantom{n}");
+        let body = report("c1", &id, now - chrono::Duration::seconds(30 - n));
+        publish(&js, "sexton.v1.report.c1", &body, &id).await;
+        phantoms.push(id);
+    }
+    // A partial upload: the data object is there, metadata.json is not.
+    let mut partial = report("c1", "f-partial", now - chrono::Duration::seconds(20));
+    fixtures::upload_genuine_json(&store, &mut partial).await;
+    store
+        .delete_batch(&["backups/c1/f/f-partial/metadata.json".to_string()])
+        .await
+        .unwrap();
+    publish(&js, "sexton.v1.report.c1", &partial, "partial").await;
+    // A wrong size: the data object was overwritten by a shorter one after the report was made.
+    let mut short = report("c1", "f-short", now - chrono::Duration::seconds(10));
+    fixtures::upload_genuine_json(&store, &mut short).await;
+    store
+        .put("backups/c1/f/f-short/backup.xbstream", "x".into())
+        .await
+        .unwrap();
+    publish(&js, "sexton.v1.report.c1", &short, "short").await;
+
+    reports_drained(&js).await;
+    // Retention ran for each report; let the deleter finish whatever it was given.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    fixtures::deleter_drained(&js, Duration::from_secs(30)).await;
+
+    let records = fixtures::records_of(&catalog, "c1").await;
+    for id in &real {
+        let record = records
+            .get(id)
+            .unwrap_or_else(|| panic!("real backup {id} deleted: {records:#?}"));
+        assert_eq!(record.value.status, BackupStatus::Completed, "{id}");
+        assert_eq!(record.value.objects.len(), 2, "{id}: objects as seen");
+        assert!(record.value.seen_at.is_some());
+    }
+    let after = fixtures::keys_under(&store, "backups/c1/").await;
+    let lost: BTreeSet<&String> = real_objects
+        .iter()
+        .filter(|k| real.iter().any(|id| k.contains(id.as_str())) && !after.contains(*k))
+        .collect();
+    assert!(lost.is_empty(), "real objects deleted: {lost:?}");
+    let reason = |id: &str| {
+        let record = &records
+            .get(id)
+            .unwrap_or_else(|| panic!("{id} not recorded"))
+            .value;
+        assert_eq!(record.status, BackupStatus::Failed, "{id}: {record:?}");
+        assert!(record.objects.is_empty(), "{id} has seen objects");
+        record.last_error.clone().unwrap_or_default()
+    };
+    for id in &phantoms {
+        let why = reason(id);
+        for file in ["backup.xbstream", "metadata.json"] {
+            assert!(
+                why.contains(&format!(
+                    "object backups/c1/f/{id}/{file} is not in the bucket"
+                )),
+                "{id}: {why}"
+            );
+        }
+    }
+    let why = reason("f-partial");
+    assert!(
+        why.contains("backups/c1/f/f-partial/metadata.json is not in the bucket")
+            && !why.contains("backup.xbstream is not"),
+        "{why}"
+    );
+    let why = reason("f-short");
+    assert!(
+        why.contains("backups/c1/f/f-short/backup.xbstream holds 1 bytes in the bucket"),
+        "{why}"
+    );
+    // Each refusal is an incident naming the backup.
+    let incidents = fixtures::incidents(&js).await;
+    for id in phantoms
+        .iter()
+        .map(String::as_str)
+        .chain(["f-partial", "f-short"])
+    {
+        assert!(
+            incidents
+                .iter()
+                .any(|i| i.kind == "intake-refused" && i.backup_id.as_deref() == Some(id)),
+            "no incident for {id}: {incidents:#?}"
+        );
+    }
+    fleet.stop().await.unwrap();
+}
+
+/// The replica-kill race behind `fault_replica_kills`' "live record whose objects are gone"
+/// (issue 12 item 2), made deterministic: a scheduler records a completed report and dies
+/// before acknowledging it; retention deletes the backup (objects, then record); the report is
+/// delivered again. Before the fix the second delivery created the record anew, pointing at
+/// objects that no longer exist, and the de-duplicated checkpoint never let retention see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_delivered_again_after_its_backup_was_deleted_does_not_bring_it_back() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let store = object_store(&config).await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let c1 = ClusterName::new("c1").unwrap();
+    let id = BackupId::new("f-1").unwrap();
+
+    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true}),
+    )
+    .await;
+    let mut body = report("c1", "f-1", Utc::now() - chrono::Duration::minutes(1));
+    fixtures::upload_genuine_json(&store, &mut body).await;
+    publish(&js, "sexton.v1.report.c1", &body, "first").await;
+    let recorded = wait_reported(&catalog, "c1", "f-1").await;
+    assert_eq!(recorded.status, BackupStatus::Completed);
+    reports_drained(&js).await;
+    fleet.stop().await.unwrap();
+
+    // Retention deletes it, as the deleter does: objects, then the record.
+    let current = catalog.get(&c1, &id).await.unwrap().unwrap();
+    store.delete_keys(&recorded.artifacts).await.unwrap();
+    catalog.remove(&c1, &id, current.revision).await.unwrap();
+
+    // The report comes back as a redelivery: taken from the scheduler's own durable and handed
+    // back, as a scheduler that died before acknowledging leaves it.
+    publish(&js, "sexton.v1.report.c1", &body, "again").await;
+    let stream = js.get_stream(topology::STREAM_REPORTS).await.unwrap();
+    let consumer: PullConsumer = stream
+        .get_consumer(topology::CONSUMER_REPORTS)
+        .await
+        .unwrap();
+    let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let message = batch.next().await.unwrap().unwrap();
+    assert_eq!(message.info().unwrap().delivered, 1);
+    message.ack_with(AckKind::Nak(None)).await.unwrap();
+    drop(batch);
+
+    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    reports_drained(&js).await;
+    assert!(
+        matches!(catalog.lookup(&c1, &id).await.unwrap(), Lookup::Removed),
+        "a redelivered report brought the deleted backup back"
+    );
+    let incidents_before = fixtures::incidents(&js).await.len();
+
+    // A late duplicate (a first delivery of the same report): refused, and an operator hears.
+    publish(&js, "sexton.v1.report.c1", &body, "late").await;
+    let incident = eventually(
+        "an incident for the late report",
+        Duration::from_secs(20),
+        || {
+            let js = js.clone();
+            async move {
+                fixtures::incidents(&js)
+                    .await
+                    .into_iter()
+                    .skip(incidents_before)
+                    .find(|i| i.reason.contains("was deleted from the catalog"))
+            }
+        },
+    )
+    .await;
+    assert_eq!(incident.subject, "sexton.v1.report.c1");
+    assert!(matches!(
+        catalog.lookup(&c1, &id).await.unwrap(),
+        Lookup::Removed
+    ));
+
+    // A new backup that re-uses the id (taken at another time) is a backup like any other.
+    let mut reused = report("c1", "f-1", Utc::now());
+    fixtures::upload_genuine_json(&store, &mut reused).await;
+    publish(&js, "sexton.v1.report.c1", &reused, "reused").await;
+    let again = wait_reported(&catalog, "c1", "f-1").await;
+    assert_eq!(again.status, BackupStatus::Completed);
+    assert_ne!(again.uid, recorded.uid);
+    fleet.stop().await.unwrap();
+}
+
+/// A report whose body names another cluster than its subject is poison (issue 12 item 4):
+/// an executor's NATS user scoped to `sexton.v1.report.c1` must not write `c2`'s catalog.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_for_another_cluster_than_its_subject_is_refused() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let store = object_store(&config).await;
+    let catalog = Catalog::new(topology::ensure(&js, 1).await.unwrap().catalog);
+    for (name, cluster) in [("f", "c1"), ("g", "c2")] {
+        create_schedule(
+            &client,
+            json!({"name": name, "cluster": cluster, "plan": "full", "cron": "@daily",
+                   "paused": true}),
+        )
+        .await;
+    }
+    let mut body = report("c2", "r-sub", Utc::now());
+    body.as_object_mut().unwrap().remove("schedule");
+    fixtures::upload_genuine_json(&store, &mut body).await;
+    publish(&js, "sexton.v1.report.c1", &body, "mismatch").await;
+    let incident = eventually("an incident", Duration::from_secs(20), || {
+        let js = js.clone();
+        async move { fixtures::incidents(&js).await.into_iter().next() }
+    })
+    .await;
+    assert!(
+        incident
+            .reason
+            .contains("report for cluster c2 arrived on \"sexton.v1.report.c1\""),
+        "{incident:?}"
+    );
+    reports_drained(&js).await;
+    assert!(catalog.list_all().await.unwrap().is_empty());
+    fleet.stop().await.unwrap();
+}
