@@ -64,6 +64,9 @@ pub enum Command {
     /// Remove a cluster's backup records (what `backup_owner: cluster` waits for).
     #[command(subcommand)]
     Cluster(ClusterCommand),
+    /// Compare the catalog with the bucket, or rebuild it from the bucket.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
     /// Run the reference executor (writes small backups to S3 and reports them).
     Executor,
     /// Run a service in this process: scheduler, retention-worker or deleter.
@@ -287,6 +290,31 @@ pub enum ClusterCommand {
         #[arg(long)]
         remote: bool,
         /// Only say what forgetting would do; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CatalogCommand {
+    /// Compare a cluster's catalog with its bucket now (one listing): a completed backup
+    /// whose objects are gone or changed size becomes `missing` and no longer counts; a
+    /// missing one whose objects are back counts again. Objects without a record are counted
+    /// (`sexton backup orphans` lists them).
+    Scrub {
+        #[arg(long)]
+        cluster: String,
+        /// Only say what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Recreate the records a cluster's catalog lacks from the metadata.json documents in the
+    /// bucket (after a catalog loss). Backups the catalog holds, or whose records were removed
+    /// on purpose, are left alone; a document whose objects are not all there is skipped.
+    Import {
+        #[arg(long)]
+        cluster: String,
+        /// Only say what would be imported; write nothing.
         #[arg(long)]
         dry_run: bool,
     },
@@ -792,6 +820,30 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
             }
             (topology::api_subject("retention", "preview"), body, &[])
         }
+        Command::Catalog(CatalogCommand::Scrub { cluster, dry_run }) => (
+            topology::api_subject("catalog", "scrub"),
+            json!({"schema_version": 1, "cluster": cluster, "dry_run": dry_run}),
+            &[
+                "cluster",
+                "dry_run",
+                "checked",
+                "findings",
+                "missing_after",
+                "unowned_objects",
+            ],
+        ),
+        Command::Catalog(CatalogCommand::Import { cluster, dry_run }) => (
+            topology::api_subject("catalog", "import"),
+            json!({"schema_version": 1, "cluster": cluster, "dry_run": dry_run}),
+            &[
+                "cluster",
+                "dry_run",
+                "directories",
+                "known",
+                "imported",
+                "skipped",
+            ],
+        ),
         Command::Binlog(BinlogCommand::Status { cluster }) => (
             topology::api_subject("binlog", "status"),
             json!({"schema_version": 1, "cluster": cluster}),

@@ -149,7 +149,13 @@ async fn scan(deleter: &Deleter, req: OrphansRequest, delete: bool) -> Result<Va
         .list(&cluster_prefix)
         .await
         .map_err(|err| unavailable(anyhow::Error::new(err)))?;
+    let n_objects = objects.len();
     let scan = orphans::find_orphans(objects, &records, &cluster_prefix, grace, Utc::now());
+    let lost = orphans::catalog_looks_lost(&scan, &records, n_objects, &req.cluster);
+    if let (true, Some(why)) = (delete, &lost) {
+        tracing::warn!(cluster = %req.cluster, %why, "orphan deletion refused");
+        return Err(ApiError::new(ErrorCode::Conflict, why.clone()));
+    }
     let mut reply = json!({
         "cluster": req.cluster,
         "prefix": cluster_prefix,
@@ -159,6 +165,9 @@ async fn scan(deleter: &Deleter, req: OrphansRequest, delete: bool) -> Result<Va
         "n_in_progress": scan.n_in_progress,
         "n_binlog": scan.n_binlog,
     });
+    if let Some(why) = lost {
+        reply["warning"] = json!(why);
+    }
     if delete {
         let (keys, refused) = orphans::deletable(&scan, deleter.prefix(), &req.cluster);
         let mut deleted = Vec::new();

@@ -105,6 +105,45 @@ pub fn find_orphans(
     scan
 }
 
+/// Why orphans must not be deleted now, if the catalog looks lost: backups with a
+/// `metadata.json` in the bucket and none of them in the catalog, or most of the cluster's
+/// backup objects without a record. Deleting "orphans" then would delete recovery points a
+/// lost or damaged catalog no longer lists; `sexton catalog import` brings their records back.
+pub fn catalog_looks_lost(
+    scan: &OrphanScan,
+    records: &[BackupRecord],
+    n_objects: usize,
+    cluster: &ClusterName,
+) -> Option<String> {
+    let described: HashSet<&str> = scan
+        .orphans
+        .iter()
+        .filter_map(|o| o.key.strip_suffix(sexton_shared::metadata::FILE_NAME))
+        .collect();
+    if described.is_empty() {
+        return None;
+    }
+    let backup_objects = n_objects.saturating_sub(scan.n_binlog);
+    let most = scan.orphans.len() * 2 > backup_objects;
+    if !records.is_empty() && !most {
+        return None;
+    }
+    Some(format!(
+        "refusing to delete orphans of cluster {cluster}: {} backups in the bucket have a \
+         metadata.json and no catalog record{}; the catalog looks lost or damaged. Run `sexton \
+         catalog import --cluster {cluster}` (--dry-run first) to bring their records back",
+        described.len(),
+        if records.is_empty() {
+            ", and the catalog holds none of the cluster's backups".to_string()
+        } else {
+            format!(
+                ", and {} of {backup_objects} backup objects look orphaned",
+                scan.orphans.len()
+            )
+        }
+    ))
+}
+
 /// The orphans that may be deleted: plain keys under the cluster's prefix.
 pub fn deletable(
     scan: &OrphanScan,
@@ -120,6 +159,40 @@ pub fn deletable(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_catalog_that_looks_lost_stops_orphan_deletion() {
+        let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
+        let cluster: ClusterName = "c1".parse().unwrap();
+        let orphan = |key: &str| object(key, 60 * 48, now);
+        let scan = |orphans: &[&str]| OrphanScan {
+            orphans: orphans.iter().map(|k| orphan(k)).collect(),
+            ..OrphanScan::default()
+        };
+        let record: BackupRecord = serde_json::from_value(serde_json::json!({
+            "id": "b9", "uid": "u", "cluster": "c1", "plan": "p", "backup_name": "s",
+            "kind": "full", "status": "completed",
+            "artifacts": ["b/c1/s/b9/data", "b/c1/s/b9/metadata.json"],
+        }))
+        .unwrap();
+        let lost = scan(&["b/c1/s/b1/data", "b/c1/s/b1/metadata.json"]);
+        // No record at all: refused, naming the way out.
+        let why = catalog_looks_lost(&lost, &[], 2, &cluster).unwrap();
+        assert!(why.contains("catalog import --cluster c1"), "{why}");
+        assert!(why.contains("1 backups"), "{why}");
+        // One stray backup among many recorded ones: a record-only delete; allowed.
+        assert_eq!(
+            catalog_looks_lost(&lost, std::slice::from_ref(&record), 40, &cluster),
+            None
+        );
+        // Most objects unowned: refused even with some records.
+        assert!(catalog_looks_lost(&lost, std::slice::from_ref(&record), 3, &cluster).is_some());
+        // Objects without a metadata.json (an upload that never reported): allowed.
+        assert_eq!(
+            catalog_looks_lost(&scan(&["b/c1/s/b1/data"]), &[], 1, &cluster),
+            None
+        );
+    }
 
     fn object(key: &str, minutes_ago: i64, now: DateTime<Utc>) -> ObjectInfo {
         ObjectInfo {

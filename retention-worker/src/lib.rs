@@ -9,6 +9,7 @@
 
 pub mod binlog;
 pub mod metrics;
+pub mod scrub;
 pub mod worker;
 
 use std::{sync::Arc, time::Duration};
@@ -47,6 +48,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         worker
             .clone()
             .serve_previews(client.clone(), shutdown.clone()),
+    );
+    let scrubs = tokio::spawn(
+        worker
+            .clone()
+            .serve_scrubs(client.clone(), shutdown.clone()),
     );
     let binlog_status = tokio::spawn(binlog::serve_status(
         worker.clone(),
@@ -95,6 +101,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         metrics.consumer.observe(&outcome);
     }
     preview.abort();
+    scrubs.abort();
     binlog_status.abort();
     client.flush().await.ok();
     tracing::info!("retention-worker stopped");

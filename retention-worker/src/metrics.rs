@@ -15,6 +15,11 @@ pub struct Metrics {
     pub newest_backup_age: prometheus::GaugeVec,
     pub recoverable_window: prometheus::GaugeVec,
     pub policy_window: prometheus::GaugeVec,
+    /// Records the last scrub of a cluster left `missing`.
+    pub missing: IntGaugeVec,
+    /// When this replica last scrubbed a cluster: the freshest replica's `missing` counts.
+    pub last_scrub: IntGaugeVec,
+    pub scrubs: IntCounterVec,
 }
 
 impl Metrics {
@@ -83,6 +88,30 @@ impl Metrics {
             &["cluster", "plan"],
         )
         .expect("valid metric");
+        let missing = IntGaugeVec::new(
+            Opts::new(
+                "sexton_missing_backups",
+                "backups whose objects the last scrub of the cluster did not find as recorded",
+            ),
+            &["cluster"],
+        )
+        .expect("valid metric");
+        let last_scrub = IntGaugeVec::new(
+            Opts::new(
+                "sexton_scrub_last_run_timestamp_seconds",
+                "when this replica last compared a cluster's catalog with its bucket",
+            ),
+            &["cluster"],
+        )
+        .expect("valid metric");
+        let scrubs = IntCounterVec::new(
+            Opts::new(
+                "sexton_scrubs_total",
+                "scrubs of a cluster's catalog against its bucket, by outcome (done, error)",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(run_duration.clone()),
@@ -92,6 +121,9 @@ impl Metrics {
             Box::new(newest_backup_age.clone()),
             Box::new(recoverable_window.clone()),
             Box::new(policy_window.clone()),
+            Box::new(missing.clone()),
+            Box::new(last_scrub.clone()),
+            Box::new(scrubs.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -107,6 +139,9 @@ impl Metrics {
             newest_backup_age,
             recoverable_window,
             policy_window,
+            missing,
+            last_scrub,
+            scrubs,
         }
     }
 }

@@ -28,6 +28,7 @@ use sexton_shared::{
 
 use crate::binlog::{self, BinlogInput, IndexState};
 use crate::metrics::Metrics;
+use crate::scrub::{self, ScrubReport};
 
 #[derive(Clone)]
 pub struct Worker {
@@ -73,6 +74,22 @@ pub struct GroupPlan {
     pub records: Vec<Versioned<BackupRecord>>,
     #[serde(skip)]
     pub policy: Option<Policy>,
+}
+
+/// `catalog.scrub` request: compare a cluster's catalog with its bucket now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScrubRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    /// Say what would change, change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl Message for ScrubRequest {
+    const KIND: &'static str = "request";
 }
 
 /// `retention.preview` request.
@@ -126,17 +143,25 @@ impl Worker {
 
     /// Handles one `checkpoint-complete` or `retention-sweep` message.
     pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
-        let (trigger, cluster) = if message.subject.contains(".retention.checkpoint.") {
+        let (trigger, cluster, scrub) = if message.subject.contains(".retention.checkpoint.") {
             match wire::decode::<CheckpointComplete>(&message.payload) {
-                Ok(event) => ("checkpoint", event.cluster),
+                Ok(event) => ("checkpoint", event.cluster, false),
                 Err(err) => return Outcome::Poison(err.to_string()),
             }
         } else {
             match wire::decode::<RetentionSweep>(&message.payload) {
-                Ok(event) => ("sweep", event.cluster),
+                Ok(event) => ("sweep", event.cluster, event.scrub),
                 Err(err) => return Outcome::Poison(err.to_string()),
             }
         };
+        // The scheduler's sweep asks for the cluster's scrub once per scrub interval: the
+        // bucket first, so this very run counts only what is there. A bucket that cannot be
+        // listed costs this scrub, not the run (the next interval scrubs again).
+        if scrub {
+            if let Err(err) = self.scrub(&cluster, false).await {
+                tracing::warn!(%cluster, error = format!("{err:#}"), "scrub failed; retention runs on the catalog as it is");
+            }
+        }
         // Under a burst of completions the queue holds many checkpoints of one cluster; one run
         // covers every one published before it started.
         let published = message.info().ok().and_then(|info| {
@@ -180,6 +205,133 @@ impl Worker {
         }
     }
 
+    /// Compares the cluster's catalog with its bucket (see [`crate::scrub`]) and, unless
+    /// `dry_run`, writes what changed: `missing` records (with an incident each) and records
+    /// found again. Only `checked` records whose revision did not move are written.
+    pub async fn scrub(&self, cluster: &ClusterName, dry_run: bool) -> anyhow::Result<ScrubReport> {
+        let records = self.catalog.list_cluster(cluster).await?;
+        let listing: BTreeMap<String, u64> = self
+            .store
+            .list(&self.store.cluster_prefix(cluster))
+            .await
+            .map_err(|err| {
+                self.metrics.scrubs.with_label_values(&["error"]).inc();
+                anyhow::Error::new(err).context("listing the cluster's objects")
+            })?
+            .into_iter()
+            .map(|object| (object.key, object.size.max(0) as u64))
+            .collect();
+        let binlog_prefix = sexton_shared::binlog::binlog_prefix(&self.prefix, cluster);
+        let mut report = scrub::judge(cluster, &records, &listing, &binlog_prefix);
+        report.dry_run = dry_run;
+        if dry_run {
+            return Ok(report);
+        }
+        let now = Utc::now();
+        let by_id: BTreeMap<&str, &Versioned<BackupRecord>> =
+            records.iter().map(|r| (r.value.id.as_str(), r)).collect();
+        for finding in &report.findings {
+            let Some(current) = by_id.get(finding.id.as_str()) else {
+                continue;
+            };
+            let updated = scrub::apply(&current.value, finding, now);
+            match self.catalog.update(&updated, finding.revision).await {
+                Ok(_) if finding.becomes == BackupStatus::Missing => {
+                    let reason = updated.last_error.clone().unwrap_or_default();
+                    tracing::warn!(%cluster, backup = %finding.id, %reason, "backup missing: it no longer counts");
+                    publish_incident(
+                        &self.topology.jetstream,
+                        wire::Incident {
+                            schema_version: wire::SCHEMA_VERSION,
+                            service: "retention-worker".into(),
+                            kind: "backup-missing".into(),
+                            cluster: Some(cluster.to_string()),
+                            backup_id: Some(finding.id.clone()),
+                            subject: "scrub".into(),
+                            reason,
+                            at: now,
+                        },
+                    )
+                    .await;
+                }
+                Ok(_) => {
+                    tracing::info!(%cluster, backup = %finding.id, "backup found again: its objects are there as recorded");
+                }
+                Err(CasError::Conflict) => report.changed_meanwhile.push(finding.id.clone()),
+                Err(CasError::Other(err)) => return Err(err),
+            }
+        }
+        // Written findings only: a changed record keeps its state until the next pass.
+        for id in &report.changed_meanwhile {
+            if let Some(finding) = report.findings.iter().find(|f| &f.id == id) {
+                match finding.becomes {
+                    BackupStatus::Missing => report.missing_after -= 1,
+                    _ => report.missing_after += 1,
+                }
+            }
+        }
+        self.metrics
+            .missing
+            .with_label_values(&[cluster.as_str()])
+            .set(report.missing_after as i64);
+        self.metrics
+            .last_scrub
+            .with_label_values(&[cluster.as_str()])
+            .set(now.timestamp());
+        self.metrics.scrubs.with_label_values(&["done"]).inc();
+        tracing::info!(%cluster, checked = report.checked, findings = report.findings.len(), unowned = report.unowned_objects, "scrub done");
+        Ok(report)
+    }
+
+    /// Answers `catalog.scrub` requests until shutdown; a scrub that changed something asks
+    /// for a retention run of the cluster, so counting follows at once.
+    pub async fn serve_scrubs(
+        self,
+        client: async_nats::Client,
+        mut shutdown: Shutdown,
+    ) -> anyhow::Result<()> {
+        let mut requests = client
+            .queue_subscribe(
+                topology::api_subject("catalog", "scrub"),
+                topology::API_QUEUE_GROUP.into(),
+            )
+            .await
+            .context("subscribing to scrub requests")?;
+        loop {
+            let request = tokio::select! {
+                _ = shutdown.wait() => return Ok(()),
+                request = requests.next() => match request {
+                    Some(request) => request,
+                    None => return Ok(()),
+                },
+            };
+            let Some(reply_to) = request.reply.clone() else {
+                continue;
+            };
+            let result = match wire::decode::<ScrubRequest>(&request.payload) {
+                Err(err) => Err(ApiError::new(ErrorCode::Invalid, err.to_string())),
+                Ok(req) => match self.scrub(&req.cluster, req.dry_run).await {
+                    Err(err) => Err(ApiError::new(ErrorCode::Unavailable, format!("{err:#}"))),
+                    Ok(report) => {
+                        let changed = !report.dry_run
+                            && report.findings.len() > report.changed_meanwhile.len();
+                        if changed {
+                            if let Err(err) = self.rerun(&req.cluster, Utc::now()).await {
+                                tracing::warn!(cluster = %req.cluster, error = format!("{err:#}"), "no retention run asked after the scrub");
+                            }
+                        }
+                        serde_json::to_value(report)
+                            .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
+                    }
+                },
+            };
+            let body = serde_json::to_vec(&Reply::from_result(result)).expect("replies serialise");
+            if let Err(err) = client.publish(reply_to, body.into()).await {
+                tracing::warn!(error = %err, "could not answer a scrub request");
+            }
+        }
+    }
+
     /// Records a compare-and-set conflict; always `false` (nothing was marked).
     fn conflict(&self) -> bool {
         self.conflicts
@@ -198,6 +350,7 @@ impl Worker {
             schema_version: wire::SCHEMA_VERSION,
             cluster: cluster.clone(),
             requested_at: Utc::now(),
+            scrub: false,
         };
         publish_once(
             &self.topology.jetstream,
@@ -530,7 +683,10 @@ impl Worker {
         // A user who asks again after a deletion failed retries it.
         let markable = match record.value.status {
             BackupStatus::Completed | BackupStatus::Failed => true,
-            BackupStatus::DeleteFailed => record.value.delete_request.is_some(),
+            // Only a user's word deletes these (the plan keeps a missing backup otherwise).
+            BackupStatus::DeleteFailed | BackupStatus::Missing => {
+                record.value.delete_request.is_some()
+            }
             _ => false,
         };
         let revision = match record.value.status {
@@ -539,6 +695,7 @@ impl Worker {
                 marked.status = BackupStatus::Expiring;
                 marked.expired_from = Some(match record.value.status {
                     BackupStatus::Failed => BackupStatus::Failed,
+                    BackupStatus::Missing => BackupStatus::Missing,
                     _ => BackupStatus::Completed,
                 });
                 marked.delete_reasons = reasons.to_vec();
@@ -783,6 +940,7 @@ impl Worker {
                         | BackupStatus::Failed
                         | BackupStatus::DeleteFailed
                         | BackupStatus::Expiring
+                        | BackupStatus::Missing
                 )
             })
             .collect();

@@ -274,6 +274,11 @@ impl<'b> History<'b> {
         for &backup in &self.newest_first {
             match backup.status {
                 BackupStatus::InProgress => continue,
+                // The newest artifact is gone from the bucket: nothing can build on it.
+                BackupStatus::Missing if artifact_of(backup).is_some() => {
+                    return full(KindReason::ChainBroken, Some(&backup.id))
+                }
+                BackupStatus::Missing => continue,
                 BackupStatus::Failed => match artifact_of(backup) {
                     Some(artifact) if artifact.failed => {
                         return full(KindReason::LastAttemptFailed, Some(&backup.id))
@@ -335,7 +340,7 @@ impl<'b> History<'b> {
             };
             if matches!(
                 parent.status,
-                BackupStatus::Failed | BackupStatus::InProgress
+                BackupStatus::Failed | BackupStatus::InProgress | BackupStatus::Missing
             ) {
                 return broken(node_backup);
             }

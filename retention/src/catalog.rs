@@ -184,6 +184,10 @@ pub enum BackupStatus {
     Deleting,
     /// The deleter gave up for now; the next pass retries.
     DeleteFailed,
+    /// Its objects are gone from the bucket or changed there (the scrub found it so): not a
+    /// recovery point. Never counted, never a parent, never deleted by a rule; kept until a
+    /// user deletes it, or the scrub finds its objects as recorded again.
+    Missing,
 }
 
 impl BackupStatus {
@@ -196,6 +200,7 @@ impl BackupStatus {
             BackupStatus::Expiring => "expiring",
             BackupStatus::Deleting => "deleting",
             BackupStatus::DeleteFailed => "delete-failed",
+            BackupStatus::Missing => "missing",
         }
     }
 
@@ -217,6 +222,16 @@ pub enum BackupKind {
     #[default]
     Full,
     Incremental,
+}
+
+impl BackupKind {
+    /// The kind word as it appears in the catalog.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackupKind::Full => "full",
+            BackupKind::Incremental => "incremental",
+        }
+    }
 }
 
 /// One binlog (or WAL) segment of the group's PITR archive.

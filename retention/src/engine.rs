@@ -55,29 +55,32 @@ pub(crate) const KEEP_WINDOW: u32 = 1 << 7;
 pub(crate) const KEEP_WINDOW_BASE: u32 = 1 << 8;
 pub(crate) const KEEP_FLOOR: u32 = 1 << 9;
 pub(crate) const KEEP_IMMUTABLE_CHAIN: u32 = 1 << 10;
-pub(crate) const KEEP_MERGE_SOURCE: u32 = 1 << 11;
-pub(crate) const KEEP_NEEDED: u32 = 1 << 12;
+/// Its objects are not in the bucket as recorded (the scrub said so): never counted, never
+/// deleted without a user's word.
+pub(crate) const KEEP_MISSING: u32 = 1 << 11;
+pub(crate) const KEEP_MERGE_SOURCE: u32 = 1 << 12;
+pub(crate) const KEEP_NEEDED: u32 = 1 << 13;
 /// A backup with volumes that no rule keeps, but every one of its volumes is needed.
-pub(crate) const KEEP_VOLUMES_NEEDED: u32 = 1 << 13;
+pub(crate) const KEEP_VOLUMES_NEEDED: u32 = 1 << 14;
 /// Kept for a reason of its own, not only because something else needs it.
-pub(crate) const KEEP_INDEPENDENT: u32 = (1 << 11) - 1;
-pub(crate) const KEEP_ANY: u32 = (1 << 14) - 1;
+pub(crate) const KEEP_INDEPENDENT: u32 = (1 << 12) - 1;
+pub(crate) const KEEP_ANY: u32 = (1 << 15) - 1;
 /// Not kept, but some of its volumes are: the record and those volumes stay.
-pub(crate) const PARTIAL: u32 = 1 << 14;
+pub(crate) const PARTIAL: u32 = 1 << 15;
 /// In artifact flags only ([`crate::volumes`]): the artifact's backup is kept.
-pub(crate) const ART_BACKUP_KEPT: u32 = 1 << 15;
+pub(crate) const ART_BACKUP_KEPT: u32 = 1 << 16;
 
 // Facts about the record, set in the first pass.
-pub(crate) const FACT_FULL: u32 = 1 << 16;
-pub(crate) const FACT_IMMUTABLE: u32 = 1 << 17;
-pub(crate) const FACT_DELETE_REQUESTED: u32 = 1 << 18;
+pub(crate) const FACT_FULL: u32 = 1 << 17;
+pub(crate) const FACT_IMMUTABLE: u32 = 1 << 18;
+pub(crate) const FACT_DELETE_REQUESTED: u32 = 1 << 19;
 /// Not failed: may be a parent or have one.
-pub(crate) const FACT_CHAIN_NODE: u32 = 1 << 19;
+pub(crate) const FACT_CHAIN_NODE: u32 = 1 << 20;
 /// Completed and not delete-requested: the rules count it.
-pub(crate) const FACT_ELIGIBLE: u32 = 1 << 20;
+pub(crate) const FACT_ELIGIBLE: u32 = 1 << 21;
 /// Has per-volume artifacts: its chains are per volume, and it counts as a full backup for
 /// the floor and the binlog horizon (a kept one is restorable with its volumes' chains).
-pub(crate) const FACT_VOLUMES: u32 = 1 << 21;
+pub(crate) const FACT_VOLUMES: u32 = 1 << 22;
 const STATUS_SHIFT: u32 = 24;
 
 fn status_bits(status: BackupStatus) -> u32 {
@@ -88,6 +91,7 @@ fn status_bits(status: BackupStatus) -> u32 {
         BackupStatus::Expiring => 3,
         BackupStatus::Deleting => 4,
         BackupStatus::DeleteFailed => 5,
+        BackupStatus::Missing => 6,
     };
     code << STATUS_SHIFT
 }
@@ -99,7 +103,8 @@ pub(crate) fn status_of(flags: u32) -> BackupStatus {
         2 => BackupStatus::Failed,
         3 => BackupStatus::Expiring,
         4 => BackupStatus::Deleting,
-        _ => BackupStatus::DeleteFailed,
+        5 => BackupStatus::DeleteFailed,
+        _ => BackupStatus::Missing,
     }
 }
 
@@ -698,8 +703,16 @@ fn extract(
         BackupStatus::Expiring | BackupStatus::Deleting | BackupStatus::DeleteFailed => {
             bits |= FACT_CHAIN_NODE;
         }
+        // Not counted (its objects are gone or changed), but kept with what it builds on until
+        // a user deletes it or the scrub finds its objects again.
+        BackupStatus::Missing => {
+            bits |= FACT_CHAIN_NODE;
+            if !backup.delete_requested {
+                bits |= KEEP_MISSING;
+            }
+        }
     }
-    if bits & (KEEP_LEGAL_HOLD | KEEP_HOLD | KEEP_IN_PROGRESS) != 0 {
+    if bits & (KEEP_LEGAL_HOLD | KEEP_HOLD | KEEP_IN_PROGRESS | KEEP_MISSING) != 0 {
         payload |= PAYLOAD_PROTECTED;
     }
     if !full && backup.status != BackupStatus::Failed {
@@ -880,6 +893,7 @@ impl<'a> Evaluation<'a> {
             BackupStatus::Expiring => reasons.push("already expiring".to_owned()),
             BackupStatus::Deleting => reasons.push("deletion under way".to_owned()),
             BackupStatus::DeleteFailed => reasons.push("retrying a failed delete".to_owned()),
+            BackupStatus::Missing => reasons.push("missing".to_owned()),
             BackupStatus::Completed | BackupStatus::InProgress => {}
         }
         if bits & FACT_DELETE_REQUESTED != 0 {
@@ -952,6 +966,13 @@ impl<'a> Evaluation<'a> {
             for &(_, with) in pairs_of(&self.immutable_with, index) {
                 reasons.push(format!("immutable chain kept with {}", id_of(with)));
             }
+        }
+        if bits & KEEP_MISSING != 0 {
+            reasons.push(
+                "missing: its objects are not in the bucket as recorded; not counted, kept until \
+                 a user deletes it"
+                    .to_owned(),
+            );
         }
         if bits & KEEP_MERGE_SOURCE != 0 {
             for &(_, target) in pairs_of(&self.merge_target_of, index) {

@@ -29,6 +29,7 @@ use crate::timers;
 mod backup_delete;
 mod backup_describe;
 mod backup_hold;
+mod catalog_import;
 mod cluster_forget;
 mod schedule_delete;
 
@@ -36,6 +37,7 @@ pub async fn run(
     client: async_nats::Client,
     topology: Topology,
     clusters_bucket: async_nats::jetstream::kv::Store,
+    store: sexton_shared::object_store::ObjectStore,
     config: Config,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     mut shutdown: Shutdown,
@@ -56,7 +58,7 @@ pub async fn run(
             .await
             .context("subscribing to the backup api")?,
     );
-    let mut requests = futures::stream::select(
+    let requests = futures::stream::select(
         requests,
         client
             .queue_subscribe(
@@ -66,10 +68,23 @@ pub async fn run(
             .await
             .context("subscribing to the cluster api")?,
     );
+    // Only this verb of `catalog.*`: the retention-worker answers `catalog.scrub` in the same
+    // queue group.
+    let mut requests = futures::stream::select(
+        requests,
+        client
+            .queue_subscribe(
+                topology::api_subject("catalog", "import"),
+                topology::API_QUEUE_GROUP.into(),
+            )
+            .await
+            .context("subscribing to catalog imports")?,
+    );
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
         topology,
         clusters_bucket,
+        store,
         config,
         metrics,
     };
@@ -101,6 +116,8 @@ pub async fn run(
 struct Api {
     topology: Topology,
     clusters_bucket: async_nats::jetstream::kv::Store,
+    /// Read only: `catalog.import` lists the bucket and reads metadata.json documents.
+    store: sexton_shared::object_store::ObjectStore,
     config: Config,
     catalog: Catalog,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
@@ -247,6 +264,7 @@ impl Api {
             "backup.hold" => self.hold_backup(decode(body)?).await,
             "backup.release" => self.release_backup(decode(body)?).await,
             "cluster.forget" => self.forget_cluster(decode(body)?).await,
+            "catalog.import" => self.import_catalog(decode(body)?).await,
             _ => Err(ApiError::new(
                 ErrorCode::Invalid,
                 format!("unknown api call {verb:?}"),

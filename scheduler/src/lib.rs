@@ -67,6 +67,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         client.clone(),
         topology.clone(),
         clusters_bucket.clone(),
+        store.clone(),
         config.clone(),
         metrics.clone(),
         shutdown.clone(),

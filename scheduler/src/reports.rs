@@ -851,6 +851,7 @@ async fn sweep_after_merge(topology: &Topology, report: &Report, uid: &str) -> a
         schema_version: wire::SCHEMA_VERSION,
         cluster: report.cluster.clone(),
         requested_at: Utc::now(),
+        scrub: false,
     };
     publish_once(
         &topology.jetstream,
@@ -874,25 +875,9 @@ fn artifacts_of(report: &Report) -> Vec<String> {
     artifacts
 }
 
-/// The volumes as taken: the catalog records the kind the executor reports, which may be a
-/// full where an incremental was asked for (a lost snapshot).
+/// The volumes as taken (see [`sexton_shared::records::volume_artifacts`]).
 fn volumes_of(report: &Report) -> Vec<VolumeArtifact> {
-    report
-        .volumes
-        .iter()
-        .map(|volume| VolumeArtifact {
-            name: volume.name.clone(),
-            kind: volume.kind,
-            parent: match volume.kind {
-                BackupKind::Full => None,
-                BackupKind::Incremental => volume.parent.as_ref().map(|p| p.to_string()),
-            },
-            keys: volume.keys.clone(),
-            failed: volume.failed,
-            expiring: false,
-            size_bytes: volume.size_bytes,
-        })
-        .collect()
+    sexton_shared::records::volume_artifacts(&report.volumes)
 }
 
 /// Records on the schedule which of its backups is in progress, for the overlap policy: set on

@@ -46,6 +46,16 @@ pub fn next_sweep_at(
     }
 }
 
+/// Whether a sweep at `now` also asks for the cluster's scrub: one interval after the last
+/// (at once for a cluster never scrubbed); never with a zero interval (scrubs off).
+pub fn scrub_due(
+    last_scrub: Option<DateTime<Utc>>,
+    every: chrono::Duration,
+    now: DateTime<Utc>,
+) -> bool {
+    every > chrono::Duration::zero() && last_scrub.is_none_or(|last| last + every <= now)
+}
+
 /// What one attempt to sweep a cluster found.
 enum Swept {
     /// Requested (or found already requested with the same id) and recorded at this instant.
@@ -66,6 +76,8 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let interval = chrono::Duration::from_std(config.scheduler.retention_sweep_interval)
         .context("retention_sweep_interval is out of range")?;
+    let scrub_every = chrono::Duration::from_std(config.scheduler.scrub_interval)
+        .context("scrub_interval is out of range")?;
     let mut last_runs: HashMap<ClusterName, Option<DateTime<Utc>>> = HashMap::new();
     let mut watch = clusters_bucket
         .watch_with_history(">")
@@ -131,7 +143,7 @@ pub async fn run(
                     .collect();
                 let mut failed = false;
                 for cluster in due {
-                    match sweep(&topology, &clusters_bucket, &cluster, interval, now).await {
+                    match sweep(&topology, &clusters_bucket, &cluster, interval, scrub_every, now).await {
                         Ok(Swept::Requested { at, duplicate }) => {
                             if !duplicate {
                                 metrics.sweeps_published.inc();
@@ -166,6 +178,7 @@ async fn sweep(
     clusters_bucket: &kv::Store,
     cluster: &ClusterName,
     interval: chrono::Duration,
+    scrub_every: chrono::Duration,
     now: DateTime<Utc>,
 ) -> anyhow::Result<Swept> {
     let entry = clusters_bucket
@@ -186,10 +199,12 @@ async fn sweep(
     let previous = record
         .last_retention_run
         .map_or(0, |t| t.timestamp_millis());
+    let scrub = scrub_due(record.last_scrub, scrub_every, now);
     let event = RetentionSweep {
         schema_version: wire::SCHEMA_VERSION,
         cluster: cluster.clone(),
         requested_at: now,
+        scrub,
     };
     let duplicate = publish_once(
         &topology.jetstream,
@@ -200,6 +215,9 @@ async fn sweep(
     .await?;
     let mut updated = record;
     updated.last_retention_run = Some(now);
+    if scrub {
+        updated.last_scrub = Some(now);
+    }
     let body: bytes::Bytes = serde_json::to_vec(&updated)?.into();
     let written = match revision {
         Some(revision) => clusters_bucket
@@ -219,6 +237,23 @@ async fn sweep(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sweep_asks_for_a_scrub_once_per_scrub_interval() {
+        let now: DateTime<Utc> = "2026-03-01T12:00:00Z".parse().unwrap();
+        let hour = chrono::Duration::hours(1);
+        assert!(scrub_due(None, hour, now));
+        assert!(scrub_due(Some(now - hour), hour, now));
+        assert!(!scrub_due(
+            Some(now - chrono::Duration::minutes(59)),
+            hour,
+            now
+        ));
+        assert!(
+            !scrub_due(None, chrono::Duration::zero(), now),
+            "0s turns it off"
+        );
+    }
 
     #[test]
     fn a_sweep_is_due_one_interval_after_the_last_or_at_once() {

@@ -96,6 +96,11 @@ pub struct SchedulerConfig {
     /// At most one retention sweep per cluster per interval (seed 003: once an hour).
     #[serde(with = "duration_text")]
     pub retention_sweep_interval: Duration,
+    /// How often a cluster's catalog is compared with its bucket (the scrub), at the next
+    /// sweep once this has passed; `0s` turns the periodic scrub off (`sexton catalog scrub`
+    /// still runs one).
+    #[serde(with = "duration_text")]
+    pub scrub_interval: Duration,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -168,6 +173,7 @@ impl Default for SchedulerConfig {
         SchedulerConfig {
             skip_immediately_default: false,
             retention_sweep_interval: Duration::from_secs(3600),
+            scrub_interval: Duration::from_secs(3600),
         }
     }
 }
@@ -212,6 +218,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     (
         "SEXTON_SCHEDULER_RETENTION_SWEEP_INTERVAL",
         "scheduler.retention_sweep_interval",
+    ),
+    (
+        "SEXTON_SCHEDULER_SCRUB_INTERVAL",
+        "scheduler.scrub_interval",
     ),
     ("SEXTON_DELETER_CONCURRENCY", "deleter.concurrency"),
     ("SEXTON_DELETER_BATCH_JOBS", "deleter.batch_jobs"),
@@ -317,6 +327,10 @@ impl Config {
             }
             "scheduler.retention_sweep_interval" => {
                 self.scheduler.retention_sweep_interval =
+                    duration_text::parse(value).map_err(|why| bad(&why))?
+            }
+            "scheduler.scrub_interval" => {
+                self.scheduler.scrub_interval =
                     duration_text::parse(value).map_err(|why| bad(&why))?
             }
             "deleter.concurrency" => {

@@ -183,6 +183,9 @@ pub struct ClusterRecord {
     /// `lastRetentionRunTime`); the next one is due `retention_sweep_interval` later.
     #[serde(default)]
     pub last_retention_run: Option<DateTime<Utc>>,
+    /// When the sweep last asked for this cluster's scrub (catalog against bucket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scrub: Option<DateTime<Utc>>,
 }
 
 impl ClusterRecord {
@@ -192,6 +195,7 @@ impl ClusterRecord {
             cluster,
             registered_at: now,
             last_retention_run: None,
+            last_scrub: None,
         }
     }
 }
@@ -391,6 +395,29 @@ impl BackupRecord {
     pub fn is_metadata_key(key: &str) -> bool {
         key.rsplit('/').next() == Some("metadata.json")
     }
+}
+
+/// The catalog's volumes from a report's (or a `metadata.json`'s): the kind the executor took,
+/// which may be a full where an incremental was asked for (a lost snapshot), so a full has no
+/// parent whatever the entry says.
+pub fn volume_artifacts(
+    volumes: &[crate::wire::ReportVolume],
+) -> Vec<sexton_retention::VolumeArtifact> {
+    volumes
+        .iter()
+        .map(|volume| sexton_retention::VolumeArtifact {
+            name: volume.name.clone(),
+            kind: volume.kind,
+            parent: match volume.kind {
+                BackupKind::Full => None,
+                BackupKind::Incremental => volume.parent.as_ref().map(|p| p.to_string()),
+            },
+            keys: volume.keys.clone(),
+            failed: volume.failed,
+            expiring: false,
+            size_bytes: volume.size_bytes,
+        })
+        .collect()
 }
 
 #[cfg(test)]

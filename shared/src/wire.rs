@@ -457,6 +457,10 @@ pub struct RetentionSweep {
     pub schema_version: u32,
     pub cluster: ClusterName,
     pub requested_at: DateTime<Utc>,
+    /// Compare the cluster's catalog with its bucket before the run (at most once per
+    /// `scheduler.scrub_interval`; see the retention-worker's scrub).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scrub: bool,
 }
 
 impl Message for RetentionSweep {

@@ -579,6 +579,7 @@ async fn the_collector_trusts_no_job_and_refuses_a_malformed_index() {
             schema_version: 1,
             cluster: c1.clone(),
             requested_at: Utc::now(),
+            scrub: false,
         })
         .unwrap()
         .into(),

@@ -95,6 +95,7 @@ async fn sweep(js: &jetstream::Context, id: &str) {
             schema_version: 1,
             cluster,
             requested_at: chrono::Utc::now(),
+            scrub: false,
         }),
     )
     .await

@@ -27,6 +27,7 @@ async fn sweep(js: &async_nats::jetstream::Context, cluster: &str) {
             schema_version: 1,
             cluster: ClusterName::new(cluster).unwrap(),
             requested_at: chrono::Utc::now(),
+            scrub: false,
         }),
     )
     .await

@@ -771,6 +771,7 @@ async fn a_stale_volume_mark_is_taken_off_when_the_plan_keeps_the_volume() {
         schema_version: 1,
         cluster: "c1".parse().unwrap(),
         requested_at: chrono::Utc::now(),
+        scrub: false,
     };
     js.publish(
         topology::sweep_subject(&"c1".parse().unwrap()),

@@ -110,6 +110,7 @@ impl Api {
                 schema_version: wire::SCHEMA_VERSION,
                 cluster: request.cluster.clone(),
                 requested_at: now,
+                scrub: false,
             };
             publish_once(
                 &self.topology.jetstream,

@@ -319,6 +319,7 @@ impl Api {
                 schema_version: wire::SCHEMA_VERSION,
                 cluster: cluster.clone(),
                 requested_at: now,
+                scrub: false,
             };
             publish_once(
                 &self.topology.jetstream,

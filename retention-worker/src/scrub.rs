@@ -1,0 +1,332 @@
+//! The scrub: the catalog compared with the bucket, both ways, so that a recovery point whose
+//! objects vanished or changed behind Sexton's back stops counting.
+//!
+//! One pass per cluster lists the cluster's prefix once (not a `HEAD` per key) after reading
+//! the catalog, then [`judge`] compares:
+//!
+//! - a `completed` record whose objects are not all there, or not with the sizes intake saw,
+//!   becomes `missing`: not counted by any rule or floor, never a parent, never deleted by
+//!   retention without a user's word; an incident and `sexton_missing_backups` say so;
+//! - a `missing` record whose objects are all there again as recorded becomes `completed`;
+//! - objects no record owns are counted (the orphans report lists and deletes them).
+//!
+//! Records in any other state are left alone: a backup being deleted loses its objects on
+//! purpose, one in progress or failed never counted. Records that are partly being deleted
+//! (a volume deletion claimed) are skipped too. A record that changes between the catalog read
+//! and the write is left for the next pass (compare-and-set), so a pass never overrides the
+//! deleter or a newer report. Records written before intake recorded sizes are checked for
+//! existence only, and so is every `metadata.json` (an executor rewrites it when it merges a
+//! chain into the backup; the data objects are what a restore reads).
+//!
+//! The pass runs when the scheduler's sweep of a cluster asks for it (`scrub: true`, at most
+//! once per `scheduler.scrub_interval`) and on demand (`sexton catalog scrub`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use sexton_shared::{
+    catalog::Versioned,
+    metadata,
+    names::ClusterName,
+    records::{BackupRecord, BackupStatus},
+};
+
+/// What the pass found for one backup whose state changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    pub id: String,
+    /// The catalog revision the finding was judged at; the write is conditional on it.
+    pub revision: u64,
+    /// `missing` (its objects are gone or changed) or `completed` (found again).
+    pub becomes: BackupStatus,
+    /// What differs, one entry per object; empty for a backup found again.
+    pub problems: Vec<String>,
+}
+
+/// The result of one pass (or of a dry run).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubReport {
+    pub cluster: String,
+    pub dry_run: bool,
+    /// Records compared with the bucket.
+    pub checked: usize,
+    /// Objects listed under the cluster's prefix.
+    pub objects_listed: usize,
+    pub findings: Vec<Finding>,
+    /// Findings not written because the record changed since it was read (the next pass
+    /// judges them again).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_meanwhile: Vec<String>,
+    /// Objects under the cluster's prefix that no record owns (binlog segments excepted): the
+    /// orphans report (`sexton backup orphans`) lists and deletes them.
+    pub unowned_objects: usize,
+    /// Records that are `missing` after the pass.
+    pub missing_after: usize,
+}
+
+/// The pure comparison of a cluster's records with the listing of its prefix (key → size).
+pub fn judge(
+    cluster: &ClusterName,
+    records: &[Versioned<BackupRecord>],
+    listing: &BTreeMap<String, u64>,
+    binlog_prefix: &str,
+) -> ScrubReport {
+    let mut report = ScrubReport {
+        cluster: cluster.to_string(),
+        objects_listed: listing.len(),
+        ..ScrubReport::default()
+    };
+    let mut owned: BTreeSet<&str> = BTreeSet::new();
+    for record in records {
+        let backup = &record.value;
+        owned.extend(backup.all_keys_iter());
+        let judged = matches!(
+            backup.status,
+            BackupStatus::Completed | BackupStatus::Missing
+        ) && backup.volume_deletion.is_none();
+        if !judged {
+            continue;
+        }
+        report.checked += 1;
+        let problems = problems_of(backup, listing);
+        let becomes = match (backup.status, problems.is_empty()) {
+            (BackupStatus::Completed, false) => BackupStatus::Missing,
+            (BackupStatus::Missing, true) => BackupStatus::Completed,
+            _ => continue,
+        };
+        report.findings.push(Finding {
+            id: backup.id.to_string(),
+            revision: record.revision,
+            becomes,
+            problems,
+        });
+    }
+    report.unowned_objects = listing
+        .keys()
+        .filter(|key| !owned.contains(key.as_str()) && !key.starts_with(binlog_prefix))
+        .count();
+    let missing_before = records
+        .iter()
+        .filter(|r| r.value.status == BackupStatus::Missing)
+        .count();
+    let newly_missing = report
+        .findings
+        .iter()
+        .filter(|f| f.becomes == BackupStatus::Missing)
+        .count();
+    let found_again = report.findings.len() - newly_missing;
+    report.missing_after = missing_before + newly_missing - found_again;
+    report
+}
+
+/// Every way the bucket differs from what the record says it holds.
+pub fn problems_of(backup: &BackupRecord, listing: &BTreeMap<String, u64>) -> Vec<String> {
+    let recorded: BTreeMap<&str, u64> = backup
+        .objects
+        .iter()
+        .map(|o| (o.key.as_str(), o.size))
+        .collect();
+    backup
+        .all_keys()
+        .into_iter()
+        .filter_map(
+            |key| match (listing.get(&key), recorded.get(key.as_str())) {
+                (None, _) => Some(format!("object {key} is gone")),
+                // An executor rewrites metadata.json when it merges a chain into the backup (the
+                // only object the contract lets it rewrite): its size is not the backup's data.
+                (Some(_), _) if metadata::is_metadata_key(&key) => None,
+                (Some(found), Some(&size)) if *found != size => Some(format!(
+                    "object {key} holds {found} bytes, {size} when recorded"
+                )),
+                _ => None,
+            },
+        )
+        .collect()
+}
+
+/// A record's new state after a finding: `missing` with why, or `completed` again.
+pub fn apply(
+    record: &BackupRecord,
+    finding: &Finding,
+    now: chrono::DateTime<chrono::Utc>,
+) -> BackupRecord {
+    let mut updated = record.clone();
+    updated.status = finding.becomes;
+    match finding.becomes {
+        BackupStatus::Missing => {
+            updated.last_error = Some(format!(
+                "missing since {}: {}",
+                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                finding.problems.join("; ")
+            ));
+        }
+        _ => {
+            updated.last_error = None;
+            updated.seen_at = Some(now);
+        }
+    }
+    updated
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sexton_shared::wire::ObjectDigest;
+
+    fn record(
+        id: &str,
+        status: BackupStatus,
+        sizes: &[(&str, Option<u64>)],
+    ) -> Versioned<BackupRecord> {
+        let keys: Vec<String> = sizes
+            .iter()
+            .map(|(name, _)| format!("b/c1/s/{id}/{name}"))
+            .collect();
+        let mut value: BackupRecord = serde_json::from_value(serde_json::json!({
+            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p", "backup_name": "s",
+            "kind": "full", "status": status, "artifacts": keys,
+        }))
+        .unwrap();
+        value.objects = sizes
+            .iter()
+            .zip(&keys)
+            .filter_map(|((_, size), key)| {
+                size.map(|size| ObjectDigest {
+                    key: key.clone(),
+                    size,
+                    sha256: None,
+                })
+            })
+            .collect();
+        Versioned { value, revision: 7 }
+    }
+
+    fn listing(entries: &[(&str, u64)]) -> BTreeMap<String, u64> {
+        entries.iter().map(|(k, s)| (k.to_string(), *s)).collect()
+    }
+
+    /// One case: records, the listing, and the expected (id, becomes, problem fragments).
+    fn check(
+        records: &[Versioned<BackupRecord>],
+        listing: &BTreeMap<String, u64>,
+        expected: &[(&str, BackupStatus, &[&str])],
+    ) -> ScrubReport {
+        let report = judge(&"c1".parse().unwrap(), records, listing, "b/c1/binlog/");
+        let found: Vec<(&str, BackupStatus)> = report
+            .findings
+            .iter()
+            .map(|f| (f.id.as_str(), f.becomes))
+            .collect();
+        let want: Vec<(&str, BackupStatus)> = expected.iter().map(|(id, s, _)| (*id, *s)).collect();
+        assert_eq!(found, want, "{report:#?}");
+        for (finding, (_, _, fragments)) in report.findings.iter().zip(expected) {
+            let text = finding.problems.join("; ");
+            for fragment in *fragments {
+                assert!(text.contains(fragment), "{text} lacks {fragment}");
+            }
+        }
+        report
+    }
+
+    #[test]
+    fn a_completed_backup_whose_object_is_gone_or_resized_becomes_missing() {
+        use BackupStatus::*;
+        let records = [
+            record(
+                "ok",
+                Completed,
+                &[("data", Some(3)), ("metadata.json", Some(9))],
+            ),
+            record(
+                "gone",
+                Completed,
+                &[("data", Some(3)), ("metadata.json", Some(9))],
+            ),
+            record(
+                "resized",
+                Completed,
+                &[("data", Some(3)), ("metadata.json", Some(9))],
+            ),
+            // Written before intake recorded sizes: existence only.
+            record("legacy", Completed, &[("data", None)]),
+        ];
+        let bucket = listing(&[
+            ("b/c1/s/ok/data", 3),
+            // Rewritten by a merge: existence only.
+            ("b/c1/s/ok/metadata.json", 12),
+            ("b/c1/s/gone/metadata.json", 9),
+            ("b/c1/s/resized/data", 4),
+            ("b/c1/s/resized/metadata.json", 9),
+            ("b/c1/s/legacy/data", 1234),
+            ("b/c1/s/orphan/data", 1),
+            ("b/c1/binlog/seg-1", 1),
+        ]);
+        let report = check(
+            &records,
+            &bucket,
+            &[
+                ("gone", Missing, &["object b/c1/s/gone/data is gone"]),
+                ("resized", Missing, &["holds 4 bytes, 3 when recorded"]),
+            ],
+        );
+        assert_eq!(report.checked, 4);
+        assert_eq!(
+            report.unowned_objects, 1,
+            "the orphan, not the binlog segment"
+        );
+        assert_eq!(report.missing_after, 2);
+    }
+
+    #[test]
+    fn a_missing_backup_found_again_is_completed_and_other_states_are_left_alone() {
+        use BackupStatus::*;
+        let mut claimed = record("claimed", Completed, &[("vol", Some(1))]);
+        claimed.value.volume_deletion = Some(sexton_shared::records::VolumeDeletion {
+            revision: 3,
+            volumes: vec!["v".into()],
+        });
+        let records = [
+            record("back", Missing, &[("data", Some(3))]),
+            record("still", Missing, &[("data", Some(3))]),
+            record("deleting", Deleting, &[("data", Some(3))]),
+            record("expiring", Expiring, &[("data", Some(3))]),
+            record("running", InProgress, &[]),
+            record("failed", Failed, &[("data", Some(3))]),
+            claimed,
+        ];
+        let bucket = listing(&[("b/c1/s/back/data", 3)]);
+        let report = check(&records, &bucket, &[("back", Completed, &[])]);
+        assert_eq!(report.checked, 2, "the claimed one is not judged");
+        assert_eq!(report.missing_after, 1);
+    }
+
+    #[test]
+    fn applying_a_finding_says_why_and_since_when() {
+        let now: chrono::DateTime<chrono::Utc> = "2026-11-23T10:00:00Z".parse().unwrap();
+        let backup = record("b", BackupStatus::Completed, &[("data", Some(3))]);
+        let finding = Finding {
+            id: "b".into(),
+            revision: 7,
+            becomes: BackupStatus::Missing,
+            problems: vec!["object x is gone".into()],
+        };
+        let missing = apply(&backup.value, &finding, now);
+        assert_eq!(missing.status, BackupStatus::Missing);
+        assert_eq!(
+            missing.last_error.as_deref(),
+            Some("missing since 2026-11-23T10:00:00Z: object x is gone")
+        );
+        let back = apply(
+            &missing,
+            &Finding {
+                becomes: BackupStatus::Completed,
+                problems: vec![],
+                ..finding
+            },
+            now,
+        );
+        assert_eq!(back.status, BackupStatus::Completed);
+        assert_eq!(back.last_error, None);
+        assert_eq!(back.seen_at, Some(now));
+    }
+}

@@ -1,0 +1,444 @@
+//! `catalog.import` (`sexton catalog import --cluster C [--dry-run]`): rebuilds the records a
+//! cluster's catalog lacks from the bucket, as Velero's backup sync and pgBackRest's
+//! reconstruct do. Every backup directory `<prefix>/<cluster>/<name>/<id>/` holding a
+//! `metadata.json` of Sexton's format is a candidate:
+//!
+//! - a backup the catalog holds is left alone (`known`);
+//! - one whose record was removed on purpose (the key's last operation is a removal, say a
+//!   record-only `backup delete`) is not brought back;
+//! - one whose document is unreadable, names another backup or cluster, or whose objects are
+//!   not all there with the sizes it gives, is skipped with the reason (a broken backup is no
+//!   recovery point; its objects stay for `sexton backup orphans`);
+//! - the others become records exactly as the document describes them (kind, parent, volumes,
+//!   times, tags, labels, schedule, plan, objects with sizes and checksums), with a new unique
+//!   id. Holds are catalog state, not part of the document: they do not survive a catalog
+//!   loss (S3 Object Lock is the durable legal hold).
+//!
+//! Then a retention sweep of the cluster is asked for, so the next run decides over the whole
+//! catalog again. The judgement of one directory is pure ([`record_from`]).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sexton_shared::{
+    api::ApiError,
+    catalog::{CasError, Lookup},
+    digest,
+    metadata::{self, BackupMetadata},
+    names::{BackupId, ClusterName},
+    nats::publish_once,
+    records::{BackupRecord, BackupStatus, RECORD_SCHEMA_VERSION},
+    topology,
+    wire::{self, Message, ObjectDigest, ReportStatus, RetentionSweep},
+};
+
+use super::{invalid, unavailable, Api};
+
+/// `catalog.import` request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    /// Say what would be imported, write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+fn v1() -> u32 {
+    wire::SCHEMA_VERSION
+}
+
+impl Message for ImportRequest {
+    const KIND: &'static str = "request";
+}
+
+/// What an import did (or would do).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ImportReport {
+    pub cluster: String,
+    pub dry_run: bool,
+    /// Backup directories found under the cluster's prefix.
+    pub directories: usize,
+    /// Backups the catalog already holds.
+    pub known: usize,
+    pub imported: Vec<Imported>,
+    pub skipped: Vec<Skipped>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Imported {
+    pub id: String,
+    pub status: String,
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    pub completed_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Skipped {
+    /// The backup's directory.
+    pub directory: String,
+    pub why: String,
+}
+
+/// One backup directory of the listing: its objects (key → size).
+#[derive(Debug, Default)]
+pub struct Directory {
+    pub backup_name: String,
+    pub backup_id: String,
+    pub objects: BTreeMap<String, u64>,
+}
+
+/// Groups a listing of `<prefix>/<cluster>/` into backup directories (`<name>/<id>/`),
+/// leaving out the binlog folder and anything not at that depth.
+pub fn directories(
+    cluster_prefix: &str,
+    binlog_prefix: &str,
+    listing: impl IntoIterator<Item = (String, u64)>,
+) -> BTreeMap<String, Directory> {
+    let mut out: BTreeMap<String, Directory> = BTreeMap::new();
+    for (key, size) in listing {
+        if key.starts_with(binlog_prefix) {
+            continue;
+        }
+        let Some(rest) = key.strip_prefix(cluster_prefix) else {
+            continue;
+        };
+        let mut parts = rest.splitn(3, '/');
+        let (Some(name), Some(id), Some(file)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if name.is_empty() || id.is_empty() || file.is_empty() {
+            continue;
+        }
+        let directory = format!("{cluster_prefix}{name}/{id}/");
+        let entry = out.entry(directory).or_insert_with(|| Directory {
+            backup_name: name.to_string(),
+            backup_id: id.to_string(),
+            ..Directory::default()
+        });
+        entry.objects.insert(key, size);
+    }
+    out
+}
+
+/// The record a directory's `metadata.json` describes, or why it cannot be imported. Pure.
+pub fn record_from(
+    cluster: &ClusterName,
+    directory: &Directory,
+    metadata_key: &str,
+    body: &[u8],
+    now: DateTime<Utc>,
+) -> Result<BackupRecord, String> {
+    let document = BackupMetadata::decode(body).map_err(|err| err.to_string())?;
+    if document.cluster != *cluster
+        || document.backup_id.as_str() != directory.backup_id
+        || document.backup_name != directory.backup_name
+    {
+        return Err(format!(
+            "metadata.json describes {}/{}/{}, not this directory",
+            document.cluster, document.backup_name, document.backup_id
+        ));
+    }
+    let mut problems = Vec::new();
+    for object in &document.objects {
+        match directory.objects.get(&object.key) {
+            None => problems.push(format!("object {} is not in the bucket", object.key)),
+            Some(&size) if size != object.size => problems.push(format!(
+                "object {} holds {size} bytes, metadata.json says {}",
+                object.key, object.size
+            )),
+            Some(_) => {}
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    let mut objects: Vec<ObjectDigest> = document.objects.clone();
+    objects.push(ObjectDigest {
+        key: metadata_key.to_string(),
+        size: body.len() as u64,
+        sha256: Some(digest::sha256_hex(body)),
+    });
+    let mut artifacts: Vec<String> = document
+        .objects
+        .iter()
+        .map(|o| o.key.clone())
+        .filter(|key| !document.volumes.iter().any(|v| v.keys.contains(key)))
+        .collect();
+    for key in document.volumes.iter().flat_map(|v| &v.keys) {
+        if !artifacts.contains(key) {
+            artifacts.push(key.clone());
+        }
+    }
+    artifacts.push(metadata_key.to_string());
+    Ok(BackupRecord {
+        schema_version: RECORD_SCHEMA_VERSION,
+        id: document.backup_id.clone(),
+        uid: uuid::Uuid::new_v4().simple().to_string(),
+        cluster: cluster.clone(),
+        plan: document.plan.clone(),
+        schedule: document.schedule.clone(),
+        backup_name: document.backup_name.clone(),
+        kind: document.kind,
+        parent: document.parent.clone(),
+        status: match document.status {
+            ReportStatus::Failed => BackupStatus::Failed,
+            _ => BackupStatus::Completed,
+        },
+        started_at: document.started_at,
+        completed_at: Some(document.completed_at),
+        artifacts,
+        size_bytes: Some(objects.iter().map(|o| o.size).sum()),
+        objects,
+        seen_at: Some(now),
+        volumes: sexton_shared::records::volume_artifacts(&document.volumes),
+        labels: document.labels.clone(),
+        tags: document.tags.clone(),
+        legal_hold: false,
+        holds: Vec::new(),
+        immutable: false,
+        remote_cleanup: false,
+        delete_requested: false,
+        expiring_revision: None,
+        delete_reasons: Vec::new(),
+        last_error: None,
+        expired_from: None,
+        delete_request: None,
+        plugin_errors: Vec::new(),
+        volume_deletion: None,
+    })
+}
+
+impl Api {
+    pub(super) async fn import_catalog(&self, req: ImportRequest) -> Result<Value, ApiError> {
+        let store = &self.store;
+        let cluster = &req.cluster;
+        let cluster_prefix = store.cluster_prefix(cluster);
+        let binlog_prefix = sexton_shared::binlog::binlog_prefix(&self.config.s3.prefix, cluster);
+        let listing = store
+            .list(&cluster_prefix)
+            .await
+            .map_err(|err| unavailable(format!("listing {cluster_prefix}: {err}")))?;
+        let found = directories(
+            &cluster_prefix,
+            &binlog_prefix,
+            listing.into_iter().map(|o| (o.key, o.size.max(0) as u64)),
+        );
+        let now = Utc::now();
+        let mut report = ImportReport {
+            cluster: cluster.to_string(),
+            dry_run: req.dry_run,
+            directories: found.len(),
+            ..ImportReport::default()
+        };
+        let skip = |report: &mut ImportReport, directory: &str, why: String| {
+            report.skipped.push(Skipped {
+                directory: directory.to_string(),
+                why,
+            })
+        };
+        for (path, directory) in &found {
+            let metadata_key = format!("{path}{}", metadata::FILE_NAME);
+            if !directory.objects.contains_key(&metadata_key) {
+                skip(&mut report, path, "no metadata.json".into());
+                continue;
+            }
+            let Ok(id) = BackupId::new(directory.backup_id.clone()) else {
+                skip(&mut report, path, "not a valid backup id".into());
+                continue;
+            };
+            match self.catalog.lookup(cluster, &id).await {
+                Err(err) => return Err(unavailable(format!("{err:#}"))),
+                Ok(Lookup::Live(_)) => {
+                    report.known += 1;
+                    continue;
+                }
+                Ok(Lookup::Removed) => {
+                    skip(
+                        &mut report,
+                        path,
+                        "its record was removed from the catalog on purpose; not brought back"
+                            .into(),
+                    );
+                    continue;
+                }
+                Ok(Lookup::Never) => {}
+            }
+            if directory.objects[&metadata_key] as usize > metadata::MAX_METADATA_BYTES {
+                skip(
+                    &mut report,
+                    path,
+                    "metadata.json is too large to read".into(),
+                );
+                continue;
+            }
+            let body = match store.get(&metadata_key).await {
+                Ok(Some(body)) => body,
+                Ok(None) => {
+                    skip(
+                        &mut report,
+                        path,
+                        "metadata.json vanished while importing".into(),
+                    );
+                    continue;
+                }
+                Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
+            };
+            let record = match record_from(cluster, directory, &metadata_key, &body, now) {
+                Ok(record) => record,
+                Err(why) => {
+                    skip(&mut report, path, why);
+                    continue;
+                }
+            };
+            if !req.dry_run {
+                match self.catalog.create(&record).await {
+                    Ok(_) => {}
+                    // Recorded meanwhile (a report, another import): it is known now.
+                    Err(CasError::Conflict) => {
+                        report.known += 1;
+                        continue;
+                    }
+                    Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
+                }
+            }
+            report.imported.push(Imported {
+                id: record.id.to_string(),
+                status: record.status.as_str().to_string(),
+                kind: record.kind.as_str().to_string(),
+                parent: record.parent.as_ref().map(|p| p.to_string()),
+                completed_at: record
+                    .completed_at
+                    .map(|t| t.to_rfc3339())
+                    .unwrap_or_default(),
+            });
+        }
+        if !req.dry_run && !report.imported.is_empty() {
+            tracing::info!(%cluster, imported = report.imported.len(), "catalog import: records recreated from the bucket");
+            let sweep = RetentionSweep {
+                schema_version: wire::SCHEMA_VERSION,
+                cluster: cluster.clone(),
+                requested_at: now,
+                scrub: false,
+            };
+            publish_once(
+                &self.topology.jetstream,
+                topology::sweep_subject(cluster),
+                &format!("import.{cluster}.{}", now.timestamp_micros()),
+                wire::encode(&sweep),
+            )
+            .await
+            .map_err(|err| unavailable(format!("asking for a retention run: {err:#}")))?;
+        }
+        serde_json::to_value(report).map_err(invalid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PREFIX: &str = "backups/c1/";
+
+    fn directory(id: &str, objects: &[(&str, u64)]) -> Directory {
+        Directory {
+            backup_name: "s".into(),
+            backup_id: id.into(),
+            objects: objects
+                .iter()
+                .map(|(name, size)| (format!("{PREFIX}s/{id}/{name}"), *size))
+                .collect(),
+        }
+    }
+
+    fn document(id: &str, objects: &[(&str, u64)]) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "format": metadata::FORMAT, "schema_version": 1, "backup_id": id, "cluster": "c1",
+            "plan": "full", "schedule": "s", "backup_name": "s", "kind": "incremental",
+            "parent": "b0", "started_at": "2026-01-01T00:00:00Z",
+            "completed_at": "2026-01-01T00:05:00Z", "tags": ["manual"],
+            "objects": objects.iter().map(|(name, size)| serde_json::json!({
+                "key": format!("{PREFIX}s/{id}/{name}"), "size": size,
+            })).collect::<Vec<_>>(),
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_listing_groups_into_backup_directories_without_the_binlog() {
+        let listing = [
+            ("backups/c1/s/b1/data", 1),
+            ("backups/c1/s/b1/metadata.json", 2),
+            ("backups/c1/t/b2/data", 3),
+            ("backups/c1/binlog/seg-1", 4),
+            ("backups/c1/binlog/_index.json", 5),
+            ("backups/c1/stray", 6),
+        ]
+        .map(|(k, s)| (k.to_string(), s));
+        let found = directories(PREFIX, "backups/c1/binlog/", listing);
+        assert_eq!(
+            found.keys().collect::<Vec<_>>(),
+            ["backups/c1/s/b1/", "backups/c1/t/b2/"]
+        );
+        assert_eq!(found["backups/c1/s/b1/"].objects.len(), 2);
+        assert_eq!(found["backups/c1/t/b2/"].backup_id, "b2");
+    }
+
+    #[test]
+    fn a_document_whose_objects_are_there_becomes_the_record_it_describes() {
+        let cluster: ClusterName = "c1".parse().unwrap();
+        let body = document("b1", &[("data", 3)]);
+        let dir = directory("b1", &[("data", 3), ("metadata.json", body.len() as u64)]);
+        let key = format!("{PREFIX}s/b1/metadata.json");
+        let now = Utc::now();
+        let record = record_from(&cluster, &dir, &key, &body, now).unwrap();
+        assert_eq!(record.kind, sexton_shared::records::BackupKind::Incremental);
+        assert_eq!(record.parent.as_ref().map(|p| p.as_str()), Some("b0"));
+        assert_eq!(record.status, BackupStatus::Completed);
+        assert_eq!(record.tags, ["manual"]);
+        assert_eq!(record.schedule.as_ref().map(|s| s.as_str()), Some("s"));
+        assert_eq!(
+            record.artifacts,
+            [format!("{PREFIX}s/b1/data"), key.clone()]
+        );
+        assert_eq!(record.objects.len(), 2);
+        assert_eq!(record.size_bytes, Some(3 + body.len() as u64));
+        assert_eq!(record.seen_at, Some(now));
+    }
+
+    #[test]
+    fn documents_that_do_not_match_the_bucket_are_not_imported() {
+        let cluster: ClusterName = "c1".parse().unwrap();
+        let key = format!("{PREFIX}s/b1/metadata.json");
+        let check = |dir: Directory, body: Vec<u8>, expected: &str| {
+            let why = record_from(&cluster, &dir, &key, &body, Utc::now()).unwrap_err();
+            assert!(why.contains(expected), "{why} lacks {expected}");
+        };
+        check(
+            directory("b1", &[]),
+            document("b1", &[("data", 3)]),
+            "is not in the bucket",
+        );
+        check(
+            directory("b1", &[("data", 2)]),
+            document("b1", &[("data", 3)]),
+            "holds 2 bytes, metadata.json says 3",
+        );
+        check(
+            directory("b1", &[("data", 3)]),
+            document("b2", &[]),
+            "not this directory",
+        );
+        check(
+            directory("b1", &[]),
+            b"{}".to_vec(),
+            "not a sexton backup metadata",
+        );
+    }
+}
