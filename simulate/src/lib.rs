@@ -28,7 +28,8 @@ pub use scenario::{
     ByteSize, Days, Failures, Scenario, ScenarioError, Sizes, SweepInterval, MAX_DAYS,
 };
 pub use simulation::{
-    simulate, ticks, Day, KeepSpan, SimulatedBackup, Simulation, SimulationError, MAX_EVENTS,
+    simulate, start_of_day, ticks, Day, KeepSpan, SimulatedBackup, Simulation, SimulationError,
+    MAX_EVENTS,
 };
 pub use summary::{
     keeper_of, policy_rules, DayGap, DayValue, Keeper, RuleUse, Steady, Summary, Surprise,

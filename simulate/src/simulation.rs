@@ -315,6 +315,13 @@ pub fn ticks(
     Some(ticks)
 }
 
+/// The first instant of the day holding `now` in the cron's zone (UTC without `CRON_TZ`):
+/// where a simulation starting "today" starts.
+pub fn start_of_day(cron: &CronSpec, now: DateTime<Utc>) -> DateTime<Utc> {
+    let zone: Tz = cron.zone().unwrap_or(Tz::UTC);
+    local_midnight(&zone, now.with_timezone(&zone).date_naive())
+}
+
 /// The first instant of `date` in `zone` (after the gap, where midnight does not exist).
 fn local_midnight(zone: &Tz, date: NaiveDate) -> DateTime<Utc> {
     let midnight = date.and_time(NaiveTime::MIN);

@@ -537,9 +537,10 @@ fn surprises(
         .iter()
         .filter(|day| day.peak_count > day.count)
         .collect();
+    // The first day with the largest excess.
     if let Some(worst) = peak_days
         .iter()
-        .max_by_key(|day| day.peak_count - day.count)
+        .max_by_key(|day| (day.peak_count - day.count, std::cmp::Reverse(day.date)))
     {
         say(
             SurpriseKind::PeakAboveDayEnd,
