@@ -55,15 +55,15 @@ fn the_terminal_calendar_of_a_three_day_window() {
     let expected = r#"@daily with {"recovery_window":"3d"}
 8 days from 2026-01-01T00:00:00+00:00 (UTC); failures none; full 10 GiB, incremental 1 GiB; retention after each backup and every 1h
 
-DAY         COUNT    STORAGE  WORST GAP  backups at the day's end by age, one column a day, newest right
-2026-01-01      1     10 GiB          -  ······●
-2026-01-02      2     20 GiB         1d  ·····●●
-2026-01-03      3     30 GiB         1d  ····●●●
-2026-01-04      4     40 GiB         1d  ···●●●●
-2026-01-05      4     40 GiB         1d  ···●●●●
-2026-01-06      4     40 GiB         1d  ···●●●●
-2026-01-07      4     40 GiB         1d  ···●●●●
-2026-01-08      4     40 GiB         1d  ···●●●●
+DAY         COUNT    STORAGE  OLDEST      WORST GAP  backups at the day's end by age, one column a day, newest right
+2026-01-01      1     10 GiB  2026-01-01          -  ······●
+2026-01-02      2     20 GiB  2026-01-01         1d  ·····●●
+2026-01-03      3     30 GiB  2026-01-01         1d  ····●●●
+2026-01-04      4     40 GiB  2026-01-01         1d  ···●●●●
+2026-01-05      4     40 GiB  2026-01-02         1d  ···●●●●
+2026-01-06      4     40 GiB  2026-01-03         1d  ···●●●●
+2026-01-07      4     40 GiB  2026-01-04         1d  ···●●●●
+2026-01-08      4     40 GiB  2026-01-05         1d  ···●●●●
 
 legend: ● kept by a rule, f kept by the floor alone, c a kept backup builds on it, p some volumes kept, x failed, within its grace period
 

@@ -164,19 +164,36 @@ pub fn render(simulation: &Simulation, rows: Option<&str>, colour: bool) -> Stri
     let unit = if layout.unit_days == 1 { "day" } else { "week" };
     let _ = writeln!(
         out,
-        "{:<10}  {:>5}  {:>9}  {:>9}  backups at the day's end by age, one column a {unit}, newest right",
+        "{:<10}  {:>5}  {:>9}  {:<10}  {:>9}  backups at the day's end by age, one column a {unit}, newest right",
         if layout.unit_days == 1 { "DAY" } else { "WEEK TO" },
         "COUNT",
         "STORAGE",
+        "OLDEST",
         "WORST GAP"
     );
     for (day, row) in &rows {
         let record = &simulation.days[*day];
+        let oldest = record.oldest_restorable.map_or_else(
+            || "-".to_owned(),
+            |oldest| {
+                oldest
+                    .with_timezone(
+                        &simulation
+                            .scenario
+                            .cron
+                            .zone()
+                            .unwrap_or(chrono_tz::Tz::UTC),
+                    )
+                    .date_naive()
+                    .to_string()
+            },
+        );
         let mut line = format!(
-            "{:<10}  {:>5}  {:>9}  {:>9}  ",
+            "{:<10}  {:>5}  {:>9}  {:<10}  {:>9}  ",
             record.date.to_string(),
             record.count,
             ByteSize(record.storage_bytes).to_string(),
+            oldest,
             gap_text(simulation, *day)
         );
         for &(n, class) in &row.cells {

@@ -508,6 +508,7 @@ fn script_data(simulation: &Simulation) -> String {
                 "count": day.count,
                 "storage": ByteSize(day.storage_bytes).to_string(),
                 "gap": day.worst_gap.as_ref().map(|gap| human_duration(gap.duration())),
+                "oldest": day.oldest_restorable.map(|oldest| oldest.to_rfc3339()),
             })
         })
         .collect();
@@ -611,7 +612,8 @@ const SCRIPT: &str = r#"
       }
     }
     label.textContent = info.date + ": " + info.count + " restore points, " + shown +
-      " backups exist, " + info.storage + ", worst gap " + (info.gap || "-");
+      " backups exist, " + info.storage + ", oldest restore point " + (info.oldest || "-") +
+      ", worst gap " + (info.gap || "-");
     var rowHeight = parseFloat(cursor.getAttribute("data-row-height"));
     var top = parseFloat(cursor.getAttribute("data-top"));
     var y = top + (day + 0.5) * rowHeight;
