@@ -315,6 +315,12 @@ pub fn ticks(
     Some(ticks)
 }
 
+/// Drops the entries of `items` whose verdict is a deletion (one verdict per entry, in order).
+fn retain_by<T>(items: &mut Vec<T>, verdicts: &[Verdict]) {
+    let mut verdict = verdicts.iter();
+    items.retain(|_| verdict.next() != Some(&Verdict::Delete));
+}
+
 /// The first instant of the day holding `now` in the cron's zone (UTC without `CRON_TZ`):
 /// where a simulation starting "today" starts.
 pub fn start_of_day(cron: &CronSpec, now: DateTime<Utc>) -> DateTime<Utc> {
@@ -619,22 +625,20 @@ impl<'s> Fleet<'s> {
             }
         });
 
+        // What the plan deletes disappears; the rest keeps its order (what a catalog
+        // listing would give the next run). `retain` moves only what follows a deletion.
         let mut n_deleted = 0;
-        let mut write = 0;
-        for (read, verdict) in verdicts.iter().enumerate() {
+        for (index, verdict) in verdicts.iter().enumerate() {
             if *verdict == Verdict::Delete {
-                self.backups[self.existing[read]].deleted_at = Some(now);
+                self.backups[self.existing[index]].deleted_at = Some(now);
                 n_deleted += 1;
-                continue;
             }
-            self.catalog.backups.swap(write, read);
-            self.existing.swap(write, read);
-            self.sizes.swap(write, read);
-            write += 1;
         }
-        self.catalog.backups.truncate(write);
-        self.existing.truncate(write);
-        self.sizes.truncate(write);
+        if n_deleted > 0 {
+            retain_by(&mut self.catalog.backups, &verdicts);
+            retain_by(&mut self.existing, &verdicts);
+            retain_by(&mut self.sizes, &verdicts);
+        }
         Ok(RunOutcome {
             n_deleted,
             count,
