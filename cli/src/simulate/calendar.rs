@@ -470,3 +470,50 @@ pub fn render_comparison(comparison: &Comparison, rows: Option<&str>, colour: bo
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn simulation(cron: &str, policy: &str, days: i64) -> Simulation {
+        let scenario = sexton_simulate::Scenario::new(
+            sexton_schedule::CronSpec::parse(cron).unwrap(),
+            sexton_retention::Policy::from_json(policy).unwrap(),
+            "2026-01-01T00:00:00Z".parse().unwrap(),
+            sexton_simulate::Days::new(days).unwrap(),
+        );
+        sexton_simulate::simulate(&scenario).unwrap()
+    }
+
+    /// Colour only when asked (stdout is a terminal): the marks say who keeps a backup either
+    /// way, the colour repeats it.
+    #[test]
+    fn colour_only_when_asked() {
+        let weekly_floor = simulation("0 3 * * 1", r#"{"retention_duration": 2}"#, 10);
+        let plain = render(&weekly_floor, None, false);
+        assert!(!plain.contains('\u{1b}'), "{plain}");
+        assert!(plain.contains("2026-01-09      1"), "{plain}");
+        // Kept by the rule on its day, by the floor alone from the third day on.
+        let coloured = render(&weekly_floor, None, true);
+        assert!(coloured.contains("\u{1b}[32m●\u{1b}[0m"), "{coloured}");
+        assert!(coloured.contains("\u{1b}[33mf\u{1b}[0m"), "{coloured}");
+    }
+
+    /// Rows become weeks beyond 62 days, and a dense schedule shows bars, not marks.
+    #[test]
+    fn long_and_dense_simulations_fold_into_weeks_and_bars() {
+        let hourly = simulation("@hourly", r#"{"keep_last": 200}"#, 70);
+        let text = render(&hourly, None, false);
+        assert!(text.contains("WEEK TO"), "{text}");
+        assert!(text.contains('█'), "{text}");
+        assert!(
+            text.contains("a bar's height is the number of backups"),
+            "{text}"
+        );
+        let daily = render(&hourly, Some("day"), false);
+        assert!(
+            daily.lines().any(|line| line.starts_with("2026-03-11")),
+            "{daily}"
+        );
+    }
+}
