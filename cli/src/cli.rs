@@ -42,6 +42,9 @@ pub struct Cli {
 pub enum Output {
     Table,
     Json,
+    /// A self-contained page, written to the file named after it (`retention simulate` and
+    /// `schedule describe --simulate` only).
+    Html,
 }
 
 #[derive(Subcommand, Debug)]
@@ -82,8 +85,19 @@ pub enum ScheduleCommand {
     Create(CreateArgs),
     /// Show one schedule as stored, with its next run.
     Get { name: String },
-    /// Show one schedule with why it did or did not fire.
-    Describe { name: String },
+    /// Show one schedule with why it did or did not fire; with --simulate, also replay its
+    /// cron and policy over the coming days (see `retention simulate`).
+    Describe {
+        name: String,
+        /// Simulate the schedule's cron, cadence and policy offline, from today.
+        #[arg(long)]
+        simulate: bool,
+        #[command(flatten)]
+        options: crate::simulate::SimulationOptions,
+        /// With -o html: the page to write.
+        #[arg(value_name = "FILE")]
+        page: Option<PathBuf>,
+    },
     /// List schedules.
     List {
         #[arg(long)]
@@ -361,6 +375,32 @@ pub enum RetentionCommand {
         #[arg(long)]
         now: Option<String>,
     },
+    /// Replay a schedule and a policy offline, day by day: which backups exist (and why),
+    /// how many, how much storage, the worst gap. A calendar by default, -o json, or
+    /// -o html FILE for a page.
+    Simulate {
+        /// The schedule's cron: 5 fields, a descriptor (@daily, @every 6h), optionally
+        /// CRON_TZ=<zone> first.
+        #[arg(long)]
+        cron: String,
+        /// The retention policy: a file, or inline JSON.
+        #[arg(long, value_name = "FILE|JSON")]
+        policy: String,
+        /// A full backup, then N-1 incrementals (per volume), as the scheduler's cadence.
+        #[arg(long, value_parser = parse_full_every)]
+        full_every: Option<u32>,
+        /// The application's volumes, repeatable: each gets its own chain.
+        #[arg(long = "volume")]
+        volumes: Vec<String>,
+        /// The schedule's name, for backup ids (`<name>-<tick>`).
+        #[arg(long, default_value = "sim")]
+        name: String,
+        #[command(flatten)]
+        options: Box<crate::simulate::SimulationOptions>,
+        /// With -o html: the page to write.
+        #[arg(value_name = "FILE")]
+        page: Option<PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -404,13 +444,13 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn input(message: impl Into<String>) -> Failure {
+    pub(crate) fn input(message: impl Into<String>) -> Failure {
         Failure {
             code: 2,
             message: message.into(),
         }
     }
-    fn runtime(err: anyhow::Error) -> Failure {
+    pub(crate) fn runtime(err: anyhow::Error) -> Failure {
         Failure {
             code: 1,
             message: format!("{err:#}"),
@@ -436,7 +476,7 @@ pub async fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCod
     }
 }
 
-fn parse_time(flag: &str, text: &str) -> Result<DateTime<Utc>, Failure> {
+pub(crate) fn parse_time(flag: &str, text: &str) -> Result<DateTime<Utc>, Failure> {
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|err| Failure::input(format!("--{flag} {text:?} is not an RFC 3339 time: {err}")))
@@ -456,7 +496,86 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Ok(config)
     };
+    let simulates = matches!(
+        &cli.command,
+        Command::Retention(RetentionCommand::Simulate { .. })
+            | Command::Schedule(ScheduleCommand::Describe { simulate: true, .. })
+    );
+    if cli.output == Output::Html && !simulates {
+        return Err(Failure::input(
+            "-o html is for retention simulate and schedule describe --simulate",
+        ));
+    }
     match &cli.command {
+        Command::Retention(RetentionCommand::Simulate {
+            cron,
+            policy,
+            full_every,
+            volumes,
+            name,
+            options,
+            page,
+        }) => {
+            let page = crate::simulate::page_path(cli.output, page)?;
+            let policy = crate::simulate::read_policy("policy", policy)?;
+            let against = options
+                .against
+                .as_deref()
+                .map(|text| crate::simulate::read_policy("against", text))
+                .transpose()?;
+            let scenario = crate::simulate::scenario(
+                name,
+                cron,
+                policy,
+                *full_every,
+                volumes,
+                options,
+                Utc::now(),
+            )?;
+            let report = crate::simulate::run(&scenario, against.as_ref())?;
+            crate::simulate::print(cli.output, &report, options.rows.as_deref(), page)
+        }
+        Command::Schedule(ScheduleCommand::Describe {
+            simulate: false,
+            options,
+            page,
+            ..
+        }) if options.any() || page.is_some() => Err(Failure::input(
+            "simulation options (--days, --failures, ...) go with --simulate",
+        )),
+        Command::Schedule(ScheduleCommand::Describe {
+            name,
+            simulate: true,
+            options,
+            page,
+        }) => {
+            let page = crate::simulate::page_path(cli.output, page)?;
+            let against = options
+                .against
+                .as_deref()
+                .map(|text| crate::simulate::read_policy("against", text))
+                .transpose()?;
+            let config = load_config()?;
+            let (subject, body, columns) = request_for(&cli.command)?;
+            let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
+                .await
+                .map_err(Failure::runtime)?;
+            let mut described = request(&client, &subject, body).await?;
+            let scenario = schedule_scenario(name, &described, options)?;
+            let report = crate::simulate::run(&scenario, against.as_ref())?;
+            match cli.output {
+                Output::Json => {
+                    described["simulation"] = report.to_json();
+                    print_value(Output::Json, &described, &[]);
+                    Ok(())
+                }
+                output => {
+                    print_value(Output::Table, &described, columns);
+                    println!();
+                    crate::simulate::print(output, &report, options.rows.as_deref(), page)
+                }
+            }
+        }
         Command::Schedule(ScheduleCommand::Next { cron, from, count }) => {
             let spec = CronSpec::parse(cron)
                 .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
@@ -524,7 +643,8 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let value = serde_json::to_value(&plan).map_err(|err| Failure::runtime(err.into()))?;
             match cli.output {
                 Output::Json => print_value(Output::Json, &value, &[]),
-                Output::Table => print_plan_table(&value),
+                // Refused above: only simulations write pages.
+                Output::Table | Output::Html => print_plan_table(&value),
             }
             Ok(())
         }
@@ -632,7 +752,7 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 by_name(name),
                 SCHEDULE_COLUMNS,
             ),
-            ScheduleCommand::Describe { name } => (
+            ScheduleCommand::Describe { name, .. } => (
                 topology::api_subject("schedule", "describe"),
                 by_name(name),
                 &[
@@ -876,6 +996,53 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
         }
         _ => unreachable!("offline commands are handled before"),
     })
+}
+
+/// The simulation of a schedule as `schedule.describe` returned it: its cron, policy, cadence
+/// and volumes, with the command's simulation options.
+fn schedule_scenario(
+    name: &str,
+    described: &Value,
+    options: &crate::simulate::SimulationOptions,
+) -> Result<sexton_simulate::Scenario, Failure> {
+    let schedule = described
+        .get("schedule")
+        .ok_or_else(|| Failure::runtime(anyhow::anyhow!("schedule.describe sent no schedule")))?;
+    let unreadable = |what: &str| {
+        Failure::runtime(anyhow::anyhow!(
+            "schedule.describe sent an unreadable {what}"
+        ))
+    };
+    let cron = schedule
+        .get("cron")
+        .and_then(Value::as_str)
+        .ok_or_else(|| unreadable("cron"))?;
+    let policy: sexton_retention::Policy =
+        serde_json::from_value(schedule.get("policy").cloned().unwrap_or(Value::Null))
+            .map_err(|_| unreadable("policy"))?;
+    let full_every = match schedule.get("full_every") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            serde_json::from_value::<sexton_retention::FullEvery>(value.clone())
+                .map_err(|_| unreadable("full_every"))?
+                .get(),
+        ),
+    };
+    let volumes: Vec<String> = match schedule.get("volumes") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(value) => {
+            serde_json::from_value(value.clone()).map_err(|_| unreadable("volume list"))?
+        }
+    };
+    crate::simulate::scenario(
+        name,
+        cron,
+        policy,
+        full_every,
+        &volumes,
+        options,
+        Utc::now(),
+    )
 }
 
 /// The policy of `--policy JSON` or `--keep-last N`, validated here for a quick error (the server

@@ -17,6 +17,10 @@
 //! and a plan may delete only some volumes of a backup ([`Verdict::Partial`]). What to take
 //! next, full or incremental, per volume, is [`cadence`]'s pure answer for the scheduler.
 //!
+//! [`compare_policies`] runs the engine under two policies and says what changing from one to
+//! the other would delete: the view `sexton retention simulate --against` shows and a guard
+//! against narrowing a policy can call.
+//!
 //! For large catalogs, [`evaluate`] returns the decisions as indices ([`Evaluation`]) without
 //! allocating a string per backup; [`plan`] renders them into the owned [`Plan`].
 
@@ -25,6 +29,7 @@ pub mod cadence;
 mod calendar;
 mod catalog;
 mod chains;
+mod compare;
 mod engine;
 pub mod gfs;
 mod id_hash;
@@ -40,6 +45,7 @@ pub use calendar::{CalendarDuration, DurationError};
 pub use catalog::{
     BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError, VolumeArtifact,
 };
+pub use compare::{compare_policies, ChangedBackup, ChangedVolume, PolicyChange};
 pub use engine::{evaluate, plan, Evaluation, PlanError, MAX_BACKUPS};
 pub use plan::{
     BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,

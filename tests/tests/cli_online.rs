@@ -311,6 +311,91 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
         table.stdout
     );
 
+    // describe --simulate: the schedule's own cron and policy, fetched from the API, replayed
+    // offline; the same answer as `retention simulate` given them by hand.
+    let simulated = sexton(
+        url,
+        &[
+            "schedule",
+            "describe",
+            "hourly",
+            "--simulate",
+            "--from",
+            "2026-03-28T00:00:00Z",
+            "--days",
+            "3",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&simulated, 0, "describe --simulate -o json");
+    let simulated = simulated.json();
+    assert_eq!(simulated["schedule"]["name"], "hourly");
+    let simulation = &simulated["simulation"];
+    assert_eq!(
+        simulation["scenario"]["cron"],
+        "CRON_TZ=Europe/Berlin 0 * * * *"
+    );
+    assert_eq!(simulation["scenario"]["policy"]["keep_last"], 24);
+    assert_eq!(simulation["zone"], "Europe/Berlin");
+    let by_hand = sexton(
+        url,
+        &[
+            "retention",
+            "simulate",
+            "--cron",
+            "CRON_TZ=Europe/Berlin 0 * * * *",
+            "--policy",
+            r#"{"keep_last": 24, "recovery_window": "30d"}"#,
+            "--name",
+            "hourly",
+            "--from",
+            "2026-03-28T00:00:00Z",
+            "--days",
+            "3",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&by_hand, 0, "retention simulate by hand");
+    let by_hand = by_hand.json();
+    assert_eq!(simulation["days"], by_hand["days"]);
+    assert_eq!(simulation["backups"], by_hand["backups"]);
+    // Berlin's short day: 23 hourly backups, all inside the 30-day window.
+    assert_eq!(simulation["days"][1]["date"], "2026-03-29");
+    assert_eq!(simulation["days"][1]["taken"], 23);
+    let table = sexton(
+        url,
+        &[
+            "schedule",
+            "describe",
+            "nightly",
+            "--simulate",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--days",
+            "10",
+        ],
+    )
+    .await;
+    expect(&table, 0, "describe --simulate as a table");
+    assert!(
+        table.stdout.contains("0 3 * * * with {\"keep_last\":7}"),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("keep_last 7: kept 10 backups"),
+        "{}",
+        table.stdout
+    );
+    let refused = sexton(url, &["schedule", "describe", "nightly", "--days", "3"]).await;
+    expect(&refused, 2, "simulation options without --simulate");
+    let missing = sexton(url, &["schedule", "describe", "nobody", "--simulate"]).await;
+    expect(&missing, 1, "describe --simulate of an unknown schedule");
+
     // pause / unpause / update.
     let paused = sexton(url, &["schedule", "pause", "nightly", "-o", "json"]).await;
     expect(&paused, 0, "pause");

@@ -1,0 +1,306 @@
+//! `sexton retention simulate` and `sexton schedule describe NAME --simulate`: parse the
+//! options into a [`Scenario`], run the pure simulator (`sexton-simulate`), and print the
+//! result as a terminal calendar, JSON, or a self-contained HTML page.
+//!
+//! Nothing here decides anything: the simulator replays the scheduler's cron and cadence code
+//! and the retention engine; this module only turns flags into values and values into text.
+
+mod calendar;
+mod page;
+
+use std::io::IsTerminal as _;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use clap::Args;
+use serde_json::Value;
+use sexton_retention::{FullEvery, Policy};
+use sexton_schedule::CronSpec;
+use sexton_simulate::{
+    compare, keeper_of, simulate, start_of_day, ByteSize, Comparison, Days, Failures, Keeper,
+    Scenario, Simulation, Sizes, SweepInterval,
+};
+
+use crate::cli::{Failure, Output};
+
+/// The simulated days when `--days` is not given: a year and a bit, so yearly rules show.
+pub const DEFAULT_DAYS: i64 = 400;
+
+/// Options shared by `retention simulate` and `schedule describe --simulate`.
+#[derive(Args, Debug, Default, Clone)]
+pub struct SimulationOptions {
+    /// Days to simulate, 1 to 3660 [default: 400].
+    #[arg(long, allow_negative_numbers = true)]
+    pub days: Option<i64>,
+    /// The first simulated instant (RFC 3339) [default: the start of today in the cron's zone].
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Which backups fail: a rate (30%, 0.3; seeded, see --seed) or a pattern repeated over the
+    /// ticks (ok,ok,fail).
+    #[arg(long)]
+    pub failures: Option<String>,
+    /// The seed of a failure rate: the same seed fails the same backups.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Storage a full backup takes (per volume with volumes), such as 10GiB or 500MB
+    /// [default: 10GiB].
+    #[arg(long, allow_hyphen_values = true)]
+    pub size_full: Option<String>,
+    /// Storage an incremental backup takes (per volume) [default: 1GiB].
+    #[arg(long, allow_hyphen_values = true)]
+    pub size_incremental: Option<String>,
+    /// How often the fleet's retention sweep runs (scheduler.retention_sweep_interval), or
+    /// off to run retention only when a backup completes [default: 1h].
+    #[arg(long)]
+    pub sweep_every: Option<String>,
+    /// One calendar row per day or per week [default: day up to 62 days, week beyond].
+    #[arg(long, value_parser = ["day", "week"])]
+    pub rows: Option<String>,
+    /// Compare with another policy (a file or inline JSON): each day side by side, and what
+    /// switching to it at the end would delete.
+    #[arg(long, value_name = "FILE|JSON")]
+    pub against: Option<String>,
+}
+
+impl SimulationOptions {
+    /// Whether any option was given (`schedule describe` refuses them without --simulate).
+    pub fn any(&self) -> bool {
+        self.days.is_some()
+            || self.from.is_some()
+            || self.failures.is_some()
+            || self.seed.is_some()
+            || self.size_full.is_some()
+            || self.size_incremental.is_some()
+            || self.sweep_every.is_some()
+            || self.rows.is_some()
+            || self.against.is_some()
+    }
+}
+
+/// A policy given as a file name or as inline JSON (text starting with `{`).
+pub fn read_policy(flag: &str, text: &str) -> Result<Policy, Failure> {
+    let json = if text.trim_start().starts_with('{') {
+        text.to_owned()
+    } else {
+        std::fs::read_to_string(text)
+            .map_err(|err| Failure::input(format!("--{flag}: cannot read {text}: {err}")))?
+    };
+    Policy::from_json(&json).map_err(|err| Failure::input(format!("invalid --{flag}: {err}")))
+}
+
+/// The scenario the flags describe. `now` only sets the default `--from`.
+pub fn scenario(
+    name: &str,
+    cron: &str,
+    policy: Policy,
+    full_every: Option<u32>,
+    volumes: &[String],
+    options: &SimulationOptions,
+    now: DateTime<Utc>,
+) -> Result<Scenario, Failure> {
+    let input = |err: &dyn std::fmt::Display| Failure::input(err.to_string());
+    let cron = CronSpec::parse(cron)
+        .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
+    let days = Days::new(options.days.unwrap_or(DEFAULT_DAYS)).map_err(|e| input(&e))?;
+    let from = match &options.from {
+        Some(text) => crate::cli::parse_time("from", text)?,
+        None => start_of_day(&cron, now),
+    };
+    let mut scenario = Scenario::new(cron, policy, from, days);
+    scenario.name = name.to_owned();
+    scenario.full_every = full_every
+        .map(FullEvery::new)
+        .transpose()
+        .map_err(|e| input(&e))?;
+    scenario.volumes = volumes.to_vec();
+    if let Some(text) = &options.failures {
+        scenario.failures =
+            Failures::parse(text, options.seed.unwrap_or(1)).map_err(|e| input(&e))?;
+    } else if options.seed.is_some() {
+        return Err(Failure::input(
+            "--seed goes with a failure rate (--failures 30%)",
+        ));
+    }
+    let defaults = Sizes::default();
+    let size = |flag: &str, text: &Option<String>, default: ByteSize| match text {
+        Some(text) => {
+            ByteSize::parse(text).map_err(|err| Failure::input(format!("--{flag}: {err}")))
+        }
+        None => Ok(default),
+    };
+    scenario.sizes = Sizes {
+        full: size("size-full", &options.size_full, defaults.full)?,
+        incremental: size(
+            "size-incremental",
+            &options.size_incremental,
+            defaults.incremental,
+        )?,
+    };
+    scenario.sweep_every = match options.sweep_every.as_deref() {
+        None => Some(SweepInterval::HOURLY),
+        Some("off") => None,
+        Some(text) => Some(SweepInterval::parse(text).map_err(|e| input(&e))?),
+    };
+    scenario.validate().map_err(|e| input(&e))?;
+    Ok(scenario)
+}
+
+/// Who keeps a backup on a day, from the engine's reasons; ordered by what a cell shows first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Class {
+    Failed,
+    Partial,
+    Chain,
+    Floor,
+    Rule,
+}
+
+impl Class {
+    pub fn of(reasons: &[String]) -> Class {
+        let keepers: Vec<Keeper> = reasons.iter().map(|r| keeper_of(r)).collect();
+        if keepers
+            .iter()
+            .any(|k| matches!(k, Keeper::Rule(_) | Keeper::Other))
+        {
+            Class::Rule
+        } else if keepers.contains(&Keeper::Floor) {
+            Class::Floor
+        } else if reasons.iter().any(|r| r == "no rule keeps it") {
+            Class::Partial
+        } else if keepers.contains(&Keeper::Chain) {
+            Class::Chain
+        } else {
+            Class::Failed
+        }
+    }
+
+    pub fn mark(self) -> char {
+        match self {
+            Class::Rule => '●',
+            Class::Floor => 'f',
+            Class::Chain => 'c',
+            Class::Partial => 'p',
+            Class::Failed => 'x',
+        }
+    }
+
+    pub fn colour(self) -> &'static str {
+        match self {
+            Class::Rule => "\x1b[32m",
+            Class::Floor => "\x1b[33m",
+            Class::Chain => "\x1b[36m",
+            Class::Partial => "\x1b[35m",
+            Class::Failed => "\x1b[31m",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Class::Rule => "kept by a rule",
+            Class::Floor => "kept by the floor alone",
+            Class::Chain => "a kept backup builds on it",
+            Class::Partial => "some volumes kept",
+            Class::Failed => "failed, within its grace period",
+        }
+    }
+
+    /// The CSS class of the page's marks.
+    pub fn css(self) -> &'static str {
+        match self {
+            Class::Rule => "rule",
+            Class::Floor => "floor",
+            Class::Chain => "chain",
+            Class::Partial => "partial",
+            Class::Failed => "failed",
+        }
+    }
+}
+
+/// What to print: one simulation, or two policies compared.
+pub enum Report {
+    One(Box<Simulation>),
+    Two(Box<Comparison>),
+}
+
+/// Runs the simulation (or the comparison with `against`).
+pub fn run(scenario: &Scenario, against: Option<&Policy>) -> Result<Report, Failure> {
+    // The simulated records are well formed, so what the engine refuses is the policy: bad
+    // input, exit code 2.
+    let refused = |err: sexton_simulate::SimulationError| Failure::input(err.to_string());
+    Ok(match against {
+        None => Report::One(Box::new(simulate(scenario).map_err(refused)?)),
+        Some(proposed) => Report::Two(Box::new(compare(scenario, proposed).map_err(refused)?)),
+    })
+}
+
+impl Report {
+    pub fn to_json(&self) -> Value {
+        let value = match self {
+            Report::One(simulation) => serde_json::to_value(simulation),
+            Report::Two(comparison) => serde_json::to_value(comparison),
+        };
+        value.expect("a simulation serialises")
+    }
+}
+
+/// Prints (or, for `-o html`, writes) the report.
+pub fn print(
+    output: Output,
+    report: &Report,
+    rows: Option<&str>,
+    page_path: Option<&Path>,
+) -> Result<(), Failure> {
+    match output {
+        Output::Json => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&report.to_json()).expect("json prints")
+            );
+        }
+        Output::Table => {
+            let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            let text = match report {
+                Report::One(simulation) => calendar::render(simulation, rows, colour),
+                Report::Two(comparison) => calendar::render_comparison(comparison, rows, colour),
+            };
+            print!("{text}");
+        }
+        Output::Html => {
+            let path = page_path
+                .ok_or_else(|| Failure::input("-o html needs a file to write: -o html FILE"))?;
+            let html = match report {
+                Report::One(simulation) => page::render(simulation, None),
+                Report::Two(comparison) => page::render(&comparison.current, Some(comparison)),
+            };
+            std::fs::write(path, html)
+                .map_err(|err| Failure::input(format!("cannot write {}: {err}", path.display())))?;
+            let simulation = match report {
+                Report::One(simulation) => simulation.as_ref(),
+                Report::Two(comparison) => &comparison.current,
+            };
+            println!(
+                "wrote {} ({} days, {} backups taken, steady state {} backups)",
+                path.display(),
+                simulation.days.len(),
+                simulation.backups.len(),
+                simulation.summary.steady.count
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The page file of `-o html FILE`: required with html, refused without it.
+pub fn page_path(output: Output, page: &Option<PathBuf>) -> Result<Option<&Path>, Failure> {
+    match (output, page) {
+        (Output::Html, Some(path)) => Ok(Some(path)),
+        (Output::Html, None) => Err(Failure::input(
+            "-o html needs a file to write: -o html FILE",
+        )),
+        (_, Some(path)) => Err(Failure::input(format!(
+            "unexpected argument {}: a file is only written with -o html",
+            path.display()
+        ))),
+        (_, None) => Ok(None),
+    }
+}

@@ -1,0 +1,758 @@
+//! The simulation loop: the fleet's retention decisions replayed over a period, without NATS
+//! or S3.
+//!
+//! Events are the schedule's ticks (from [`CronSpec`], the scheduler's own cron code) and the
+//! retention sweeps (every [`crate::SweepInterval`], as the scheduler asks for them), in time
+//! order. At a tick the simulated executor takes a backup: full or incremental as
+//! `sexton_retention::cadence` answers (the scheduler's code), failed when the scenario says
+//! so; it completes at once. After every event the engine runs over what exists, exactly as
+//! the retention-worker runs it over a group's catalog, and what it deletes disappears
+//! (a partial verdict drops the deleted volumes; a planned merge is carried out as an executor
+//! would, and the next run deletes the sources). The state after the last run of each day is
+//! that day's sample: which backups exist and the engine's reasons for each.
+//!
+//! The engine only ever sees what exists: a year of hourly backups is 8,760 runs over a few
+//! hundred backups each, not over the growing history.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, LocalResult, NaiveDate, NaiveTime, TimeDelta, TimeZone, Utc};
+use chrono_tz::Tz;
+use serde::Serialize;
+use sexton_retention::{
+    evaluate, next_backup_kind, next_volume_kinds, BackupKind, BackupRecord, BackupStatus, Catalog,
+    ChainMode, Merge, PlanError, Policy, Verdict, VolumeArtifact, VolumeMerge,
+};
+use sexton_schedule::CronSpec;
+
+use crate::measures::{promised_window_start, worst_gap, Gap};
+use crate::random::SplitMix64;
+use crate::scenario::{Failures, Scenario, ScenarioError};
+use crate::summary::{summarise, Summary};
+
+/// The most ticks plus sweeps one simulation runs (a year of backups every minute is
+/// 525,600): beyond that the answer would take minutes and say nothing a shorter period
+/// does not.
+pub const MAX_EVENTS: usize = 2_000_000;
+
+/// Why a simulation could not run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SimulationError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(
+        "the schedule and the sweeps make more than {MAX_EVENTS} engine runs in {days} days; \
+         simulate fewer days or sweep less often"
+    )]
+    TooManyEvents { days: u32 },
+    /// The engine refused the simulated catalog: the policy is the cause (the simulated
+    /// records are always well formed).
+    #[error("retention at {at}: {source}")]
+    Engine {
+        at: DateTime<Utc>,
+        source: PlanError,
+    },
+}
+
+impl SimulationError {
+    /// The same scenario fails the same way: nothing here is retryable.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
+/// One simulation's result: every backup taken, one sample per day, and the summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct Simulation {
+    pub scenario: Scenario,
+    /// The zone days are cut in: the cron's `CRON_TZ`, else UTC.
+    pub zone: String,
+    pub from: DateTime<Utc>,
+    /// The end of the last day (exclusive).
+    pub until: DateTime<Utc>,
+    /// Engine runs: one per tick and one per sweep (one when both fall on the same instant).
+    pub n_runs: usize,
+    /// Every backup the schedule took, in tick order, as the executor reported it.
+    pub backups: Vec<SimulatedBackup>,
+    pub days: Vec<Day>,
+    pub summary: Summary,
+    /// What exists after the last run, as the engine sees it.
+    #[serde(skip)]
+    pub final_catalog: Catalog,
+    /// The bytes each entry of `final_catalog` takes (after partial deletions and merges).
+    #[serde(skip)]
+    pub final_sizes: Vec<u64>,
+}
+
+/// A backup the simulated schedule took.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimulatedBackup {
+    /// The record as taken (the catalog file format of `sexton retention plan`), before any
+    /// partial deletion or merge changed it.
+    #[serde(flatten)]
+    pub record: BackupRecord,
+    pub size_bytes: u64,
+    /// Why the cadence chose its kind (`full_every`, `chain_continues`, ...), when the
+    /// schedule has a cadence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind_reason: Option<String>,
+    /// When the engine deleted it; `None` if it still exists at the end.
+    pub deleted_at: Option<DateTime<Utc>>,
+    /// The days (indices into [`Simulation::days`]) it existed at the day's end, split where
+    /// the engine's reasons for keeping it changed.
+    pub spans: Vec<KeepSpan>,
+}
+
+impl SimulatedBackup {
+    pub fn taken_at(&self) -> DateTime<Utc> {
+        self.record
+            .completed_at
+            .or(self.record.started_at)
+            .expect("simulated backups have times")
+            .with_timezone(&Utc)
+    }
+
+    pub fn failed(&self) -> bool {
+        self.record.status == BackupStatus::Failed
+    }
+
+    /// The reasons it was kept on day `day`, if it existed then.
+    pub fn reasons_on(&self, day: usize) -> Option<&[String]> {
+        self.spans
+            .iter()
+            .find(|span| span.first_day <= day && day <= span.last_day)
+            .map(|span| span.reasons.as_slice())
+    }
+}
+
+/// Consecutive days on which a backup existed for the same reasons.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KeepSpan {
+    pub first_day: usize,
+    pub last_day: usize,
+    pub reasons: Vec<String>,
+}
+
+/// What exists at the end of one simulated day.
+#[derive(Clone, Debug, Serialize)]
+pub struct Day {
+    pub date: NaiveDate,
+    /// The run the sample comes from: the day's last, or an earlier day's when no run fell on
+    /// this one.
+    pub sampled_at: Option<DateTime<Utc>>,
+    /// Indices into [`Simulation::backups`] of everything that exists, newest first: kept
+    /// backups, partly kept ones, and failed ones still in their grace period.
+    pub backups: Vec<usize>,
+    /// Completed backups kept whole: the restore points.
+    pub count: usize,
+    /// Backups that keep only some volumes (a kept backup builds on them).
+    pub n_partial: usize,
+    /// Failed backups not yet cleaned up (within `failed_grace`).
+    pub n_failed: usize,
+    pub storage_bytes: u64,
+    /// The most restore points and storage at any run of the day (a backup exists before the
+    /// next sweep lets an older one go).
+    pub peak_count: usize,
+    pub peak_storage_bytes: u64,
+    pub oldest_restorable: Option<DateTime<Utc>>,
+    pub worst_gap: Option<Gap>,
+    pub taken: usize,
+    pub failed: usize,
+    pub deleted: usize,
+}
+
+/// Runs the scenario. Pure: the same scenario gives the same simulation.
+pub fn simulate(scenario: &Scenario) -> Result<Simulation, SimulationError> {
+    scenario.validate()?;
+    let zone: Tz = scenario.cron.zone().unwrap_or(Tz::UTC);
+    let first_date = scenario.from.with_timezone(&zone).date_naive();
+    let n_days = scenario.days.get() as usize;
+    let day_ends: Vec<DateTime<Utc>> = (1..=n_days)
+        .map(|offset| local_midnight(&zone, first_date + TimeDelta::days(offset as i64)))
+        .collect();
+    let until = *day_ends.last().expect("at least one day");
+    let events = events(scenario, until)?;
+
+    let mut fleet = Fleet::new(scenario);
+    let mut days: Vec<Day> = Vec::with_capacity(n_days);
+    let mut today = DayTally::default();
+    let mut sample = Sample::default();
+    let mut day_index = 0;
+    for (position, event) in events.iter().enumerate() {
+        while event.at >= day_ends[day_index] {
+            days.push(fleet.close_day(first_date, day_index, &sample, &today));
+            today = DayTally::starting_with(&sample);
+            day_index += 1;
+        }
+        if event.tick {
+            let failed = fleet.take_backup(event.at);
+            today.taken += 1;
+            today.failed += usize::from(failed);
+        }
+        let last_of_day = events
+            .get(position + 1)
+            .is_none_or(|next| next.at >= day_ends[day_index]);
+        let outcome =
+            fleet
+                .run_engine(event.at, last_of_day)
+                .map_err(|source| SimulationError::Engine {
+                    at: event.at,
+                    source,
+                })?;
+        today.deleted += outcome.n_deleted;
+        today.peak_count = today.peak_count.max(outcome.count);
+        today.peak_storage_bytes = today.peak_storage_bytes.max(fleet.storage_bytes());
+        if let Some(new_sample) = outcome.sample {
+            sample = new_sample;
+        }
+    }
+    while days.len() < n_days {
+        days.push(fleet.close_day(first_date, days.len(), &sample, &today));
+        today = DayTally::starting_with(&sample);
+    }
+    let n_runs = events.len();
+    let backups = fleet.backups;
+    let summary = summarise(scenario, &backups, &days);
+    Ok(Simulation {
+        scenario: scenario.clone(),
+        zone: zone.name().to_owned(),
+        from: scenario.from,
+        until,
+        n_runs,
+        backups,
+        days,
+        summary,
+        final_catalog: fleet.catalog,
+        final_sizes: fleet.sizes,
+    })
+}
+
+impl Simulation {
+    /// Every backup taken before `until`, none deleted: the catalog a fleet without retention
+    /// would hold. `sexton retention plan` over it at a day's sampling instant keeps what the
+    /// simulation shows for that day (without merges, which rewrite records).
+    pub fn history_catalog(&self, until: DateTime<Utc>) -> Catalog {
+        Catalog {
+            backups: self
+                .backups
+                .iter()
+                .filter(|backup| backup.taken_at() <= until)
+                .map(|backup| backup.record.clone())
+                .collect(),
+            binlog_segments: Vec::new(),
+        }
+    }
+
+    /// The ids of the backups that exist at the end of day `day`, newest first.
+    pub fn ids_on(&self, day: usize) -> Vec<&str> {
+        self.days[day]
+            .backups
+            .iter()
+            .map(|&index| self.backups[index].record.id.as_str())
+            .collect()
+    }
+}
+
+/// A tick (a backup is taken, then the engine runs) or a sweep (the engine runs).
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    at: DateTime<Utc>,
+    tick: bool,
+}
+
+/// The schedule's ticks and the sweeps in `[from, until)`, in time order; a sweep at the
+/// instant of a tick is the tick's run.
+fn events(scenario: &Scenario, until: DateTime<Utc>) -> Result<Vec<Event>, SimulationError> {
+    let too_many = || SimulationError::TooManyEvents {
+        days: scenario.days.get(),
+    };
+    let ticks = ticks(&scenario.cron, scenario.from, until, MAX_EVENTS).ok_or_else(too_many)?;
+    let mut events: Vec<Event> = ticks.iter().map(|&at| Event { at, tick: true }).collect();
+    if let Some(interval) = scenario.sweep_every {
+        let mut at = scenario.from;
+        while at < until {
+            if events.len() >= MAX_EVENTS {
+                return Err(too_many());
+            }
+            events.push(Event { at, tick: false });
+            at += interval.as_delta();
+        }
+    }
+    // Ticks before sweeps at the same instant, then one run for both.
+    events.sort_by_key(|event| (event.at, !event.tick));
+    events.dedup_by(|later, earlier| later.at == earlier.at);
+    Ok(events)
+}
+
+/// The ticks the scheduler fires in `[from, until)` for a schedule whose first run is the
+/// first at or after `from`: each next tick is `cron.next_after(previous tick)`, as the
+/// scheduler computes it from `last_backup`. `None` when there are more than `limit`.
+pub fn ticks(
+    cron: &CronSpec,
+    from: DateTime<Utc>,
+    until: DateTime<Utc>,
+    limit: usize,
+) -> Option<Vec<DateTime<Utc>>> {
+    // The instant whose next run is the first at or after `from`: one second before for a
+    // calendar spec (robfig's walk starts at the next whole second), one delay before for
+    // `@every`, whose runs are a delay apart.
+    let before = cron
+        .every()
+        .and_then(|delay| TimeDelta::from_std(delay).ok())
+        .unwrap_or(TimeDelta::seconds(1));
+    let mut cursor = from.checked_sub_signed(before)?;
+    let mut ticks = Vec::new();
+    while let Some(next) = cron.next_after(cursor) {
+        if next >= until {
+            break;
+        }
+        if ticks.len() >= limit {
+            return None;
+        }
+        ticks.push(next);
+        cursor = next;
+    }
+    Some(ticks)
+}
+
+/// Drops the entries of `items` whose verdict is a deletion (one verdict per entry, in order).
+fn retain_by<T>(items: &mut Vec<T>, verdicts: &[Verdict]) {
+    let mut verdict = verdicts.iter();
+    items.retain(|_| verdict.next() != Some(&Verdict::Delete));
+}
+
+/// The first instant of the day holding `now` in the cron's zone (UTC without `CRON_TZ`):
+/// where a simulation starting "today" starts.
+pub fn start_of_day(cron: &CronSpec, now: DateTime<Utc>) -> DateTime<Utc> {
+    let zone: Tz = cron.zone().unwrap_or(Tz::UTC);
+    local_midnight(&zone, now.with_timezone(&zone).date_naive())
+}
+
+/// The first instant of `date` in `zone` (after the gap, where midnight does not exist).
+fn local_midnight(zone: &Tz, date: NaiveDate) -> DateTime<Utc> {
+    let midnight = date.and_time(NaiveTime::MIN);
+    (0..=24 * 60)
+        .find_map(|minutes| {
+            match zone.from_local_datetime(&(midnight + TimeDelta::minutes(minutes))) {
+                LocalResult::Single(time) | LocalResult::Ambiguous(time, _) => Some(time),
+                LocalResult::None => None,
+            }
+        })
+        .expect("every day has an instant")
+        .with_timezone(&Utc)
+}
+
+/// Counters of one day, and its peaks (starting from what the previous day left).
+#[derive(Clone, Debug, Default)]
+struct DayTally {
+    taken: usize,
+    failed: usize,
+    deleted: usize,
+    peak_count: usize,
+    peak_storage_bytes: u64,
+}
+
+impl DayTally {
+    fn starting_with(sample: &Sample) -> DayTally {
+        DayTally {
+            peak_count: sample.count,
+            peak_storage_bytes: sample.storage_bytes,
+            ..DayTally::default()
+        }
+    }
+}
+
+/// The state after a run, with the engine's reasons: a day's sample.
+#[derive(Clone, Debug, Default)]
+struct Sample {
+    at: Option<DateTime<Utc>>,
+    /// (backup index, reasons), newest first.
+    backups: Vec<(usize, Vec<String>)>,
+    count: usize,
+    n_partial: usize,
+    n_failed: usize,
+    storage_bytes: u64,
+    oldest_restorable: Option<DateTime<Utc>>,
+    worst_gap: Option<Gap>,
+}
+
+/// What one engine run did.
+struct RunOutcome {
+    n_deleted: usize,
+    /// Restore points after the run.
+    count: usize,
+    sample: Option<Sample>,
+}
+
+/// The simulated fleet: the catalog of what exists and what the scheduler remembers.
+struct Fleet<'s> {
+    scenario: &'s Scenario,
+    policy: &'s Policy,
+    /// What exists, as the engine reads it.
+    catalog: Catalog,
+    /// Per catalog entry: its index in `backups`, and the bytes it takes now.
+    existing: Vec<usize>,
+    sizes: Vec<u64>,
+    backups: Vec<SimulatedBackup>,
+    /// The scheduler's memory of a failed upload (`last_backup_failed`, `failed_volumes`):
+    /// the failed record is cleaned up after the grace period, the next backup is a full.
+    last_backup_failed: bool,
+    failed_volumes: Vec<String>,
+    random: SplitMix64,
+    n_ticks: usize,
+}
+
+impl<'s> Fleet<'s> {
+    fn new(scenario: &'s Scenario) -> Fleet<'s> {
+        let seed = match scenario.failures {
+            Failures::Rate { seed, .. } => seed,
+            _ => 0,
+        };
+        Fleet {
+            scenario,
+            policy: &scenario.policy,
+            catalog: Catalog::default(),
+            existing: Vec::new(),
+            sizes: Vec::new(),
+            backups: Vec::new(),
+            last_backup_failed: false,
+            failed_volumes: Vec::new(),
+            random: SplitMix64::new(seed),
+            n_ticks: 0,
+        }
+    }
+
+    fn storage_bytes(&self) -> u64 {
+        self.sizes.iter().sum()
+    }
+
+    fn tick_fails(&mut self) -> bool {
+        let index = self.n_ticks;
+        self.n_ticks += 1;
+        match &self.scenario.failures {
+            Failures::None => false,
+            Failures::Rate { per_million, .. } => self.random.chance(*per_million),
+            Failures::Pattern(pattern) => pattern[index % pattern.len()],
+        }
+    }
+
+    /// The executor takes the tick's backup and reports it; returns whether it failed.
+    fn take_backup(&mut self, tick: DateTime<Utc>) -> bool {
+        let scenario = self.scenario;
+        let failed = self.tick_fails();
+        let id = format!("{}-{}", scenario.name, tick.format("%Y%m%d%H%M%S"));
+        let time = tick.fixed_offset();
+        let sizes = scenario.sizes;
+        let size_of = |kind: BackupKind| match kind {
+            BackupKind::Full => sizes.full.0,
+            BackupKind::Incremental => sizes.incremental.0,
+        };
+        let mut record = BackupRecord {
+            id,
+            completed_at: Some(time),
+            started_at: Some(time),
+            status: if failed {
+                BackupStatus::Failed
+            } else {
+                BackupStatus::Completed
+            },
+            ..BackupRecord::default()
+        };
+        let has_cadence = scenario.full_every.is_some() || !scenario.volumes.is_empty();
+        let mut kind_reason = None;
+        if scenario.volumes.is_empty() {
+            if has_cadence {
+                // The scheduler's `ask`: a remembered failure means a full, else the cadence.
+                let choice = next_backup_kind(scenario.full_every, &self.catalog.backups);
+                if self.last_backup_failed {
+                    kind_reason = Some("last_attempt_failed".to_owned());
+                } else {
+                    record.kind = choice.kind;
+                    record.parent = choice.parent;
+                    kind_reason = Some(choice.reason.as_str().to_owned());
+                }
+            }
+        } else {
+            let choices = next_volume_kinds(
+                scenario.full_every,
+                &self.catalog.backups,
+                &scenario.volumes,
+            );
+            record.volumes = choices
+                .into_iter()
+                .map(|volume| {
+                    let remembered_failure = self.failed_volumes.contains(&volume.name);
+                    let (kind, parent) = if remembered_failure {
+                        (BackupKind::Full, None)
+                    } else {
+                        (volume.choice.kind, volume.choice.parent)
+                    };
+                    VolumeArtifact {
+                        keys: vec![format!("{}/{}", record.id, volume.name)],
+                        size_bytes: Some(if failed { 0 } else { size_of(kind) }),
+                        failed,
+                        name: volume.name,
+                        kind,
+                        parent,
+                        expiring: false,
+                    }
+                })
+                .collect();
+            record.kind = if record
+                .volumes
+                .iter()
+                .all(|volume| volume.kind == BackupKind::Full)
+            {
+                BackupKind::Full
+            } else {
+                BackupKind::Incremental
+            };
+        }
+        // A failed backup joins no chain: its kind is what was asked, its parent is dropped.
+        if failed {
+            record.parent = None;
+        }
+        let size_bytes = if failed {
+            0
+        } else if record.volumes.is_empty() {
+            size_of(record.kind)
+        } else {
+            record.volumes.iter().filter_map(|v| v.size_bytes).sum()
+        };
+        self.last_backup_failed = failed;
+        if failed {
+            self.failed_volumes = scenario.volumes.clone();
+        } else {
+            self.failed_volumes.clear();
+        }
+        self.existing.push(self.backups.len());
+        self.sizes.push(size_bytes);
+        self.catalog.backups.push(record.clone());
+        self.backups.push(SimulatedBackup {
+            record,
+            size_bytes,
+            kind_reason,
+            deleted_at: None,
+            spans: Vec::new(),
+        });
+        failed
+    }
+
+    /// One retention run at `now`: plan, then carry the plan out at once. With `sample`, the
+    /// reasons of everything that stays are collected for the day's sample.
+    fn run_engine(&mut self, now: DateTime<Utc>, sample: bool) -> Result<RunOutcome, PlanError> {
+        let evaluation = evaluate(&self.catalog, self.policy, now)?;
+        let n = self.catalog.backups.len();
+        let mut verdicts = Vec::with_capacity(n);
+        let mut volume_cuts: Vec<(usize, Vec<String>)> = Vec::new();
+        for index in 0..n {
+            let verdict = evaluation.verdict_at(index);
+            if verdict == Verdict::Partial {
+                let (_, deleted) = evaluation.volume_decisions_at(index);
+                volume_cuts.push((index, deleted.into_iter().map(|v| v.name).collect()));
+            }
+            verdicts.push(verdict);
+        }
+        let kept_reasons: Option<Vec<(usize, Vec<String>)>> = sample.then(|| {
+            evaluation
+                .newest_first()
+                .filter(|&index| verdicts[index] != Verdict::Delete)
+                .map(|index| (index, evaluation.reasons_at(index)))
+                .collect()
+        });
+        let (merges, volume_merges) =
+            if self.policy.chain_mode == ChainMode::Merge && evaluation.summary().n_merges > 0 {
+                let plan = evaluation.to_plan();
+                (plan.merges, plan.volume_merges)
+            } else {
+                (Vec::new(), Vec::new())
+            };
+        drop(evaluation);
+
+        for (index, names) in volume_cuts {
+            let record = &mut self.catalog.backups[index];
+            let freed: u64 = record
+                .volumes
+                .iter()
+                .filter(|volume| names.contains(&volume.name))
+                .filter_map(|volume| volume.size_bytes)
+                .sum();
+            record
+                .volumes
+                .retain(|volume| !names.contains(&volume.name));
+            self.sizes[index] = self.sizes[index].saturating_sub(freed);
+        }
+        self.carry_out_merges(&merges, &volume_merges);
+
+        // The sample, read before the deleted entries go (indices are the evaluation's).
+        let counts_as_restore_point = |index: usize| {
+            verdicts[index] == Verdict::Keep
+                && self.catalog.backups[index].status == BackupStatus::Completed
+        };
+        let count = (0..n)
+            .filter(|&index| counts_as_restore_point(index))
+            .count();
+        let sample = kept_reasons.map(|kept| {
+            let points: Vec<(&str, DateTime<Utc>)> = kept
+                .iter()
+                .filter(|&&(index, _)| counts_as_restore_point(index))
+                .map(|&(index, _)| {
+                    let backup = &self.backups[self.existing[index]];
+                    (backup.record.id.as_str(), backup.taken_at())
+                })
+                .collect();
+            let window_start = promised_window_start(self.policy, now);
+            Sample {
+                at: Some(now),
+                count,
+                n_partial: kept
+                    .iter()
+                    .filter(|&&(index, _)| verdicts[index] == Verdict::Partial)
+                    .count(),
+                n_failed: kept
+                    .iter()
+                    .filter(|&&(index, _)| {
+                        self.catalog.backups[index].status == BackupStatus::Failed
+                    })
+                    .count(),
+                storage_bytes: kept.iter().map(|&(index, _)| self.sizes[index]).sum(),
+                oldest_restorable: points.iter().map(|&(_, time)| time).min(),
+                worst_gap: worst_gap(&points, window_start),
+                backups: kept
+                    .into_iter()
+                    .map(|(index, reasons)| (self.existing[index], reasons))
+                    .collect(),
+            }
+        });
+
+        // What the plan deletes disappears; the rest keeps its order (what a catalog
+        // listing would give the next run). `retain` moves only what follows a deletion.
+        let mut n_deleted = 0;
+        for (index, verdict) in verdicts.iter().enumerate() {
+            if *verdict == Verdict::Delete {
+                self.backups[self.existing[index]].deleted_at = Some(now);
+                n_deleted += 1;
+            }
+        }
+        if n_deleted > 0 {
+            retain_by(&mut self.catalog.backups, &verdicts);
+            retain_by(&mut self.existing, &verdicts);
+            retain_by(&mut self.sizes, &verdicts);
+        }
+        Ok(RunOutcome {
+            n_deleted,
+            count,
+            sample,
+        })
+    }
+
+    /// What a merging executor does and the scheduler records (chain_mode merge): the target
+    /// becomes a full (or builds on `new_parent`), the sources wait for the next run to go.
+    fn carry_out_merges(&mut self, merges: &[Merge], volume_merges: &[VolumeMerge]) {
+        if merges.is_empty() && volume_merges.is_empty() {
+            return;
+        }
+        let position: HashMap<String, usize> = self
+            .catalog
+            .backups
+            .iter()
+            .enumerate()
+            .map(|(index, backup)| (backup.id.clone(), index))
+            .collect();
+        let full_size = self.scenario.sizes.full.0;
+        for merge in merges {
+            let Some(&target) = position.get(&merge.target) else {
+                continue;
+            };
+            let folded: u64 = merge
+                .sources
+                .iter()
+                .filter_map(|source| position.get(source))
+                .map(|&source| self.sizes[source])
+                .sum();
+            let record = &mut self.catalog.backups[target];
+            record.parent = merge.new_parent.clone();
+            if record.parent.is_none() {
+                record.kind = BackupKind::Full;
+                self.sizes[target] = full_size.max(self.sizes[target]);
+            } else {
+                self.sizes[target] += folded;
+            }
+            record.tags.push("synthetic-full".to_owned());
+        }
+        for merge in volume_merges {
+            let Some(&target) = position.get(&merge.target) else {
+                continue;
+            };
+            let folded: u64 = merge
+                .sources
+                .iter()
+                .filter_map(|source| position.get(source))
+                .filter_map(|&source| {
+                    self.catalog.backups[source]
+                        .volumes
+                        .iter()
+                        .find(|volume| volume.name == merge.volume)
+                        .and_then(|volume| volume.size_bytes)
+                })
+                .sum();
+            let record = &mut self.catalog.backups[target];
+            let Some(volume) = record.volumes.iter_mut().find(|v| v.name == merge.volume) else {
+                continue;
+            };
+            let before = volume.size_bytes.unwrap_or(0);
+            volume.parent = merge.new_parent.clone();
+            let after = if volume.parent.is_none() {
+                volume.kind = BackupKind::Full;
+                full_size.max(before)
+            } else {
+                before + folded
+            };
+            volume.size_bytes = Some(after);
+            self.sizes[target] = self.sizes[target] - before + after;
+            if record.volumes.iter().all(|v| v.kind == BackupKind::Full) {
+                record.kind = BackupKind::Full;
+            }
+            record.tags.push(format!("synthetic-full:{}", merge.volume));
+        }
+    }
+
+    /// Day `day_index`'s record from the latest sample, and the backups' keep spans extended.
+    fn close_day(
+        &mut self,
+        first_date: NaiveDate,
+        day_index: usize,
+        sample: &Sample,
+        tally: &DayTally,
+    ) -> Day {
+        for (backup_index, reasons) in &sample.backups {
+            let spans = &mut self.backups[*backup_index].spans;
+            match spans.last_mut() {
+                Some(span) if span.last_day + 1 == day_index && span.reasons == *reasons => {
+                    span.last_day = day_index;
+                }
+                _ => spans.push(KeepSpan {
+                    first_day: day_index,
+                    last_day: day_index,
+                    reasons: reasons.clone(),
+                }),
+            }
+        }
+        Day {
+            date: first_date + TimeDelta::days(day_index as i64),
+            sampled_at: sample.at,
+            backups: sample.backups.iter().map(|&(index, _)| index).collect(),
+            count: sample.count,
+            n_partial: sample.n_partial,
+            n_failed: sample.n_failed,
+            storage_bytes: sample.storage_bytes,
+            peak_count: tally.peak_count.max(sample.count),
+            peak_storage_bytes: tally.peak_storage_bytes.max(sample.storage_bytes),
+            oldest_restorable: sample.oldest_restorable,
+            worst_gap: sample.worst_gap.clone(),
+            taken: tally.taken,
+            failed: tally.failed,
+            deleted: tally.deleted,
+        }
+    }
+}
