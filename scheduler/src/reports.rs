@@ -72,35 +72,74 @@ pub async fn run(
         Duration::from_secs(5),
         shutdown.clone(),
     );
+    // Reports are independent of each other (each write is a compare-and-set, and a report
+    // that finds its record changed decides again), and intake spends most of a report's time
+    // waiting on the bucket, so several are handled at once.
+    let state = Arc::new(Handler {
+        topology,
+        clusters_bucket,
+        catalog,
+        gate,
+        config,
+        metrics,
+    });
+    let permits = Arc::new(tokio::sync::Semaphore::new(REPORTS_IN_FLIGHT));
+    let mut in_flight = tokio::task::JoinSet::new();
     loop {
+        let permit = tokio::select! {
+            _ = shutdown.wait() => break,
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        };
+        while in_flight.try_join_next().is_some() {}
         let Some(message) =
             sexton_shared::nats::next_message(&mut messages, &mut shutdown, "executor reports")
                 .await?
         else {
-            return Ok(());
+            break;
         };
-        let span = sexton_shared::telemetry::message_span(&message);
-        let outcome = async {
-            let (status, outcome) = handle(
-                &topology,
-                &clusters_bucket,
-                &catalog,
-                &gate,
-                &config,
-                &message,
-            )
+        let state = state.clone();
+        in_flight.spawn(async move {
+            let span = sexton_shared::telemetry::message_span(&message);
+            let outcome = async {
+                let (status, outcome) = handle(
+                    &state.topology,
+                    &state.clusters_bucket,
+                    &state.catalog,
+                    &state.gate,
+                    &state.config,
+                    &message,
+                )
+                .await;
+                state
+                    .metrics
+                    .reports
+                    .with_label_values(&[status, outcome.label()])
+                    .inc();
+                settle(&state.topology.jetstream, "scheduler", &message, &outcome).await;
+                outcome
+            }
+            .instrument(span)
             .await;
-            metrics
-                .reports
-                .with_label_values(&[status, outcome.label()])
-                .inc();
-            settle(&topology.jetstream, "scheduler", &message, &outcome).await;
-            outcome
-        }
-        .instrument(span)
-        .await;
-        metrics.consumer.observe(&outcome);
+            state.metrics.consumer.observe(&outcome);
+            drop(permit);
+        });
     }
+    // Finish what is in hand; what was pulled and not started comes back after its ack wait.
+    while in_flight.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Reports handled at once by one replica.
+const REPORTS_IN_FLIGHT: usize = 32;
+
+/// What every report handler shares.
+struct Handler {
+    topology: Topology,
+    clusters_bucket: async_nats::jetstream::kv::Store,
+    catalog: Catalog,
+    gate: intake::Intake,
+    config: Config,
+    metrics: Arc<Metrics>,
 }
 
 async fn handle(
