@@ -74,6 +74,58 @@ pub struct BackupRecord {
     /// the backup's own `kind` and `parent` are ignored by retention.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<VolumeArtifact>,
+    /// What the last restore test of the backup found (issue 13). Only `verified` counts for
+    /// `keep_verified` and the verified floor. In a catalog file either a word
+    /// (`"verification": "verified"`) or the catalog's object (`{"state": "verified", …}`).
+    #[serde(
+        default,
+        skip_serializing_if = "VerificationState::is_unverified",
+        deserialize_with = "VerificationState::deserialize_loose"
+    )]
+    pub verification: VerificationState,
+}
+
+/// Whether a restore test proved a backup restorable.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerificationState {
+    /// Never tested, or tested only for a chain it is not the end of.
+    #[default]
+    Unverified,
+    Verified,
+    /// The last test failed: the backup no longer counts as proven.
+    Failed,
+}
+
+impl VerificationState {
+    pub fn is_unverified(&self) -> bool {
+        *self == VerificationState::Unverified
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerificationState::Unverified => "unverified",
+            VerificationState::Verified => "verified",
+            VerificationState::Failed => "failed",
+        }
+    }
+
+    /// The state from a word or from an object with a `state` field (the catalog's record).
+    fn deserialize_loose<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<VerificationState, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Loose {
+            Word(VerificationState),
+            Object { state: VerificationState },
+            Null(()),
+        }
+        Ok(match Loose::deserialize(deserializer)? {
+            Loose::Word(state) | Loose::Object { state } => state,
+            Loose::Null(()) => VerificationState::Unverified,
+        })
+    }
 }
 
 /// One volume's artifact in a backup: Trilio's per-PV image (seed 001). Chains link artifacts

@@ -26,14 +26,14 @@ use std::collections::HashSet;
 use chrono::{DateTime, FixedOffset, Utc};
 
 use crate::binlog::plan_binlog;
-use crate::catalog::{BackupKind, BackupRecord, BackupStatus, Catalog};
+use crate::catalog::{BackupKind, BackupRecord, BackupStatus, Catalog, VerificationState};
 use crate::chains::{chain_roots, older_than, plan_merges, MergeIndices, ParentLinks};
 use crate::gfs::{self, GfsHit, SortedSnapshots};
 use crate::id_hash::hash_id;
 use crate::plan::{
     BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,
 };
-use crate::policy::{ChainMode, Policy};
+use crate::policy::{ChainMode, KeepCount, Policy};
 use crate::volumes::{self, VolumeDecisions};
 
 /// The largest catalog the engine accepts (indices are `u32`, and the plan's lookup index
@@ -55,33 +55,39 @@ pub(crate) const KEEP_WINDOW: u32 = 1 << 7;
 pub(crate) const KEEP_WINDOW_BASE: u32 = 1 << 8;
 pub(crate) const KEEP_FLOOR: u32 = 1 << 9;
 pub(crate) const KEEP_IMMUTABLE_CHAIN: u32 = 1 << 10;
+/// One of the newest `keep_verified` backups a restore test proved restorable.
+pub(crate) const KEEP_VERIFIED: u32 = 1 << 11;
+/// The newest backup a restore test proved restorable: kept while no newer one is proven.
+pub(crate) const KEEP_FLOOR_VERIFIED: u32 = 1 << 12;
 /// Its objects are not in the bucket as recorded (the scrub said so): never counted, never
 /// deleted without a user's word.
-pub(crate) const KEEP_MISSING: u32 = 1 << 11;
-pub(crate) const KEEP_MERGE_SOURCE: u32 = 1 << 12;
-pub(crate) const KEEP_NEEDED: u32 = 1 << 13;
+pub(crate) const KEEP_MISSING: u32 = 1 << 13;
+pub(crate) const KEEP_MERGE_SOURCE: u32 = 1 << 14;
+pub(crate) const KEEP_NEEDED: u32 = 1 << 15;
 /// A backup with volumes that no rule keeps, but every one of its volumes is needed.
-pub(crate) const KEEP_VOLUMES_NEEDED: u32 = 1 << 14;
+pub(crate) const KEEP_VOLUMES_NEEDED: u32 = 1 << 16;
 /// Kept for a reason of its own, not only because something else needs it.
-pub(crate) const KEEP_INDEPENDENT: u32 = (1 << 12) - 1;
-pub(crate) const KEEP_ANY: u32 = (1 << 15) - 1;
+pub(crate) const KEEP_INDEPENDENT: u32 = (1 << 14) - 1;
+pub(crate) const KEEP_ANY: u32 = (1 << 17) - 1;
 /// Not kept, but some of its volumes are: the record and those volumes stay.
-pub(crate) const PARTIAL: u32 = 1 << 15;
+pub(crate) const PARTIAL: u32 = 1 << 17;
 /// In artifact flags only ([`crate::volumes`]): the artifact's backup is kept.
-pub(crate) const ART_BACKUP_KEPT: u32 = 1 << 16;
+pub(crate) const ART_BACKUP_KEPT: u32 = 1 << 18;
 
 // Facts about the record, set in the first pass.
-pub(crate) const FACT_FULL: u32 = 1 << 17;
-pub(crate) const FACT_IMMUTABLE: u32 = 1 << 18;
-pub(crate) const FACT_DELETE_REQUESTED: u32 = 1 << 19;
+pub(crate) const FACT_FULL: u32 = 1 << 19;
+pub(crate) const FACT_IMMUTABLE: u32 = 1 << 20;
+pub(crate) const FACT_DELETE_REQUESTED: u32 = 1 << 21;
 /// Not failed: may be a parent or have one.
-pub(crate) const FACT_CHAIN_NODE: u32 = 1 << 20;
+pub(crate) const FACT_CHAIN_NODE: u32 = 1 << 22;
 /// Completed and not delete-requested: the rules count it.
-pub(crate) const FACT_ELIGIBLE: u32 = 1 << 21;
+pub(crate) const FACT_ELIGIBLE: u32 = 1 << 23;
 /// Has per-volume artifacts: its chains are per volume, and it counts as a full backup for
 /// the floor and the binlog horizon (a kept one is restorable with its volumes' chains).
-pub(crate) const FACT_VOLUMES: u32 = 1 << 22;
-const STATUS_SHIFT: u32 = 24;
+pub(crate) const FACT_VOLUMES: u32 = 1 << 24;
+/// A restore test proved it restorable (its last verdict is `verified`).
+pub(crate) const FACT_VERIFIED: u32 = 1 << 28;
+const STATUS_SHIFT: u32 = 25;
 
 fn status_bits(status: BackupStatus) -> u32 {
     let code = match status {
@@ -247,6 +253,7 @@ pub fn evaluate<'a>(
     let mut tag_masks: Vec<u64> = Vec::with_capacity(if has_tags && !inline_tags { n } else { 0 });
     let mut any_immutable = false;
     let mut any_volumes = false;
+    let mut any_verified = false;
     for (index, backup) in backups.iter().enumerate() {
         let (bits, payload, key) = extract(index, backup, now_key, grace_nanos)?;
         let mut payload = payload;
@@ -263,6 +270,7 @@ pub fn evaluate<'a>(
         }
         any_immutable |= bits & FACT_IMMUTABLE != 0 && bits & FACT_CHAIN_NODE != 0;
         any_volumes |= bits & FACT_VOLUMES != 0;
+        any_verified |= bits & FACT_VERIFIED != 0;
         flags.push(bits);
         packed.push(pack_newest_first(key, index as u32) | u128::from(payload));
         id_hashes.push(hash_id(&backup.id));
@@ -365,6 +373,36 @@ pub fn evaluate<'a>(
                 break;
             }
             flags[index] |= KEEP_WINDOW;
+        }
+    }
+    // Proven restorable (issue 13): the newest verified backup is the verified floor, kept
+    // while no newer one is verified; `keep_verified` keeps the newest N. Only counted
+    // backups (completed, not delete-requested) whose last restore test passed.
+    if any_verified {
+        let wanted = match policy.keep_verified {
+            None => 1,
+            Some(KeepCount::Unlimited) => usize::MAX,
+            Some(KeepCount::Limited(n)) => n.get() as usize,
+        };
+        let mut seen = 0usize;
+        for (position, &index) in order.iter().enumerate() {
+            let bits = flags[index as usize];
+            if bits & FACT_ELIGIBLE == 0 || bits & FACT_VERIFIED == 0 {
+                continue;
+            }
+            let mut kept = 0;
+            if seen == 0 {
+                kept |= KEEP_FLOOR_VERIFIED;
+            }
+            if policy.keep_verified.is_some() {
+                kept |= KEEP_VERIFIED;
+            }
+            flags[index as usize] |= kept;
+            walk_from.push(position as u32);
+            seen += 1;
+            if seen >= wanted {
+                break;
+            }
         }
     }
     drop(eligible_positions);
@@ -676,6 +714,9 @@ fn extract(
     if backup.legal_hold {
         bits |= KEEP_LEGAL_HOLD;
     }
+    if backup.verification == VerificationState::Verified {
+        bits |= FACT_VERIFIED;
+    }
     if !backup.holds.is_empty() {
         bits |= KEEP_HOLD;
     }
@@ -966,6 +1007,14 @@ impl<'a> Evaluation<'a> {
             for &(_, with) in pairs_of(&self.immutable_with, index) {
                 reasons.push(format!("immutable chain kept with {}", id_of(with)));
             }
+        }
+        if bits & KEEP_VERIFIED != 0 {
+            if let Some(count) = policy.keep_verified {
+                reasons.push(format!("keep_verified {}", count.as_restic()));
+            }
+        }
+        if bits & KEEP_FLOOR_VERIFIED != 0 {
+            reasons.push("floor: newest verified".to_owned());
         }
         if bits & KEEP_MISSING != 0 {
             reasons.push(

@@ -43,7 +43,8 @@ pub use cadence::{
 };
 pub use calendar::{CalendarDuration, DurationError};
 pub use catalog::{
-    BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError, VolumeArtifact,
+    BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError,
+    VerificationState, VolumeArtifact,
 };
 pub use compare::{compare_policies, ChangedBackup, ChangedVolume, PolicyChange};
 pub use engine::{evaluate, plan, Evaluation, PlanError, MAX_BACKUPS};

@@ -47,6 +47,9 @@ pub struct Policy {
     pub retention_duration: Option<RetentionDays>,
     /// barman / cloudnative-mysql: keep every point of the last window recoverable.
     pub recovery_window: Option<RecoveryWindow>,
+    /// The newest N backups a restore test proved restorable (issue 13), with what they need.
+    /// Backups whose verification failed or that were never verified do not count.
+    pub keep_verified: Option<KeepCount>,
     /// How long a failed backup's partial artifacts are left alone. Not a rule.
     pub failed_grace: GracePeriod,
     /// Keep ancestors as they are, or ask the executor to merge them (Trilio). Not a rule.
@@ -80,6 +83,7 @@ impl Policy {
             && self.keep_tags.is_empty()
             && self.retention_duration.is_none()
             && self.recovery_window.is_none()
+            && self.keep_verified.is_none()
     }
 
     /// The count rules in restic's order: last, hourly, daily, weekly, monthly, yearly.
@@ -407,6 +411,8 @@ struct PolicyWire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     recovery_window: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_verified: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     failed_grace: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     chain_mode: Option<Value>,
@@ -470,6 +476,7 @@ impl TryFrom<PolicyWire> for Policy {
                     ))
                 }
             },
+            keep_verified: parse_count("keep_verified", wire.keep_verified)?,
             failed_grace: match wire.failed_grace {
                 None => GracePeriod::default(),
                 Some(Value::String(text)) => GracePeriod::parse(&text)?,
@@ -529,6 +536,7 @@ impl From<Policy> for PolicyWire {
             }),
             retention_duration: policy.retention_duration.map(|d| Value::from(d.0.get())),
             recovery_window: policy.recovery_window.map(|w| Value::from(w.to_string())),
+            keep_verified: count(policy.keep_verified),
             failed_grace: (policy.failed_grace != default_grace)
                 .then(|| Value::from(policy.failed_grace.to_string())),
             chain_mode: (policy.chain_mode == ChainMode::Merge).then(|| Value::from("merge")),

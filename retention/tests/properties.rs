@@ -12,6 +12,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use sexton_retention::{
     plan, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, Plan, PlanError, Policy,
+    VerificationState,
 };
 
 #[derive(Clone, Debug)]
@@ -27,6 +28,7 @@ struct BackupSpec {
     delete_requested: bool,
     tags: u8,
     has_start: bool,
+    verification: VerificationState,
 }
 
 fn status() -> impl Strategy<Value = BackupStatus> {
@@ -37,6 +39,15 @@ fn status() -> impl Strategy<Value = BackupStatus> {
         1 => Just(BackupStatus::Expiring),
         1 => Just(BackupStatus::Deleting),
         1 => Just(BackupStatus::DeleteFailed),
+        1 => Just(BackupStatus::Missing),
+    ]
+}
+
+fn verification() -> impl Strategy<Value = VerificationState> {
+    prop_oneof![
+        6 => Just(VerificationState::Unverified),
+        3 => Just(VerificationState::Verified),
+        1 => Just(VerificationState::Failed),
     ]
 }
 
@@ -55,14 +66,14 @@ fn backup_spec() -> impl Strategy<Value = BackupSpec> {
             proptest::bool::weighted(0.15),
             proptest::bool::weighted(0.08),
         ),
-        (0u8..8, proptest::bool::weighted(0.8)),
+        (0u8..8, proptest::bool::weighted(0.8), verification()),
     )
         .prop_map(
             |(
                 (gap_minutes, offset, full, parent_choice),
                 status,
                 (legal_hold, hold, immutable, delete_requested),
-                (tags, has_start),
+                (tags, has_start, verification),
             )| BackupSpec {
                 gap_minutes,
                 offset,
@@ -75,6 +86,7 @@ fn backup_spec() -> impl Strategy<Value = BackupSpec> {
                 delete_requested,
                 tags,
                 has_start,
+                verification,
             },
         )
 }
@@ -140,6 +152,7 @@ fn build_catalog(specs: &[BackupSpec], segments: &[SegmentSpec]) -> (Catalog, Da
             immutable: spec.immutable,
             delete_requested: spec.delete_requested,
             volumes: Vec::new(),
+            verification: spec.verification,
         });
     }
     let newest = base + TimeDelta::minutes(minutes);
@@ -210,6 +223,8 @@ fn rule() -> impl Strategy<Value = (&'static str, Value)> {
             Just("1m".to_owned()),
         ]
         .prop_map(|v| ("recovery_window", Value::from(v))),
+        prop_oneof![4 => (1i64..4).prop_map(Value::from), 1 => Just(Value::from(-1))]
+            .prop_map(|v| ("keep_verified", v)),
     ]
 }
 
@@ -327,6 +342,23 @@ proptest! {
         // The newest completed full backup is never deleted.
         if let Some(newest) = newest_completed_full(catalog) {
             prop_assert!(plan.keeps(&newest.id), "newest full {} deleted", newest.id);
+        }
+
+        // The newest backup a restore test proved (completed, not asked to be deleted) is never
+        // deleted while no newer one is proven; nor is a missing one, unless a user asked.
+        let newest_verified = catalog
+            .backups
+            .iter()
+            .filter(|b| b.status == BackupStatus::Completed && !b.delete_requested)
+            .filter(|b| b.verification == VerificationState::Verified)
+            .max_by_key(|b| b.completed_at);
+        if let Some(newest) = newest_verified {
+            prop_assert!(plan.keeps(&newest.id), "newest verified {} deleted", newest.id);
+        }
+        for backup in &catalog.backups {
+            if backup.status == BackupStatus::Missing && !backup.delete_requested {
+                prop_assert!(plan.keeps(&backup.id), "missing {} deleted", backup.id);
+            }
         }
 
         // Legal hold, in-use holds and in-progress backups are never deleted.

@@ -201,6 +201,7 @@ fn build_catalog(specs: &[BackupSpec], joins: &[usize; 4]) -> (Catalog, DateTime
             immutable: spec.immutable,
             delete_requested: spec.delete_requested,
             volumes,
+            verification: Default::default(),
         });
     }
     let newest = base + TimeDelta::minutes(minutes);

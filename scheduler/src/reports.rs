@@ -450,6 +450,7 @@ async fn record_report(
                     delete_request: None,
                     plugin_errors: Vec::new(),
                     volume_deletion: None,
+                    verification: Default::default(),
                 };
                 catalog.create(&record).await.map(|_| ())
             }

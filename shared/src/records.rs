@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use sexton_retention::{BackupKind, BackupStatus, Policy};
+pub use sexton_retention::{BackupKind, BackupStatus, Policy, VerificationState};
 
 use crate::names::{BackupId, ClusterName, PlanName, ScheduleName};
 
@@ -285,6 +285,94 @@ pub struct BackupRecord {
     /// when it drops those volumes from the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_deletion: Option<VolumeDeletion>,
+    /// Restore tests of this backup (issue 13): the state they left, the last verdict, a short
+    /// history and the test under way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+/// What restore tests say of a backup.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Verification {
+    /// `verified` once a restore test passed (counts for `keep_verified` and the verified
+    /// floor), `failed` once one failed; a timeout changes nothing.
+    pub state: VerificationState,
+    /// When the state was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<DateTime<Utc>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// Verified as part of the chain another backup's restore replayed (that backup's id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<BackupId>,
+    /// Earlier verdicts, newest first, at most [`VERIFICATION_HISTORY`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<VerificationEntry>,
+    /// A restore test asked for and not answered yet: the backup is held
+    /// (`verify:<request_id>`) until its verdict or its deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingVerification>,
+}
+
+/// How many verdicts a record keeps.
+pub const VERIFICATION_HISTORY: usize = 5;
+
+/// One verdict of a restore test.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VerificationEntry {
+    pub request_id: String,
+    /// `verified`, `failed` or `timeout`.
+    pub outcome: String,
+    pub at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<BackupId>,
+}
+
+/// A restore test under way.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PendingVerification {
+    pub request_id: String,
+    pub since: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+}
+
+impl Verification {
+    /// The hold a pending restore test puts on its backup.
+    pub fn hold(request_id: &str) -> String {
+        format!("verify:{request_id}")
+    }
+
+    /// Records a verdict: the state (a timeout leaves it), the history, the pending test
+    /// answered.
+    pub fn record(&mut self, entry: VerificationEntry) {
+        let state = match entry.outcome.as_str() {
+            "verified" => Some(VerificationState::Verified),
+            "failed" => Some(VerificationState::Failed),
+            _ => None,
+        };
+        if let Some(state) = state {
+            self.state = state;
+            self.at = Some(entry.at);
+            self.reason = entry.reason.clone();
+            self.duration_ms = entry.duration_ms;
+            self.via = entry.via.clone();
+        }
+        if self
+            .pending
+            .as_ref()
+            .is_some_and(|p| p.request_id == entry.request_id)
+        {
+            self.pending = None;
+        }
+        self.history.insert(0, entry);
+        self.history.truncate(VERIFICATION_HISTORY);
+    }
 }
 
 /// A claimed partial deletion: the job's revision (a redelivery of that job resumes it) and
@@ -332,6 +420,10 @@ impl BackupRecord {
             immutable: self.immutable,
             delete_requested: self.delete_requested || self.delete_request.is_some(),
             volumes: self.volumes.clone(),
+            verification: self
+                .verification
+                .as_ref()
+                .map_or(VerificationState::Unverified, |v| v.state),
         }
     }
 

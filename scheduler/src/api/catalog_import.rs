@@ -212,6 +212,7 @@ pub fn record_from(
         delete_request: None,
         plugin_errors: Vec::new(),
         volume_deletion: None,
+        verification: Default::default(),
     })
 }
 
