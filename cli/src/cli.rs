@@ -178,6 +178,18 @@ pub struct UpdateArgs {
     /// What deleting the schedule does to its backup records.
     #[arg(long, value_parser = ["schedule", "cluster", "none"])]
     pub backup_owner: Option<String>,
+    /// Restore tests: when (cron), e.g. '0 6 * * 0' (see docs/verification.md).
+    #[arg(long)]
+    pub verify_cron: Option<String>,
+    /// Which backup a test proves: latest, random, oldest_kept or each (each new one once).
+    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each"])]
+    pub verify_pick: Option<String>,
+    /// How long an executor has to answer a test (1m to 7d; default 1h).
+    #[arg(long)]
+    pub verify_timeout: Option<String>,
+    /// No restore tests any more.
+    #[arg(long, conflicts_with_all = ["verify_cron", "verify_pick", "verify_timeout"])]
+    pub no_verify: bool,
 }
 
 #[derive(Args, Debug)]
@@ -224,6 +236,15 @@ pub struct CreateArgs {
     /// Deleting a record of this schedule also deletes its objects (through the deleter).
     #[arg(long)]
     pub remote_cleanup: bool,
+    /// Restore tests: when (cron), e.g. '0 6 * * 0' (see docs/verification.md).
+    #[arg(long)]
+    pub verify_cron: Option<String>,
+    /// Which backup a test proves: latest, random, oldest_kept or each (each new one once).
+    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each"])]
+    pub verify_pick: Option<String>,
+    /// How long an executor has to answer a test (1m to 7d; default 1h).
+    #[arg(long)]
+    pub verify_timeout: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -277,6 +298,19 @@ pub enum BackupCommand {
         /// Delete even the newest full backup, or one a kept backup depends on, now.
         #[arg(long)]
         force: bool,
+    },
+    /// Ask for a restore test of a backup now: an executor restores it (with its chain) and
+    /// answers; the backup is held until then. With --wait, wait for the verdict.
+    Verify {
+        id: String,
+        #[arg(long)]
+        cluster: String,
+        /// How long the executor has (1m to 7d; default 1h).
+        #[arg(long)]
+        timeout: Option<String>,
+        /// Wait for the verdict (up to the timeout) and print it; exit 1 if it failed.
+        #[arg(long)]
+        wait: bool,
     },
     /// List objects under the cluster's prefix that no catalog record owns.
     Orphans {
@@ -411,6 +445,31 @@ pub enum BinlogCommand {
         #[arg(long)]
         cluster: String,
     },
+}
+
+/// The `verify` block of a schedule from its flags: none without `--verify-cron` (the others
+/// alone are refused: they would change nothing).
+fn verify_json(
+    cron: &Option<String>,
+    pick: &Option<String>,
+    timeout: &Option<String>,
+) -> Result<Option<Value>, Failure> {
+    let Some(cron) = cron else {
+        if pick.is_some() || timeout.is_some() {
+            return Err(Failure::input(
+                "--verify-pick and --verify-timeout need --verify-cron (the whole verify block is set at once)",
+            ));
+        }
+        return Ok(None);
+    };
+    let mut verify = json!({"cron": cron});
+    if let Some(pick) = pick {
+        verify["pick"] = json!(pick);
+    }
+    if let Some(timeout) = timeout {
+        verify["timeout"] = json!(timeout);
+    }
+    Ok(Some(verify))
 }
 
 fn parse_hold_reason(text: &str) -> Result<String, String> {
@@ -682,11 +741,26 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 let plan = request(&client, &subject, preview).await?;
                 eprintln!("{}", cell(plan.get("summary")));
             }
-            let value = request(&client, &subject, body).await?;
+            let mut value = request(&client, &subject, body).await?;
             match command {
                 Command::Backup(BackupCommand::Describe { .. }) if cli.output == Output::Table => {
                     print_backup_description(&value)
                 }
+                Command::Backup(BackupCommand::List { .. }) if cli.output == Output::Table => {
+                    let now = Utc::now();
+                    if let Value::Array(rows) = &mut value {
+                        for row in rows {
+                            row["verified"] = json!(verified_cell(row, now));
+                        }
+                    }
+                    print_value(cli.output, &value, columns)
+                }
+                Command::Backup(BackupCommand::Verify {
+                    id,
+                    cluster,
+                    wait: true,
+                    ..
+                }) => return wait_for_verdict(&client, cluster, id, &value, cli.output).await,
                 _ => print_value(cli.output, &value, columns),
             }
             Ok(())
@@ -740,6 +814,11 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 }
                 if let Some(owner) = &args.backup_owner {
                     body["backup_owner"] = json!(owner);
+                }
+                if let Some(verify) =
+                    verify_json(&args.verify_cron, &args.verify_pick, &args.verify_timeout)?
+                {
+                    body["verify"] = verify;
                 }
                 (
                     topology::api_subject("schedule", "create"),
@@ -834,6 +913,14 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 if let Some(owner) = &args.backup_owner {
                     body["backup_owner"] = json!(owner);
                 }
+                if let Some(verify) =
+                    verify_json(&args.verify_cron, &args.verify_pick, &args.verify_timeout)?
+                {
+                    body["verify"] = verify;
+                }
+                if args.no_verify {
+                    body["verify"] = Value::Null;
+                }
                 (
                     topology::api_subject("schedule", "update"),
                     body,
@@ -860,7 +947,31 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
             (
                 topology::api_subject("backup", "list"),
                 body,
-                &["cluster", "plan", "id", "kind", "status", "completed_at"],
+                &[
+                    "cluster",
+                    "plan",
+                    "id",
+                    "kind",
+                    "status",
+                    "completed_at",
+                    "verified",
+                ],
+            )
+        }
+        Command::Backup(BackupCommand::Verify {
+            id,
+            cluster,
+            timeout,
+            wait: _,
+        }) => {
+            let mut body = json!({"schema_version": 1, "cluster": cluster, "id": id});
+            if let Some(timeout) = timeout {
+                body["timeout"] = json!(timeout);
+            }
+            (
+                topology::api_subject("backup", "verify"),
+                body,
+                &["request_id", "backup_id", "deadline", "recorded"],
             )
         }
         Command::Backup(BackupCommand::Describe { id, cluster }) => (
@@ -1171,6 +1282,7 @@ fn print_backup_description(value: &Value) {
     ] {
         println!("{:<12}{}", format!("{label}:"), cell(lookup(backup, path)));
     }
+    println!("{:<12}{}", "verified:", verified_cell(backup, Utc::now()));
     let retention = value.get("retention").unwrap_or(&Value::Null);
     println!(
         "{:<12}{} ({})",
@@ -1197,6 +1309,119 @@ fn print_backup_description(value: &Value) {
             &["VOLUME", "KIND", "PARENT", "STATE", "WHY"].map(String::from),
             &rows,
         );
+    }
+    let history = backup
+        .pointer("/verification/history")
+        .and_then(Value::as_array);
+    if let Some(history) = history.filter(|h| !h.is_empty()) {
+        println!();
+        let rows: Vec<Vec<String>> = history
+            .iter()
+            .map(|e| {
+                vec![
+                    cell(e.get("at")),
+                    cell(e.get("outcome")),
+                    cell(e.get("duration_ms")),
+                    cell(e.get("request_id")),
+                    cell(e.get("reason")),
+                ]
+            })
+            .collect();
+        print_table(
+            &["TESTED", "OUTCOME", "MS", "REQUEST", "WHY"].map(String::from),
+            &rows,
+        );
+    }
+}
+
+/// The VERIFIED cell of `backup list`: how long ago a restore test proved the backup, `failed`,
+/// `testing` while one runs, `-` when never tested.
+fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> String {
+    let Some(verification) = record.get("verification").filter(|v| !v.is_null()) else {
+        return "-".into();
+    };
+    if verification.get("pending").is_some_and(|p| !p.is_null()) {
+        return "testing".into();
+    }
+    match verification.get("state").and_then(Value::as_str) {
+        Some("verified") => verification
+            .get("at")
+            .and_then(Value::as_str)
+            .and_then(|at| at.parse::<chrono::DateTime<Utc>>().ok())
+            .map(|at| format!("{} ago", short_age(now - at)))
+            .unwrap_or_else(|| "verified".into()),
+        Some("failed") => "failed".into(),
+        _ => "-".into(),
+    }
+}
+
+/// `45s`, `12m`, `3h`, `5d`.
+fn short_age(age: chrono::Duration) -> String {
+    let seconds = age.num_seconds().max(0);
+    match seconds {
+        0..=119 => format!("{seconds}s"),
+        120..=7199 => format!("{}m", seconds / 60),
+        7200..=172_799 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
+/// `backup verify --wait`: polls the backup until the test's verdict is recorded (or its
+/// deadline passed) and prints it; a failed test or a timeout exits 1.
+async fn wait_for_verdict(
+    client: &async_nats::Client,
+    cluster: &str,
+    id: &str,
+    asked: &Value,
+    output: Output,
+) -> Result<(), Failure> {
+    let Some(request_id) = asked.get("request_id").and_then(Value::as_str) else {
+        return Err(Failure::runtime(anyhow::anyhow!(
+            "no request id in {asked}"
+        )));
+    };
+    let deadline = asked
+        .get("deadline")
+        .and_then(Value::as_str)
+        .and_then(|d| d.parse::<chrono::DateTime<Utc>>().ok())
+        .unwrap_or_else(|| Utc::now() + chrono::Duration::hours(1));
+    let subject = topology::api_subject("backup", "describe");
+    loop {
+        let described = request(
+            client,
+            &subject,
+            json!({"schema_version": 1, "cluster": cluster, "id": id}),
+        )
+        .await?;
+        let history = described
+            .pointer("/backup/verification/history")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(entry) = history
+            .iter()
+            .find(|e| e.get("request_id").and_then(Value::as_str) == Some(request_id))
+        {
+            print_value(
+                output,
+                entry,
+                &["request_id", "outcome", "at", "duration_ms", "reason"],
+            );
+            return match entry.get("outcome").and_then(Value::as_str) {
+                Some("verified") => Ok(()),
+                _ => Err(Failure {
+                    code: 1,
+                    message: format!("restore test {request_id} of {id} did not pass"),
+                }),
+            };
+        }
+        if Utc::now() > deadline + chrono::Duration::minutes(1) {
+            return Err(Failure {
+                code: 1,
+                message: format!("no verdict for restore test {request_id} of {id} by {deadline}"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 

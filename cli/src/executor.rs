@@ -38,6 +38,7 @@ use sexton_shared::{
     topology,
     wire::{
         self, DueBackup, MergeDone, MergeJob, ObjectDigest, Report, ReportStatus, ReportVolume,
+        Verdict, VerdictOutcome, VerifyDue,
     },
     Shutdown,
 };
@@ -85,12 +86,58 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         .expires(topology::PULL_EXPIRES)
         .messages()
         .await?;
+    let verify_stream = js
+        .get_stream(topology::STREAM_VERIFY)
+        .await
+        .context("opening the verify stream")?;
+    let verify_consumer: PullConsumer = verify_stream
+        .get_or_create_consumer(
+            topology::CONSUMER_EXECUTOR_VERIFY,
+            topology::consumer_config(
+                topology::CONSUMER_EXECUTOR_VERIFY,
+                Some(format!("{}.verify.due.*", topology::SUBJECT_ROOT)),
+                Duration::from_secs(60),
+            ),
+        )
+        .await
+        .context("creating the executor's verify consumer")?;
+    let mut verifications = verify_consumer
+        .stream()
+        .expires(topology::PULL_EXPIRES)
+        .messages()
+        .await?;
     tracing::info!("reference executor started");
     let mut reported = Reported::new(REMEMBER_FOR, REMEMBER_AT_MOST);
     loop {
         let message = tokio::select! {
             _ = shutdown.wait() => break,
             message = messages.next() => message,
+            due = verifications.next() => {
+                match due {
+                    Some(Ok(message)) => {
+                        let outcome = match wire::decode::<VerifyDue>(&message.payload)
+                            .map_err(|e| e.to_string())
+                            .and_then(|due| check_verify_keys(&prefix, &due).map(|()| due))
+                        {
+                            Err(why) => Outcome::Poison(why),
+                            Ok(due) => match verify(&js, &store, &due).await {
+                                Ok(()) => Outcome::Done,
+                                Err(err) => {
+                                    tracing::warn!(backup = %due.backup_id, error = format!("{err:#}"), "restore test not answered; will retry");
+                                    Outcome::RetryAfter(Duration::from_secs(2))
+                                }
+                            },
+                        };
+                        settle(&js, "reference-executor", &message, &outcome).await;
+                    }
+                    Some(Err(err)) => {
+                        tracing::warn!(error = %err, "reading verify-due events");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    None => anyhow::bail!("the executor's verify consumer ended"),
+                }
+                continue;
+            }
             merge = merges.next() => {
                 match merge {
                     Some(Ok(message)) => {
@@ -431,6 +478,119 @@ async fn put_digested(
     };
     store.put(key, body.into()).await?;
     Ok(digest)
+}
+
+/// Every key of a verify-due event lies in its own backup's directory of the event's cluster:
+/// a forged event must not make the executor read another cluster's objects.
+fn check_verify_keys(prefix: &str, due: &VerifyDue) -> Result<(), String> {
+    for backup in &due.chain {
+        for object in &backup.objects {
+            sexton_shared::object_store::check_backup_key(
+                prefix,
+                &due.cluster,
+                &backup.backup_name,
+                backup.id.as_str(),
+                &object.key,
+            )
+            .map_err(|err| format!("backup {}: {err}", backup.id))?;
+        }
+    }
+    Ok(())
+}
+
+/// The reference executor's restore test, in its smallest honest form: the chain must be
+/// whole (a full first, each next building on the one before, the target last) and every
+/// object of it must read back whole, with the size and SHA-256 recorded when it was taken.
+/// A real executor restores the database instead (deploy/executors/mariadb). Pure.
+pub fn judge_chain(due: &VerifyDue) -> Result<(), String> {
+    let Some(first) = due.chain.first() else {
+        return Err("the event names no chain".into());
+    };
+    if first.kind != BackupKind::Full && first.parent.is_some() {
+        return Err(format!(
+            "the chain starts with {}, which builds on {:?}",
+            first.id, first.parent
+        ));
+    }
+    Ok(())
+}
+
+/// Reads back every object of the event's chain and answers with a verdict.
+async fn verify(
+    js: &jetstream::Context,
+    store: &ObjectStore,
+    due: &VerifyDue,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let mut problems: Vec<String> = Vec::new();
+    if let Err(why) = judge_chain(due) {
+        problems.push(why);
+    }
+    let mut checked = Vec::new();
+    let mut bytes_read = 0u64;
+    for backup in &due.chain {
+        for object in &backup.objects {
+            match store.digest(&object.key).await? {
+                None => problems.push(format!("object {} is missing", object.key)),
+                Some((size, sha256)) => {
+                    bytes_read += size;
+                    if object.size.is_some_and(|recorded| recorded != size) {
+                        problems.push(format!(
+                            "object {} holds {size} bytes, {} when taken",
+                            object.key,
+                            object.size.unwrap_or_default()
+                        ));
+                    } else if object
+                        .sha256
+                        .as_ref()
+                        .is_some_and(|recorded| *recorded != sha256)
+                    {
+                        problems.push(format!(
+                            "object {} has sha256 {sha256}, {} when taken",
+                            object.key,
+                            object.sha256.as_deref().unwrap_or_default()
+                        ));
+                    }
+                }
+            }
+            checked.push(object.key.clone());
+        }
+    }
+    let duration_ms = started.elapsed().as_millis() as u64;
+    let (outcome, reason) = if problems.is_empty() {
+        (
+            VerdictOutcome::Verified,
+            Some(format!(
+                "{} objects of {} backups read back, {bytes_read} bytes, checksums as taken",
+                checked.len(),
+                due.chain.len()
+            )),
+        )
+    } else {
+        (VerdictOutcome::VerifyFailed, Some(problems.join("; ")))
+    };
+    let verdict = Verdict {
+        schema_version: wire::SCHEMA_VERSION,
+        request_id: due.request_id.clone(),
+        cluster: due.cluster.clone(),
+        backup_id: due.backup_id.clone(),
+        uid: due.uid.clone(),
+        outcome,
+        reason,
+        duration_ms,
+        chain: due.chain.iter().map(|b| b.id.clone()).collect(),
+        checked,
+        bytes_read,
+    };
+    publish_once(
+        js,
+        topology::verdict_subject(&due.cluster),
+        &format!("verdict.{}", due.request_id),
+        wire::encode(&verdict),
+    )
+    .await?;
+    tracing::info!(cluster = %due.cluster, backup = %due.backup_id, request = %due.request_id, ?outcome, duration_ms, bytes_read, "restore test answered");
+    Ok(())
 }
 
 /// The object a merge writes in the target's directory: the whole chain's data.

@@ -15,6 +15,8 @@ pub struct Metrics {
     pub newest_backup_age: prometheus::GaugeVec,
     pub recoverable_window: prometheus::GaugeVec,
     pub policy_window: prometheus::GaugeVec,
+    /// Completion time of the newest backup a restore test proved (groups with tests only).
+    pub last_verified: prometheus::GaugeVec,
     /// Records the last scrub of a cluster left `missing`.
     pub missing: IntGaugeVec,
     /// When this replica last scrubbed a cluster: the freshest replica's `missing` counts.
@@ -88,6 +90,14 @@ impl Metrics {
             &["cluster", "plan"],
         )
         .expect("valid metric");
+        let last_verified = prometheus::GaugeVec::new(
+            Opts::new(
+                "sexton_last_verified_backup_timestamp_seconds",
+                "completion time of the newest backup a restore test proved (0: none proven yet)",
+            ),
+            &["cluster", "plan"],
+        )
+        .expect("valid metric");
         let missing = IntGaugeVec::new(
             Opts::new(
                 "sexton_missing_backups",
@@ -121,6 +131,7 @@ impl Metrics {
             Box::new(newest_backup_age.clone()),
             Box::new(recoverable_window.clone()),
             Box::new(policy_window.clone()),
+            Box::new(last_verified.clone()),
             Box::new(missing.clone()),
             Box::new(last_scrub.clone()),
             Box::new(scrubs.clone()),
@@ -139,6 +150,7 @@ impl Metrics {
             newest_backup_age,
             recoverable_window,
             policy_window,
+            last_verified,
             missing,
             last_scrub,
             scrubs,

@@ -653,6 +653,24 @@ impl Worker {
                 .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
                 .set((now - newest.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3);
         }
+        // Groups whose backups have been tested: when the newest proven one completed.
+        if group.records.iter().any(|r| r.value.verification.is_some()) {
+            let proven = group
+                .records
+                .iter()
+                .filter(|r| r.value.status == BackupStatus::Completed)
+                .filter(|r| {
+                    r.value.verification.as_ref().is_some_and(|v| {
+                        v.state == sexton_shared::records::VerificationState::Verified
+                    })
+                })
+                .filter_map(|r| r.value.completed_at)
+                .max();
+            self.metrics
+                .last_verified
+                .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
+                .set(proven.map_or(0.0, |t| t.timestamp() as f64));
+        }
         let kept: std::collections::HashSet<&str> = match &group.decision {
             Some(decision) => decision.keep.iter().map(|d| d.id.as_str()).collect(),
             None => group.records.iter().map(|r| r.value.id.as_str()).collect(),

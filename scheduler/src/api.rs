@@ -29,19 +29,27 @@ use crate::timers;
 mod backup_delete;
 mod backup_describe;
 mod backup_hold;
+mod backup_verify;
 mod catalog_import;
 mod cluster_forget;
 mod schedule_delete;
+
+/// What the API reads and writes besides NATS: the bucket (read only) and the restore tests.
+pub struct Edges {
+    pub store: sexton_shared::object_store::ObjectStore,
+    pub verifier: crate::verify::Verifier,
+}
 
 pub async fn run(
     client: async_nats::Client,
     topology: Topology,
     clusters_bucket: async_nats::jetstream::kv::Store,
-    store: sexton_shared::object_store::ObjectStore,
+    edges: Edges,
     config: Config,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
+    let Edges { store, verifier } = edges;
     let requests = futures::stream::select(
         client
             .queue_subscribe(
@@ -85,6 +93,7 @@ pub async fn run(
         topology,
         clusters_bucket,
         store,
+        verifier,
         config,
         metrics,
     };
@@ -118,6 +127,8 @@ struct Api {
     clusters_bucket: async_nats::jetstream::kv::Store,
     /// Read only: `catalog.import` lists the bucket and reads metadata.json documents.
     store: sexton_shared::object_store::ObjectStore,
+    /// Asks for restore tests (`backup.verify`).
+    verifier: crate::verify::Verifier,
     config: Config,
     catalog: Catalog,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
@@ -243,6 +254,9 @@ impl Api {
                     if let Some(owner) = req.backup_owner {
                         record.backup_owner = owner;
                     }
+                    if let Some(verify) = &req.verify {
+                        record.verify = verify.clone();
+                    }
                 })
                 .await
             }
@@ -262,6 +276,7 @@ impl Api {
                 }))
             }
             "backup.hold" => self.hold_backup(decode(body)?).await,
+            "backup.verify" => self.verify_backup(decode(body)?).await,
             "backup.release" => self.release_backup(decode(body)?).await,
             "cluster.forget" => self.forget_cluster(decode(body)?).await,
             "catalog.import" => self.import_catalog(decode(body)?).await,
@@ -292,6 +307,7 @@ impl Api {
             full_every: spec.full_every,
             volumes: spec.volumes,
             backup_owner: spec.backup_owner,
+            verify: spec.verify,
             created_at: now,
             status: ScheduleStatus::default(),
         };

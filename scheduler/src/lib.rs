@@ -16,6 +16,8 @@ pub mod metrics;
 pub mod reports;
 pub mod sweeps;
 pub mod timers;
+pub mod verdicts;
+pub mod verify;
 
 use std::sync::Arc;
 
@@ -63,11 +65,24 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         metrics.clone(),
         shutdown.clone(),
     ));
+    // Restore tests: the scheduled ones, the verdicts, and the API's on-demand ones share the
+    // tests this replica waits on.
+    let verifier = verify::Verifier {
+        topology: topology.clone(),
+        catalog: sexton_shared::catalog::Catalog::new(topology.catalog.clone()),
+        metrics: metrics.clone(),
+        pending: verify::Pending::default(),
+    };
+    let verify_task = tokio::spawn(verify::run(verifier.clone(), shutdown.clone()));
+    let verdicts_task = tokio::spawn(verdicts::run(verifier.clone(), shutdown.clone()));
     let api = tokio::spawn(api::run(
         client.clone(),
         topology.clone(),
         clusters_bucket.clone(),
-        store.clone(),
+        api::Edges {
+            store: store.clone(),
+            verifier,
+        },
         config.clone(),
         metrics.clone(),
         shutdown.clone(),
@@ -80,12 +95,15 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         clusters_seen,
         shutdown.clone(),
     ));
-    let (timers, reports, api, sweeps) = tokio::join!(timers, reports, api, sweeps);
+    let (timers, reports, api, sweeps, verify_task, verdicts_task) =
+        tokio::join!(timers, reports, api, sweeps, verify_task, verdicts_task);
     for (name, result) in [
         ("timers", timers),
         ("reports", reports),
         ("api", api),
         ("sweeps", sweeps),
+        ("verify", verify_task),
+        ("verdicts", verdicts_task),
     ] {
         result
             .with_context(|| format!("scheduler {name} task panicked"))?

@@ -20,6 +20,10 @@ pub struct Metrics {
     /// Completed reports checked against the bucket before they count: `seen`, `refused`
     /// (recorded failed), `retry` (the bucket could not be read).
     pub intake_checks: IntCounterVec,
+    /// Restore-test verdicts by outcome (`verified`, `failed`, `timeout`).
+    pub verifications: IntCounterVec,
+    /// Restore tests asked for (scheduled or on demand), duplicates excluded.
+    pub verify_requests: IntCounter,
 }
 
 impl Metrics {
@@ -89,6 +93,19 @@ impl Metrics {
             &["outcome"],
         )
         .expect("valid metric");
+        let verifications = IntCounterVec::new(
+            Opts::new(
+                "sexton_verifications_total",
+                "restore-test verdicts recorded, by outcome (verified, failed, timeout)",
+            ),
+            &["outcome"],
+        )
+        .expect("valid metric");
+        let verify_requests = IntCounter::new(
+            "sexton_verify_requests_total",
+            "restore tests asked for (verify-due events published, duplicates excluded)",
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(due_published.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(due_duplicates.clone()),
@@ -99,6 +116,8 @@ impl Metrics {
             Box::new(schedules_loaded.clone()),
             Box::new(due_artifact_kinds.clone()),
             Box::new(intake_checks.clone()),
+            Box::new(verifications.clone()),
+            Box::new(verify_requests.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -115,6 +134,8 @@ impl Metrics {
             schedules_loaded,
             due_artifact_kinds,
             intake_checks,
+            verifications,
+            verify_requests,
         }
     }
 }

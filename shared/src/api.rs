@@ -117,6 +117,9 @@ pub struct ScheduleSpec {
     /// What deleting the schedule does to its backup records (default `none`: they stay).
     #[serde(default)]
     pub backup_owner: BackupOwner,
+    /// Scheduled restore tests (issue 13).
+    #[serde(default)]
+    pub verify: Option<crate::records::VerifySpec>,
 }
 
 impl Message for ScheduleSpec {
@@ -129,6 +132,9 @@ impl Message for ScheduleSpec {
         }
         validate_deadline(self.starting_deadline_seconds)?;
         validate_volumes(&self.volumes)?;
+        if let Some(verify) = &self.verify {
+            verify.validate()?;
+        }
         validate_labels(&self.labels)
     }
 }
@@ -178,6 +184,13 @@ pub struct ScheduleUpdate {
     pub volumes: Option<Vec<String>>,
     #[serde(default)]
     pub backup_owner: Option<BackupOwner>,
+    /// Absent: unchanged; `null`: no restore tests any more; an object: the new tests.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub verify: Option<Option<crate::records::VerifySpec>>,
 }
 
 /// `schedule.delete`. With `dry_run` the reply says what deleting would do to the schedule's
@@ -232,6 +245,9 @@ impl Message for ScheduleUpdate {
     fn validate(&self) -> Result<(), String> {
         validate_labels(self.labels.iter().flatten())?;
         validate_volumes(self.volumes.iter().flatten())?;
+        if let Some(Some(verify)) = &self.verify {
+            verify.validate()?;
+        }
         validate_deadline(self.starting_deadline_seconds)
     }
 }

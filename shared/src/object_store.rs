@@ -155,6 +155,46 @@ impl ObjectStore {
         }
     }
 
+    /// Reads `key` back in a stream (never whole in memory) and returns its size and SHA-256
+    /// in hex; `None` when there is no such object. What verification recomputes.
+    pub async fn digest(&self, key: &str) -> Result<Option<(u64, String)>, ObjectError> {
+        use sha2::Digest as _;
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(err) if err.code() == Some("NoSuchKey") => return Ok(None),
+            Err(err) => return Err(object_error("get", key, err)),
+        };
+        let mut body = out.body;
+        let mut hasher = sha2::Sha256::new();
+        let mut size = 0u64;
+        loop {
+            match body.try_next().await {
+                Ok(Some(chunk)) => {
+                    size += chunk.len() as u64;
+                    hasher.update(&chunk);
+                }
+                Ok(None) => break,
+                Err(err) => {
+                    return Err(ObjectError {
+                        operation: "get",
+                        key: key.to_string(),
+                        code: "Body".into(),
+                        message: err.to_string(),
+                        permanent: false,
+                    })
+                }
+            }
+        }
+        Ok(Some((size, crate::digest::hex(&hasher.finalize()))))
+    }
+
     /// Deletes `keys` in batches of 1000. Deleting a missing key succeeds (S3 semantics), so a
     /// redelivered job finishes without error. Returns the first failure; a permanent one
     /// (Object Lock, legal hold) is reported over a transient one.

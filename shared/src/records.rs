@@ -60,9 +60,134 @@ pub struct ScheduleRecord {
     /// `backupOwnerReference`). Default `none`: they stay.
     #[serde(default)]
     pub backup_owner: BackupOwner,
+    /// Scheduled restore tests (issue 13): when, which backup, and how long an executor has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifySpec>,
     pub created_at: DateTime<Utc>,
     #[serde(default)]
     pub status: ScheduleStatus,
+}
+
+/// A schedule's restore tests: `verify: {cron, pick, timeout}`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySpec {
+    /// When to test, in the schedule's cron grammar (robfig's, `CRON_TZ=` allowed).
+    pub cron: String,
+    #[serde(default)]
+    pub pick: VerifyPick,
+    /// How long an executor has to answer; the backup is held until then. 1m to 7d,
+    /// default 1h.
+    #[serde(default)]
+    pub timeout: VerifyTimeout,
+}
+
+impl VerifySpec {
+    /// Checks the cron (it must parse) and the timeout's bounds.
+    pub fn validate(&self) -> Result<(), String> {
+        sexton_schedule::CronSpec::parse(&self.cron)
+            .map_err(|err| format!("verify: invalid cron {:?}: {err}", self.cron))?;
+        self.timeout.check()
+    }
+}
+
+/// Which backup a scheduled restore test proves.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case", try_from = "String", into = "String")]
+pub enum VerifyPick {
+    /// The newest completed backup.
+    #[default]
+    Latest,
+    /// One completed backup, chosen from the tick (the same on every replica).
+    Random,
+    /// The oldest completed backup: the far end of the recovery window.
+    OldestKept,
+    /// Each new backup once: the oldest completed backup never tested.
+    Each,
+}
+
+impl VerifyPick {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyPick::Latest => "latest",
+            VerifyPick::Random => "random",
+            VerifyPick::OldestKept => "oldest_kept",
+            VerifyPick::Each => "each",
+        }
+    }
+}
+
+impl TryFrom<String> for VerifyPick {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<VerifyPick, String> {
+        Ok(match text.as_str() {
+            "latest" => VerifyPick::Latest,
+            "random" => VerifyPick::Random,
+            "oldest_kept" => VerifyPick::OldestKept,
+            "each" => VerifyPick::Each,
+            _ => {
+                return Err(format!(
+                    "verify pick {text:?}: expected latest, random, oldest_kept or each"
+                ))
+            }
+        })
+    }
+}
+
+impl From<VerifyPick> for String {
+    fn from(pick: VerifyPick) -> String {
+        pick.as_str().to_string()
+    }
+}
+
+/// How long a restore test may take: `90s`, `30m`, `2h`, `1d`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct VerifyTimeout(pub std::time::Duration);
+
+impl Default for VerifyTimeout {
+    fn default() -> VerifyTimeout {
+        VerifyTimeout(std::time::Duration::from_secs(3600))
+    }
+}
+
+impl VerifyTimeout {
+    const MIN: std::time::Duration = std::time::Duration::from_secs(60);
+    const MAX: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
+    fn check(&self) -> Result<(), String> {
+        if self.0 < Self::MIN || self.0 > Self::MAX {
+            return Err(format!(
+                "verify timeout {}s: expected 1m to 7d",
+                self.0.as_secs()
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn as_delta(self) -> chrono::Duration {
+        chrono::Duration::from_std(self.0).expect("at most 7 days")
+    }
+}
+
+impl TryFrom<String> for VerifyTimeout {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<VerifyTimeout, String> {
+        let timeout = VerifyTimeout(
+            crate::config::duration_text::parse(&text)
+                .map_err(|why| format!("verify timeout {text:?}: {why}"))?,
+        );
+        timeout.check()?;
+        Ok(timeout)
+    }
+}
+
+impl From<VerifyTimeout> for String {
+    fn from(timeout: VerifyTimeout) -> String {
+        format!("{}s", timeout.0.as_secs())
+    }
 }
 
 /// Kubernetes' and Velero's overlap handling, reduced to the two policies that keep data safe.
@@ -159,6 +284,9 @@ pub struct ScheduleStatus {
     /// The latest backup of a schedule without volumes failed: the next one is a full.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub last_backup_failed: bool,
+    /// The nominal tick of the last restore test asked for (its message id uses it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verify_tick: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]

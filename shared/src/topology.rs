@@ -23,6 +23,9 @@ pub const STREAM_EVENTS: &str = "SEXTON_EVENTS";
 /// Keeps the max-deliveries advisories of the deleter's consumer until a deleter has recorded
 /// them, so one raised while no deleter runs is not lost.
 pub const STREAM_DEAD_LETTERS: &str = "SEXTON_DEAD_LETTERS";
+/// Restore tests (issue 13): verify-due events to executors and their verdicts back, kept a
+/// week (several kinds of executor may read the events; the verdicts are an audit trail).
+pub const STREAM_VERIFY: &str = "SEXTON_VERIFY";
 
 pub const BUCKET_SCHEDULES: &str = "sexton-schedules";
 pub const BUCKET_CATALOG: &str = "sexton-catalog";
@@ -40,6 +43,10 @@ pub const CONSUMER_DELETER: &str = "deleter";
 pub const CONSUMER_DELETER_BINLOG: &str = "deleter-binlog";
 pub const CONSUMER_DEAD_LETTERS: &str = "deleter-dead-letters";
 pub const CONSUMER_EXECUTOR: &str = "reference-executor";
+/// The reference executor's durable on verify-due events.
+pub const CONSUMER_EXECUTOR_VERIFY: &str = "reference-executor-verify";
+/// The scheduler's durable on verdicts.
+pub const CONSUMER_VERDICTS: &str = "scheduler-verdicts";
 
 /// How long JetStream remembers a message id for de-duplication. A replica that publishes a
 /// due tick and dies before recording it is replaced well within this window.
@@ -47,6 +54,12 @@ pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 
 pub fn due_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.due.{cluster}")
+}
+pub fn verify_due_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.verify.due.{cluster}")
+}
+pub fn verdict_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.verify.verdict.{cluster}")
 }
 pub fn report_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.report.{cluster}")
@@ -134,6 +147,12 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             STREAM_DEAD_LETTERS,
             vec![DELETER_MAX_DELIVERIES_ADVISORY.to_string()],
             RetentionPolicy::WorkQueue,
+            week,
+        ),
+        base(
+            STREAM_VERIFY,
+            vec![format!("{SUBJECT_ROOT}.verify.*.*")],
+            RetentionPolicy::Limits,
             week,
         ),
     ]

@@ -433,6 +433,138 @@ impl Message for Report {
     }
 }
 
+/// Scheduler → executors (`sexton.v1.verify.due.<cluster>`): prove that `backup_id` restores.
+/// Restore `chain` (oldest first: the full, then each incremental, the target last) somewhere
+/// harmless, check it, and answer with a [`Verdict`] before `deadline`; until then the target
+/// is held (`verify:<request_id>`). Message id `verify.<request_id>`: one per request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VerifyDue {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    /// `<schedule>-<tick as YYYYMMDDhhmmss>` for a scheduled test, `manual-…` for one asked for.
+    pub request_id: String,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleName>,
+    pub backup_id: BackupId,
+    /// The target's unique id: a verdict must name it.
+    pub uid: String,
+    pub requested_at: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+    /// What a restore of the target reads, oldest first, the target last.
+    pub chain: Vec<VerifyBackup>,
+}
+
+/// One backup of a chain to restore, with its objects as intake saw them.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VerifyBackup {
+    pub id: BackupId,
+    pub uid: String,
+    pub backup_name: String,
+    pub kind: BackupKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<BackupId>,
+    /// Every object, with the size and SHA-256 recorded when the backup was taken (no
+    /// checksum for a backup recorded before intake verified objects: then its size or its
+    /// existence is what can be checked).
+    pub objects: Vec<VerifyObject>,
+}
+
+/// An object to read back: its key and, when recorded, its size and SHA-256.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VerifyObject {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl Message for VerifyDue {
+    const KIND: &'static str = "verify-due event";
+
+    fn validate(&self) -> Result<(), String> {
+        check_request_id(&self.request_id)?;
+        let Some(target) = self.chain.last() else {
+            return Err("a verify-due event names the chain to restore".into());
+        };
+        if target.id != self.backup_id || target.uid != self.uid {
+            return Err("the chain must end with the backup to verify".into());
+        }
+        if self.chain.len() > 10_000 {
+            return Err("a chain of more than 10000 backups".into());
+        }
+        Ok(())
+    }
+}
+
+/// Whether a restore test passed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerdictOutcome {
+    Verified,
+    VerifyFailed,
+}
+
+/// Executor → scheduler (`sexton.v1.verify.verdict.<cluster>`): what a restore test found.
+/// Message id `verdict.<request_id>`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Verdict {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub request_id: String,
+    pub cluster: ClusterName,
+    pub backup_id: BackupId,
+    pub uid: String,
+    pub outcome: VerdictOutcome,
+    /// Why it failed (naming the object or step), or what was proven.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub duration_ms: u64,
+    /// The backups whose objects the restore read (the chain, oldest first).
+    #[serde(default)]
+    pub chain: Vec<BackupId>,
+    /// The object keys read back and checked.
+    #[serde(default)]
+    pub checked: Vec<String>,
+    /// Bytes read back.
+    #[serde(default)]
+    pub bytes_read: u64,
+}
+
+impl Message for Verdict {
+    const KIND: &'static str = "verdict";
+
+    fn validate(&self) -> Result<(), String> {
+        check_request_id(&self.request_id)?;
+        if self.uid.is_empty() || self.uid.len() > 64 {
+            return Err("uid must hold 1 to 64 characters".into());
+        }
+        if self.reason.as_ref().is_some_and(|r| r.len() > 4096) {
+            return Err("reason longer than 4096 bytes".into());
+        }
+        if self.chain.len() > 10_000 || self.checked.len() > 100_000 {
+            return Err("chain or checked too long".into());
+        }
+        if self
+            .chain
+            .last()
+            .is_some_and(|last| *last != self.backup_id)
+        {
+            return Err("the chain must end with the verified backup".into());
+        }
+        Ok(())
+    }
+}
+
+/// A verification request id: a backup-id-like name (it becomes part of a hold reason and a
+/// message id).
+pub fn check_request_id(id: &str) -> Result<(), String> {
+    crate::names::check_name("request id", id).map_err(|e| e.to_string())?;
+    crate::api::check_hold_reason(&format!("verify:{id}"))
+}
+
 /// Scheduler → retention-worker: a backup of this cluster/plan completed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CheckpointComplete {

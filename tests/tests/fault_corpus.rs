@@ -316,6 +316,8 @@ async fn the_fleet_refuses_every_case_of_the_corpus() {
         "subject_checkpoint.json",
         "subject_sweep.json",
         "subject_due.json",
+        "subject_verdict.json",
+        "subject_verify_due.json",
     ] {
         let corpus: SubjectFile = load_corpus(file);
         for (n, case) in corpus.cases.iter().enumerate() {

@@ -1,0 +1,95 @@
+//! `backup.verify` (`sexton backup verify ID --cluster C [--timeout 30m] [--wait]`): a restore
+//! test of one backup now, outside any schedule's `verify` cron. The same path as a scheduled
+//! test ([`crate::verify::Verifier::ask`]): the event with its chain, the backup held until the
+//! verdict or the deadline. Refused for a backup that is not completed, or already under test.
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sexton_shared::{
+    api::{ApiError, ErrorCode},
+    names::{BackupId, ClusterName},
+    records::{BackupStatus, VerifyTimeout},
+    wire::{self, Message},
+};
+
+use super::{invalid, unavailable, Api};
+
+/// `backup.verify` request.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub id: BackupId,
+    /// How long an executor has (1m to 7d); default 1h.
+    #[serde(default)]
+    pub timeout: Option<VerifyTimeout>,
+}
+
+fn v1() -> u32 {
+    wire::SCHEMA_VERSION
+}
+
+impl Message for VerifyRequest {
+    const KIND: &'static str = "request";
+}
+
+impl Api {
+    pub(super) async fn verify_backup(&self, req: VerifyRequest) -> Result<Value, ApiError> {
+        let records = self
+            .catalog
+            .list_cluster(&req.cluster)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        let Some(target) = records.iter().find(|r| r.value.id == req.id) else {
+            return Err(super::backup_not_found(&req.cluster, &req.id));
+        };
+        let target = &target.value;
+        if target.status != BackupStatus::Completed {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "backup {} is {}: only a completed backup can be tested",
+                    req.id,
+                    target.status.as_str()
+                ),
+            ));
+        }
+        if let Some(pending) = target
+            .verification
+            .as_ref()
+            .and_then(|v| v.pending.as_ref())
+        {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "backup {} is already under test ({}, until {})",
+                    req.id, pending.request_id, pending.deadline
+                ),
+            ));
+        }
+        let now = Utc::now();
+        let request_id = format!(
+            "manual-{}-{}",
+            now.format("%Y%m%d%H%M%S"),
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        );
+        let timeout = req.timeout.unwrap_or_default().as_delta();
+        let asked = self
+            .verifier
+            .ask(&records, target, &request_id, timeout, now)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        match asked {
+            Some(asked) => serde_json::to_value(asked).map_err(invalid),
+            // The chain cannot be restored: recorded failed at once, with the reason.
+            None => Ok(serde_json::json!({
+                "request_id": request_id,
+                "backup_id": req.id,
+                "recorded": "failed",
+            })),
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Verdicts of restore tests (`sexton.v1.verify.verdict.<cluster>`, durable
+//! `scheduler-verdicts`) → the backup's `verification`, its hold released, retention asked to
+//! decide again (a proven backup is kept by `keep_verified` and the verified floor).
+//!
+//! A verdict counts only for a test Sexton asked for: its backup must exist with the unique id
+//! the verdict names, and the request must be the one under way or one already answered (a
+//! redelivery). Anything else (an unknown backup, another uid, a request nobody made, a subject
+//! naming another cluster) is poison, with an incident. A verified incremental proves its
+//! ancestors too: the restore replayed them, so each is recorded verified `via` the target.
+
+use std::{sync::Arc, time::Duration};
+use tracing::Instrument as _;
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, consumer::PullConsumer};
+use chrono::Utc;
+use sexton_shared::{
+    catalog::Lookup,
+    nats::publish_once,
+    outcome::{settle, Outcome},
+    records::VerificationEntry,
+    topology,
+    wire::{self, RetentionSweep, Verdict, VerdictOutcome},
+    Shutdown,
+};
+
+use crate::verify::Verifier;
+
+pub async fn run(verifier: Verifier, mut shutdown: Shutdown) -> anyhow::Result<()> {
+    let stream = verifier
+        .topology
+        .jetstream
+        .get_stream(topology::STREAM_VERIFY)
+        .await
+        .context("opening the verify stream")?;
+    let consumer: PullConsumer = stream
+        .get_or_create_consumer(
+            topology::CONSUMER_VERDICTS,
+            topology::consumer_config(
+                topology::CONSUMER_VERDICTS,
+                Some(format!("{}.verify.verdict.*", topology::SUBJECT_ROOT)),
+                Duration::from_secs(30),
+            ),
+        )
+        .await
+        .context("creating the verdicts consumer")?;
+    let mut messages = consumer
+        .stream()
+        .expires(topology::PULL_EXPIRES)
+        .messages()
+        .await
+        .context("reading verdicts")?;
+    let verifier = Arc::new(verifier);
+    loop {
+        let Some(message) =
+            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "verdicts").await?
+        else {
+            return Ok(());
+        };
+        let span = sexton_shared::telemetry::message_span(&message);
+        async {
+            let outcome = match handle(&verifier, &message).await {
+                Ok(outcome) => outcome,
+                Err(err) => {
+                    tracing::warn!(
+                        error = format!("{err:#}"),
+                        "verdict not recorded; will retry"
+                    );
+                    Outcome::RetryAfter(Duration::from_secs(2))
+                }
+            };
+            settle(
+                &verifier.topology.jetstream,
+                "scheduler",
+                &message,
+                &outcome,
+            )
+            .await;
+        }
+        .instrument(span)
+        .await;
+    }
+}
+
+async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Result<Outcome> {
+    let verdict: Verdict = match wire::decode(&message.payload) {
+        Ok(verdict) => verdict,
+        Err(err) => return Ok(Outcome::Poison(err.to_string())),
+    };
+    tracing::Span::current().record("backup", verdict.backup_id.as_str());
+    let expected = topology::verdict_subject(&verdict.cluster);
+    if message.subject.as_str() != expected {
+        return Ok(Outcome::Poison(format!(
+            "verdict for cluster {} arrived on {:?}, not on {expected:?}",
+            verdict.cluster,
+            message.subject.chars().take(200).collect::<String>()
+        )));
+    }
+    let catalog = &verifier.catalog;
+    let current = match catalog.lookup(&verdict.cluster, &verdict.backup_id).await? {
+        Lookup::Live(current) => current,
+        Lookup::Never | Lookup::Removed => {
+            return Ok(Outcome::Poison(format!(
+                "verdict for backup {} of {}, which the catalog does not hold",
+                verdict.backup_id, verdict.cluster
+            )))
+        }
+    };
+    let record = &current.value;
+    if record.uid != verdict.uid {
+        return Ok(Outcome::Poison(format!(
+            "verdict for backup {} with uid {:?}, not the backup's {:?}",
+            verdict.backup_id, verdict.uid, record.uid
+        )));
+    }
+    let asked = record.verification.as_ref().is_some_and(|v| {
+        v.pending
+            .as_ref()
+            .is_some_and(|p| p.request_id == verdict.request_id)
+            || v.history.iter().any(|e| e.request_id == verdict.request_id)
+    });
+    if !asked {
+        return Ok(Outcome::Poison(format!(
+            "verdict for restore test {} of backup {}, which nobody asked for",
+            verdict.request_id, verdict.backup_id
+        )));
+    }
+    let now = Utc::now();
+    let outcome = match verdict.outcome {
+        VerdictOutcome::Verified => "verified",
+        VerdictOutcome::VerifyFailed => "failed",
+    };
+    let entry = VerificationEntry {
+        request_id: verdict.request_id.clone(),
+        outcome: outcome.into(),
+        at: now,
+        reason: verdict.reason.clone(),
+        duration_ms: Some(verdict.duration_ms),
+        via: None,
+    };
+    let already = record
+        .verification
+        .as_ref()
+        .is_some_and(|v| v.history.iter().any(|e| e.request_id == verdict.request_id));
+    verifier
+        .settle(
+            &verdict.cluster,
+            &verdict.backup_id,
+            &verdict.uid,
+            entry.clone(),
+        )
+        .await?;
+    if !already {
+        verifier
+            .metrics
+            .verifications
+            .with_label_values(&[outcome])
+            .inc();
+        match verdict.outcome {
+            VerdictOutcome::Verified => {
+                tracing::info!(cluster = %verdict.cluster, backup = %verdict.backup_id, request = %verdict.request_id, duration_ms = verdict.duration_ms, "restore test passed")
+            }
+            VerdictOutcome::VerifyFailed => {
+                verifier
+                    .incident(
+                        &verdict.cluster,
+                        verdict.backup_id.as_str(),
+                        "verify-failed",
+                        verdict.reason.as_deref().unwrap_or("no reason given"),
+                    )
+                    .await
+            }
+        }
+    }
+    // The restore replayed the chain: its ancestors are proven too.
+    if verdict.outcome == VerdictOutcome::Verified {
+        for ancestor in verdict.chain.iter().filter(|id| **id != verdict.backup_id) {
+            let Lookup::Live(parent) = catalog.lookup(&verdict.cluster, ancestor).await? else {
+                continue;
+            };
+            let via = VerificationEntry {
+                via: Some(verdict.backup_id.clone()),
+                reason: Some(format!(
+                    "restored as part of the chain of {}",
+                    verdict.backup_id
+                )),
+                ..entry.clone()
+            };
+            verifier
+                .settle(&verdict.cluster, ancestor, &parent.value.uid, via)
+                .await?;
+        }
+    }
+    // Retention decides again with the new proof (or its absence).
+    let sweep = RetentionSweep {
+        schema_version: wire::SCHEMA_VERSION,
+        cluster: verdict.cluster.clone(),
+        requested_at: now,
+        scrub: false,
+    };
+    publish_once(
+        &verifier.topology.jetstream,
+        topology::sweep_subject(&verdict.cluster),
+        &format!("verdict.{}.{}", verdict.cluster, verdict.request_id),
+        wire::encode(&sweep),
+    )
+    .await?;
+    Ok(Outcome::Done)
+}

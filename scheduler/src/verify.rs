@@ -1,0 +1,791 @@
+//! Restore tests (issue 13): a schedule's `verify: {cron, pick, timeout}` fires a
+//! `verify-due` event once per tick, naming one backup and the chain a restore of it reads; an
+//! executor restores it somewhere harmless and answers with a verdict ([`crate::verdicts`]).
+//! Retention keeps the newest proven backups (`keep_verified`, the verified floor).
+//!
+//! Exactly once, as due ticks: the event's message id is the request id
+//! (`<schedule>-<tick>`), the schedule's `last_verify_tick` is compare-and-set after it, and a
+//! replica that finds its publication de-duplicated reads the stored event back and carries
+//! out *that* request (the backup picked first), so replicas racing on a tick agree.
+//!
+//! Until its verdict or its deadline the backup is held (`verify:<request_id>` in its holds,
+//! `verification.pending` says until when): retention keeps it, no deleter touches it. A test
+//! nobody answers by its deadline is recorded as a timeout (the backup's state does not
+//! change: no news is no proof, but no disproof either) and the hold released, by the replica
+//! that fired it (a timer) or, after that replica died, at the schedule's next test.
+//!
+//! Which backup ([`pick`]) and what a restore reads ([`chain_of`]) are pure.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use anyhow::Context as _;
+use async_nats::jetstream::kv::Operation;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use sexton_schedule::CronSpec;
+use sexton_shared::{
+    catalog::{CasError, Catalog, Lookup, Versioned},
+    digest,
+    names::{BackupId, ClusterName, ScheduleName},
+    nats::publish_once_acked,
+    outcome::publish_incident,
+    records::{
+        BackupRecord, BackupStatus, PendingVerification, ScheduleRecord, Verification,
+        VerificationEntry, VerifyPick,
+    },
+    topology::{self, Topology},
+    wire::{self, Incident, VerifyBackup, VerifyDue, VerifyObject},
+    Shutdown,
+};
+
+use crate::metrics::Metrics;
+
+/// The request id of a schedule's test at `tick`: `<schedule>-<YYYYMMDDhhmmss>`.
+pub fn request_id(schedule: &ScheduleName, tick: DateTime<Utc>) -> String {
+    format!("{schedule}-{}", tick.format("%Y%m%d%H%M%S"))
+}
+
+/// The tick due now, if any: the newest tick of `cron` after `since` and not after `now` (a
+/// schedule that missed several tests while no scheduler ran takes one, for the newest).
+pub fn due_tick(
+    cron: &CronSpec,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let mut tick = cron.next_after(since).filter(|t| *t <= now)?;
+    for _ in 0..100_000 {
+        match cron.next_after(tick) {
+            Some(next) if next <= now => tick = next,
+            _ => break,
+        }
+    }
+    Some(tick)
+}
+
+/// Which of a schedule's backups a test proves. Candidates are completed backups no user asked
+/// to delete and no other test is proving now. `Random` is drawn from the request id, so every
+/// replica draws the same backup.
+pub fn pick<'a>(
+    records: &[&'a BackupRecord],
+    how: VerifyPick,
+    request_id: &str,
+) -> Option<&'a BackupRecord> {
+    let mut candidates: Vec<&BackupRecord> = records
+        .iter()
+        .copied()
+        .filter(|r| r.status == BackupStatus::Completed && r.delete_request.is_none())
+        .filter(|r| r.verification.as_ref().is_none_or(|v| v.pending.is_none()))
+        .collect();
+    candidates.sort_by_key(|r| (r.completed_at, r.id.to_string()));
+    match how {
+        VerifyPick::Latest => candidates.last().copied(),
+        VerifyPick::OldestKept => candidates.first().copied(),
+        VerifyPick::Random => {
+            if candidates.is_empty() {
+                return None;
+            }
+            let draw = u64::from_str_radix(&digest::short_digest([request_id]), 16).unwrap_or(0);
+            Some(candidates[(draw % candidates.len() as u64) as usize])
+        }
+        VerifyPick::Each => candidates
+            .into_iter()
+            .find(|r| r.verification.as_ref().is_none_or(|v| v.history.is_empty())),
+    }
+}
+
+/// What a restore of `target` reads: its ancestors (through its parent and its volumes'
+/// parents), oldest first, then the target. `Err` names a link the catalog lacks or that
+/// cannot be restored (failed, missing, in progress): the test fails without an executor.
+pub fn chain_of<'a>(
+    by_id: &BTreeMap<&str, &'a BackupRecord>,
+    target: &'a BackupRecord,
+) -> Result<Vec<&'a BackupRecord>, String> {
+    let mut chain: Vec<&BackupRecord> = vec![target];
+    let mut queue: Vec<String> = parents(target);
+    while let Some(id) = queue.pop() {
+        if chain.iter().any(|r| r.id.as_str() == id) {
+            continue;
+        }
+        let Some(parent) = by_id.get(id.as_str()) else {
+            return Err(format!("its chain is broken: {id} is not in the catalog"));
+        };
+        if matches!(
+            parent.status,
+            BackupStatus::Failed | BackupStatus::Missing | BackupStatus::InProgress
+        ) {
+            return Err(format!(
+                "its chain is broken: {id} is {}",
+                parent.status.as_str()
+            ));
+        }
+        if chain.len() > 10_000 {
+            return Err("a chain of more than 10000 backups".into());
+        }
+        queue.extend(parents(parent));
+        chain.push(parent);
+    }
+    chain.sort_by_key(|r| (r.completed_at, r.id.to_string()));
+    // The target last, whatever the clocks said.
+    chain.retain(|r| r.id != target.id);
+    chain.push(target);
+    Ok(chain)
+}
+
+fn parents(record: &BackupRecord) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if record.volumes.is_empty() {
+        if record.kind == sexton_shared::records::BackupKind::Incremental {
+            out.extend(record.parent.as_ref().map(|p| p.to_string()));
+        }
+    } else {
+        out.extend(record.volumes.iter().filter_map(|v| v.parent.clone()));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// A backup of a chain as the event carries it: its objects with what intake recorded.
+fn verify_backup(record: &BackupRecord) -> VerifyBackup {
+    let objects = record
+        .all_keys()
+        .into_iter()
+        .map(|key| {
+            let seen = record.objects.iter().find(|o| o.key == key);
+            VerifyObject {
+                size: seen.map(|o| o.size),
+                sha256: seen.and_then(|o| o.sha256.clone()),
+                key,
+            }
+        })
+        .collect();
+    VerifyBackup {
+        id: record.id.clone(),
+        uid: record.uid.clone(),
+        backup_name: record.backup_name.clone(),
+        kind: record.kind,
+        parent: record.parent.clone(),
+        objects,
+    }
+}
+
+/// The verify-due event of `request_id` for `target` (its chain already worked out).
+pub fn event(
+    request_id: &str,
+    chain: &[&BackupRecord],
+    requested_at: DateTime<Utc>,
+    timeout: chrono::Duration,
+) -> VerifyDue {
+    let target = chain.last().expect("a chain ends with its target");
+    VerifyDue {
+        schema_version: wire::SCHEMA_VERSION,
+        request_id: request_id.to_string(),
+        cluster: target.cluster.clone(),
+        plan: target.plan.clone(),
+        schedule: target.schedule.clone(),
+        backup_id: target.id.clone(),
+        uid: target.uid.clone(),
+        requested_at,
+        deadline: requested_at + timeout,
+        chain: chain.iter().map(|r| verify_backup(r)).collect(),
+    }
+}
+
+/// Request id → (cluster, backup, deadline).
+type PendingMap = HashMap<String, (ClusterName, BackupId, DateTime<Utc>)>;
+
+/// Tests this replica asked for and waits on.
+#[derive(Clone, Default)]
+pub struct Pending(Arc<Mutex<PendingMap>>);
+
+impl Pending {
+    fn insert(&self, request: &str, cluster: &ClusterName, id: &BackupId, deadline: DateTime<Utc>) {
+        self.0
+            .lock()
+            .expect("pending")
+            .insert(request.to_string(), (cluster.clone(), id.clone(), deadline));
+    }
+
+    fn overdue(&self, now: DateTime<Utc>) -> Vec<(String, ClusterName, BackupId)> {
+        let mut map = self.0.lock().expect("pending");
+        let due: Vec<String> = map
+            .iter()
+            .filter(|(_, (_, _, deadline))| *deadline <= now)
+            .map(|(request, _)| request.clone())
+            .collect();
+        due.into_iter()
+            .filter_map(|request| {
+                map.remove(&request)
+                    .map(|(cluster, id, _)| (request, cluster, id))
+            })
+            .collect()
+    }
+
+    fn next_deadline(&self) -> Option<DateTime<Utc>> {
+        self.0
+            .lock()
+            .expect("pending")
+            .values()
+            .map(|(_, _, deadline)| *deadline)
+            .min()
+    }
+}
+
+/// What the firing of a test, scheduled or asked for, needs.
+#[derive(Clone)]
+pub struct Verifier {
+    pub topology: Topology,
+    pub catalog: Catalog,
+    pub metrics: Arc<Metrics>,
+    pub pending: Pending,
+}
+
+/// What asking for a test did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Asked {
+    pub request_id: String,
+    pub backup_id: String,
+    pub deadline: DateTime<Utc>,
+    /// Another replica had asked for it already (the stream kept the first event).
+    pub duplicate: bool,
+}
+
+impl Verifier {
+    /// Asks for a test of `target` (of `records`, its cluster's catalog): publishes the event
+    /// (or finds it published) and holds the backup until the verdict or the deadline. A chain
+    /// that cannot be restored is recorded failed at once. `Ok(None)`: nothing asked.
+    pub async fn ask(
+        &self,
+        records: &[Versioned<BackupRecord>],
+        target: &BackupRecord,
+        request_id: &str,
+        timeout: chrono::Duration,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Option<Asked>> {
+        let by_id: BTreeMap<&str, &BackupRecord> = records
+            .iter()
+            .map(|r| (r.value.id.as_str(), &r.value))
+            .collect();
+        let chain = match chain_of(&by_id, target) {
+            Ok(chain) => chain,
+            Err(why) => {
+                self.metrics
+                    .verifications
+                    .with_label_values(&["failed"])
+                    .inc();
+                self.settle(
+                    &target.cluster,
+                    &target.id,
+                    &target.uid,
+                    VerificationEntry {
+                        request_id: request_id.to_string(),
+                        outcome: "failed".into(),
+                        at: now,
+                        reason: Some(why.clone()),
+                        duration_ms: None,
+                        via: None,
+                    },
+                )
+                .await?;
+                self.incident(&target.cluster, target.id.as_str(), "verify-failed", &why)
+                    .await;
+                return Ok(None);
+            }
+        };
+        let event = event(request_id, &chain, now, timeout);
+        // Held before the event goes out: an executor may answer at once, and a verdict counts
+        // only for a test the catalog knows was asked for.
+        self.hold(&event).await?;
+        let ack = publish_once_acked(
+            &self.topology.jetstream,
+            topology::verify_due_subject(&target.cluster),
+            &format!("verify.{request_id}"),
+            wire::encode(&event),
+        )
+        .await?;
+        // A replica that asked first may have picked another backup: carry out its request.
+        let event = if ack.duplicate {
+            let stream = self
+                .topology
+                .jetstream
+                .get_stream(topology::STREAM_VERIFY)
+                .await
+                .context("opening the verify stream")?;
+            let stored = stream
+                .get_raw_message(ack.sequence)
+                .await
+                .with_context(|| format!("reading verify-due {}", ack.sequence))?;
+            let stored = wire::decode::<VerifyDue>(&stored.payload)
+                .with_context(|| format!("decoding verify-due {}", ack.sequence))?;
+            if stored.backup_id != event.backup_id || stored.uid != event.uid {
+                self.unhold(&event).await?;
+                self.hold(&stored).await?;
+            }
+            stored
+        } else {
+            event
+        };
+        self.pending
+            .insert(request_id, &event.cluster, &event.backup_id, event.deadline);
+        if !ack.duplicate {
+            self.metrics.verify_requests.inc();
+            tracing::info!(cluster = %event.cluster, backup = %event.backup_id, request = request_id, deadline = %event.deadline, "restore test asked for");
+        }
+        Ok(Some(Asked {
+            request_id: request_id.to_string(),
+            backup_id: event.backup_id.to_string(),
+            deadline: event.deadline,
+            duplicate: ack.duplicate,
+        }))
+    }
+
+    /// Holds the event's backup (`verify:<request>`) and records the test under way.
+    async fn hold(&self, event: &VerifyDue) -> anyhow::Result<()> {
+        let hold = Verification::hold(&event.request_id);
+        for _ in 0..10 {
+            let Lookup::Live(current) = self
+                .catalog
+                .lookup(&event.cluster, &event.backup_id)
+                .await?
+            else {
+                return Ok(());
+            };
+            let mut record = current.value.clone();
+            if record.uid != event.uid {
+                return Ok(());
+            }
+            let verification = record
+                .verification
+                .get_or_insert_with(Verification::default);
+            let answered = verification
+                .history
+                .iter()
+                .any(|e| e.request_id == event.request_id);
+            if answered || record.holds.contains(&hold) {
+                return Ok(());
+            }
+            verification.pending = Some(PendingVerification {
+                request_id: event.request_id.clone(),
+                since: event.requested_at,
+                deadline: event.deadline,
+            });
+            record.holds.push(hold.clone());
+            match self.catalog.update(&record, current.revision).await {
+                Ok(_) => return Ok(()),
+                Err(CasError::Conflict) => continue,
+                Err(CasError::Other(err)) => return Err(err),
+            }
+        }
+        anyhow::bail!("backup {} kept changing while being held", event.backup_id)
+    }
+
+    /// Takes back a hold of `event`'s request that another replica's request replaced.
+    async fn unhold(&self, event: &VerifyDue) -> anyhow::Result<()> {
+        let hold = Verification::hold(&event.request_id);
+        for _ in 0..10 {
+            let Lookup::Live(current) = self
+                .catalog
+                .lookup(&event.cluster, &event.backup_id)
+                .await?
+            else {
+                return Ok(());
+            };
+            let mut record = current.value.clone();
+            let pending_here = record
+                .verification
+                .as_ref()
+                .and_then(|v| v.pending.as_ref())
+                .is_some_and(|p| p.request_id == event.request_id);
+            if !pending_here && !record.holds.contains(&hold) {
+                return Ok(());
+            }
+            if let Some(verification) = record.verification.as_mut() {
+                if pending_here {
+                    verification.pending = None;
+                }
+            }
+            record.holds.retain(|h| *h != hold);
+            match self.catalog.update(&record, current.revision).await {
+                Ok(_) => return Ok(()),
+                Err(CasError::Conflict) => continue,
+                Err(CasError::Other(err)) => return Err(err),
+            }
+        }
+        anyhow::bail!(
+            "backup {} kept changing while its hold was taken back",
+            event.backup_id
+        )
+    }
+
+    /// Records a verdict (or a timeout) on the backup and releases its hold. `false` when the
+    /// backup is gone or another one (uid).
+    pub async fn settle(
+        &self,
+        cluster: &ClusterName,
+        id: &BackupId,
+        uid: &str,
+        entry: VerificationEntry,
+    ) -> anyhow::Result<bool> {
+        let hold = Verification::hold(&entry.request_id);
+        for _ in 0..10 {
+            let Lookup::Live(current) = self.catalog.lookup(cluster, id).await? else {
+                return Ok(false);
+            };
+            let mut record = current.value.clone();
+            if record.uid != uid {
+                return Ok(false);
+            }
+            let verification = record
+                .verification
+                .get_or_insert_with(Verification::default);
+            if verification
+                .history
+                .iter()
+                .any(|e| e.request_id == entry.request_id && e.via == entry.via)
+            {
+                return Ok(true);
+            }
+            verification.record(entry.clone());
+            record.holds.retain(|h| *h != hold);
+            match self.catalog.update(&record, current.revision).await {
+                Ok(_) => return Ok(true),
+                Err(CasError::Conflict) => continue,
+                Err(CasError::Other(err)) => return Err(err),
+            }
+        }
+        anyhow::bail!("backup {id} kept changing while its verdict was recorded")
+    }
+
+    /// Records every test of `records` whose deadline passed without a verdict as a timeout.
+    pub async fn expire(&self, records: &[Versioned<BackupRecord>], now: DateTime<Utc>) {
+        for record in records {
+            let Some(pending) = record
+                .value
+                .verification
+                .as_ref()
+                .and_then(|v| v.pending.clone())
+            else {
+                continue;
+            };
+            if pending.deadline > now {
+                continue;
+            }
+            self.time_out(
+                &record.value.cluster,
+                &record.value.id,
+                &pending.request_id,
+                now,
+            )
+            .await;
+        }
+    }
+
+    async fn time_out(
+        &self,
+        cluster: &ClusterName,
+        id: &BackupId,
+        request: &str,
+        now: DateTime<Utc>,
+    ) {
+        let Ok(Lookup::Live(current)) = self.catalog.lookup(cluster, id).await else {
+            return;
+        };
+        let still = current
+            .value
+            .verification
+            .as_ref()
+            .and_then(|v| v.pending.as_ref())
+            .is_some_and(|p| p.request_id == request && p.deadline <= now);
+        if !still {
+            return;
+        }
+        let why = format!("no verdict for restore test {request} by its deadline");
+        let entry = VerificationEntry {
+            request_id: request.to_string(),
+            outcome: "timeout".into(),
+            at: now,
+            reason: Some(why.clone()),
+            duration_ms: None,
+            via: None,
+        };
+        match self.settle(cluster, id, &current.value.uid, entry).await {
+            Ok(_) => {
+                self.metrics
+                    .verifications
+                    .with_label_values(&["timeout"])
+                    .inc();
+                self.incident(cluster, id.as_str(), "verify-timeout", &why)
+                    .await;
+            }
+            Err(err) => {
+                tracing::warn!(%cluster, backup = %id, error = format!("{err:#}"), "restore test timeout not recorded; the next test of the schedule records it")
+            }
+        }
+    }
+
+    pub async fn incident(&self, cluster: &ClusterName, backup: &str, kind: &str, reason: &str) {
+        publish_incident(
+            &self.topology.jetstream,
+            Incident {
+                schema_version: wire::SCHEMA_VERSION,
+                service: "scheduler".into(),
+                kind: kind.into(),
+                cluster: Some(cluster.to_string()),
+                backup_id: Some(backup.to_string()),
+                subject: topology::verify_due_subject(cluster),
+                reason: reason.to_string(),
+                at: Utc::now(),
+            },
+        )
+        .await;
+    }
+
+    /// One scheduled test of `schedule` at `tick`: expire what is overdue, pick, ask, then
+    /// record the tick (compare-and-set on the schedule record at `revision`).
+    async fn fire(
+        &self,
+        schedule: &ScheduleRecord,
+        revision: u64,
+        tick: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        let spec = schedule
+            .verify
+            .as_ref()
+            .expect("only schedules with tests fire");
+        let records = self.catalog.list_cluster(&schedule.cluster).await?;
+        self.expire(&records, now).await;
+        let mine: Vec<&BackupRecord> = records
+            .iter()
+            .map(|r| &r.value)
+            .filter(|r| r.schedule.as_ref() == Some(&schedule.name))
+            .collect();
+        let request = request_id(&schedule.name, tick);
+        match pick(&mine, spec.pick, &request) {
+            Some(target) => {
+                self.ask(&records, target, &request, spec.timeout.as_delta(), now)
+                    .await?;
+            }
+            None => {
+                tracing::info!(schedule = %schedule.name, tick = %tick, "restore test due, but no backup to test");
+            }
+        }
+        let mut updated = schedule.clone();
+        updated.status.last_verify_tick = Some(tick);
+        let body = serde_json::to_vec(&updated)?;
+        // Lost to another replica (or another change): the watch brings the new state.
+        let _ = self
+            .topology
+            .schedules
+            .update(schedule.name.as_str(), body.into(), revision)
+            .await;
+        Ok(())
+    }
+}
+
+/// Fires the scheduled restore tests until `shutdown` trips: a watch on the schedules bucket
+/// keeps each schedule with `verify` (and its revision), the loop sleeps until the earliest
+/// test is due or a test's deadline passes.
+pub async fn run(verifier: Verifier, mut shutdown: Shutdown) -> anyhow::Result<()> {
+    let schedules_bucket = verifier.topology.schedules.clone();
+    let mut watch = schedules_bucket
+        .watch_with_history(">")
+        .await
+        .context("watching the schedules bucket")?;
+    let mut known: HashMap<String, (ScheduleRecord, u64, CronSpec)> = HashMap::new();
+    let mut last_revision = 0;
+    loop {
+        let now = Utc::now();
+        let next_tick = known
+            .values()
+            .filter(|(record, _, _)| !record.paused)
+            .filter_map(|(record, _, cron)| next_of(record, cron))
+            .min();
+        let wake = [next_tick, verifier.pending.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
+        let sleep_for = match wake {
+            Some(at) => (at - now).to_std().unwrap_or(Duration::ZERO),
+            None => Duration::from_secs(3600),
+        };
+        tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            update = watch.next() => match update {
+                Some(Ok(entry)) => {
+                    last_revision = entry.revision;
+                    if entry.operation != Operation::Put {
+                        known.remove(&entry.key);
+                        continue;
+                    }
+                    match serde_json::from_slice::<ScheduleRecord>(&entry.value) {
+                        Ok(record) => match record.verify.as_ref().map(|v| CronSpec::parse(&v.cron)) {
+                            Some(Ok(cron)) => {
+                                known.insert(entry.key.clone(), (record, entry.revision, cron));
+                            }
+                            _ => {
+                                known.remove(&entry.key);
+                            }
+                        },
+                        Err(err) => tracing::warn!(schedule = %entry.key, error = %err, "unreadable schedule"),
+                    }
+                }
+                other => {
+                    if let Some(Err(err)) = other {
+                        tracing::warn!(error = %err, "schedules watch failed; resuming");
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    watch = schedules_bucket
+                        .watch_all_from_revision(last_revision + 1)
+                        .await
+                        .context("re-watching the schedules bucket")?;
+                }
+            },
+            _ = tokio::time::sleep(sleep_for) => {
+                let now = Utc::now();
+                for (request, cluster, id) in verifier.pending.overdue(now) {
+                    verifier.time_out(&cluster, &id, &request, now).await;
+                }
+                let due: Vec<(ScheduleRecord, u64, DateTime<Utc>)> = known
+                    .values()
+                    .filter(|(record, _, _)| !record.paused)
+                    .filter_map(|(record, revision, cron)| {
+                        let since = since(record);
+                        due_tick(cron, since, now).map(|tick| (record.clone(), *revision, tick))
+                    })
+                    .collect();
+                for (record, revision, tick) in due {
+                    if let Err(err) = verifier.fire(&record, revision, tick, now).await {
+                        tracing::warn!(schedule = %record.name, error = format!("{err:#}"), "restore test not asked for; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    } else if let Some((stored, _, _)) = known.get_mut(record.name.as_str()) {
+                        // The watch brings the recorded tick; meanwhile do not fire it again.
+                        stored.status.last_verify_tick = Some(tick);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Tests count from the last one asked for, or from the schedule's creation.
+fn since(record: &ScheduleRecord) -> DateTime<Utc> {
+    record
+        .status
+        .last_verify_tick
+        .unwrap_or(record.created_at)
+        .max(record.created_at)
+}
+
+fn next_of(record: &ScheduleRecord, cron: &CronSpec) -> Option<DateTime<Utc>> {
+    cron.next_after(since(record))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, hour: u32, parent: Option<&str>) -> BackupRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p", "schedule": "s",
+            "backup_name": "s", "kind": if parent.is_some() { "incremental" } else { "full" },
+            "parent": parent, "status": "completed",
+            "completed_at": format!("2026-01-01T{hour:02}:00:00Z"),
+            "artifacts": [format!("b/c1/s/{id}/data")],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_pick_chooses_as_documented_and_random_is_the_same_everywhere() {
+        let mut tested = record("b2", 2, None);
+        tested.verification = Some(Verification {
+            history: vec![VerificationEntry {
+                request_id: "r".into(),
+                outcome: "verified".into(),
+                at: Utc::now(),
+                reason: None,
+                duration_ms: None,
+                via: None,
+            }],
+            ..Verification::default()
+        });
+        let mut failed = record("b4", 4, None);
+        failed.status = BackupStatus::Failed;
+        let backups = [record("b1", 1, None), tested, record("b3", 3, None), failed];
+        let all: Vec<&BackupRecord> = backups.iter().collect();
+        let id = |r: Option<&BackupRecord>| r.map(|r| r.id.to_string());
+        assert_eq!(
+            id(pick(&all, VerifyPick::Latest, "x")).as_deref(),
+            Some("b3")
+        );
+        assert_eq!(
+            id(pick(&all, VerifyPick::OldestKept, "x")).as_deref(),
+            Some("b1")
+        );
+        // Each: the oldest never tested.
+        assert_eq!(id(pick(&all, VerifyPick::Each, "x")).as_deref(), Some("b1"));
+        let draws: std::collections::BTreeSet<_> = (0..50)
+            .map(|n| id(pick(&all, VerifyPick::Random, &format!("s-{n}"))).unwrap())
+            .collect();
+        assert!(draws.len() > 1 && !draws.contains("b4"), "{draws:?}");
+        assert_eq!(
+            id(pick(&all, VerifyPick::Random, "s-7")),
+            id(pick(&all, VerifyPick::Random, "s-7"))
+        );
+        assert_eq!(
+            pick(&[], VerifyPick::Latest, "x").map(|r| r.id.clone()),
+            None
+        );
+    }
+
+    #[test]
+    fn a_chain_is_read_oldest_first_and_a_broken_one_is_said_so() {
+        let f = record("f", 1, None);
+        let i1 = record("i1", 2, Some("f"));
+        let i2 = record("i2", 3, Some("i1"));
+        let by_id: BTreeMap<&str, &BackupRecord> = [&f, &i1, &i2]
+            .into_iter()
+            .map(|r| (r.id.as_str(), r))
+            .collect();
+        let chain: Vec<&str> = chain_of(&by_id, &i2)
+            .unwrap()
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(chain, ["f", "i1", "i2"]);
+        let mut missing = by_id.clone();
+        missing.remove("f");
+        assert!(chain_of(&missing, &i2)
+            .unwrap_err()
+            .contains("f is not in the catalog"));
+        let mut failed_f = f.clone();
+        failed_f.status = BackupStatus::Missing;
+        let mut broken = by_id.clone();
+        broken.insert("f", &failed_f);
+        assert!(chain_of(&broken, &i2).unwrap_err().contains("f is missing"));
+    }
+
+    #[test]
+    fn one_test_for_the_newest_missed_tick() {
+        let cron = CronSpec::parse("@hourly").unwrap();
+        let since: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let now: DateTime<Utc> = "2026-01-01T05:30:00Z".parse().unwrap();
+        assert_eq!(
+            due_tick(&cron, since, now),
+            Some("2026-01-01T05:00:00Z".parse().unwrap())
+        );
+        assert_eq!(due_tick(&cron, now, now), None);
+        assert_eq!(
+            request_id(
+                &"nightly".parse().unwrap(),
+                "2026-01-01T05:00:00Z".parse().unwrap()
+            ),
+            "nightly-20260101050000"
+        );
+    }
+}
