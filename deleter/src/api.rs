@@ -149,9 +149,8 @@ async fn scan(deleter: &Deleter, req: OrphansRequest, delete: bool) -> Result<Va
         .list(&cluster_prefix)
         .await
         .map_err(|err| unavailable(anyhow::Error::new(err)))?;
-    let n_objects = objects.len();
+    let lost = orphans::catalog_looks_lost(&objects, &records, &cluster_prefix, &req.cluster);
     let scan = orphans::find_orphans(objects, &records, &cluster_prefix, grace, Utc::now());
-    let lost = orphans::catalog_looks_lost(&scan, &records, n_objects, &req.cluster);
     if let (true, Some(why)) = (delete, &lost) {
         tracing::warn!(cluster = %req.cluster, %why, "orphan deletion refused");
         return Err(ApiError::new(ErrorCode::Conflict, why.clone()));

@@ -109,22 +109,31 @@ pub fn find_orphans(
 /// `metadata.json` in the bucket and none of them in the catalog, or most of the cluster's
 /// backup objects without a record. Deleting "orphans" then would delete recovery points a
 /// lost or damaged catalog no longer lists; `sexton catalog import` brings their records back.
+/// Judged on every object without a record, young or old: a catalog lost a minute ago is lost.
 pub fn catalog_looks_lost(
-    scan: &OrphanScan,
+    objects: &[ObjectInfo],
     records: &[BackupRecord],
-    n_objects: usize,
+    cluster_prefix: &str,
     cluster: &ClusterName,
 ) -> Option<String> {
-    let described: HashSet<&str> = scan
-        .orphans
+    let owned: HashSet<&str> = records.iter().flat_map(|r| r.all_keys_iter()).collect();
+    let binlog = format!("{cluster_prefix}binlog/");
+    let backup_objects: Vec<&ObjectInfo> = objects
+        .iter()
+        .filter(|o| !o.key.starts_with(&binlog))
+        .collect();
+    let unowned: Vec<&&ObjectInfo> = backup_objects
+        .iter()
+        .filter(|o| !owned.contains(o.key.as_str()))
+        .collect();
+    let described: HashSet<&str> = unowned
         .iter()
         .filter_map(|o| o.key.strip_suffix(sexton_shared::metadata::FILE_NAME))
         .collect();
     if described.is_empty() {
         return None;
     }
-    let backup_objects = n_objects.saturating_sub(scan.n_binlog);
-    let most = scan.orphans.len() * 2 > backup_objects;
+    let most = unowned.len() * 2 > backup_objects.len();
     if !records.is_empty() && !most {
         return None;
     }
@@ -137,8 +146,9 @@ pub fn catalog_looks_lost(
             ", and the catalog holds none of the cluster's backups".to_string()
         } else {
             format!(
-                ", and {} of {backup_objects} backup objects look orphaned",
-                scan.orphans.len()
+                ", and {} of {} backup objects have no record",
+                unowned.len(),
+                backup_objects.len()
             )
         }
     ))
@@ -164,32 +174,48 @@ mod tests {
     fn a_catalog_that_looks_lost_stops_orphan_deletion() {
         let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
         let cluster: ClusterName = "c1".parse().unwrap();
-        let orphan = |key: &str| object(key, 60 * 48, now);
-        let scan = |orphans: &[&str]| OrphanScan {
-            orphans: orphans.iter().map(|k| orphan(k)).collect(),
-            ..OrphanScan::default()
-        };
+        let objects =
+            |keys: &[&str]| -> Vec<ObjectInfo> { keys.iter().map(|k| object(k, 1, now)).collect() };
         let record: BackupRecord = serde_json::from_value(serde_json::json!({
             "id": "b9", "uid": "u", "cluster": "c1", "plan": "p", "backup_name": "s",
             "kind": "full", "status": "completed",
             "artifacts": ["b/c1/s/b9/data", "b/c1/s/b9/metadata.json"],
         }))
         .unwrap();
-        let lost = scan(&["b/c1/s/b1/data", "b/c1/s/b1/metadata.json"]);
-        // No record at all: refused, naming the way out.
-        let why = catalog_looks_lost(&lost, &[], 2, &cluster).unwrap();
+        let lost = ["b/c1/s/b1/data", "b/c1/s/b1/metadata.json"];
+        // No record at all: refused (young objects too), naming the way out.
+        let why = catalog_looks_lost(&objects(&lost), &[], "b/c1/", &cluster).unwrap();
         assert!(why.contains("catalog import --cluster c1"), "{why}");
         assert!(why.contains("1 backups"), "{why}");
         // One stray backup among many recorded ones: a record-only delete; allowed.
+        let mut many: Vec<String> = lost.iter().map(|k| k.to_string()).collect();
+        for n in 0..20 {
+            many.push(format!("b/c1/s/r{n}/data"));
+        }
+        let mut records = vec![record.clone()];
+        for n in 0..20 {
+            let mut r = record.clone();
+            r.artifacts = vec![format!("b/c1/s/r{n}/data")];
+            records.push(r);
+        }
+        let many_refs: Vec<&str> = many.iter().map(String::as_str).collect();
         assert_eq!(
-            catalog_looks_lost(&lost, std::slice::from_ref(&record), 40, &cluster),
+            catalog_looks_lost(&objects(&many_refs), &records, "b/c1/", &cluster),
             None
         );
         // Most objects unowned: refused even with some records.
-        assert!(catalog_looks_lost(&lost, std::slice::from_ref(&record), 3, &cluster).is_some());
+        let mut few = lost.to_vec();
+        few.push("b/c1/s/b9/data");
+        assert!(catalog_looks_lost(
+            &objects(&few),
+            std::slice::from_ref(&record),
+            "b/c1/",
+            &cluster
+        )
+        .is_some());
         // Objects without a metadata.json (an upload that never reported): allowed.
         assert_eq!(
-            catalog_looks_lost(&scan(&["b/c1/s/b1/data"]), &[], 1, &cluster),
+            catalog_looks_lost(&objects(&["b/c1/s/b1/data"]), &[], "b/c1/", &cluster),
             None
         );
     }
