@@ -39,7 +39,7 @@ pub enum TimingError {
     Cron(CronError),
     /// Only from [`Timing::check_input`]: robfig accepts the spec, but it cannot mean what it
     /// says.
-    #[error("cron spec {spec:?}: {error}")]
+    #[error("{error}")]
     Meaning { spec: String, error: MeaningError },
     #[error("blackout window {index}: {error}")]
     Window { index: usize, error: WindowError },

@@ -20,6 +20,11 @@ pub struct Metrics {
     /// Completed reports checked against the bucket before they count: `seen`, `refused`
     /// (recorded failed), `retry` (the bucket could not be read).
     pub intake_checks: IntCounterVec,
+    /// Ticks published by backfills (duplicates excluded).
+    pub backfill_ticks: IntCounter,
+    /// Schedules the scheduler paused after `pause_after_failures` consecutive failed backups,
+    /// per cluster, as this replica's timer queue sees them (every replica sees them all).
+    pub schedules_paused_after_failures: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -89,6 +94,19 @@ impl Metrics {
             &["outcome"],
         )
         .expect("valid metric");
+        let backfill_ticks = IntCounter::new(
+            "sexton_backfill_ticks_published_total",
+            "due-backup events published by backfills (duplicates excluded)",
+        )
+        .expect("valid metric");
+        let schedules_paused_after_failures = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "sexton_schedules_paused_after_failures",
+                "schedules paused by the scheduler after consecutive failed backups",
+            ),
+            &["cluster"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(due_published.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(due_duplicates.clone()),
@@ -99,6 +117,8 @@ impl Metrics {
             Box::new(schedules_loaded.clone()),
             Box::new(due_artifact_kinds.clone()),
             Box::new(intake_checks.clone()),
+            Box::new(backfill_ticks.clone()),
+            Box::new(schedules_paused_after_failures.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -115,6 +135,8 @@ impl Metrics {
             schedules_loaded,
             due_artifact_kinds,
             intake_checks,
+            backfill_ticks,
+            schedules_paused_after_failures,
         }
     }
 }

@@ -317,12 +317,23 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
         while Utc::now() <= fired_at {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let backup_id = sexton_scheduler::timers::backup_id_for(
+            &record.name,
+            sexton_scheduler::timers::Asking::Scheduled,
+            fired_at,
+            tick,
+        );
         let ack = sexton_scheduler::timers::publish_due(
             &topo,
             &config,
             &(&record).into(),
-            tick,
-            fired_at,
+            &sexton_scheduler::timers::DueRequest {
+                tick,
+                fired_at,
+                backup_id: backup_id.clone(),
+                message_id: format!("due.{name}.{}", tick.timestamp_millis()),
+                backfill: None,
+            },
             None,
         )
         .await
@@ -331,8 +342,9 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
         if name == "crashed-in-flight" {
             // The executor's `started` report for that tick is recorded before the firing.
             record.status.in_flight = Some(sexton_shared::records::InFlight {
-                backup_id: sexton_scheduler::timers::backup_id_for(&record, tick),
+                backup_id,
                 since: fired_at,
+                tick: Some(tick),
             });
             topo.schedules
                 .update(name, serde_json::to_vec(&record).unwrap().into(), revision)
