@@ -154,7 +154,8 @@ pub enum ScheduleCommand {
     /// Run the pure schedule logic offline on a schedule document: why would it fire or not?
     Explain {
         /// `{"cron", "created_at", "paused"?, "skip_immediately"?, "last_backup"?,
-        /// "last_skipped"?, "in_flight"?}`
+        /// "last_skipped"?, "in_flight"?, "starting_deadline_seconds"?, "name"?, "jitter"?,
+        /// "exclude"?, "on_blackout"?}`
         #[arg(long)]
         schedule: PathBuf,
         /// The instant to decide at (RFC 3339).
