@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::{json, Value};
-use sexton_schedule::CronSpec;
 use sexton_shared::{
     api::{ErrorCode, Reply},
     config::Config,
@@ -82,7 +81,7 @@ pub enum Command {
 #[derive(Subcommand, Debug)]
 pub enum ScheduleCommand {
     /// Create a schedule.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// Show one schedule as stored, with its next run.
     Get { name: String },
     /// Show one schedule with why it did or did not fire; with --simulate, also replay its
@@ -121,7 +120,8 @@ pub enum ScheduleCommand {
         #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
         skip_immediately: Option<bool>,
     },
-    /// Print the next run times of a cron spec (offline).
+    /// Print the next runs of a cron spec (offline), with jitter and blackout windows
+    /// applied: when each fires, its cron time, and whether a window skips or defers it.
     Next {
         #[arg(long)]
         cron: String,
@@ -130,11 +130,32 @@ pub enum ScheduleCommand {
         from: Option<String>,
         #[arg(short = 'n', long, default_value_t = 5)]
         count: usize,
+        /// The schedule's name: jitter offsets and @hourly-random, @daily-random and
+        /// @weekly-random are drawn from it.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        timing: TimingArgs,
+    },
+    /// Fire the schedule's ticks of a past interval now, once each (Temporal's backfill).
+    Backfill {
+        name: String,
+        /// The first instant of the interval (RFC 3339); ticks at or after it fire.
+        #[arg(long)]
+        from: String,
+        /// The end of the interval (RFC 3339, not in the future); ticks before it fire.
+        #[arg(long)]
+        to: String,
+        /// skip: one backup at a time, each tick waiting for the one before to report;
+        /// allow: all at once. Default: the schedule's overlap policy.
+        #[arg(long, value_parser = ["skip", "allow"])]
+        overlap: Option<String>,
     },
     /// Run the pure schedule logic offline on a schedule document: why would it fire or not?
     Explain {
         /// `{"cron", "created_at", "paused"?, "skip_immediately"?, "last_backup"?,
-        /// "last_skipped"?, "in_flight"?}`
+        /// "last_skipped"?, "in_flight"?, "starting_deadline_seconds"?, "name"?, "jitter"?,
+        /// "exclude"?, "on_blackout"?}`
         #[arg(long)]
         schedule: PathBuf,
         /// The instant to decide at (RFC 3339).
@@ -145,7 +166,24 @@ pub enum ScheduleCommand {
         server_skip_immediately: bool,
     },
     /// Change a schedule's cron spec, policy, labels, overlap policy or starting deadline.
-    Update(UpdateArgs),
+    Update(Box<UpdateArgs>),
+}
+
+/// The timing settings `create`, `update` and `next` share.
+#[derive(Args, Debug, Default)]
+pub struct TimingArgs {
+    /// Move every run by a fixed offset in [0, JITTER) drawn from the schedule's name (90s,
+    /// 15m, 1h), so a fleet's schedules do not start at once.
+    #[arg(long, value_parser = parse_span)]
+    pub jitter: Option<sexton_schedule::Span>,
+    /// A blackout window, repeatable, as JSON: {"cron": "0 8 * * 1-5", "duration": "10h",
+    /// "zone": "Europe/Berlin"} or {"from": "2026-12-24", "to": "2026-12-27", "zone": ...}.
+    #[arg(long = "exclude", value_parser = parse_window)]
+    pub exclude: Vec<sexton_schedule::WindowSpec>,
+    /// What a run due inside a blackout window does: skip it (default), or defer it to the
+    /// window's end.
+    #[arg(long, value_parser = ["skip", "defer"])]
+    pub on_blackout: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -163,9 +201,34 @@ pub struct UpdateArgs {
     /// What a due tick does while a backup of this schedule is still running.
     #[arg(long, value_parser = ["skip", "allow"])]
     pub overlap_policy: Option<String>,
-    /// Skip a missed run older than this many seconds (Kubernetes' startingDeadlineSeconds).
-    #[arg(long)]
+    /// Skip a missed run older than this many seconds (the older spelling of
+    /// --starting-deadline).
+    #[arg(long, conflicts_with_all = ["starting_deadline", "no_starting_deadline"])]
     pub starting_deadline_seconds: Option<u64>,
+    /// Skip a run missed by more than this (90s, 15m, 2h) instead of firing it late
+    /// (Kubernetes' startingDeadlineSeconds).
+    #[arg(long, value_parser = parse_span, conflicts_with = "no_starting_deadline")]
+    pub starting_deadline: Option<sexton_schedule::Span>,
+    /// Remove the starting deadline: missed runs fire however late.
+    #[arg(long)]
+    pub no_starting_deadline: bool,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Remove the jitter.
+    #[arg(long, conflicts_with = "jitter")]
+    pub no_jitter: bool,
+    /// Remove every blackout window.
+    #[arg(long, conflicts_with = "exclude")]
+    pub no_exclude: bool,
+    /// Pause the schedule after N consecutive failed backups.
+    #[arg(long, value_parser = parse_pause_after, conflicts_with = "no_pause_after_failures")]
+    pub pause_after_failures: Option<u32>,
+    /// Never pause the schedule on failures.
+    #[arg(long)]
+    pub no_pause_after_failures: bool,
+    /// Annotations as key=value, repeatable; replaces all annotations.
+    #[arg(long = "annotation", value_parser = parse_annotation)]
+    pub annotations: Vec<(String, String)>,
     /// A full backup, then N-1 incrementals (per volume).
     #[arg(long, value_parser = parse_full_every, conflicts_with = "no_full_every")]
     pub full_every: Option<u32>,
@@ -219,9 +282,24 @@ pub struct CreateArgs {
     /// the tick is recorded as skipped).
     #[arg(long, value_parser = ["skip", "allow"])]
     pub overlap_policy: Option<String>,
-    /// Skip a missed run older than this many seconds (Kubernetes' startingDeadlineSeconds).
-    #[arg(long)]
+    /// Skip a missed run older than this many seconds (the older spelling of
+    /// --starting-deadline).
+    #[arg(long, conflicts_with = "starting_deadline")]
     pub starting_deadline_seconds: Option<u64>,
+    /// Skip a run missed by more than this (90s, 15m, 2h) instead of firing it late
+    /// (Kubernetes' startingDeadlineSeconds).
+    #[arg(long, value_parser = parse_span)]
+    pub starting_deadline: Option<sexton_schedule::Span>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Pause the schedule after N consecutive failed backups (with an incident and an alert);
+    /// unpausing resets the count.
+    #[arg(long, value_parser = parse_pause_after)]
+    pub pause_after_failures: Option<u32>,
+    /// Annotations as key=value, repeatable: free-form notes for executors (label values must
+    /// be Kubernetes label values; annotations may hold any text).
+    #[arg(long = "annotation", value_parser = parse_annotation)]
+    pub annotations: Vec<(String, String)>,
     /// A full backup, then N-1 incrementals (per volume). Unset: fulls only without volumes,
     /// forever incremental with volumes.
     #[arg(long, value_parser = parse_full_every)]
@@ -489,10 +567,41 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
         .ok_or_else(|| format!("label {text:?} is not key=value"))?;
-    if key.is_empty() {
-        return Err(format!("label {text:?} has an empty key"));
-    }
+    sexton_shared::api::check_label_key("label", key)?;
+    sexton_shared::api::check_label_value(key, value)?;
     Ok((key.to_string(), value.to_string()))
+}
+
+fn parse_annotation(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("annotation {text:?} is not key=value"))?;
+    sexton_shared::api::check_label_key("annotation", key)?;
+    Ok((key.to_string(), value.to_string()))
+}
+
+fn parse_span(text: &str) -> Result<sexton_schedule::Span, String> {
+    sexton_schedule::Span::parse(text).map_err(|err| err.to_string())
+}
+
+fn parse_window(text: &str) -> Result<sexton_schedule::WindowSpec, String> {
+    let window: sexton_schedule::WindowSpec = serde_json::from_str(text).map_err(|err| {
+        format!(
+            "{err} (expected JSON such as {{\"cron\": \"0 8 * * 1-5\", \"duration\": \"10h\", \
+             \"zone\": \"Europe/Berlin\"}})"
+        )
+    })?;
+    sexton_schedule::Window::parse(&window).map_err(|err| err.to_string())?;
+    Ok(window)
+}
+
+fn parse_pause_after(text: &str) -> Result<u32, String> {
+    let bad = || format!("{text:?} is not a number of failures from 1 to 1000");
+    let n: u32 = text.parse().map_err(|_| bad())?;
+    if n == 0 || n > sexton_shared::api::MAX_PAUSE_AFTER_FAILURES {
+        return Err(bad());
+    }
+    Ok(n)
 }
 
 /// A failure with the exit code it maps to.
@@ -635,9 +744,13 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 }
             }
         }
-        Command::Schedule(ScheduleCommand::Next { cron, from, count }) => {
-            let spec = CronSpec::parse(cron)
-                .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
+        Command::Schedule(ScheduleCommand::Next {
+            cron,
+            from,
+            count,
+            name,
+            timing,
+        }) => {
             let from = match from {
                 Some(text) => parse_time("from", text)?,
                 None => Utc::now(),
@@ -645,12 +758,49 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             if *count == 0 || *count > 10_000 {
                 return Err(Failure::input("-n must be between 1 and 10000"));
             }
-            let runs: Vec<Value> = spec
-                .upcoming(from, *count)
-                .into_iter()
-                .map(|t| json!(t.to_rfc3339()))
-                .collect();
-            print_value(cli.output, &Value::Array(runs), &["."]);
+            let on_blackout = match timing.on_blackout.as_deref() {
+                Some("defer") => sexton_schedule::OnBlackout::Defer,
+                _ => sexton_schedule::OnBlackout::Skip,
+            };
+            let needs_name = timing.jitter.is_some()
+                || sexton_schedule::spread::RANDOM_DESCRIPTORS
+                    .iter()
+                    .any(|descriptor| cron.trim_end().ends_with(descriptor));
+            if needs_name && name.is_none() {
+                return Err(Failure::input(
+                    "--name is needed: jitter and @*-random descriptors are drawn from the \
+                     schedule's name",
+                ));
+            }
+            let spec = sexton_schedule::TimingSpec {
+                name: name.as_deref().unwrap_or_default(),
+                cron,
+                jitter: timing.jitter,
+                exclude: &timing.exclude,
+                on_blackout,
+            };
+            let (timing, warnings) =
+                sexton_schedule::Timing::check_input(&spec, from).map_err(|err| match err {
+                    sexton_schedule::TimingError::Window { .. } => Failure::input(err.to_string()),
+                    err => Failure::input(format!("invalid cron {cron:?}: {err}")),
+                })?;
+            for warning in &warnings {
+                eprintln!("warning: {warning}");
+            }
+            let runs = timing.upcoming(from, *count);
+            match cli.output {
+                Output::Json => {
+                    let value =
+                        serde_json::to_value(&runs).map_err(|err| Failure::runtime(err.into()))?;
+                    print_value(Output::Json, &value, &[]);
+                }
+                Output::Table | Output::Html => {
+                    for line in timing.describe() {
+                        println!("{line}");
+                    }
+                    print_runs(&runs, timing.cron().zone().unwrap_or(chrono_tz::UTC));
+                }
+            }
             Ok(())
         }
         Command::Schedule(ScheduleCommand::Explain {
@@ -732,16 +882,35 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
                 .await
                 .map_err(Failure::runtime)?;
-            // `schedule delete` and `cluster forget` say what they will do to the records first.
+            // `schedule delete` and `cluster forget` say what they will do to the records first;
+            // the result then says it again only if it came out differently.
+            let mut announced = None;
             if let Command::Schedule(ScheduleCommand::Delete { dry_run: false, .. })
             | Command::Cluster(ClusterCommand::Forget { dry_run: false, .. }) = command
             {
                 let mut preview = body.clone();
                 preview["dry_run"] = json!(true);
                 let plan = request(&client, &subject, preview).await?;
-                eprintln!("{}", cell(plan.get("summary")));
+                let summary = cell(plan.get("summary"));
+                eprintln!("{summary}");
+                announced = Some(summary);
             }
             let mut value = request(&client, &subject, body).await?;
+            let said_already = announced.is_some_and(|said| said == cell(value.get("summary")));
+            let columns: Vec<&str> = columns
+                .iter()
+                .copied()
+                .filter(|column| !(said_already && *column == "summary"))
+                .collect();
+            // A schedule's create and update answer warnings about what the spec means.
+            for warning in value
+                .get("warnings")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                eprintln!("warning: {}", cell(Some(warning)));
+            }
             match command {
                 Command::Backup(BackupCommand::Describe { .. }) if cli.output == Output::Table => {
                     print_backup_description(&value)
@@ -753,7 +922,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                             row["verified"] = json!(verified_cell(row, now));
                         }
                     }
-                    print_value(cli.output, &value, columns)
+                    print_value(cli.output, &value, &columns)
                 }
                 Command::Backup(BackupCommand::Verify {
                     id,
@@ -761,7 +930,12 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                     wait: true,
                     ..
                 }) => return wait_for_verdict(&client, cluster, id, &value, cli.output).await,
-                _ => print_value(cli.output, &value, columns),
+                Command::Schedule(ScheduleCommand::Describe { .. })
+                    if cli.output == Output::Table =>
+                {
+                    print_schedule_description(&value)
+                }
+                _ => print_value(cli.output, &value, &columns),
             }
             Ok(())
         }
@@ -805,6 +979,25 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 }
                 if let Some(seconds) = args.starting_deadline_seconds {
                     body["starting_deadline_seconds"] = json!(seconds);
+                }
+                if let Some(deadline) = args.starting_deadline {
+                    body["starting_deadline"] = json!(deadline);
+                }
+                if let Some(jitter) = args.timing.jitter {
+                    body["jitter"] = json!(jitter);
+                }
+                if !args.timing.exclude.is_empty() {
+                    body["exclude"] = json!(args.timing.exclude);
+                }
+                if let Some(on_blackout) = &args.timing.on_blackout {
+                    body["on_blackout"] = json!(on_blackout);
+                }
+                if let Some(n) = args.pause_after_failures {
+                    body["pause_after_failures"] = json!(n);
+                }
+                if !args.annotations.is_empty() {
+                    body["annotations"] =
+                        json!(args.annotations.iter().cloned().collect::<BTreeMap<_, _>>());
                 }
                 if let Some(n) = args.full_every {
                     body["full_every"] = json!(n);
@@ -901,6 +1094,37 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 if let Some(seconds) = args.starting_deadline_seconds {
                     body["starting_deadline_seconds"] = json!(seconds);
                 }
+                if let Some(deadline) = args.starting_deadline {
+                    body["starting_deadline"] = json!(deadline);
+                }
+                if args.no_starting_deadline {
+                    body["starting_deadline"] = Value::Null;
+                }
+                if let Some(jitter) = args.timing.jitter {
+                    body["jitter"] = json!(jitter);
+                }
+                if args.no_jitter {
+                    body["jitter"] = Value::Null;
+                }
+                if !args.timing.exclude.is_empty() {
+                    body["exclude"] = json!(args.timing.exclude);
+                }
+                if args.no_exclude {
+                    body["exclude"] = json!([]);
+                }
+                if let Some(on_blackout) = &args.timing.on_blackout {
+                    body["on_blackout"] = json!(on_blackout);
+                }
+                if let Some(n) = args.pause_after_failures {
+                    body["pause_after_failures"] = json!(n);
+                }
+                if args.no_pause_after_failures {
+                    body["pause_after_failures"] = Value::Null;
+                }
+                if !args.annotations.is_empty() {
+                    body["annotations"] =
+                        json!(args.annotations.iter().cloned().collect::<BTreeMap<_, _>>());
+                }
                 if let Some(n) = args.full_every {
                     body["full_every"] = json!(n);
                 }
@@ -925,6 +1149,30 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                     topology::api_subject("schedule", "update"),
                     body,
                     SCHEDULE_COLUMNS,
+                )
+            }
+            ScheduleCommand::Backfill {
+                name,
+                from,
+                to,
+                overlap,
+            } => {
+                let mut body = by_name(name);
+                body["from"] = json!(parse_time("from", from)?);
+                body["to"] = json!(parse_time("to", to)?);
+                if let Some(overlap) = overlap {
+                    body["overlap"] = json!(overlap);
+                }
+                (
+                    topology::api_subject("schedule", "backfill"),
+                    body,
+                    &[
+                        "schedule.name",
+                        "backfill.ticks",
+                        "backfill.first",
+                        "backfill.last",
+                        "backfill.overlap",
+                    ],
                 )
             }
             ScheduleCommand::Next { .. } | ScheduleCommand::Explain { .. } => {
@@ -1124,8 +1372,11 @@ fn schedule_scenario(
             "schedule.describe sent an unreadable {what}"
         ))
     };
-    let cron = schedule
-        .get("cron")
+    // The spec the runs follow: for @daily-random & co. the one drawn from the name.
+    let cron = described
+        .get("timing")
+        .and_then(|timing| timing.get("cron"))
+        .or_else(|| schedule.get("cron"))
         .and_then(Value::as_str)
         .ok_or_else(|| unreadable("cron"))?;
     let policy: sexton_retention::Policy =
@@ -1422,6 +1673,165 @@ async fn wait_for_verdict(
             });
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// An instant as the schedule's zone reads it (UTC without `CRON_TZ`), with its offset.
+fn in_zone(t: DateTime<Utc>, zone: chrono_tz::Tz) -> String {
+    t.with_timezone(&zone).to_rfc3339()
+}
+
+/// The upcoming runs of `schedule next` and `describe`, in the schedule's zone: when each
+/// fires, its cron time, and what a blackout does to it.
+fn print_runs(runs: &[sexton_schedule::PlannedRun], zone: chrono_tz::Tz) {
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|run| {
+            let effect = match run.effect {
+                sexton_schedule::RunEffect::Fires => "fires".to_string(),
+                sexton_schedule::RunEffect::Skipped { blackout } => {
+                    format!("skipped: blackout until {}", in_zone(blackout.end, zone))
+                }
+                sexton_schedule::RunEffect::Deferred { blackout } => {
+                    format!("deferred: fires at {}", in_zone(blackout.end, zone))
+                }
+            };
+            vec![in_zone(run.at, zone), in_zone(run.nominal, zone), effect]
+        })
+        .collect();
+    print_table(&["RUN AT", "CRON TIME", "EFFECT"].map(String::from), &rows);
+}
+
+/// `schedule describe` as text: the schedule's settings, its timing in words (the zone said
+/// even when it is UTC), what happens now and why, and its next runs.
+fn print_schedule_description(value: &Value) {
+    let schedule = value.get("schedule").unwrap_or(&Value::Null);
+    let timing = value.get("timing").unwrap_or(&Value::Null);
+    let explain = value.get("explain").unwrap_or(&Value::Null);
+    let status = schedule.get("status").unwrap_or(&Value::Null);
+    let line = |label: &str, text: String| println!("{:<14}{text}", format!("{label}:"));
+    for (label, path) in [("name", "name"), ("cluster", "cluster"), ("plan", "plan")] {
+        line(label, cell(lookup(schedule, path)));
+    }
+    match timing.get("settings").and_then(Value::as_array) {
+        Some(settings) => {
+            for setting in settings {
+                let text = cell(Some(setting));
+                match text.split_once(": ") {
+                    Some((label, rest)) => line(label, rest.to_string()),
+                    None => line("timing", text),
+                }
+            }
+        }
+        None => line("timing", cell(timing.get("error"))),
+    }
+    if let Some(seconds) = schedule
+        .get("starting_deadline_seconds")
+        .and_then(Value::as_u64)
+    {
+        let deadline = sexton_schedule::Span::from_seconds(seconds)
+            .map_or_else(|_| format!("{seconds}s"), |s| s.to_string());
+        line(
+            "deadline",
+            format!("{deadline}: a run missed by more than this is skipped"),
+        );
+    }
+    if let Some(n) = schedule.get("pause_after_failures").and_then(Value::as_u64) {
+        let so_far = status
+            .get("consecutive_failures")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        line(
+            "pause after",
+            format!("{n} consecutive failed backups ({so_far} so far)"),
+        );
+    }
+    line("phase", cell(status.get("phase")));
+    if let Some(reason) = status.get("paused_reason").filter(|r| !r.is_null()) {
+        line("paused", cell(Some(reason)));
+    }
+    line("last backup", cell(status.get("last_backup")));
+    if let Some(skip) = value.get("last_skip").filter(|s| !s.is_null()) {
+        line(
+            "last skip",
+            format!(
+                "{}: {}",
+                cell(skip.get("reason")),
+                cell(skip.get("explanation"))
+            ),
+        );
+    }
+    if let Some(backfill) = status.get("backfill").filter(|b| !b.is_null()) {
+        let total = backfill
+            .get("ticks")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        line(
+            "backfill",
+            format!(
+                "{} to {}: {} of {total} ticks done{}",
+                cell(backfill.get("from")),
+                cell(backfill.get("to")),
+                cell(backfill.get("done")),
+                match backfill.get("finished_at").filter(|f| !f.is_null()) {
+                    Some(at) => format!(", finished {}", cell(Some(at))),
+                    None => String::new(),
+                }
+            ),
+        );
+    }
+    line(
+        "now",
+        format!(
+            "{}: {}",
+            cell(explain.get("action")),
+            cell(explain.get("reason"))
+        ),
+    );
+    if let Some(error) = explain.get("error").filter(|e| !e.is_null()) {
+        line("error", cell(Some(error)));
+    }
+    if let Some(upcoming) = timing.get("upcoming") {
+        if let Ok(runs) = serde_json::from_value::<Vec<PlannedRunView>>(upcoming.clone()) {
+            let zone = timing
+                .get("zone")
+                .and_then(Value::as_str)
+                .and_then(|name| name.parse().ok())
+                .unwrap_or(chrono_tz::UTC);
+            println!();
+            let rows: Vec<Vec<String>> = runs.iter().map(|run| run.row(zone)).collect();
+            print_table(&["RUN AT", "CRON TIME", "EFFECT"].map(String::from), &rows);
+        }
+    }
+}
+
+/// An upcoming run as `describe` sends it (`PlannedRun`'s JSON).
+#[derive(serde::Deserialize)]
+struct PlannedRunView {
+    nominal: DateTime<Utc>,
+    at: DateTime<Utc>,
+    effect: String,
+    #[serde(default)]
+    blackout: Option<BlackoutView>,
+}
+
+#[derive(serde::Deserialize)]
+struct BlackoutView {
+    end: DateTime<Utc>,
+}
+
+impl PlannedRunView {
+    fn row(&self, zone: chrono_tz::Tz) -> Vec<String> {
+        let end = self
+            .blackout
+            .as_ref()
+            .map_or_else(|| "?".to_string(), |b| in_zone(b.end, zone));
+        let effect = match self.effect.as_str() {
+            "skipped" => format!("skipped: blackout until {end}"),
+            "deferred" => format!("deferred: fires at {end}"),
+            other => other.to_string(),
+        };
+        vec![in_zone(self.at, zone), in_zone(self.nominal, zone), effect]
     }
 }
 

@@ -2,7 +2,8 @@
 //! honest form. On `due-backup` it writes a small `backup.xbstream` (or, for a schedule with
 //! volumes, one `vol-<name>.img` per volume, of the kind the event asks for) and
 //! `metadata.json` under the event's object prefix, then reports the backup completed.
-//! Labels on the schedule ([`labels`]) make it fail volumes or take a full where an
+//! Annotations on the schedule ([`labels`]; labels with the same keys still work, but their
+//! values must be Kubernetes label values now) make it fail volumes or take a full where an
 //! incremental was asked for, as real executors do. It lets a user (and the end-to-end
 //! tests) watch the whole loop run without a database.
 //!
@@ -206,8 +207,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Labels a test (or a user trying Sexton out) puts on a schedule to make the reference
+/// Annotations a test (or a user trying Sexton out) puts on a schedule to make the reference
 /// executor misbehave the way real ones do. Each is a comma-separated list of volume names.
+/// They are annotations because their values (`*`, `pv1,pv2`, `upgrade:pg16`) are not
+/// Kubernetes label values; a schedule stored with them as labels before labels were checked
+/// still works.
 pub mod labels {
     /// These volumes' uploads fail: the backup is reported failed, those volumes marked failed
     /// (`*` fails a backup without volumes).
@@ -220,8 +224,9 @@ pub mod labels {
 }
 
 fn label_list<'a>(due: &'a DueBackup, label: &str) -> Vec<&'a str> {
-    due.labels
+    due.annotations
         .get(label)
+        .or_else(|| due.labels.get(label))
         .map(|list| {
             list.split(',')
                 .map(str::trim)
@@ -425,11 +430,12 @@ async fn take_backup(
         },
         started_at: Some(started_at.fixed_offset()),
         completed_at: Some(completed_at.fixed_offset()),
+        tick: Some(due.tick),
         artifacts,
         size_bytes: None,
         labels: due.labels.clone(),
         tags: Vec::new(),
-        error: failed.then(|| format!("upload failed (label {})", labels::FAIL_VOLUMES)),
+        error: failed.then(|| format!("upload failed (annotation {})", labels::FAIL_VOLUMES)),
         volumes,
         holds: label_list(due, labels::HOLDS)
             .into_iter()
@@ -712,6 +718,7 @@ async fn merge_chain(
         // When the merge ran; the catalog keeps the backup's own times (its recovery point).
         started_at: Some(started_at.fixed_offset()),
         completed_at: Some(Utc::now().fixed_offset()),
+        tick: None,
         artifacts,
         size_bytes: Some(size),
         labels: Default::default(),

@@ -35,16 +35,62 @@ fn schedule_next_prints_robfig_times() {
         "json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let times: Vec<String> = serde_json::from_str(&stdout(&out)).unwrap();
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&stdout(&out)).unwrap();
+    let times: Vec<&str> = runs.iter().map(|r| r["at"].as_str().unwrap()).collect();
     // Friday the 20th at noon: next are Mon 23rd, Tue 24th, Wed 25th at 03:00.
     assert_eq!(
         times,
         [
-            "2026-11-23T03:00:00+00:00",
-            "2026-11-24T03:00:00+00:00",
-            "2026-11-25T03:00:00+00:00"
+            "2026-11-23T03:00:00Z",
+            "2026-11-24T03:00:00Z",
+            "2026-11-25T03:00:00Z"
         ]
     );
+    assert!(runs
+        .iter()
+        .all(|r| r["effect"] == "fires" && r["nominal"] == r["at"]));
+}
+
+/// Jitter and a blackout window, offline: each run's cron time, when it fires, and what the
+/// window does to it; the same offset every time (it is drawn from the name).
+#[test]
+fn schedule_next_shows_jitter_and_blackout_windows() {
+    let args = [
+        "schedule",
+        "next",
+        "--cron",
+        "0 * * * *",
+        "--name",
+        "db1-hourly",
+        "--jitter",
+        "10m",
+        "--exclude",
+        r#"{"cron": "0 1 * * *", "duration": "3h", "zone": "Europe/Berlin"}"#,
+        "--on-blackout",
+        "defer",
+        "--from",
+        "2026-03-28T22:30:00Z",
+        "-n",
+        "4",
+    ];
+    let out = sexton(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("jitter: 10m: every run fires 5m43s after its cron time"),
+        "{text}"
+    );
+    assert!(
+        text.contains("blackout: from \"0 1 * * *\" for 3h (Europe/Berlin)"),
+        "{text}"
+    );
+    // 00:05:43Z (01:05:43 Berlin) is inside; on the spring-forward night the window ends at
+    // 04:00 summer time, 02:00Z.
+    assert!(
+        text.contains("2026-03-29T00:05:43+00:00  2026-03-29T00:00:00+00:00  deferred: fires at 2026-03-29T02:00:00+00:00"),
+        "{text}"
+    );
+    assert_eq!(stdout(&sexton(&args)), text, "the same offset every time");
 }
 
 #[test]

@@ -22,9 +22,15 @@
 //!    `skip`). Then the run is recorded as skipped (`last_skipped = now`) with the reason, which
 //!    also moves the next run past `now`.
 //!
-//! A firing is identified by its *tick*, the due run time `next_run_time`. It depends only on
-//! the recorded state, not on the evaluating replica's clock, so every replica that evaluates
-//! the same state names the same firing: the tick is the de-duplication key.
+//! 5. With jitter (see `timing`) every run is due a fixed offset after its cron time; a due run
+//!    at an instant inside a blackout window is skipped (reason `blackout`), or with
+//!    `on_blackout: defer` waits for the blackout's end and fires then (one run for everything
+//!    the blackout held back, as after downtime). The starting deadline is judged first.
+//!
+//! A firing is identified by its *tick*, the nominal cron time of the due run (the due time
+//! `next_run_time` is the tick plus the jitter offset). It depends only on the recorded state,
+//! not on the evaluating replica's clock, so every replica that evaluates the same state names
+//! the same firing: the tick is the de-duplication key.
 //!
 //! What the caller does around it:
 //!
@@ -35,7 +41,10 @@
 //! * record `*_after` with a compare-and-set against the state that was evaluated, publish the
 //!   firing under (schedule, `tick`), and key the timer queue by `next_run_after`.
 
+use crate::blackout::{Blackout, OnBlackout, WindowSpec};
 use crate::cron::CronSpec;
+use crate::span::Span;
+use crate::timing::{Run, Runs, Timing, TimingSpec};
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -68,6 +77,17 @@ pub struct ScheduleDoc {
     /// which is also how Velero treats every reconcile.
     #[serde(default = "activation_pending_by_default")]
     pub activation_pending: bool,
+    /// The schedule's name: the seed of its jitter offset and `@daily-random` & co.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Every run moves by a fixed offset in `[0, jitter)` drawn from the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Span>,
+    /// Blackout windows (see `blackout`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<WindowSpec>,
+    #[serde(default, skip_serializing_if = "OnBlackout::is_skip")]
+    pub on_blackout: OnBlackout,
 }
 
 fn activation_pending_by_default() -> bool {
@@ -86,6 +106,17 @@ impl ScheduleDoc {
             in_flight: self.in_flight,
             starting_deadline_seconds: self.starting_deadline_seconds,
             activation_pending: self.activation_pending,
+        }
+    }
+
+    /// The document's timing settings.
+    pub fn timing_spec(&self) -> TimingSpec<'_> {
+        TimingSpec {
+            name: self.name.as_deref().unwrap_or_default(),
+            cron: &self.cron,
+            jitter: self.jitter,
+            exclude: &self.exclude,
+            on_blackout: self.on_blackout,
         }
     }
 }
@@ -154,6 +185,10 @@ pub enum Reason {
     NotDue,
     /// robfig finds no run within five years (e.g. `0 0 30 2 *`): never due.
     NoRunWithinFiveYears,
+    /// The run is due inside a blackout window (`on_blackout: skip`).
+    Blackout,
+    /// The run is due inside a blackout window and waits for its end (`on_blackout: defer`).
+    BlackoutDeferred,
     Due,
 }
 
@@ -167,6 +202,8 @@ impl Reason {
             Reason::StartingDeadlineExceeded => "starting_deadline_exceeded",
             Reason::NotDue => "not_due",
             Reason::NoRunWithinFiveYears => "no_run_within_five_years",
+            Reason::Blackout => "blackout",
+            Reason::BlackoutDeferred => "blackout_deferred",
             Reason::Due => "due",
         }
     }
@@ -179,15 +216,20 @@ pub struct Decision {
     pub reason: Reason,
     /// `now` is strictly after `next_run_time`.
     pub due: bool,
-    /// The run time computed from the state (after skip-immediately, if that applied). When the
-    /// schedule is due this is the tick that fires or is skipped.
+    /// The due time computed from the state (after skip-immediately, if that applied): the
+    /// cron time plus the jitter offset. When the schedule is due this is the run that fires,
+    /// is skipped or is deferred.
     pub next_run_time: Option<DateTime<Utc>>,
-    /// The tick this decision acts on: for `fire` the firing's identity (de-duplication key);
-    /// for `skip` the run that was skipped (for skip-immediately, the run that was due, if one
-    /// was). `None` when no run was due.
+    /// The nominal tick (cron time) of the run this decision acts on: for `fire` the firing's
+    /// identity (de-duplication key); for `skip` the run that was skipped (for
+    /// skip-immediately, the run that was due, if one was); for a deferral the run that waits.
+    /// `None` when no run was due.
     pub tick: Option<DateTime<Utc>>,
-    /// When the schedule is next due once this decision is recorded: the timer-queue key.
+    /// When the schedule next needs attention once this decision is recorded: the timer-queue
+    /// key (for a deferral, the end of the blackout).
     pub next_run_after: Option<DateTime<Utc>>,
+    /// The blackout that skipped or deferred the run.
+    pub blackout: Option<Blackout>,
     pub last_backup_after: Option<DateTime<Utc>>,
     pub last_skipped_after: Option<DateTime<Utc>>,
     pub skip_immediately_after: Option<bool>,
@@ -205,6 +247,27 @@ pub fn evaluate(
     now: DateTime<Utc>,
     server_skip_immediately: bool,
 ) -> Decision {
+    decide(&Runs::plain(cron), state, now, server_skip_immediately)
+}
+
+impl Timing {
+    /// [`evaluate`] with the schedule's jitter and blackout windows.
+    pub fn evaluate(
+        &self,
+        state: &ScheduleState,
+        now: DateTime<Utc>,
+        server_skip_immediately: bool,
+    ) -> Decision {
+        decide(&self.runs(), state, now, server_skip_immediately)
+    }
+}
+
+fn decide(
+    runs: &Runs<'_>,
+    state: &ScheduleState,
+    now: DateTime<Utc>,
+    server_skip_immediately: bool,
+) -> Decision {
     let unchanged = Decision {
         action: Action::Paused,
         reason: Reason::Paused,
@@ -212,6 +275,7 @@ pub fn evaluate(
         next_run_time: None,
         tick: None,
         next_run_after: None,
+        blackout: None,
         last_backup_after: state.last_backup,
         last_skipped_after: state.last_skipped,
         skip_immediately_after: state.skip_immediately,
@@ -222,8 +286,9 @@ pub fn evaluate(
     }
 
     let next_from = |last_backup: Option<DateTime<Utc>>, last_skipped: Option<DateTime<Utc>>| {
-        cron.next_after(run_base(state.created_at, last_backup, last_skipped))
+        runs.next_run(run_base(state.created_at, last_backup, last_skipped))
     };
+    let at = |run: Option<Run>| run.map(|run| run.at);
 
     let skip_immediately =
         state.activation_pending && state.skip_immediately.unwrap_or(server_skip_immediately);
@@ -231,10 +296,11 @@ pub fn evaluate(
         // Consume and reset: record the skip, and return the flag to "unset" rather than to
         // `false`, so the schedule does not pin a value that would override the server default
         // at its next unpause.
-        let skipped_tick =
-            next_from(state.last_backup, state.last_skipped).filter(|run| now > *run);
+        let skipped_tick = next_from(state.last_backup, state.last_skipped)
+            .filter(|run| now > run.at)
+            .map(|run| run.nominal);
         let last_skipped = Some(latest(state.last_skipped, now));
-        let next = next_from(state.last_backup, last_skipped);
+        let next = at(next_from(state.last_backup, last_skipped));
         return Decision {
             action: Action::Skip,
             reason: Reason::SkipImmediately,
@@ -262,24 +328,40 @@ pub fn evaluate(
             ..evaluated
         };
     };
-    if now <= next {
+    if now <= next.at {
         return Decision {
             action: Action::Wait,
             reason: Reason::NotDue,
-            next_run_time: Some(next),
-            next_run_after: Some(next),
+            next_run_time: Some(next.at),
+            next_run_after: Some(next.at),
             ..evaluated
         };
     }
 
     let due = Decision {
         due: true,
-        next_run_time: Some(next),
-        tick: Some(next),
+        next_run_time: Some(next.at),
+        tick: Some(next.nominal),
         ..evaluated
     };
-    let skip_reason = if missed_starting_deadline(cron, state, next, now) {
+    let blackout = runs.blackout_at(now);
+    let skip_reason = if missed_starting_deadline(runs, state, next, now) {
         Some(Reason::StartingDeadlineExceeded)
+    } else if let Some(blackout) = blackout {
+        match runs.on_blackout {
+            OnBlackout::Skip => Some(Reason::Blackout),
+            OnBlackout::Defer => {
+                // Nothing is recorded: at the blackout's end the same state gives the same
+                // tick, which then fires (or meets the starting deadline).
+                return Decision {
+                    action: Action::Wait,
+                    reason: Reason::BlackoutDeferred,
+                    next_run_after: Some(blackout.end),
+                    blackout: Some(blackout),
+                    ..due
+                };
+            }
+        }
     } else if state.in_flight {
         Some(Reason::InFlight)
     } else {
@@ -291,8 +373,9 @@ pub fn evaluate(
             Decision {
                 action: Action::Skip,
                 reason,
-                next_run_after: next_from(state.last_backup, last_skipped),
+                next_run_after: at(next_from(state.last_backup, last_skipped)),
                 last_skipped_after: last_skipped,
+                blackout: blackout.filter(|_| reason == Reason::Blackout),
                 ..due
             }
         }
@@ -303,7 +386,7 @@ pub fn evaluate(
             Decision {
                 action: Action::Fire,
                 reason: Reason::Due,
-                next_run_after: next_from(last_backup, state.last_skipped),
+                next_run_after: at(next_from(last_backup, state.last_skipped)),
                 last_backup_after: last_backup,
                 ..due
             }
@@ -335,9 +418,9 @@ fn latest(recorded: Option<DateTime<Utc>>, now: DateTime<Utc>) -> DateTime<Utc> 
 /// deadline does not start late. Judging the newest missed run (not the first) means that after
 /// a long outage a run that was missed only moments ago still fires.
 fn missed_starting_deadline(
-    cron: &CronSpec,
+    runs: &Runs<'_>,
     state: &ScheduleState,
-    first_missed: DateTime<Utc>,
+    first_missed: Run,
     now: DateTime<Utc>,
 ) -> bool {
     let Some(deadline_seconds) = state.starting_deadline_seconds else {
@@ -351,7 +434,7 @@ fn missed_starting_deadline(
         return false;
     };
     let base = run_base(state.created_at, state.last_backup, state.last_skipped);
-    !cron.missed_run_within(base, first_missed, now, deadline)
+    !runs.missed_run_within(base, first_missed, now, deadline)
 }
 
 /// [`explain`]'s answer, the JSON printed by `sexton schedule explain -o json`.
@@ -366,6 +449,9 @@ pub struct Explanation {
     pub last_skipped_after: Option<DateTime<Utc>>,
     pub skip_immediately_after: Option<bool>,
     pub activation_pending_after: bool,
+    /// The blackout that skipped or deferred the due run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blackout: Option<Blackout>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub reason_code: Reason,
@@ -385,9 +471,9 @@ pub fn explain(
     server_skip_immediately: bool,
 ) -> Explanation {
     let state = doc.state();
-    match CronSpec::parse(&doc.cron) {
-        Ok(cron) => {
-            let decision = evaluate(&cron, &state, now, server_skip_immediately);
+    match Timing::new(&doc.timing_spec()) {
+        Ok(timing) => {
+            let decision = timing.evaluate(&state, now, server_skip_immediately);
             Explanation::new(&decision, None, state.starting_deadline_seconds)
         }
         Err(error) => {
@@ -398,6 +484,7 @@ pub fn explain(
                 next_run_time: None,
                 tick: None,
                 next_run_after: None,
+                blackout: None,
                 last_backup_after: state.last_backup,
                 last_skipped_after: state.last_skipped,
                 skip_immediately_after: state.skip_immediately,
@@ -407,7 +494,7 @@ pub fn explain(
                 decision.action = Action::Paused;
                 decision.reason = Reason::Paused;
             }
-            Explanation::new(&decision, Some(format!("invalid cron spec: {error}")), None)
+            Explanation::new(&decision, Some(error.to_string()), None)
         }
     }
 }
@@ -428,11 +515,18 @@ impl Explanation {
             last_skipped_after: decision.last_skipped_after,
             skip_immediately_after: decision.skip_immediately_after,
             activation_pending_after: decision.activation_pending_after,
+            blackout: decision.blackout,
             reason: describe(decision, error.is_some(), deadline_seconds),
             error,
             reason_code: decision.reason,
         }
     }
+}
+
+fn blackout_words(blackout: Option<Blackout>) -> String {
+    blackout.map_or_else(String::new, |b| {
+        format!("from {} to {}", b.start.to_rfc3339(), b.end.to_rfc3339())
+    })
 }
 
 fn describe(decision: &Decision, has_error: bool, deadline_seconds: Option<u64>) -> String {
@@ -457,12 +551,12 @@ fn describe(decision: &Decision, has_error: bool, deadline_seconds: Option<u64>)
         },
         Reason::InFlight => format!(
             "the run due at {} is skipped: a backup from this schedule is still in progress (overlap policy skip); next run at {}",
-            time(decision.tick),
+            time(decision.next_run_time),
             time(decision.next_run_after)
         ),
         Reason::StartingDeadlineExceeded => format!(
             "the run due at {} is skipped: every missed run is older than the starting deadline of {}s; next run at {}",
-            time(decision.tick),
+            time(decision.next_run_time),
             deadline_seconds.unwrap_or_default(),
             time(decision.next_run_after)
         ),
@@ -470,9 +564,21 @@ fn describe(decision: &Decision, has_error: bool, deadline_seconds: Option<u64>)
         Reason::NoRunWithinFiveYears => {
             "the cron spec matches no time within five years (e.g. 30 february), so it is never due".to_owned()
         }
+        Reason::Blackout => format!(
+            "the run due at {} is skipped: it falls in the blackout {}; next run at {}",
+            time(decision.next_run_time),
+            blackout_words(decision.blackout),
+            time(decision.next_run_after)
+        ),
+        Reason::BlackoutDeferred => format!(
+            "the run due at {} waits for the end of the blackout {}: it fires at {}",
+            time(decision.next_run_time),
+            blackout_words(decision.blackout),
+            time(decision.next_run_after)
+        ),
         Reason::Due => format!(
             "due since {}: one backup fires for the whole missed period; next run at {}",
-            time(decision.tick),
+            time(decision.next_run_time),
             time(decision.next_run_after)
         ),
     }

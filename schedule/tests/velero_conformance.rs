@@ -182,6 +182,10 @@ fn check_case(case: &Value) -> Result<usize, String> {
         in_flight: in_flight(case)?,
         starting_deadline_seconds: None,
         activation_pending: true,
+        name: None,
+        jitter: None,
+        exclude: Vec::new(),
+        on_blackout: Default::default(),
     };
     let server_default = case["server_default_skip_immediately"]
         .as_bool()

@@ -7,17 +7,18 @@ use anyhow::Context as _;
 use chrono::Utc;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use sexton_schedule::CronSpec;
+use sexton_schedule::{Timing, TimingSpec};
 use sexton_shared::{
     api::{
-        ApiError, BackupRef, ByName, ErrorCode, ListFilter, Reply, ScheduleSpec, ScheduleUpdate,
-        Unpause,
+        ApiError, BackupRef, ByName, ErrorCode, ListFilter, Reply, ScheduleBackfill, ScheduleSpec,
+        ScheduleUpdate, Unpause,
     },
     catalog::Catalog,
     config::Config,
     names::ClusterName,
     records::{
-        ClusterRecord, SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION,
+        Backfill, ClusterRecord, SchedulePhase, ScheduleRecord, ScheduleStatus, MAX_BACKFILL_TICKS,
+        RECORD_SCHEMA_VERSION,
     },
     topology::{self, Topology},
     wire::{self, Message},
@@ -204,6 +205,10 @@ impl Api {
                     }
                     record.paused = false;
                     record.status.phase = SchedulePhase::Enabled;
+                    // Unpausing starts the count of consecutive failures afresh, whoever paused.
+                    record.status.consecutive_failures = 0;
+                    record.status.last_failed_backup = None;
+                    record.status.paused_reason = None;
                     // The request's flag overrides the schedule's own; the next evaluation
                     // resolves it (else the server default), consumes it and resets it.
                     record.skip_immediately = req.skip_immediately.or(record.skip_immediately);
@@ -213,53 +218,26 @@ impl Api {
             }
             "schedule.update" => {
                 let req: ScheduleUpdate = decode(body)?;
-                if let Some(cron) = &req.cron {
-                    CronSpec::parse(cron)
-                        .map_err(|err| invalid(format!("invalid cron {cron:?}: {err}")))?;
-                }
-                self.change(&req.name, move |record, _now| {
-                    if let Some(cron) = &req.cron {
-                        record.cron = cron.clone();
-                        // A valid spec clears the marks of a spec that stopped parsing.
-                        if record.status.phase == SchedulePhase::FailedValidation {
-                            record.status.phase = if record.paused {
-                                SchedulePhase::Paused
-                            } else {
-                                SchedulePhase::Enabled
-                            };
-                            record.status.validation_errors.clear();
-                        }
-                    }
-                    if let Some(policy) = &req.policy {
-                        record.policy = policy.clone();
-                    }
-                    if let Some(labels) = &req.labels {
-                        record.labels = labels.clone();
-                    }
-                    if let Some(remote_cleanup) = req.remote_cleanup {
-                        record.remote_cleanup = remote_cleanup;
-                    }
-                    if let Some(overlap) = req.overlap_policy {
-                        record.overlap_policy = overlap;
-                    }
-                    if req.starting_deadline_seconds.is_some() {
-                        record.starting_deadline_seconds = req.starting_deadline_seconds;
-                    }
-                    if let Some(full_every) = req.full_every {
-                        record.full_every = full_every;
-                    }
-                    if let Some(volumes) = &req.volumes {
-                        record.volumes = volumes.clone();
-                    }
-                    if let Some(owner) = req.backup_owner {
-                        record.backup_owner = owner;
-                    }
-                    if let Some(verify) = &req.verify {
-                        record.verify = verify.clone();
-                    }
-                })
-                .await
+                // The timing is checked as it will be, with the schedule's name (random
+                // descriptors and jitter are drawn from it) and its stored settings.
+                let (current, _) = self.read(req.name.as_str()).await?;
+                let mut preview = current.clone();
+                apply_update(&mut preview, &req);
+                let timing_changed = preview.cron != current.cron
+                    || preview.jitter != current.jitter
+                    || preview.exclude != current.exclude;
+                let warnings = if timing_changed {
+                    check_timing(&timers::timing_spec(&preview), Utc::now())?
+                } else {
+                    Vec::new()
+                };
+                let mut reply = self
+                    .change(&req.name, |record, _now| apply_update(record, &req))
+                    .await?;
+                reply["warnings"] = json!(warnings);
+                Ok(reply)
             }
+            "schedule.backfill" => self.backfill(decode(body)?).await,
             "backup.create" => self.trigger(decode(body)?).await,
             "backup.list" => self.list_backups(decode(body)?).await,
             "backup.delete" => self.delete_backup(decode(body)?).await,
@@ -288,9 +266,18 @@ impl Api {
     }
 
     async fn create(&self, spec: ScheduleSpec) -> Result<Value, ApiError> {
-        CronSpec::parse(&spec.cron)
-            .map_err(|err| invalid(format!("invalid cron {:?}: {err}", spec.cron)))?;
         let now = Utc::now();
+        let warnings = check_timing(
+            &TimingSpec {
+                name: spec.name.as_str(),
+                cron: &spec.cron,
+                jitter: spec.jitter,
+                exclude: &spec.exclude,
+                on_blackout: spec.on_blackout,
+            },
+            now,
+        )?;
+        let starting_deadline_seconds = spec.deadline_seconds();
         let mut record = ScheduleRecord {
             schema_version: RECORD_SCHEMA_VERSION,
             name: spec.name,
@@ -303,7 +290,12 @@ impl Api {
             labels: spec.labels,
             remote_cleanup: spec.remote_cleanup,
             overlap_policy: spec.overlap_policy,
-            starting_deadline_seconds: spec.starting_deadline_seconds,
+            starting_deadline_seconds,
+            jitter: spec.jitter,
+            exclude: spec.exclude,
+            on_blackout: spec.on_blackout,
+            pause_after_failures: spec.pause_after_failures,
+            annotations: spec.annotations,
             full_every: spec.full_every,
             volumes: spec.volumes,
             backup_owner: spec.backup_owner,
@@ -327,11 +319,15 @@ impl Api {
             .create(record.name.as_str(), body.into())
             .await
         {
-            Ok(revision) => Ok(describe(
-                &record,
-                revision,
-                self.config.scheduler.skip_immediately_default,
-            )),
+            Ok(revision) => {
+                let mut reply = describe(
+                    &record,
+                    revision,
+                    self.config.scheduler.skip_immediately_default,
+                );
+                reply["warnings"] = json!(warnings);
+                Ok(reply)
+            }
             Err(err) if err.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
                 Err(ApiError::new(
                     ErrorCode::AlreadyExists,
@@ -496,15 +492,23 @@ impl Api {
     /// schedule's own timing is untouched (as `velero backup create --from-schedule`).
     async fn trigger(&self, req: ByName) -> Result<Value, ApiError> {
         let (record, _) = self.read(req.name.as_str()).await?;
-        // Whole seconds: the backup id carries the tick to the second.
+        // Whole seconds: the backup id carries the instant to the second, and a second
+        // request within the same second is the same request (its message id).
         let now = Utc::now();
         let tick = chrono::DateTime::from_timestamp(now.timestamp(), 0).unwrap_or(now);
+        let backup_id = timers::backup_id_for(&record.name, timers::Asking::Manual, tick, tick);
+        let request = timers::DueRequest {
+            tick,
+            fired_at: now,
+            backup_id: backup_id.clone(),
+            message_id: format!("manual.{}.{}", record.name, tick.timestamp_millis()),
+            backfill: None,
+        };
         let duplicate = timers::publish_due(
             &self.topology,
             &self.config,
             &(&record).into(),
-            tick,
-            now,
+            &request,
             Some(&self.metrics),
         )
         .await
@@ -512,7 +516,7 @@ impl Api {
         .duplicate;
         tracing::info!(schedule = %record.name, tick = %tick, duplicate, "manual backup requested");
         Ok(json!({
-            "backup_id": timers::backup_id_for(&record, tick),
+            "backup_id": backup_id,
             "schedule": record.name,
             "tick": tick,
             "duplicate": duplicate,
@@ -538,13 +542,217 @@ impl Api {
 }
 
 fn describe(record: &ScheduleRecord, revision: u64, server_default: bool) -> Value {
-    let explanation = timers::explain(record, Utc::now(), server_default);
+    let now = Utc::now();
+    let explanation = timers::explain(record, now, server_default);
     json!({
         "schedule": record,
         "revision": revision,
         "explain": explanation,
+        "timing": timing_view(record, now),
         "last_skip": last_skip(record),
     })
+}
+
+/// How many upcoming runs `describe` shows.
+const UPCOMING_RUNS: usize = 5;
+
+/// The schedule's timing in words and its next runs with what each does (fires, skipped or
+/// deferred by a blackout), from now on as a prompt scheduler would run them.
+fn timing_view(record: &ScheduleRecord, now: chrono::DateTime<Utc>) -> Value {
+    match Timing::new(&timers::timing_spec(record)) {
+        Err(err) => json!({ "error": err.to_string() }),
+        Ok(timing) => {
+            let offset = timing.offset().num_seconds();
+            json!({
+                "zone": timing.cron().zone().map_or("UTC", |tz| tz.name()),
+                "cron": timing.cron().as_str(),
+                "jitter": record.jitter,
+                "offset_seconds": offset,
+                "on_blackout": record.on_blackout,
+                "settings": timing.describe(),
+                "upcoming": timing.upcoming(now, UPCOMING_RUNS),
+            })
+        }
+    }
+}
+
+/// The door for a schedule's timing as a user enters it: the refusals and warnings of
+/// `Timing::check_input`, with the messages the API answers.
+fn check_timing(
+    spec: &TimingSpec<'_>,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<String>, ApiError> {
+    Timing::check_input(spec, now)
+        .map(|(_, warnings)| warnings)
+        .map_err(|err| match err {
+            sexton_schedule::TimingError::Window { .. } => invalid(err),
+            err => invalid(format!("invalid cron {:?}: {err}", spec.cron)),
+        })
+}
+
+/// `schedule.update`'s changes to a record: every field the request gives.
+fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) {
+    if let Some(cron) = &req.cron {
+        record.cron = cron.clone();
+        // A valid spec clears the marks of a spec that stopped parsing.
+        if record.status.phase == SchedulePhase::FailedValidation {
+            record.status.phase = if record.paused {
+                SchedulePhase::Paused
+            } else {
+                SchedulePhase::Enabled
+            };
+            record.status.validation_errors.clear();
+        }
+    }
+    if let Some(policy) = &req.policy {
+        record.policy = policy.clone();
+    }
+    if let Some(labels) = &req.labels {
+        record.labels = labels.clone();
+    }
+    if let Some(annotations) = &req.annotations {
+        record.annotations = annotations.clone();
+    }
+    if let Some(remote_cleanup) = req.remote_cleanup {
+        record.remote_cleanup = remote_cleanup;
+    }
+    if let Some(overlap) = req.overlap_policy {
+        record.overlap_policy = overlap;
+    }
+    if req.starting_deadline_seconds.is_some() {
+        record.starting_deadline_seconds = req.starting_deadline_seconds;
+    }
+    if let Some(deadline) = req.starting_deadline {
+        record.starting_deadline_seconds = deadline.map(sexton_schedule::Span::seconds);
+    }
+    if let Some(jitter) = req.jitter {
+        record.jitter = jitter;
+    }
+    if let Some(exclude) = &req.exclude {
+        record.exclude = exclude.clone();
+    }
+    if let Some(on_blackout) = req.on_blackout {
+        record.on_blackout = on_blackout;
+    }
+    if let Some(pause_after) = req.pause_after_failures {
+        record.pause_after_failures = pause_after;
+    }
+    if let Some(verify) = &req.verify {
+        record.verify = verify.clone();
+    }
+    if let Some(full_every) = req.full_every {
+        record.full_every = full_every;
+    }
+    if let Some(volumes) = &req.volumes {
+        record.volumes = volumes.clone();
+    }
+    if let Some(owner) = req.backup_owner {
+        record.backup_owner = owner;
+    }
+}
+
+impl Api {
+    /// `schedule.backfill`: the ticks of `[from, to)` (nominal cron times; jitter and blackout
+    /// windows are about when runs start, and a backfill starts now), stored on the schedule
+    /// as a cursor that the timer queues of all replicas advance, one tick at a time. Runs
+    /// whether the schedule is paused or not (a backfill is an explicit request); one at a
+    /// time per schedule.
+    async fn backfill(&self, req: ScheduleBackfill) -> Result<Value, ApiError> {
+        let now = Utc::now();
+        if req.to > now {
+            return Err(invalid(format!(
+                "backfill to {} is in the future; a backfill fires past ticks (the schedule \
+                 fires the coming ones)",
+                req.to.to_rfc3339()
+            )));
+        }
+        let (current, _) = self.read(req.name.as_str()).await?;
+        if let Some(running) = current
+            .status
+            .backfill
+            .as_ref()
+            .filter(|b| b.next_tick().is_some())
+        {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "schedule {} is still backfilling {} to {} ({} of {} ticks done); wait for it",
+                    req.name,
+                    running.from.to_rfc3339(),
+                    running.to.to_rfc3339(),
+                    running.done,
+                    running.ticks.len()
+                ),
+            ));
+        }
+        let timing = Timing::new(&timers::timing_spec(&current))
+            .map_err(|err| invalid(format!("schedule {}: {err}", req.name)))?;
+        let ticks = timing
+            .ticks_between(req.from, req.to, MAX_BACKFILL_TICKS)
+            .map_err(|_| {
+                invalid(format!(
+                    "{} to {} holds more than {MAX_BACKFILL_TICKS} ticks of {:?}; backfill a \
+                     shorter interval at a time",
+                    req.from.to_rfc3339(),
+                    req.to.to_rfc3339(),
+                    current.cron
+                ))
+            })?;
+        if ticks.is_empty() {
+            return Err(invalid(format!(
+                "{:?} has no tick from {} to {}: nothing to backfill",
+                current.cron,
+                req.from.to_rfc3339(),
+                req.to.to_rfc3339()
+            )));
+        }
+        let overlap = req.overlap.unwrap_or(current.overlap_policy);
+        let backfill = Backfill {
+            id: u64::try_from(now.timestamp_millis()).unwrap_or_default(),
+            from: req.from,
+            to: req.to,
+            overlap,
+            requested_at: now,
+            ticks,
+            done: 0,
+            fired: 0,
+            waiting_for: None,
+            waiting_since: None,
+            last_reported: None,
+            finished_at: None,
+        };
+        let n_ticks = backfill.ticks.len();
+        let started = std::sync::Mutex::new(false);
+        let mut reply = self
+            .change(&req.name, |record, _now| {
+                // Another backfill may have started since the read: it stays.
+                if record
+                    .status
+                    .backfill
+                    .as_ref()
+                    .is_none_or(|b| b.next_tick().is_none())
+                {
+                    record.status.backfill = Some(backfill.clone());
+                    *started.lock().expect("not poisoned") = true;
+                }
+            })
+            .await?;
+        if !started.into_inner().expect("not poisoned") {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!("schedule {} started another backfill meanwhile", req.name),
+            ));
+        }
+        tracing::info!(schedule = %req.name, ticks = n_ticks, overlap = ?overlap, "backfill requested");
+        reply["backfill"] = json!({
+            "id": backfill.id,
+            "ticks": n_ticks,
+            "first": backfill.ticks.first(),
+            "last": backfill.ticks.last(),
+            "overlap": overlap,
+        });
+        Ok(reply)
+    }
 }
 
 /// Why the last due tick did not fire, in a sentence: what `describe` shows next to the
@@ -564,9 +772,13 @@ fn last_skip(record: &ScheduleRecord) -> Value {
             "a backup from this schedule was still in progress (overlap policy skip)".to_string()
         }
         "starting_deadline_exceeded" => format!(
-            "every missed run was older than the starting deadline of {}s",
-            record.starting_deadline_seconds.unwrap_or_default()
+            "every missed run was older than the starting deadline of {}",
+            record
+                .starting_deadline_seconds
+                .and_then(|s| sexton_schedule::Span::from_seconds(s).ok())
+                .map_or_else(|| "0s".to_string(), |s| s.to_string())
         ),
+        "blackout" => "it was due inside a blackout window".to_string(),
         other => other.to_string(),
     };
     json!({ "at": at, "reason": code, "explanation": format!("the run due before {} did not fire: {why}", at.to_rfc3339()) })

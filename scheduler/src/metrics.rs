@@ -24,6 +24,11 @@ pub struct Metrics {
     pub verifications: IntCounterVec,
     /// Restore tests asked for (scheduled or on demand), duplicates excluded.
     pub verify_requests: IntCounter,
+    /// Ticks published by backfills (duplicates excluded).
+    pub backfill_ticks: IntCounter,
+    /// Schedules the scheduler paused after `pause_after_failures` consecutive failed backups,
+    /// per cluster, as this replica's timer queue sees them (every replica sees them all).
+    pub schedules_paused_after_failures: prometheus::IntGaugeVec,
 }
 
 impl Metrics {
@@ -106,6 +111,19 @@ impl Metrics {
             "restore tests asked for (verify-due events published, duplicates excluded)",
         )
         .expect("valid metric");
+        let backfill_ticks = IntCounter::new(
+            "sexton_backfill_ticks_published_total",
+            "due-backup events published by backfills (duplicates excluded)",
+        )
+        .expect("valid metric");
+        let schedules_paused_after_failures = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "sexton_schedules_paused_after_failures",
+                "schedules paused by the scheduler after consecutive failed backups",
+            ),
+            &["cluster"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(due_published.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(due_duplicates.clone()),
@@ -118,6 +136,8 @@ impl Metrics {
             Box::new(intake_checks.clone()),
             Box::new(verifications.clone()),
             Box::new(verify_requests.clone()),
+            Box::new(backfill_ticks.clone()),
+            Box::new(schedules_paused_after_failures.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -136,6 +156,8 @@ impl Metrics {
             intake_checks,
             verifications,
             verify_requests,
+            backfill_ticks,
+            schedules_paused_after_failures,
         }
     }
 }

@@ -431,6 +431,7 @@ async fn record_report(
                     status: new_status,
                     started_at: report.started_at,
                     completed_at: report.completed_at,
+                    tick: report.tick,
                     artifacts: artifacts_of(report),
                     size_bytes: report.size_bytes,
                     objects: seen,
@@ -466,6 +467,7 @@ async fn record_report(
                         record.parent = report.parent.clone();
                         record.completed_at = report.completed_at;
                         record.started_at = report.started_at.or(record.started_at);
+                        record.tick = report.tick.or(record.tick);
                         record.artifacts = artifacts_of(report);
                         record.size_bytes = report.size_bytes;
                         record.objects = seen;
@@ -921,9 +923,11 @@ fn volumes_of(report: &Report) -> Vec<VolumeArtifact> {
 }
 
 /// Records on the schedule which of its backups is in progress, for the overlap policy: set on
-/// `started`, cleared on `completed` or `failed` of that same backup. Also which volumes' latest
-/// upload failed (their next backup is a full, even after the failed record is cleaned up):
-/// set by a failed report, cleared by a completed one that took the volume.
+/// `started`, cleared on `completed` or `failed` of that same backup (which also ends a
+/// backfill's wait for it). Also which volumes' latest upload failed (their next backup is a
+/// full, even after the failed record is cleaned up): set by a failed report, cleared by a
+/// completed one that took the volume. And the run of consecutive failures: at the schedule's
+/// `pause_after_failures` it is paused, with an incident.
 async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result<()> {
     let Some(name) = &report.schedule else {
         return Ok(());
@@ -935,6 +939,7 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
         let mut schedule: ScheduleRecord =
             serde_json::from_slice(&entry.value).context("decoding the report's schedule")?;
         let before = schedule.status.clone();
+        let paused_before = schedule.paused;
         let current = schedule.status.in_flight.as_ref().map(|f| &f.backup_id);
         match report.status {
             ReportStatus::Started if current != Some(&report.backup_id) => {
@@ -944,6 +949,7 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
                         .started_at
                         .map(|t| t.with_timezone(&Utc))
                         .unwrap_or_else(Utc::now),
+                    tick: report.tick,
                 });
             }
             ReportStatus::Completed | ReportStatus::Failed
@@ -953,9 +959,37 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
             }
             _ => {}
         }
+        if report.status != ReportStatus::Started {
+            // A backfill waiting for this backup goes on. The report may also come before the
+            // step that fired it has recorded what it waits for: remembered, so that step does
+            // not wait (both write this record by compare-and-set, so one sees the other).
+            if let Some(backfill) = schedule
+                .status
+                .backfill
+                .as_mut()
+                .filter(|b| b.finished_at.is_none())
+            {
+                if backfill.waiting_for.as_ref() == Some(&report.backup_id) {
+                    backfill.waiting_for = None;
+                    backfill.waiting_since = None;
+                }
+                backfill.last_reported = Some(report.backup_id.clone());
+            }
+        }
         remember_failures(&mut schedule.status, report);
-        if schedule.status == before {
+        let pause = pause_after_failures(&schedule);
+        if let Some(reason) = &pause {
+            schedule.paused = true;
+            schedule.status.phase = sexton_shared::records::SchedulePhase::Paused;
+            schedule.status.paused_reason = Some(reason.clone());
+        }
+        if schedule.status == before && schedule.paused == paused_before {
             return Ok(());
+        }
+        if let Some(reason) = &pause {
+            // Published before the pause is recorded, under an id of the failure that paused
+            // it: a crash in between publishes it again as a duplicate, never loses it.
+            announce_pause(topology, &schedule, report, reason).await?;
         }
         let body = serde_json::to_vec(&schedule)?;
         match topology
@@ -963,7 +997,12 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
             .update(name.as_str(), body.into(), entry.revision)
             .await
         {
-            Ok(_) => return Ok(()),
+            Ok(_) => {
+                if pause.is_some() {
+                    tracing::warn!(schedule = %name, failures = schedule.status.consecutive_failures, "schedule paused after consecutive failed backups");
+                }
+                return Ok(());
+            }
             Err(err)
                 if err.kind() == async_nats::jetstream::kv::UpdateErrorKind::WrongLastRevision =>
             {
@@ -975,7 +1014,9 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
     anyhow::bail!("schedule {name} kept changing while recording an in-flight backup")
 }
 
-/// Which volumes' (or, without volumes, whether the backup's) latest upload failed.
+/// Which volumes' (or, without volumes, whether the backup's) latest upload failed, and how
+/// many backups in a row failed. A failed backup is counted once however often its report is
+/// delivered; a completed one ends the run.
 fn remember_failures(status: &mut sexton_shared::records::ScheduleStatus, report: &Report) {
     match report.status {
         ReportStatus::Started => {}
@@ -988,6 +1029,10 @@ fn remember_failures(status: &mut sexton_shared::records::ScheduleStatus, report
                     status.failed_volumes.push(volume.name.clone());
                 }
             }
+            if status.last_failed_backup.as_ref() != Some(&report.backup_id) {
+                status.consecutive_failures = status.consecutive_failures.saturating_add(1);
+                status.last_failed_backup = Some(report.backup_id.clone());
+            }
         }
         ReportStatus::Completed => {
             if report.volumes.is_empty() {
@@ -996,8 +1041,65 @@ fn remember_failures(status: &mut sexton_shared::records::ScheduleStatus, report
             status
                 .failed_volumes
                 .retain(|name| !report.volumes.iter().any(|v| v.name == *name));
+            status.consecutive_failures = 0;
+            status.last_failed_backup = None;
         }
     }
+}
+
+/// Why the schedule is to be paused now, if its run of failures reached its
+/// `pause_after_failures` and it is not paused yet.
+fn pause_after_failures(schedule: &ScheduleRecord) -> Option<String> {
+    let limit = schedule.pause_after_failures?;
+    let failures = schedule.status.consecutive_failures;
+    if schedule.paused || failures < limit {
+        return None;
+    }
+    Some(format!(
+        "paused after {failures} consecutive failed backups (pause_after_failures {limit}); the \
+         last, {}: unpause to resume",
+        schedule
+            .status
+            .last_failed_backup
+            .as_ref()
+            .map_or_else(String::new, ToString::to_string)
+    ))
+}
+
+/// The incident of a schedule paused after failures, de-duplicated by schedule and the failed
+/// backup that paused it.
+async fn announce_pause(
+    topology: &Topology,
+    schedule: &ScheduleRecord,
+    report: &Report,
+    reason: &str,
+) -> anyhow::Result<()> {
+    let incident = sexton_shared::wire::Incident {
+        schema_version: wire::SCHEMA_VERSION,
+        service: "scheduler".into(),
+        kind: "schedule-paused-after-failures".into(),
+        cluster: Some(schedule.cluster.to_string()),
+        backup_id: Some(report.backup_id.to_string()),
+        subject: topology::report_subject(&report.cluster),
+        reason: format!(
+            "schedule {}: {reason}{}",
+            schedule.name,
+            report
+                .error
+                .as_deref()
+                .map(|e| format!(" (its error: {e})"))
+                .unwrap_or_default()
+        ),
+        at: Utc::now(),
+    };
+    publish_once(
+        &topology.jetstream,
+        topology::event_subject("incident", schedule.cluster.as_str()),
+        &format!("paused.{}.{}", schedule.name, report.backup_id),
+        wire::encode(&incident),
+    )
+    .await?;
+    Ok(())
 }
 
 /// After a completed report is recorded, tell retention; de-duplicated per backup.
@@ -1021,4 +1123,59 @@ async fn finish(topology: &Topology, report: &Report) -> anyhow::Result<Outcome>
     )
     .await?;
     Ok(Outcome::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(id: &str, status: ReportStatus) -> Report {
+        serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "backup_id": id, "cluster": "c1", "plan": "full",
+            "schedule": "s", "backup_name": "s", "status": status,
+        }))
+        .unwrap()
+    }
+
+    /// Replays reports (`id:status`, status `f` failed, `c` completed, `s` started) on a
+    /// schedule pausing after `limit` failures; expects the count and whether it paused.
+    fn check(limit: u32, reports: &[&str], expected: (u32, bool)) {
+        let mut schedule: ScheduleRecord = serde_json::from_value(serde_json::json!({
+            "name": "s", "cluster": "c1", "plan": "full", "cron": "@daily",
+            "policy": {"keep_last": 1}, "created_at": "2026-01-01T00:00:00Z",
+            "pause_after_failures": limit,
+        }))
+        .unwrap();
+        for text in reports {
+            let (id, status) = text.split_once(':').unwrap();
+            let status = match status {
+                "f" => ReportStatus::Failed,
+                "c" => ReportStatus::Completed,
+                _ => ReportStatus::Started,
+            };
+            remember_failures(&mut schedule.status, &report(id, status));
+            if let Some(reason) = pause_after_failures(&schedule) {
+                schedule.paused = true;
+                schedule.status.paused_reason = Some(reason);
+            }
+        }
+        assert_eq!(
+            (schedule.status.consecutive_failures, schedule.paused),
+            expected,
+            "{reports:?}"
+        );
+    }
+
+    #[test]
+    fn consecutive_failures_are_counted_once_per_backup_and_pause_at_the_limit() {
+        check(3, &["a:f", "b:f"], (2, false));
+        check(3, &["a:f", "b:f", "c:f"], (3, true));
+        // A report delivered again counts once.
+        check(3, &["a:f", "a:f", "b:f", "b:f"], (2, false));
+        // A completed backup ends the run; a started one changes nothing.
+        check(3, &["a:f", "b:f", "c:c", "d:s", "d:f"], (1, false));
+        check(1, &["a:f"], (1, true));
+        // Counting goes on while paused; the reason names the limit it reached.
+        check(2, &["a:f", "b:f", "c:f"], (3, true));
+    }
 }

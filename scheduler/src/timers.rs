@@ -21,6 +21,18 @@
 //! comparing-and-setting it against the revision the decision was made on. Consumers wait for
 //! the publications, nobody waits for the records.
 //!
+//! A schedule's timing (issue 19) comes from `sexton_schedule::Timing`: the jitter offset and
+//! `@daily-random` & co. drawn from its name, its blackout windows. A run is named by its
+//! nominal tick (the message id `due.<schedule>.<tick-ms>`), so neither jitter nor a deferral
+//! can make a published run look new; its backup id carries the instant it was asked for.
+//!
+//! A backfill (`sexton schedule backfill`) is a cursor over a list of past ticks on the
+//! schedule record. Each step publishes one tick (message id `backfill.<schedule>.<id>.<tick-ms>`)
+//! and then moves the cursor by compare-and-set, the same publish-then-record as a firing: a
+//! replica killed between the two is followed by one whose publication of the same tick is a
+//! duplicate, and which moves the cursor on. With overlap `skip` a step waits until the
+//! backup fired before it has reported, so no two backups of the schedule run at once.
+//!
 //! A schedule with `full_every` or volumes (seed 001) reads its backups from the catalog before
 //! publishing, and the event says per volume full or incremental and the parent to build on
 //! ([`ask`], over the pure `sexton_retention::cadence`). A catalog that cannot be read delays
@@ -42,7 +54,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use sexton_retention::{FullEvery, KindReason};
 use sexton_schedule::{
-    Action, CronSpec, Decision, Explanation, Reason, ScheduleDoc, ScheduleState,
+    Action, Decision, Explanation, Reason, ScheduleDoc, ScheduleState, Timing, TimingSpec,
 };
 use sexton_shared::{
     catalog::Catalog,
@@ -51,7 +63,8 @@ use sexton_shared::{
     nats::publish_once_acked,
     object_store::cluster_prefix,
     records::{
-        BackupKind, InFlight, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER,
+        Backfill, BackupKind, InFlight, OverlapPolicy, SchedulePhase, ScheduleRecord,
+        IN_FLIGHT_STALE_AFTER,
     },
     topology::{self, Topology},
     wire::{self, DueBackup, DueVolume},
@@ -80,6 +93,17 @@ pub fn state(record: &ScheduleRecord, now: DateTime<Utc>) -> ScheduleState {
     }
 }
 
+/// The schedule's timing settings.
+pub fn timing_spec(record: &ScheduleRecord) -> TimingSpec<'_> {
+    TimingSpec {
+        name: record.name.as_str(),
+        cron: &record.cron,
+        jitter: record.jitter,
+        exclude: &record.exclude,
+        on_blackout: record.on_blackout,
+    }
+}
+
 /// The schedule as `sexton schedule describe` explains it.
 pub fn explain(record: &ScheduleRecord, now: DateTime<Utc>, server_default: bool) -> Explanation {
     let state = state(record, now);
@@ -93,17 +117,48 @@ pub fn explain(record: &ScheduleRecord, now: DateTime<Utc>, server_default: bool
         in_flight: state.in_flight,
         starting_deadline_seconds: state.starting_deadline_seconds,
         activation_pending: state.activation_pending,
+        name: Some(record.name.to_string()),
+        jitter: record.jitter,
+        exclude: record.exclude.clone(),
+        on_blackout: record.on_blackout,
     };
     sexton_schedule::explain(&doc, now, server_default)
 }
 
-/// The backup id of a scheduled run: the schedule's name and the tick, as Velero names them.
-pub fn backup_id_for(record: &ScheduleRecord, tick: DateTime<Utc>) -> BackupId {
-    BackupId::new(backup_id_text(record.name.as_str(), tick))
-        .expect("schedule names are valid ids and the suffix is digits")
+/// How a backup came to be asked for; its id says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asking {
+    /// The schedule's own run.
+    Scheduled,
+    /// A backfill's tick.
+    Backfill,
+    /// `sexton backup create --from-schedule`.
+    Manual,
 }
 
-fn backup_id_text(schedule: &str, tick: DateTime<Utc>) -> String {
+/// The backup id of a firing: the schedule's name and the instant the backup was asked for
+/// (to the second), so an id says when the backup was taken, whatever tick it is for. Two
+/// firings of one schedule are always in different seconds (the next run comes after the
+/// last firing, and runs fall on whole seconds); a backfill's ids add the tick, and a manual
+/// trigger's say `manual`, so neither can meet a scheduled firing's id in the same second.
+pub fn backup_id_for(
+    schedule: &ScheduleName,
+    asking: Asking,
+    fired_at: DateTime<Utc>,
+    tick: DateTime<Utc>,
+) -> BackupId {
+    let stamp = |t: DateTime<Utc>| t.format("%Y%m%d%H%M%S").to_string();
+    let text = match asking {
+        Asking::Scheduled => format!("{schedule}-{}", stamp(fired_at)),
+        Asking::Backfill => format!("{schedule}-{}-backfill-{}", stamp(fired_at), stamp(tick)),
+        Asking::Manual => format!("{schedule}-{}-manual", stamp(fired_at)),
+    };
+    BackupId::new(text).expect("schedule names are valid ids of at most 63 characters")
+}
+
+/// The id a tick's backup had before ids carried the firing instant (`<schedule>-<tick>`):
+/// an in-flight backup started before an upgrade is still recognised by it.
+fn legacy_backup_id_text(schedule: &str, tick: DateTime<Utc>) -> String {
     format!("{schedule}-{}", tick.format("%Y%m%d%H%M%S"))
 }
 
@@ -123,11 +178,12 @@ pub type ClusterSet = tokio::sync::watch::Sender<BTreeSet<ClusterName>>;
 /// bytes, where the whole record (policy, labels, status) is several times that. The timer
 /// queue keeps these; the record itself is read again when the schedule's time comes.
 struct Facts {
-    /// `Err` holds the message for an invalid spec.
-    cron: Result<CronSpec, String>,
+    /// `Err` holds the message for an invalid spec or window.
+    timing: Result<Timing, String>,
     /// What a due-backup event carries besides name and cluster.
     plan: PlanName,
     labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
     full_every: Option<FullEvery>,
     merging: bool,
     volumes: Vec<String>,
@@ -138,14 +194,38 @@ struct Facts {
     overlap_policy: OverlapPolicy,
     in_flight: Option<Box<InFlight>>,
     failed_validation: bool,
+    /// The backfill's next step, while one runs.
+    backfill: Option<Box<BackfillStep>>,
+}
+
+/// What the next step of a running backfill needs.
+#[derive(Debug, Clone)]
+struct BackfillStep {
+    id: u64,
+    tick: DateTime<Utc>,
+    overlap: OverlapPolicy,
+    /// With overlap `skip`: the backup the step before fired, until it reports, and since when.
+    waiting_for: Option<(BackupId, DateTime<Utc>)>,
+}
+
+impl BackfillStep {
+    fn of(backfill: &Backfill) -> Option<BackfillStep> {
+        Some(BackfillStep {
+            id: backfill.id,
+            tick: backfill.next_tick()?,
+            overlap: backfill.overlap,
+            waiting_for: backfill.waiting_for.clone().zip(backfill.waiting_since),
+        })
+    }
 }
 
 impl Facts {
     fn of(record: &ScheduleRecord) -> Facts {
         Facts {
-            cron: CronSpec::parse(&record.cron).map_err(|err| format!("invalid cron spec: {err}")),
+            timing: Timing::new(&timing_spec(record)).map_err(|err| err.to_string()),
             plan: record.plan.clone(),
             labels: record.labels.clone(),
+            annotations: record.annotations.clone(),
             full_every: record.full_every,
             merging: merging(record),
             volumes: record.volumes.clone(),
@@ -158,17 +238,61 @@ impl Facts {
             overlap_policy: record.overlap_policy,
             in_flight: record.status.in_flight.clone().map(Box::new),
             failed_validation: record.status.phase == SchedulePhase::FailedValidation,
+            backfill: record
+                .status
+                .backfill
+                .as_ref()
+                .and_then(BackfillStep::of)
+                .map(Box::new),
         }
+    }
+
+    /// What the schedule's due-backups name.
+    fn target<'a>(&'a self, schedule: &'a ScheduleName, cluster: &'a ClusterName) -> Target<'a> {
+        Target {
+            schedule,
+            cluster,
+            plan: &self.plan,
+            labels: &self.labels,
+            annotations: &self.annotations,
+            full_every: self.full_every,
+            merging: self.merging,
+            volumes: &self.volumes,
+            failed_volumes: &self.failed_volumes,
+            last_backup_failed: self.last_backup_failed,
+        }
+    }
+
+    /// Whether a backup of the schedule is in progress at `now` (a stale one no longer counts).
+    fn in_flight_at(&self, now: DateTime<Utc>) -> bool {
+        self.in_flight
+            .as_ref()
+            .is_some_and(|f| now - f.since < IN_FLIGHT_STALE_AFTER)
+    }
+
+    /// When the backfill's next step may run: now, unless with overlap `skip` it waits for a
+    /// backup (the report that ends the wait changes the record, and the watch brings it; the
+    /// instant returned is when the wait gives up on a silent executor). `None` without a
+    /// running backfill.
+    fn backfill_ready_at(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let step = self.backfill.as_ref()?;
+        if step.overlap == OverlapPolicy::Allow {
+            return Some(now);
+        }
+        let mut ready = now;
+        if let Some((_, since)) = &step.waiting_for {
+            ready = ready.max(*since + IN_FLIGHT_STALE_AFTER);
+        }
+        if let Some(in_flight) = self.in_flight.as_ref().filter(|_| self.in_flight_at(now)) {
+            ready = ready.max(in_flight.since + IN_FLIGHT_STALE_AFTER);
+        }
+        Some(ready)
     }
 
     /// The state as [`state`] computes it from the record, at `now`.
     fn state_at(&self, now: DateTime<Utc>) -> ScheduleState {
         ScheduleState {
-            in_flight: self.overlap_policy == OverlapPolicy::Skip
-                && self
-                    .in_flight
-                    .as_ref()
-                    .is_some_and(|f| now - f.since < IN_FLIGHT_STALE_AFTER),
+            in_flight: self.overlap_policy == OverlapPolicy::Skip && self.in_flight_at(now),
             ..self.state
         }
     }
@@ -179,28 +303,37 @@ impl Facts {
         now: DateTime<Utc>,
         server_default: bool,
     ) -> Result<Decision, String> {
-        let cron = self.cron.as_ref().map_err(Clone::clone)?;
+        let timing = self.timing.as_ref().map_err(Clone::clone)?;
         let mut state = self.state_at(now);
-        let decision = sexton_schedule::evaluate(cron, &state, now, server_default);
+        let decision = timing.evaluate(&state, now, server_default);
         // The backup "in flight" may be this very tick's: the tick was published and the
         // executor's `started` report changed the schedule before the firing was recorded. That
         // is the same firing, not an overlap; deciding again without it records it as fired.
         if decision.action == Action::Skip
             && decision.reason == Reason::InFlight
-            && self.in_flight_is_tick(name, decision.tick)
+            && self.in_flight_is_tick(name, &decision)
         {
             state.in_flight = false;
-            return Ok(sexton_schedule::evaluate(cron, &state, now, server_default));
+            return Ok(timing.evaluate(&state, now, server_default));
         }
         Ok(decision)
     }
 
-    fn in_flight_is_tick(&self, name: &str, tick: Option<DateTime<Utc>>) -> bool {
-        match (&self.in_flight, tick) {
-            (Some(in_flight), Some(tick)) => {
-                in_flight.backup_id.as_str() == backup_id_text(name, tick)
+    /// Whether the backup in flight was taken for the decision's tick: its report named that
+    /// tick; or, from an executor that does not say, its id is the tick's old-style id or it
+    /// started after the run was due (a backup started before cannot be for this run).
+    fn in_flight_is_tick(&self, name: &str, decision: &Decision) -> bool {
+        let (Some(in_flight), Some(tick)) = (&self.in_flight, decision.tick) else {
+            return false;
+        };
+        match in_flight.tick {
+            Some(reported) => reported == tick,
+            None => {
+                in_flight.backup_id.as_str() == legacy_backup_id_text(name, tick)
+                    || decision
+                        .next_run_time
+                        .is_some_and(|due| in_flight.since >= due)
             }
-            _ => false,
         }
     }
 
@@ -222,23 +355,29 @@ impl Facts {
     }
 
     /// When the schedule next needs attention: now if it must fire, skip or be marked invalid;
-    /// at its next run otherwise; never while paused.
+    /// at its next run (or the end of the blackout it waits for) otherwise; never while paused.
+    /// A running backfill asks for attention too, paused or not.
     fn attention_at(
         &self,
         name: &str,
         now: DateTime<Utc>,
         server_default: bool,
     ) -> Option<DateTime<Utc>> {
-        if self.state.paused {
-            return None;
-        }
-        match self.decide(name, now, server_default) {
-            Err(_) => (!self.failed_validation).then_some(now),
-            Ok(decision) => match decision.action {
-                Action::Fire | Action::Skip | Action::Invalid => Some(now),
-                Action::Wait => decision.next_run_time,
-                Action::Paused => None,
-            },
+        let own = if self.state.paused {
+            None
+        } else {
+            match self.decide(name, now, server_default) {
+                Err(_) => (!self.failed_validation).then_some(now),
+                Ok(decision) => match decision.action {
+                    Action::Fire | Action::Skip | Action::Invalid => Some(now),
+                    Action::Wait => decision.next_run_after,
+                    Action::Paused => None,
+                },
+            }
+        };
+        match (own, self.backfill_ready_at(now)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 }
@@ -258,6 +397,9 @@ struct Queue {
     slots: HashMap<Arc<str>, Slot>,
     order: BTreeSet<(DateTime<Utc>, Arc<str>)>,
     schedules_per_cluster: HashMap<ClusterName, usize>,
+    /// The schedules paused after consecutive failures, and their clusters: the gauge
+    /// `sexton_schedules_paused_after_failures`.
+    paused_after_failures: HashMap<Arc<str>, ClusterName>,
 }
 
 impl Queue {
@@ -322,10 +464,44 @@ impl Queue {
         }
     }
 
-    fn apply_update(&mut self, entry: Entry, server_default: bool, clusters: &ClusterSet) {
+    /// Counts `name` in or out of the schedules paused after failures, and sets the gauge of
+    /// the clusters concerned.
+    fn note_paused_after_failures(
+        &mut self,
+        name: &str,
+        cluster: Option<&ClusterName>,
+        metrics: &Metrics,
+    ) {
+        let before = match cluster {
+            Some(cluster) => self
+                .paused_after_failures
+                .insert(Arc::from(name), cluster.clone()),
+            None => self.paused_after_failures.remove(name),
+        };
+        for cluster in before.iter().chain(cluster) {
+            let n = self
+                .paused_after_failures
+                .values()
+                .filter(|c| *c == cluster)
+                .count();
+            metrics
+                .schedules_paused_after_failures
+                .with_label_values(&[cluster.as_str()])
+                .set(n as i64);
+        }
+    }
+
+    fn apply_update(
+        &mut self,
+        entry: Entry,
+        server_default: bool,
+        clusters: &ClusterSet,
+        metrics: &Metrics,
+    ) {
         let name = entry.key.as_str();
         if entry.operation != Operation::Put {
             self.remove(name, clusters);
+            self.note_paused_after_failures(name, None, metrics);
             return;
         }
         let record: ScheduleRecord = match serde_json::from_slice(&entry.value) {
@@ -333,9 +509,18 @@ impl Queue {
             Err(err) => {
                 tracing::error!(schedule = %name, error = %err, "unreadable schedule record; not scheduling it");
                 self.remove(name, clusters);
+                self.note_paused_after_failures(name, None, metrics);
                 return;
             }
         };
+        let paused_after_failures = record.paused && record.status.paused_reason.is_some();
+        if paused_after_failures || self.paused_after_failures.contains_key(name) {
+            self.note_paused_after_failures(
+                name,
+                paused_after_failures.then_some(&record.cluster),
+                metrics,
+            );
+        }
         self.set(name, None);
         let slot = Slot {
             facts: Facts::of(&record),
@@ -376,6 +561,7 @@ pub async fn run(
         slots: HashMap::new(),
         order: BTreeSet::new(),
         schedules_per_cluster: HashMap::new(),
+        paused_after_failures: HashMap::new(),
     };
     let due_stream = topology
         .jetstream
@@ -399,7 +585,7 @@ pub async fn run(
             update = watch.next() => match update {
                 Some(Ok(entry)) => {
                     last_revision = entry.revision;
-                    queue.apply_update(entry, server_default, &clusters);
+                    queue.apply_update(entry, server_default, &clusters, &metrics);
                     metrics.schedules_loaded.set(queue.slots.len() as i64);
                 }
                 other => {
@@ -457,6 +643,17 @@ pub async fn run(
     }
 }
 
+/// What [`record`] writes: the schedule's own outcome, or a backfill's step.
+enum Recorded {
+    Decision(Result<Decision, String>),
+    Backfill {
+        id: u64,
+        tick: DateTime<Utc>,
+        backup_id: BackupId,
+        overlap: OverlapPolicy,
+    },
+}
+
 /// What the first, latency-critical step decided for a due schedule.
 enum Step {
     /// Nothing to record: attend it again at this instant, or when the watch brings news.
@@ -465,13 +662,41 @@ enum Step {
     /// stopped parsing.
     Record(Result<Decision, String>),
     /// Record a firing whose tick is published; `duplicate` if someone published it first.
-    Fired { decision: Decision, duplicate: bool },
+    Fired {
+        decision: Decision,
+        duplicate: bool,
+        backup_id: BackupId,
+    },
+    /// Move backfill `id` past `tick`, whose due-backup is published (by us, or first by
+    /// someone else: `duplicate`) for `backup_id`.
+    Backfilled {
+        id: u64,
+        tick: DateTime<Utc>,
+        duplicate: bool,
+        backup_id: BackupId,
+        overlap: OverlapPolicy,
+    },
 }
 
-/// Decides on the queue's facts (no I/O) and, for a firing, publishes the tick.
+/// Decides on the queue's facts (no I/O) and, for a firing or a backfill step, publishes the
+/// tick. The schedule's own run comes first; a backfill step is taken when the schedule has
+/// nothing of its own to do at this instant.
 #[tracing::instrument(skip_all, fields(schedule = %name))]
 async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Step {
     let now = Utc::now();
+    let own = decide_own(firing, name, slot, now).await;
+    match own {
+        Step::Requeue(at) => match slot.facts.backfill_ready_at(now) {
+            Some(ready) if ready <= now => backfill_step(firing, name, slot, now).await,
+            Some(ready) => Step::Requeue(Some(at.map_or(ready, |at| at.min(ready)))),
+            None => Step::Requeue(at),
+        },
+        step => step,
+    }
+}
+
+/// The schedule's own run: decide, and publish a firing.
+async fn decide_own(firing: &Firing<'_>, name: &str, slot: &Slot, now: DateTime<Utc>) -> Step {
     let server_default = firing.config.scheduler.skip_immediately_default;
     let facts = &slot.facts;
     let mut decision = match facts.decide(name, now, server_default) {
@@ -481,10 +706,11 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
     };
     match decision.action {
         Action::Paused | Action::Invalid => Step::Requeue(None),
-        // Woken exactly at the due instant: due means strictly after it.
+        // Woken exactly at the due instant: due means strictly after it. A deferred run waits
+        // for the end of its blackout.
         Action::Wait => Step::Requeue(
             decision
-                .next_run_time
+                .next_run_after
                 .map(|next| next.max(now + chrono::Duration::milliseconds(1))),
         ),
         Action::Skip => Step::Record(Ok(decision)),
@@ -495,23 +721,19 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
             let Ok(schedule) = name.parse::<ScheduleName>() else {
                 return Step::Requeue(None);
             };
-            let target = Target {
-                schedule: &schedule,
-                cluster: &slot.cluster,
-                plan: &facts.plan,
-                labels: &facts.labels,
-                full_every: facts.full_every,
-                merging: facts.merging,
-                volumes: &facts.volumes,
-                failed_volumes: &facts.failed_volumes,
-                last_backup_failed: facts.last_backup_failed,
+            let target = facts.target(&schedule, &slot.cluster);
+            let asking = DueRequest {
+                tick,
+                fired_at: now,
+                backup_id: backup_id_for(&schedule, Asking::Scheduled, now, tick),
+                message_id: format!("due.{}.{}", schedule, tick.timestamp_millis()),
+                backfill: None,
             };
             let published = publish_due(
                 firing.topology,
                 firing.config,
                 &target,
-                tick,
-                now,
+                &asking,
                 Some(firing.metrics),
             )
             .await;
@@ -525,14 +747,20 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
                     return Step::Requeue(Some(now + chrono::Duration::seconds(1)));
                 }
             };
+            let mut backup_id = asking.backup_id;
             if ack.duplicate {
                 firing.metrics.due_duplicates.inc();
                 // Published before and not (yet) recorded: record the first publication's
                 // instant, as its publisher would have.
-                match first_firing_instant(firing.due_stream, ack.sequence, &schedule, tick).await {
-                    Ok(fired_at) => {
-                        decision =
-                            facts.decided_at_first_firing(name, decision, fired_at, server_default);
+                match first_publication(firing.due_stream, ack.sequence, &schedule, tick).await {
+                    Ok(first) => {
+                        decision = facts.decided_at_first_firing(
+                            name,
+                            decision,
+                            first.fired_at,
+                            server_default,
+                        );
+                        backup_id = first.backup_id;
                     }
                     Err(err) => {
                         tracing::warn!(
@@ -543,15 +771,82 @@ async fn decide_and_publish(firing: &Firing<'_>, name: &str, slot: &Slot) -> Ste
                     }
                 }
             } else {
-                let lateness = (now - tick).num_microseconds().unwrap_or(0) as f64 / 1e6;
+                let due_at = decision.next_run_time.unwrap_or(tick);
+                let lateness = (now - due_at).num_microseconds().unwrap_or(0) as f64 / 1e6;
                 firing.metrics.fire_lateness.observe(lateness.max(0.0));
                 firing.metrics.due_published.inc();
             }
             Step::Fired {
                 decision,
                 duplicate: ack.duplicate,
+                backup_id,
             }
         }
+    }
+}
+
+/// Publishes the backfill's next tick.
+async fn backfill_step(firing: &Firing<'_>, name: &str, slot: &Slot, now: DateTime<Utc>) -> Step {
+    let Some(step) = slot.facts.backfill.as_deref() else {
+        return Step::Requeue(None);
+    };
+    let Ok(schedule) = name.parse::<ScheduleName>() else {
+        return Step::Requeue(None);
+    };
+    let target = slot.facts.target(&schedule, &slot.cluster);
+    let asking = DueRequest {
+        tick: step.tick,
+        fired_at: now,
+        backup_id: backup_id_for(&schedule, Asking::Backfill, now, step.tick),
+        message_id: format!(
+            "backfill.{}.{}.{}",
+            schedule,
+            step.id,
+            step.tick.timestamp_millis()
+        ),
+        backfill: Some(step.id),
+    };
+    let ack = match publish_due(
+        firing.topology,
+        firing.config,
+        &target,
+        &asking,
+        Some(firing.metrics),
+    )
+    .await
+    {
+        Ok(ack) => ack,
+        Err(err) => {
+            tracing::warn!(
+                error = format!("{err:#}"),
+                "could not publish a backfill tick; retrying"
+            );
+            return Step::Requeue(Some(now + chrono::Duration::seconds(1)));
+        }
+    };
+    let mut backup_id = asking.backup_id;
+    if ack.duplicate {
+        firing.metrics.due_duplicates.inc();
+        match first_publication(firing.due_stream, ack.sequence, &schedule, step.tick).await {
+            Ok(first) => backup_id = first.backup_id,
+            Err(err) => {
+                tracing::warn!(
+                    error = format!("{err:#}"),
+                    "cannot read the first publication of a backfill tick; retrying"
+                );
+                return Step::Requeue(Some(now + chrono::Duration::seconds(1)));
+            }
+        }
+    } else {
+        firing.metrics.due_published.inc();
+        firing.metrics.backfill_ticks.inc();
+    }
+    Step::Backfilled {
+        id: step.id,
+        tick: step.tick,
+        duplicate: ack.duplicate,
+        backup_id,
+        overlap: step.overlap,
     }
 }
 
@@ -568,19 +863,39 @@ async fn record(
     let now = Utc::now();
     let outcome = match step {
         Step::Requeue(at) => return at,
-        Step::Record(outcome) => outcome,
+        Step::Record(outcome) => Recorded::Decision(outcome),
         Step::Fired {
             decision,
             duplicate,
+            backup_id,
         } => {
             // Logged here rather than at publication, where a burst's latency counts.
             let tick = decision.tick.unwrap_or_default();
             if duplicate {
-                tracing::info!(tick = %tick, "due backup already published");
+                tracing::info!(tick = %tick, backup = %backup_id, "due backup already published");
             } else {
-                tracing::info!(tick = %tick, backup = %backup_id_text(name, tick), "due backup published");
+                tracing::info!(tick = %tick, backup = %backup_id, "due backup published");
             }
-            Ok(decision)
+            Recorded::Decision(Ok(decision))
+        }
+        Step::Backfilled {
+            id,
+            tick,
+            duplicate,
+            backup_id,
+            overlap,
+        } => {
+            if duplicate {
+                tracing::info!(tick = %tick, backup = %backup_id, backfill = id, "backfill tick already published");
+            } else {
+                tracing::info!(tick = %tick, backup = %backup_id, backfill = id, "due backup published");
+            }
+            Recorded::Backfill {
+                id,
+                tick,
+                backup_id,
+                overlap,
+            }
         }
     };
     let schedules = &firing.topology.schedules;
@@ -601,12 +916,37 @@ async fn record(
         }
     };
     match outcome {
-        Err(error) => {
+        Recorded::Backfill {
+            id,
+            tick,
+            backup_id,
+            overlap,
+        } => {
+            let backfill = updated.status.backfill.as_mut()?;
+            // Another replica moved the cursor (or a new backfill replaced this one): the
+            // watch brings it.
+            if backfill.id != id || backfill.next_tick() != Some(tick) {
+                return None;
+            }
+            backfill.done += 1;
+            backfill.fired += 1;
+            // Wait for this backup's report, unless it came already.
+            if overlap == OverlapPolicy::Skip && backfill.last_reported.as_ref() != Some(&backup_id)
+            {
+                backfill.waiting_for = Some(backup_id);
+                backfill.waiting_since = Some(now);
+            }
+            if backfill.next_tick().is_none() {
+                backfill.finished_at = Some(now);
+                tracing::info!(backfill = id, fired = backfill.fired, "backfill done");
+            }
+        }
+        Recorded::Decision(Err(error)) => {
             updated.status.phase = SchedulePhase::FailedValidation;
             updated.status.validation_errors = vec![error];
             updated.status.next_run_time = None;
         }
-        Ok(decision) => {
+        Recorded::Decision(Ok(decision)) => {
             match decision.action {
                 Action::Skip => {
                     firing
@@ -650,13 +990,19 @@ async fn record(
     }
 }
 
-/// The `fired_at` of the stored due-backup at `sequence`, which must be `schedule`'s `tick`.
-async fn first_firing_instant(
+/// What the first publication of a tick said.
+struct FirstPublication {
+    fired_at: DateTime<Utc>,
+    backup_id: BackupId,
+}
+
+/// The stored due-backup at `sequence`, which must be `schedule`'s `tick`.
+async fn first_publication(
     due_stream: &Stream,
     sequence: u64,
     schedule: &ScheduleName,
     tick: DateTime<Utc>,
-) -> anyhow::Result<DateTime<Utc>> {
+) -> anyhow::Result<FirstPublication> {
     let message = due_stream
         .get_raw_message(sequence)
         .await
@@ -669,7 +1015,10 @@ async fn first_firing_instant(
         event.schedule,
         event.tick
     );
-    Ok(event.fired_at)
+    Ok(FirstPublication {
+        fired_at: event.fired_at,
+        backup_id: event.backup_id,
+    })
 }
 
 /// What a due-backup event names: the schedule and what it backs up.
@@ -678,6 +1027,7 @@ pub struct Target<'a> {
     pub cluster: &'a ClusterName,
     pub plan: &'a PlanName,
     pub labels: &'a BTreeMap<String, String>,
+    pub annotations: &'a BTreeMap<String, String>,
     pub full_every: Option<FullEvery>,
     /// The schedule's policy merges chains (`chain_mode: merge`): a user's deleted middle
     /// backup is consolidated, so a new backup may build on a chain holding it.
@@ -696,6 +1046,7 @@ impl<'a> From<&'a ScheduleRecord> for Target<'a> {
             cluster: &record.cluster,
             plan: &record.plan,
             labels: &record.labels,
+            annotations: &record.annotations,
             full_every: record.full_every,
             merging: merging(record),
             volumes: &record.volumes,
@@ -836,19 +1187,28 @@ async fn asked(topology: &Topology, target: &Target<'_>) -> anyhow::Result<Asked
     Ok(ask(target, &backups))
 }
 
-/// Publishes the `due-backup` event of `tick`, de-duplicated by schedule + tick. For a
-/// duplicate, the acknowledgement names the sequence of the first publication. The caller logs.
-/// With `metrics`, a first publication counts the artifacts it asks for, by kind and reason.
+/// One due-backup to publish: which tick, asked for when, under which id and message id.
+pub struct DueRequest {
+    pub tick: DateTime<Utc>,
+    pub fired_at: DateTime<Utc>,
+    pub backup_id: BackupId,
+    /// The stream's de-duplication key: `due.<schedule>.<tick-ms>` for a run (and a manual
+    /// trigger, whose tick is its second), `backfill.<schedule>.<id>.<tick-ms>` for a backfill.
+    pub message_id: String,
+    pub backfill: Option<u64>,
+}
+
+/// Publishes a `due-backup` event, de-duplicated by its message id. For a duplicate, the
+/// acknowledgement names the sequence of the first publication. The caller logs. With
+/// `metrics`, a first publication counts the artifacts it asks for, by kind and reason.
 pub async fn publish_due(
     topology: &Topology,
     config: &Config,
     target: &Target<'_>,
-    tick: DateTime<Utc>,
-    now: DateTime<Utc>,
+    request: &DueRequest,
     metrics: Option<&Metrics>,
 ) -> anyhow::Result<PublishAck> {
-    let backup_id = BackupId::new(backup_id_text(target.schedule.as_str(), tick))
-        .expect("schedule names are valid ids and the suffix is digits");
+    let backup_id = request.backup_id.clone();
     let object_prefix = format!(
         "{}{}/{}/",
         cluster_prefix(&config.s3.prefix, target.cluster),
@@ -874,8 +1234,8 @@ pub async fn publish_due(
         schedule: target.schedule.clone(),
         cluster: target.cluster.clone(),
         plan: target.plan.clone(),
-        tick,
-        fired_at: now,
+        tick: request.tick,
+        fired_at: request.fired_at,
         backup_id,
         backup_name: target.schedule.to_string(),
         object_prefix,
@@ -884,12 +1244,13 @@ pub async fn publish_due(
         kind_reason: asked.kind_reason,
         volumes: asked.volumes,
         labels: target.labels.clone(),
+        annotations: target.annotations.clone(),
+        backfill: request.backfill,
     };
-    let message_id = format!("due.{}.{}", target.schedule, tick.timestamp_millis());
     let ack = publish_once_acked(
         &topology.jetstream,
         topology::due_subject(target.cluster),
-        &message_id,
+        &request.message_id,
         wire::encode(&event),
     )
     .await?;
@@ -933,6 +1294,7 @@ mod tests {
             cluster: &cluster,
             plan: &plan,
             labels: &labels,
+            annotations: &labels,
             full_every: None,
             merging,
             volumes: &volumes,
@@ -1001,6 +1363,7 @@ mod tests {
             cluster: &cluster,
             plan: &plan,
             labels: &labels,
+            annotations: &labels,
             full_every: None,
             merging: false,
             volumes: &volumes,

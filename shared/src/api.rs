@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::names::{ClusterName, PlanName, ScheduleName};
-use crate::records::{BackupOwner, OverlapPolicy, Policy};
+use crate::records::{BackupOwner, OverlapPolicy, Policy, MAX_BACKFILL_TICKS};
 use crate::wire::{Message, SCHEMA_VERSION};
+use chrono::{DateTime, Utc};
 use sexton_retention::FullEvery;
+use sexton_schedule::{OnBlackout, Span, WindowSpec};
 
 fn v1() -> u32 {
     SCHEMA_VERSION
@@ -106,8 +108,12 @@ pub struct ScheduleSpec {
     pub remote_cleanup: bool,
     #[serde(default)]
     pub overlap_policy: OverlapPolicy,
+    /// The old spelling of `starting_deadline`, in seconds; still accepted.
     #[serde(default)]
     pub starting_deadline_seconds: Option<u64>,
+    /// Skip a missed run older than this (`15m`, `2h`, or seconds) instead of firing it late.
+    #[serde(default)]
+    pub starting_deadline: Option<Span>,
     /// A full backup, then N − 1 incrementals (a positive whole number, or a numeric string).
     #[serde(default)]
     pub full_every: Option<FullEvery>,
@@ -120,22 +126,50 @@ pub struct ScheduleSpec {
     /// Scheduled restore tests (issue 13).
     #[serde(default)]
     pub verify: Option<crate::records::VerifySpec>,
+    /// Every run moves by a fixed offset in `[0, jitter)` drawn from the schedule's name.
+    #[serde(default)]
+    pub jitter: Option<Span>,
+    /// Blackout windows.
+    #[serde(default)]
+    pub exclude: Vec<WindowSpec>,
+    /// What a run due inside a blackout window does: `skip` (default) or `defer`.
+    #[serde(default)]
+    pub on_blackout: OnBlackout,
+    /// Pause the schedule after this many consecutive failed backups.
+    #[serde(default)]
+    pub pause_after_failures: Option<u32>,
+    /// Free-form notes for executors, carried on every due-backup.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl ScheduleSpec {
+    /// The starting deadline in seconds, from either spelling.
+    pub fn deadline_seconds(&self) -> Option<u64> {
+        self.starting_deadline
+            .map(Span::seconds)
+            .or(self.starting_deadline_seconds)
+    }
 }
 
 impl Message for ScheduleSpec {
     const KIND: &'static str = "schedule";
 
     fn validate(&self) -> Result<(), String> {
-        // A backup id is `<schedule>-<14 digits>`, and ids stay within 128 characters.
+        // A backup id is `<schedule>-<14 digits>` (a backfill's adds `-backfill-<14 digits>`),
+        // and ids stay within 128 characters.
         if self.name.as_str().len() > 63 {
             return Err("schedule name is longer than 63 characters".into());
         }
-        validate_deadline(self.starting_deadline_seconds)?;
+        validate_deadline_spellings(self.starting_deadline, self.starting_deadline_seconds)?;
+        validate_deadline(self.deadline_seconds())?;
+        validate_pause_after_failures(self.pause_after_failures)?;
         validate_volumes(&self.volumes)?;
         if let Some(verify) = &self.verify {
             verify.validate()?;
         }
-        validate_labels(&self.labels)
+        validate_labels(&self.labels)?;
+        validate_annotations(&self.annotations)
     }
 }
 
@@ -184,6 +218,35 @@ pub struct ScheduleUpdate {
     pub volumes: Option<Vec<String>>,
     #[serde(default)]
     pub backup_owner: Option<BackupOwner>,
+    /// Absent: unchanged; `null`: no deadline; a span (`15m`) or seconds: the new deadline.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub starting_deadline: Option<Option<Span>>,
+    /// Absent: unchanged; `null`: no jitter; a span: the new jitter.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub jitter: Option<Option<Span>>,
+    /// Replaces the blackout windows (`[]` removes them all).
+    #[serde(default)]
+    pub exclude: Option<Vec<WindowSpec>>,
+    #[serde(default)]
+    pub on_blackout: Option<OnBlackout>,
+    /// Absent: unchanged; `null`: never pause on failures; a number: the new threshold.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub pause_after_failures: Option<Option<u32>>,
+    /// Replaces the annotations.
+    #[serde(default)]
+    pub annotations: Option<BTreeMap<String, String>>,
     /// Absent: unchanged; `null`: no restore tests any more; an object: the new tests.
     #[serde(
         default,
@@ -192,6 +255,40 @@ pub struct ScheduleUpdate {
     )]
     pub verify: Option<Option<crate::records::VerifySpec>>,
 }
+
+/// `schedule.backfill` (`sexton schedule backfill NAME --from T --to T [--overlap skip|allow]`):
+/// fire the schedule's ticks in `[from, to)` once each, now.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleBackfill {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// `skip`: no two backups of the schedule run at once, so each tick waits for the one
+    /// before to report; `allow`: all at once. Default: the schedule's overlap policy.
+    #[serde(default)]
+    pub overlap: Option<OverlapPolicy>,
+}
+
+impl Message for ScheduleBackfill {
+    const KIND: &'static str = "request";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.from >= self.to {
+            return Err(format!(
+                "backfill from {} is not before to {}",
+                self.from.to_rfc3339(),
+                self.to.to_rfc3339()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The most ticks a backfill fires, for messages.
+pub const BACKFILL_TICK_LIMIT: usize = MAX_BACKFILL_TICKS;
 
 /// `schedule.delete`. With `dry_run` the reply says what deleting would do to the schedule's
 /// backup records, and nothing is written.
@@ -244,11 +341,20 @@ impl Message for ScheduleUpdate {
 
     fn validate(&self) -> Result<(), String> {
         validate_labels(self.labels.iter().flatten())?;
+        validate_annotations(self.annotations.iter().flatten())?;
         validate_volumes(self.volumes.iter().flatten())?;
         if let Some(Some(verify)) = &self.verify {
             verify.validate()?;
         }
-        validate_deadline(self.starting_deadline_seconds)
+        if let Some(Some(_)) = self.starting_deadline {
+            validate_deadline_spellings(
+                self.starting_deadline.flatten(),
+                self.starting_deadline_seconds,
+            )?;
+        }
+        validate_deadline(self.starting_deadline.flatten().map(Span::seconds))?;
+        validate_deadline(self.starting_deadline_seconds)?;
+        validate_pause_after_failures(self.pause_after_failures.flatten())
     }
 }
 
@@ -259,14 +365,108 @@ fn validate_labels<'a>(
         if n >= 64 {
             return Err("more than 64 labels".into());
         }
-        if key.is_empty() || key.len() > 63 || value.len() > 253 {
-            return Err(format!("label {key:?} is empty or too long"));
+        check_label_key("label", key)?;
+        check_label_value(key, value)?;
+    }
+    Ok(())
+}
+
+/// The most bytes a schedule's annotations hold together (keys and values).
+pub const MAX_ANNOTATION_BYTES: usize = 64 * 1024;
+
+/// Annotations: Kubernetes' rules, label-style keys and values of any text (no control
+/// characters: they end up in logs).
+fn validate_annotations<'a>(
+    annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
+) -> Result<(), String> {
+    let mut bytes = 0;
+    for (key, value) in annotations {
+        check_label_key("annotation", key)?;
+        if value.chars().any(char::is_control) {
+            return Err(format!("annotation {key:?} holds a control character"));
         }
-        if key.chars().chain(value.chars()).any(char::is_control) {
-            return Err(format!("label {key:?} holds a control character"));
+        bytes += key.len() + value.len();
+        if bytes > MAX_ANNOTATION_BYTES {
+            return Err(format!(
+                "annotations hold more than {MAX_ANNOTATION_BYTES} bytes together"
+            ));
         }
     }
     Ok(())
+}
+
+/// A Kubernetes label key: an optional DNS subdomain prefix (at most 253 characters,
+/// lowercase letters, digits, `-` and `.`) and `/`, then a name of at most 63 letters,
+/// digits, `-`, `_` and `.`, starting and ending with a letter or digit.
+pub fn check_label_key(what: &str, key: &str) -> Result<(), String> {
+    let shown: String = key.chars().take(80).collect();
+    let refuse = |why: &str| {
+        Err(format!(
+            "{what} key {shown:?} is not a Kubernetes label key: {why} (expected [prefix/]name, \
+             such as app or example.com/tier)"
+        ))
+    };
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() || prefix.len() > 253 {
+            return refuse("the prefix before '/' must hold 1 to 253 characters");
+        }
+        let label_ok = |part: &str| {
+            !part.is_empty()
+                && part.len() <= 63
+                && part
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && part.as_bytes()[0].is_ascii_alphanumeric()
+                && part.as_bytes()[part.len() - 1].is_ascii_alphanumeric()
+        };
+        if !prefix.split('.').all(label_ok) {
+            return refuse(
+                "the prefix before '/' must be a DNS subdomain (lowercase letters, digits, '-', \
+                 dot-separated)",
+            );
+        }
+    }
+    if name.is_empty() || name.len() > 63 {
+        return refuse("the name must hold 1 to 63 characters");
+    }
+    if !is_label_word(name) {
+        return refuse(
+            "the name may hold only letters, digits, '-', '_' and '.', and must start and end \
+             with a letter or digit",
+        );
+    }
+    Ok(())
+}
+
+/// A Kubernetes label value: empty, or at most 63 letters, digits, `-`, `_` and `.`, starting
+/// and ending with a letter or digit.
+pub fn check_label_value(key: &str, value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Ok(());
+    }
+    if value.len() > 63 || !is_label_word(value) {
+        let shown: String = value.chars().take(80).collect();
+        return Err(format!(
+            "label {key:?}: value {shown:?} is not a Kubernetes label value (at most 63 \
+             letters, digits, '-', '_' and '.', starting and ending with a letter or digit); \
+             free-form text belongs in an annotation"
+        ));
+    }
+    Ok(())
+}
+
+fn is_label_word(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    !bytes.is_empty()
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// The most volumes a schedule lists; a due-backup event carries one entry per volume.
@@ -290,7 +490,32 @@ pub fn validate_volumes<'a>(volumes: impl IntoIterator<Item = &'a String>) -> Re
 
 fn validate_deadline(seconds: Option<u64>) -> Result<(), String> {
     if seconds.is_some_and(|s| s == 0 || s > 366 * 86_400) {
-        return Err("starting_deadline_seconds must be between 1 and 31622400".into());
+        return Err(
+            "starting_deadline_seconds must be between 1 and 31622400 (starting_deadline: 1s to 366d)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// Both spellings of the starting deadline may be given only if they agree.
+fn validate_deadline_spellings(span: Option<Span>, seconds: Option<u64>) -> Result<(), String> {
+    match (span, seconds) {
+        (Some(span), Some(seconds)) if span.seconds() != seconds => Err(format!(
+            "starting_deadline {span} and starting_deadline_seconds {seconds} disagree; give one"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The most consecutive failures a schedule may wait for before it pauses.
+pub const MAX_PAUSE_AFTER_FAILURES: u32 = 1_000;
+
+fn validate_pause_after_failures(n: Option<u32>) -> Result<(), String> {
+    if n.is_some_and(|n| n == 0 || n > MAX_PAUSE_AFTER_FAILURES) {
+        return Err(format!(
+            "pause_after_failures must be between 1 and {MAX_PAUSE_AFTER_FAILURES}"
+        ));
     }
     Ok(())
 }
@@ -417,4 +642,67 @@ pub struct BackupDelete {
 
 impl Message for BackupDelete {
     const KIND: &'static str = "request";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Ok(())` accepted; `Err(text)`: refused with a message holding `text`.
+    fn check(key: &str, value: &str, expected: Result<(), &str>) {
+        let got = check_label_key("label", key).and_then(|()| check_label_value(key, value));
+        match (&got, expected) {
+            (Ok(()), Ok(())) => {}
+            (Err(message), Err(fragment)) => {
+                assert!(message.contains(fragment), "{key}={value}: {message}")
+            }
+            _ => panic!("{key}={value}: got {got:?}, expected {expected:?}"),
+        }
+    }
+
+    #[test]
+    fn labels_are_kubernetes_labels() {
+        check("app", "db", Ok(()));
+        check("example.com/tier", "gold", Ok(()));
+        check("sexton.io/executor-fail-volumes", "pv1", Ok(()));
+        check("a_b.c-d", "A_b.c-9", Ok(()));
+        check("team", "", Ok(()));
+        check(&"k".repeat(63), &"v".repeat(63), Ok(()));
+        check("../x", "1", Err("must be a DNS subdomain"));
+        check(
+            "/x",
+            "1",
+            Err("the prefix before '/' must hold 1 to 253 characters"),
+        );
+        check("x/", "1", Err("the name must hold 1 to 63 characters"));
+        check("a/b/c", "1", Err("the name may hold only"));
+        check("Example.com/x", "1", Err("DNS subdomain"));
+        check(
+            "-app",
+            "1",
+            Err("must start and end with a letter or digit"),
+        );
+        check("app.", "1", Err("must start and end"));
+        check(&"k".repeat(64), "v", Err("1 to 63 characters"));
+        check("team", &"v".repeat(64), Err("not a Kubernetes label value"));
+        check("team", "db,ops", Err("not a Kubernetes label value"));
+        check("team", "*", Err("free-form text belongs in an annotation"));
+        check("team", "db\0", Err("not a Kubernetes label value"));
+    }
+
+    #[test]
+    fn annotations_take_any_text_under_label_keys() {
+        let ok: BTreeMap<String, String> = [(
+            "sexton.io/executor-holds".to_string(),
+            "upgrade:pg16, *".to_string(),
+        )]
+        .into();
+        assert_eq!(validate_annotations(&ok), Ok(()));
+        let climbing: BTreeMap<String, String> = [("../x".to_string(), "v".to_string())].into();
+        assert!(validate_annotations(&climbing).is_err());
+        let control: BTreeMap<String, String> = [("a".to_string(), "\u{1b}[2J".to_string())].into();
+        assert!(validate_annotations(&control).is_err());
+        let big: BTreeMap<String, String> = [("a".to_string(), "x".repeat(70_000))].into();
+        assert!(validate_annotations(&big).is_err());
+    }
 }

@@ -43,9 +43,27 @@ pub struct ScheduleRecord {
     /// What to do with a due tick while a backup of this schedule is still in progress.
     #[serde(default)]
     pub overlap_policy: OverlapPolicy,
-    /// Kubernetes' `startingDeadlineSeconds`: a missed run older than this is skipped.
+    /// Kubernetes' `startingDeadlineSeconds`: a missed run older than this is skipped. The API
+    /// takes it as `starting_deadline` (a span such as `15m`) or, as before, in seconds.
     #[serde(default)]
     pub starting_deadline_seconds: Option<u64>,
+    /// Every run moves by a fixed offset in `[0, jitter)` drawn from the schedule's name, so a
+    /// fleet's schedules do not all start at once (issue 19).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<sexton_schedule::Span>,
+    /// Blackout windows: a run due inside one is skipped or deferred (`on_blackout`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<sexton_schedule::WindowSpec>,
+    #[serde(default, skip_serializing_if = "sexton_schedule::OnBlackout::is_skip")]
+    pub on_blackout: sexton_schedule::OnBlackout,
+    /// Pause the schedule after this many consecutive failed backups (with an incident).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_after_failures: Option<u32>,
+    /// Free-form notes for executors (Kubernetes annotations: label-style keys, any values),
+    /// carried on every due-backup; labels, whose values must be Kubernetes label values, are
+    /// for selecting.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
     /// `full_every: N` (seed 001): a full backup, then N − 1 incrementals, per volume. Unset:
     /// a schedule without volumes takes fulls only (a database base backup), one with volumes
     /// is forever incremental (Trilio's default).
@@ -247,6 +265,10 @@ impl BackupOwner {
 pub struct InFlight {
     pub backup_id: BackupId,
     pub since: DateTime<Utc>,
+    /// The nominal tick it was taken for, when its executor said (the reference executor
+    /// does): how the scheduler recognises the firing it has not recorded yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick: Option<DateTime<Utc>>,
 }
 
 /// After this long without a completion report, an in-flight backup no longer blocks the
@@ -287,6 +309,67 @@ pub struct ScheduleStatus {
     /// The nominal tick of the last restore test asked for (its message id uses it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verify_tick: Option<DateTime<Utc>>,
+    /// Failed backups since the last completed one (`pause_after_failures`); reset by a
+    /// completed backup and by unpausing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub consecutive_failures: u32,
+    /// The last failed backup counted, so a report delivered again is not counted twice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_failed_backup: Option<BackupId>,
+    /// Why the scheduler paused the schedule by itself (after `pause_after_failures`); cleared
+    /// by unpausing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_reason: Option<String>,
+    /// A backfill in progress (`sexton schedule backfill`), or the last one, done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<Backfill>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// `sexton schedule backfill`: the ticks of a past interval, fired once each (Temporal's
+/// backfill). The cursor moves by compare-and-set after each tick's publication, whose message
+/// id names the backfill and the tick, so a replica killed in between is followed by one that
+/// republishes the same tick as a duplicate and moves the cursor on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Backfill {
+    /// Names the backfill in message ids and backup ids: the request's instant in milliseconds.
+    pub id: u64,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub overlap: OverlapPolicy,
+    pub requested_at: DateTime<Utc>,
+    /// The ticks to fire, oldest first (at most `MAX_BACKFILL_TICKS`).
+    pub ticks: Vec<DateTime<Utc>>,
+    /// How many of `ticks` are done (fired or skipped): the next to fire is `ticks[done]`.
+    pub done: usize,
+    #[serde(default)]
+    pub fired: usize,
+    /// With overlap `skip`: the backup the last step fired, until its report arrives (the
+    /// next tick waits for it, at most `IN_FLIGHT_STALE_AFTER`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<BackupId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_since: Option<DateTime<Utc>>,
+    /// The last backup of the schedule whose final report arrived while the backfill ran: a
+    /// report can beat the step that fired it to the record, and then there is nothing to wait
+    /// for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reported: Option<BackupId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// The most ticks one backfill fires.
+pub const MAX_BACKFILL_TICKS: usize = 1_000;
+
+impl Backfill {
+    /// The tick to fire next, unless the backfill is done.
+    pub fn next_tick(&self) -> Option<DateTime<Utc>> {
+        self.ticks.get(self.done).copied()
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -351,6 +434,10 @@ pub struct BackupRecord {
     pub started_at: Option<DateTime<FixedOffset>>,
     #[serde(default)]
     pub completed_at: Option<DateTime<FixedOffset>>,
+    /// The nominal cron tick a scheduled backup was taken for (its id carries the instant it
+    /// was asked for, which is later: after downtime, a deferral, jitter, or for a backfill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick: Option<DateTime<Utc>>,
     /// Full object keys; `metadata.json` is deleted after every other artifact.
     #[serde(default)]
     pub artifacts: Vec<String>,

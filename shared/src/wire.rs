@@ -96,10 +96,15 @@ pub struct DueBackup {
     pub schedule: ScheduleName,
     pub cluster: ClusterName,
     pub plan: PlanName,
-    /// The nominal cron tick this run is for; with the schedule it identifies the run.
+    /// The nominal cron tick this run is for; with the schedule it identifies the run (the
+    /// message id is keyed on it). Executors should report it back (`Report::tick`).
     pub tick: DateTime<Utc>,
+    /// When the backup was asked for: the tick plus any jitter, lateness, deferral or
+    /// downtime, or the moment a backfill or a manual trigger fired it.
     pub fired_at: DateTime<Utc>,
-    /// The id the executor should report under (derived from schedule and tick).
+    /// The id the executor should report under: the schedule and the firing instant
+    /// (`<schedule>-<fired_at as YYYYMMDDhhmmss>`, plus `-backfill-<tick>` for a backfill's
+    /// and `-manual` for `backup create --from-schedule`).
     pub backup_id: BackupId,
     /// The `<backup-name>` segment of the object keys.
     pub backup_name: String,
@@ -118,6 +123,12 @@ pub struct DueBackup {
     pub volumes: Vec<DueVolume>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The schedule's annotations: free-form instructions for executors.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Set when a backfill (`sexton schedule backfill`) fired this tick: the backfill's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<u64>,
 }
 
 /// What to take of one volume: a full, or an incremental on the same volume's artifact in
@@ -216,6 +227,10 @@ pub struct Report {
     pub started_at: Option<DateTime<FixedOffset>>,
     #[serde(default)]
     pub completed_at: Option<DateTime<FixedOffset>>,
+    /// The nominal tick of the due-backup this reports (`DueBackup::tick`), for a scheduled
+    /// backup; recorded on the catalog record and used to recognise the schedule's firing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick: Option<DateTime<Utc>>,
     #[serde(default)]
     pub artifacts: Vec<String>,
     /// The bytes the backup's objects hold, if the executor knows; shown by `describe` and

@@ -767,6 +767,8 @@ pub struct DueEvent {
     pub tick: chrono::DateTime<chrono::Utc>,
     pub fired_at: chrono::DateTime<chrono::Utc>,
     pub backup_id: String,
+    /// The backfill that fired it, if one did.
+    pub backfill: Option<u64>,
     /// When the stream stored it: when a consumer could first see it.
     pub stored_at: chrono::DateTime<chrono::Utc>,
 }
@@ -793,6 +795,7 @@ pub async fn due_events(jetstream: &async_nats::jetstream::Context) -> Vec<DueEv
             tick: event.tick,
             fired_at: event.fired_at,
             backup_id: event.backup_id.to_string(),
+            backfill: event.backfill,
             stored_at: chrono::DateTime::from_timestamp_nanos(stored_nanos as i64),
         }
     })

@@ -164,6 +164,8 @@ async fn appenders_and_collectors_racing_on_the_index_lose_nothing() {
                     kind_reason: None,
                     volumes: Vec::new(),
                     labels: Default::default(),
+                    annotations: Default::default(),
+                    backfill: None,
                 };
                 let updated = sexton_cli::executor::append_segment(
                     &store,

@@ -670,17 +670,131 @@ async fn the_volume_hold_and_owner_commands_work_against_a_live_scheduler() {
     );
     let deleted = sexton(url, &["schedule", "delete", "app"]).await;
     expect(&deleted, 0, "schedule delete");
-    assert!(
-        deleted
-            .stderr
-            .contains("removes 2 backup record(s) from the catalog, keeping their objects"),
-        "{}",
-        deleted.stderr
+    // Said once, before it is done; the result does not repeat it (issue 19).
+    let said = "removes 2 backup record(s) from the catalog, keeping their objects";
+    assert_eq!(
+        deleted.stderr.matches(said).count() + deleted.stdout.matches(said).count(),
+        1,
+        "{}\n{}",
+        deleted.stderr,
+        deleted.stdout
     );
     assert!(catalog
         .list_cluster(&"c1".parse().unwrap())
         .await
         .unwrap()
         .is_empty());
+    fleet.stop().await.unwrap();
+}
+
+/// Issue 19's settings through the CLI: warnings printed for a spec that runs less often than
+/// it reads, jitter and a blackout window shown by `describe` (with the zone said even for
+/// UTC), the deadline as a span, pause-after-failures, annotations, `update --no-jitter`, and a
+/// backfill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_scheduling_settings_work_against_a_live_scheduler() {
+    let nats = Nats::start();
+    let config = nats_config(&nats);
+    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let url = nats.url();
+    let url = url.as_str();
+    eventually(
+        "the scheduler api",
+        std::time::Duration::from_secs(30),
+        || async { (sexton(url, &["schedule", "list"]).await.code == 0).then_some(()) },
+    )
+    .await;
+    let base = |name: &'static str, cron: &'static str| {
+        vec![
+            "schedule",
+            "create",
+            name,
+            "--cluster",
+            "db1",
+            "--plan",
+            "full",
+            "--keep-last",
+            "7",
+            "--cron",
+            cron,
+        ]
+    };
+
+    // Accepted, with a warning on stderr: day 31 skips five months.
+    let monthly = sexton(url, &base("month-end", "0 3 31 * *")).await;
+    expect(&monthly, 0, "create 31");
+    assert!(
+        monthly
+            .stderr
+            .contains("warning: day 31 never falls in february, april, june, september, november"),
+        "{}",
+        monthly.stderr
+    );
+
+    let mut args = base("nightly", "0 3 * * *");
+    args.extend([
+        "--jitter",
+        "1h",
+        "--exclude",
+        r#"{"cron": "0 8 * * 1-5", "duration": "10h", "zone": "Europe/Berlin"}"#,
+        "--starting-deadline",
+        "15m",
+        "--pause-after-failures",
+        "3",
+        "--annotation",
+        "sexton.io/executor-holds=upgrade:pg16",
+        "--label",
+        "team=db",
+    ]);
+    let created = sexton(url, &args).await;
+    expect(&created, 0, "create with fleet settings");
+    assert_eq!(created.stderr, "", "no warnings");
+    let described = sexton(url, &["schedule", "describe", "nightly"]).await;
+    expect(&described, 0, "describe");
+    for line in [
+        "cron:         \"0 3 * * *\", in UTC (no CRON_TZ)",
+        "jitter:       1h: every run fires 36m46s after its cron time",
+        "blackout:     from \"0 8 * * 1-5\" for 10h (Europe/Berlin): a run due inside is skipped",
+        "deadline:     15m: a run missed by more than this is skipped",
+        "pause after:  3 consecutive failed backups (0 so far)",
+        "RUN AT",
+    ] {
+        assert!(
+            described.stdout.contains(line),
+            "{line:?} not in\n{}",
+            described.stdout
+        );
+    }
+    let json = sexton(url, &["schedule", "get", "nightly", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(json["schedule"]["starting_deadline_seconds"], 900);
+    assert_eq!(
+        json["schedule"]["annotations"]["sexton.io/executor-holds"],
+        "upgrade:pg16"
+    );
+    assert_eq!(json["schedule"]["jitter"], "1h");
+
+    let updated = sexton(url, &["schedule", "update", "nightly", "--no-jitter"]).await;
+    expect(&updated, 0, "update --no-jitter");
+    let json = sexton(url, &["schedule", "get", "nightly", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(json["schedule"]["jitter"], Value::Null);
+    assert_eq!(json["timing"]["offset_seconds"], 0);
+
+    // A backfill of the last two days' ticks: two of them.
+    let to = chrono::Utc::now();
+    let from = (to - chrono::Duration::days(2)).to_rfc3339();
+    let to = to.to_rfc3339();
+    let backfill = sexton(
+        url,
+        &[
+            "schedule", "backfill", "nightly", "--from", &from, "--to", &to, "-o", "json",
+        ],
+    )
+    .await;
+    expect(&backfill, 0, "backfill");
+    assert_eq!(backfill.json()["backfill"]["ticks"], 2);
     fleet.stop().await.unwrap();
 }

@@ -357,7 +357,7 @@ async fn a_hold_registered_by_the_executors_report_keeps_the_backup() {
         &client,
         json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily",
                "paused": true, "policy": {"keep_last": 1},
-               "labels": {"sexton.io/executor-holds": "upgrade:pg16, not a hold"}}),
+               "annotations": {"sexton.io/executor-holds": "upgrade:pg16, not a hold"}}),
     )
     .await;
     let catalog = Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap());
@@ -366,13 +366,13 @@ async fn a_hold_registered_by_the_executors_report_keeps_the_backup() {
     assert_eq!(
         recorded.holds,
         ["upgrade:pg16"],
-        "the bad label is left out"
+        "the bad annotation is left out"
     );
     api(
         &client,
         "schedule",
         "update",
-        json!({"schema_version": 1, "name": "db", "labels": {}}),
+        json!({"schema_version": 1, "name": "db", "annotations": {}}),
     )
     .await
     .unwrap();

@@ -214,6 +214,7 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
         parent: None,
         started_at: Some(chrono::Utc::now().fixed_offset()),
         completed_at: Some(chrono::Utc::now().fixed_offset()),
+        tick: None,
         artifacts: Setup::objects("ca", &[id]).into_iter().collect(),
         size_bytes: Some(2),
         labels: Default::default(),

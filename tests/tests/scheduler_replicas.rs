@@ -15,6 +15,9 @@
 //!   (the chain forbids a second firing for it) as soon as one replica is back;
 //! * **to the end**: the tick that should follow each schedule's last firing is not overdue.
 //!
+//! A backfill is held to the same standard: every tick of its interval once, across three
+//! replicas of which two are SIGKILLed while it runs.
+//!
 //! `SEXTON_SOAK=1` runs the chaos for 10 minutes (`SEXTON_SOAK_SECS` to choose) instead of 30 s.
 //! `SEXTON_CHAOS_SEED` replays a run (the seed is printed).
 
@@ -317,12 +320,23 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
         while Utc::now() <= fired_at {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        let backup_id = sexton_scheduler::timers::backup_id_for(
+            &record.name,
+            sexton_scheduler::timers::Asking::Scheduled,
+            fired_at,
+            tick,
+        );
         let ack = sexton_scheduler::timers::publish_due(
             &topo,
             &config,
             &(&record).into(),
-            tick,
-            fired_at,
+            &sexton_scheduler::timers::DueRequest {
+                tick,
+                fired_at,
+                backup_id: backup_id.clone(),
+                message_id: format!("due.{name}.{}", tick.timestamp_millis()),
+                backfill: None,
+            },
             None,
         )
         .await
@@ -331,8 +345,9 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
         if name == "crashed-in-flight" {
             // The executor's `started` report for that tick is recorded before the firing.
             record.status.in_flight = Some(sexton_shared::records::InFlight {
-                backup_id: sexton_scheduler::timers::backup_id_for(&record, tick),
+                backup_id,
                 since: fired_at,
+                tick: Some(tick),
             });
             topo.schedules
                 .update(name, serde_json::to_vec(&record).unwrap().into(), revision)
@@ -406,4 +421,120 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
         "nothing fires while its backup runs: {later:?}"
     );
     fleet.stop().await.unwrap();
+}
+
+/// `sexton schedule backfill` across three scheduler processes, two of them SIGKILLed while it
+/// runs (each restarted): every tick of the interval is published exactly once, under one
+/// backup id each, and the backfill's record says it is done. The schedule is paused, so every
+/// event in the stream is the backfill's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backfill_fires_each_tick_exactly_once_while_replicas_are_killed() {
+    let nats = Nats::start();
+    let config = nats_config(&nats);
+    let logs = tempfile::tempdir().unwrap();
+    let mut replicas: Vec<ServiceProcess> = (0..3)
+        .map(|_| ServiceProcess::start("sexton-scheduler", &[], &config, logs.path()))
+        .collect();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "bf", "cluster": "c1", "plan": "full", "cron": "* * * * *",
+               "paused": true}),
+    )
+    .await;
+    // The 1,000 minutes before the last whole minute: the most one backfill takes.
+    let to = DateTime::from_timestamp(Utc::now().timestamp() / 60 * 60, 0).unwrap();
+    let from = to - chrono::Duration::minutes(1_000);
+    let expected: Vec<DateTime<Utc>> = (0..1_000)
+        .map(|n| from + chrono::Duration::minutes(n))
+        .collect();
+    let reply = api(
+        &client,
+        "schedule",
+        "backfill",
+        json!({"schema_version": 1, "name": "bf", "from": from, "to": to, "overlap": "allow"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(reply["backfill"]["ticks"], 1_000);
+
+    // Kill one replica after a tenth of the ticks, another after a third; both come back.
+    for (victim, after) in [(0usize, 100usize), (1, 333)] {
+        let seen = eventually(
+            &format!("{after} backfill ticks"),
+            Duration::from_secs(120),
+            || {
+                let js = js.clone();
+                async move {
+                    let n = due_events(&js).await.len();
+                    (n >= after).then_some(n)
+                }
+            },
+        )
+        .await;
+        let (record, _) = schedule_record(&js, "bf").await.unwrap();
+        let done = record.status.backfill.as_ref().map_or(0, |b| b.done);
+        assert!(
+            done < 1_000,
+            "the backfill finished before the kill ({seen} events): make it longer"
+        );
+        replicas[victim].kill();
+        eprintln!("killed replica {victim} after {seen} events ({done} ticks recorded done)");
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        replicas[victim].restart();
+    }
+    let record = eventually("the backfill done", Duration::from_secs(180), || {
+        let js = js.clone();
+        async move {
+            let (record, _) = schedule_record(&js, "bf").await?;
+            record
+                .status
+                .backfill
+                .as_ref()?
+                .finished_at
+                .is_some()
+                .then_some(record)
+        }
+    })
+    .await;
+    let backfill = record.status.backfill.unwrap();
+    assert_eq!((backfill.done, backfill.fired), (1_000, 1_000));
+    assert_eq!(
+        record.status.last_backup, None,
+        "a backfill is not the schedule's own run"
+    );
+
+    let events = due_events(&js).await;
+    let mut ticks: Vec<DateTime<Utc>> = events.iter().map(|e| e.tick).collect();
+    ticks.sort();
+    let ids: std::collections::BTreeSet<&str> =
+        events.iter().map(|e| e.backup_id.as_str()).collect();
+    assert_eq!(events.len(), 1_000, "one event per tick, no more");
+    assert_eq!(ticks, expected, "every tick of the interval, once");
+    assert_eq!(ids.len(), 1_000, "one backup id per tick");
+    for event in &events {
+        assert_eq!(event.backfill, Some(backfill.id));
+        let stamp = |t: DateTime<Utc>| t.format("%Y%m%d%H%M%S").to_string();
+        assert_eq!(
+            event.backup_id,
+            format!(
+                "bf-{}-backfill-{}",
+                stamp(event.fired_at),
+                stamp(event.tick)
+            )
+        );
+    }
+    for replica in &mut replicas {
+        assert!(
+            replica.is_running(),
+            "a replica died by itself:\n{}",
+            replica.logs()
+        );
+    }
+    let duplicates: usize = replicas
+        .iter()
+        .map(|r| r.logs().matches("backfill tick already published").count())
+        .sum();
+    eprintln!("{duplicates} publications were de-duplicated by the stream");
 }

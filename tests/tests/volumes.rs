@@ -1,7 +1,7 @@
 //! Per-volume chains end to end (issue 8, seed 001) on real NATS and SeaweedFS: the scheduler
 //! says, per volume, full or incremental and the parent to build on; the reference executor
 //! takes what it is asked (or a full when its snapshot was "lost", or fails a volume's upload,
-//! as labels on the schedule tell it); the catalog records what was taken.
+//! as annotations on the schedule tell it); the catalog records what was taken.
 
 use std::{collections::BTreeSet, time::Duration};
 
@@ -149,17 +149,17 @@ async fn full_every_cadence_per_volume_across_failures_and_lost_snapshots() {
     // 4: the chains are 3 long: full again.
     all.push(run.take("app").await);
     // 5: pv2's upload fails; the backup fails.
-    run.update(json!({"labels": {FAIL: "pv2"}})).await;
+    run.update(json!({"annotations": {FAIL: "pv2"}})).await;
     all.push(run.take("app").await);
     // 6: a third volume is attached; the failure is over.
-    run.update(json!({"labels": {}, "volumes": ["pv1", "pv2", "pv3"]}))
+    run.update(json!({"annotations": {}, "volumes": ["pv1", "pv2", "pv3"]}))
         .await;
     all.push(run.take("app").await);
     // 7: pv1's snapshot is lost: the executor takes a full where an incremental was asked.
-    run.update(json!({"labels": {LOST: "pv1"}})).await;
+    run.update(json!({"annotations": {LOST: "pv1"}})).await;
     all.push(run.take("app").await);
     // 8, 9: back to normal.
-    run.update(json!({"labels": {}})).await;
+    run.update(json!({"annotations": {}})).await;
     for _ in 0..2 {
         all.push(run.take("app").await);
     }
@@ -340,7 +340,7 @@ async fn a_schedule_without_volumes_follows_full_every_too() {
         d2.kind_reason.clone(),
         r2.status,
     ));
-    run.update(json!({"labels": {FAIL: "*"}})).await;
+    run.update(json!({"annotations": {FAIL: "*"}})).await;
     let (d3, r3) = run.take("app").await;
     got.push((
         kind_word(d3.kind),
@@ -348,7 +348,7 @@ async fn a_schedule_without_volumes_follows_full_every_too() {
         d3.kind_reason.clone(),
         r3.status,
     ));
-    run.update(json!({"labels": {}})).await;
+    run.update(json!({"annotations": {}})).await;
     let (d4, r4) = run.take("app").await;
     got.push((
         kind_word(d4.kind),
@@ -671,11 +671,11 @@ async fn a_failed_volume_joins_no_chain_and_its_objects_are_cleaned_up() {
         js: js.clone(),
     };
     let b1 = run.take("app").await.0.backup_id.to_string();
-    run.update(json!({"labels": {FAIL: "pv2"}})).await;
+    run.update(json!({"annotations": {FAIL: "pv2"}})).await;
     let (_, failed) = run.take("app").await;
     let b2 = failed.id.to_string();
     assert_eq!(failed.status, BackupStatus::Failed);
-    run.update(json!({"labels": {}})).await;
+    run.update(json!({"annotations": {}})).await;
     let (due3, _) = run.take("app").await;
     let b3 = due3.backup_id.to_string();
     let parents: Vec<(String, Option<String>)> = due3
@@ -1055,18 +1055,18 @@ async fn random_days_never_lose_an_object_a_kept_volume_needs() {
     let mut rng = Rng::from_env();
     let mut volumes = vec!["pv1".to_string()];
     for day in 0..9 {
-        let mut labels = serde_json::Map::new();
+        let mut annotations = serde_json::Map::new();
         if day > 0 && volumes.len() < 3 && rng.below(3) == 0 {
             volumes.push(format!("pv{}", volumes.len() + 1));
         }
         if rng.below(4) == 0 {
             let victim = &volumes[rng.below(volumes.len() as u64) as usize];
-            labels.insert(FAIL.into(), json!(victim));
+            annotations.insert(FAIL.into(), json!(victim));
         } else if rng.below(4) == 0 {
             let victim = &volumes[rng.below(volumes.len() as u64) as usize];
-            labels.insert(LOST.into(), json!(victim));
+            annotations.insert(LOST.into(), json!(victim));
         }
-        run.update(json!({"labels": labels, "volumes": volumes}))
+        run.update(json!({"annotations": annotations, "volumes": volumes}))
             .await;
         run.take("app").await;
     }

@@ -47,7 +47,12 @@ pub(crate) enum Kind {
     /// A calendar spec (fields or a calendar descriptor such as `@daily`).
     Calendar(FieldBits),
     /// `@every <duration>`: robfig's `ConstantDelaySchedule`, a whole number of seconds >= 1.
-    Every { delay_seconds: u64 },
+    /// `written_nanos` is the duration as written, before robfig's rounding, so that input
+    /// checks can refuse what the rounding would silently change.
+    Every {
+        delay_seconds: u64,
+        written_nanos: i64,
+    },
 }
 
 /// A field's range of values and, for month and weekday, its names.
@@ -242,6 +247,7 @@ fn parse_descriptor(descriptor: &str) -> Result<Kind, CronError> {
                 })?;
             return Ok(Kind::Every {
                 delay_seconds: every_delay_seconds(nanos),
+                written_nanos: nanos,
             });
         }
     };

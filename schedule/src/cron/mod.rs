@@ -13,9 +13,11 @@
 mod error;
 mod go_duration;
 mod grammar;
+mod meaning;
 mod walk;
 
 pub use error::{CronError, DurationError, Excerpt, Field};
+pub use meaning::MeaningError;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
@@ -82,9 +84,19 @@ impl CronSpec {
     /// at least one second, so `@every 0s` and `@every -5m` run every second, as in robfig).
     pub fn every(&self) -> Option<std::time::Duration> {
         match self.kind {
-            Kind::Every { delay_seconds } => Some(std::time::Duration::from_secs(delay_seconds)),
+            Kind::Every { delay_seconds, .. } => {
+                Some(std::time::Duration::from_secs(delay_seconds))
+            }
             Kind::Calendar(_) => None,
         }
+    }
+
+    /// Whether the spec means what it says, for a spec a user is entering (the parser itself
+    /// accepts whatever robfig accepts): refuses `@every` durations that robfig rounds into
+    /// something else and specs that can never fire; warns (the list) about specs that run
+    /// less often than they read, such as day 31 or 29 february.
+    pub fn check_meaning(&self) -> Result<Vec<String>, MeaningError> {
+        meaning::check(&self.kind)
     }
 
     /// The first run strictly after `after`, evaluating a spec without a zone prefix in UTC.
@@ -104,7 +116,7 @@ impl CronSpec {
         zone: &Z,
     ) -> Option<DateTime<Utc>> {
         let next = match (&self.kind, self.zone) {
-            (Kind::Every { delay_seconds }, _) => {
+            (Kind::Every { delay_seconds, .. }, _) => {
                 // robfig's ConstantDelaySchedule: drop the sub-second part, add the delay.
                 let delay = TimeDelta::try_seconds(i64::try_from(*delay_seconds).ok()?)?;
                 let whole_second = after.timestamp();
@@ -159,7 +171,7 @@ impl CronSpec {
         window: TimeDelta,
     ) -> bool {
         match self.kind {
-            Kind::Every { delay_seconds } => {
+            Kind::Every { delay_seconds, .. } => {
                 // The runs after `base` are first_missed + k * delay; the newest one before
                 // `now` is found by division rather than by walking (a week of downtime on
                 // `@every 1s` is 600,000 runs).

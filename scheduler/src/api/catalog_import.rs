@@ -193,6 +193,7 @@ pub fn record_from(
         },
         started_at: document.started_at,
         completed_at: Some(document.completed_at),
+        tick: None,
         artifacts,
         size_bytes: Some(objects.iter().map(|o| o.size).sum()),
         objects,

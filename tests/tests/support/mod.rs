@@ -135,6 +135,7 @@ pub async fn report_backup(
         parent: backup.parent.as_ref().map(|p| p.parse().unwrap()),
         started_at: Some(backup.started),
         completed_at: Some(backup.completed),
+        tick: None,
         artifacts: artifacts.to_vec(),
         size_bytes: Some(4 * artifacts.len() as u64),
         labels: Default::default(),
