@@ -1,5 +1,9 @@
-//! The `sexton` command's library half: the reference executor, so tests and the local run can
-//! start it in-process, and the CLI itself.
+//! The `sexton` command's library half: the reference executor and `sexton exec`, so tests and
+//! the local run can start them in-process, the CLI itself, and the binlog shipping behind
+//! `sexton binlog append`.
 
+pub mod binlog_append;
+pub mod binlog_file;
 pub mod cli;
+pub mod exec;
 pub mod executor;

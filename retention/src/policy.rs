@@ -726,9 +726,14 @@ mod tests {
             assert_eq!(window.seconds(), seconds, "{text}");
             assert_eq!(window.to_string(), text);
         }
-        for bad in ["", "d", "10", "10 s", "10mins", "10sec", "1y", "+1d", "-1h", "1.5h"] {
+        for bad in [
+            "", "d", "10", "10 s", "10mins", "10sec", "1y", "+1d", "-1h", "1.5h",
+        ] {
             let err = RecoveryWindow::parse(bad).unwrap_err().to_string();
-            assert!(err.contains("expected <n>d, <n>w or <n>m"), "{bad:?}: {err}");
+            assert!(
+                err.contains("expected <n>d, <n>w or <n>m"),
+                "{bad:?}: {err}"
+            );
         }
     }
 }
