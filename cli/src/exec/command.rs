@@ -12,6 +12,7 @@ use std::{path::Path, process::Stdio, time::Duration};
 use rustix::process::{kill_process_group, Pid, Signal};
 use sexton_shared::Shutdown;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tracing::Instrument as _;
 
 /// How long a command has between SIGTERM and SIGKILL.
 pub const KILL_AFTER: Duration = Duration::from_secs(5);
@@ -118,14 +119,15 @@ pub async fn run(spec: CommandSpec<'_>, shutdown: &mut Shutdown) -> Finished {
             let _ = stdin.write_all(&body).await;
         });
     }
+    // In the job's span, so each line names its backup.
     let stdout = child
         .stdout
         .take()
-        .map(|out| tokio::spawn(log_lines(out, "stdout", 0)));
+        .map(|out| tokio::spawn(log_lines(out, "stdout", 0).in_current_span()));
     let stderr = child
         .stderr
         .take()
-        .map(|err| tokio::spawn(log_lines(err, "stderr", STDERR_TAIL_LINES)));
+        .map(|err| tokio::spawn(log_lines(err, "stderr", STDERR_TAIL_LINES).in_current_span()));
     let ending = tokio::select! {
         status = child.wait() => Ending::Exited(status.ok().and_then(|s| s.code())),
         _ = tokio::time::sleep(spec.timeout) => {
