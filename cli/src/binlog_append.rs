@@ -5,7 +5,9 @@
 //! then its entry appended to the index with a conditional write that retries on a lost race
 //! (`binlog::store::update`). Idempotent: a file already indexed is skipped, and so is one
 //! that ends before the oldest segment the index lists (retention already collected that far;
-//! shipping it again would only bring it back for the next collection).
+//! shipping it again would only bring it back for the next collection). Files are therefore
+//! shipped oldest first, as a server lists them; a server keeps closed binlogs until it purges
+//! them, so the shipping script offers them all every time.
 
 use std::path::Path;
 
@@ -59,8 +61,11 @@ pub fn decide(
     if index.contains(key) {
         return Some(Action::AlreadyIndexed);
     }
+    // A segment's end is rounded up to the next whole second (`binlog_file`), and a server
+    // opens its next binlog in the second it closed the last one: so a file that ends at most
+    // one second after the archive's oldest segment starts lies wholly before it.
     if let (Some(last), Some(oldest)) = (last_event, index.oldest_first_event()) {
-        if last < oldest {
+        if last <= oldest + TimeDelta::seconds(1) {
             return Some(Action::SkippedCollected);
         }
     }
@@ -208,6 +213,24 @@ mod tests {
                 Some(at("2026-01-01T00:10:00Z"))
             ),
             Some(Action::SkippedCollected)
+        );
+        // The file just before the oldest one: closed in the second the next one opened, its
+        // end rounded up by a second.
+        assert_eq!(
+            decide(
+                &index,
+                "b/c/binlog/m.000001",
+                Some(at("2026-01-01T00:30:01Z"))
+            ),
+            Some(Action::SkippedCollected)
+        );
+        assert_eq!(
+            decide(
+                &index,
+                "b/c/binlog/m.000003",
+                Some(at("2026-01-01T00:30:02Z"))
+            ),
+            None
         );
         assert_eq!(
             decide(
