@@ -64,6 +64,7 @@ case "$SEXTON_SCHEDULE" in
   empty) mkdir "$out/nothing" ;;
   huge) truncate -s 40M "$out/big" ;;
   badfacts) echo x > "$out/ok"; echo "kind=differential" > "$SEXTON_FACTS_FILE" ;;
+  merged) echo "data of $SEXTON_BACKUP_ID" > "$out/backup.bin"; echo "to_lsn=7" > "$SEXTON_FACTS_FILE" ;;
   slow|short)
     echo $$ > {pids}.$SEXTON_SCHEDULE
     if [ ! -e {marker} ]; then
@@ -91,15 +92,26 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(SCHEDULER_ONLY).await
+}
+
+async fn setup_with(members: Members) -> Setup {
     let nats = Nats::start();
     let s3 = S3::start();
     let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let fleet = Fleet::start(&config, members);
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = async_nats::jetstream::new(client.clone());
     let catalog = Catalog::new(topology::ensure(&js, 1).await.expect("topology").catalog);
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("backup.sh"), script(dir.path())).unwrap();
+    std::fs::write(
+        dir.path().join("merge.sh"),
+        "#!/bin/sh\nset -eu\ntest \"$SEXTON_JOB\" = merge\n\
+         cat \"$SEXTON_INPUT_DIR\"/*/backup.bin > \"$SEXTON_OUTPUT_DIR/synthetic-full.bin\"\n\
+         echo \"merged_sources=$SEXTON_SOURCES\" > \"$SEXTON_FACTS_FILE\"\n",
+    )
+    .unwrap();
     Setup {
         _nats: nats,
         _s3: s3,
@@ -458,6 +470,94 @@ async fn sigterm_finishes_what_fits_the_grace_period_and_hands_back_the_rest() {
         "{:?}",
         setup.invocations()
     );
+    drop(exec);
+    setup.fleet.unwrap().stop().await.unwrap();
+}
+
+/// `--merge-command` (chain_mode: merge): the chain's data objects reach the command oldest
+/// first, its output becomes the target's synthetic full, and retention then deletes the
+/// folded source through the usual pipeline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_command_folds_an_expired_chain_head_into_the_oldest_kept_backup() {
+    let setup = setup_with(Members {
+        executor: false,
+        ..Members::ALL
+    })
+    .await;
+    create_schedule(
+        &setup.client,
+        serde_json::json!({"name": "merged", "cluster": "c1", "plan": "merged",
+                           "cron": "@every 1h", "full_every": 100,
+                           "policy": {"keep_last": 2, "chain_mode": "merge"}}),
+    )
+    .await;
+    let merge = format!("sh {}", setup.dir.path().join("merge.sh").display());
+    let exec = setup.exec(&["--timeout", "60s", "--merge-command", &merge]);
+    let store = object_store(&setup.config).await;
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        let record = setup.take("merged", &exec).await;
+        assert_eq!(
+            record.status,
+            BackupStatus::Completed,
+            "{:?}",
+            record.last_error
+        );
+        taken.push(record);
+    }
+    let (full, target) = (&taken[0], &taken[1]);
+    assert_eq!(target.parent.as_ref(), Some(&full.id));
+    // The target becomes a synthetic full and the source goes.
+    let merged = eventually(
+        "the merge recorded and the source deleted",
+        Duration::from_secs(90),
+        || {
+            let catalog = setup.catalog.clone();
+            let (full, target) = (full.id.clone(), target.id.clone());
+            let cluster: sexton_shared::names::ClusterName = "c1".parse().unwrap();
+            async move {
+                let record = catalog.get(&cluster, &target).await.ok()??.value;
+                let gone = catalog.get(&cluster, &full).await.ok()?.is_none();
+                (record.kind == BackupKind::Full && gone).then_some(record)
+            }
+        },
+    )
+    .await;
+    assert!(merged.parent.is_none());
+    assert!(
+        merged.tags.contains(&"synthetic-full".to_string()),
+        "{:?}",
+        merged.tags
+    );
+    let synthetic = format!("backups/c1/merged/{}/synthetic-full.bin", target.id);
+    assert!(
+        merged.artifacts.contains(&synthetic),
+        "{:?}",
+        merged.artifacts
+    );
+    let body = store.get(&synthetic).await.unwrap().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        format!("data of {}\ndata of {}\n", full.id, target.id),
+        "the chain's data, oldest first"
+    );
+    let document = BackupMetadata::decode(
+        &store
+            .get(&format!("backups/c1/merged/{}/metadata.json", target.id))
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(document.kind, BackupKind::Full);
+    let facts = document.executor.unwrap();
+    assert_eq!(facts["to_lsn"], "7", "the backup's own facts stay");
+    assert_eq!(facts["merged_sources"], full.id.as_str());
+    assert!(store
+        .list(&format!("backups/c1/merged/{}/", full.id))
+        .await
+        .unwrap()
+        .is_empty());
     drop(exec);
     setup.fleet.unwrap().stop().await.unwrap();
 }
