@@ -47,7 +47,21 @@ pub async fn take(
     })?;
     let result = take_in(ctx, due, payload, &job, last_delivery, shutdown).await;
     job.remove();
-    result
+    match result {
+        // No further delivery will come: say so in the catalog rather than leave the backup
+        // in progress until it is presumed dead.
+        Err(JobError::Transient(err)) if last_delivery => {
+            let reason = format!(
+                "gave up after {} deliveries: {err:#}",
+                sexton_shared::topology::MAX_DELIVER
+            );
+            let now = Utc::now().fixed_offset();
+            let report = report::failed(due, now, now, &reason, Vec::new(), None);
+            finish(ctx, report, &Facts::default()).await?;
+            Ok(Taken::Failed(reason))
+        }
+        other => other,
+    }
 }
 
 async fn take_in(
