@@ -104,20 +104,19 @@ async fn exec_upload_against_awscli() {
     }
     let command = format!("ln {} \"$SEXTON_OUTPUT_DIR/output.bin\"", file.display());
     let work = dir.path().join("work");
-    let exec = ServiceProcess::start(
-        "sexton",
-        &[
-            "exec",
-            "--backup-command",
-            &command,
-            "--work-dir",
-            work.to_str().unwrap(),
-            "--max-output-bytes",
-            "1TiB",
-        ],
-        &config,
-        dir.path(),
-    );
+    // More flags for the executor, e.g. SEXTON_BENCH_EXEC_ARGS="--upload-concurrency 8".
+    let extra = std::env::var("SEXTON_BENCH_EXEC_ARGS").unwrap_or_default();
+    let mut args = vec![
+        "exec",
+        "--backup-command",
+        &command,
+        "--work-dir",
+        work.to_str().unwrap(),
+        "--max-output-bytes",
+        "1TiB",
+    ];
+    args.extend(extra.split_whitespace());
+    let exec = ServiceProcess::start("sexton", &args, &config, dir.path());
     let pid = exec.pid().expect("exec runs");
     create_schedule(
         &client,
@@ -136,6 +135,15 @@ async fn exec_upload_against_awscli() {
     let mut exec_best = f64::MAX;
     let mut exec_total_best = f64::MAX;
     let mut rss_peak_sampled = 0u64;
+    // Idle: connected, consumers created, waiting for work.
+    eventually("the executor consuming", Duration::from_secs(60), || {
+        let js = js.clone();
+        async move {
+            consumer_backlog(&js, sexton_shared::topology::STREAM_DUE, "sexton-exec").await
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let baseline_kib = status_field(pid, "VmRSS:").unwrap_or(0);
     for round in 0..2 {
         let seconds = aws_cp(&aws, &s3, &file, &format!("bench/awscli-{round}.bin"));
