@@ -142,7 +142,7 @@ impl Reader {
 
 /// The part buffers of one upload, used again and again: allocating and freeing a part-sized
 /// buffer per part made glibc keep freed buffers in its heap (its mmap threshold rises to the
-/// size of a freed buffer), which cost about 18 MiB of resident memory on top of the parts in
+/// size of a freed buffer), which cost about 16 MiB of resident memory on top of the parts in
 /// flight.
 struct Buffers {
     free: std::sync::Mutex<Vec<BytesMut>>,
