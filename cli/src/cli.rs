@@ -71,6 +71,9 @@ pub enum Command {
     Catalog(CatalogCommand),
     /// Run the reference executor (writes small backups to S3 and reports them).
     Executor,
+    /// Run a generic executor: your command takes each due backup, Sexton uploads what it
+    /// leaves in $SEXTON_OUTPUT_DIR, writes metadata.json and reports (docs/executors.md).
+    Exec(ExecArgs),
     /// Run a service in this process: scheduler, retention-worker or deleter.
     Serve {
         #[arg(value_parser = ["scheduler", "retention-worker", "deleter", "executor"])]
@@ -515,8 +518,151 @@ pub enum RetentionCommand {
     },
 }
 
+/// `sexton exec`: every flag may also be given as its SEXTON_EXEC_* environment variable.
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// The command that takes a backup, run with `sh -c` (see docs/executors.md for its
+    /// environment, its output directory and its facts file).
+    #[arg(long, env = "SEXTON_EXEC_BACKUP_COMMAND")]
+    pub backup_command: String,
+    /// The command that merges a chain into its oldest kept backup (chain_mode: merge);
+    /// without it, merge jobs are left to another executor.
+    #[arg(long, env = "SEXTON_EXEC_MERGE_COMMAND")]
+    pub merge_command: Option<String>,
+    /// Take only this cluster's backups (default: every cluster's).
+    #[arg(long, env = "SEXTON_EXEC_CLUSTER")]
+    pub cluster: Option<String>,
+    /// The durable consumer of due backups (default sexton-exec[-<cluster>]).
+    #[arg(long, env = "SEXTON_EXEC_DURABLE")]
+    pub durable: Option<String>,
+    /// The durable consumer of merge jobs (default <durable>-merge).
+    #[arg(long, env = "SEXTON_EXEC_MERGE_DURABLE")]
+    pub merge_durable: Option<String>,
+    /// Where job directories are made (default $TMPDIR/sexton-exec).
+    #[arg(long, env = "SEXTON_EXEC_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// A command still running after this is stopped and the backup reported failed.
+    #[arg(long, env = "SEXTON_EXEC_TIMEOUT", default_value = "6h", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Jobs (backups and merges) at once.
+    #[arg(long, env = "SEXTON_EXEC_CONCURRENCY", default_value_t = 1)]
+    pub concurrency: usize,
+    /// The most bytes one backup's output may hold (1TiB, 500GiB, 10MiB, a number of bytes).
+    #[arg(long, env = "SEXTON_EXEC_MAX_OUTPUT_BYTES", default_value = "1TiB", value_parser = parse_size)]
+    pub max_output_bytes: u64,
+    /// The most files one backup's output may hold.
+    #[arg(long, env = "SEXTON_EXEC_MAX_OUTPUT_FILES", default_value_t = 10_000)]
+    pub max_output_files: usize,
+    /// Multipart upload part size (5MiB to 5GiB).
+    #[arg(long, env = "SEXTON_EXEC_PART_SIZE", default_value = "8MiB", value_parser = parse_size)]
+    pub part_size: u64,
+    /// Parts of one file in memory (being read or sent) at once.
+    #[arg(long, env = "SEXTON_EXEC_UPLOAD_CONCURRENCY", default_value_t = 4)]
+    pub upload_concurrency: usize,
+    /// On SIGTERM, how long running commands may still take before they are stopped and
+    /// their jobs handed back.
+    #[arg(long, env = "SEXTON_EXEC_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+    /// The consumers' ack wait; a running job sends progress every third of it.
+    #[arg(long, env = "SEXTON_EXEC_ACK_WAIT", default_value = "60s", value_parser = parse_duration)]
+    pub ack_wait: Duration,
+    /// A new durable starts with the due backups of this last while (not the stream's week).
+    #[arg(long, env = "SEXTON_EXEC_CATCH_UP", default_value = "1h", value_parser = parse_duration)]
+    pub catch_up: Duration,
+}
+
+impl ExecArgs {
+    fn options(&self) -> Result<crate::exec::ExecOptions, Failure> {
+        let cluster = self
+            .cluster
+            .as_deref()
+            .map(sexton_shared::names::ClusterName::new)
+            .transpose()
+            .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
+        let (durable, merge_durable) = crate::exec::ExecOptions::default_durables(cluster.as_ref());
+        let durable_given = self.durable.clone();
+        let options = crate::exec::ExecOptions {
+            backup_command: self.backup_command.clone(),
+            merge_command: self.merge_command.clone(),
+            merge_durable: self
+                .merge_durable
+                .clone()
+                .unwrap_or_else(|| match &durable_given {
+                    Some(durable) => format!("{durable}-merge"),
+                    None => merge_durable,
+                }),
+            durable: durable_given.unwrap_or(durable),
+            cluster,
+            work_dir: self
+                .work_dir
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("sexton-exec")),
+            timeout: self.timeout,
+            concurrency: self.concurrency,
+            limits: crate::exec::output::Limits {
+                max_files: self.max_output_files,
+                max_bytes: self.max_output_bytes,
+            },
+            upload: sexton_shared::object_store::transfer::UploadSettings {
+                part_size: self.part_size,
+                concurrency: self.upload_concurrency,
+            },
+            shutdown_grace: self.shutdown_grace,
+            ack_wait: self.ack_wait,
+            catch_up: self.catch_up,
+        };
+        options.validate().map_err(Failure::input)?;
+        Ok(options)
+    }
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    sexton_shared::config::duration_text::parse(text).map_err(|err| format!("{text:?}: {err}"))
+}
+
+/// Bytes as people write them: `1TiB`, `8MiB`, `512KiB`, `10GB`, `1048576`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let bad = || format!("{text:?} is not a size such as 8MiB, 1TiB or 1048576");
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let factor: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
 #[derive(Subcommand, Debug)]
 pub enum BinlogCommand {
+    /// Ship closed log files into the cluster's archive: each is uploaded, then appended to
+    /// <prefix>/<cluster>/binlog/_index.json with a conditional write. Files already indexed
+    /// (or older than the archive's oldest segment) are skipped, so shipping is idempotent.
+    Append {
+        #[arg(long)]
+        cluster: String,
+        /// How event times are found: binlog (MySQL/MariaDB headers) or file (modification time).
+        #[arg(long, value_enum, default_value_t = crate::binlog_append::SegmentFormat::Binlog)]
+        format: crate::binlog_append::SegmentFormat,
+        /// Ship a binlog still flagged as open (one a crashed server left so).
+        #[arg(long)]
+        allow_in_use: bool,
+        /// The files, oldest first.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
     /// The binlog index of a cluster: its state and ETag, the PITR horizon retention gives
     /// now, and how many segments it lists, would delete, and keep for want of an end time.
     Status {
@@ -857,6 +1003,67 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
+        Command::Exec(args) => {
+            let options = args.options()?;
+            let config = load_config()?;
+            sexton_shared::telemetry::init_logging(config.log.format);
+            crate::exec::run(config, options, sexton_shared::shutdown::on_signals())
+                .await
+                .map_err(Failure::runtime)
+        }
+        Command::Binlog(BinlogCommand::Append {
+            cluster,
+            format,
+            allow_in_use,
+            files,
+        }) => {
+            let cluster = sexton_shared::names::ClusterName::new(cluster.as_str())
+                .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
+            for file in files {
+                if !file.is_file() {
+                    return Err(Failure::input(format!(
+                        "{}: not a regular file",
+                        file.display()
+                    )));
+                }
+            }
+            let config = load_config()?;
+            let store = sexton_shared::object_store::ObjectStore::connect(&config.s3)
+                .await
+                .map_err(Failure::runtime)?;
+            let mut shipped = Vec::new();
+            for file in files {
+                let outcome = crate::binlog_append::append(
+                    &store,
+                    &config.s3.prefix,
+                    &cluster,
+                    file,
+                    *format,
+                    *allow_in_use,
+                    Default::default(),
+                )
+                .await;
+                match outcome {
+                    Ok(done) => shipped.push(done),
+                    // A file that is not what it claims is the caller's to fix (exit 2); the
+                    // files before it are shipped and stay so.
+                    Err(err)
+                        if err
+                            .downcast_ref::<crate::binlog_file::BinlogFileError>()
+                            .is_some() =>
+                    {
+                        print_shipped(cli.output, &shipped);
+                        return Err(Failure::input(format!("{err:#}")));
+                    }
+                    Err(err) => {
+                        print_shipped(cli.output, &shipped);
+                        return Err(Failure::runtime(err));
+                    }
+                }
+            }
+            print_shipped(cli.output, &shipped);
+            Ok(())
+        }
         Command::Executor => {
             let config = load_config()?;
             sexton_shared::telemetry::init_logging(config.log.format);
@@ -940,6 +1147,15 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
     }
+}
+
+fn print_shipped(output: Output, shipped: &[crate::binlog_append::Shipped]) {
+    let value = serde_json::to_value(shipped).expect("shipped segments serialise");
+    print_value(
+        output,
+        &value,
+        &["key", "action", "first_event", "last_event", "size"],
+    );
 }
 
 /// The API call of an online command, and the columns its table shows.

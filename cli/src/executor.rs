@@ -242,7 +242,7 @@ fn label_list<'a>(due: &'a DueBackup, label: &str) -> Vec<&'a str> {
 /// that died before acknowledging). `None` (unknown, in progress, or no answer) means take it:
 /// a backup taken twice costs an orphan `sexton backup orphans` finds; one not taken is a lost
 /// recovery point.
-async fn taken_before(client: &async_nats::Client, due: &DueBackup) -> Option<&'static str> {
+pub async fn taken_before(client: &async_nats::Client, due: &DueBackup) -> Option<&'static str> {
     let request = sexton_shared::api::BackupRef {
         schema_version: wire::SCHEMA_VERSION,
         cluster: due.cluster.clone(),
@@ -609,7 +609,7 @@ pub fn synthetic_volume(volume: &str) -> String {
 
 /// Every key of a merge job lies in its own backup's directory of the job's cluster: a forged
 /// job must not consolidate another cluster's (or another backup's) objects into this one.
-fn check_merge_keys(prefix: &str, job: &MergeJob) -> Result<(), String> {
+pub fn check_merge_keys(prefix: &str, job: &MergeJob) -> Result<(), String> {
     for backup in job.sources.iter().chain([&job.target]) {
         for key in &backup.artifacts {
             sexton_shared::object_store::check_backup_key(
@@ -674,15 +674,54 @@ async fn merge_chain(
         }
     }
     let synthetic = put_digested(store, &synthetic_key, body).await?;
-    let size = synthetic.size;
-    let mut keys = target.artifacts.clone();
-    if !keys.contains(&synthetic_key) {
-        keys.push(synthetic_key);
-    }
     // metadata.json is rewritten to describe the target as it now is, so a catalog rebuilt
     // from the bucket sees the merge too.
     let metadata_key = format!("{directory}{}", metadata::FILE_NAME);
-    let rewritten = rewrite_metadata(store, &metadata_key, job, &synthetic).await?;
+    let rewritten = rewrite_metadata(
+        store,
+        &metadata_key,
+        job,
+        std::slice::from_ref(&synthetic),
+        None,
+    )
+    .await?;
+    let report = merge_report(
+        job,
+        &metadata_key,
+        vec![synthetic],
+        rewritten,
+        started_at.fixed_offset(),
+    );
+    let volume = job.volume.as_deref().unwrap_or("");
+    publish_once(
+        js,
+        topology::report_subject(&job.cluster),
+        &merge_message_id(job),
+        wire::encode(&report),
+    )
+    .await?;
+    tracing::info!(cluster = %job.cluster, target = %target.id, volume, sources = job.sources.len(), "merge done and reported");
+    Ok(())
+}
+
+/// The report of a merge job done: the target (or its volume) is a full without parent, with
+/// its old objects and `new` (the objects the merge wrote into its directory). `rewritten`:
+/// the target's `metadata.json` (at `metadata_key`) was rewritten to say so.
+pub fn merge_report(
+    job: &MergeJob,
+    metadata_key: &str,
+    new: Vec<ObjectDigest>,
+    rewritten: bool,
+    started_at: chrono::DateTime<chrono::FixedOffset>,
+) -> Report {
+    let target = &job.target;
+    let mut keys = target.artifacts.clone();
+    for object in &new {
+        if !keys.contains(&object.key) {
+            keys.push(object.key.clone());
+        }
+    }
+    let size: u64 = new.iter().map(|o| o.size).sum();
     let (artifacts, volumes) = match &job.volume {
         None => (keys, Vec::new()),
         // A completed report lists its objects; a volume merge's are the volume's (and the
@@ -690,7 +729,7 @@ async fn merge_chain(
         Some(volume) => {
             let mut artifacts = keys.clone();
             if rewritten {
-                artifacts.push(metadata_key);
+                artifacts.push(metadata_key.to_string());
             }
             (
                 artifacts,
@@ -705,7 +744,7 @@ async fn merge_chain(
             )
         }
     };
-    let report = Report {
+    Report {
         schema_version: wire::SCHEMA_VERSION,
         backup_id: target.id.clone(),
         cluster: job.cluster.clone(),
@@ -716,7 +755,7 @@ async fn merge_chain(
         kind: BackupKind::Full,
         parent: None,
         // When the merge ran; the catalog keeps the backup's own times (its recovery point).
-        started_at: Some(started_at.fixed_offset()),
+        started_at: Some(started_at),
         completed_at: Some(Utc::now().fixed_offset()),
         tick: None,
         artifacts,
@@ -731,31 +770,31 @@ async fn merge_chain(
             sources: job.sources.iter().map(|b| b.id.clone()).collect(),
             volume: job.volume.clone(),
         }),
-        objects: vec![synthetic],
-    };
-    let volume = job.volume.as_deref().unwrap_or("");
-    publish_once(
-        js,
-        topology::report_subject(&job.cluster),
-        &format!(
-            "merge.{}.{}.{}.{volume}",
-            job.cluster, target.id, target.uid
-        ),
-        wire::encode(&report),
+        objects: new,
+    }
+}
+
+/// A merge report's message id: one per target (uid) and volume.
+pub fn merge_message_id(job: &MergeJob) -> String {
+    format!(
+        "merge.{}.{}.{}.{}",
+        job.cluster,
+        job.target.id,
+        job.target.uid,
+        job.volume.as_deref().unwrap_or("")
     )
-    .await?;
-    tracing::info!(cluster = %job.cluster, target = %target.id, volume, sources = job.sources.len(), "merge done and reported");
-    Ok(())
 }
 
 /// Rewrites the target's `metadata.json` after a merge: the backup (or the merged volume) is a
-/// full without parent now, and holds the synthetic object. `false` when the target has no
-/// metadata document of ours (written by an older executor): it is left as it is.
-async fn rewrite_metadata(
+/// full without parent now, and holds the `merged` objects. `executor` facts, if any, are
+/// added to the document's own (a merge's tool may record what it did). `false` when the
+/// target has no metadata document of ours (written by an older executor): it is left as it is.
+pub async fn rewrite_metadata(
     store: &ObjectStore,
     key: &str,
     job: &MergeJob,
-    synthetic: &ObjectDigest,
+    merged: &[ObjectDigest],
+    executor: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> anyhow::Result<bool> {
     let Some(body) = store.get(key).await? else {
         return Ok(false);
@@ -767,8 +806,10 @@ async fn rewrite_metadata(
         );
         return Ok(false);
     };
-    document.objects.retain(|o| o.key != synthetic.key);
-    document.objects.push(synthetic.clone());
+    for object in merged {
+        document.objects.retain(|o| o.key != object.key);
+        document.objects.push(object.clone());
+    }
     let tag = match &job.volume {
         None => {
             document.kind = BackupKind::Full;
@@ -779,8 +820,10 @@ async fn rewrite_metadata(
             if let Some(volume) = document.volumes.iter_mut().find(|v| &v.name == name) {
                 volume.kind = BackupKind::Full;
                 volume.parent = None;
-                if !volume.keys.contains(&synthetic.key) {
-                    volume.keys.push(synthetic.key.clone());
+                for object in merged {
+                    if !volume.keys.contains(&object.key) {
+                        volume.keys.push(object.key.clone());
+                    }
                 }
             }
             if document.volumes.iter().all(|v| v.kind == BackupKind::Full) {
@@ -791,6 +834,14 @@ async fn rewrite_metadata(
     };
     if !document.tags.contains(&tag) {
         document.tags.push(tag);
+    }
+    if let Some(facts) = executor.filter(|facts| !facts.is_empty()) {
+        let mut own = match document.executor.take() {
+            Some(serde_json::Value::Object(own)) => own,
+            _ => serde_json::Map::new(),
+        };
+        own.extend(facts.clone());
+        document.executor = Some(serde_json::Value::Object(own));
     }
     store.put(key, document.encode().into()).await?;
     Ok(true)

@@ -1,6 +1,10 @@
-//! The `sexton` command's library half: the reference executor, so tests and the local run can
-//! start it in-process, the CLI itself, and the printing of retention simulations.
+//! The `sexton` command's library half: the reference executor and `sexton exec`, so tests and
+//! the local run can start them in-process, the CLI itself, the binlog shipping behind
+//! `sexton binlog append`, and the printing of retention simulations.
 
+pub mod binlog_append;
+pub mod binlog_file;
 pub mod cli;
+pub mod exec;
 pub mod executor;
 pub mod simulate;

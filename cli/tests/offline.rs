@@ -842,3 +842,148 @@ fn retention_plan_table_shows_partial_backups_per_volume() {
         "{text}"
     );
 }
+
+/// `sexton exec` refuses bad flags and bad environment before it connects to anything.
+#[test]
+fn exec_refuses_bad_flags_and_environment() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["exec"], "--backup-command"),
+        (
+            &["exec", "--backup-command", " "],
+            "--backup-command is empty",
+        ),
+        (
+            &["exec", "--backup-command", "true", "--concurrency", "0"],
+            "--concurrency 0 is outside 1 to 64",
+        ),
+        (
+            &["exec", "--backup-command", "true", "--part-size", "1MiB"],
+            "part size 1048576 is outside",
+        ),
+        (
+            &["exec", "--backup-command", "true", "--timeout", "5x"],
+            "unknown unit",
+        ),
+        (
+            &[
+                "exec",
+                "--backup-command",
+                "true",
+                "--max-output-bytes",
+                "12QB",
+            ],
+            "is not a size",
+        ),
+        (
+            &["exec", "--backup-command", "true", "--cluster", "../db1"],
+            "invalid cluster name",
+        ),
+        (
+            &["exec", "--backup-command", "true", "--durable", "a.b"],
+            "--durable: invalid durable name",
+        ),
+        (
+            &["exec", "--backup-command", "true", "--ack-wait", "1s"],
+            "--ack-wait",
+        ),
+        (
+            &["exec", "--backup-command", "true", "--merge-command", ""],
+            "--merge-command is empty",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = sexton(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    // The same settings through the environment.
+    let out = Command::new(env!("CARGO_BIN_EXE_sexton"))
+        .args(["exec"])
+        .env("SEXTON_NATS_URL", "nats://127.0.0.1:1")
+        .env("SEXTON_EXEC_BACKUP_COMMAND", "true")
+        .env("SEXTON_EXEC_CONCURRENCY", "many")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("concurrency"), "{}", stderr(&out));
+}
+
+/// `sexton binlog append` refuses files that are not what they claim, before any upload.
+#[test]
+fn binlog_append_refuses_what_is_not_a_closed_binlog() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("mysql-bin.000001");
+    std::fs::write(&text, "not a binlog").unwrap();
+    // A format description event flagged in use: the server still writes this file.
+    let mut open = vec![0xfe, 0x62, 0x69, 0x6e];
+    open.extend(1_700_000_000u32.to_le_bytes());
+    open.push(15);
+    open.extend(1u32.to_le_bytes());
+    open.extend(19u32.to_le_bytes());
+    open.extend(23u32.to_le_bytes());
+    open.extend(1u16.to_le_bytes());
+    let in_use = dir.path().join("mysql-bin.000002");
+    std::fs::write(&in_use, open).unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec![
+                "--cluster".into(),
+                "db1".into(),
+                path(&dir.path().join("missing")),
+            ],
+            "not a regular file",
+        ),
+        (
+            vec!["--cluster".into(), "db1".into(), path(dir.path())],
+            "not a regular file",
+        ),
+        (
+            vec!["--cluster".into(), "db1".into(), path(&text)],
+            "not a binlog file",
+        ),
+        (
+            vec!["--cluster".into(), "db1".into(), path(&in_use)],
+            "still writes this binlog",
+        ),
+        (
+            vec!["--cluster".into(), "a/b".into(), path(&text)],
+            "invalid cluster name",
+        ),
+        (
+            vec![
+                "--cluster".into(),
+                "db1".into(),
+                "--format".into(),
+                "wal".into(),
+                path(&text),
+            ],
+            "invalid value 'wal'",
+        ),
+        (vec!["--cluster".into(), "db1".into()], "required"),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["binlog".to_string(), "append".to_string()];
+        all.extend(args.iter().cloned());
+        let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_sexton"))
+            .args(&refs)
+            .env("SEXTON_NATS_URL", "nats://127.0.0.1:1")
+            // Nothing may be uploaded: S3 points at a closed port.
+            .env("SEXTON_S3_ENDPOINT", "http://127.0.0.1:1")
+            .env("SEXTON_S3_ACCESS_KEY_ID", "x")
+            .env("SEXTON_S3_SECRET_ACCESS_KEY", "y")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

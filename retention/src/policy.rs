@@ -183,7 +183,9 @@ impl fmt::Display for RetentionDays {
     }
 }
 
-/// `<n>d`, `<n>w` or `<n>m`, a month being 30 days (cloudnative-mysql).
+/// `<n>d`, `<n>w` or `<n>m`, a month being 30 days (cloudnative-mysql); also `<n>h`, `<n>min`
+/// and `<n>s` (as `failed_grace` writes them), for clusters whose point-in-time promise is
+/// shorter than a day and for tests that must see a window end within minutes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RecoveryWindow {
     pub amount: NonZeroU32,
@@ -192,6 +194,9 @@ pub struct RecoveryWindow {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum WindowUnit {
+    Seconds,
+    Minutes,
+    Hours,
     Days,
     Weeks,
     Months,
@@ -202,17 +207,26 @@ impl RecoveryWindow {
         let bad = || {
             field_error(
                 "recovery_window",
-                format!("expected <n>d, <n>w or <n>m (a month is 30 days), got {text:?}"),
+                format!(
+                    "expected <n>d, <n>w or <n>m (a month is 30 days), or <n>h, <n>min or <n>s, \
+                     got {text:?}"
+                ),
             )
         };
-        let (digits, unit) = text.split_at(text.len().saturating_sub(1));
+        let split = text
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len());
+        let (digits, unit) = text.split_at(split);
         let unit = match unit {
+            "s" => WindowUnit::Seconds,
+            "min" => WindowUnit::Minutes,
+            "h" => WindowUnit::Hours,
             "d" => WindowUnit::Days,
             "w" => WindowUnit::Weeks,
             "m" => WindowUnit::Months,
             _ => return Err(bad()),
         };
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        if digits.is_empty() {
             return Err(bad());
         }
         let amount: u32 = digits
@@ -227,26 +241,33 @@ impl RecoveryWindow {
         Ok(RecoveryWindow { amount, unit })
     }
 
-    pub fn days(self) -> i64 {
+    /// The window in seconds.
+    pub fn seconds(self) -> i64 {
         let per_unit = match self.unit {
-            WindowUnit::Days => 1,
-            WindowUnit::Weeks => 7,
-            WindowUnit::Months => 30,
+            WindowUnit::Seconds => 1,
+            WindowUnit::Minutes => 60,
+            WindowUnit::Hours => 3_600,
+            WindowUnit::Days => 86_400,
+            WindowUnit::Weeks => 7 * 86_400,
+            WindowUnit::Months => 30 * 86_400,
         };
         i64::from(self.amount.get()) * per_unit
     }
 
     pub fn as_delta(self) -> TimeDelta {
-        TimeDelta::days(self.days())
+        TimeDelta::seconds(self.seconds())
     }
 }
 
 impl fmt::Display for RecoveryWindow {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let unit = match self.unit {
-            WindowUnit::Days => 'd',
-            WindowUnit::Weeks => 'w',
-            WindowUnit::Months => 'm',
+            WindowUnit::Seconds => "s",
+            WindowUnit::Minutes => "min",
+            WindowUnit::Hours => "h",
+            WindowUnit::Days => "d",
+            WindowUnit::Weeks => "w",
+            WindowUnit::Months => "m",
         };
         write!(f, "{}{unit}", self.amount)
     }
@@ -697,5 +718,30 @@ mod tests {
     fn max_backups_is_keep_last() {
         let policy = Policy::from_json(r#"{"max_backups": "3"}"#).unwrap();
         assert_eq!(policy, Policy::keep_last(3));
+    }
+
+    #[test]
+    fn recovery_windows_in_every_unit() {
+        for (text, seconds) in [
+            ("90s", 90),
+            ("15min", 900),
+            ("48h", 172_800),
+            ("30d", 2_592_000),
+            ("4w", 2_419_200),
+            ("1m", 2_592_000),
+        ] {
+            let window = RecoveryWindow::parse(text).unwrap();
+            assert_eq!(window.seconds(), seconds, "{text}");
+            assert_eq!(window.to_string(), text);
+        }
+        for bad in [
+            "", "d", "10", "10 s", "10mins", "10sec", "1y", "+1d", "-1h", "1.5h",
+        ] {
+            let err = RecoveryWindow::parse(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("expected <n>d, <n>w or <n>m"),
+                "{bad:?}: {err}"
+            );
+        }
     }
 }

@@ -15,6 +15,7 @@ use aws_sdk_s3::{
 use crate::config::S3Config;
 
 mod conditional;
+pub mod transfer;
 use crate::names::{check_name, ClusterName};
 pub use conditional::{DeleteReport, Precondition, PutError, Tagged};
 

@@ -164,13 +164,16 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
 /// leader of its consumer was killed (fault_nats_cluster, soak); 5 s bounds that to 10 s.
 pub const PULL_EXPIRES: Duration = Duration::from_secs(5);
 
+/// How many times a durable consumer delivers one message before giving up on it.
+pub const MAX_DELIVER: i64 = 20;
+
 /// The durable pull consumer of a service, with its redelivery settings.
 pub fn consumer_config(durable: &str, filter: Option<String>, ack_wait: Duration) -> pull::Config {
     pull::Config {
         durable_name: Some(durable.to_string()),
         ack_policy: AckPolicy::Explicit,
         ack_wait,
-        max_deliver: 20,
+        max_deliver: MAX_DELIVER,
         filter_subject: filter.unwrap_or_default(),
         // Growing delays between redeliveries of a message that keeps failing. nats-server
         // (measured on 2.15) replaces ack_wait with the first entry, and waits

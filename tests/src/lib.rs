@@ -960,3 +960,4 @@ pub async fn read_work_queue(
 }
 pub mod cluster;
 pub mod fault;
+pub mod mariadb;

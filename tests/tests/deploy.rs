@@ -4,7 +4,8 @@
 //! - deploy/nats/sexton.conf, on a real nats-server: an executor or a deleter cannot publish a
 //!   delete job, only the retention-worker can; only the scheduler publishes due-backups;
 //! - the whole fleet runs with one NATS user per service under that configuration, without a
-//!   single permission violation in the server's log.
+//!   single permission violation in the server's log, and so does `sexton exec` (with merges)
+//!   as the executor user.
 //!
 //! The tool checks of the same files (promtool, kubernetes-validate) are in deploy/check.
 
@@ -382,6 +383,9 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
     for subject in [
         "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.reference-executor-merge.sexton.v1.job.delete.*",
         "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.reference-executor-merge",
+        "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.sexton-exec-merge.sexton.v1.job.delete.*",
+        "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.sexton-exec-merge",
+        "$JS.API.CONSUMER.MSG.NEXT.SEXTON_JOBS.deleter",
     ] {
         assert_publish_refused("executor", executor, subject).await;
     }
@@ -591,6 +595,84 @@ async fn the_fleet_runs_with_one_user_per_service() {
     assert!(
         violations.is_empty(),
         "the fleet needed subjects deploy/nats/authorization.conf does not grant:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sexton_exec_runs_as_the_executor_user() {
+    let nats = start_nats_with_users();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let operator = Connection::open(&nats, "operator").await;
+    let operator_js = operator.jetstream();
+    let scheduler = Fleet::start(
+        &as_user(&config, "scheduler"),
+        Members {
+            scheduler: true,
+            ..NONE
+        },
+    );
+    eventually("the scheduler's topology", Duration::from_secs(30), || {
+        let js = operator_js.clone();
+        async move { js.get_key_value(topology::BUCKET_CATALOG).await.ok() }
+    })
+    .await;
+    let work = tempfile::tempdir().unwrap();
+    let options = sexton_cli::exec::ExecOptions {
+        backup_command: "echo data > \"$SEXTON_OUTPUT_DIR/backup.bin\"".into(),
+        merge_command: Some("true".into()),
+        cluster: None,
+        durable: "sexton-exec".into(),
+        merge_durable: "sexton-exec-merge".into(),
+        work_dir: work.path().to_path_buf(),
+        timeout: Duration::from_secs(30),
+        concurrency: 1,
+        limits: sexton_cli::exec::output::Limits {
+            max_files: 10,
+            max_bytes: 1 << 20,
+        },
+        upload: Default::default(),
+        shutdown_grace: Duration::from_secs(5),
+        ack_wait: Duration::from_secs(30),
+        catch_up: Duration::from_secs(3600),
+    };
+    let (trigger, shutdown) = sexton_shared::Shutdown::new();
+    let exec = tokio::spawn(sexton_cli::exec::run(
+        as_user(&config, "executor"),
+        options,
+        shutdown,
+    ));
+    create_schedule(
+        &operator.client,
+        json!({"name": "hourly", "cluster": "c1", "plan": "full", "cron": "@every 1h"}),
+    )
+    .await;
+    let id = trigger_backup(&operator.client, "hourly").await;
+    eventually("the backup completed", Duration::from_secs(60), || {
+        let client = operator.client.clone();
+        let id = id.clone();
+        async move {
+            let described = api(
+                &client,
+                "backup",
+                "describe",
+                json!({"schema_version": 1, "cluster": "c1", "id": id}),
+            )
+            .await
+            .ok()?;
+            (described["backup"]["status"] == "completed").then_some(())
+        }
+    })
+    .await;
+    trigger.trigger();
+    exec.await.unwrap().unwrap();
+    scheduler.stop().await.unwrap();
+    let log = std::fs::read_to_string(nats.log_path()).unwrap();
+    let violations: Vec<&str> = log.lines().filter(|l| l.contains("Violation")).collect();
+    assert!(
+        violations.is_empty(),
+        "sexton exec needed subjects deploy/nats/authorization.conf does not grant:\n{}",
         violations.join("\n")
     );
 }

@@ -1,0 +1,407 @@
+//! Streaming transfers between local files of any size and objects. Uploads compute the
+//! file's SHA-256 on the way: what an executor does with a backup tool's output (`sexton
+//! exec`) and a log shipper with a binlog file (`sexton binlog append`). Downloads write an
+//! object to a file as it arrives (the inputs of a merge).
+//!
+//! A file is read in parts of [`UploadSettings::part_size`] bytes; a file that fits in one part
+//! is one `PutObject`, a larger one a multipart upload with at most
+//! [`UploadSettings::concurrency`] parts in memory at once, counting the one being read. So
+//! memory is bounded by `part_size × concurrency` whatever the file's size, and the file is
+//! read once: the digest is updated as each part is read, before it is sent. A failed multipart
+//! upload is aborted, so no half-written object or stray parts stay behind.
+
+use std::{io::Read, sync::Arc};
+
+use bytes::{Bytes, BytesMut};
+
+use aws_sdk_s3::{
+    primitives::ByteStream,
+    types::{CompletedMultipartUpload, CompletedPart},
+};
+use sha2::Digest as _;
+use tokio::{sync::Semaphore, task::JoinSet};
+
+use super::{object_error, ObjectError, ObjectStore};
+use crate::wire::ObjectDigest;
+
+/// S3's smallest part (every part but the last) and its largest.
+pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+pub const MAX_PART_SIZE: u64 = 5 * 1024 * 1024 * 1024;
+/// S3's most parts in one multipart upload.
+pub const MAX_PARTS: u64 = 10_000;
+
+/// How a file is cut and sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UploadSettings {
+    /// Bytes per part, [`MIN_PART_SIZE`] to [`MAX_PART_SIZE`]. Raised for a file that would
+    /// otherwise need more than [`MAX_PARTS`] parts.
+    pub part_size: u64,
+    /// Parts in memory at once (being read or being sent), at least 1.
+    pub concurrency: usize,
+}
+
+impl Default for UploadSettings {
+    /// 8 MiB parts, 4 at once: awscli's part size, at most 32 MiB of buffers.
+    fn default() -> Self {
+        UploadSettings {
+            part_size: 8 * 1024 * 1024,
+            concurrency: 4,
+        }
+    }
+}
+
+impl UploadSettings {
+    /// Checks the bounds; the message names what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(MIN_PART_SIZE..=MAX_PART_SIZE).contains(&self.part_size) {
+            return Err(format!(
+                "part size {} is outside S3's {MIN_PART_SIZE} to {MAX_PART_SIZE} bytes",
+                self.part_size
+            ));
+        }
+        if !(1..=64).contains(&self.concurrency) {
+            return Err(format!(
+                "upload concurrency {} is outside 1 to 64",
+                self.concurrency
+            ));
+        }
+        Ok(())
+    }
+
+    /// The part size for a file of `size` bytes: the configured one, or the smallest whole
+    /// number of MiB that keeps the file within [`MAX_PARTS`] parts.
+    pub fn part_size_for(&self, size: u64) -> u64 {
+        const MIB: u64 = 1024 * 1024;
+        let needed = size.div_ceil(MAX_PARTS).div_ceil(MIB) * MIB;
+        self.part_size.max(needed).min(MAX_PART_SIZE)
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TransferError {
+    /// The local file could not be read or written: retrying cannot help.
+    #[error("local file {path}: {message}")]
+    Local { path: String, message: String },
+    /// The file grew past what one multipart upload can hold at this part size.
+    #[error(
+        "{key}: more than {MAX_PARTS} parts of {part_size} bytes; the file grew while it was read"
+    )]
+    TooManyParts { key: String, part_size: u64 },
+    #[error(transparent)]
+    Object(#[from] ObjectError),
+}
+
+impl TransferError {
+    /// Whether trying again later may help (a store that did not answer, a throttled request).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            TransferError::Object(err) => !err.permanent,
+            TransferError::Local { .. } | TransferError::TooManyParts { .. } => false,
+        }
+    }
+}
+
+/// The reading side: a file, the digest so far, and how many bytes were read.
+struct Reader {
+    file: std::fs::File,
+    path: String,
+    hasher: sha2::Sha256,
+    read: u64,
+}
+
+impl Reader {
+    /// Reads up to `size` bytes into `part` (fewer only at the end of the file) and adds them
+    /// to the digest.
+    fn next_part(
+        mut self,
+        mut part: BytesMut,
+        size: usize,
+    ) -> Result<(Reader, BytesMut), TransferError> {
+        part.clear();
+        part.resize(size, 0);
+        let mut filled = 0;
+        while filled < size {
+            match self.file.read(&mut part[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(err) => {
+                    return Err(TransferError::Local {
+                        path: self.path.clone(),
+                        message: err.to_string(),
+                    })
+                }
+            }
+        }
+        part.truncate(filled);
+        self.hasher.update(&part);
+        self.read += filled as u64;
+        Ok((self, part))
+    }
+}
+
+/// The part buffers of one upload, used again and again: allocating and freeing a part-sized
+/// buffer per part made glibc keep freed buffers in its heap (its mmap threshold rises to the
+/// size of a freed buffer), which cost about 16 MiB of resident memory on top of the parts in
+/// flight.
+struct Buffers {
+    free: std::sync::Mutex<Vec<BytesMut>>,
+    size: usize,
+}
+
+impl Buffers {
+    fn take(&self) -> BytesMut {
+        self.free
+            .lock()
+            .expect("the buffer pool's lock is never poisoned")
+            .pop()
+            .unwrap_or_else(|| BytesMut::with_capacity(self.size))
+    }
+
+    /// Takes a sent part's buffer back, if the client kept no reference to it.
+    fn give(&self, sent: Bytes) {
+        if let Ok(buffer) = sent.try_into_mut() {
+            self.free
+                .lock()
+                .expect("the buffer pool's lock is never poisoned")
+                .push(buffer);
+        }
+    }
+}
+
+impl ObjectStore {
+    /// Uploads an open file to `key`, reading it once from its current position to its end,
+    /// and returns the key, the bytes read and their SHA-256. `size_hint` (the size the caller
+    /// saw) only chooses the part size; the digest's `size` is what was actually read, so a
+    /// caller that must upload exactly what it saw compares the two.
+    pub async fn put_file(
+        &self,
+        key: &str,
+        file: std::fs::File,
+        path: &str,
+        size_hint: u64,
+        settings: UploadSettings,
+    ) -> Result<ObjectDigest, TransferError> {
+        let part_size = settings.part_size_for(size_hint);
+        let reader = Reader {
+            file,
+            path: path.to_string(),
+            hasher: sha2::Sha256::new(),
+            read: 0,
+        };
+        let buffers = Arc::new(Buffers {
+            free: Default::default(),
+            size: part_size as usize,
+        });
+        let (reader, first) = read_part(reader, buffers.take(), part_size).await?;
+        if (first.len() as u64) < part_size {
+            // The whole file in one part: one PutObject.
+            self.client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .content_length(first.len() as i64)
+                .body(ByteStream::from(first.freeze()))
+                .send()
+                .await
+                .map_err(|err| object_error("put", key, err))?;
+            return Ok(finish(key, reader));
+        }
+        let upload_id = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|err| object_error("create multipart upload", key, err))?
+            .upload_id()
+            .unwrap_or_default()
+            .to_string();
+        match self
+            .upload_parts(key, &upload_id, reader, first, &buffers, settings)
+            .await
+        {
+            Ok((reader, parts)) => {
+                self.client
+                    .complete_multipart_upload()
+                    .bucket(&self.bucket)
+                    .key(key)
+                    .upload_id(&upload_id)
+                    .multipart_upload(
+                        CompletedMultipartUpload::builder()
+                            .set_parts(Some(parts))
+                            .build(),
+                    )
+                    .send()
+                    .await
+                    .map_err(|err| object_error("complete multipart upload", key, err))?;
+                Ok(finish(key, reader))
+            }
+            Err(err) => {
+                // Best effort: a store that kept the parts charges for them until aborted.
+                if let Err(abort) = self
+                    .client
+                    .abort_multipart_upload()
+                    .bucket(&self.bucket)
+                    .key(key)
+                    .upload_id(&upload_id)
+                    .send()
+                    .await
+                {
+                    tracing::warn!(key, error = %object_error("abort multipart upload", key, abort), "multipart upload not aborted");
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Sends `first` and every further part of `reader` (parts of `buffers.size` bytes) as parts
+    /// of `upload_id`, at most `settings.concurrency` in memory at once, and returns the parts
+    /// in order.
+    async fn upload_parts(
+        &self,
+        key: &str,
+        upload_id: &str,
+        reader: Reader,
+        first: BytesMut,
+        buffers: &Arc<Buffers>,
+        settings: UploadSettings,
+    ) -> Result<(Reader, Vec<CompletedPart>), TransferError> {
+        let part_size = buffers.size as u64;
+        let permits = Arc::new(Semaphore::new(settings.concurrency));
+        let acquire = || async {
+            permits
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the semaphore is never closed")
+        };
+        // Dropped on an early return, which aborts the parts still being sent.
+        let mut sending: JoinSet<Result<CompletedPart, ObjectError>> = JoinSet::new();
+        let mut parts = Vec::new();
+        let mut reader = reader;
+        let mut part = first;
+        // A permit stands for one part's buffer, from before it is read until it is sent.
+        let mut permit = acquire().await;
+        let mut number: u64 = 0;
+        loop {
+            number += 1;
+            if number > MAX_PARTS {
+                return Err(TransferError::TooManyParts {
+                    key: key.to_string(),
+                    part_size,
+                });
+            }
+            let last = (part.len() as u64) < part_size;
+            let body = std::mem::take(&mut part).freeze();
+            let sent = body.clone();
+            let request = self
+                .client
+                .upload_part()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(upload_id)
+                .part_number(number as i32)
+                .content_length(body.len() as i64)
+                .body(ByteStream::from(body));
+            let key_for_errors = key.to_string();
+            let held = permit;
+            let pool = buffers.clone();
+            sending.spawn(async move {
+                let out = request
+                    .send()
+                    .await
+                    .map_err(|err| object_error("upload part", &key_for_errors, err));
+                pool.give(sent);
+                drop(held);
+                out.map(|out| {
+                    CompletedPart::builder()
+                        .part_number(number as i32)
+                        .set_e_tag(out.e_tag().map(str::to_string))
+                        .build()
+                })
+            });
+            // A part that failed ends the upload at once: it is lost anyway.
+            while let Some(done) = sending.try_join_next() {
+                parts.push(done.expect("an upload task never panics")?);
+            }
+            if last {
+                break;
+            }
+            permit = acquire().await;
+            let (next_reader, next) = read_part(reader, buffers.take(), part_size).await?;
+            reader = next_reader;
+            if next.is_empty() {
+                break;
+            }
+            part = next;
+        }
+        while let Some(done) = sending.join_next().await {
+            parts.push(done.expect("an upload task never panics")?);
+        }
+        parts.sort_by_key(|p| p.part_number());
+        Ok((reader, parts))
+    }
+}
+
+async fn read_part(
+    reader: Reader,
+    buffer: BytesMut,
+    part_size: u64,
+) -> Result<(Reader, BytesMut), TransferError> {
+    tokio::task::spawn_blocking(move || reader.next_part(buffer, part_size as usize))
+        .await
+        .expect("reading a part never panics")
+}
+
+fn finish(key: &str, reader: Reader) -> ObjectDigest {
+    ObjectDigest {
+        key: key.to_string(),
+        size: reader.read,
+        sha256: Some(crate::digest::hex(&reader.hasher.finalize())),
+    }
+}
+
+impl ObjectStore {
+    /// Writes the object at `key` to a new file at `path` as it arrives, never holding more
+    /// than a network buffer. `Ok(None)` if the object does not exist (no file is created).
+    pub async fn get_to_file(
+        &self,
+        key: &str,
+        path: &std::path::Path,
+    ) -> Result<Option<u64>, TransferError> {
+        use aws_sdk_s3::error::ProvideErrorMetadata as _;
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(err) if err.code() == Some("NoSuchKey") => return Ok(None),
+            Err(err) => return Err(object_error("get", key, err).into()),
+        };
+        let local = |err: std::io::Error| TransferError::Local {
+            path: path.display().to_string(),
+            message: err.to_string(),
+        };
+        let mut file = tokio::fs::File::create(path).await.map_err(local)?;
+        let mut body = out.body.into_async_read();
+        let written = tokio::io::copy(&mut body, &mut file)
+            .await
+            .map_err(|err| ObjectError {
+                operation: "get",
+                key: key.to_string(),
+                code: "Body".into(),
+                message: err.to_string(),
+                permanent: false,
+            })?;
+        tokio::io::AsyncWriteExt::flush(&mut file)
+            .await
+            .map_err(local)?;
+        Ok(Some(written))
+    }
+}
