@@ -300,6 +300,7 @@ impl Api {
             volumes: spec.volumes,
             backup_owner: spec.backup_owner,
             verify: spec.verify,
+            breaker: spec.breaker,
             created_at: now,
             status: ScheduleStatus::default(),
         };
