@@ -9,6 +9,7 @@
 
 pub mod binlog;
 pub mod metrics;
+pub mod safety;
 pub mod scrub;
 pub mod worker;
 
@@ -29,7 +30,7 @@ use sexton_shared::{
 pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let client = sexton_shared::nats::connect(&config.nats, "sexton-retention-worker").await?;
     let jetstream = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&jetstream, config.nats.replicas)
+    let topology = topology::ensure_for(&jetstream, &config)
         .await
         .context("creating the nats topology")?;
     let metrics = Arc::new(metrics::Metrics::new());
@@ -54,6 +55,11 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             .clone()
             .serve_scrubs(client.clone(), shutdown.clone()),
     );
+    let approvals = tokio::spawn(safety::serve_approvals(
+        worker.clone(),
+        client.clone(),
+        shutdown.clone(),
+    ));
     let binlog_status = tokio::spawn(binlog::serve_status(
         worker.clone(),
         client.clone(),
@@ -102,6 +108,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     }
     preview.abort();
     scrubs.abort();
+    approvals.abort();
     binlog_status.abort();
     client.flush().await.ok();
     tracing::info!("retention-worker stopped");

@@ -36,6 +36,10 @@ pub enum ErrorCode {
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// What a client may show beside the message: for a refusal that needs confirmation
+    /// (`confirmation_required: true`), the preview of what the request would do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -43,7 +47,28 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            details: None,
         }
+    }
+
+    /// A refusal of a request that would delete backups unless confirmed, with the preview.
+    pub fn unconfirmed(message: impl Into<String>, preview: serde_json::Value) -> ApiError {
+        let mut details = serde_json::json!({"confirmation_required": true});
+        details["preview"] = preview;
+        ApiError {
+            code: ErrorCode::Invalid,
+            message: message.into(),
+            details: Some(details),
+        }
+    }
+
+    /// Whether the request would go ahead with `confirm: true`.
+    pub fn needs_confirmation(&self) -> bool {
+        self.details
+            .as_ref()
+            .and_then(|d| d.get("confirmation_required"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
     }
 }
 
@@ -672,6 +697,9 @@ pub struct BackupDelete {
     /// Delete even the newest full backup, or one a kept backup depends on, now.
     #[serde(default)]
     pub force: bool,
+    /// Say what deleting would do; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 impl Message for BackupDelete {

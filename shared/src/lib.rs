@@ -12,6 +12,7 @@ pub mod breaker;
 pub mod catalog;
 pub mod config;
 pub mod digest;
+pub mod guard;
 pub mod metadata;
 pub mod names;
 pub mod nats;
