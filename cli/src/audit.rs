@@ -70,8 +70,47 @@ pub async fn read(client: &async_nats::Client, query: &Query) -> anyhow::Result<
     Ok(entries)
 }
 
-/// The entries as a table: when, which service, cluster and plan, what, and in a word.
-pub fn print_table(entries: &[AuditEntry]) {
+/// What an entry says about backup `id`, as indented lines under its row: the reasons, the
+/// policy's hash, the volumes and every object with its size.
+fn details(entry: &AuditEntry, id: &str) -> Vec<String> {
+    use sexton_shared::audit::AuditEvent;
+    let backups = match &entry.event {
+        AuditEvent::BackupsMarked { backups, .. }
+        | AuditEvent::BackupsClaimed { backups }
+        | AuditEvent::ObjectsDeleted { backups }
+        | AuditEvent::RecordsRemoved { backups } => backups.as_slice(),
+        AuditEvent::RetentionDecision { decisions, .. } => {
+            return decisions
+                .iter()
+                .filter(|d| d.id == id)
+                .map(|d| format!("    {}: {}: {}", d.id, d.verdict, d.reasons.join("; ")))
+                .collect();
+        }
+        _ => return Vec::new(),
+    };
+    let mut lines = Vec::new();
+    for backup in backups.iter().filter(|b| b.id == id) {
+        let mut line = format!("    {}: {}", backup.id, backup.reasons.join("; "));
+        if let Some(hash) = &backup.policy_hash {
+            line.push_str(&format!(" (policy {hash})"));
+        }
+        if !backup.volumes.is_empty() {
+            line.push_str(&format!(" volumes {}", backup.volumes.join(", ")));
+        }
+        lines.push(line);
+        for object in &backup.objects {
+            lines.push(match object.size {
+                Some(size) => format!("      {} ({size} bytes)", object.key),
+                None => format!("      {}", object.key),
+            });
+        }
+    }
+    lines
+}
+
+/// The entries as a table: when, which service, cluster and plan, what, and in a word; with
+/// `backup`, what each entry says about that backup under its row.
+pub fn print_table(entries: &[AuditEntry], backup: Option<&str>) {
     let rows: Vec<Vec<String>> = entries
         .iter()
         .map(|entry| {
@@ -110,7 +149,12 @@ pub fn print_table(entries: &[AuditEntry]) {
             .join("  ")
     };
     println!("{}", line(header.iter().map(|h| h.to_string()).collect()));
-    for row in rows {
+    for (row, entry) in rows.into_iter().zip(entries) {
         println!("{}", line(row));
+        if let Some(id) = backup {
+            for detail in details(entry, id) {
+                println!("{detail}");
+            }
+        }
     }
 }

@@ -1221,7 +1221,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                         .map_err(|err| Failure::runtime(err.into()))?;
                     print_value(Output::Json, &value, &[]);
                 }
-                Output::Table | Output::Html => crate::audit::print_table(&entries),
+                Output::Table | Output::Html => {
+                    crate::audit::print_table(&entries, args.backup.as_deref())
+                }
             }
             Ok(())
         }

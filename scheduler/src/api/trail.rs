@@ -56,7 +56,7 @@ impl Api {
         if changes_nothing(verb, &arguments) {
             return;
         }
-        let cluster = arguments
+        let mut cluster = arguments
             .get("cluster")
             .and_then(Value::as_str)
             .or_else(|| {
@@ -67,6 +67,13 @@ impl Api {
                     .and_then(Value::as_str)
             })
             .and_then(|name| name.parse::<ClusterName>().ok());
+        // A request naming only a schedule (a refused update, a pause) is filed under the
+        // schedule's cluster, so `sexton audit --cluster` finds it.
+        if cluster.is_none() && verb.starts_with("schedule.") {
+            if let Some(name) = arguments.get("name").and_then(Value::as_str) {
+                cluster = self.read(name).await.ok().map(|(record, _)| record.cluster);
+            }
+        }
         let (outcome, error) = match result {
             Ok(_) => ("done".to_string(), None),
             Err(err) if err.needs_confirmation() => (
