@@ -1269,7 +1269,25 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 }
                 Ok(value) => value,
             };
-            if let Some(change) = value.get("policy_change").filter(|c| !c.is_null()) {
+            // The policy's effect, when there is something to say: a changed rule, a
+            // deletion, or a dry run that asked for it.
+            let worth_saying = |change: &&Value| {
+                let listed = |key: &str| {
+                    change
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .is_some_and(|list| !list.is_empty())
+                };
+                listed("diff")
+                    || listed("deleted")
+                    || listed("volumes_deleted")
+                    || value.get("dry_run") == Some(&json!(true))
+            };
+            if let Some(change) = value
+                .get("policy_change")
+                .filter(|c| !c.is_null())
+                .filter(worth_saying)
+            {
                 crate::safety::print_policy_change("policy change", change);
             }
             let said_already = announced.is_some_and(|said| said == cell(value.get("summary")));
