@@ -142,9 +142,16 @@ pub fn groups(
 /// catalog's records, give the engine its view of them, and ask.
 pub use sexton_retention::judge::{user_delete_policy, UserDelete};
 
-/// Why a backup may never be deleted now, whoever asks ([`judge::protection`]).
+/// Why a backup may never be deleted now, whoever asks ([`judge::protection`]). Called on
+/// every record of a group, so it copies only what the judgement reads, not the whole record.
 pub fn protection(record: &BackupRecord) -> Option<String> {
-    judge::protection(&record.to_engine())
+    judge::protection(&sexton_retention::BackupRecord {
+        id: record.id.to_string(),
+        status: record.status,
+        legal_hold: record.legal_hold,
+        holds: record.holds.clone(),
+        ..sexton_retention::BackupRecord::default()
+    })
 }
 
 /// The judgement's view of one record: the engine's, and the status it had before its mark.
