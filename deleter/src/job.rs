@@ -1,6 +1,6 @@
 //! The pure half of a delete job: what the catalog says about it ([`verify`], [`verify_all`]),
-//! in which order its objects go ([`deletion_order`]), and what is left when a deletion stops
-//! part way ([`remaining`]). No I/O here: the batch pipeline ([`crate::batch`]) reads the
+//! and what is left when a deletion stops part way ([`remaining`]). The order its objects go in
+//! (data, then `metadata.json`) is the batch's ([`crate::batch`]). No I/O here: the batch pipeline ([`crate::batch`]) reads the
 //! catalog, calls these, and acts on the verdicts.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -317,15 +317,6 @@ pub fn verify_all(
         }
     }
     verdicts
-}
-
-/// Splits a backup's artifacts into data objects and metadata objects, each deleted as a batch,
-/// data first, so an interrupted deletion stays discoverable by its metadata.
-pub fn deletion_order(artifacts: &[String]) -> (Vec<String>, Vec<String>) {
-    artifacts
-        .iter()
-        .cloned()
-        .partition(|key| !BackupRecord::is_metadata_key(key))
 }
 
 /// The artifacts not known to be deleted, in their recorded order: what a `delete-failed`
@@ -762,11 +753,16 @@ mod tests {
 
     #[test]
     fn metadata_goes_last() {
-        let (data, metadata) = deletion_order(&[
-            "p/c/s/b/metadata.json".into(),
+        // The batch deletes every key that is not `metadata.json` first, then `metadata.json`
+        // (`Batch::delete_objects` with `metadata` false, then true), telling them apart so.
+        let artifacts = [
+            "p/c/s/b/metadata.json".to_string(),
             "p/c/s/b/backup.xbstream".into(),
             "p/c/s/b/extra.bin".into(),
-        ]);
+        ];
+        let (data, metadata): (Vec<&String>, Vec<&String>) = artifacts
+            .iter()
+            .partition(|key| !BackupRecord::is_metadata_key(key));
         assert_eq!(data, vec!["p/c/s/b/backup.xbstream", "p/c/s/b/extra.bin"]);
         assert_eq!(metadata, vec!["p/c/s/b/metadata.json"]);
     }

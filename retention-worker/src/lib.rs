@@ -21,13 +21,20 @@ use async_nats::jetstream::consumer::PullConsumer;
 use sexton_shared::{
     config::Config,
     outcome::settle,
+    service::TaskGroup,
     telemetry,
     topology::{self},
     Shutdown,
 };
 
-/// Runs the retention-worker until `shutdown` trips. `main` and the tests both call this.
-pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
+/// How long the API tasks have to answer the request in hand once the worker is stopping.
+const DRAIN: Duration = Duration::from_secs(20);
+
+/// Runs the retention-worker until `shutdown` trips, or until one of its API tasks fails (which
+/// stops the consumer too). `main` and the tests both call this.
+pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    let mut tasks = TaskGroup::new("retention-worker", shutdown);
+    let mut shutdown = tasks.shutdown();
     let client = sexton_shared::nats::connect(&config.nats, "sexton-retention-worker").await?;
     let jetstream = async_nats::jetstream::new(client.clone());
     let topology = topology::ensure_for(&jetstream, &config)
@@ -45,26 +52,18 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
 
     let store = sexton_shared::object_store::ObjectStore::connect(&config.s3).await?;
     let worker = worker::Worker::new(topology.clone(), config.clone(), metrics.clone(), store);
-    let preview = tokio::spawn(
-        worker
-            .clone()
-            .serve_previews(client.clone(), shutdown.clone()),
-    );
-    let scrubs = tokio::spawn(
-        worker
-            .clone()
-            .serve_scrubs(client.clone(), shutdown.clone()),
-    );
-    let approvals = tokio::spawn(safety::serve_approvals(
-        worker.clone(),
-        client.clone(),
-        shutdown.clone(),
-    ));
-    let binlog_status = tokio::spawn(binlog::serve_status(
-        worker.clone(),
-        client.clone(),
-        shutdown.clone(),
-    ));
+    let previews = worker
+        .clone()
+        .serve_previews(client.clone(), shutdown.clone());
+    tasks.spawn("previews", previews);
+    let scrubs = worker
+        .clone()
+        .serve_scrubs(client.clone(), shutdown.clone());
+    tasks.spawn("scrubs", scrubs);
+    let approvals = safety::serve_approvals(worker.clone(), client.clone(), shutdown.clone());
+    tasks.spawn("approvals", approvals);
+    let status = binlog::serve_status(worker.clone(), client.clone(), shutdown.clone());
+    tasks.spawn("binlog status", status);
 
     let stream = jetstream
         .get_stream(topology::STREAM_RETENTION)
@@ -106,11 +105,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         .await;
         metrics.consumer.observe(&outcome);
     }
-    preview.abort();
-    scrubs.abort();
-    approvals.abort();
-    binlog_status.abort();
+    let stopped = tasks.join(DRAIN).await;
     client.flush().await.ok();
     tracing::info!("retention-worker stopped");
-    Ok(())
+    stopped
 }

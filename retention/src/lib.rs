@@ -25,6 +25,9 @@
 //! the other would delete: the view `sexton retention simulate --against` shows and a guard
 //! against narrowing a policy can call.
 //!
+//! [`judge`] says whether a backup marked for deletion may go now (the deleter's re-check, a
+//! user's delete): it makes the plan again over the group as it was before the mark.
+//!
 //! For large catalogs, [`evaluate`] returns the decisions as indices ([`Evaluation`]) without
 //! allocating a string per backup; [`plan`] renders them into the owned [`Plan`].
 
@@ -38,6 +41,7 @@ mod compare;
 mod engine;
 pub mod gfs;
 mod id_hash;
+pub mod judge;
 mod plan;
 mod policy;
 mod volumes;

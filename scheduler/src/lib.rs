@@ -22,10 +22,17 @@ pub mod verify;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use sexton_shared::{config::Config, telemetry, topology, Shutdown};
+use sexton_shared::{config::Config, service::TaskGroup, telemetry, topology, Shutdown};
 
-/// Runs the scheduler until `shutdown` trips. `main` and the tests both call this.
+/// How long the scheduler's tasks have to stop once it is stopping: a firing burst's records
+/// and an API request in hand finish well within it.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs the scheduler until `shutdown` trips, or until one of its tasks fails (which stops the
+/// others). `main` and the tests both call this.
 pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    let mut tasks = TaskGroup::new("scheduler", shutdown);
+    let shutdown = tasks.shutdown();
     let client = sexton_shared::nats::connect(&config.nats, "sexton-scheduler").await?;
     let jetstream = async_nats::jetstream::new(client.clone());
     let topology = topology::ensure_for(&jetstream, &config)
@@ -63,25 +70,31 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
 
     // The timers' watch keeps the set of clusters with schedules; the sweeps read it.
     let (clusters, clusters_seen) = tokio::sync::watch::channel(Default::default());
-    let timers = tokio::spawn(timers::run(
-        topology.clone(),
-        config.clone(),
-        metrics.clone(),
-        clusters,
-        shutdown.clone(),
-    ));
+    tasks.spawn(
+        "timers",
+        timers::run(
+            topology.clone(),
+            config.clone(),
+            metrics.clone(),
+            clusters,
+            shutdown.clone(),
+        ),
+    );
     // Intake reads the bucket: a completed backup counts only once its objects are seen.
     let store = sexton_shared::object_store::ObjectStore::connect(&config.s3)
         .await
         .context("configuring the object store")?;
-    let reports = tokio::spawn(reports::run(
-        topology.clone(),
-        clusters_bucket.clone(),
-        store.clone(),
-        config.clone(),
-        metrics.clone(),
-        shutdown.clone(),
-    ));
+    tasks.spawn(
+        "reports",
+        reports::run(
+            topology.clone(),
+            clusters_bucket.clone(),
+            store.clone(),
+            config.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        ),
+    );
     // Restore tests: the scheduled ones, the verdicts, and the API's on-demand ones share the
     // tests this replica waits on.
     let verifier = verify::Verifier {
@@ -90,44 +103,40 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         pending: verify::Pending::default(),
     };
-    let verify_task = tokio::spawn(verify::run(verifier.clone(), shutdown.clone()));
-    let verdicts_task = tokio::spawn(verdicts::run(verifier.clone(), shutdown.clone()));
-    let api = tokio::spawn(api::run(
-        client.clone(),
-        topology.clone(),
-        clusters_bucket.clone(),
-        api::Edges {
-            store: store.clone(),
-            verifier,
-            ready: api_ready,
-        },
-        config.clone(),
-        metrics.clone(),
-        shutdown.clone(),
-    ));
-    let sweeps = tokio::spawn(sweeps::run(
-        topology.clone(),
-        clusters_bucket,
-        config.clone(),
-        metrics.clone(),
-        clusters_seen,
-        shutdown.clone(),
-    ));
-    let (timers, reports, api, sweeps, verify_task, verdicts_task) =
-        tokio::join!(timers, reports, api, sweeps, verify_task, verdicts_task);
-    for (name, result) in [
-        ("timers", timers),
-        ("reports", reports),
-        ("api", api),
-        ("sweeps", sweeps),
-        ("verify", verify_task),
-        ("verdicts", verdicts_task),
-    ] {
-        result
-            .with_context(|| format!("scheduler {name} task panicked"))?
-            .with_context(|| format!("scheduler {name} task failed"))?;
-    }
+    tasks.spawn("verify", verify::run(verifier.clone(), shutdown.clone()));
+    tasks.spawn(
+        "verdicts",
+        verdicts::run(verifier.clone(), shutdown.clone()),
+    );
+    tasks.spawn(
+        "api",
+        api::run(
+            client.clone(),
+            topology.clone(),
+            clusters_bucket.clone(),
+            api::Edges {
+                store: store.clone(),
+                verifier,
+                ready: api_ready,
+            },
+            config.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        ),
+    );
+    tasks.spawn(
+        "sweeps",
+        sweeps::run(
+            topology.clone(),
+            clusters_bucket,
+            config.clone(),
+            metrics.clone(),
+            clusters_seen,
+            shutdown.clone(),
+        ),
+    );
+    let stopped = tasks.join(DRAIN).await;
     client.flush().await.ok();
     tracing::info!("scheduler stopped");
-    Ok(())
+    stopped
 }

@@ -196,22 +196,6 @@ impl ObjectStore {
         Ok(Some((size, crate::digest::hex(&hasher.finalize()))))
     }
 
-    /// Deletes `keys` in batches of 1000. Deleting a missing key succeeds (S3 semantics), so a
-    /// redelivered job finishes without error. Returns the first failure; a permanent one
-    /// (Object Lock, legal hold) is reported over a transient one.
-    pub async fn delete_keys(&self, keys: &[String]) -> Result<usize, ObjectError> {
-        let mut deleted = 0;
-        for batch in keys.chunks(DELETE_BATCH) {
-            let mut failures = self.delete_batch(batch).await?;
-            if !failures.is_empty() {
-                failures.sort_by_key(|f| !f.permanent);
-                return Err(failures.swap_remove(0));
-            }
-            deleted += batch.len();
-        }
-        Ok(deleted)
-    }
-
     /// One `DeleteObjects` request for at most 1000 keys. `Err` when the whole request failed
     /// (nothing is known to be deleted); otherwise the per-key failures of the 200 answer,
     /// every other key being gone.

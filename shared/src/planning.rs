@@ -4,6 +4,9 @@
 //! cluster/plan group's records and its policy the same way, so they cannot disagree about what
 //! the plan is.
 //!
+//! The judgement made with them (may a backup go now?) is the retention crate's
+//! ([`sexton_retention::judge`]); the functions here are its adapters to the catalog's records.
+//!
 //! A group's policy comes from the schedules of that cluster and plan. A group without one, or
 //! whose schedules disagree, is not planned at all: everything is kept.
 
@@ -13,10 +16,11 @@ use anyhow::Context as _;
 use async_nats::jetstream::kv;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use sexton_retention::judge;
 
 use crate::catalog::{Catalog, Versioned};
 use crate::names::{ClusterName, PlanName};
-use crate::records::{BackupRecord, BackupStatus, Policy, ScheduleRecord};
+use crate::records::{BackupRecord, Policy, ScheduleRecord};
 
 /// Everything a retention decision about one cluster reads, loaded at one moment.
 #[derive(Debug, Clone)]
@@ -134,131 +138,70 @@ pub fn groups(
     groups
 }
 
-/// Why a backup may never be deleted now, whoever asks: a legal hold, a hold, or a backup that
-/// is still being taken (pgbackrest 2622 swept one).
+/// The judgement itself is the retention crate's ([`sexton_retention::judge`]); these take the
+/// catalog's records, give the engine its view of them, and ask.
+pub use sexton_retention::judge::{user_delete_policy, UserDelete};
+
+/// Why a backup may never be deleted now, whoever asks ([`judge::protection`]). Called on
+/// every record of a group, so it copies only what the judgement reads, not the whole record.
 pub fn protection(record: &BackupRecord) -> Option<String> {
-    if record.legal_hold {
-        return Some(format!("backup {} is under legal hold", record.id));
-    }
-    if !record.holds.is_empty() {
-        return Some(format!(
-            "backup {} is held: {}",
-            record.id,
-            record.holds.join(", ")
-        ));
-    }
-    if record.status == BackupStatus::InProgress {
-        return Some(format!("backup {} is in progress", record.id));
-    }
-    None
+    judge::protection(&sexton_retention::BackupRecord {
+        id: record.id.to_string(),
+        status: record.status,
+        legal_hold: record.legal_hold,
+        holds: record.holds.clone(),
+        ..sexton_retention::BackupRecord::default()
+    })
 }
 
-/// The policy a user's delete is judged by: every completed backup is kept, so a requested
-/// backup goes only if no completed backup needs it and it is not the newest full one.
-pub fn user_delete_policy() -> Policy {
-    Policy {
-        keep_last: Some(sexton_retention::KeepCount::Unlimited),
-        ..Policy::default()
+/// The judgement's view of one record: the engine's, and the status it had before its mark.
+fn member(record: &BackupRecord) -> judge::Member {
+    judge::Member {
+        record: record.to_engine(),
+        expired_from: record.expired_from,
     }
 }
 
-/// Whether each of `candidates` (backups of `group`) may go now, judged the way it was asked:
-///
-/// - a retention expiry: the plan of the group's policy, made now over the group as it would
-///   be had nobody marked the candidates, still deletes it (so a stale job, whose backup a
-///   new policy or a new dependent now keeps, is refused);
-/// - a user's delete: the same with [`user_delete_policy`] (nothing kept needs it);
-/// - a user's forced delete: yes.
-///
-/// Several candidates are judged in one evaluation. That gives the same answers as judging
-/// them one by one: a plan's rules never count a backup they do not keep, so taking the mark
-/// off backups that the plan deleted changes nothing for the others.
+/// How a record's deletion was asked for: its user's request, else retention's mark.
+fn asked(record: &BackupRecord) -> judge::Asked {
+    match &record.delete_request {
+        Some(request) if request.force => judge::Asked::ForcedUser,
+        Some(_) => judge::Asked::User,
+        None if record.delete_requested => judge::Asked::User,
+        None => judge::Asked::Retention,
+    }
+}
+
+/// Whether each of `candidates` (backups of `group`) may go now, judged the way it was asked
+/// ([`judge::may_go`]).
 pub fn may_go(
     group: &[&BackupRecord],
     candidates: &[&BackupRecord],
     group_policy: Result<&Policy, &str>,
     now: DateTime<Utc>,
 ) -> Vec<Result<(), String>> {
-    let user_policy = user_delete_policy();
-    let mut answers: Vec<Option<Result<(), String>>> = vec![None; candidates.len()];
-    let mut by_retention = Vec::new();
-    let mut by_user = Vec::new();
-    for (index, candidate) in candidates.iter().enumerate() {
-        match &candidate.delete_request {
-            Some(request) if request.force => answers[index] = Some(Ok(())),
-            Some(_) => by_user.push(index),
-            None if candidate.delete_requested => by_user.push(index),
-            None => match group_policy {
-                Ok(_) => by_retention.push(index),
-                Err(reason) => answers[index] = Some(Err(reason.to_string())),
-            },
-        }
-    }
-    for (indices, policy) in [
-        (by_retention, group_policy.ok()),
-        (by_user, Some(&user_policy)),
-    ] {
-        let Some(policy) = policy else { continue };
-        if indices.is_empty() {
-            continue;
-        }
-        let ids: Vec<&str> = indices.iter().map(|&i| candidates[i].id.as_str()).collect();
-        for (index, answer) in indices.iter().zip(still_deletes(group, &ids, policy, now)) {
-            answers[*index] = Some(answer);
-        }
-    }
-    answers
-        .into_iter()
-        .map(|answer| answer.expect("every candidate is judged"))
-        .collect()
+    let group: Vec<judge::Member> = group.iter().map(|record| member(record)).collect();
+    let candidates: Vec<(&str, judge::Asked)> = candidates
+        .iter()
+        .map(|record| (record.id.as_str(), asked(record)))
+        .collect();
+    judge::may_go(&group, &candidates, group_policy, now)
 }
 
 /// For each of `ids`, whether a plan made now with `policy` over `group`, with the marks of
-/// `ids` taken off, deletes it; if not, why it keeps it.
+/// `ids` taken off, deletes it ([`judge::still_deletes`]).
 pub fn still_deletes(
     group: &[&BackupRecord],
     ids: &[&str],
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Vec<Result<(), String>> {
-    let unmark: std::collections::HashSet<&str> = ids.iter().copied().collect();
-    let catalog = sexton_retention::Catalog {
-        backups: group
-            .iter()
-            .map(|record| {
-                if unmark.contains(record.id.as_str()) {
-                    record.to_engine_unmarked()
-                } else {
-                    record.to_engine()
-                }
-            })
-            .collect(),
-        binlog_segments: Vec::new(),
-    };
-    let evaluation = match sexton_retention::evaluate(&catalog, policy, now) {
-        Ok(evaluation) => evaluation,
-        Err(err) => {
-            let why = format!("retention refused to plan: {err}; keeping everything");
-            return ids.iter().map(|_| Err(why.clone())).collect();
-        }
-    };
-    ids.iter()
-        .map(|id| match evaluation.index_of(id) {
-            None => Err(format!("backup {id} is not in its group's catalog")),
-            Some(index) if evaluation.verdict_at(index) == sexton_retention::Verdict::Delete => {
-                Ok(())
-            }
-            Some(index) => Err(format!(
-                "the retention plan now keeps backup {id}: {}",
-                evaluation.reasons_at(index).join("; ")
-            )),
-        })
-        .collect()
+    let group: Vec<judge::Member> = group.iter().map(|record| member(record)).collect();
+    judge::still_deletes(&group, ids, policy, now)
 }
 
-/// Whether a plan made now with `policy` over `group`, with the `expiring` marks of `volumes`
-/// of `target` taken off, deletes every one of those volumes and keeps the record (a partial
-/// deletion's re-check in the deleter); if not, why not.
+/// Whether a plan made now still deletes `volumes` of `target` and keeps the record (a partial
+/// deletion's re-check in the deleter; [`judge::still_deletes_volumes`]).
 pub fn still_deletes_volumes(
     group: &[&BackupRecord],
     target: &BackupRecord,
@@ -266,115 +209,28 @@ pub fn still_deletes_volumes(
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Result<(), String> {
-    let catalog = sexton_retention::Catalog {
-        backups: group
-            .iter()
-            .map(|record| {
-                if record.id == target.id {
-                    record.to_engine_volumes_unmarked(volumes)
-                } else {
-                    record.to_engine()
-                }
-            })
-            .collect(),
-        binlog_segments: Vec::new(),
-    };
-    let evaluation = sexton_retention::evaluate(&catalog, policy, now)
-        .map_err(|err| format!("retention refused to plan: {err}; keeping everything"))?;
-    let id = target.id.as_str();
-    match evaluation.verdict(id) {
-        None => return Err(format!("backup {id} is not in its group's catalog")),
-        Some(sexton_retention::Verdict::Partial) => {}
-        Some(_) => {
-            let index = evaluation.index_of(id).expect("has a verdict");
-            return Err(format!(
-                "the retention plan now does not delete some volumes of backup {id} and keep \
-                 the rest: {}",
-                evaluation.reasons_at(index).join("; ")
-            ));
-        }
-    }
-    match volumes
-        .iter()
-        .find(|volume| !evaluation.deletes_volume(id, volume))
-    {
-        Some(kept) => Err(format!(
-            "the retention plan now keeps volume {kept} of backup {id}"
-        )),
-        None => Ok(()),
-    }
+    let group: Vec<sexton_retention::BackupRecord> =
+        group.iter().map(|record| record.to_engine()).collect();
+    judge::still_deletes_volumes(&group, target.id.as_str(), volumes, policy, now)
 }
 
-/// What becomes of a user's delete of one backup (`sexton backup delete`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UserDelete {
-    /// Nothing kept needs it: it goes now.
-    Now,
-    /// A kept backup needs it: it goes when nothing does (the retention-worker carries it out).
-    Deferred(String),
-    /// Not at all, with the reason: held, in progress, or the newest full backup without force.
-    Refused(String),
-    /// It is already on its way out.
-    AlreadyDeleting,
-}
-
-/// Judges a user's delete of `target`, a backup of `group`. Holds and a backup in progress
-/// are never overridden; `force` overrides the newest-full rule and dependents.
+/// Judges a user's delete of `target`, a backup of `group` ([`judge::judge_user_delete`]).
 pub fn judge_user_delete(
     group: &[&BackupRecord],
     target: &BackupRecord,
     force: bool,
     now: DateTime<Utc>,
 ) -> UserDelete {
-    if let Some(why) = protection(target) {
-        return UserDelete::Refused(why);
-    }
-    if matches!(
-        target.status,
-        BackupStatus::Expiring | BackupStatus::Deleting
-    ) {
-        return UserDelete::AlreadyDeleting;
-    }
-    if force {
-        return UserDelete::Now;
-    }
-    let is_completed_full =
-        |r: &BackupRecord| r.status == BackupStatus::Completed && r.counts_as_full();
-    if is_completed_full(target) {
-        let newest = group
-            .iter()
-            .filter(|r| is_completed_full(r))
-            .max_by_key(|r| r.completed_at);
-        if newest.is_some_and(|newest| newest.id == target.id) {
-            return UserDelete::Refused(format!(
-                "backup {} is the newest full backup of {}/{}: it is what a restore starts from \
-                 (--force deletes it anyway)",
-                target.id, target.cluster, target.plan
-            ));
-        }
-    }
-    let mut requested = target.clone();
-    requested.delete_request = Some(crate::records::DeleteRequest {
-        requested_at: now,
-        remote: false,
-        force: false,
-    });
-    let others: Vec<&BackupRecord> = group
-        .iter()
-        .copied()
-        .filter(|r| r.id != target.id)
-        .chain([&requested])
-        .collect();
-    match may_go(&others, &[&requested], Err("unused"), now).remove(0) {
-        Ok(()) => UserDelete::Now,
-        Err(why) => UserDelete::Deferred(why),
-    }
+    let group: Vec<sexton_retention::BackupRecord> =
+        group.iter().map(|record| record.to_engine()).collect();
+    let group_name = format!("{}/{}", target.cluster, target.plan);
+    judge::judge_user_delete(&group, &target.to_engine(), &group_name, force, now)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::DeleteRequest;
+    use crate::records::{BackupStatus, DeleteRequest};
 
     fn record(id: &str, hour: u32, status: BackupStatus, parent: Option<&str>) -> BackupRecord {
         serde_json::from_value(serde_json::json!({

@@ -1,11 +1,16 @@
 //! The common `main` of every service binary: parse `--config`, load the configuration, set
-//! up logging, and run the service until SIGTERM or Ctrl-C.
+//! up logging, and run the service until SIGTERM or Ctrl-C; and the [`TaskGroup`] a service
+//! runs its tasks in, so that every service starts, fails and stops the same way.
 
-use std::{future::Future, path::PathBuf};
+use std::{
+    collections::HashMap, future::Future, panic::AssertUnwindSafe, path::PathBuf, sync::Arc,
+    time::Duration,
+};
 
 use clap::Parser;
+use futures::FutureExt as _;
 
-use crate::{config::Config, shutdown, telemetry, Shutdown};
+use crate::{config::Config, shutdown, shutdown::ShutdownTrigger, telemetry, Shutdown};
 
 #[derive(Parser, Debug)]
 pub struct ServiceArgs {
@@ -45,4 +50,193 @@ where
         .thread_name(name)
         .build()?;
     runtime.block_on(async move { service(config, shutdown::on_signals()).await })
+}
+
+/// The tasks of one service, run as a unit: each has a name; the first that fails (or panics)
+/// stops all the others through the group's shutdown signal; and once the group is stopping
+/// (the service's shutdown, or that failure), [`TaskGroup::join`] waits for them at most one
+/// drain deadline, then aborts the rest. So an early error in one task is seen at once, not
+/// when the others happen to stop, and a task that does not stop cannot hold the process.
+pub struct TaskGroup {
+    service: &'static str,
+    tasks: tokio::task::JoinSet<anyhow::Result<()>>,
+    names: HashMap<tokio::task::Id, &'static str>,
+    stop: Arc<ShutdownTrigger>,
+    shutdown: Shutdown,
+    /// Trips the group's signal when the service's own shutdown trips.
+    forward: tokio::task::JoinHandle<()>,
+}
+
+impl TaskGroup {
+    /// A group of `service`'s tasks that stops when `shutdown` trips.
+    pub fn new(service: &'static str, mut shutdown: Shutdown) -> TaskGroup {
+        let (stop, group_shutdown) = Shutdown::new();
+        let stop = Arc::new(stop);
+        let forward = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                shutdown.wait().await;
+                stop.trigger();
+            })
+        };
+        TaskGroup {
+            service,
+            tasks: tokio::task::JoinSet::new(),
+            names: HashMap::new(),
+            stop,
+            shutdown: group_shutdown,
+            forward,
+        }
+    }
+
+    /// The signal the group's tasks stop on: the service's shutdown, or a task's failure.
+    pub fn shutdown(&self) -> Shutdown {
+        self.shutdown.clone()
+    }
+
+    /// Runs `task` as `name`. Its error, or its panic, stops the group.
+    pub fn spawn<F>(&mut self, name: &'static str, task: F)
+    where
+        F: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let stop = self.stop.clone();
+        let handle = self.tasks.spawn(async move {
+            let result = match AssertUnwindSafe(task).catch_unwind().await {
+                Ok(result) => result,
+                Err(panic) => Err(anyhow::anyhow!("panicked: {}", panic_message(&*panic))),
+            };
+            if result.is_err() {
+                stop.trigger();
+            }
+            result
+        });
+        self.names.insert(handle.id(), name);
+    }
+
+    /// Waits until every task has ended, and returns the first failure. Once the group is
+    /// stopping, the tasks have `drain` in all to end; those still running then are aborted
+    /// and named in the error.
+    pub async fn join(mut self, drain: Duration) -> anyhow::Result<()> {
+        let mut stopping = self.shutdown.clone();
+        let mut deadline: Option<tokio::time::Instant> = None;
+        let mut first_error: Option<anyhow::Error> = None;
+        loop {
+            let next = match deadline {
+                None => tokio::select! {
+                    next = self.tasks.join_next_with_id() => next,
+                    () = stopping.wait() => {
+                        deadline = Some(tokio::time::Instant::now() + drain);
+                        continue;
+                    }
+                },
+                Some(deadline) => {
+                    match tokio::time::timeout_at(deadline, self.tasks.join_next_with_id()).await {
+                        Ok(next) => next,
+                        Err(_) => {
+                            let mut late: Vec<&str> = self.names.values().copied().collect();
+                            late.sort_unstable();
+                            self.tasks.abort_all();
+                            tracing::error!(service = self.service, tasks = ?late, "tasks did not stop in time; aborted");
+                            first_error.get_or_insert_with(|| {
+                                anyhow::anyhow!(
+                                    "{} tasks did not stop within {drain:?}: {}",
+                                    self.service,
+                                    late.join(", ")
+                                )
+                            });
+                            break;
+                        }
+                    }
+                }
+            };
+            let Some(next) = next else { break };
+            let (id, result) = match next {
+                Ok((id, result)) => (id, result),
+                // Only an abort ends a task without a result here (panics are caught).
+                Err(err) => (err.id(), Err(anyhow::anyhow!("cancelled"))),
+            };
+            let name = self.names.remove(&id).unwrap_or("unnamed");
+            if let Err(err) = result {
+                let err = err.context(format!("{} {name} task failed", self.service));
+                if first_error.is_none() {
+                    tracing::error!(error = format!("{err:#}"), "stopping the service");
+                    first_error = Some(err);
+                } else {
+                    tracing::warn!(error = format!("{err:#}"), "another task failed");
+                }
+            }
+        }
+        match first_error {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for TaskGroup {
+    fn drop(&mut self) {
+        self.forward.abort();
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_first_failure_stops_every_task() {
+        let (_trigger, shutdown) = Shutdown::new();
+        let mut group = TaskGroup::new("svc", shutdown);
+        let mut stop = group.shutdown();
+        group.spawn("patient", async move {
+            stop.wait().await;
+            Ok(())
+        });
+        group.spawn("broken", async { anyhow::bail!("no bucket") });
+        let err = group.join(Duration::from_secs(5)).await.unwrap_err();
+        assert_eq!(format!("{err:#}"), "svc broken task failed: no bucket");
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_a_failure() {
+        let (_trigger, shutdown) = Shutdown::new();
+        let mut group = TaskGroup::new("svc", shutdown);
+        group.spawn("boom", async { panic!("boom") });
+        let err = group.join(Duration::from_secs(5)).await.unwrap_err();
+        assert_eq!(format!("{err:#}"), "svc boom task failed: panicked: boom");
+    }
+
+    #[tokio::test]
+    async fn shutdown_drains_within_one_deadline() {
+        let (trigger, shutdown) = Shutdown::new();
+        let mut group = TaskGroup::new("svc", shutdown);
+        let mut stop = group.shutdown();
+        group.spawn("quick", async move {
+            stop.wait().await;
+            Ok(())
+        });
+        group.spawn("stuck", std::future::pending::<anyhow::Result<()>>());
+        trigger.trigger();
+        let err = group.join(Duration::from_millis(200)).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "svc tasks did not stop within 200ms: stuck"
+        );
+    }
+
+    #[tokio::test]
+    async fn tasks_that_end_on_their_own_end_the_group() {
+        let (_trigger, shutdown) = Shutdown::new();
+        let mut group = TaskGroup::new("svc", shutdown);
+        group.spawn("once", async { Ok(()) });
+        group.join(Duration::from_secs(5)).await.unwrap();
+    }
 }

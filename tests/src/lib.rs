@@ -18,6 +18,7 @@ use std::{
 use sexton_shared::{config::Config, shutdown::ShutdownTrigger, Shutdown};
 
 pub mod fixtures;
+pub mod setup;
 
 pub const ACCESS_KEY: &str = "sexton-test";
 pub const SECRET_KEY: &str = "sexton-test-secret";

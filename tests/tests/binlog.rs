@@ -494,10 +494,11 @@ async fn the_collector_trusts_no_job_and_refuses_a_malformed_index() {
         .remove(&c1, &"f-old".parse().unwrap(), old_revision)
         .await
         .unwrap();
-    store
-        .delete_keys(std::slice::from_ref(&s_between))
+    let failures = store
+        .delete_batch(std::slice::from_ref(&s_between))
         .await
         .unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
     let orphan = segment_key("c1", "orphan-1");
     store.put(&orphan, "events".into()).await.unwrap();
     publish_binlog_job(

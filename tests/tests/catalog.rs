@@ -118,10 +118,11 @@ async fn the_scrub_stops_counting_a_backup_whose_objects_went_behind_our_back() 
 
     // b2's data object is deleted behind Sexton's back (another tool, a lifecycle rule).
     let b2_data = "backups/c1/f/b2/backup.xbstream".to_string();
-    store
-        .delete_keys(std::slice::from_ref(&b2_data))
+    let failures = store
+        .delete_batch(std::slice::from_ref(&b2_data))
         .await
         .unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
     let dry = api(
         &client,
         "catalog",

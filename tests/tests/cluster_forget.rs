@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use sexton_shared::{api::ErrorCode, catalog::Catalog, names::ClusterName, topology};
 use sexton_tests::{
     fixtures::{self, keys_under},
+    setup::{Setup, World},
     *,
 };
 
@@ -82,22 +83,22 @@ fn kept(reply: &Value) -> Vec<(String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forgetting_a_cluster_with_and_without_remote() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            scheduler: true,
-            retention_worker: true,
-            deleter: true,
-            executor: false,
-        },
-    );
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: true,
+        deleter: true,
+        executor: false,
+    })
+    .start()
+    .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
     let store = object_store(&config).await;
 
     // (a) cluster ca, schedule sa owned by the cluster. b1 ← b2 can go; b4 (held) keeps b3,

@@ -6,9 +6,10 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{json, Value};
-use sexton_shared::{api::ErrorCode, catalog::Catalog, names::ClusterName, topology};
+use sexton_shared::{api::ErrorCode, catalog::Catalog, names::ClusterName};
 use sexton_tests::{
     fixtures::{self, keys_under},
+    setup::{Setup, World},
     *,
 };
 
@@ -35,19 +36,21 @@ async fn ids_in_catalog(catalog: &Catalog) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_backup_outlives_every_rule_and_goes_after_release() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily",
-               "paused": true, "policy": {"keep_last": 1}}),
-    )
-    .await;
-    let catalog = Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap());
+    let world = Setup::new(Members::ALL)
+        .schedule(
+            json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily",
+                         "paused": true, "policy": {"keep_last": 1}}),
+        )
+        .start()
+        .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
     let store = object_store(&config).await;
 
     let b1 = trigger_backup(&client, "db").await;
@@ -148,21 +151,22 @@ async fn a_held_backup_outlives_every_rule_and_goes_after_release() {
 /// mark off: the deleter refuses the job and nothing is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_on_a_marked_backup_stops_its_deletion() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
     // The scheduler only: the job waits in the stream until the deleter starts.
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    create_schedule(
-        &client,
-        json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily",
-               "paused": true, "policy": {"keep_last": 1}}),
-    )
-    .await;
-    let topology = sexton_shared::topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
+    let world = Setup::new(SCHEDULER_ONLY)
+        .schedule(
+            json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily",
+                         "paused": true, "policy": {"keep_last": 1}}),
+        )
+        .start()
+        .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
     let store = object_store(&config).await;
     let records = [
         fixtures::backup("c1", "base", "b1", None, 1, 1),
@@ -210,18 +214,19 @@ async fn a_hold_on_a_marked_backup_stops_its_deletion() {
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_hold_requests_are_refused_and_nothing_is_written() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily", "paused": true}),
-    )
-    .await;
-    let topology = sexton_shared::topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
+    let world = Setup::new(SCHEDULER_ONLY)
+        .without_s3()
+        .schedule(
+            json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily", "paused": true}),
+        )
+        .start()
+        .await;
+    let World {
+        fleet,
+        client,
+        catalog,
+        ..
+    } = world;
     catalog
         .create(&fixtures::backup("c1", "db", "b1", None, 1, 1))
         .await
@@ -347,20 +352,20 @@ async fn bad_hold_requests_are_refused_and_nothing_is_written() {
 /// outlives keep-last, and goes after `backup release`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_registered_by_the_executors_report_keeps_the_backup() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily",
-               "paused": true, "policy": {"keep_last": 1},
-               "annotations": {"sexton.io/executor-holds": "upgrade:pg16, not a hold"}}),
-    )
-    .await;
-    let catalog = Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap());
+    let world = Setup::new(Members::ALL)
+        .schedule(
+            json!({"name": "db", "cluster": "c1", "plan": "base", "cron": "@daily",
+                         "paused": true, "policy": {"keep_last": 1},
+                         "annotations": {"sexton.io/executor-holds": "upgrade:pg16, not a hold"}}),
+        )
+        .start()
+        .await;
+    let World {
+        fleet,
+        client,
+        catalog,
+        ..
+    } = world;
     let b1 = trigger_backup(&client, "db").await;
     let recorded = wait_reported(&catalog, "c1", &b1).await;
     assert_eq!(

@@ -236,7 +236,8 @@ async fn a_report_delivered_again_after_its_backup_was_deleted_does_not_bring_it
 
     // Retention deletes it, as the deleter does: objects, then the record.
     let current = catalog.get(&c1, &id).await.unwrap().unwrap();
-    store.delete_keys(&recorded.artifacts).await.unwrap();
+    let failures = store.delete_batch(&recorded.artifacts).await.unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
     catalog.remove(&c1, &id, current.revision).await.unwrap();
 
     // The report comes back as a redelivery: taken from the scheduler's own durable and handed

@@ -4,43 +4,32 @@
 use std::{collections::BTreeSet, process::Command, time::Duration};
 
 use serde_json::json;
-use sexton_shared::{catalog::Catalog, names::ClusterName, records::BackupStatus, topology};
-use sexton_tests::*;
+use sexton_shared::{names::ClusterName, records::BackupStatus};
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preview_explains_and_deletes_nothing() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            scheduler: true,
-            retention_worker: true,
-            deleter: true,
-            executor: false,
-        },
-    );
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
     // A paused schedule gives the plan its policy and never fires.
-    eventually("the scheduler api", Duration::from_secs(30), || {
-        let client = client.clone();
-        async move {
-            api(
-                &client,
-                "schedule",
-                "create",
-                json!({"schema_version": 1, "name": "nightly", "cluster": "c1", "plan": "full",
-                       "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 2}}),
-            )
-            .await
-            .ok()
-        }
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: true,
+        deleter: true,
+        executor: false,
     })
+    .schedule(json!({"name": "nightly", "cluster": "c1", "plan": "full",
+                     "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 2}}))
+    .start()
     .await;
-    let topo = topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topo.catalog.clone());
+    let World {
+        nats,
+        config,
+        fleet,
+        catalog,
+        ..
+    } = world;
     let store = object_store(&config).await;
     for day in 1..=4 {
         let id = format!("b{day}");

@@ -868,7 +868,8 @@ async fn an_interrupted_partial_deletion_is_resumed_by_the_redelivered_job() {
         volumes: vec!["pv1".into()],
     });
     catalog.update(&claimed, marked.revision).await.unwrap();
-    store.delete_keys(&[key("d1", "pv1", 0)]).await.unwrap();
+    let failures = store.delete_batch(&[key("d1", "pv1", 0)]).await.unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
     fixtures::publish_job(&js, &job, "del.test.d1").await;
     let fleet = Fleet::start(
         &config,

@@ -1,0 +1,427 @@
+//! Whether a backup may be deleted now, whoever asks: the retention-worker before it carries out
+//! a user's delete, the deleter before it deletes anything, the API when a user asks.
+//!
+//! This is the engine's own judgement, so it lives next to the engine: a marked backup is judged
+//! by making the plan again, now, over its group as it would be had nobody marked it. The
+//! callers load the group; this module only decides, on the engine's records, and never reads
+//! the clock (`now` is a parameter).
+
+use std::collections::HashSet;
+
+use chrono::{DateTime, Utc};
+
+use crate::{evaluate, BackupRecord, BackupStatus, Catalog, KeepCount, Policy, Verdict};
+
+/// One backup of a group as the judgement sees it: the engine's record as it stands (with its
+/// marks), and the status it had before retention or a user's delete marked it `expiring`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub record: BackupRecord,
+    /// Unknown (a record written by an older build) counts as `completed`, the status that
+    /// makes a plan keep more.
+    pub expired_from: Option<BackupStatus>,
+}
+
+impl Member {
+    /// The record as a plan made now would have seen it had nobody marked it `expiring`.
+    /// Other statuses are unchanged.
+    pub fn unmarked(&self) -> BackupRecord {
+        let mut record = self.record.clone();
+        if record.status == BackupStatus::Expiring {
+            record.status = self.expired_from.unwrap_or(BackupStatus::Completed);
+        }
+        record
+    }
+}
+
+/// How the deletion of a candidate was asked for, which decides the policy it is judged by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asked {
+    /// Retention marked it: judged by the group's policy.
+    Retention,
+    /// A user's delete: judged by [`user_delete_policy`] (nothing kept needs it).
+    User,
+    /// A user's forced delete: it goes.
+    ForcedUser,
+}
+
+/// Why a backup may never be deleted now, whoever asks: a legal hold, a hold, or a backup that
+/// is still being taken (pgbackrest 2622 swept one).
+pub fn protection(record: &BackupRecord) -> Option<String> {
+    if record.legal_hold {
+        return Some(format!("backup {} is under legal hold", record.id));
+    }
+    if !record.holds.is_empty() {
+        return Some(format!(
+            "backup {} is held: {}",
+            record.id,
+            record.holds.join(", ")
+        ));
+    }
+    if record.status == BackupStatus::InProgress {
+        return Some(format!("backup {} is in progress", record.id));
+    }
+    None
+}
+
+/// The policy a user's delete is judged by: every completed backup is kept, so a requested
+/// backup goes only if no completed backup needs it and it is not the newest full one.
+pub fn user_delete_policy() -> Policy {
+    Policy {
+        keep_last: Some(KeepCount::Unlimited),
+        ..Policy::default()
+    }
+}
+
+/// Whether each of `candidates` (ids of backups of `group`, with how their deletion was asked
+/// for) may go now:
+///
+/// - a retention expiry: the plan of the group's policy, made now over the group as it would
+///   be had nobody marked the candidates, still deletes it (so a stale job, whose backup a
+///   new policy or a new dependent now keeps, is refused);
+/// - a user's delete: the same with [`user_delete_policy`] (nothing kept needs it);
+/// - a user's forced delete: yes.
+///
+/// Several candidates are judged in one evaluation. That gives the same answers as judging
+/// them one by one: a plan's rules never count a backup they do not keep, so taking the mark
+/// off backups that the plan deleted changes nothing for the others.
+pub fn may_go(
+    group: &[Member],
+    candidates: &[(&str, Asked)],
+    group_policy: Result<&Policy, &str>,
+    now: DateTime<Utc>,
+) -> Vec<Result<(), String>> {
+    let user_policy = user_delete_policy();
+    let mut answers: Vec<Option<Result<(), String>>> = vec![None; candidates.len()];
+    let mut by_retention = Vec::new();
+    let mut by_user = Vec::new();
+    for (index, (_, asked)) in candidates.iter().enumerate() {
+        match asked {
+            Asked::ForcedUser => answers[index] = Some(Ok(())),
+            Asked::User => by_user.push(index),
+            Asked::Retention => match group_policy {
+                Ok(_) => by_retention.push(index),
+                Err(reason) => answers[index] = Some(Err(reason.to_string())),
+            },
+        }
+    }
+    for (indices, policy) in [
+        (by_retention, group_policy.ok()),
+        (by_user, Some(&user_policy)),
+    ] {
+        let Some(policy) = policy else { continue };
+        if indices.is_empty() {
+            continue;
+        }
+        let ids: Vec<&str> = indices.iter().map(|&i| candidates[i].0).collect();
+        for (index, answer) in indices.iter().zip(still_deletes(group, &ids, policy, now)) {
+            answers[*index] = Some(answer);
+        }
+    }
+    answers
+        .into_iter()
+        .map(|answer| answer.expect("every candidate is judged"))
+        .collect()
+}
+
+/// For each of `ids`, whether a plan made now with `policy` over `group`, with the marks of
+/// `ids` taken off, deletes it; if not, why it keeps it.
+pub fn still_deletes(
+    group: &[Member],
+    ids: &[&str],
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Vec<Result<(), String>> {
+    let unmark: HashSet<&str> = ids.iter().copied().collect();
+    let catalog = Catalog {
+        backups: group
+            .iter()
+            .map(|member| {
+                if unmark.contains(member.record.id.as_str()) {
+                    member.unmarked()
+                } else {
+                    member.record.clone()
+                }
+            })
+            .collect(),
+        binlog_segments: Vec::new(),
+    };
+    let evaluation = match evaluate(&catalog, policy, now) {
+        Ok(evaluation) => evaluation,
+        Err(err) => {
+            let why = format!("retention refused to plan: {err}; keeping everything");
+            return ids.iter().map(|_| Err(why.clone())).collect();
+        }
+    };
+    ids.iter()
+        .map(|id| match evaluation.index_of(id) {
+            None => Err(format!("backup {id} is not in its group's catalog")),
+            Some(index) if evaluation.verdict_at(index) == Verdict::Delete => Ok(()),
+            Some(index) => Err(format!(
+                "the retention plan now keeps backup {id}: {}",
+                evaluation.reasons_at(index).join("; ")
+            )),
+        })
+        .collect()
+}
+
+/// Whether a plan made now with `policy` over `group`, with the `expiring` marks of `volumes`
+/// of backup `target` taken off, deletes every one of those volumes and keeps the record (a
+/// partial deletion's re-check in the deleter); if not, why not.
+pub fn still_deletes_volumes(
+    group: &[BackupRecord],
+    target: &str,
+    volumes: &[String],
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Result<(), String> {
+    let catalog = Catalog {
+        backups: group
+            .iter()
+            .map(|record| {
+                let mut record = record.clone();
+                if record.id == target {
+                    for volume in &mut record.volumes {
+                        if volumes.contains(&volume.name) {
+                            volume.expiring = false;
+                        }
+                    }
+                }
+                record
+            })
+            .collect(),
+        binlog_segments: Vec::new(),
+    };
+    let evaluation = evaluate(&catalog, policy, now)
+        .map_err(|err| format!("retention refused to plan: {err}; keeping everything"))?;
+    let id = target;
+    match evaluation.verdict(id) {
+        None => return Err(format!("backup {id} is not in its group's catalog")),
+        Some(Verdict::Partial) => {}
+        Some(_) => {
+            let index = evaluation.index_of(id).expect("has a verdict");
+            return Err(format!(
+                "the retention plan now does not delete some volumes of backup {id} and keep \
+                 the rest: {}",
+                evaluation.reasons_at(index).join("; ")
+            ));
+        }
+    }
+    match volumes
+        .iter()
+        .find(|volume| !evaluation.deletes_volume(id, volume))
+    {
+        Some(kept) => Err(format!(
+            "the retention plan now keeps volume {kept} of backup {id}"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What becomes of a user's delete of one backup (`sexton backup delete`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserDelete {
+    /// Nothing kept needs it: it goes now.
+    Now,
+    /// A kept backup needs it: it goes when nothing does (the retention-worker carries it out).
+    Deferred(String),
+    /// Not at all, with the reason: held, in progress, or the newest full backup without force.
+    Refused(String),
+    /// It is already on its way out.
+    AlreadyDeleting,
+}
+
+/// A full backup for the floor, as the engine counts it: a full, or any backup with volumes
+/// (each volume has its own chain; issue 8).
+pub fn counts_as_full(record: &BackupRecord) -> bool {
+    record.kind == crate::BackupKind::Full || !record.volumes.is_empty()
+}
+
+/// Judges a user's delete of `target`, a backup of `group` (named `group_name` in reasons, as
+/// `<cluster>/<plan>`). Holds and a backup in progress are never overridden; `force` overrides
+/// the newest-full rule and dependents. Only the target's mark matters here (it is not
+/// `expiring`, or the delete is already under way), so the group is the engine's records as
+/// they stand.
+pub fn judge_user_delete(
+    group: &[BackupRecord],
+    target: &BackupRecord,
+    group_name: &str,
+    force: bool,
+    now: DateTime<Utc>,
+) -> UserDelete {
+    if let Some(why) = protection(target) {
+        return UserDelete::Refused(why);
+    }
+    if matches!(
+        target.status,
+        BackupStatus::Expiring | BackupStatus::Deleting
+    ) {
+        return UserDelete::AlreadyDeleting;
+    }
+    if force {
+        return UserDelete::Now;
+    }
+    let is_completed_full =
+        |r: &BackupRecord| r.status == BackupStatus::Completed && counts_as_full(r);
+    if is_completed_full(target) {
+        let newest = group
+            .iter()
+            .filter(|r| is_completed_full(r))
+            .max_by_key(|r| r.completed_at);
+        if newest.is_some_and(|newest| newest.id == target.id) {
+            return UserDelete::Refused(format!(
+                "backup {} is the newest full backup of {group_name}: it is what a restore \
+                 starts from (--force deletes it anyway)",
+                target.id
+            ));
+        }
+    }
+    let requested = BackupRecord {
+        delete_requested: true,
+        ..target.clone()
+    };
+    let others: Vec<Member> = group
+        .iter()
+        .filter(|r| r.id != target.id)
+        .chain([&requested])
+        .map(|record| Member {
+            record: record.clone(),
+            expired_from: None,
+        })
+        .collect();
+    match may_go(
+        &others,
+        &[(requested.id.as_str(), Asked::User)],
+        Err("unused"),
+        now,
+    )
+    .remove(0)
+    {
+        Ok(()) => UserDelete::Now,
+        Err(why) => UserDelete::Deferred(why),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BackupKind, VolumeArtifact};
+
+    fn record(id: &str, hour: u32, status: BackupStatus, parent: Option<&str>) -> BackupRecord {
+        BackupRecord {
+            id: id.into(),
+            completed_at: Some(
+                format!("2026-01-01T{hour:02}:00:00Z")
+                    .parse()
+                    .expect("a valid time"),
+            ),
+            status,
+            kind: if parent.is_some() {
+                BackupKind::Incremental
+            } else {
+                BackupKind::Full
+            },
+            parent: parent.map(str::to_string),
+            ..BackupRecord::default()
+        }
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-01-02T00:00:00Z".parse().unwrap()
+    }
+
+    fn members(group: &[BackupRecord]) -> Vec<Member> {
+        group
+            .iter()
+            .map(|record| Member {
+                record: record.clone(),
+                expired_from: None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_retention_job_the_plan_still_makes_goes_and_a_stale_one_is_refused() {
+        let group = members(&[
+            record("b3", 3, BackupStatus::Completed, None),
+            record("b2", 2, BackupStatus::Expiring, None),
+            record("b1", 1, BackupStatus::Expiring, None),
+        ]);
+        let candidates = [("b2", Asked::Retention), ("b1", Asked::Retention)];
+        let answers = may_go(&group, &candidates, Ok(&Policy::keep_last(2)), now());
+        assert!(answers[0].as_ref().unwrap_err().contains("keeps backup b2"));
+        assert_eq!(answers[1], Ok(()));
+        assert_eq!(
+            may_go(&group, &candidates, Err("no policy"), now()),
+            vec![Err("no policy".to_string()), Err("no policy".to_string())]
+        );
+    }
+
+    #[test]
+    fn a_marked_backup_is_judged_by_the_status_it_had() {
+        let mut group = members(&[
+            record("b4", 4, BackupStatus::Completed, None),
+            record("f1", 1, BackupStatus::Expiring, None),
+        ]);
+        let candidates = [("f1", Asked::Retention)];
+        // As `completed` (unknown) keep_last 2 keeps it; as `failed` (past its grace) it goes.
+        let answers = may_go(&group, &candidates, Ok(&Policy::keep_last(2)), now());
+        assert!(answers[0].is_err(), "{answers:?}");
+        group[1].expired_from = Some(BackupStatus::Failed);
+        let answers = may_go(&group, &candidates, Ok(&Policy::keep_last(2)), now());
+        assert_eq!(answers, vec![Ok(())]);
+    }
+
+    #[test]
+    fn user_deletes_are_refused_deferred_or_carried_out() {
+        let group = [
+            record("b3", 3, BackupStatus::Completed, None),
+            record("i2", 2, BackupStatus::Completed, Some("b1")),
+            record("b1", 1, BackupStatus::Completed, None),
+        ];
+        let judge = |id: &str, force| {
+            let target = group.iter().find(|r| r.id == id).unwrap();
+            judge_user_delete(&group, target, "c1/p", force, now())
+        };
+        assert!(
+            matches!(judge("b3", false), UserDelete::Refused(why) if why.contains("newest full backup of c1/p"))
+        );
+        assert!(
+            matches!(judge("b1", false), UserDelete::Deferred(why) if why.contains("needed by i2"))
+        );
+        assert_eq!(judge("b1", true), UserDelete::Now);
+        assert_eq!(judge("i2", false), UserDelete::Now);
+    }
+
+    #[test]
+    fn only_the_named_volumes_lose_their_mark() {
+        let mut b2 = record("b2", 2, BackupStatus::Completed, None);
+        b2.volumes = vec![VolumeArtifact::full("pv1", vec![])];
+        let group = [b2];
+        let answer = still_deletes_volumes(
+            &group,
+            "b2",
+            &["pv1".to_string()],
+            &Policy::keep_last(1),
+            now(),
+        );
+        assert!(answer.unwrap_err().contains("does not delete some volumes"));
+        assert!(
+            still_deletes_volumes(&group, "b9", &[], &Policy::keep_last(1), now())
+                .unwrap_err()
+                .contains("not in its group's catalog")
+        );
+    }
+
+    #[test]
+    fn protections() {
+        let mut r = record("b1", 1, BackupStatus::Completed, None);
+        assert_eq!(protection(&r), None);
+        r.holds = vec!["restore:x".into()];
+        assert!(protection(&r).unwrap().contains("held: restore:x"));
+        r.legal_hold = true;
+        assert!(protection(&r).unwrap().contains("legal hold"));
+        let r = record("b2", 1, BackupStatus::InProgress, None);
+        assert!(protection(&r).unwrap().contains("in progress"));
+    }
+}
