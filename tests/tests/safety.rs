@@ -256,6 +256,10 @@ async fn a_mass_deletion_is_held_until_approved_once_and_every_deleted_object_is
         refused.stderr
     );
     assert_eq!(schedule_record(&js, "f").await.unwrap(), (stored, revision));
+    println!(
+        "--- sexton schedule update f --keep-last 2 (no --yes, no terminal)\n{}",
+        refused.stderr
+    );
     // --dry-run shows the same and changes nothing either.
     let dry = sexton(
         url,
@@ -699,6 +703,31 @@ async fn destructive_verbs_without_yes_and_without_a_terminal_are_refused() {
     // question asked: it removes nothing).
     let removed = sexton(url, &["schedule", "delete", "shared"]).await;
     expect(&removed, 0, "schedule delete that keeps the records");
+    // A new schedule whose policy would delete one of the records d2 kept: refused without
+    // --yes, with what it would delete, and nothing is created.
+    let create = [
+        "schedule",
+        "create",
+        "again",
+        "--cluster",
+        "d2",
+        "--plan",
+        "full",
+        "--cron",
+        "@daily",
+        "--keep-last",
+        "1",
+        "--paused",
+    ];
+    let run = sexton(url, &create).await;
+    expect(&run, 2, "schedule create that deletes at once");
+    assert!(
+        run.stderr
+            .contains("would delete 1 backup(s) kept now (h-1)"),
+        "{}",
+        run.stderr
+    );
+    assert!(schedule_record(&js, "again").await.is_none());
     for args in refusals {
         let run = sexton(url, args).await;
         expect(&run, 2, &args.join(" "));
