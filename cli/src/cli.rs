@@ -69,6 +69,9 @@ pub enum Command {
     /// Compare the catalog with the bucket, or rebuild it from the bucket.
     #[command(subcommand)]
     Catalog(CatalogCommand),
+    /// Read the audit trail: who decided, marked, claimed and deleted what, and why
+    /// (docs/safety.md).
+    Audit(AuditArgs),
     /// Run the reference executor (writes small backups to S3 and reports them).
     Executor,
     /// Run a generic executor: your command takes each due backup, Sexton uploads what it
@@ -107,12 +110,16 @@ pub enum ScheduleCommand {
     },
     /// Delete a schedule. What happens to its backup records is its backup_owner (none and
     /// cluster: they stay; schedule: they go, with their objects only if remote cleanup is on);
-    /// the command says what it will do to how many records before it does it.
+    /// the command says what it will do to how many records before it does it, and asks
+    /// before removing any (--yes without a terminal).
     Delete {
         name: String,
         /// Only say what deleting would do; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Remove the records it says it removes without asking.
+        #[arg(long)]
+        yes: bool,
     },
     /// Pause a schedule: nothing fires while paused.
     Pause { name: String },
@@ -194,10 +201,29 @@ pub struct UpdateArgs {
     pub name: String,
     #[arg(long)]
     pub cron: Option<String>,
+    /// Change keep_last only; the policy's other rules stay.
     #[arg(long)]
     pub keep_last: Option<u32>,
+    /// Policy keys to change, as JSON (`null` removes a key); the other keys stay. With
+    /// --replace-policy, the whole new policy.
     #[arg(long)]
     pub policy: Option<String>,
+    /// The policy given (--policy or --keep-last) replaces the stored one whole.
+    #[arg(long)]
+    pub replace_policy: bool,
+    /// Go ahead although the new policy deletes backups kept now (shown first).
+    #[arg(long)]
+    pub yes: bool,
+    /// Say what the change would do (the policy's diff, what it deletes now); change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The circuit breaker's settings for this schedule's group, as JSON:
+    /// {"max_delete_fraction": 0.3, "max_delete_count": 50, "stale_after": "3d", "enabled": true}.
+    #[arg(long, value_parser = parse_breaker, conflicts_with = "breaker_defaults")]
+    pub breaker: Option<Value>,
+    /// Back to the server's breaker defaults.
+    #[arg(long)]
+    pub breaker_defaults: bool,
     /// Labels as key=value, repeatable; replaces all labels.
     #[arg(long = "label", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
@@ -326,6 +352,29 @@ pub struct CreateArgs {
     /// How long an executor has to answer a test (1m to 7d; default 1h).
     #[arg(long)]
     pub verify_timeout: Option<String>,
+    /// The circuit breaker's settings for this schedule's group, as JSON (see schedule update).
+    #[arg(long, value_parser = parse_breaker)]
+    pub breaker: Option<Value>,
+    /// Go ahead although the policy deletes backups of the group kept now (shown first).
+    #[arg(long)]
+    pub yes: bool,
+    /// Say what creating it would do to the group's backups; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `sexton audit`.
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// Only entries about this cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Only entries that name this backup.
+    #[arg(long)]
+    pub backup: Option<String>,
+    /// Entries of this last while (90s, 15m, 24h, 7d), or `all`.
+    #[arg(long, default_value = "24h")]
+    pub since: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -379,6 +428,12 @@ pub enum BackupCommand {
         /// Delete even the newest full backup, or one a kept backup depends on, now.
         #[arg(long)]
         force: bool,
+        /// Only say what deleting would do; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Delete the objects (--remote, or remote cleanup) without asking.
+        #[arg(long)]
+        yes: bool,
     },
     /// Ask for a restore test of a backup now: an executor restores it (with its chain) and
     /// answers; the backup is held until then. With --wait, wait for the verdict.
@@ -397,12 +452,18 @@ pub enum BackupCommand {
     Orphans {
         #[arg(long)]
         cluster: String,
-        /// Delete them.
+        /// Delete them (asks first; --yes without a terminal).
         #[arg(long)]
         delete: bool,
         /// Ignore objects younger than this (90s, 15m, 24h, 7d).
         #[arg(long, default_value = "24h")]
         grace: String,
+        /// With --delete: only say what would be deleted.
+        #[arg(long, requires = "delete")]
+        dry_run: bool,
+        /// With --delete: delete without asking.
+        #[arg(long, requires = "delete")]
+        yes: bool,
     },
 }
 
@@ -415,12 +476,15 @@ pub enum ClusterCommand {
     Forget {
         #[arg(long)]
         cluster: String,
-        /// Also delete the objects, through the deleter.
+        /// Also delete the objects, through the deleter (asks first; --yes without a terminal).
         #[arg(long)]
         remote: bool,
         /// Only say what forgetting would do; change nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Delete the objects without asking.
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -473,12 +537,27 @@ pub enum PluginCommand {
 
 #[derive(Subcommand, Debug)]
 pub enum RetentionCommand {
-    /// Ask the live fleet what it would delete now and why; deletes nothing.
+    /// Ask the live fleet what it would delete now and why, and whether the circuit breaker
+    /// holds it; deletes nothing.
     Preview {
         #[arg(long)]
         cluster: String,
         #[arg(long)]
         plan: Option<String>,
+    },
+    /// Let a retention run the circuit breaker holds go through, once: exactly what the
+    /// preview shows it deleting (asks first; --yes without a terminal).
+    Approve {
+        #[arg(long)]
+        cluster: String,
+        #[arg(long)]
+        plan: String,
+        /// Approve without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Only show the held run; approve nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Run the retention engine offline on a catalog file and a policy file.
     Plan {
@@ -710,6 +789,13 @@ fn verify_json(
         verify["timeout"] = json!(timeout);
     }
     Ok(Some(verify))
+}
+
+/// A schedule's `breaker` block, checked here for a quick error (the server checks again).
+fn parse_breaker(text: &str) -> Result<Value, String> {
+    let spec: sexton_shared::breaker::BreakerSpec =
+        serde_json::from_str(text).map_err(|err| format!("invalid breaker settings: {err}"))?;
+    serde_json::to_value(spec).map_err(|err| err.to_string())
 }
 
 fn parse_hold_reason(text: &str) -> Result<String, String> {
@@ -1099,26 +1185,111 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             };
             result.map_err(Failure::runtime)
         }
-        command => {
+        Command::Audit(args) => {
+            let cluster = args
+                .cluster
+                .as_deref()
+                .map(sexton_shared::names::ClusterName::new)
+                .transpose()
+                .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
+            let since =
+                match args.since.as_str() {
+                    "all" => None,
+                    text => Some(
+                        Utc::now()
+                            - chrono::Duration::from_std(parse_duration(text).map_err(|err| {
+                                Failure::input(format!("--since: {err} (or all)"))
+                            })?)
+                            .map_err(|err| Failure::input(format!("--since: {err}")))?,
+                    ),
+                };
             let config = load_config()?;
-            let (subject, body, columns) = request_for(command)?;
             let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
                 .await
                 .map_err(Failure::runtime)?;
-            // `schedule delete` and `cluster forget` say what they will do to the records first;
-            // the result then says it again only if it came out differently.
-            let mut announced = None;
-            if let Command::Schedule(ScheduleCommand::Delete { dry_run: false, .. })
-            | Command::Cluster(ClusterCommand::Forget { dry_run: false, .. }) = command
-            {
-                let mut preview = body.clone();
-                preview["dry_run"] = json!(true);
-                let plan = request(&client, &subject, preview).await?;
-                let summary = cell(plan.get("summary"));
-                eprintln!("{summary}");
-                announced = Some(summary);
+            let query = crate::audit::Query {
+                cluster,
+                backup: args.backup.clone(),
+                since,
+            };
+            let entries = crate::audit::read(&client, &query)
+                .await
+                .map_err(Failure::runtime)?;
+            match cli.output {
+                Output::Json => {
+                    let value = serde_json::to_value(&entries)
+                        .map_err(|err| Failure::runtime(err.into()))?;
+                    print_value(Output::Json, &value, &[]);
+                }
+                Output::Table | Output::Html => {
+                    crate::audit::print_table(&entries, args.backup.as_deref())
+                }
             }
-            let mut value = request(&client, &subject, body).await?;
+            Ok(())
+        }
+        command => {
+            let config = load_config()?;
+            crate::safety::set_actor(&config);
+            let (subject, mut body, columns) = request_for(command)?;
+            let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
+                .await
+                .map_err(Failure::runtime)?;
+            // Commands that delete say what they will do first (a dry run of the same request)
+            // and, when that deletes anything, ask (or need --yes); the result then says it
+            // again only if it came out differently.
+            let mut announced = None;
+            if let Some((yes, preview_body)) = destructive(command, &body) {
+                let plan = request(&client, &preview_body.0, preview_body.1).await?;
+                let (summary, question) = describe_destructive(command, &plan);
+                eprintln!("{summary}");
+                if let Some(question) = question {
+                    crate::safety::confirm(&question, yes)?;
+                }
+                announced = Some(cell(plan.get("summary")));
+            }
+            let mut value = match request_raw(&client, &subject, body.clone()).await? {
+                // A policy that deletes backups kept now: show what, ask, and confirm it.
+                Err(refusal) if refusal.needs_confirmation() => {
+                    let preview = refusal
+                        .details
+                        .as_ref()
+                        .and_then(|d| d.get("preview"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    crate::safety::print_policy_change("the new policy", &preview);
+                    crate::safety::confirm(&format!("{}.", refusal.message), false)?;
+                    body["confirm"] = json!(true);
+                    request(&client, &subject, body).await?
+                }
+                Err(err) => {
+                    return Err(Failure {
+                        code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
+                        message: err.message,
+                    })
+                }
+                Ok(value) => value,
+            };
+            // The policy's effect, when there is something to say: a changed rule, a
+            // deletion, or a dry run that asked for it.
+            let worth_saying = |change: &&Value| {
+                let listed = |key: &str| {
+                    change
+                        .get(key)
+                        .and_then(Value::as_array)
+                        .is_some_and(|list| !list.is_empty())
+                };
+                listed("diff")
+                    || listed("deleted")
+                    || listed("volumes_deleted")
+                    || value.get("dry_run") == Some(&json!(true))
+            };
+            if let Some(change) = value
+                .get("policy_change")
+                .filter(|c| !c.is_null())
+                .filter(worth_saying)
+            {
+                crate::safety::print_policy_change("policy change", change);
+            }
             let said_already = announced.is_some_and(|said| said == cell(value.get("summary")));
             let columns: Vec<&str> = columns
                 .iter()
@@ -1158,10 +1329,145 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 {
                     print_schedule_description(&value)
                 }
+                Command::Retention(
+                    RetentionCommand::Preview { .. }
+                    | RetentionCommand::Approve { dry_run: true, .. },
+                ) if cli.output == Output::Table => crate::safety::print_preview(&value),
                 _ => print_value(cli.output, &value, &columns),
             }
             Ok(())
         }
+    }
+}
+
+/// For a command that deletes (unless it is a dry run itself): whether `--yes` was given, and
+/// the dry run of the same request that shows what it would do.
+fn destructive(command: &Command, body: &Value) -> Option<(bool, (String, Value))> {
+    let dry = |subject: String| {
+        let mut preview = body.clone();
+        preview["dry_run"] = json!(true);
+        (subject, preview)
+    };
+    match command {
+        Command::Schedule(ScheduleCommand::Delete {
+            dry_run: false,
+            yes,
+            ..
+        }) => Some((*yes, dry(topology::api_subject("schedule", "delete")))),
+        Command::Cluster(ClusterCommand::Forget {
+            dry_run: false,
+            yes,
+            ..
+        }) => Some((*yes, dry(topology::api_subject("cluster", "forget")))),
+        Command::Backup(BackupCommand::Delete {
+            dry_run: false,
+            yes,
+            ..
+        }) => Some((*yes, dry(topology::api_subject("backup", "delete")))),
+        Command::Backup(BackupCommand::Orphans {
+            delete: true,
+            dry_run: false,
+            yes,
+            ..
+        }) => Some((*yes, dry(topology::api_subject("orphans", "delete")))),
+        Command::Retention(RetentionCommand::Approve {
+            cluster,
+            plan,
+            yes,
+            dry_run: false,
+        }) => Some((
+            *yes,
+            (
+                topology::api_subject("retention", "preview"),
+                json!({"schema_version": 1, "cluster": cluster, "plan": plan}),
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// What a destructive command's dry run says, and the question to ask before going ahead
+/// (`None`: it deletes nothing, so nothing to ask).
+fn describe_destructive(command: &Command, plan: &Value) -> (String, Option<String>) {
+    let count = |key: &str| plan.get(key).and_then(Value::as_u64).unwrap_or(0);
+    match command {
+        Command::Schedule(ScheduleCommand::Delete { name, .. }) => {
+            let n = count("remove_records") + count("delete_with_objects");
+            (
+                cell(plan.get("summary")),
+                (n > 0).then(|| format!("Delete schedule {name} and remove {n} backup record(s)?")),
+            )
+        }
+        Command::Cluster(ClusterCommand::Forget { cluster, .. }) => {
+            let n = count("delete_with_objects");
+            (
+                cell(plan.get("summary")),
+                (n > 0).then(|| {
+                    format!("Forget cluster {cluster} and delete {n} backup(s) with their objects?")
+                }),
+            )
+        }
+        Command::Backup(BackupCommand::Delete { id, cluster, .. }) => {
+            let action = cell(plan.get("action"));
+            let remote = plan.get("remote").and_then(Value::as_bool).unwrap_or(false);
+            let what = match (action.as_str(), remote) {
+                ("record-deleted", _) => "removes its catalog record; its objects stay".to_string(),
+                ("deleting", true) => "deletes it with its objects".to_string(),
+                ("deferred", true) => format!(
+                    "deletes it with its objects once nothing kept needs it ({})",
+                    cell(plan.get("reason"))
+                ),
+                ("deferred", false) => format!(
+                    "removes its record once nothing kept needs it ({})",
+                    cell(plan.get("reason"))
+                ),
+                ("already-deleting", _) => "nothing: it is being deleted already".to_string(),
+                (other, _) => other.to_string(),
+            };
+            let destroys = remote && matches!(action.as_str(), "deleting" | "deferred");
+            (
+                format!("deleting backup {id} of cluster {cluster} {what}"),
+                destroys
+                    .then(|| format!("Delete backup {id} of cluster {cluster} and its objects?")),
+            )
+        }
+        Command::Backup(BackupCommand::Orphans { cluster, .. }) => {
+            let n = plan
+                .get("orphans")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            (
+                format!(
+                    "{n} orphaned object(s) under {} would be deleted",
+                    cell(plan.get("prefix"))
+                ),
+                (n > 0).then(|| format!("Delete {n} orphaned object(s) of cluster {cluster}?")),
+            )
+        }
+        Command::Retention(RetentionCommand::Approve {
+            cluster,
+            plan: name,
+            ..
+        }) => {
+            let group = plan.as_array().and_then(|groups| groups.first());
+            let breaker = group.and_then(|g| g.get("breaker"));
+            let lines = breaker.map(crate::safety::held_lines).unwrap_or_else(|| {
+                vec![format!(
+                    "retention of cluster {cluster} plan {name} is not held now"
+                )]
+            });
+            let n = breaker
+                .and_then(|b| b.get("deleting"))
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            (
+                lines.join("\n"),
+                breaker.map(|_| {
+                    format!("Let this run of {cluster}/{name} delete {n} backup(s), once?")
+                }),
+            )
+        }
+        _ => (cell(plan.get("summary")), None),
     }
 }
 
@@ -1245,6 +1551,11 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 {
                     body["verify"] = verify;
                 }
+                if let Some(breaker) = &args.breaker {
+                    body["breaker"] = breaker.clone();
+                }
+                body["confirm"] = json!(args.yes);
+                body["dry_run"] = json!(args.dry_run);
                 (
                     topology::api_subject("schedule", "create"),
                     body,
@@ -1281,7 +1592,7 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                     SCHEDULE_COLUMNS,
                 )
             }
-            ScheduleCommand::Delete { name, dry_run } => {
+            ScheduleCommand::Delete { name, dry_run, .. } => {
                 let mut body = by_name(name);
                 body["dry_run"] = json!(dry_run);
                 (
@@ -1314,9 +1625,23 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 if let Some(cron) = &args.cron {
                     body["cron"] = json!(cron);
                 }
-                if let Some(policy) = policy_json(args.policy.as_deref(), args.keep_last, false)? {
+                if args.replace_policy {
+                    let policy = policy_json(args.policy.as_deref(), args.keep_last, false)?
+                        .ok_or_else(|| {
+                            Failure::input("--replace-policy needs --policy or --keep-last")
+                        })?;
                     body["policy"] = policy;
+                } else if let Some(patch) = policy_patch(args.policy.as_deref(), args.keep_last)? {
+                    body["policy_patch"] = patch;
                 }
+                if let Some(breaker) = &args.breaker {
+                    body["breaker"] = breaker.clone();
+                }
+                if args.breaker_defaults {
+                    body["breaker"] = Value::Null;
+                }
+                body["confirm"] = json!(args.yes);
+                body["dry_run"] = json!(args.dry_run);
                 if !args.labels.is_empty() {
                     body["labels"] = json!(args.labels.iter().cloned().collect::<BTreeMap<_, _>>());
                 }
@@ -1482,21 +1807,31 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
             cluster,
             remote,
             force,
+            dry_run,
+            yes: _,
         }) => (
             topology::api_subject("backup", "delete"),
             json!({"schema_version": 1, "cluster": cluster, "id": id,
-                   "remote": remote, "force": force}),
-            &["cluster", "id", "action", "remote", "reason"],
+                   "remote": remote, "force": force, "dry_run": dry_run}),
+            &["cluster", "id", "action", "remote", "reason", "dry_run"],
         ),
         Command::Backup(BackupCommand::Orphans {
             cluster,
             delete,
             grace,
-        }) => (
-            topology::api_subject("orphans", if *delete { "delete" } else { "list" }),
-            json!({"schema_version": 1, "cluster": cluster, "grace": grace}),
-            &[],
-        ),
+            dry_run,
+            yes: _,
+        }) => {
+            let mut body = json!({"schema_version": 1, "cluster": cluster, "grace": grace});
+            if *delete {
+                body["dry_run"] = json!(dry_run);
+            }
+            (
+                topology::api_subject("orphans", if *delete { "delete" } else { "list" }),
+                body,
+                &[],
+            )
+        }
         Command::Plugin(PluginCommand::Register {
             name,
             subject,
@@ -1531,6 +1866,21 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
             }
             (topology::api_subject("retention", "preview"), body, &[])
         }
+        Command::Retention(RetentionCommand::Approve {
+            cluster,
+            plan,
+            dry_run,
+            ..
+        }) => (
+            // A dry run shows the held run as the preview does, and approves nothing.
+            topology::api_subject("retention", if *dry_run { "preview" } else { "approve" }),
+            json!({"schema_version": 1, "cluster": cluster, "plan": plan}),
+            if *dry_run {
+                &[]
+            } else {
+                &["cluster", "plan", "approved_at", "deleting"]
+            },
+        ),
         Command::Catalog(CatalogCommand::Scrub { cluster, dry_run }) => (
             topology::api_subject("catalog", "scrub"),
             json!({"schema_version": 1, "cluster": cluster, "dry_run": dry_run}),
@@ -1574,6 +1924,7 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
             cluster,
             remote,
             dry_run,
+            yes: _,
         }) => {
             // A quick, local refusal of a name the API would refuse too.
             sexton_shared::names::ClusterName::new(cluster.as_str())
@@ -1664,15 +2015,51 @@ fn policy_json(
     }
 }
 
+/// The keys `schedule update` changes in the stored policy: `--keep-last N`, or the keys of
+/// `--policy JSON` (an object; `null` removes a key).
+fn policy_patch(policy: Option<&str>, keep_last: Option<u32>) -> Result<Option<Value>, Failure> {
+    match (policy, keep_last) {
+        (Some(_), Some(_)) => Err(Failure::input("give --policy or --keep-last, not both")),
+        (None, Some(0)) => Err(Failure::input("--keep-last must be at least 1")),
+        (None, Some(n)) => Ok(Some(json!({"keep_last": n}))),
+        (Some(text), None) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(keys)) => Ok(Some(Value::Object(keys))),
+            Ok(_) => Err(Failure::input(
+                "invalid --policy: expected a JSON object of the keys to change",
+            )),
+            Err(err) => Err(Failure::input(format!("invalid --policy: {err}"))),
+        },
+        (None, None) => Ok(None),
+    }
+}
+
 async fn request(
     client: &async_nats::Client,
     subject: &str,
     body: Value,
 ) -> Result<Value, Failure> {
+    request_raw(client, subject, body)
+        .await?
+        .map_err(|err| Failure {
+            code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
+            message: err.message,
+        })
+}
+
+/// One API request, with who asks in its headers; the API's refusal is the inner `Err`.
+async fn request_raw(
+    client: &async_nats::Client,
+    subject: &str,
+    body: Value,
+) -> Result<Result<Value, sexton_shared::api::ApiError>, Failure> {
     let body = serde_json::to_vec(&body).map_err(|err| Failure::runtime(err.into()))?;
     let message = tokio::time::timeout(
         Duration::from_secs(15),
-        client.request(subject.to_string(), body.into()),
+        client.request_with_headers(
+            subject.to_string(),
+            crate::safety::actor_headers(),
+            body.into(),
+        ),
     )
     .await
     .map_err(|_| Failure::runtime(anyhow::anyhow!("no answer on {subject} within 15s")))?
@@ -1681,10 +2068,7 @@ async fn request(
     let reply: Reply = serde_json::from_slice(&message.payload)
         .with_context(|| format!("unreadable answer on {subject}"))
         .map_err(Failure::runtime)?;
-    reply.into_result().map_err(|err| Failure {
-        code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
-        message: err.message,
-    })
+    Ok(reply.into_result())
 }
 
 fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {

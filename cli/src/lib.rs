@@ -2,9 +2,11 @@
 //! the local run can start them in-process, the CLI itself, the binlog shipping behind
 //! `sexton binlog append`, and the printing of retention simulations.
 
+pub mod audit;
 pub mod binlog_append;
 pub mod binlog_file;
 pub mod cli;
 pub mod exec;
 pub mod executor;
+pub mod safety;
 pub mod simulate;

@@ -11,6 +11,8 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use sexton_shared::{
     api::{ApiError, ErrorCode, Reply},
+    audit::{Actor, AuditBackup, AuditEvent, AuditObject},
+    names::ClusterName,
     topology,
     wire::{self, Message},
     Shutdown,
@@ -64,7 +66,10 @@ pub async fn serve(
         let deleter = deleter.clone();
         let client = client.clone();
         tokio::spawn(async move {
-            let reply = Reply::from_result(handle(&deleter, &verb, &request.payload).await);
+            let actor = Actor::from_headers(request.headers.as_ref());
+            let result = handle(&deleter, &verb, &request.payload, &actor).await;
+            audit_request(&deleter, &verb, &request.payload, &actor, &result).await;
+            let reply = Reply::from_result(result);
             let body = serde_json::to_vec(&reply).expect("replies serialise");
             if let Err(err) = client.publish(reply_to, body.into()).await {
                 tracing::warn!(error = %err, "could not send an api reply");
@@ -90,8 +95,55 @@ fn decode<T: Message>(body: &[u8]) -> Result<T, ApiError> {
     wire::decode(body).map_err(invalid)
 }
 
+/// A `user-action` entry for a request that changes something (not listings, not dry runs).
+async fn audit_request(
+    deleter: &Deleter,
+    verb: &str,
+    body: &[u8],
+    actor: &Actor,
+    result: &Result<Value, ApiError>,
+) {
+    let arguments: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let changes = matches!(
+        verb,
+        "plugin.register" | "plugin.unregister" | "orphans.delete"
+    ) && arguments.get("dry_run") != Some(&Value::Bool(true));
+    if !changes {
+        return;
+    }
+    let cluster = arguments
+        .get("cluster")
+        .and_then(Value::as_str)
+        .and_then(|c| c.parse::<ClusterName>().ok());
+    let (outcome, error) = match result {
+        Ok(_) => ("done".to_string(), None),
+        Err(err) => (
+            format!("{:?}", err.code).to_lowercase(),
+            Some(err.message.clone()),
+        ),
+    };
+    let audit = deleter.audit();
+    let mut entry = audit.entry(
+        cluster.as_ref(),
+        None,
+        AuditEvent::UserAction {
+            verb: verb.to_string(),
+            arguments,
+            outcome,
+            error,
+        },
+    );
+    entry.actor = Some(actor.clone());
+    let _ = audit.record(vec![entry]).await;
+}
+
 #[tracing::instrument(skip_all, fields(verb = %verb))]
-async fn handle(deleter: &Deleter, verb: &str, body: &[u8]) -> Result<Value, ApiError> {
+async fn handle(
+    deleter: &Deleter,
+    verb: &str,
+    body: &[u8],
+    actor: &Actor,
+) -> Result<Value, ApiError> {
     match verb {
         "plugin.register" => {
             let spec: PluginSpec = decode(body)?;
@@ -127,13 +179,18 @@ async fn handle(deleter: &Deleter, verb: &str, body: &[u8]) -> Result<Value, Api
                     .collect(),
             ))
         }
-        "orphans.list" => scan(deleter, decode(body)?, false).await,
-        "orphans.delete" => scan(deleter, decode(body)?, true).await,
+        "orphans.list" => scan(deleter, decode(body)?, false, actor).await,
+        "orphans.delete" => scan(deleter, decode(body)?, true, actor).await,
         _ => Err(invalid(format!("unknown api call {verb:?}"))),
     }
 }
 
-async fn scan(deleter: &Deleter, req: OrphansRequest, delete: bool) -> Result<Value, ApiError> {
+async fn scan(
+    deleter: &Deleter,
+    req: OrphansRequest,
+    delete: bool,
+    actor: &Actor,
+) -> Result<Value, ApiError> {
     let grace = req.grace_period().map_err(invalid)?;
     let grace = chrono::Duration::from_std(grace).map_err(invalid)?;
     // Records first: an object written after this listing is younger than the grace period.
@@ -167,7 +224,8 @@ async fn scan(deleter: &Deleter, req: OrphansRequest, delete: bool) -> Result<Va
     if let Some(why) = lost {
         reply["warning"] = json!(why);
     }
-    if delete {
+    reply["dry_run"] = json!(req.dry_run);
+    if delete && !req.dry_run {
         let (keys, refused) = orphans::deletable(&scan, deleter.prefix(), &req.cluster);
         let mut deleted = Vec::new();
         let mut failed: Vec<Value> = refused
@@ -194,6 +252,40 @@ async fn scan(deleter: &Deleter, req: OrphansRequest, delete: bool) -> Result<Va
             }
         }
         tracing::info!(cluster = %req.cluster, deleted = deleted.len(), failed = failed.len(), "orphaned objects deleted");
+        let sizes: std::collections::HashMap<&str, u64> = scan
+            .orphans
+            .iter()
+            .map(|o| (o.key.as_str(), o.size.max(0) as u64))
+            .collect();
+        if !deleted.is_empty() {
+            // In slices of keys, so no entry outgrows a message.
+            let gone: Vec<AuditBackup> = deleted
+                .chunks(1000)
+                .map(|keys| AuditBackup {
+                    id: "(orphans)".into(),
+                    reasons: vec![
+                        "no catalog record owns these objects (sexton backup orphans --delete)"
+                            .into(),
+                    ],
+                    objects: keys
+                        .iter()
+                        .map(|key| AuditObject {
+                            key: key.clone(),
+                            size: sizes.get(key.as_str()).copied(),
+                        })
+                        .collect(),
+                    ..Default::default()
+                })
+                .collect();
+            let audit = deleter.audit();
+            let mut entries = audit.entries(Some(&req.cluster), None, gone, |backups| {
+                AuditEvent::ObjectsDeleted { backups }
+            });
+            for entry in &mut entries {
+                entry.actor = Some(actor.clone());
+            }
+            let _ = audit.record(entries).await;
+        }
         reply["deleted"] = json!(deleted);
         reply["failed"] = json!(failed);
     }

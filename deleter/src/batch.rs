@@ -42,6 +42,7 @@ use crate::{
     job::{self, ClusterView, Verdict},
     metrics::Metrics,
     plugins::Plugins,
+    trail::{self, BatchTrail},
     view::CatalogViews,
 };
 
@@ -58,6 +59,8 @@ pub struct Deleter {
     prefix: String,
     plugins: Plugins,
     metrics: Arc<Metrics>,
+    /// The audit trail: claims before any object goes, then objects, records and plugin calls.
+    audit: sexton_shared::audit::Audit,
 }
 
 /// A claimed backup on its way out.
@@ -112,11 +115,20 @@ impl Deleter {
                 config.deleter.plugin_timeout,
                 metrics.clone(),
             ),
+            audit: sexton_shared::audit::Audit::new(
+                topology.jetstream.clone(),
+                "deleter",
+                metrics.audit_entries.clone(),
+            ),
             topology,
             store,
             prefix: config.s3.prefix.clone(),
             metrics,
         }
+    }
+
+    pub fn audit(&self) -> &sexton_shared::audit::Audit {
+        &self.audit
     }
 
     pub fn catalog(&self) -> &Catalog {
@@ -247,32 +259,68 @@ impl Deleter {
             }
         }
 
+        // The audit says what is about to go before any of it goes; without it, nothing goes
+        // (the records stay `deleting`, and the next delivery resumes).
+        let claims: Vec<_> = works
+            .iter()
+            .filter(|w| w.active())
+            .map(|w| {
+                (
+                    w.record.cluster.clone(),
+                    trail::backup(&w.record, w.revision, &w.volumes, &[]),
+                )
+            })
+            .collect();
+        if let Err(err) = trail::claimed(&self.audit, claims).await {
+            tracing::warn!(error = %err, "claims not audited; the batch waits");
+            for work in works.iter_mut().filter(|w| w.outcome.is_none()) {
+                work.outcome = Some(Outcome::RetryAfter(Duration::from_secs(5)));
+            }
+        }
         let t_claim = started.elapsed();
+        let mut batch_trail = BatchTrail::default();
         // 3. Plugins.
-        self.run_plugins(&mut works).await;
+        self.run_plugins(&mut works, &mut batch_trail).await;
         let t_plugins = started.elapsed();
 
         // 4, 5. Data objects, then metadata objects.
         self.delete_objects(&mut works, false).await;
         self.delete_objects(&mut works, true).await;
         let t_delete = started.elapsed();
+        for work in &works {
+            let gone = trail::gone_keys(&work.keys, &work.gone);
+            if !gone.is_empty() {
+                batch_trail.objects_deleted(
+                    &work.record.cluster,
+                    trail::backup(&work.record, work.revision, &work.volumes, &gone),
+                );
+            }
+        }
 
         // 6. Records, or the failure recorded.
         let finishing: Vec<_> = works
             .into_iter()
             .map(|work| async move {
                 let slot = work.slot;
-                let outcome = self.finish(work, started, delivered[slot]).await;
-                (slot, outcome)
+                let removed = (
+                    work.record.cluster.clone(),
+                    trail::backup(&work.record, work.revision, &work.volumes, &[]),
+                );
+                let (outcome, done) = self.finish(work, started, delivered[slot]).await;
+                (slot, outcome, done.then_some(removed))
             })
             .collect();
-        let finished: Vec<(usize, Outcome)> = futures::stream::iter(finishing)
+        let finished: Vec<(usize, Outcome, Option<_>)> = futures::stream::iter(finishing)
             .buffer_unordered(WRITES_IN_FLIGHT)
             .collect()
             .await;
-        for (slot, outcome) in finished {
+        for (slot, outcome, removed) in finished {
             outcomes[slot] = Some(outcome);
+            if let Some((cluster, backup)) = removed {
+                batch_trail.record_removed(&cluster, backup);
+            }
         }
+        batch_trail.publish(&self.audit).await;
         let outcomes: Vec<Outcome> = outcomes
             .into_iter()
             .enumerate()
@@ -377,7 +425,7 @@ impl Deleter {
         }
     }
 
-    async fn run_plugins(&self, works: &mut [Work]) {
+    async fn run_plugins(&self, works: &mut [Work], batch_trail: &mut BatchTrail) {
         // Plugins are called when a backup goes, not when some of its volumes do.
         if !works
             .iter()
@@ -414,12 +462,24 @@ impl Deleter {
                 )
             })
             .collect();
-        let results: Vec<(usize, Vec<sexton_shared::records::PluginFailure>)> =
-            futures::stream::iter(calls)
-                .buffer_unordered(16)
-                .collect()
-                .await;
-        for (index, failures) in results {
+        let results: Vec<(usize, Vec<crate::plugins::PluginResult>)> = futures::stream::iter(calls)
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        for (index, results) in results {
+            let work = &works[index];
+            for result in &results {
+                batch_trail.plugin_called(
+                    &work.record.cluster,
+                    sexton_shared::audit::PluginCallEntry {
+                        backup: work.record.id.to_string(),
+                        plugin: result.plugin.clone(),
+                        outcome: result.outcome.to_string(),
+                        error: result.error.clone(),
+                    },
+                );
+            }
+            let failures: Vec<_> = results.iter().filter_map(|r| r.failure()).collect();
             if failures.is_empty() {
                 continue;
             }
@@ -556,10 +616,12 @@ impl Deleter {
         self.metrics.objects_deleted.inc_by(n_deleted);
     }
 
+    /// The end of one work: the record removed (or the failure recorded). The flag says whether
+    /// the backup (or the named volumes) is gone from the catalog.
     #[tracing::instrument(skip_all, fields(cluster = %work.record.cluster, backup = %work.record.id))]
-    async fn finish(&self, work: Work, started: Instant, delivered: i64) -> Outcome {
+    async fn finish(&self, work: Work, started: Instant, delivered: i64) -> (Outcome, bool) {
         if let Some(outcome) = work.outcome {
-            return outcome;
+            return (outcome, false);
         }
         if !work.volumes.is_empty() {
             return self.finish_volumes(work, delivered).await;
@@ -568,7 +630,7 @@ impl Deleter {
             if failure.permanent {
                 let remaining = job::remaining(&work.keys, &work.gone);
                 let reason = format!("object store refused: {failure}");
-                return match self
+                let outcome = match self
                     .fail(&work.record, work.revision, &reason, remaining, "permanent")
                     .await
                 {
@@ -579,6 +641,7 @@ impl Deleter {
                         Outcome::RetryAfter(job::retry_delay(delivered))
                     }
                 };
+                return (outcome, false);
             }
             tracing::warn!(backup = %work.record.id, error = %failure, "transient object store failure; will retry");
             // Best effort: show the error on the record while the job is retried, so that a
@@ -586,9 +649,9 @@ impl Deleter {
             let mut record = work.record.clone();
             record.last_error = Some(failure.to_string());
             let _ = self.catalog.update(&record, work.revision).await;
-            return Outcome::RetryAfter(job::retry_delay(delivered));
+            return (Outcome::RetryAfter(job::retry_delay(delivered)), false);
         }
-        match self
+        let outcome = match self
             .catalog
             .remove(&work.record.cluster, &work.record.id, work.revision)
             .await
@@ -601,8 +664,8 @@ impl Deleter {
                 self.metrics
                     .delete_duration
                     .observe(started.elapsed().as_secs_f64());
-                tracing::debug!(cluster = %work.record.cluster, backup = %work.record.id, reasons = ?work.record.delete_reasons, "backup deleted");
-                Outcome::Done
+                tracing::info!(cluster = %work.record.cluster, plan = %work.record.plan, backup = %work.record.id, objects = work.gone.len(), reasons = ?work.record.delete_reasons, policy = work.record.delete_policy.as_deref().unwrap_or("none"), "backup deleted");
+                return (Outcome::Done, true);
             }
             // Changed under us (another deleter finished it, or recorded something): the next
             // delivery finds it gone or resumes.
@@ -611,14 +674,15 @@ impl Deleter {
                 tracing::warn!(backup = %work.record.id, error = format!("{err:#}"), "cannot remove the record; will retry");
                 Outcome::RetryAfter(job::retry_delay(delivered))
             }
-        }
+        };
+        (outcome, false)
     }
 
     /// The end of a partial deletion: the named volumes leave the record (and their keys its
     /// artifacts), the claim is cleared, the record stays. A permanent object-store refusal is
     /// recorded on the backup (`last_error`, the claim kept so a redelivery resumes) and told
     /// to operators; a transient one is retried.
-    async fn finish_volumes(&self, work: Work, delivered: i64) -> Outcome {
+    async fn finish_volumes(&self, work: Work, delivered: i64) -> (Outcome, bool) {
         let mut record = work.record.clone();
         if let Some(failure) = &work.failure {
             let permanent = failure.permanent;
@@ -643,9 +707,9 @@ impl Deleter {
                     ),
                 )
                 .await;
-                return Outcome::Done;
+                return (Outcome::Done, false);
             }
-            return Outcome::RetryAfter(job::retry_delay(delivered));
+            return (Outcome::RetryAfter(job::retry_delay(delivered)), false);
         }
         let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut record.volumes)
             .into_iter()
@@ -659,16 +723,17 @@ impl Deleter {
         record.artifacts.retain(|key| !work.keys.contains(key));
         record.volume_deletion = None;
         record.delete_reasons.clear();
+        record.delete_policy = None;
         match self.catalog.update(&record, work.revision).await {
             Ok(_) => {
                 self.metrics.bytes_deleted.inc_by(bytes_gone);
-                tracing::info!(cluster = %record.cluster, backup = %record.id, volumes = ?work.volumes, remaining = record.volumes.len(), "volumes deleted; backup kept");
-                Outcome::Done
+                tracing::info!(cluster = %record.cluster, backup = %record.id, volumes = ?work.volumes, remaining = record.volumes.len(), reasons = ?work.record.delete_reasons, policy = work.record.delete_policy.as_deref().unwrap_or("none"), "volumes deleted; backup kept");
+                (Outcome::Done, true)
             }
-            Err(CasError::Conflict) => Outcome::RetryAfter(Duration::from_secs(1)),
+            Err(CasError::Conflict) => (Outcome::RetryAfter(Duration::from_secs(1)), false),
             Err(CasError::Other(err)) => {
                 tracing::warn!(backup = %record.id, error = format!("{err:#}"), "cannot update the record; will retry");
-                Outcome::RetryAfter(job::retry_delay(delivered))
+                (Outcome::RetryAfter(job::retry_delay(delivered)), false)
             }
         }
     }

@@ -17,6 +17,7 @@ pub mod job;
 pub mod metrics;
 pub mod orphans;
 pub mod plugins;
+pub mod trail;
 pub mod view;
 
 use std::{sync::Arc, time::Duration};
@@ -32,7 +33,7 @@ use sexton_shared::{
 pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let client = sexton_shared::nats::connect(&config.nats, "sexton-deleter").await?;
     let jetstream = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&jetstream, config.nats.replicas)
+    let topology = topology::ensure_for(&jetstream, &config)
         .await
         .context("creating the nats topology")?;
     let store = ObjectStore::connect(&config.s3).await?;

@@ -15,6 +15,8 @@ pub struct Metrics {
     pub bytes_deleted: IntCounter,
     pub plugin_calls: IntCounterVec,
     pub batch_jobs: Histogram,
+    /// Audit entries published (`stored`, `failed`).
+    pub audit_entries: IntCounterVec,
 }
 
 impl Metrics {
@@ -81,6 +83,7 @@ impl Metrics {
         for kind in ["permanent", "max-deliveries"] {
             delete_failures.with_label_values(&[kind]);
         }
+        let audit_entries = sexton_shared::audit::Audit::counter();
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(jobs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(objects_deleted.clone()),
@@ -90,6 +93,7 @@ impl Metrics {
             Box::new(bytes_deleted.clone()),
             Box::new(plugin_calls.clone()),
             Box::new(batch_jobs.clone()),
+            Box::new(audit_entries.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -105,6 +109,7 @@ impl Metrics {
             bytes_deleted,
             plugin_calls,
             batch_jobs,
+            audit_entries,
         }
     }
 }

@@ -36,6 +36,10 @@ pub struct OrphansRequest {
     /// `90s`, `15m`, `24h`, `7d`; at least one second.
     #[serde(default)]
     pub grace: Option<String>,
+    /// With `orphans.delete`: say what would be deleted (with the same refusals); delete
+    /// nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 impl Message for OrphansRequest {

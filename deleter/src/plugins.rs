@@ -188,6 +188,25 @@ pub fn applicable<'a>(
     out
 }
 
+/// How one plugin call ended: `ok`, `error` or `timeout`, with the error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginResult {
+    pub plugin: String,
+    pub outcome: &'static str,
+    pub error: Option<String>,
+}
+
+impl PluginResult {
+    /// The failure to record on the backup, if the call failed.
+    pub fn failure(&self) -> Option<PluginFailure> {
+        self.error.as_ref().map(|error| PluginFailure {
+            plugin: self.plugin.clone(),
+            error: error.clone(),
+            at: Utc::now(),
+        })
+    }
+}
+
 #[derive(Clone)]
 pub struct Plugins {
     store: kv::Store,
@@ -237,14 +256,14 @@ impl Plugins {
         Ok(out)
     }
 
-    /// Calls every plugin that applies to `record`, one after the other, and returns the
-    /// failures. Never fails itself.
+    /// Calls every plugin that applies to `record`, one after the other, and returns how each
+    /// call ended. Never fails itself.
     pub async fn call_all(
         &self,
         registrations: &[Registration],
         record: &BackupRecord,
-    ) -> Vec<PluginFailure> {
-        let mut failures = Vec::new();
+    ) -> Vec<PluginResult> {
+        let mut results = Vec::new();
         for registration in applicable(registrations, &record.labels) {
             let (outcome, error) = match registration {
                 Registration::Unreadable { error, .. } => ("error", Some(error.clone())),
@@ -254,15 +273,13 @@ impl Plugins {
                 .plugin_calls
                 .with_label_values(&[outcome])
                 .inc();
-            if let Some(error) = error {
-                failures.push(PluginFailure {
-                    plugin: registration.name().to_string(),
-                    error,
-                    at: Utc::now(),
-                });
-            }
+            results.push(PluginResult {
+                plugin: registration.name().to_string(),
+                outcome,
+                error,
+            });
         }
-        failures
+        results
     }
 
     /// One request/reply: the metric outcome and the error, if any.

@@ -108,7 +108,13 @@ pub fn decide(groups: &[GroupPlan]) -> Result<ClusterBinlog, binlog::NoCollectio
     cluster_binlog(groups.iter().map(|group| {
         (
             group.plan.as_str(),
-            group.decision.as_ref().map(|plan| &plan.binlog),
+            // A held run deletes nothing, so its plan's horizon (past the backups it would
+            // delete) is not the cluster's: no horizon, no collection.
+            group
+                .decision
+                .as_ref()
+                .filter(|_| !group.breaker.as_ref().is_some_and(|b| b.held))
+                .map(|plan| &plan.binlog),
         )
     }))
 }

@@ -9,6 +9,7 @@
 
 pub mod binlog;
 pub mod metrics;
+pub mod safety;
 pub mod scrub;
 pub mod worker;
 
@@ -36,7 +37,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let mut shutdown = tasks.shutdown();
     let client = sexton_shared::nats::connect(&config.nats, "sexton-retention-worker").await?;
     let jetstream = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&jetstream, config.nats.replicas)
+    let topology = topology::ensure_for(&jetstream, &config)
         .await
         .context("creating the nats topology")?;
     let metrics = Arc::new(metrics::Metrics::new());
@@ -59,6 +60,8 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .clone()
         .serve_scrubs(client.clone(), shutdown.clone());
     tasks.spawn("scrubs", scrubs);
+    let approvals = safety::serve_approvals(worker.clone(), client.clone(), shutdown.clone());
+    tasks.spawn("approvals", approvals);
     let status = binlog::serve_status(worker.clone(), client.clone(), shutdown.clone());
     tasks.spawn("binlog status", status);
 

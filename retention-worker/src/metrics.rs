@@ -22,6 +22,12 @@ pub struct Metrics {
     /// When this replica last scrubbed a cluster: the freshest replica's `missing` counts.
     pub last_scrub: IntGaugeVec,
     pub scrubs: IntCounterVec,
+    /// Runs the circuit breaker held, by what tripped it (`fraction`, `count`, `stale`).
+    pub breaker_trips: IntCounterVec,
+    /// 1 while a group's retention is held for a person's approval.
+    pub breaker_held: IntGaugeVec,
+    /// Audit entries published (`stored`, `failed`).
+    pub audit_entries: IntCounterVec,
 }
 
 impl Metrics {
@@ -122,6 +128,23 @@ impl Metrics {
             &["outcome"],
         )
         .expect("valid metric");
+        let breaker_trips = IntCounterVec::new(
+            Opts::new(
+                "sexton_retention_breaker_trips_total",
+                "retention runs the circuit breaker held, by trigger (fraction, count, stale)",
+            ),
+            &["trigger"],
+        )
+        .expect("valid metric");
+        let breaker_held = IntGaugeVec::new(
+            Opts::new(
+                "sexton_retention_breaker_held",
+                "1 while the group's last retention run was held for approval, else 0",
+            ),
+            &["cluster", "plan"],
+        )
+        .expect("valid metric");
+        let audit_entries = sexton_shared::audit::Audit::counter();
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(run_duration.clone()),
@@ -135,6 +158,9 @@ impl Metrics {
             Box::new(missing.clone()),
             Box::new(last_scrub.clone()),
             Box::new(scrubs.clone()),
+            Box::new(breaker_trips.clone()),
+            Box::new(breaker_held.clone()),
+            Box::new(audit_entries.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -154,6 +180,9 @@ impl Metrics {
             missing,
             last_scrub,
             scrubs,
+            breaker_trips,
+            breaker_held,
+            audit_entries,
         }
     }
 }

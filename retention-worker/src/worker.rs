@@ -28,6 +28,7 @@ use sexton_shared::{
 
 use crate::binlog::{self, BinlogInput, IndexState};
 use crate::metrics::Metrics;
+use crate::safety::{self, BreakerState, Envelope};
 use crate::scrub::{self, ScrubReport};
 
 #[derive(Clone)]
@@ -46,6 +47,8 @@ pub struct Worker {
     /// one decided over a catalog that changed under it (a deleter took a mark off, a merge
     /// was recorded): it asks for another run of the cluster ([`Worker::rerun`]).
     conflicts: Arc<std::sync::atomic::AtomicU64>,
+    /// The circuit breaker, its approvals and the audit trail (docs/safety.md).
+    envelope: Arc<Envelope>,
 }
 
 /// How much earlier than a run's start an event must have been published to count as covered
@@ -70,6 +73,13 @@ pub struct GroupPlan {
     pub hold_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<sexton_retention::Plan>,
+    /// The hash of the group's policy, as audit entries name it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_hash: Option<String>,
+    /// The circuit breaker tripped on the decision: held (nothing is marked) unless a
+    /// person's approval covers it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerState>,
     #[serde(skip)]
     pub records: Vec<Versioned<BackupRecord>>,
     #[serde(skip)]
@@ -118,6 +128,12 @@ impl Worker {
         metrics: Arc<Metrics>,
         store: ObjectStore,
     ) -> Worker {
+        let envelope = Arc::new(Envelope::new(
+            topology.jetstream.clone(),
+            topology.breaker.clone(),
+            config.breaker.clone(),
+            metrics.clone(),
+        ));
         Worker {
             catalog: Catalog::new(topology.catalog.clone()),
             topology,
@@ -126,6 +142,7 @@ impl Worker {
             prefix: config.s3.prefix,
             last_runs: Arc::default(),
             conflicts: Arc::default(),
+            envelope,
         }
     }
 
@@ -407,6 +424,8 @@ impl Worker {
                 plan: plan.clone(),
                 hold_reason: None,
                 decision: None,
+                policy_hash: None,
+                breaker: None,
                 records,
                 policy: None,
             };
@@ -414,12 +433,20 @@ impl Worker {
                 Err(reason) => group.hold_reason = Some(reason),
                 Ok(policy) => {
                     group.policy = Some(policy.clone());
+                    group.policy_hash = Some(safety::hash_of(Some(policy)));
                     let input = sexton_retention::Catalog {
                         backups: group.records.iter().map(|r| r.value.to_engine()).collect(),
                         binlog_segments: binlog.segments(),
                     };
                     match sexton_retention::plan(&input, policy, now) {
-                        Ok(decision) => group.decision = Some(decision),
+                        Ok(decision) => {
+                            let limits = self.envelope.limits(&state.schedules, &plan, now);
+                            group.breaker = self
+                                .envelope
+                                .judge(cluster, &plan, &limits, &input, &decision, now)
+                                .await;
+                            group.decision = Some(decision);
+                        }
                         Err(err) => {
                             group.hold_reason = Some(format!(
                                 "retention refused to plan: {err}; keeping everything"
@@ -449,6 +476,29 @@ impl Worker {
                 self.expire_user_requests(group, &[], &[], now).await?;
                 continue;
             };
+            let policy_hash = group.policy_hash.clone().unwrap_or_default();
+            match &group.breaker {
+                // Held: nothing of the plan is marked; users' own requests still go.
+                Some(breaker) if breaker.held => {
+                    self.envelope
+                        .hold(cluster, &group.plan, breaker, &policy_hash)
+                        .await;
+                    let marked = self.expire_user_requests(group, &[], &[], now).await?;
+                    self.envelope
+                        .record_marks(cluster, &group.plan, &policy_hash, marked)
+                        .await;
+                    continue;
+                }
+                Some(breaker) => self.envelope.release(cluster, &group.plan, breaker).await?,
+                None => self.envelope.passed(cluster, &group.plan),
+            }
+            // The decision is in the audit before anything of it is marked.
+            if !decision.delete.is_empty() || !decision.partial.is_empty() {
+                self.envelope
+                    .record_decision(cluster, &group.plan, &policy_hash, decision)
+                    .await?;
+            }
+            let mut marked = Vec::new();
             for keep in &decision.keep {
                 self.metrics
                     .decisions
@@ -470,11 +520,17 @@ impl Worker {
                 if record.value.delete_request.is_some() {
                     continue;
                 }
-                if self.expire(record, &delete.reasons).await? {
+                if self.expire(record, &delete.reasons, &policy_hash).await? {
                     self.metrics
                         .decisions
                         .with_label_values(&["delete", rule_label(&delete.reasons)])
                         .inc();
+                    marked.push(safety::marked(
+                        &record.value,
+                        &delete.reasons,
+                        &[],
+                        &policy_hash,
+                    ));
                     deleting.push(DecisionSummary {
                         id: delete.id.clone(),
                         reasons: delete.reasons.clone(),
@@ -499,13 +555,19 @@ impl Worker {
                     .map(|v| v.name.clone())
                     .collect();
                 if self
-                    .expire_volumes(record, &volumes, &partial.reasons)
+                    .expire_volumes(record, &volumes, &partial.reasons, &policy_hash)
                     .await?
                 {
                     self.metrics
                         .decisions
                         .with_label_values(&["partial", rule_label(&partial.reasons)])
                         .inc();
+                    marked.push(safety::marked(
+                        &record.value,
+                        &partial.reasons,
+                        &volumes,
+                        &policy_hash,
+                    ));
                     trimming.push(PartialSummary {
                         id: partial.id.clone(),
                         reasons: partial.reasons.clone(),
@@ -524,8 +586,13 @@ impl Worker {
             // Users' requests are judged after the plan's own deletions: a requested backup
             // that only a backup this run expired still needed (a deleted middle backup whose
             // dependents the plan just let go) goes now, not at the next run.
-            self.expire_user_requests(group, &deleting, &trimming, now)
-                .await?;
+            marked.extend(
+                self.expire_user_requests(group, &deleting, &trimming, now)
+                    .await?,
+            );
+            self.envelope
+                .record_marks(cluster, &group.plan, &policy_hash, marked)
+                .await;
             if !deleting.is_empty() || !trimming.is_empty() {
                 tracing::info!(
                     %cluster,
@@ -697,6 +764,7 @@ impl Worker {
         &self,
         record: &Versioned<BackupRecord>,
         reasons: &[String],
+        policy_hash: &str,
     ) -> anyhow::Result<bool> {
         // A user who asks again after a deletion failed retries it.
         let markable = match record.value.status {
@@ -717,8 +785,12 @@ impl Worker {
                     _ => BackupStatus::Completed,
                 });
                 marked.delete_reasons = reasons.to_vec();
+                marked.delete_policy = Some(policy_hash.to_string());
                 match self.catalog.update(&marked, record.revision).await {
-                    Ok(revision) => revision,
+                    Ok(revision) => {
+                        tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, reasons = ?reasons, policy = policy_hash, "backup marked expiring");
+                        revision
+                    }
                     // Changed since we read it: the next run decides again with the new state.
                     Err(CasError::Conflict) => return Ok(self.conflict()),
                     Err(CasError::Other(err)) => return Err(err),
@@ -794,6 +866,7 @@ impl Worker {
         record: &Versioned<BackupRecord>,
         volumes: &[String],
         reasons: &[String],
+        policy_hash: &str,
     ) -> anyhow::Result<bool> {
         let current = &record.value;
         if volumes.is_empty()
@@ -820,8 +893,12 @@ impl Worker {
                 }
             }
             marked.delete_reasons = reasons.to_vec();
+            marked.delete_policy = Some(policy_hash.to_string());
             match self.catalog.update(&marked, record.revision).await {
-                Ok(revision) => revision,
+                Ok(revision) => {
+                    tracing::info!(cluster = %current.cluster, plan = %current.plan, backup = %current.id, volumes = ?volumes, reasons = ?reasons, policy = policy_hash, "volumes marked expiring");
+                    revision
+                }
                 Err(CasError::Conflict) => return Ok(self.conflict()),
                 Err(CasError::Other(err)) => return Err(err),
             }
@@ -945,7 +1022,9 @@ impl Worker {
         expired: &[DecisionSummary],
         trimmed: &[PartialSummary],
         now: DateTime<Utc>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Vec<sexton_shared::audit::AuditBackup>> {
+        let mut marked = Vec::new();
+        let policy_hash = safety::hash_of(group.policy.as_ref());
         let candidates: Vec<&Versioned<BackupRecord>> = group
             .records
             .iter()
@@ -963,7 +1042,7 @@ impl Worker {
             })
             .collect();
         if candidates.is_empty() {
-            return Ok(());
+            return Ok(marked);
         }
         // The group as this run left it: one pass, the run's marks looked up by id.
         let expired: std::collections::HashSet<&str> =
@@ -1009,11 +1088,13 @@ impl Worker {
                     } else {
                         "delete requested by a user"
                     };
-                    if self.expire(record, &[reason.to_string()]).await? {
+                    let reasons = [reason.to_string()];
+                    if self.expire(record, &reasons, &policy_hash).await? {
                         self.metrics
                             .decisions
                             .with_label_values(&["delete", "user"])
                             .inc();
+                        marked.push(safety::marked(&record.value, &reasons, &[], &policy_hash));
                     }
                 }
                 Err(why) => {
@@ -1021,7 +1102,49 @@ impl Worker {
                 }
             }
         }
-        Ok(())
+        Ok(marked)
+    }
+
+    /// `retention.approve`: plans the group now and, if the breaker holds it, stores a
+    /// person's approval of exactly what it would delete and asks for a run at once.
+    pub async fn approve(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        actor: sexton_shared::audit::Actor,
+    ) -> Result<serde_json::Value, ApiError> {
+        let now = Utc::now();
+        let unavailable =
+            |err: anyhow::Error| ApiError::new(ErrorCode::Unavailable, format!("{err:#}"));
+        let groups = self
+            .plan_cluster(cluster, Some(plan), now)
+            .await
+            .map_err(unavailable)?;
+        let Some(group) = groups.into_iter().next() else {
+            return Err(safety::nothing_held(
+                cluster,
+                plan,
+                "the group has no backups",
+            ));
+        };
+        let Some(state) = group.breaker.as_ref() else {
+            return Err(safety::nothing_held(
+                cluster,
+                plan,
+                group
+                    .hold_reason
+                    .as_deref()
+                    .unwrap_or("the breaker does not trip on its plan now"),
+            ));
+        };
+        let record = self
+            .envelope
+            .approve(cluster, plan, state, actor, now)
+            .await
+            .map_err(unavailable)?;
+        self.rerun(cluster, now).await.map_err(unavailable)?;
+        serde_json::to_value(&record)
+            .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
     }
 
     /// Answers `retention.preview` requests until shutdown.

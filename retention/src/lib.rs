@@ -17,6 +17,10 @@
 //! and a plan may delete only some volumes of a backup ([`Verdict::Partial`]). What to take
 //! next, full or incremental, per volume, is [`cadence`]'s pure answer for the scheduler.
 //!
+//! [`breaker::judge`] looks at a plan's shape before it is carried out (an unusual share or
+//! number of deletions, or deletions while the group has no fresh backup) and says whether a
+//! person must approve it first.
+//!
 //! [`compare_policies`] runs the engine under two policies and says what changing from one to
 //! the other would delete: the view `sexton retention simulate --against` shows and a guard
 //! against narrowing a policy can call.
@@ -28,6 +32,7 @@
 //! allocating a string per backup; [`plan`] renders them into the owned [`Plan`].
 
 mod binlog;
+pub mod breaker;
 pub mod cadence;
 mod calendar;
 mod catalog;

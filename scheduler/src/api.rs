@@ -34,6 +34,8 @@ mod backup_verify;
 mod catalog_import;
 mod cluster_forget;
 mod schedule_delete;
+mod schedule_guard;
+mod trail;
 
 /// What the API reads and writes besides NATS: the bucket (read only) and the restore tests.
 pub struct Edges {
@@ -103,6 +105,11 @@ pub async fn run(
     ready.store(true, std::sync::atomic::Ordering::Release);
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
+        audit: sexton_shared::audit::Audit::new(
+            topology.jetstream.clone(),
+            "scheduler",
+            metrics.audit_entries.clone(),
+        ),
         topology,
         clusters_bucket,
         store,
@@ -127,7 +134,16 @@ pub async fn run(
             .unwrap_or_default()
             .trim_start_matches(".api.")
             .to_string();
-        let reply = Reply::from_result(api.handle(&verb, &request.payload).await);
+        let actor = sexton_shared::audit::Actor::from_headers(request.headers.as_ref());
+        let result = api.handle(&verb, &request.payload, &actor).await;
+        api.audit_request(
+            &verb,
+            trail::arguments_of(&request.payload),
+            &actor,
+            &result,
+        )
+        .await;
+        let reply = Reply::from_result(result);
         let body = serde_json::to_vec(&reply).expect("replies serialise");
         if let Err(err) = client.publish(reply_to, body.into()).await {
             tracing::warn!(error = %err, "could not send an api reply");
@@ -145,6 +161,8 @@ struct Api {
     config: Config,
     catalog: Catalog,
     metrics: std::sync::Arc<crate::metrics::Metrics>,
+    /// The audit trail: requests, schedule changes, records removed (docs/safety.md).
+    audit: sexton_shared::audit::Audit,
 }
 
 fn invalid(err: impl std::fmt::Display) -> ApiError {
@@ -194,16 +212,21 @@ fn decode<T: Message>(body: &[u8]) -> Result<T, ApiError> {
 
 impl Api {
     #[tracing::instrument(skip_all, fields(verb = %verb))]
-    async fn handle(&self, verb: &str, body: &[u8]) -> Result<Value, ApiError> {
+    async fn handle(
+        &self,
+        verb: &str,
+        body: &[u8],
+        actor: &sexton_shared::audit::Actor,
+    ) -> Result<Value, ApiError> {
         match verb {
-            "schedule.create" => self.create(decode(body)?).await,
+            "schedule.create" => self.create(decode(body)?, actor).await,
             "schedule.get" => self.get(decode(body)?).await,
             "schedule.describe" => self.describe(decode(body)?).await,
             "schedule.list" => self.list(decode(body)?).await,
-            "schedule.delete" => self.delete(decode(body)?).await,
+            "schedule.delete" => self.delete(decode(body)?, actor).await,
             "schedule.pause" => {
                 let req: ByName = decode(body)?;
-                self.change(&req.name, |record, _| {
+                self.change(&req.name, actor, |record, _| {
                     record.paused = true;
                     record.status.phase = SchedulePhase::Paused;
                 })
@@ -211,7 +234,7 @@ impl Api {
             }
             "schedule.unpause" => {
                 let req: Unpause = decode(body)?;
-                self.change(&req.name, move |record, _now| {
+                self.change(&req.name, actor, move |record, _now| {
                     if !record.paused {
                         return;
                     }
@@ -228,31 +251,11 @@ impl Api {
                 })
                 .await
             }
-            "schedule.update" => {
-                let req: ScheduleUpdate = decode(body)?;
-                // The timing is checked as it will be, with the schedule's name (random
-                // descriptors and jitter are drawn from it) and its stored settings.
-                let (current, _) = self.read(req.name.as_str()).await?;
-                let mut preview = current.clone();
-                apply_update(&mut preview, &req);
-                let timing_changed = preview.cron != current.cron
-                    || preview.jitter != current.jitter
-                    || preview.exclude != current.exclude;
-                let warnings = if timing_changed {
-                    check_timing(&timers::timing_spec(&preview), Utc::now())?
-                } else {
-                    Vec::new()
-                };
-                let mut reply = self
-                    .change(&req.name, |record, _now| apply_update(record, &req))
-                    .await?;
-                reply["warnings"] = json!(warnings);
-                Ok(reply)
-            }
-            "schedule.backfill" => self.backfill(decode(body)?).await,
+            "schedule.update" => self.update(decode(body)?, actor).await,
+            "schedule.backfill" => self.backfill(decode(body)?, actor).await,
             "backup.create" => self.trigger(decode(body)?).await,
             "backup.list" => self.list_backups(decode(body)?).await,
-            "backup.delete" => self.delete_backup(decode(body)?).await,
+            "backup.delete" => self.delete_backup(decode(body)?, actor).await,
             "backup.describe" => self.describe_backup(decode(body)?).await,
             "backup.taken" => {
                 let request: BackupRef = decode(body)?;
@@ -268,7 +271,7 @@ impl Api {
             "backup.hold" => self.hold_backup(decode(body)?).await,
             "backup.verify" => self.verify_backup(decode(body)?).await,
             "backup.release" => self.release_backup(decode(body)?).await,
-            "cluster.forget" => self.forget_cluster(decode(body)?).await,
+            "cluster.forget" => self.forget_cluster(decode(body)?, actor).await,
             "catalog.import" => self.import_catalog(decode(body)?).await,
             _ => Err(ApiError::new(
                 ErrorCode::Invalid,
@@ -277,7 +280,11 @@ impl Api {
         }
     }
 
-    async fn create(&self, spec: ScheduleSpec) -> Result<Value, ApiError> {
+    async fn create(
+        &self,
+        spec: ScheduleSpec,
+        actor: &sexton_shared::audit::Actor,
+    ) -> Result<Value, ApiError> {
         let now = Utc::now();
         let warnings = check_timing(
             &TimingSpec {
@@ -290,6 +297,7 @@ impl Api {
             now,
         )?;
         let starting_deadline_seconds = spec.deadline_seconds();
+        let (confirm, dry_run) = (spec.confirm, spec.dry_run);
         let mut record = ScheduleRecord {
             schema_version: RECORD_SCHEMA_VERSION,
             name: spec.name,
@@ -312,6 +320,7 @@ impl Api {
             volumes: spec.volumes,
             backup_owner: spec.backup_owner,
             verify: spec.verify,
+            breaker: spec.breaker,
             created_at: now,
             status: ScheduleStatus::default(),
         };
@@ -323,6 +332,22 @@ impl Api {
         // Creation is an activation: skip-immediately is resolved at the first evaluation.
         record.status.activation_pending = true;
         record.status.next_run_time = self.explain(&record, now).next_run_time;
+        // What the new policy does to the group's backups now: a first policy over backups
+        // kept so far, or one beside another schedule's, may delete at once.
+        let effect = self.policy_effect(&record).await?;
+        if effect.deletes() && !confirm && !dry_run {
+            return Err(ApiError::unconfirmed(
+                effect.refusal(&format!("creating schedule {}", record.name)),
+                json!(effect),
+            ));
+        }
+        if dry_run {
+            let mut reply = describe(&record, 0, self.config.scheduler.skip_immediately_default);
+            reply["dry_run"] = json!(true);
+            reply["policy_change"] = json!(effect);
+            reply["warnings"] = json!(warnings);
+            return Ok(reply);
+        }
         let body = serde_json::to_vec(&record).map_err(invalid)?;
         self.register_cluster(&record.cluster, now).await?;
         match self
@@ -332,12 +357,14 @@ impl Api {
             .await
         {
             Ok(revision) => {
+                self.audit_schedule(None, Some(&record), actor).await;
                 let mut reply = describe(
                     &record,
                     revision,
                     self.config.scheduler.skip_immediately_default,
                 );
                 reply["warnings"] = json!(warnings);
+                reply["policy_change"] = json!(effect);
                 Ok(reply)
             }
             Err(err) if err.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
@@ -464,10 +491,12 @@ impl Api {
     async fn change(
         &self,
         name: &sexton_shared::names::ScheduleName,
+        actor: &sexton_shared::audit::Actor,
         mutate: impl Fn(&mut ScheduleRecord, chrono::DateTime<Utc>),
     ) -> Result<Value, ApiError> {
         for _ in 0..5 {
             let (mut record, revision) = self.read(name.as_str()).await?;
+            let before = record.clone();
             let now = Utc::now();
             mutate(&mut record, now);
             record.status.next_run_time = self.explain(&record, now).next_run_time;
@@ -479,11 +508,13 @@ impl Api {
                 .await
             {
                 Ok(revision) => {
+                    self.audit_schedule(Some(&before), Some(&record), actor)
+                        .await;
                     return Ok(describe(
                         &record,
                         revision,
                         self.config.scheduler.skip_immediately_default,
-                    ))
+                    ));
                 }
                 Err(err)
                     if err.kind()
@@ -602,8 +633,9 @@ fn check_timing(
         })
 }
 
-/// `schedule.update`'s changes to a record: every field the request gives.
-fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) {
+/// `schedule.update`'s changes to a record: every field the request gives. Fails only when a
+/// policy patch makes an invalid policy.
+fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) -> Result<(), String> {
     if let Some(cron) = &req.cron {
         record.cron = cron.clone();
         // A valid spec clears the marks of a spec that stopped parsing.
@@ -618,6 +650,12 @@ fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) {
     }
     if let Some(policy) = &req.policy {
         record.policy = policy.clone();
+    }
+    if let Some(patch) = &req.policy_patch {
+        record.policy = sexton_shared::guard::merge_policy(&record.policy, patch)?;
+    }
+    if let Some(breaker) = &req.breaker {
+        record.breaker = breaker.clone();
     }
     if let Some(labels) = &req.labels {
         record.labels = labels.clone();
@@ -661,6 +699,7 @@ fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) {
     if let Some(owner) = req.backup_owner {
         record.backup_owner = owner;
     }
+    Ok(())
 }
 
 impl Api {
@@ -669,7 +708,11 @@ impl Api {
     /// as a cursor that the timer queues of all replicas advance, one tick at a time. Runs
     /// whether the schedule is paused or not (a backfill is an explicit request); one at a
     /// time per schedule.
-    async fn backfill(&self, req: ScheduleBackfill) -> Result<Value, ApiError> {
+    async fn backfill(
+        &self,
+        req: ScheduleBackfill,
+        actor: &sexton_shared::audit::Actor,
+    ) -> Result<Value, ApiError> {
         let now = Utc::now();
         if req.to > now {
             return Err(invalid(format!(
@@ -736,7 +779,7 @@ impl Api {
         let n_ticks = backfill.ticks.len();
         let started = std::sync::Mutex::new(false);
         let mut reply = self
-            .change(&req.name, |record, _now| {
+            .change(&req.name, actor, |record, _now| {
                 // Another backfill may have started since the read: it stays.
                 if record
                     .status

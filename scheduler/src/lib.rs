@@ -35,7 +35,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let shutdown = tasks.shutdown();
     let client = sexton_shared::nats::connect(&config.nats, "sexton-scheduler").await?;
     let jetstream = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&jetstream, config.nats.replicas)
+    let topology = topology::ensure_for(&jetstream, &config)
         .await
         .context("creating the nats topology")?;
     let clusters_bucket = topology::clusters_bucket(&jetstream, config.nats.replicas)

@@ -29,6 +29,8 @@ pub struct Metrics {
     /// Schedules the scheduler paused after `pause_after_failures` consecutive failed backups,
     /// per cluster, as this replica's timer queue sees them (every replica sees them all).
     pub schedules_paused_after_failures: prometheus::IntGaugeVec,
+    /// Audit entries published (`stored`, `failed`).
+    pub audit_entries: IntCounterVec,
 }
 
 impl Metrics {
@@ -124,6 +126,7 @@ impl Metrics {
             &["cluster"],
         )
         .expect("valid metric");
+        let audit_entries = sexton_shared::audit::Audit::counter();
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(due_published.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(due_duplicates.clone()),
@@ -138,6 +141,7 @@ impl Metrics {
             Box::new(verify_requests.clone()),
             Box::new(backfill_ticks.clone()),
             Box::new(schedules_paused_after_failures.clone()),
+            Box::new(audit_entries.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -158,6 +162,7 @@ impl Metrics {
             verify_requests,
             backfill_ticks,
             schedules_paused_after_failures,
+            audit_entries,
         }
     }
 }

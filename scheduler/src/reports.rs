@@ -446,6 +446,7 @@ async fn record_report(
                     delete_requested: false,
                     expiring_revision: None,
                     delete_reasons: Vec::new(),
+                    delete_policy: None,
                     last_error: report.error.clone(),
                     expired_from: None,
                     delete_request: None,

@@ -36,6 +36,10 @@ pub enum ErrorCode {
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    /// What a client may show beside the message: for a refusal that needs confirmation
+    /// (`confirmation_required: true`), the preview of what the request would do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -43,7 +47,28 @@ impl ApiError {
         ApiError {
             code,
             message: message.into(),
+            details: None,
         }
+    }
+
+    /// A refusal of a request that would delete backups unless confirmed, with the preview.
+    pub fn unconfirmed(message: impl Into<String>, preview: serde_json::Value) -> ApiError {
+        let mut details = serde_json::json!({"confirmation_required": true});
+        details["preview"] = preview;
+        ApiError {
+            code: ErrorCode::Invalid,
+            message: message.into(),
+            details: Some(details),
+        }
+    }
+
+    /// Whether the request would go ahead with `confirm: true`.
+    pub fn needs_confirmation(&self) -> bool {
+        self.details
+            .as_ref()
+            .and_then(|d| d.get("confirmation_required"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
     }
 }
 
@@ -141,6 +166,16 @@ pub struct ScheduleSpec {
     /// Free-form notes for executors, carried on every due-backup.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
+    /// The circuit breaker's settings for the schedule's group (docs/safety.md).
+    #[serde(default)]
+    pub breaker: Option<crate::breaker::BreakerSpec>,
+    /// Create it even though its policy deletes backups of the group at once (the reply of a
+    /// request without it says which, and nothing is created).
+    #[serde(default)]
+    pub confirm: bool,
+    /// Say what creating it would do (the policy's effect on the group now); create nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 impl ScheduleSpec {
@@ -254,6 +289,25 @@ pub struct ScheduleUpdate {
         skip_serializing_if = "Option::is_none"
     )]
     pub verify: Option<Option<crate::records::VerifySpec>>,
+    /// Policy keys to change, merged into the stored policy (`null` removes a key): what
+    /// `sexton schedule update --keep-last 5` sends, so the other rules stay. `policy`
+    /// replaces the whole policy instead; giving both is refused.
+    #[serde(default)]
+    pub policy_patch: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Absent: unchanged; `null`: the server's defaults; an object: the new settings.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub breaker: Option<Option<crate::breaker::BreakerSpec>>,
+    /// Apply a policy change even though it deletes backups at once (the reply of a request
+    /// without it says which, and nothing changes).
+    #[serde(default)]
+    pub confirm: bool,
+    /// Say what the change would do (the policy's diff and what it deletes now); change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 /// `schedule.backfill` (`sexton schedule backfill NAME --from T --to T [--overlap skip|allow]`):
@@ -354,6 +408,11 @@ impl Message for ScheduleUpdate {
         }
         validate_deadline(self.starting_deadline.flatten().map(Span::seconds))?;
         validate_deadline(self.starting_deadline_seconds)?;
+        if self.policy.is_some() && self.policy_patch.is_some() {
+            return Err(
+                "give policy (a replacement) or policy_patch (keys to change), not both".into(),
+            );
+        }
         validate_pause_after_failures(self.pause_after_failures.flatten())
     }
 }
@@ -638,6 +697,9 @@ pub struct BackupDelete {
     /// Delete even the newest full backup, or one a kept backup depends on, now.
     #[serde(default)]
     pub force: bool,
+    /// Say what deleting would do; change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
 }
 
 impl Message for BackupDelete {

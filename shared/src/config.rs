@@ -33,6 +33,8 @@ pub struct Config {
     pub log: LogConfig,
     pub scheduler: SchedulerConfig,
     pub deleter: DeleterConfig,
+    pub audit: AuditConfig,
+    pub breaker: BreakerConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -118,6 +120,55 @@ pub struct DeleterConfig {
     /// another replica, after a crash). A running batch keeps its jobs with progress acks.
     #[serde(with = "duration_text")]
     pub ack_wait: Duration,
+}
+
+/// The audit stream (`SEXTON_AUDIT`, docs/safety.md).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// How long the stream keeps an entry. Applied when the stream is created; an existing
+    /// stream keeps its own (changing it is an administrator's `nats stream edit`, since no
+    /// Sexton user may update the stream).
+    #[serde(with = "duration_text")]
+    pub retention: Duration,
+}
+
+/// The server-wide defaults of the retention circuit breaker (docs/safety.md); a schedule's
+/// `breaker` block overrides them for its group.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerConfig {
+    /// `false` turns the breaker off wherever a schedule does not turn it on.
+    pub enabled: bool,
+    /// A run that deletes more than this share of a group's completed backups is held.
+    pub max_delete_fraction: f64,
+    /// The share is judged only in groups holding at least this many completed backups.
+    pub min_backups: usize,
+    /// A run that deletes more than this many backups of one group is held.
+    pub max_delete_count: u32,
+    /// A run that deletes while the group's newest completed backup is older than this many
+    /// intervals of its schedule is held; `0` turns the check off.
+    pub stale_after_intervals: u32,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        AuditConfig {
+            retention: Duration::from_secs(365 * 86_400),
+        }
+    }
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            enabled: true,
+            max_delete_fraction: 0.5,
+            min_backups: 10,
+            max_delete_count: 1000,
+            stale_after_intervals: 3,
+        }
+    }
 }
 
 impl Default for NatsConfig {
@@ -227,6 +278,21 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("SEXTON_DELETER_BATCH_JOBS", "deleter.batch_jobs"),
     ("SEXTON_DELETER_PLUGIN_TIMEOUT", "deleter.plugin_timeout"),
     ("SEXTON_DELETER_ACK_WAIT", "deleter.ack_wait"),
+    ("SEXTON_AUDIT_RETENTION", "audit.retention"),
+    ("SEXTON_BREAKER_ENABLED", "breaker.enabled"),
+    (
+        "SEXTON_BREAKER_MAX_DELETE_FRACTION",
+        "breaker.max_delete_fraction",
+    ),
+    ("SEXTON_BREAKER_MIN_BACKUPS", "breaker.min_backups"),
+    (
+        "SEXTON_BREAKER_MAX_DELETE_COUNT",
+        "breaker.max_delete_count",
+    ),
+    (
+        "SEXTON_BREAKER_STALE_AFTER_INTERVALS",
+        "breaker.stale_after_intervals",
+    ),
 ];
 
 impl Config {
@@ -348,6 +414,27 @@ impl Config {
             "deleter.ack_wait" => {
                 self.deleter.ack_wait = duration_text::parse(value).map_err(|why| bad(&why))?
             }
+            "audit.retention" => {
+                self.audit.retention = duration_text::parse(value).map_err(|why| bad(&why))?
+            }
+            "breaker.enabled" => self.breaker.enabled = parse_bool(value)?,
+            "breaker.max_delete_fraction" => {
+                self.breaker.max_delete_fraction = value
+                    .parse()
+                    .map_err(|_| bad("expected a share from 0 to 1, such as 0.5"))?
+            }
+            "breaker.min_backups" => {
+                self.breaker.min_backups =
+                    value.parse().map_err(|_| bad("expected a whole number"))?
+            }
+            "breaker.max_delete_count" => {
+                self.breaker.max_delete_count =
+                    value.parse().map_err(|_| bad("expected a whole number"))?
+            }
+            "breaker.stale_after_intervals" => {
+                self.breaker.stale_after_intervals =
+                    value.parse().map_err(|_| bad("expected a whole number"))?
+            }
             _ => return Err(bad("unknown configuration key")),
         }
         Ok(())
@@ -456,6 +543,35 @@ impl Config {
                 "deleter.ack_wait",
                 format!("{:?}", self.deleter.ack_wait),
                 "expected 1s to 1h",
+            ));
+        }
+        if self.audit.retention < Duration::from_secs(3600) {
+            return Err(bad(
+                "audit.retention",
+                format!("{:?}", self.audit.retention),
+                "must be at least 1h",
+            ));
+        }
+        let fraction = self.breaker.max_delete_fraction;
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(bad(
+                "breaker.max_delete_fraction",
+                fraction.to_string(),
+                "expected a share from 0 to 1 (0.5 = half)",
+            ));
+        }
+        if self.breaker.max_delete_count == 0 {
+            return Err(bad(
+                "breaker.max_delete_count",
+                "0".into(),
+                "expected at least 1 (breaker.enabled = false turns the breaker off)",
+            ));
+        }
+        if self.breaker.stale_after_intervals > 1000 {
+            return Err(bad(
+                "breaker.stale_after_intervals",
+                self.breaker.stale_after_intervals.to_string(),
+                "expected 0 (off) to 1000",
             ));
         }
         Ok(())
@@ -600,6 +716,34 @@ mod tests {
                 "retention_sweep_interval",
             ),
             ("SEXTON_S3_ACCESS_KEY_ID", "only-id", "s3.access_key_id"),
+            ("SEXTON_AUDIT_RETENTION", "forever", "audit.retention"),
+            ("SEXTON_AUDIT_RETENTION", "5m", "audit.retention"),
+            (
+                "SEXTON_BREAKER_MAX_DELETE_FRACTION",
+                "-0.1",
+                "breaker.max_delete_fraction",
+            ),
+            (
+                "SEXTON_BREAKER_MAX_DELETE_FRACTION",
+                "1.5",
+                "breaker.max_delete_fraction",
+            ),
+            (
+                "SEXTON_BREAKER_MAX_DELETE_FRACTION",
+                "NaN",
+                "breaker.max_delete_fraction",
+            ),
+            (
+                "SEXTON_BREAKER_MAX_DELETE_COUNT",
+                "0",
+                "breaker.max_delete_count",
+            ),
+            (
+                "SEXTON_BREAKER_MAX_DELETE_COUNT",
+                "-3",
+                "breaker.max_delete_count",
+            ),
+            ("SEXTON_BREAKER_ENABLED", "perhaps", "breaker.enabled"),
         ];
         for (var, value, key) in cases {
             let err = Config::load_with_env(None, &env(&[(var, value)])).unwrap_err();

@@ -6,10 +6,13 @@
 //! `sexton-schedule`. This crate only carries values between those pure cores and the world.
 
 pub mod api;
+pub mod audit;
 pub mod binlog;
+pub mod breaker;
 pub mod catalog;
 pub mod config;
 pub mod digest;
+pub mod guard;
 pub mod metadata;
 pub mod names;
 pub mod nats;

@@ -81,6 +81,10 @@ pub struct ScheduleRecord {
     /// Scheduled restore tests (issue 13): when, which backup, and how long an executor has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifySpec>,
+    /// The circuit breaker's settings for this schedule's group (docs/safety.md); unset: the
+    /// server's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<crate::breaker::BreakerSpec>,
     pub created_at: DateTime<Utc>,
     #[serde(default)]
     pub status: ScheduleStatus,
@@ -479,6 +483,10 @@ pub struct BackupRecord {
     /// Why this backup is being deleted (the retention plan's reasons).
     #[serde(default)]
     pub delete_reasons: Vec<String>,
+    /// The hash of the policy whose plan marked it (`audit::policy_hash`), carried to the
+    /// deleter's audit entries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_policy: Option<String>,
     #[serde(default)]
     pub last_error: Option<String>,
     /// The status the backup had before retention (or a user's delete) marked it `expiring`.

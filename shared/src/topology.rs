@@ -26,6 +26,8 @@ pub const STREAM_DEAD_LETTERS: &str = "SEXTON_DEAD_LETTERS";
 /// Restore tests (issue 13): verify-due events to executors and their verdicts back, kept a
 /// week (several kinds of executor may read the events; the verdicts are an audit trail).
 pub const STREAM_VERIFY: &str = "SEXTON_VERIFY";
+/// The audit trail (docs/safety.md): append-only, kept `audit.retention` (default a year).
+pub const STREAM_AUDIT: &str = "SEXTON_AUDIT";
 
 pub const BUCKET_SCHEDULES: &str = "sexton-schedules";
 pub const BUCKET_CATALOG: &str = "sexton-catalog";
@@ -34,6 +36,9 @@ pub const BUCKET_PLUGINS: &str = "sexton-plugins";
 /// One key per cluster that a schedule has named: its `last_retention_run`. Only the scheduler
 /// uses it, so it is opened by [`clusters_bucket`], not by [`ensure`].
 pub const BUCKET_CLUSTERS: &str = "sexton-clusters";
+/// The circuit breaker's approvals, key = `<cluster>.<plan>`: a held run a person let through,
+/// until the run that uses it (docs/safety.md).
+pub const BUCKET_BREAKER: &str = "sexton-breaker";
 
 pub const CONSUMER_REPORTS: &str = "scheduler-reports";
 pub const CONSUMER_RETENTION: &str = "retention-worker";
@@ -98,6 +103,26 @@ pub fn api_subject(resource: &str, verb: &str) -> String {
 }
 pub const API_QUEUE_GROUP: &str = "sexton-api";
 
+/// How long the audit stream keeps an entry unless configured otherwise (`audit.retention`).
+pub const AUDIT_RETENTION: Duration = Duration::from_secs(365 * 86_400);
+
+/// The audit stream's definition: limits (never a work queue: entries are not consumed), kept
+/// `retention`, and refusing message deletes and purges whoever asks.
+pub fn audit_stream_config(replicas: usize, retention: Duration) -> stream::Config {
+    stream::Config {
+        name: STREAM_AUDIT.to_string(),
+        subjects: vec![format!("{SUBJECT_ROOT}.audit.>")],
+        retention: RetentionPolicy::Limits,
+        max_age: retention,
+        storage: StorageType::File,
+        num_replicas: replicas,
+        duplicate_window: DUPLICATE_WINDOW,
+        deny_delete: true,
+        deny_purge: true,
+        ..Default::default()
+    }
+}
+
 /// One stream's definition.
 pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
     let base = |name: &str, subjects: Vec<String>, retention, max_age| stream::Config {
@@ -155,6 +180,7 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             RetentionPolicy::Limits,
             week,
         ),
+        audit_stream_config(replicas, AUDIT_RETENTION),
     ]
 }
 
@@ -216,6 +242,14 @@ pub fn bucket_configs(replicas: usize) -> Vec<kv::Config> {
             storage: StorageType::File,
             ..Default::default()
         },
+        kv::Config {
+            bucket: BUCKET_BREAKER.into(),
+            description: "sexton circuit breaker approvals".into(),
+            history: 5,
+            num_replicas: replicas,
+            storage: StorageType::File,
+            ..Default::default()
+        },
     ]
 }
 
@@ -258,6 +292,8 @@ pub struct Topology {
     pub schedules: kv::Store,
     pub catalog: kv::Store,
     pub plugins: kv::Store,
+    /// Approvals of held retention runs (the retention-worker reads and writes them).
+    pub breaker: kv::Store,
 }
 
 /// How long [`ensure`] waits for streams and buckets that this service may not create itself
@@ -267,9 +303,26 @@ pub const ENSURE_PATIENCE: Duration = Duration::from_secs(120);
 /// Creates what is missing and returns handles; safe to call from every replica at once. A
 /// service whose user may not create streams waits for them to appear.
 pub async fn ensure(jetstream: &jetstream::Context, replicas: usize) -> anyhow::Result<Topology> {
+    ensure_with(jetstream, replicas, AUDIT_RETENTION).await
+}
+
+/// [`ensure`] for a service: the replicas and the audit stream's retention of its config.
+pub async fn ensure_for(
+    jetstream: &jetstream::Context,
+    config: &crate::config::Config,
+) -> anyhow::Result<Topology> {
+    ensure_with(jetstream, config.nats.replicas, config.audit.retention).await
+}
+
+/// [`ensure`], creating the audit stream (if missing) to keep entries `audit_retention`.
+pub async fn ensure_with(
+    jetstream: &jetstream::Context,
+    replicas: usize,
+    audit_retention: Duration,
+) -> anyhow::Result<Topology> {
     let deadline = tokio::time::Instant::now() + ENSURE_PATIENCE;
     loop {
-        match try_ensure(jetstream, replicas).await {
+        match try_ensure(jetstream, replicas, audit_retention).await {
             Ok(topology) => return Ok(topology),
             Err(err) if tokio::time::Instant::now() < deadline => {
                 tracing::warn!(
@@ -283,12 +336,31 @@ pub async fn ensure(jetstream: &jetstream::Context, replicas: usize) -> anyhow::
     }
 }
 
-async fn try_ensure(jetstream: &jetstream::Context, replicas: usize) -> anyhow::Result<Topology> {
+async fn try_ensure(
+    jetstream: &jetstream::Context,
+    replicas: usize,
+    audit_retention: Duration,
+) -> anyhow::Result<Topology> {
     use anyhow::Context as _;
-    for config in stream_configs(replicas) {
+    for mut config in stream_configs(replicas) {
         let name = config.name.clone();
-        if jetstream.get_stream(&name).await.is_ok() {
+        if let Ok(stream) = jetstream.get_stream(&name).await {
+            if name == STREAM_AUDIT {
+                let kept = stream.cached_info().config.max_age;
+                if kept != audit_retention {
+                    tracing::warn!(
+                        stream = STREAM_AUDIT,
+                        kept_seconds = kept.as_secs(),
+                        configured_seconds = audit_retention.as_secs(),
+                        "the audit stream keeps entries for another time than audit.retention; \
+                         an administrator changes it (nats stream edit), no Sexton user may"
+                    );
+                }
+            }
             continue;
+        }
+        if name == STREAM_AUDIT {
+            config.max_age = audit_retention;
         }
         jetstream
             .get_or_create_stream(config)
@@ -311,13 +383,15 @@ async fn try_ensure(jetstream: &jetstream::Context, replicas: usize) -> anyhow::
         };
         stores.push(store);
     }
-    let plugins = stores.pop().expect("three buckets");
-    let catalog = stores.pop().expect("three buckets");
-    let schedules = stores.pop().expect("three buckets");
+    let breaker = stores.pop().expect("four buckets");
+    let plugins = stores.pop().expect("four buckets");
+    let catalog = stores.pop().expect("four buckets");
+    let schedules = stores.pop().expect("four buckets");
     Ok(Topology {
         jetstream: jetstream.clone(),
         schedules,
         catalog,
         plugins,
+        breaker,
     })
 }

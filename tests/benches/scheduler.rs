@@ -106,6 +106,7 @@ fn record(name: String, cluster: u64, cron: String, created_at: DateTime<Utc>) -
         volumes: Vec::new(),
         backup_owner: Default::default(),
         verify: None,
+        breaker: None,
         created_at,
         status: ScheduleStatus {
             // As the API stores a new schedule that has been evaluated once.

@@ -668,7 +668,7 @@ async fn the_volume_hold_and_owner_commands_work_against_a_live_scheduler() {
         0,
         "still there",
     );
-    let deleted = sexton(url, &["schedule", "delete", "app"]).await;
+    let deleted = sexton(url, &["schedule", "delete", "app", "--yes"]).await;
     expect(&deleted, 0, "schedule delete");
     // Said once, before it is done; the result does not repeat it (issue 19).
     let said = "removes 2 backup record(s) from the catalog, keeping their objects";

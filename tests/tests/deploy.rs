@@ -5,7 +5,8 @@
 //!   delete job, only the retention-worker can; only the scheduler publishes due-backups;
 //! - the whole fleet runs with one NATS user per service under that configuration, without a
 //!   single permission violation in the server's log, and so does `sexton exec` (with merges)
-//!   as the executor user.
+//!   as the executor user;
+//! - the audit stream is append-only for every Sexton user.
 //!
 //! The tool checks of the same files (promtool, kubernetes-validate) are in deploy/check.
 
@@ -450,6 +451,89 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
         wrong.is_err(),
         "the executor's password opened the retention-worker's account"
     );
+}
+
+/// The audit trail is append-only under the shipped permissions: no service and not the operator
+/// may purge it, delete a message or the stream, or change it; each service writes only its own
+/// subjects; and the stream itself refuses deletes and purges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
+    let nats = start_nats_with_users();
+    let mut connections = std::collections::BTreeMap::new();
+    for role in ROLES {
+        connections.insert(role, Connection::open(&nats, role).await);
+    }
+    topology::ensure(&connections["scheduler"].jetstream(), 1)
+        .await
+        .expect("the scheduler creates the topology, the audit stream with it");
+    for (role, service) in [
+        ("scheduler", "scheduler"),
+        ("retention-worker", "retention-worker"),
+        ("deleter", "deleter"),
+    ] {
+        assert_stream_accepts(
+            role,
+            &connections[role],
+            &format!("sexton.v1.audit.{service}.c1"),
+        )
+        .await;
+    }
+    let operator = &connections["operator"];
+    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 3);
+
+    for role in ROLES {
+        let connection = &connections[role];
+        for subject in [
+            "$JS.API.STREAM.PURGE.SEXTON_AUDIT",
+            "$JS.API.STREAM.MSG.DELETE.SEXTON_AUDIT",
+            "$JS.API.STREAM.DELETE.SEXTON_AUDIT",
+            "$JS.API.STREAM.UPDATE.SEXTON_AUDIT",
+        ] {
+            assert_publish_refused(role, connection, subject).await;
+        }
+    }
+    // Through the JetStream API as a client would: the deleter's purge and message delete fail
+    // (the server drops the requests as permission violations), and nothing is removed.
+    let deleter = connections["deleter"].jetstream();
+    let stream = deleter.get_stream(topology::STREAM_AUDIT).await.unwrap();
+    let purge = tokio::time::timeout(Duration::from_secs(10), stream.purge()).await;
+    assert!(!matches!(purge, Ok(Ok(_))), "the deleter purged the audit");
+    let delete = tokio::time::timeout(Duration::from_secs(10), stream.delete_message(1)).await;
+    assert!(
+        !matches!(delete, Ok(Ok(_))),
+        "the deleter deleted an audit entry"
+    );
+    // A service cannot write another's entries, nor the operator any.
+    for (role, subject) in [
+        ("deleter", "sexton.v1.audit.scheduler.c1"),
+        ("retention-worker", "sexton.v1.audit.deleter.c1"),
+        ("scheduler", "sexton.v1.audit.retention-worker.c1"),
+        ("executor", "sexton.v1.audit.deleter.c1"),
+        ("operator", "sexton.v1.audit.scheduler.c1"),
+    ] {
+        assert_publish_refused(role, &connections[role], subject).await;
+    }
+    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 3);
+    // The stream refuses deletes and purges by its own configuration too.
+    let mut stream = operator
+        .jetstream()
+        .get_stream(topology::STREAM_AUDIT)
+        .await
+        .unwrap();
+    let info = stream.info().await.unwrap();
+    assert!(
+        info.config.deny_delete && info.config.deny_purge,
+        "{:?}",
+        info.config
+    );
+    // And the operator reads it, as `sexton audit` does.
+    let entries = read_stream(
+        &operator.jetstream(),
+        topology::STREAM_AUDIT,
+        "sexton.v1.audit.>",
+    )
+    .await;
+    assert_eq!(entries.len(), 3);
 }
 
 /// A service configuration that connects as `user`.

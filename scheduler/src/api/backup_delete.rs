@@ -41,7 +41,11 @@ fn remote_cleanup(
 }
 
 impl Api {
-    pub(super) async fn delete_backup(&self, request: BackupDelete) -> Result<Value, ApiError> {
+    pub(super) async fn delete_backup(
+        &self,
+        request: BackupDelete,
+        actor: &sexton_shared::audit::Actor,
+    ) -> Result<Value, ApiError> {
         for _ in 0..5 {
             let (state, at) = self
                 .cluster_with_backup(&request.cluster, &request.id)
@@ -60,9 +64,20 @@ impl Api {
                 json!({
                     "cluster": request.cluster, "id": request.id, "action": action,
                     "remote": remote, "force": request.force, "reason": reason,
+                    "dry_run": request.dry_run,
                 })
             };
             let verdict = planning::judge_user_delete(&group, target, request.force, now);
+            if request.dry_run {
+                // What would happen, in the words of the real answer; nothing is written.
+                return match verdict {
+                    UserDelete::Refused(why) => Err(invalid(format!("refused: {why}"))),
+                    UserDelete::AlreadyDeleting => Ok(reply("already-deleting", None)),
+                    UserDelete::Now if !remote => Ok(reply("record-deleted", None)),
+                    UserDelete::Now => Ok(reply("deleting", None)),
+                    UserDelete::Deferred(why) => Ok(reply("deferred", Some(why))),
+                };
+            }
             let deferred_reason = match verdict {
                 UserDelete::Refused(why) => return Err(invalid(format!("refused: {why}"))),
                 UserDelete::AlreadyDeleting => {
@@ -84,6 +99,12 @@ impl Api {
                     {
                         Ok(()) => {
                             tracing::info!(cluster = %target.cluster, backup = %target.id, "backup record deleted; objects kept");
+                            self.audit_records_removed(
+                                &[target],
+                                "removed by a user, objects kept",
+                                actor,
+                            )
+                            .await;
                             return Ok(reply("record-deleted", None));
                         }
                         Err(CasError::Conflict) => continue,

@@ -208,6 +208,7 @@ pub fn record_from(
         delete_requested: false,
         expiring_revision: None,
         delete_reasons: Vec::new(),
+        delete_policy: None,
         last_error: None,
         expired_from: None,
         delete_request: None,

@@ -75,7 +75,11 @@ fn summary(req: &ClusterForget, fates: &[(String, Fate)], forgotten: bool) -> Va
 }
 
 impl Api {
-    pub(super) async fn forget_cluster(&self, req: ClusterForget) -> Result<Value, ApiError> {
+    pub(super) async fn forget_cluster(
+        &self,
+        req: ClusterForget,
+        actor: &sexton_shared::audit::Actor,
+    ) -> Result<Value, ApiError> {
         let state = planning::load_cluster(&self.topology.schedules, &self.catalog, &req.cluster)
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
@@ -104,6 +108,7 @@ impl Api {
         self.carry_out(
             &records,
             &fates,
+            actor,
             &req.cluster,
             &format!(
                 "cluster-forget.{}.{}",

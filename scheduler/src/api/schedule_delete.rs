@@ -223,7 +223,11 @@ fn summary(
 }
 
 impl Api {
-    pub(super) async fn delete(&self, req: ScheduleDelete) -> Result<Value, ApiError> {
+    pub(super) async fn delete(
+        &self,
+        req: ScheduleDelete,
+        actor: &sexton_shared::audit::Actor,
+    ) -> Result<Value, ApiError> {
         let (schedule, revision) = self.read(req.name.as_str()).await?;
         let state =
             planning::load_cluster(&self.topology.schedules, &self.catalog, &schedule.cluster)
@@ -242,6 +246,7 @@ impl Api {
         self.carry_out(
             &own,
             &fates,
+            actor,
             &schedule.cluster,
             &format!("schedule-delete.{}.{revision}", schedule.name),
             |id| {
@@ -258,6 +263,7 @@ impl Api {
             .delete_expect_revision(req.name.as_str(), Some(revision))
             .await
             .map_err(|err| ApiError::new(ErrorCode::Conflict, err.to_string()))?;
+        self.audit_schedule(Some(&schedule), None, actor).await;
         tracing::info!(schedule = %schedule.name, owner = schedule.backup_owner.as_str(), records = fates.len(), "schedule deleted");
         Ok(summary(&schedule, &fates, false, true))
     }
@@ -272,12 +278,14 @@ impl Api {
         &self,
         records: &[&Versioned<BackupRecord>],
         fates: &[(String, Fate)],
+        actor: &sexton_shared::audit::Actor,
         cluster: &ClusterName,
         sweep_id: &str,
         conflict: impl Fn(&BackupId) -> String,
     ) -> Result<(), ApiError> {
         let now = Utc::now();
         let mut requested = false;
+        let mut removed: Vec<&BackupRecord> = Vec::new();
         for (current, (_, fate)) in records.iter().zip(fates) {
             let result = match fate {
                 Fate::RemoveRecord => {
@@ -304,16 +312,21 @@ impl Api {
                 Fate::AlreadyDeleting | Fate::Keep(_) => continue,
             };
             match result {
+                Ok(()) if *fate == Fate::RemoveRecord => removed.push(&current.value),
                 Ok(()) => {}
                 Err(CasError::Conflict) => {
+                    self.audit_records_removed(&removed, "removed by a user, objects kept", actor)
+                        .await;
                     return Err(ApiError::new(
                         ErrorCode::Conflict,
                         conflict(&current.value.id),
-                    ))
+                    ));
                 }
                 Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
             }
         }
+        self.audit_records_removed(&removed, "removed by a user, objects kept", actor)
+            .await;
         if requested {
             let sweep = RetentionSweep {
                 schema_version: wire::SCHEMA_VERSION,

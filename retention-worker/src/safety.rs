@@ -1,0 +1,484 @@
+//! The safety envelope around a retention run (docs/safety.md): the circuit breaker's verdict
+//! on a group's plan (the judgement itself is pure, `sexton_retention::breaker`), the approval
+//! a person stored for a held run, what a held run tells operators (an incident, an audit entry,
+//! a metric, a log line), the audit entries of a run's decision and marks, and the
+//! `retention.approve` API.
+//!
+//! The worker calls in at three points: after planning ([`Envelope::judge`]), instead of
+//! marking when a run is held ([`Envelope::hold`]), and around the marks
+//! ([`Envelope::record_decision`], [`Envelope::record_marks`]).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, kv};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use sexton_retention::breaker::{self, Approval, BreakerLimits, Trip};
+use sexton_shared::{
+    api::{ApiError, ErrorCode, Reply},
+    audit::{self, Actor, Audit, AuditBackup, AuditEvent, Decided},
+    breaker::{approval_key, group_limits, ApprovalRecord},
+    config::BreakerConfig,
+    names::{ClusterName, PlanName},
+    nats::publish_once,
+    records::{Policy, ScheduleRecord},
+    topology,
+    wire::{self, Incident, Message},
+    Shutdown,
+};
+
+use crate::metrics::Metrics;
+
+/// The breaker's state of one group's run, as the run and the preview see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct BreakerState {
+    /// Tripped, and no approval lets it through: nothing of the plan is marked.
+    pub held: bool,
+    pub trips: Vec<Trip>,
+    /// The completed backups the plan deletes by its rules: what an approval names.
+    pub deleting: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalView>,
+    /// The command that lets a held run through, once.
+    pub approve_with: String,
+}
+
+/// A stored approval, as the run and the preview judge it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalView {
+    pub approved_at: DateTime<Utc>,
+    pub by: Actor,
+    /// Whether it lets this run through.
+    pub covers: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
+    #[serde(skip)]
+    revision: u64,
+}
+
+/// `retention.approve` request (`sexton retention approve --cluster C --plan P`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+}
+
+fn v1() -> u32 {
+    wire::SCHEMA_VERSION
+}
+
+impl Message for ApproveRequest {
+    const KIND: &'static str = "request";
+}
+
+/// What the envelope needs besides the run: the audit stream, the approvals bucket, the
+/// server's breaker defaults, and which held runs this replica has already told about.
+pub struct Envelope {
+    jetstream: jetstream::Context,
+    pub audit: Audit,
+    approvals: kv::Store,
+    defaults: BreakerConfig,
+    metrics: Arc<Metrics>,
+    /// The last held run announced per group (a digest of its trips and backups), so a run
+    /// held the same way again (every checkpoint, every sweep) is not announced again.
+    announced: Mutex<HashMap<(ClusterName, PlanName), String>>,
+}
+
+impl Envelope {
+    pub fn new(
+        jetstream: jetstream::Context,
+        approvals: kv::Store,
+        defaults: BreakerConfig,
+        metrics: Arc<Metrics>,
+    ) -> Envelope {
+        Envelope {
+            audit: Audit::new(
+                jetstream.clone(),
+                "retention-worker",
+                metrics.audit_entries.clone(),
+            ),
+            jetstream,
+            approvals,
+            defaults,
+            metrics,
+            announced: Mutex::default(),
+        }
+    }
+
+    /// The limits of the group `plan` of the cluster whose schedules are `schedules`.
+    pub fn limits(
+        &self,
+        schedules: &[ScheduleRecord],
+        plan: &PlanName,
+        now: DateTime<Utc>,
+    ) -> BreakerLimits {
+        let group: Vec<&ScheduleRecord> = schedules.iter().filter(|s| s.plan == *plan).collect();
+        group_limits(&group, &self.defaults, now)
+    }
+
+    /// The breaker's verdict on `decision` (made over `catalog`), with the group's stored
+    /// approval when it trips. `None`: nothing tripped. An approval that cannot be read counts
+    /// as none (the run is held: the safe side).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn judge(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        limits: &BreakerLimits,
+        catalog: &sexton_retention::Catalog,
+        decision: &sexton_retention::Plan,
+        now: DateTime<Utc>,
+    ) -> Option<BreakerState> {
+        let verdict = breaker::judge(catalog, decision, limits, now);
+        if !verdict.holds() {
+            return None;
+        }
+        let approval = match self.read_approval(cluster, plan).await {
+            Ok(approval) => approval,
+            Err(err) => {
+                tracing::warn!(%cluster, %plan, error = format!("{err:#}"), "cannot read the breaker's approvals; the run stays held");
+                None
+            }
+        };
+        let approval = approval.map(|(record, revision)| {
+            let covers = breaker::approval_covers(&record.approval, &verdict.deleting, now);
+            ApprovalView {
+                approved_at: record.approval.approved_at,
+                by: record.by,
+                covers: covers.is_ok(),
+                why_not: covers.err(),
+                revision,
+            }
+        });
+        Some(BreakerState {
+            held: !approval.as_ref().is_some_and(|a| a.covers),
+            trips: verdict.trips,
+            deleting: verdict.deleting,
+            approval,
+            approve_with: format!("sexton retention approve --cluster {cluster} --plan {plan}"),
+        })
+    }
+
+    async fn read_approval(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+    ) -> anyhow::Result<Option<(ApprovalRecord, u64)>> {
+        let Some(entry) = self
+            .approvals
+            .entry(approval_key(cluster, plan))
+            .await
+            .context("reading the approval")?
+        else {
+            return Ok(None);
+        };
+        if entry.operation != kv::Operation::Put {
+            return Ok(None);
+        }
+        let record: ApprovalRecord =
+            serde_json::from_slice(&entry.value).context("the approval is unreadable")?;
+        Ok(Some((record, entry.revision)))
+    }
+
+    /// The run of `cluster`/`plan` is held: nothing of it is marked. Said once per distinct
+    /// held run (by this replica): a log line, an incident and an audit entry (both with a
+    /// message id, so replicas announcing the same run within ten minutes store it once).
+    pub async fn hold(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        state: &BreakerState,
+        policy_hash: &str,
+    ) {
+        self.metrics
+            .breaker_held
+            .with_label_values(&[cluster.as_str(), plan.as_str()])
+            .set(1);
+        let digest = sexton_shared::digest::short_digest(
+            state
+                .trips
+                .iter()
+                .map(|t| t.kind.as_str())
+                .chain(state.deleting.iter().map(String::as_str)),
+        );
+        {
+            let mut announced = self.announced.lock().expect("not poisoned");
+            let key = (cluster.clone(), plan.clone());
+            if announced.get(&key) == Some(&digest) {
+                return;
+            }
+            announced.insert(key, digest.clone());
+        }
+        for trip in &state.trips {
+            self.metrics
+                .breaker_trips
+                .with_label_values(&[trip.kind.as_str()])
+                .inc();
+        }
+        let reasons: Vec<&str> = state.trips.iter().map(|t| t.reason.as_str()).collect();
+        tracing::warn!(%cluster, %plan, deleting = state.deleting.len(), reasons = ?reasons, approve_with = %state.approve_with, "retention run held by the circuit breaker: nothing marked");
+        let incident = Incident {
+            schema_version: wire::SCHEMA_VERSION,
+            service: "retention-worker".into(),
+            kind: "retention-held".into(),
+            cluster: Some(cluster.to_string()),
+            backup_id: None,
+            subject: format!("plan {plan}"),
+            reason: format!(
+                "{}; `{}` lets this run through once",
+                reasons.join("; "),
+                state.approve_with
+            ),
+            at: Utc::now(),
+        };
+        let message_id = format!("held.{cluster}.{plan}.{digest}");
+        if let Err(err) = publish_once(
+            &self.jetstream,
+            topology::event_subject("incident", cluster.as_str()),
+            &message_id,
+            wire::encode(&incident),
+        )
+        .await
+        {
+            tracing::warn!(error = format!("{err:#}"), "incident event not published");
+        }
+        let entry = self.audit.entry(
+            Some(cluster),
+            Some(plan),
+            AuditEvent::BreakerHeld {
+                policy_hash: policy_hash.to_string(),
+                trips: state.trips.clone(),
+                deleting: state.deleting.clone(),
+            },
+        );
+        // Best effort: the held run marks nothing, so there is nothing the entry must precede.
+        let _ = self
+            .audit
+            .record_with_id(vec![entry], Some(&message_id))
+            .await;
+    }
+
+    /// The run of `cluster`/`plan` was not held.
+    pub fn passed(&self, cluster: &ClusterName, plan: &PlanName) {
+        self.metrics
+            .breaker_held
+            .with_label_values(&[cluster.as_str(), plan.as_str()])
+            .set(0);
+        self.announced
+            .lock()
+            .expect("not poisoned")
+            .remove(&(cluster.clone(), plan.clone()));
+    }
+
+    /// A tripped run goes through on an approval: the approval is used up (compare-and-set on
+    /// the revision read, so a second replica's run of the same moment does not use another),
+    /// and the audit says so before anything is marked.
+    pub async fn release(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        state: &BreakerState,
+    ) -> anyhow::Result<()> {
+        let Some(approval) = &state.approval else {
+            return Ok(());
+        };
+        let entry = self.audit.entry(
+            Some(cluster),
+            Some(plan),
+            AuditEvent::BreakerReleased {
+                approved_at: approval.approved_at,
+                deleting: state.deleting.clone(),
+            },
+        );
+        self.audit.record(vec![entry]).await?;
+        let key = approval_key(cluster, plan);
+        if let Err(err) = self
+            .approvals
+            .delete_expect_revision(&key, Some(approval.revision))
+            .await
+        {
+            tracing::info!(%cluster, %plan, error = %err, "approval already used or replaced");
+        }
+        tracing::warn!(%cluster, %plan, deleting = state.deleting.len(), approved_by = %approval.by.describe(), "held retention run goes through on its approval");
+        self.passed(cluster, plan);
+        Ok(())
+    }
+
+    /// The plan of a run that marks something, before it marks: every backup's verdict and
+    /// reasons, under the policy's hash. Nothing is marked unless this is stored.
+    pub async fn record_decision(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        policy_hash: &str,
+        decision: &sexton_retention::Plan,
+    ) -> anyhow::Result<()> {
+        let verdicts = [
+            ("keep", &decision.keep),
+            ("partial", &decision.partial),
+            ("delete", &decision.delete),
+        ];
+        let decisions: Vec<Decided> = verdicts
+            .into_iter()
+            .flat_map(|(verdict, list)| {
+                list.iter().map(move |d| Decided {
+                    id: d.id.clone(),
+                    verdict: verdict.to_string(),
+                    reasons: d.reasons.clone(),
+                })
+            })
+            .collect();
+        let entries = self
+            .audit
+            .entries(Some(cluster), Some(plan), decisions, |decisions| {
+                AuditEvent::RetentionDecision {
+                    policy_hash: policy_hash.to_string(),
+                    decisions,
+                }
+            });
+        self.audit.record(entries).await?;
+        Ok(())
+    }
+
+    /// What the run marked. Best effort: the decision is stored already, and each mark is in
+    /// the catalog (and the log).
+    pub async fn record_marks(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        policy_hash: &str,
+        backups: Vec<AuditBackup>,
+    ) {
+        if backups.is_empty() {
+            return;
+        }
+        let entries = self
+            .audit
+            .entries(Some(cluster), Some(plan), backups, |backups| {
+                AuditEvent::BackupsMarked {
+                    policy_hash: policy_hash.to_string(),
+                    backups,
+                }
+            });
+        let _ = self.audit.record(entries).await;
+    }
+
+    /// `retention.approve`: the run `state` describes (held now) may go once. Stores the
+    /// approval and the audit entry (with who asked); the caller asks for a run.
+    pub async fn approve(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        state: &BreakerState,
+        actor: Actor,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<ApprovalRecord> {
+        let record = ApprovalRecord {
+            schema_version: sexton_shared::records::RECORD_SCHEMA_VERSION,
+            cluster: cluster.clone(),
+            plan: plan.clone(),
+            approval: Approval {
+                approved_at: now,
+                deleting: state.deleting.clone(),
+            },
+            trips: state.trips.clone(),
+            by: actor.clone(),
+        };
+        let mut entry = self.audit.entry(
+            Some(cluster),
+            Some(plan),
+            AuditEvent::BreakerApproved {
+                trips: state.trips.clone(),
+                deleting: state.deleting.clone(),
+            },
+        );
+        entry.actor = Some(actor.clone());
+        self.audit.record(vec![entry]).await?;
+        self.approvals
+            .put(
+                approval_key(cluster, plan),
+                serde_json::to_vec(&record)
+                    .expect("approvals serialise")
+                    .into(),
+            )
+            .await
+            .context("storing the approval")?;
+        tracing::warn!(%cluster, %plan, deleting = state.deleting.len(), by = %actor.describe(), "held retention run approved");
+        Ok(record)
+    }
+}
+
+/// The policy hash a group's audit entries carry (`none` for a group without a policy).
+pub fn hash_of(policy: Option<&Policy>) -> String {
+    policy.map_or_else(|| "none".to_string(), audit::policy_hash)
+}
+
+/// Answers `retention.approve` requests until shutdown.
+pub async fn serve_approvals(
+    worker: crate::worker::Worker,
+    client: async_nats::Client,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let mut requests = client
+        .queue_subscribe(
+            topology::api_subject("retention", "approve"),
+            topology::API_QUEUE_GROUP.into(),
+        )
+        .await
+        .context("subscribing to retention approvals")?;
+    loop {
+        let request = tokio::select! {
+            _ = shutdown.wait() => return Ok(()),
+            request = requests.next() => match request {
+                Some(request) => request,
+                None => return Ok(()),
+            },
+        };
+        let Some(reply_to) = request.reply.clone() else {
+            continue;
+        };
+        let actor = Actor::from_headers(request.headers.as_ref());
+        let result = match wire::decode::<ApproveRequest>(&request.payload) {
+            Err(err) => Err(ApiError::new(ErrorCode::Invalid, err.to_string())),
+            Ok(req) => worker.approve(&req.cluster, &req.plan, actor).await,
+        };
+        let body = serde_json::to_vec(&Reply::from_result(result)).expect("replies serialise");
+        if let Err(err) = client.publish(reply_to, body.into()).await {
+            tracing::warn!(error = %err, "could not answer an approval");
+        }
+    }
+}
+
+/// The audit record of one marked backup.
+pub fn marked(
+    record: &sexton_shared::records::BackupRecord,
+    reasons: &[String],
+    volumes: &[String],
+    policy_hash: &str,
+) -> AuditBackup {
+    AuditBackup {
+        id: record.id.to_string(),
+        uid: record.uid.clone(),
+        revision: None,
+        reasons: reasons.to_vec(),
+        policy_hash: Some(policy_hash.to_string()),
+        volumes: volumes.to_vec(),
+        objects: Vec::new(),
+    }
+}
+
+/// A reply for an approval that cannot be given.
+pub fn nothing_held(cluster: &ClusterName, plan: &PlanName, why: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::NotFound,
+        format!("retention of cluster {cluster} plan {plan} is not held: {why}"),
+    )
+}

@@ -1,0 +1,113 @@
+//! `schedule.update` and the guard on policy changes (docs/safety.md): a change to a schedule's
+//! policy answers with the policy's diff and what the group's plan would delete at once, and a
+//! change that deletes anything kept now is refused unless the request says `confirm: true`
+//! (`sexton schedule update --yes`). `policy_patch` changes some keys of the stored policy
+//! (`--keep-last 5` keeps the weekly and monthly rules); `policy` replaces it whole.
+//!
+//! The effect is computed by the pure `guard::policy_effect` over the group's records as they
+//! are now, with the group's policy before and after (the scheduler plans a group only when
+//! its schedules agree on one policy, so adding or changing one schedule can also make a group
+//! unplanned, which keeps everything).
+
+use chrono::Utc;
+use serde_json::{json, Value};
+use sexton_shared::{
+    api::{ApiError, ScheduleUpdate},
+    audit::Actor,
+    guard::{self, PolicyEffect},
+    planning,
+    records::{BackupRecord, Policy, ScheduleRecord},
+};
+
+use super::{apply_update, check_timing, describe, invalid, unavailable, Api};
+use crate::timers;
+
+impl Api {
+    /// What the group of `after` would delete now if `after` replaced the stored schedule of
+    /// its name (or joined the group, for a new schedule).
+    pub(super) async fn policy_effect(
+        &self,
+        after: &ScheduleRecord,
+    ) -> Result<PolicyEffect, ApiError> {
+        let state = planning::load_cluster(&self.topology.schedules, &self.catalog, &after.cluster)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        let mut changed: Vec<ScheduleRecord> = state
+            .schedules
+            .iter()
+            .filter(|s| s.name != after.name)
+            .cloned()
+            .collect();
+        changed.push(after.clone());
+        let before_policies = planning::group_policies(&state.schedules);
+        let after_policies = planning::group_policies(&changed);
+        let before: Result<&Policy, String> = planning::policy_for(&before_policies, &after.plan);
+        let after_policy: Result<&Policy, String> =
+            planning::policy_for(&after_policies, &after.plan);
+        let records: Vec<&BackupRecord> = state
+            .records
+            .iter()
+            .map(|r| &r.value)
+            .filter(|r| r.plan == after.plan)
+            .collect();
+        guard::policy_effect(&records, before, after_policy, Utc::now()).map_err(|err| {
+            unavailable(format!(
+                "cannot say what the policy does to the group's backups: {err}"
+            ))
+        })
+    }
+
+    pub(super) async fn update(
+        &self,
+        req: ScheduleUpdate,
+        actor: &Actor,
+    ) -> Result<Value, ApiError> {
+        // The timing is checked as it will be, with the schedule's name (random descriptors
+        // and jitter are drawn from it) and its stored settings.
+        let (current, revision) = self.read(req.name.as_str()).await?;
+        let mut preview = current.clone();
+        apply_update(&mut preview, &req).map_err(invalid)?;
+        let timing_changed = preview.cron != current.cron
+            || preview.jitter != current.jitter
+            || preview.exclude != current.exclude;
+        let warnings = if timing_changed {
+            check_timing(&timers::timing_spec(&preview), Utc::now())?
+        } else {
+            Vec::new()
+        };
+        let effect = if preview.policy != current.policy {
+            Some(self.policy_effect(&preview).await?)
+        } else {
+            None
+        };
+        if let Some(effect) = effect.as_ref().filter(|e| e.deletes()) {
+            if !req.confirm && !req.dry_run {
+                return Err(ApiError::unconfirmed(
+                    effect.refusal(&format!("changing the policy of schedule {}", req.name)),
+                    json!(effect),
+                ));
+            }
+        }
+        if req.dry_run {
+            let mut reply = describe(
+                &preview,
+                revision,
+                self.config.scheduler.skip_immediately_default,
+            );
+            reply["dry_run"] = json!(true);
+            reply["policy_change"] = json!(effect);
+            reply["warnings"] = json!(warnings);
+            return Ok(reply);
+        }
+        let mut reply = self
+            .change(&req.name, actor, |record, _now| {
+                // Checked on the preview; a record changed meanwhile that no longer takes the
+                // patch keeps its policy.
+                let _ = apply_update(record, &req);
+            })
+            .await?;
+        reply["warnings"] = json!(warnings);
+        reply["policy_change"] = json!(effect);
+        Ok(reply)
+    }
+}
