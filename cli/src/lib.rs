@@ -7,4 +7,7 @@ pub mod binlog_file;
 pub mod cli;
 pub mod exec;
 pub mod executor;
+pub mod listing;
+pub mod output;
 pub mod simulate;
+pub mod version;

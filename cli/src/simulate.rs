@@ -251,13 +251,8 @@ pub fn print(
     page_path: Option<&Path>,
 ) -> Result<(), Failure> {
     match output {
-        Output::Json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report.to_json()).expect("json prints")
-            );
-        }
-        Output::Table => {
+        Output::Json | Output::Yaml => crate::output::document(output, &report.to_json()),
+        Output::Table | Output::Wide | Output::Name => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             let text = match report {
                 Report::One(simulation) => calendar::render(simulation, rows, colour),

@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod binlog;
+pub mod build;
 pub mod catalog;
 pub mod config;
 pub mod digest;
