@@ -66,25 +66,37 @@ pub struct ListArgs {
     pub watch: Option<u64>,
 }
 
-/// Edit distance between two names (Levenshtein), for suggestions.
+/// Edit distance between two names, a swap of two neighbours counting as one edit (optimal
+/// string alignment), for suggestions.
 fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut current = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
-        }
-        previous = current;
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
     }
-    previous[b.len()]
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// The known name closest to `wanted`, if it is close enough to be a typo (at most a third of
-/// its letters wrong, and at least one), or one that starts with it.
+/// its letters wrong, and at least two), or one that starts with it.
 pub fn closest<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    let limit = (wanted.chars().count() / 3).max(1);
+    let limit = (wanted.chars().count() / 3).max(2);
     known
         .into_iter()
         .filter(|name| *name != wanted)
@@ -145,6 +157,7 @@ mod tests {
         assert_eq!(closest("nighty", known), Some("nightly"));
         assert_eq!(closest("db9", ["db1", "web"]), Some("db1"));
         assert_eq!(closest("zzzzzz", known), None);
+        assert_eq!(closest("wbe", ["db1", "web"]), Some("web"));
         assert_eq!(did_you_mean("hourl", known), "; did you mean hourly?");
     }
 }

@@ -528,7 +528,7 @@ pub fn orphans(output: Output, answer: &Value) {
     });
     if matches!(output, Output::Table | Output::Wide) {
         let mut notes = format!(
-            "{} orphans; not counted: {} younger than the grace period ({}s), {} of backups in \
+            "orphans: {}; not counted: {} younger than the grace period ({}s), {} of backups in \
              progress, {} in the binlog archive\n",
             rows.len(),
             text(answer.get("n_young")),
