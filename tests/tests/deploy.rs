@@ -577,6 +577,22 @@ async fn the_fleet_runs_with_one_user_per_service() {
     )
     .await;
 
+    // `sexton version` as the operator hears every service under these permissions.
+    let version = sexton_as(&nats, "operator", &["version", "-o", "json"]).await;
+    assert_eq!(version.status.code(), Some(0), "{version:?}");
+    let version: Value = serde_json::from_slice(&version.stdout).unwrap();
+    let services: BTreeSet<&str> = version["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["service"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        services,
+        BTreeSet::from(["deleter", "retention-worker", "scheduler"]),
+        "{version}"
+    );
+
     assert!(scheduler.all_running(), "the scheduler stopped");
     for fleet in &others {
         assert!(fleet.all_running(), "a service stopped");
@@ -677,4 +693,62 @@ async fn sexton_exec_runs_as_the_executor_user() {
         "sexton exec needed subjects deploy/nats/authorization.conf does not grant:\n{}",
         violations.join("\n")
     );
+}
+
+/// The `sexton` binary as NATS user `user` of deploy/nats/authorization.conf.
+async fn sexton_as(nats: &Nats, user: &str, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(service_binary("sexton"));
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SEXTON_NATS_URL", nats.url())
+        .env("SEXTON_NATS_USER", user)
+        .env("SEXTON_NATS_PASSWORD", password(user));
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A user the shipped configuration does not allow the API is told so, at once and with its
+/// own exit code (77), instead of waiting and blaming the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_denial_is_reported_as_a_denial() {
+    let nats = start_nats_with_users();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let scheduler = Fleet::start(
+        &as_user(&config, "scheduler"),
+        Members {
+            scheduler: true,
+            ..NONE
+        },
+    );
+    eventually(
+        "the api for the operator",
+        Duration::from_secs(30),
+        || async {
+            let run = sexton_as(&nats, "operator", &["schedule", "list"]).await;
+            (run.status.code() == Some(0)).then_some(())
+        },
+    )
+    .await;
+    for user in ["executor", "deleter"] {
+        let started = std::time::Instant::now();
+        let run = sexton_as(&nats, user, &["schedule", "list"]).await;
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(77), "{user}: {stderr}");
+        assert!(
+            stderr.contains("permission denied")
+                && stderr.contains("sexton.v1.api.schedule.list")
+                && !stderr.contains("is the fleet running"),
+            "{user}: {stderr}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{user}: the denial took {:?}",
+            started.elapsed()
+        );
+    }
+    scheduler.stop().await.unwrap();
 }
