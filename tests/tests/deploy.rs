@@ -160,7 +160,7 @@ fn the_alert_rules_name_only_exported_metrics_and_existing_runbooks() {
         "deploy/prometheus/rules.yml names metrics no service exports: {unknown:?}\nexported: {exported:?}"
     );
 
-    // Every runbook annotation points at a heading of deploy/README.md (GitHub's anchors:
+    // Every runbook_url annotation points at a heading of deploy/README.md (GitHub's anchors:
     // lower case, punctuation dropped, spaces to hyphens), and every alert has one.
     let readme = std::fs::read_to_string(deploy_file("README.md")).unwrap();
     let anchors: BTreeSet<String> = readme
@@ -179,13 +179,13 @@ fn the_alert_rules_name_only_exported_metrics_and_existing_runbooks() {
     let alerts = rules.matches("- alert:").count();
     let runbooks: Vec<&str> = rules
         .lines()
-        .filter_map(|line| line.trim().strip_prefix("runbook:"))
+        .filter_map(|line| line.trim().strip_prefix("runbook_url:"))
         .map(|value| value.trim().trim_matches('"'))
         .collect();
     assert_eq!(runbooks.len(), alerts, "one runbook per alert");
     for runbook in runbooks {
         let anchor = runbook
-            .strip_prefix("deploy/README.md#")
+            .strip_prefix("https://github.com/sexton/sexton/blob/main/deploy/README.md#")
             .unwrap_or_else(|| panic!("runbook {runbook} is not a deploy/README.md section"));
         assert!(
             anchors.contains(anchor),
