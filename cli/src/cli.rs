@@ -1102,6 +1102,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 Some(text) => parse_time("from", text)?,
                 None => Utc::now(),
             };
+            // CloudNativePG's 6-field form, read as the API reads it.
+            let cron = &*sexton_schedule::CronSpec::five_field_form(cron)
+                .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
             if *count == 0 || *count > 10_000 {
                 return Err(Failure::input("-n must be between 1 and 10000"));
             }

@@ -99,7 +99,8 @@ pub fn scenario(
     now: DateTime<Utc>,
 ) -> Result<Scenario, Failure> {
     let input = |err: &dyn std::fmt::Display| Failure::input(err.to_string());
-    let cron = CronSpec::parse(cron)
+    let cron = CronSpec::five_field_form(cron)
+        .and_then(|form| CronSpec::parse(&form))
         .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
     let days = Days::new(options.days.unwrap_or(DEFAULT_DAYS)).map_err(|e| input(&e))?;
     let from = match &options.from {

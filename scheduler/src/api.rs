@@ -229,7 +229,15 @@ impl Api {
                 .await
             }
             "schedule.update" => {
-                let req: ScheduleUpdate = decode(body)?;
+                let mut req: ScheduleUpdate = decode(body)?;
+                let converted = match &req.cron {
+                    Some(cron) => {
+                        let (cron, converted) = five_field_form(cron)?;
+                        req.cron = Some(cron);
+                        converted
+                    }
+                    None => None,
+                };
                 // The timing is checked as it will be, with the schedule's name (random
                 // descriptors and jitter are drawn from it) and its stored settings.
                 let (current, _) = self.read(req.name.as_str()).await?;
@@ -238,11 +246,12 @@ impl Api {
                 let timing_changed = preview.cron != current.cron
                     || preview.jitter != current.jitter
                     || preview.exclude != current.exclude;
-                let warnings = if timing_changed {
+                let mut warnings = if timing_changed {
                     check_timing(&timers::timing_spec(&preview), Utc::now())?
                 } else {
                     Vec::new()
                 };
+                warnings.extend(converted);
                 let mut reply = self
                     .change(&req.name, |record, _now| apply_update(record, &req))
                     .await?;
@@ -277,9 +286,11 @@ impl Api {
         }
     }
 
-    async fn create(&self, spec: ScheduleSpec) -> Result<Value, ApiError> {
+    async fn create(&self, mut spec: ScheduleSpec) -> Result<Value, ApiError> {
         let now = Utc::now();
-        let warnings = check_timing(
+        let (cron, converted) = five_field_form(&spec.cron)?;
+        spec.cron = cron;
+        let mut warnings = check_timing(
             &TimingSpec {
                 name: spec.name.as_str(),
                 cron: &spec.cron,
@@ -289,6 +300,7 @@ impl Api {
             },
             now,
         )?;
+        warnings.extend(converted);
         let starting_deadline_seconds = spec.deadline_seconds();
         let mut record = ScheduleRecord {
             schema_version: RECORD_SCHEMA_VERSION,
@@ -586,6 +598,17 @@ fn timing_view(record: &ScheduleRecord, now: chrono::DateTime<Utc>) -> Value {
             })
         }
     }
+}
+
+/// CloudNativePG's 6-field spec (seconds first, seconds 0) as the 5-field spec the schedule
+/// stores, with a warning that says so; other specs unchanged.
+fn five_field_form(cron: &str) -> Result<(String, Option<String>), ApiError> {
+    let form = sexton_schedule::CronSpec::five_field_form(cron)
+        .map_err(|err| invalid(format!("invalid cron {cron:?}: {err}")))?;
+    let converted = (form != cron).then(|| {
+        format!("read the 6-field (CloudNativePG) spec {cron:?} as {form:?}: seconds 0 dropped")
+    });
+    Ok((form.into_owned(), converted))
 }
 
 /// The door for a schedule's timing as a user enters it: the refusals and warnings of

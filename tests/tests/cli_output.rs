@@ -342,6 +342,42 @@ async fn every_list_and_describe_verb_prints_every_format() {
         ("schedule-get.unknown", vec!["schedule", "get", "zzz"]),
         ("bad.output", vec!["schedule", "list", "-o", "xml"]),
         ("bad.selector", vec!["backup", "list", "-l", "team"]),
+        // CloudNativePG's 6-field cron: seconds 0 accepted (stored as 5 fields, said on
+        // stderr), any other seconds refused. Last: it adds a schedule.
+        (
+            "schedule-create.cnpg-seconds-30",
+            vec![
+                "schedule",
+                "create",
+                "cnpg",
+                "--cluster",
+                "db1",
+                "--plan",
+                "pg",
+                "--cron",
+                "30 0 3 * * *",
+                "--keep-last",
+                "7",
+                "--paused",
+            ],
+        ),
+        (
+            "schedule-create.cnpg",
+            vec![
+                "schedule",
+                "create",
+                "cnpg",
+                "--cluster",
+                "db1",
+                "--plan",
+                "pg",
+                "--cron",
+                "0 0 3 * * *",
+                "--keep-last",
+                "7",
+                "--paused",
+            ],
+        ),
     ] {
         cases.push((name.to_string(), args));
     }
