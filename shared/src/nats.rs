@@ -42,6 +42,10 @@ async fn connect_with(
     retry: bool,
     denials: Option<tokio::sync::watch::Sender<Option<String>>>,
 ) -> anyhow::Result<async_nats::Client> {
+    // Two rustls providers are compiled in (ring for async-nats, aws-lc-rs for aws-sdk-s3):
+    // without a process default, the first TLS handshake panics. Installing one that is
+    // already installed is an error worth ignoring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut options = async_nats::ConnectOptions::new()
         .name(config.client_name.as_deref().unwrap_or(client_name));
     if let Some(denials) = denials {
