@@ -92,11 +92,21 @@ pub enum Command {
     #[command(subcommand)]
     Catalog(CatalogCommand),
     /// Run the reference executor (writes small backups to S3 and reports them).
+    #[command(after_help = "Examples:
+  sexton executor --config /etc/sexton/sexton.toml
+  SEXTON_NATS_URL=nats://127.0.0.1:4222 sexton executor")]
     Executor,
     /// Run a generic executor: your command takes each due backup, Sexton uploads what it
     /// leaves in $SEXTON_OUTPUT_DIR, writes metadata.json and reports (docs/executors.md).
+    #[command(after_help = "Examples:
+  sexton exec --cluster db1 --backup-command deploy/executors/mariadb/backup.sh
+  sexton exec --backup-command 'pg_basebackup -D \"$SEXTON_OUTPUT_DIR\" -Ft -z' --concurrency 2
+  sexton exec --backup-command ./backup.sh --verify-command ./restore-verify.sh")]
     Exec(ExecArgs),
     /// Run a service in this process: scheduler, retention-worker or deleter.
+    #[command(after_help = "Examples:
+  sexton serve scheduler --config /etc/sexton/sexton.toml
+  SEXTON_NATS_URL=nats://127.0.0.1:4222 sexton serve deleter")]
     Serve {
         /// The service to run.
         #[arg(value_parser = ["scheduler", "retention-worker", "deleter", "executor"])]
@@ -168,6 +178,9 @@ pub enum ScheduleCommand {
     /// Delete a schedule. What happens to its backup records is its backup_owner (none and
     /// cluster: they stay; schedule: they go, with their objects only if remote cleanup is on);
     /// the command says what it will do to how many records before it does it.
+    #[command(after_help = "Examples:
+  sexton schedule delete nightly --dry-run
+  sexton schedule delete nightly")]
     Delete {
         /// The schedule's name.
         name: String,
@@ -176,11 +189,16 @@ pub enum ScheduleCommand {
         dry_run: bool,
     },
     /// Pause a schedule: nothing fires while paused.
+    #[command(after_help = "Examples:
+  sexton schedule pause nightly")]
     Pause {
         /// The schedule's name.
         name: String,
     },
     /// Unpause a schedule.
+    #[command(after_help = "Examples:
+  sexton schedule unpause nightly
+  sexton schedule unpause nightly --skip-immediately")]
     Unpause {
         /// The schedule's name.
         name: String,
@@ -212,6 +230,9 @@ pub enum ScheduleCommand {
         timing: TimingArgs,
     },
     /// Fire the schedule's ticks of a past interval now, once each (Temporal's backfill).
+    #[command(after_help = "Examples:
+  sexton schedule backfill nightly --from 2026-11-01T00:00:00Z --to 2026-11-08T00:00:00Z
+  sexton schedule backfill nightly --from 2026-11-01T00:00:00Z --to 2026-11-02T00:00:00Z --overlap allow")]
     Backfill {
         /// The schedule's name.
         name: String,
@@ -227,6 +248,8 @@ pub enum ScheduleCommand {
         overlap: Option<String>,
     },
     /// Run the pure schedule logic offline on a schedule document: why would it fire or not?
+    #[command(after_help = "Examples:
+  sexton schedule explain --schedule schedule.json --now 2026-11-23T03:00:05Z")]
     Explain {
         /// `{"cron", "created_at", "paused"?, "skip_immediately"?, "last_backup"?,
         /// "last_skipped"?, "in_flight"?, "starting_deadline_seconds"?, "name"?, "jitter"?,
@@ -418,6 +441,8 @@ pub struct CreateArgs {
 #[derive(Subcommand, Debug)]
 pub enum BackupCommand {
     /// Take a backup now from a schedule's settings (does not change the schedule's timing).
+    #[command(after_help = "Examples:
+  sexton backup create --from-schedule nightly")]
     Create {
         /// The schedule whose cluster, plan, labels and volumes the backup takes.
         #[arg(long)]
@@ -457,6 +482,8 @@ pub enum BackupCommand {
     },
     /// Keep a backup while it is in use (a restore, a clone, a bootstrap), whatever retention
     /// says, until the same reason is released.
+    #[command(after_help = "Examples:
+  sexton backup hold nightly-20261123030000 --cluster db1 --reason restore:r-42")]
     Hold {
         /// The backup's id.
         id: String,
@@ -468,6 +495,8 @@ pub enum BackupCommand {
         reason: String,
     },
     /// Release a hold; a backup no rule keeps then goes at the next retention pass.
+    #[command(after_help = "Examples:
+  sexton backup release nightly-20261123030000 --cluster db1 --reason restore:r-42")]
     Release {
         /// The backup's id.
         id: String,
@@ -480,6 +509,9 @@ pub enum BackupCommand {
     },
     /// Delete a backup's catalog record; its objects too with --remote (or when the backup,
     /// its schedule or its cluster/plan's schedules set remote_cleanup).
+    #[command(after_help = "Examples:
+  sexton backup delete nightly-20261123030000 --cluster db1
+  sexton backup delete nightly-20261123030000 --cluster db1 --remote")]
     Delete {
         /// The backup's id.
         id: String,
@@ -495,6 +527,9 @@ pub enum BackupCommand {
     },
     /// Ask for a restore test of a backup now: an executor restores it (with its chain) and
     /// answers; the backup is held until then. With --wait, wait for the verdict.
+    #[command(after_help = "Examples:
+  sexton backup verify nightly-20261123030000 --cluster db1 --wait
+  sexton backup verify nightly-20261123030000 --cluster db1 --timeout 2h")]
     Verify {
         /// The backup's id.
         id: String,
@@ -532,6 +567,9 @@ pub enum ClusterCommand {
     /// has some). The records only; with --remote their objects too, through the deleter.
     /// Held, legal-held and in-progress backups (and what they build on) stay. Says what it
     /// will do to how many records before it does it.
+    #[command(after_help = "Examples:
+  sexton cluster forget --cluster db1 --dry-run
+  sexton cluster forget --cluster db1 --remote")]
     Forget {
         /// The cluster whose records go.
         #[arg(long)]
@@ -551,6 +589,9 @@ pub enum CatalogCommand {
     /// whose objects are gone or changed size becomes `missing` and no longer counts; a
     /// missing one whose objects are back counts again. Objects without a record are counted
     /// (`sexton backup orphans` lists them).
+    #[command(after_help = "Examples:
+  sexton catalog scrub --cluster db1 --dry-run
+  sexton catalog scrub --cluster db1")]
     Scrub {
         /// The cluster to compare.
         #[arg(long)]
@@ -562,6 +603,9 @@ pub enum CatalogCommand {
     /// Recreate the records a cluster's catalog lacks from the metadata.json documents in the
     /// bucket (after a catalog loss). Backups the catalog holds, or whose records were removed
     /// on purpose, are left alone; a document whose objects are not all there is skipped.
+    #[command(after_help = "Examples:
+  sexton catalog import --cluster db1 --dry-run
+  sexton catalog import --cluster db1")]
     Import {
         /// The cluster whose records are rebuilt.
         #[arg(long)]
@@ -576,6 +620,8 @@ pub enum CatalogCommand {
 pub enum PluginCommand {
     /// Register (or replace) a delete plugin: called on every deletion of a backup whose
     /// labels match the selector, in alphanumeric order of name.
+    #[command(after_help = "Examples:
+  sexton plugin register snapshots --subject sexton.v1.plugin.snapshots --selector tier=gold --timeout 5")]
     Register {
         /// The plugin's name (plugins are called in alphanumeric order of name).
         name: String,
@@ -598,6 +644,8 @@ pub enum PluginCommand {
         list: crate::listing::ListArgs,
     },
     /// Unregister a delete plugin.
+    #[command(after_help = "Examples:
+  sexton plugin unregister snapshots")]
     Unregister {
         /// The plugin's name.
         name: String,
@@ -619,6 +667,9 @@ pub enum RetentionCommand {
         plan: Option<String>,
     },
     /// Run the retention engine offline on a catalog file and a policy file.
+    #[command(after_help = "Examples:
+  sexton retention plan --catalog catalog.json --policy policy.json
+  sexton retention plan --catalog catalog.json --policy policy.json --now 2026-11-23T00:00:00Z -o json")]
     Plan {
         /// A catalog file (JSON: the backups of one group).
         #[arg(long)]
@@ -633,6 +684,10 @@ pub enum RetentionCommand {
     /// Replay a schedule and a policy offline, day by day: which backups exist (and why),
     /// how many, how much storage, the worst gap. A calendar by default, -o json, or
     /// -o html FILE for a page.
+    #[command(after_help = "Examples:
+  sexton retention simulate --cron '0 3 * * *' --policy '{\"keep_daily\": 7, \"keep_weekly\": 4}'
+  sexton retention simulate --cron '@daily' --policy policy.json --days 400 --failures 10%
+  sexton retention simulate --cron '@daily' --policy policy.json -o html page.html")]
     Simulate {
         /// The schedule's cron: 5 fields, a descriptor (@daily, @every 6h), optionally
         /// CRON_TZ=<zone> first.
@@ -806,6 +861,9 @@ pub enum BinlogCommand {
     /// Ship closed log files into the cluster's archive: each is uploaded, then appended to
     /// <prefix>/<cluster>/binlog/_index.json with a conditional write. Files already indexed
     /// (or older than the archive's oldest segment) are skipped, so shipping is idempotent.
+    #[command(after_help = "Examples:
+  sexton binlog append --cluster db1 /var/lib/mysql/mysql-bin.000041 /var/lib/mysql/mysql-bin.000042
+  sexton binlog append --cluster db1 --format file wal/0000000100000000000000A1")]
     Append {
         /// The cluster whose archive takes the files.
         #[arg(long)]
@@ -822,6 +880,9 @@ pub enum BinlogCommand {
     },
     /// The binlog index of a cluster: its state and ETag, the PITR horizon retention gives
     /// now, and how many segments it lists, would delete, and keep for want of an end time.
+    #[command(after_help = "Examples:
+  sexton binlog status --cluster db1
+  sexton binlog status --cluster db1 -o yaml")]
     Status {
         /// The cluster whose archive is described.
         #[arg(long)]
@@ -2491,5 +2552,35 @@ fn print_plan_table(plan: &Value) {
                 .map_or(0, Vec::len);
             println!("binlog segments to {label}: {n}");
         }
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    /// Every argument of every command says what it is for, and every command a user runs
+    /// shows examples in its --help (clap's after_help).
+    #[test]
+    fn every_argument_has_help_and_every_command_examples() {
+        fn walk(command: &clap::Command, path: String, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path}: argument {id} has no help"));
+                }
+            }
+            let leaves = command.get_subcommands().count() == 0;
+            if leaves && command.get_after_help().is_none() {
+                missing.push(format!("{path}: no examples"));
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::command(), "sexton".into(), &mut missing);
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
     }
 }
