@@ -497,7 +497,7 @@ async fn backup_job(
             tracing::info!(state, "due backup delivered again; the catalog says it was taken");
             return Outcome::Done;
         }
-        tracing::info!(kind = ?due.kind, parent = ?due.parent.as_ref().map(|p| p.as_str()), "taking the backup");
+        tracing::info!(kind = ?due.kind, parent = due.parent.as_ref().map_or("none", |p| p.as_str()), "taking the backup");
         match backup::take(ctx, &due, &message.payload, last_delivery, shutdown).await {
             Ok(backup::Taken::Completed) => {
                 tracing::info!("backup completed and reported");

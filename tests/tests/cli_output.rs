@@ -219,6 +219,10 @@ async fn every_list_and_describe_verb_prints_every_format() {
     )
     .await;
 
+    // Nothing below happens in the second the schedule was created in, so no other instant
+    // prints as <created>.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
     // Three genuinely uploaded backups: a full, an incremental on it (held, labelled), a full.
     for (id, parent, hours, labels, holds) in [
         ("nightly-1", None, 50, json!({}), json!([])),
@@ -478,6 +482,48 @@ async fn pipes_logs_version_watch_and_completion_behave() {
                     assert!(log.get("level").is_some(), "{line}");
                 }
             }
+        }
+
+        // The reference executor honours SEXTON_LOG_FORMAT=json also under RUST_LOG, on stderr.
+        let mut executor = Command::new(service_binary("sexton"))
+            .arg("executor")
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEXTON_NATS_URL", &url)
+            .env("RUST_LOG", "debug")
+            .env("SEXTON_LOG_FORMAT", "json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+        let _ = Command::new("kill")
+            .args(["-TERM", &executor.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while executor.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                executor.kill().unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let output = executor.wait_with_output().unwrap();
+        assert!(
+            output.stdout.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("reference executor started"), "{stderr}");
+        for line in stderr.lines().filter(|l| !l.is_empty()) {
+            let log: Value = serde_json::from_str(line)
+                .unwrap_or_else(|err| panic!("not a JSON log line ({err}): {line}"));
+            // Sexton's own fields say values, not Rust's Option (a dependency's debug
+            // lines are theirs).
+            let ours = log["target"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("sexton"));
+            assert!(!ours || !log.to_string().contains("Some("), "{line}");
         }
 
         // Every service answers `sexton version`, with this build's version.
