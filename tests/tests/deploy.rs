@@ -30,6 +30,15 @@ fn exported_metric_names() -> BTreeSet<String> {
     names.extend(sexton_scheduler::metrics::Metrics::new().names);
     names.extend(sexton_retention_worker::metrics::Metrics::new().names);
     names.extend(sexton_deleter::metrics::Metrics::new().names);
+    // What every service exports besides its own (shared/src/build.rs).
+    let registry = prometheus::Registry::new();
+    sexton_shared::build::register(&registry, "any").unwrap();
+    names.extend(
+        registry
+            .gather()
+            .iter()
+            .map(|family| family.name().to_string()),
+    );
     names
 }
 
