@@ -296,6 +296,8 @@ pub async fn run(
         reported: Reported::new(Duration::from_secs(30 * 60), 100_000),
     }));
     let permits = Arc::new(Semaphore::new(concurrency));
+    sexton_shared::build::answer_version_requests(&ctx.client, "sexton-exec", shutdown.clone())
+        .await?;
     tracing::info!(
         durable = %ctx.options.durable,
         cluster = ctx.options.cluster.as_ref().map_or("*", |c| c.as_str()),

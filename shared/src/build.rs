@@ -74,6 +74,32 @@ pub async fn start(
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let connected = register(registry, service)?;
+    answer_version_requests(client, service, shutdown.clone()).await?;
+    // The connection state polled once a second: async-nats has no callback for it here,
+    // and a scrape every 15 s or more needs no finer grain.
+    let watched = client.clone();
+    let mut stop = shutdown;
+    tokio::spawn(async move {
+        loop {
+            connected.set(i64::from(
+                watched.connection_state() == async_nats::connection::State::Connected,
+            ));
+            tokio::select! {
+                _ = stop.wait() => return,
+                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Answers version requests as `service` until `shutdown`: the services through [`start`],
+/// executors (which export no metrics) directly.
+pub async fn answer_version_requests(
+    client: &async_nats::Client,
+    service: &'static str,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
     let mut requests = client.subscribe(version_subject()).await?;
     let answer = serde_json::to_vec(&crate::api::Reply::from_result(
         Ok::<_, crate::api::ApiError>(serde_json::to_value(VersionInfo::of(service))?),
@@ -94,21 +120,6 @@ pub async fn start(
                     }
                     None => return,
                 },
-            }
-        }
-    });
-    // The connection state polled once a second: async-nats has no callback for it here,
-    // and a scrape every 15 s or more needs no finer grain.
-    let watched = client.clone();
-    let mut stop = shutdown;
-    tokio::spawn(async move {
-        loop {
-            connected.set(i64::from(
-                watched.connection_state() == async_nats::connection::State::Connected,
-            ));
-            tokio::select! {
-                _ = stop.wait() => return,
-                _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
             }
         }
     });

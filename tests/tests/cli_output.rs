@@ -542,10 +542,15 @@ async fn pipes_logs_version_watch_and_completion_behave() {
                 )
             })
             .collect();
-        let wanted: BTreeMap<String, String> = ["deleter", "retention-worker", "scheduler"]
-            .iter()
-            .map(|s| (s.to_string(), env!("CARGO_PKG_VERSION").to_string()))
-            .collect();
+        let wanted: BTreeMap<String, String> = [
+            "deleter",
+            "reference-executor",
+            "retention-worker",
+            "scheduler",
+        ]
+        .iter()
+        .map(|s| (s.to_string(), env!("CARGO_PKG_VERSION").to_string()))
+        .collect();
         assert_eq!(services, wanted, "{}", run.stdout);
         let table = sexton_with(&url, &now, &["version"], &[]);
         assert!(table.stdout.starts_with("COMPONENT  "), "{}", table.stdout);

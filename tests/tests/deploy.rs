@@ -598,7 +598,12 @@ async fn the_fleet_runs_with_one_user_per_service() {
         .collect();
     assert_eq!(
         services,
-        BTreeSet::from(["deleter", "retention-worker", "scheduler"]),
+        BTreeSet::from([
+            "deleter",
+            "reference-executor",
+            "retention-worker",
+            "scheduler"
+        ]),
         "{version}"
     );
 
