@@ -585,6 +585,28 @@ async fn pipes_logs_version_watch_and_completion_behave() {
         let output = child.wait_with_output().unwrap();
         assert_eq!(output.status.code(), Some(0), "{:?}", output);
 
+        // ... and until Ctrl-C, also exit 0.
+        let child = Command::new(service_binary("sexton"))
+            .args(["backup", "list", "--watch=1"])
+            .env("SEXTON_NATS_URL", &url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(2500));
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        assert!(
+            String::from_utf8_lossy(&output.stdout)
+                .matches("NAME ")
+                .count()
+                >= 2,
+            "{output:?}"
+        );
+
         // Completion scripts for the three shells people use, naming the verbs and formats.
         for (shell, marker) in [
             ("bash", "complete -F _sexton"),
