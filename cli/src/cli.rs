@@ -1,9 +1,12 @@
 //! The `sexton` command line, in the style of `velero` and `kubectl`: nouns, verbs, `-o
-//! table|json`. Talks to the fleet over the NATS request/reply API; the offline commands
-//! (`retention plan`, `schedule next`) run the pure engines locally.
+//! table|wide|json|yaml|name` (printed by `crate::output`). Talks to the fleet over the NATS
+//! request/reply API; the offline commands (`retention plan`, `schedule next`) run the pure
+//! engines locally.
 //!
-//! Exit codes: 0 success, 1 the fleet or a dependency failed, 2 bad input (usage, a malformed
-//! file, a request the API refused as invalid).
+//! Exit codes: 0 success (also when the reader of stdout went away), 1 the fleet or a
+//! dependency failed, or what was named does not exist, 2 bad input (usage, a malformed file, a
+//! request the API refused as invalid), 77 NATS refused a subject to this user (a permission
+//! denial: the user's rights, not the fleet, are at fault).
 
 use std::{collections::BTreeMap, path::PathBuf, process::ExitCode, time::Duration};
 
@@ -21,7 +24,16 @@ use sexton_shared::{
 #[command(
     name = "sexton",
     version,
-    about = "Sexton: backup schedules, retention and deletion"
+    about = "Sexton: backup schedules, retention and deletion",
+    after_help = "Examples:
+  sexton schedule list                       # every schedule, as a table
+  sexton backup list --cluster db1 -o wide   # with absolute times and labels
+  sexton backup list -l team=db -o name      # backup/<id> per line, for scripts
+  sexton schedule describe nightly           # settings, policy, why it fires next
+  sexton completion bash > /etc/bash_completion.d/sexton
+  sexton version                             # this client and every service
+
+Exit codes: 0 success, 1 failure or not found, 2 bad input, 77 permission denied by NATS."
 )]
 pub struct Cli {
     /// A TOML configuration file; SEXTON_* environment variables override it.
@@ -30,17 +42,27 @@ pub struct Cli {
     /// The NATS server to talk to (overrides nats.url).
     #[arg(long, global = true)]
     pub nats_url: Option<String>,
-    /// Output format.
+    /// Output format: table (default), wide (more columns, absolute times), json, yaml, or
+    /// name (kind/name per line).
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,
+    /// Print tables without their header row.
+    #[arg(long, global = true)]
+    pub no_headers: bool,
     #[command(subcommand)]
     pub command: Command,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum Output {
+    /// Columns for people, ages instead of times.
     Table,
+    /// The table with more columns and absolute times (to the second, UTC).
+    Wide,
     Json,
+    Yaml,
+    /// `kind/name`, one per line (`schedule/nightly`, `backup/<id>`).
+    Name,
     /// A self-contained page, written to the file named after it (`retention simulate` and
     /// `schedule describe --simulate` only).
     Html,
@@ -73,26 +95,66 @@ pub enum Command {
     /// (docs/safety.md).
     Audit(AuditArgs),
     /// Run the reference executor (writes small backups to S3 and reports them).
+    #[command(after_help = "Examples:
+  sexton executor --config /etc/sexton/sexton.toml
+  SEXTON_NATS_URL=nats://127.0.0.1:4222 sexton executor")]
     Executor,
     /// Run a generic executor: your command takes each due backup, Sexton uploads what it
     /// leaves in $SEXTON_OUTPUT_DIR, writes metadata.json and reports (docs/executors.md).
+    #[command(after_help = "Examples:
+  sexton exec --cluster db1 --backup-command deploy/executors/mariadb/backup.sh
+  sexton exec --backup-command 'pg_basebackup -D \"$SEXTON_OUTPUT_DIR\" -Ft -z' --concurrency 2
+  sexton exec --backup-command ./backup.sh --verify-command ./restore-verify.sh")]
     Exec(ExecArgs),
     /// Run a service in this process: scheduler, retention-worker or deleter.
+    #[command(after_help = "Examples:
+  sexton serve scheduler --config /etc/sexton/sexton.toml
+  SEXTON_NATS_URL=nats://127.0.0.1:4222 sexton serve deleter")]
     Serve {
+        /// The service to run.
         #[arg(value_parser = ["scheduler", "retention-worker", "deleter", "executor"])]
         service: String,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    #[command(after_help = "Examples:
+  sexton completion bash > /etc/bash_completion.d/sexton
+  sexton completion zsh > \"${fpath[1]}/_sexton\"
+  sexton completion fish > ~/.config/fish/completions/sexton.fish")]
+    Completion {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print this client's version and ask every running service for its own.
+    #[command(after_help = "Examples:
+  sexton version
+  sexton version -o json")]
+    Version,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum ScheduleCommand {
     /// Create a schedule.
+    #[command(after_help = "Examples:
+  sexton schedule create nightly --cluster db1 --plan full --cron '0 3 * * *' --keep-last 7
+  sexton schedule create hourly --cluster db1 --plan full --cron 'CRON_TZ=Europe/Berlin 0 * * * *' \\
+      --policy '{\"keep_last\": 24, \"recovery_window\": \"30d\"}' --label team=db")]
     Create(Box<CreateArgs>),
     /// Show one schedule as stored, with its next run.
-    Get { name: String },
+    #[command(after_help = "Examples:
+  sexton schedule get nightly
+  sexton schedule get nightly -o yaml")]
+    Get {
+        /// The schedule's name.
+        name: String,
+    },
     /// Show one schedule with why it did or did not fire; with --simulate, also replay its
     /// cron and policy over the coming days (see `retention simulate`).
+    #[command(after_help = "Examples:
+  sexton schedule describe nightly
+  sexton schedule describe nightly -o json
+  sexton schedule describe nightly --simulate --days 30")]
     Describe {
+        /// The schedule's name.
         name: String,
         /// Simulate the schedule's cron, cadence and policy offline, from today.
         #[arg(long)]
@@ -104,15 +166,27 @@ pub enum ScheduleCommand {
         page: Option<PathBuf>,
     },
     /// List schedules.
+    #[command(after_help = "Examples:
+  sexton schedule list
+  sexton schedule list --cluster db1 -o wide
+  sexton schedule list -l team=db -o name
+  sexton schedule list --watch=5")]
     List {
+        /// Only the schedules of this cluster.
         #[arg(long)]
         cluster: Option<String>,
+        #[command(flatten)]
+        list: crate::listing::ListArgs,
     },
     /// Delete a schedule. What happens to its backup records is its backup_owner (none and
     /// cluster: they stay; schedule: they go, with their objects only if remote cleanup is on);
     /// the command says what it will do to how many records before it does it, and asks
     /// before removing any (--yes without a terminal).
+    #[command(after_help = "Examples:
+  sexton schedule delete nightly --dry-run
+  sexton schedule delete nightly --yes")]
     Delete {
+        /// The schedule's name.
         name: String,
         /// Only say what deleting would do; change nothing.
         #[arg(long)]
@@ -122,9 +196,18 @@ pub enum ScheduleCommand {
         yes: bool,
     },
     /// Pause a schedule: nothing fires while paused.
-    Pause { name: String },
+    #[command(after_help = "Examples:
+  sexton schedule pause nightly")]
+    Pause {
+        /// The schedule's name.
+        name: String,
+    },
     /// Unpause a schedule.
+    #[command(after_help = "Examples:
+  sexton schedule unpause nightly
+  sexton schedule unpause nightly --skip-immediately")]
     Unpause {
+        /// The schedule's name.
         name: String,
         /// Skip a run that is due right now (default: the schedule's value, else the server's).
         #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
@@ -132,12 +215,18 @@ pub enum ScheduleCommand {
     },
     /// Print the next runs of a cron spec (offline), with jitter and blackout windows
     /// applied: when each fires, its cron time, and whether a window skips or defers it.
+    #[command(after_help = "Examples:
+  sexton schedule next --cron '0 3 * * *' -n 3
+  sexton schedule next --cron '@daily-random' --name nightly --jitter 15m")]
     Next {
+        /// The cron spec: 5 fields, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone>
+        /// first.
         #[arg(long)]
         cron: String,
         /// Start from this instant (RFC 3339); default now.
         #[arg(long)]
         from: Option<String>,
+        /// How many runs to print (1 to 10000).
         #[arg(short = 'n', long, default_value_t = 5)]
         count: usize,
         /// The schedule's name: jitter offsets and @hourly-random, @daily-random and
@@ -148,7 +237,11 @@ pub enum ScheduleCommand {
         timing: TimingArgs,
     },
     /// Fire the schedule's ticks of a past interval now, once each (Temporal's backfill).
+    #[command(after_help = "Examples:
+  sexton schedule backfill nightly --from 2026-11-01T00:00:00Z --to 2026-11-08T00:00:00Z
+  sexton schedule backfill nightly --from 2026-11-01T00:00:00Z --to 2026-11-02T00:00:00Z --overlap allow")]
     Backfill {
+        /// The schedule's name.
         name: String,
         /// The first instant of the interval (RFC 3339); ticks at or after it fire.
         #[arg(long)]
@@ -162,6 +255,8 @@ pub enum ScheduleCommand {
         overlap: Option<String>,
     },
     /// Run the pure schedule logic offline on a schedule document: why would it fire or not?
+    #[command(after_help = "Examples:
+  sexton schedule explain --schedule schedule.json --now 2026-11-23T03:00:05Z")]
     Explain {
         /// `{"cron", "created_at", "paused"?, "skip_immediately"?, "last_backup"?,
         /// "last_skipped"?, "in_flight"?, "starting_deadline_seconds"?, "name"?, "jitter"?,
@@ -176,6 +271,9 @@ pub enum ScheduleCommand {
         server_skip_immediately: bool,
     },
     /// Change a schedule's cron spec, policy, labels, overlap policy or starting deadline.
+    #[command(after_help = "Examples:
+  sexton schedule update nightly --cron '30 2 * * *'
+  sexton schedule update nightly --keep-last 14 --label team=db")]
     Update(Box<UpdateArgs>),
 }
 
@@ -198,7 +296,9 @@ pub struct TimingArgs {
 
 #[derive(Args, Debug)]
 pub struct UpdateArgs {
+    /// The schedule's name.
     pub name: String,
+    /// A new cron spec (5 fields, a descriptor, optionally CRON_TZ=<zone> first).
     #[arg(long)]
     pub cron: Option<String>,
     /// Change keep_last only; the policy's other rules stay.
@@ -286,12 +386,17 @@ pub struct UpdateArgs {
 
 #[derive(Args, Debug)]
 pub struct CreateArgs {
+    /// The schedule's name (letters, digits, `-` and `_`).
     pub name: String,
+    /// The cluster (database, application) the schedule backs up.
     #[arg(long)]
     pub cluster: String,
+    /// The backup plan within the cluster (full, logical, ...): retention applies per
+    /// cluster and plan.
     #[arg(long)]
     pub plan: String,
-    /// Standard 5-field cron, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone> first.
+    /// Standard 5-field cron, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone>
+    /// first; CloudNativePG's 6-field form with a seconds field of 0 is accepted too.
     #[arg(long)]
     pub cron: String,
     /// Keep the newest N completed backups.
@@ -300,8 +405,11 @@ pub struct CreateArgs {
     /// A retention policy as JSON (keys: keep_last, keep_daily, recovery_window, ...).
     #[arg(long)]
     pub policy: Option<String>,
+    /// Create the schedule paused: nothing fires until it is unpaused.
     #[arg(long)]
     pub paused: bool,
+    /// Skip a run that is due right when the schedule becomes active (default: the server's
+    /// setting).
     #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
     pub skip_immediately: Option<bool>,
     /// Labels as key=value, repeatable.
@@ -380,28 +488,53 @@ pub struct AuditArgs {
 #[derive(Subcommand, Debug)]
 pub enum BackupCommand {
     /// Take a backup now from a schedule's settings (does not change the schedule's timing).
+    #[command(after_help = "Examples:
+  sexton backup create --from-schedule nightly")]
     Create {
+        /// The schedule whose cluster, plan, labels and volumes the backup takes.
         #[arg(long)]
         from_schedule: String,
     },
     /// List backups in the catalog.
+    #[command(after_help = "Examples:
+  sexton backup list
+  sexton backup list --cluster db1 -o wide
+  sexton backup list --schedule nightly -l team=db
+  sexton backup list --cluster db1 -o name | head -1
+  sexton backup list --cluster db1 --watch")]
     List {
+        /// Only this cluster's backups.
         #[arg(long)]
         cluster: Option<String>,
+        /// Only backups of this plan.
         #[arg(long)]
         plan: Option<String>,
+        /// Only backups this schedule took.
+        #[arg(long)]
+        schedule: Option<String>,
+        #[command(flatten)]
+        list: crate::listing::ListArgs,
     },
     /// Show one backup: its record, its volumes (which remain, and why: `needed by`), and what
     /// retention decides about it now.
+    #[command(after_help = "Examples:
+  sexton backup describe nightly-20261123030000 --cluster db1
+  sexton backup describe nightly-20261123030000 --cluster db1 -o yaml")]
     Describe {
+        /// The backup's id (NAME in `backup list`).
         id: String,
+        /// The cluster the backup belongs to.
         #[arg(long)]
         cluster: String,
     },
     /// Keep a backup while it is in use (a restore, a clone, a bootstrap), whatever retention
     /// says, until the same reason is released.
+    #[command(after_help = "Examples:
+  sexton backup hold nightly-20261123030000 --cluster db1 --reason restore:r-42")]
     Hold {
+        /// The backup's id.
         id: String,
+        /// The cluster the backup belongs to.
         #[arg(long)]
         cluster: String,
         /// `<what>:<id>`, such as `restore:r-42`.
@@ -409,17 +542,27 @@ pub enum BackupCommand {
         reason: String,
     },
     /// Release a hold; a backup no rule keeps then goes at the next retention pass.
+    #[command(after_help = "Examples:
+  sexton backup release nightly-20261123030000 --cluster db1 --reason restore:r-42")]
     Release {
+        /// The backup's id.
         id: String,
+        /// The cluster the backup belongs to.
         #[arg(long)]
         cluster: String,
+        /// The reason the hold was taken with, `<what>:<id>`.
         #[arg(long, value_parser = parse_hold_reason)]
         reason: String,
     },
     /// Delete a backup's catalog record; its objects too with --remote (or when the backup,
     /// its schedule or its cluster/plan's schedules set remote_cleanup).
+    #[command(after_help = "Examples:
+  sexton backup delete nightly-20261123030000 --cluster db1
+  sexton backup delete nightly-20261123030000 --cluster db1 --remote")]
     Delete {
+        /// The backup's id.
         id: String,
+        /// The cluster the backup belongs to.
         #[arg(long)]
         cluster: String,
         /// Also delete the objects, through the deleter.
@@ -437,8 +580,13 @@ pub enum BackupCommand {
     },
     /// Ask for a restore test of a backup now: an executor restores it (with its chain) and
     /// answers; the backup is held until then. With --wait, wait for the verdict.
+    #[command(after_help = "Examples:
+  sexton backup verify nightly-20261123030000 --cluster db1 --wait
+  sexton backup verify nightly-20261123030000 --cluster db1 --timeout 2h")]
     Verify {
+        /// The backup's id.
         id: String,
+        /// The cluster the backup belongs to.
         #[arg(long)]
         cluster: String,
         /// How long the executor has (1m to 7d; default 1h).
@@ -449,7 +597,12 @@ pub enum BackupCommand {
         wait: bool,
     },
     /// List objects under the cluster's prefix that no catalog record owns.
+    #[command(after_help = "Examples:
+  sexton backup orphans --cluster db1
+  sexton backup orphans --cluster db1 --grace 7d -o json
+  sexton backup orphans --cluster db1 --delete")]
     Orphans {
+        /// The cluster whose prefix is listed.
         #[arg(long)]
         cluster: String,
         /// Delete them (asks first; --yes without a terminal).
@@ -473,7 +626,11 @@ pub enum ClusterCommand {
     /// has some). The records only; with --remote their objects too, through the deleter.
     /// Held, legal-held and in-progress backups (and what they build on) stay. Says what it
     /// will do to how many records before it does it.
+    #[command(after_help = "Examples:
+  sexton cluster forget --cluster db1 --dry-run
+  sexton cluster forget --cluster db1 --remote")]
     Forget {
+        /// The cluster whose records go.
         #[arg(long)]
         cluster: String,
         /// Also delete the objects, through the deleter (asks first; --yes without a terminal).
@@ -494,7 +651,11 @@ pub enum CatalogCommand {
     /// whose objects are gone or changed size becomes `missing` and no longer counts; a
     /// missing one whose objects are back counts again. Objects without a record are counted
     /// (`sexton backup orphans` lists them).
+    #[command(after_help = "Examples:
+  sexton catalog scrub --cluster db1 --dry-run
+  sexton catalog scrub --cluster db1")]
     Scrub {
+        /// The cluster to compare.
         #[arg(long)]
         cluster: String,
         /// Only say what would change; change nothing.
@@ -504,7 +665,11 @@ pub enum CatalogCommand {
     /// Recreate the records a cluster's catalog lacks from the metadata.json documents in the
     /// bucket (after a catalog loss). Backups the catalog holds, or whose records were removed
     /// on purpose, are left alone; a document whose objects are not all there is skipped.
+    #[command(after_help = "Examples:
+  sexton catalog import --cluster db1 --dry-run
+  sexton catalog import --cluster db1")]
     Import {
+        /// The cluster whose records are rebuilt.
         #[arg(long)]
         cluster: String,
         /// Only say what would be imported; write nothing.
@@ -517,7 +682,10 @@ pub enum CatalogCommand {
 pub enum PluginCommand {
     /// Register (or replace) a delete plugin: called on every deletion of a backup whose
     /// labels match the selector, in alphanumeric order of name.
+    #[command(after_help = "Examples:
+  sexton plugin register snapshots --subject sexton.v1.plugin.snapshots --selector tier=gold --timeout 5")]
     Register {
+        /// The plugin's name (plugins are called in alphanumeric order of name).
         name: String,
         /// Where the plugin answers requests (under sexton.v1.plugin.).
         #[arg(long)]
@@ -530,18 +698,34 @@ pub enum PluginCommand {
         timeout: Option<u64>,
     },
     /// List delete plugins.
-    List,
+    #[command(after_help = "Examples:
+  sexton plugin list
+  sexton plugin list -o yaml")]
+    List {
+        #[command(flatten)]
+        list: crate::listing::ListArgs,
+    },
     /// Unregister a delete plugin.
-    Unregister { name: String },
+    #[command(after_help = "Examples:
+  sexton plugin unregister snapshots")]
+    Unregister {
+        /// The plugin's name.
+        name: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
 pub enum RetentionCommand {
     /// Ask the live fleet what it would delete now and why, and whether the circuit breaker
     /// holds it; deletes nothing.
+    #[command(after_help = "Examples:
+  sexton retention preview --cluster db1
+  sexton retention preview --cluster db1 --plan full -o json")]
     Preview {
+        /// The cluster to plan.
         #[arg(long)]
         cluster: String,
+        /// Only this plan's group.
         #[arg(long)]
         plan: Option<String>,
     },
@@ -560,9 +744,14 @@ pub enum RetentionCommand {
         dry_run: bool,
     },
     /// Run the retention engine offline on a catalog file and a policy file.
+    #[command(after_help = "Examples:
+  sexton retention plan --catalog catalog.json --policy policy.json
+  sexton retention plan --catalog catalog.json --policy policy.json --now 2026-11-23T00:00:00Z -o json")]
     Plan {
+        /// A catalog file (JSON: the backups of one group).
         #[arg(long)]
         catalog: PathBuf,
+        /// A retention policy file (JSON).
         #[arg(long)]
         policy: PathBuf,
         /// The instant to decide at (RFC 3339); default now.
@@ -572,6 +761,10 @@ pub enum RetentionCommand {
     /// Replay a schedule and a policy offline, day by day: which backups exist (and why),
     /// how many, how much storage, the worst gap. A calendar by default, -o json, or
     /// -o html FILE for a page.
+    #[command(after_help = "Examples:
+  sexton retention simulate --cron '0 3 * * *' --policy '{\"keep_daily\": 7, \"keep_weekly\": 4}'
+  sexton retention simulate --cron '@daily' --policy policy.json --days 400 --failures 10%
+  sexton retention simulate --cron '@daily' --policy policy.json -o html page.html")]
     Simulate {
         /// The schedule's cron: 5 fields, a descriptor (@daily, @every 6h), optionally
         /// CRON_TZ=<zone> first.
@@ -745,7 +938,11 @@ pub enum BinlogCommand {
     /// Ship closed log files into the cluster's archive: each is uploaded, then appended to
     /// <prefix>/<cluster>/binlog/_index.json with a conditional write. Files already indexed
     /// (or older than the archive's oldest segment) are skipped, so shipping is idempotent.
+    #[command(after_help = "Examples:
+  sexton binlog append --cluster db1 /var/lib/mysql/mysql-bin.000041 /var/lib/mysql/mysql-bin.000042
+  sexton binlog append --cluster db1 --format file wal/0000000100000000000000A1")]
     Append {
+        /// The cluster whose archive takes the files.
         #[arg(long)]
         cluster: String,
         /// How event times are found: binlog (MySQL/MariaDB headers) or file (modification time).
@@ -760,7 +957,11 @@ pub enum BinlogCommand {
     },
     /// The binlog index of a cluster: its state and ETag, the PITR horizon retention gives
     /// now, and how many segments it lists, would delete, and keep for want of an end time.
+    #[command(after_help = "Examples:
+  sexton binlog status --cluster db1
+  sexton binlog status --cluster db1 -o yaml")]
     Status {
+        /// The cluster whose archive is described.
         #[arg(long)]
         cluster: String,
     },
@@ -859,6 +1060,9 @@ pub struct Failure {
     pub message: String,
 }
 
+/// The exit code of a permission denial by NATS (sysexits' EX_NOPERM).
+pub const EXIT_DENIED: u8 = 77;
+
 impl Failure {
     pub(crate) fn input(message: impl Into<String>) -> Failure {
         Failure {
@@ -876,7 +1080,10 @@ impl Failure {
 
 /// Parses arguments, runs the command, prints, and returns the exit code.
 pub async fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
-    let cli = match Cli::try_parse_from(args) {
+    let parsed = command()
+        .try_get_matches_from(args)
+        .and_then(|matches| <Cli as clap::FromArgMatches>::from_arg_matches(&matches));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(err) => {
             let _ = err.print();
@@ -890,6 +1097,29 @@ pub async fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCod
             ExitCode::from(failure.code)
         }
     }
+}
+
+/// The command's clap definition, with the printing flags hidden from the commands that print
+/// nothing but logs (the services and executors) and from `completion`.
+pub fn command() -> clap::Command {
+    let command = <Cli as clap::CommandFactory>::command();
+    // A subcommand's own copy of a global argument stops clap propagating the root's there.
+    let hidden = |id: &str| {
+        command
+            .get_arguments()
+            .find(|arg| arg.get_id() == id)
+            .cloned()
+            .expect("a global printing flag")
+            .hide(true)
+    };
+    let (output, no_headers) = (hidden("output"), hidden("no_headers"));
+    command.mut_subcommands(|sub| {
+        if ["executor", "exec", "serve", "completion"].contains(&sub.get_name()) {
+            sub.arg(output.clone()).arg(no_headers.clone())
+        } else {
+            sub
+        }
+    })
 }
 
 pub(crate) fn parse_time(flag: &str, text: &str) -> Result<DateTime<Utc>, Failure> {
@@ -922,7 +1152,20 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             "-o html is for retention simulate and schedule describe --simulate",
         ));
     }
+    crate::output::configure(crate::output::Settings {
+        no_headers: cli.no_headers,
+    });
     match &cli.command {
+        Command::Completion { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut command(), "sexton", &mut script);
+            crate::output::emit(&String::from_utf8_lossy(&script));
+            Ok(())
+        }
+        Command::Version => {
+            let config = load_config()?;
+            crate::version::run(&config, cli.output).await
+        }
         Command::Retention(RetentionCommand::Simulate {
             cron,
             policy,
@@ -972,21 +1215,22 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 .map(|text| crate::simulate::read_policy("against", text))
                 .transpose()?;
             let config = load_config()?;
-            let (subject, body, columns) = request_for(&cli.command)?;
-            let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
-                .await
-                .map_err(Failure::runtime)?;
-            let mut described = request(&client, &subject, body).await?;
+            let (subject, body, _) = request_for(&cli.command)?;
+            let client = connect(&config).await?;
+            let mut described = match request(&client, &subject, body).await {
+                Ok(described) => described,
+                Err(failure) => return Err(suggest(&client, &cli.command, failure).await),
+            };
             let scenario = schedule_scenario(name, &described, options)?;
             let report = crate::simulate::run(&scenario, against.as_ref())?;
             match cli.output {
-                Output::Json => {
+                Output::Json | Output::Yaml => {
                     described["simulation"] = report.to_json();
-                    print_value(Output::Json, &described, &[]);
+                    crate::output::document(cli.output, &described);
                     Ok(())
                 }
                 output => {
-                    print_value(Output::Table, &described, columns);
+                    print_schedule_description(&described);
                     println!();
                     crate::simulate::print(output, &report, options.rows.as_deref(), page)
                 }
@@ -1003,6 +1247,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 Some(text) => parse_time("from", text)?,
                 None => Utc::now(),
             };
+            // CloudNativePG's 6-field form, read as the API reads it.
+            let cron = &*sexton_schedule::CronSpec::five_field_form(cron)
+                .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
             if *count == 0 || *count > 10_000 {
                 return Err(Failure::input("-n must be between 1 and 10000"));
             }
@@ -1037,12 +1284,12 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let runs = timing.upcoming(from, *count);
             match cli.output {
-                Output::Json => {
+                Output::Json | Output::Yaml => {
                     let value =
                         serde_json::to_value(&runs).map_err(|err| Failure::runtime(err.into()))?;
-                    print_value(Output::Json, &value, &[]);
+                    crate::output::document(cli.output, &value);
                 }
-                Output::Table | Output::Html => {
+                _ => {
                     for line in timing.describe() {
                         println!("{line}");
                     }
@@ -1101,7 +1348,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             match cli.output {
                 Output::Json => print_value(Output::Json, &value, &[]),
                 // Refused above: only simulations write pages.
-                Output::Table | Output::Html => print_plan_table(&value),
+                _ => print_plan_table(&value),
             }
             Ok(())
         }
@@ -1204,9 +1451,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                     ),
                 };
             let config = load_config()?;
-            let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
-                .await
-                .map_err(Failure::runtime)?;
+            let client = connect(&config).await?;
             let query = crate::audit::Query {
                 cluster,
                 backup: args.backup.clone(),
@@ -1216,14 +1461,12 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 .await
                 .map_err(Failure::runtime)?;
             match cli.output {
-                Output::Json => {
+                Output::Json | Output::Yaml => {
                     let value = serde_json::to_value(&entries)
                         .map_err(|err| Failure::runtime(err.into()))?;
-                    print_value(Output::Json, &value, &[]);
+                    print_value(cli.output, &value, &[]);
                 }
-                Output::Table | Output::Html => {
-                    crate::audit::print_table(&entries, args.backup.as_deref())
-                }
+                _ => crate::audit::print_table(&entries, args.backup.as_deref()),
             }
             Ok(())
         }
@@ -1231,15 +1474,16 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let config = load_config()?;
             crate::safety::set_actor(&config);
             let (subject, mut body, columns) = request_for(command)?;
-            let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
-                .await
-                .map_err(Failure::runtime)?;
+            let client = connect(&config).await?;
             // Commands that delete say what they will do first (a dry run of the same request)
             // and, when that deletes anything, ask (or need --yes); the result then says it
             // again only if it came out differently.
             let mut announced = None;
             if let Some((yes, preview_body)) = destructive(command, &body) {
-                let plan = request(&client, &preview_body.0, preview_body.1).await?;
+                let plan = match request(&client, &preview_body.0, preview_body.1).await {
+                    Ok(plan) => plan,
+                    Err(failure) => return Err(suggest(&client, command, failure).await),
+                };
                 let (summary, question) = describe_destructive(command, &plan);
                 eprintln!("{summary}");
                 if let Some(question) = question {
@@ -1247,95 +1491,96 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 }
                 announced = Some(cell(plan.get("summary")));
             }
-            let mut value = match request_raw(&client, &subject, body.clone()).await? {
-                // A policy that deletes backups kept now: show what, ask, and confirm it.
-                Err(refusal) if refusal.needs_confirmation() => {
-                    let preview = refusal
-                        .details
-                        .as_ref()
-                        .and_then(|d| d.get("preview"))
-                        .cloned()
-                        .unwrap_or(Value::Null);
-                    crate::safety::print_policy_change("the new policy", &preview);
-                    crate::safety::confirm(&format!("{}.", refusal.message), false)?;
-                    body["confirm"] = json!(true);
-                    request(&client, &subject, body).await?
-                }
-                Err(err) => {
-                    return Err(Failure {
-                        code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
-                        message: err.message,
-                    })
-                }
-                Ok(value) => value,
-            };
-            // The policy's effect, when there is something to say: a changed rule, a
-            // deletion, or a dry run that asked for it.
-            let worth_saying = |change: &&Value| {
-                let listed = |key: &str| {
-                    change
-                        .get(key)
-                        .and_then(Value::as_array)
-                        .is_some_and(|list| !list.is_empty())
-                };
-                listed("diff")
-                    || listed("deleted")
-                    || listed("volumes_deleted")
-                    || value.get("dry_run") == Some(&json!(true))
-            };
-            if let Some(change) = value
-                .get("policy_change")
-                .filter(|c| !c.is_null())
-                .filter(worth_saying)
-            {
-                crate::safety::print_policy_change("policy change", change);
-            }
-            let said_already = announced.is_some_and(|said| said == cell(value.get("summary")));
-            let columns: Vec<&str> = columns
-                .iter()
-                .copied()
-                .filter(|column| !(said_already && *column == "summary"))
-                .collect();
-            // A schedule's create and update answer warnings about what the spec means.
-            for warning in value
-                .get("warnings")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                eprintln!("warning: {}", cell(Some(warning)));
-            }
-            match command {
-                Command::Backup(BackupCommand::Describe { .. }) if cli.output == Output::Table => {
-                    print_backup_description(&value)
-                }
-                Command::Backup(BackupCommand::List { .. }) if cli.output == Output::Table => {
-                    let now = Utc::now();
-                    if let Value::Array(rows) = &mut value {
-                        for row in rows {
-                            row["verified"] = json!(verified_cell(row, now));
+            loop {
+                let mut value = match request_raw(&client, &subject, body.clone()).await? {
+                    // A policy that deletes backups kept now: show what, ask, and confirm it.
+                    Err(refusal) if refusal.needs_confirmation() => {
+                        let preview = refusal
+                            .details
+                            .as_ref()
+                            .and_then(|d| d.get("preview"))
+                            .cloned()
+                            .unwrap_or(Value::Null);
+                        crate::safety::print_policy_change("the new policy", &preview);
+                        crate::safety::confirm(&format!("{}.", refusal.message), false)?;
+                        body["confirm"] = json!(true);
+                        match request(&client, &subject, body.clone()).await {
+                            Ok(value) => value,
+                            Err(failure) => return Err(suggest(&client, command, failure).await),
                         }
                     }
-                    print_value(cli.output, &value, &columns)
-                }
-                Command::Backup(BackupCommand::Verify {
-                    id,
-                    cluster,
-                    wait: true,
-                    ..
-                }) => return wait_for_verdict(&client, cluster, id, &value, cli.output).await,
-                Command::Schedule(ScheduleCommand::Describe { .. })
-                    if cli.output == Output::Table =>
+                    Err(err) => {
+                        let failure = Failure {
+                            code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
+                            message: err.message,
+                        };
+                        return Err(suggest(&client, command, failure).await);
+                    }
+                    Ok(value) => value,
+                };
+                // The policy's effect, when there is something to say: a changed rule, a
+                // deletion, or a dry run that asked for it.
+                let worth_saying = |change: &&Value| {
+                    let listed = |key: &str| {
+                        change
+                            .get(key)
+                            .and_then(Value::as_array)
+                            .is_some_and(|list| !list.is_empty())
+                    };
+                    listed("diff")
+                        || listed("deleted")
+                        || listed("volumes_deleted")
+                        || value.get("dry_run") == Some(&json!(true))
+                };
+                if let Some(change) = value
+                    .get("policy_change")
+                    .filter(|c| !c.is_null())
+                    .filter(worth_saying)
                 {
-                    print_schedule_description(&value)
+                    crate::safety::print_policy_change("policy change", change);
                 }
-                Command::Retention(
-                    RetentionCommand::Preview { .. }
-                    | RetentionCommand::Approve { dry_run: true, .. },
-                ) if cli.output == Output::Table => crate::safety::print_preview(&value),
-                _ => print_value(cli.output, &value, &columns),
+                let said_already = announced
+                    .as_ref()
+                    .is_some_and(|said| *said == cell(value.get("summary")));
+                let columns: Vec<&str> = columns
+                    .iter()
+                    .copied()
+                    .filter(|column| !(said_already && *column == "summary"))
+                    .collect();
+                // A schedule's create and update answer warnings about what the spec means.
+                for warning in value
+                    .get("warnings")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    eprintln!("warning: {}", cell(Some(warning)));
+                }
+                check_cluster_known(&client, command, &value).await?;
+                match command {
+                    Command::Backup(BackupCommand::Verify {
+                        id,
+                        cluster,
+                        wait: true,
+                        ..
+                    }) => return wait_for_verdict(&client, cluster, id, &value, cli.output).await,
+                    Command::Retention(RetentionCommand::Approve { dry_run: true, .. })
+                        if matches!(cli.output, Output::Table | Output::Wide) =>
+                    {
+                        crate::safety::print_preview(&value)
+                    }
+                    command => print_answer(command, cli.output, &mut value, &columns),
+                }
+                let Some(seconds) = watch_seconds(command) else {
+                    return Ok(());
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(seconds)) => {}
+                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                }
+                // A blank line between two listings (a closed pipe ends the command here).
+                crate::output::emit("\n");
             }
-            Ok(())
         }
     }
 }
@@ -1382,6 +1627,86 @@ fn destructive(command: &Command, body: &Value) -> Option<(bool, (String, Value)
                 json!({"schema_version": 1, "cluster": cluster, "plan": plan}),
             ),
         )),
+        _ => None,
+    }
+}
+
+/// Prints the answer of an online command in `output`.
+fn print_answer(command: &Command, output: Output, value: &mut Value, columns: &[&str]) {
+    let table = matches!(output, Output::Table | Output::Wide);
+    match command {
+        Command::Schedule(ScheduleCommand::List { list, .. }) => {
+            if let (Some(selector), Value::Array(rows)) = (&list.selector, &mut *value) {
+                rows.retain(|row| selector.matches(row.pointer("/schedule/labels")));
+            }
+            crate::output::schedules(output, value)
+        }
+        Command::Schedule(
+            ScheduleCommand::Get { .. }
+            | ScheduleCommand::Create(_)
+            | ScheduleCommand::Update(_)
+            | ScheduleCommand::Pause { .. }
+            | ScheduleCommand::Unpause { .. },
+        ) => crate::output::schedules(output, value),
+        Command::Schedule(ScheduleCommand::Describe { .. }) if table => {
+            print_schedule_description(value)
+        }
+        Command::Backup(BackupCommand::Describe { .. }) if table => print_backup_description(value),
+        Command::Backup(BackupCommand::List { schedule, list, .. }) => {
+            if let Value::Array(rows) = &mut *value {
+                rows.retain(|row| {
+                    schedule
+                        .as_ref()
+                        .is_none_or(|s| row.get("schedule").and_then(Value::as_str) == Some(s))
+                        && list
+                            .selector
+                            .as_ref()
+                            .is_none_or(|selector| selector.matches(row.get("labels")))
+                });
+                if table {
+                    let now = crate::output::now();
+                    for row in rows.iter_mut() {
+                        row["verified_cell"] = json!(verified_cell(row, now));
+                    }
+                }
+            }
+            let rows: Vec<Value> = value.as_array().cloned().unwrap_or_default();
+            let rows: Vec<&Value> = rows.iter().collect();
+            crate::output::backups(output, value, &rows)
+        }
+        Command::Backup(BackupCommand::Orphans { .. }) => crate::output::orphans(output, value),
+        Command::Retention(RetentionCommand::Preview { .. }) => {
+            // A run the circuit breaker holds says so above the table, with how to approve it.
+            if table {
+                for group in value.as_array().into_iter().flatten() {
+                    if let Some(breaker) = group.get("breaker").filter(|b| !b.is_null()) {
+                        crate::output::emit(&format!(
+                            "{}/{}: {}\n",
+                            cell(group.get("cluster")),
+                            cell(group.get("plan")),
+                            crate::safety::held_lines(breaker).join("\n  ")
+                        ));
+                    }
+                }
+            }
+            crate::output::preview(output, value)
+        }
+        Command::Plugin(PluginCommand::List { list }) => {
+            if let (Some(selector), Value::Array(rows)) = (&list.selector, &mut *value) {
+                rows.retain(|row| selector.matches(row.get("selector")));
+            }
+            crate::output::plugins(output, value)
+        }
+        _ => print_value(output, value, columns),
+    }
+}
+
+/// `--watch`'s interval of a list verb, if given.
+fn watch_seconds(command: &Command) -> Option<u64> {
+    match command {
+        Command::Schedule(ScheduleCommand::List { list, .. })
+        | Command::Backup(BackupCommand::List { list, .. })
+        | Command::Plugin(PluginCommand::List { list }) => list.watch,
         _ => None,
     }
 }
@@ -1469,6 +1794,108 @@ fn describe_destructive(command: &Command, plan: &Value) -> (String, Option<Stri
         }
         _ => (cell(plan.get("summary")), None),
     }
+}
+
+/// The denials NATS reported on this process's connection (one connection per command).
+static DENIALS: std::sync::OnceLock<tokio::sync::watch::Receiver<Option<String>>> =
+    std::sync::OnceLock::new();
+
+/// Connects to the fleet's NATS, watching for permission denials (see [`request`]).
+async fn connect(config: &Config) -> Result<async_nats::Client, Failure> {
+    let (client, denials) =
+        sexton_shared::nats::connect_once_watching_denials(&config.nats, "sexton-cli")
+            .await
+            .map_err(Failure::runtime)?;
+    let _ = DENIALS.set(denials);
+    Ok(client)
+}
+
+/// A not-found schedule gets the closest existing name suggested.
+async fn suggest(client: &async_nats::Client, command: &Command, failure: Failure) -> Failure {
+    let name = match command {
+        Command::Schedule(
+            ScheduleCommand::Get { name }
+            | ScheduleCommand::Describe { name, .. }
+            | ScheduleCommand::Delete { name, .. }
+            | ScheduleCommand::Pause { name }
+            | ScheduleCommand::Unpause { name, .. }
+            | ScheduleCommand::Backfill { name, .. },
+        ) => name,
+        Command::Schedule(ScheduleCommand::Update(args)) => &args.name,
+        Command::Backup(BackupCommand::Create { from_schedule }) => from_schedule,
+        _ => return failure,
+    };
+    if !failure.message.ends_with("not found") {
+        return failure;
+    }
+    let Ok(schedules) = request(
+        client,
+        &topology::api_subject("schedule", "list"),
+        json!({"schema_version": 1}),
+    )
+    .await
+    else {
+        return failure;
+    };
+    let names = crate::listing::schedule_field(&schedules, "name");
+    Failure {
+        message: format!(
+            "{}{}",
+            failure.message,
+            crate::listing::did_you_mean(name, names.iter().map(String::as_str))
+        ),
+        ..failure
+    }
+}
+
+/// A list verb filtered by a cluster that no schedule and no backup names is an error (a
+/// typo would otherwise print an empty table and exit 0), with the closest known cluster.
+async fn check_cluster_known(
+    client: &async_nats::Client,
+    command: &Command,
+    answer: &Value,
+) -> Result<(), Failure> {
+    let cluster = match command {
+        Command::Backup(BackupCommand::List {
+            cluster: Some(cluster),
+            ..
+        })
+        | Command::Schedule(ScheduleCommand::List {
+            cluster: Some(cluster),
+            ..
+        })
+        | Command::Retention(RetentionCommand::Preview { cluster, .. }) => cluster,
+        _ => return Ok(()),
+    };
+    if answer.as_array().is_none_or(|rows| !rows.is_empty()) {
+        return Ok(());
+    }
+    let schedules = request(
+        client,
+        &topology::api_subject("schedule", "list"),
+        json!({"schema_version": 1}),
+    )
+    .await?;
+    let clusters = crate::listing::schedule_field(&schedules, "cluster");
+    if clusters.contains(cluster) {
+        return Ok(());
+    }
+    let backups = request(
+        client,
+        &topology::api_subject("backup", "list"),
+        json!({"schema_version": 1, "cluster": cluster}),
+    )
+    .await?;
+    if backups.as_array().is_some_and(|rows| !rows.is_empty()) {
+        return Ok(());
+    }
+    Err(Failure {
+        code: 1,
+        message: format!(
+            "cluster {cluster} not found: no schedule and no backup names it{}",
+            crate::listing::did_you_mean(cluster, clusters.iter().map(String::as_str))
+        ),
+    })
 }
 
 fn print_shipped(output: Output, shipped: &[crate::binlog_append::Shipped]) {
@@ -1581,7 +2008,7 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                     "explain.error",
                 ],
             ),
-            ScheduleCommand::List { cluster } => {
+            ScheduleCommand::List { cluster, .. } => {
                 let mut body = json!({"schema_version": 1});
                 if let Some(cluster) = cluster {
                     body["cluster"] = json!(cluster);
@@ -1741,7 +2168,7 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
             json!({"schema_version": 1, "name": from_schedule}),
             &["backup_id", "schedule", "tick"],
         ),
-        Command::Backup(BackupCommand::List { cluster, plan }) => {
+        Command::Backup(BackupCommand::List { cluster, plan, .. }) => {
             let mut body = json!({"schema_version": 1});
             if let Some(cluster) = cluster {
                 body["cluster"] = json!(cluster);
@@ -1849,7 +2276,7 @@ fn request_for(command: &Command) -> Result<(String, Value, &'static [&'static s
                 &["name", "subject", "selector", "timeout_seconds"],
             )
         }
-        Command::Plugin(PluginCommand::List) => (
+        Command::Plugin(PluginCommand::List { .. }) => (
             topology::api_subject("plugin", "list"),
             json!({"schema_version": 1}),
             &["name", "subject", "selector", "timeout_seconds", "error"],
@@ -2053,18 +2480,42 @@ async fn request_raw(
     body: Value,
 ) -> Result<Result<Value, sexton_shared::api::ApiError>, Failure> {
     let body = serde_json::to_vec(&body).map_err(|err| Failure::runtime(err.into()))?;
-    let message = tokio::time::timeout(
+    let asked = tokio::time::timeout(
         Duration::from_secs(15),
         client.request_with_headers(
             subject.to_string(),
             crate::safety::actor_headers(),
             body.into(),
         ),
-    )
-    .await
-    .map_err(|_| Failure::runtime(anyhow::anyhow!("no answer on {subject} within 15s")))?
-    .with_context(|| format!("no answer on {subject}: is the fleet running?"))
-    .map_err(Failure::runtime)?;
+    );
+    // NATS drops a publication the user may not make and says so only on the connection: a
+    // denial ends the wait at once, as itself, not as "no answer".
+    let mut denials = DENIALS.get().cloned();
+    let denied = async {
+        match &mut denials {
+            Some(denials) => match denials.wait_for(Option::is_some).await {
+                Ok(denial) => denial.clone().unwrap_or_default(),
+                Err(_) => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
+    };
+    let answered = tokio::select! {
+        answered = asked => answered,
+        denial = denied => {
+            return Err(Failure {
+                code: EXIT_DENIED,
+                message: format!(
+                    "permission denied: NATS refused {subject} to this user ({denial}); \
+                     check nats.user and deploy/nats/authorization.conf"
+                ),
+            });
+        }
+    };
+    let message = answered
+        .map_err(|_| Failure::runtime(anyhow::anyhow!("no answer on {subject} within 15s")))?
+        .with_context(|| format!("no answer on {subject}: is the fleet running?"))
+        .map_err(Failure::runtime)?;
     let reply: Reply = serde_json::from_slice(&message.payload)
         .with_context(|| format!("unreadable answer on {subject}"))
         .map_err(Failure::runtime)?;
@@ -2079,58 +2530,16 @@ fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
 }
 
 fn cell(value: Option<&Value>) -> String {
-    match value {
-        None | Some(Value::Null) => "-".into(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
-    }
+    crate::output::text(value)
 }
 
-/// Prints `value` as JSON, or as a table with `columns` (dotted paths into each row).
+/// Prints `value` as JSON or YAML, or as a table with `columns` (dotted paths into each row).
 fn print_value(output: Output, value: &Value, columns: &[&str]) {
-    if output == Output::Json || columns.is_empty() {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(value).expect("json prints")
-        );
-        return;
-    }
-    let rows: Vec<&Value> = match value {
-        Value::Array(rows) => rows.iter().collect(),
-        other => vec![other],
-    };
-    let header: Vec<String> = columns
-        .iter()
-        .map(|c| c.rsplit('.').next().unwrap_or(c).to_uppercase())
-        .collect();
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|row| columns.iter().map(|c| cell(lookup(row, c))).collect())
-        .collect();
-    print_table(&header, &cells);
+    crate::output::generic(output, value, columns)
 }
 
 fn print_table(header: &[String], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(String::len).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            widths[i] = widths[i].max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| {
-        cells
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{c:<width$}", width = widths[i]))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_string()
-    };
-    println!("{}", line(header));
-    for row in rows {
-        println!("{}", line(row));
-    }
+    crate::output::table(header, rows)
 }
 
 /// `backup describe` as text: the backup, the retention verdict, and one row per volume.
@@ -2329,6 +2738,27 @@ fn print_schedule_description(value: &Value) {
     for (label, path) in [("name", "name"), ("cluster", "cluster"), ("plan", "plan")] {
         line(label, cell(lookup(schedule, path)));
     }
+    // The policy as its keys, one line: `keep_last=7, recovery_window=30d`.
+    line("policy", cell(schedule.get("policy")).replace(',', ", "));
+    if schedule
+        .get("labels")
+        .and_then(Value::as_object)
+        .is_some_and(|labels| !labels.is_empty())
+    {
+        line("labels", cell(schedule.get("labels")));
+    }
+    if let Some(created) = schedule.get("created_at").and_then(Value::as_str) {
+        if let Ok(at) = created.parse::<DateTime<Utc>>() {
+            line(
+                "created",
+                format!(
+                    "{} ({} ago)",
+                    crate::output::time(at),
+                    crate::output::age(crate::output::now() - at)
+                ),
+            );
+        }
+    }
     match timing.get("settings").and_then(Value::as_array) {
         Some(settings) => {
             for setting in settings {
@@ -2515,5 +2945,35 @@ fn print_plan_table(plan: &Value) {
                 .map_or(0, Vec::len);
             println!("binlog segments to {label}: {n}");
         }
+    }
+}
+
+#[cfg(test)]
+mod help_tests {
+    /// Every argument of every command says what it is for, and every command a user runs
+    /// shows examples in its --help (clap's after_help).
+    #[test]
+    fn every_argument_has_help_and_every_command_examples() {
+        fn walk(command: &clap::Command, path: String, missing: &mut Vec<String>) {
+            for arg in command.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path}: argument {id} has no help"));
+                }
+            }
+            let leaves = command.get_subcommands().count() == 0;
+            if leaves && command.get_after_help().is_none() {
+                missing.push(format!("{path}: no examples"));
+            }
+            for sub in command.get_subcommands() {
+                walk(sub, format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::command(), "sexton".into(), &mut missing);
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
     }
 }

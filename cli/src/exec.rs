@@ -296,6 +296,8 @@ pub async fn run(
         reported: Reported::new(Duration::from_secs(30 * 60), 100_000),
     }));
     let permits = Arc::new(Semaphore::new(concurrency));
+    sexton_shared::build::answer_version_requests(&ctx.client, "sexton-exec", shutdown.clone())
+        .await?;
     tracing::info!(
         durable = %ctx.options.durable,
         cluster = ctx.options.cluster.as_ref().map_or("*", |c| c.as_str()),
@@ -497,7 +499,7 @@ async fn backup_job(
             tracing::info!(state, "due backup delivered again; the catalog says it was taken");
             return Outcome::Done;
         }
-        tracing::info!(kind = ?due.kind, parent = ?due.parent.as_ref().map(|p| p.as_str()), "taking the backup");
+        tracing::info!(kind = ?due.kind, parent = due.parent.as_ref().map_or("none", |p| p.as_str()), "taking the backup");
         match backup::take(ctx, &due, &message.payload, last_delivery, shutdown).await {
             Ok(backup::Taken::Completed) => {
                 tracing::info!("backup completed and reported");

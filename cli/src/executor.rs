@@ -107,6 +107,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         .expires(topology::PULL_EXPIRES)
         .messages()
         .await?;
+    sexton_shared::build::answer_version_requests(&client, "reference-executor", shutdown.clone())
+        .await?;
     tracing::info!("reference executor started");
     let mut reported = Reported::new(REMEMBER_FOR, REMEMBER_AT_MOST);
     loop {

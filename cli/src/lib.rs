@@ -8,5 +8,8 @@ pub mod binlog_file;
 pub mod cli;
 pub mod exec;
 pub mod executor;
+pub mod listing;
+pub mod output;
 pub mod safety;
 pub mod simulate;
+pub mod version;

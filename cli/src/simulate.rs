@@ -99,7 +99,8 @@ pub fn scenario(
     now: DateTime<Utc>,
 ) -> Result<Scenario, Failure> {
     let input = |err: &dyn std::fmt::Display| Failure::input(err.to_string());
-    let cron = CronSpec::parse(cron)
+    let cron = CronSpec::five_field_form(cron)
+        .and_then(|form| CronSpec::parse(&form))
         .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
     let days = Days::new(options.days.unwrap_or(DEFAULT_DAYS)).map_err(|e| input(&e))?;
     let from = match &options.from {
@@ -251,13 +252,8 @@ pub fn print(
     page_path: Option<&Path>,
 ) -> Result<(), Failure> {
     match output {
-        Output::Json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&report.to_json()).expect("json prints")
-            );
-        }
-        Output::Table => {
+        Output::Json | Output::Yaml => crate::output::document(output, &report.to_json()),
+        Output::Table | Output::Wide | Output::Name => {
             let colour = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
             let text = match report {
                 Report::One(simulation) => calendar::render(simulation, rows, colour),

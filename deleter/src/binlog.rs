@@ -195,7 +195,12 @@ impl Collector {
             .collect();
         let safe = safe_horizon(job.horizon, &records);
         if let Some(reason) = &safe.reason {
-            tracing::info!(%cluster, reason, horizon = ?safe.horizon, "binlog horizon pulled back by the catalog");
+            tracing::info!(
+                %cluster,
+                reason,
+                horizon = %safe.horizon.map_or_else(|| "none".to_string(), |h| h.to_rfc3339()),
+                "binlog horizon pulled back by the catalog"
+            );
         }
         if let Some(why) = safe.refused {
             return Ok(Outcome::Poison(format!("binlog gc for {cluster}: {why}")));

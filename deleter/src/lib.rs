@@ -61,7 +61,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         shutdown.clone(),
     )
     .await?;
-    tracing::info!(metrics = ?addr, "deleter started");
+    sexton_shared::build::start(&client, "deleter", &metrics.registry, shutdown.clone()).await?;
+    tracing::info!(metrics = %telemetry::listen_text(addr), "deleter started");
 
     // The binlog collector runs beside the delete jobs; if it stops, so does the service, so
     // an orchestrator restarts it.

@@ -48,7 +48,14 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         shutdown.clone(),
     )
     .await?;
-    tracing::info!(metrics = ?addr, "retention-worker started");
+    sexton_shared::build::start(
+        &client,
+        "retention-worker",
+        &metrics.registry,
+        shutdown.clone(),
+    )
+    .await?;
+    tracing::info!(metrics = %telemetry::listen_text(addr), "retention-worker started");
 
     let store = sexton_shared::object_store::ObjectStore::connect(&config.s3).await?;
     let worker = worker::Worker::new(topology.clone(), config.clone(), metrics.clone(), store);

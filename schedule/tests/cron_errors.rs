@@ -376,3 +376,45 @@ fn display_and_from_str_round_trip() {
     assert_eq!(spec.as_str(), text);
     assert!("0 0 * * 7".parse::<CronSpec>().is_err());
 }
+
+/// CloudNativePG's 6-field specs (seconds first) as the API and the CLI take them: seconds 0
+/// becomes the 5-field spec; any other seconds value is refused with a clear error; the robfig
+/// grammar itself (`CronSpec::parse`) still refuses six fields.
+#[test]
+fn cloudnativepg_six_field_specs_are_accepted_only_with_seconds_zero() {
+    fn check(spec: &str, expected: Result<&str, &str>) {
+        let got = CronSpec::five_field_form(spec);
+        match (got, expected) {
+            (Ok(form), Ok(wanted)) => {
+                assert_eq!(form, wanted, "{spec:?}");
+                CronSpec::parse(&form).unwrap_or_else(|err| panic!("{spec:?} -> {form:?}: {err}"));
+            }
+            (Err(err), Err(wanted)) => {
+                let message = err.to_string();
+                assert!(message.contains(wanted), "{spec:?}: {message}");
+                assert!(!message.ends_with('.'), "{message}");
+            }
+            (got, wanted) => panic!("{spec:?}: got {got:?}, wanted {wanted:?}"),
+        }
+    }
+    check("0 0 3 * * *", Ok("0 3 * * *"));
+    check("00 30 2 * * 1-5", Ok("30 2 * * 1-5"));
+    check(
+        "CRON_TZ=Europe/Berlin 0 0 3 * * *",
+        Ok("CRON_TZ=Europe/Berlin 0 3 * * *"),
+    );
+    check("0 3 * * *", Ok("0 3 * * *"));
+    check("@daily", Ok("@daily"));
+    check("CRON_TZ=UTC @every 6h", Ok("CRON_TZ=UTC @every 6h"));
+    check("30 0 3 * * *", Err("the seconds field must be 0"));
+    check("*/10 * * * * *", Err("found \"*/10\""));
+    // Seven fields are not CloudNativePG's: left for the grammar to refuse.
+    assert_eq!(
+        CronSpec::five_field_form("0 0 3 * * * *").unwrap(),
+        "0 0 3 * * * *"
+    );
+    assert!(matches!(
+        CronSpec::parse("0 0 3 * * *"),
+        Err(CronError::FieldCount { found: 6 })
+    ));
+}

@@ -282,11 +282,13 @@ impl Api {
 
     async fn create(
         &self,
-        spec: ScheduleSpec,
+        mut spec: ScheduleSpec,
         actor: &sexton_shared::audit::Actor,
     ) -> Result<Value, ApiError> {
         let now = Utc::now();
-        let warnings = check_timing(
+        let (cron, converted) = five_field_form(&spec.cron)?;
+        spec.cron = cron;
+        let mut warnings = check_timing(
             &TimingSpec {
                 name: spec.name.as_str(),
                 cron: &spec.cron,
@@ -296,6 +298,7 @@ impl Api {
             },
             now,
         )?;
+        warnings.extend(converted);
         let starting_deadline_seconds = spec.deadline_seconds();
         let (confirm, dry_run) = (spec.confirm, spec.dry_run);
         let mut record = ScheduleRecord {
@@ -617,6 +620,17 @@ fn timing_view(record: &ScheduleRecord, now: chrono::DateTime<Utc>) -> Value {
             })
         }
     }
+}
+
+/// CloudNativePG's 6-field spec (seconds first, seconds 0) as the 5-field spec the schedule
+/// stores, with a warning that says so; other specs unchanged.
+fn five_field_form(cron: &str) -> Result<(String, Option<String>), ApiError> {
+    let form = sexton_schedule::CronSpec::five_field_form(cron)
+        .map_err(|err| invalid(format!("invalid cron {cron:?}: {err}")))?;
+    let converted = (form != cron).then(|| {
+        format!("read the 6-field (CloudNativePG) spec {cron:?} as {form:?}: seconds 0 dropped")
+    });
+    Ok((form.into_owned(), converted))
 }
 
 /// The door for a schedule's timing as a user enters it: the refusals and warnings of

@@ -66,7 +66,8 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         shutdown.clone(),
     )
     .await?;
-    tracing::info!(metrics = ?addr, "scheduler started");
+    sexton_shared::build::start(&client, "scheduler", &metrics.registry, shutdown.clone()).await?;
+    tracing::info!(metrics = %telemetry::listen_text(addr), "scheduler started");
 
     // The timers' watch keeps the set of clusters with schedules; the sweeps read it.
     let (clusters, clusters_seen) = tokio::sync::watch::channel(Default::default());

@@ -9,6 +9,7 @@ pub mod api;
 pub mod audit;
 pub mod binlog;
 pub mod breaker;
+pub mod build;
 pub mod catalog;
 pub mod config;
 pub mod digest;

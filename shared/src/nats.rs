@@ -10,7 +10,7 @@ use crate::config::NatsConfig;
 
 /// Connects, retrying the initial connection so a service may start before its server.
 pub async fn connect(config: &NatsConfig, client_name: &str) -> anyhow::Result<async_nats::Client> {
-    connect_with(config, client_name, true).await
+    connect_with(config, client_name, true, None).await
 }
 
 /// Connects once and fails if the server does not answer: for the CLI.
@@ -18,16 +18,46 @@ pub async fn connect_once(
     config: &NatsConfig,
     client_name: &str,
 ) -> anyhow::Result<async_nats::Client> {
-    connect_with(config, client_name, false).await
+    connect_with(config, client_name, false, None).await
+}
+
+/// Like [`connect_once`], and the server's permission violations of this connection
+/// (`Permissions Violation for Publish to "..."`) arrive on the returned channel: NATS drops a
+/// denied publication silently, so without them a denied request looks like an absent fleet.
+pub async fn connect_once_watching_denials(
+    config: &NatsConfig,
+    client_name: &str,
+) -> anyhow::Result<(
+    async_nats::Client,
+    tokio::sync::watch::Receiver<Option<String>>,
+)> {
+    let (denied, denials) = tokio::sync::watch::channel(None);
+    let client = connect_with(config, client_name, false, Some(denied)).await?;
+    Ok((client, denials))
 }
 
 async fn connect_with(
     config: &NatsConfig,
     client_name: &str,
     retry: bool,
+    denials: Option<tokio::sync::watch::Sender<Option<String>>>,
 ) -> anyhow::Result<async_nats::Client> {
+    // Two rustls providers are compiled in (ring for async-nats, aws-lc-rs for aws-sdk-s3):
+    // without a process default, the first TLS handshake panics. Installing one that is
+    // already installed is an error worth ignoring.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut options = async_nats::ConnectOptions::new()
         .name(config.client_name.as_deref().unwrap_or(client_name));
+    if let Some(denials) = denials {
+        options = options.event_callback(move |event| {
+            if let async_nats::Event::ServerError(async_nats::ServerError::Other(text)) = &event {
+                if text.to_ascii_lowercase().contains("permissions violation") {
+                    denials.send_replace(Some(text.trim_matches('\'').to_string()));
+                }
+            }
+            async {}
+        });
+    }
     if retry {
         options = options.retry_on_initial_connect();
     }

@@ -15,13 +15,25 @@ pub fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    // Logs go to stderr, always: stdout is for what a command prints (`-o json` piped on).
+    let ansi = ansi && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_writer(std::io::stderr)
         .with_ansi(ansi);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+}
+
+/// `SEXTON_LOG_FORMAT` (`json` or `text`, default text), for a process that logs before it
+/// has read its configuration.
+pub fn log_format_from_env() -> LogFormat {
+    match std::env::var("SEXTON_LOG_FORMAT") {
+        Ok(format) if format.eq_ignore_ascii_case("json") => LogFormat::Json,
+        _ => LogFormat::Text,
+    }
 }
 
 type CheckFuture = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
@@ -96,6 +108,11 @@ async fn readyz(State(state): State<EndpointState>) -> (StatusCode, String) {
             format!("not ready: {why}\n"),
         ),
     }
+}
+
+/// The metrics endpoint's address for a log line: `127.0.0.1:9090`, or `off`.
+pub fn listen_text(addr: Option<SocketAddr>) -> String {
+    addr.map_or_else(|| "off".to_string(), |addr| addr.to_string())
 }
 
 /// A readiness check that passes while the NATS connection is up.

@@ -31,6 +31,15 @@ fn exported_metric_names() -> BTreeSet<String> {
     names.extend(sexton_scheduler::metrics::Metrics::new().names);
     names.extend(sexton_retention_worker::metrics::Metrics::new().names);
     names.extend(sexton_deleter::metrics::Metrics::new().names);
+    // What every service exports besides its own (shared/src/build.rs).
+    let registry = prometheus::Registry::new();
+    sexton_shared::build::register(&registry, "any").unwrap();
+    names.extend(
+        registry
+            .gather()
+            .iter()
+            .map(|family| family.name().to_string()),
+    );
     names
 }
 
@@ -161,7 +170,7 @@ fn the_alert_rules_name_only_exported_metrics_and_existing_runbooks() {
         "deploy/prometheus/rules.yml names metrics no service exports: {unknown:?}\nexported: {exported:?}"
     );
 
-    // Every runbook annotation points at a heading of deploy/README.md (GitHub's anchors:
+    // Every runbook_url annotation points at a heading of deploy/README.md (GitHub's anchors:
     // lower case, punctuation dropped, spaces to hyphens), and every alert has one.
     let readme = std::fs::read_to_string(deploy_file("README.md")).unwrap();
     let anchors: BTreeSet<String> = readme
@@ -180,13 +189,13 @@ fn the_alert_rules_name_only_exported_metrics_and_existing_runbooks() {
     let alerts = rules.matches("- alert:").count();
     let runbooks: Vec<&str> = rules
         .lines()
-        .filter_map(|line| line.trim().strip_prefix("runbook:"))
+        .filter_map(|line| line.trim().strip_prefix("runbook_url:"))
         .map(|value| value.trim().trim_matches('"'))
         .collect();
     assert_eq!(runbooks.len(), alerts, "one runbook per alert");
     for runbook in runbooks {
         let anchor = runbook
-            .strip_prefix("deploy/README.md#")
+            .strip_prefix("https://github.com/sexton/sexton/blob/main/deploy/README.md#")
             .unwrap_or_else(|| panic!("runbook {runbook} is not a deploy/README.md section"));
         assert!(
             anchors.contains(anchor),
@@ -661,6 +670,27 @@ async fn the_fleet_runs_with_one_user_per_service() {
     )
     .await;
 
+    // `sexton version` as the operator hears every service under these permissions.
+    let version = sexton_as(&nats, "operator", &["version", "-o", "json"]).await;
+    assert_eq!(version.status.code(), Some(0), "{version:?}");
+    let version: Value = serde_json::from_slice(&version.stdout).unwrap();
+    let services: BTreeSet<&str> = version["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["service"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        services,
+        BTreeSet::from([
+            "deleter",
+            "reference-executor",
+            "retention-worker",
+            "scheduler"
+        ]),
+        "{version}"
+    );
+
     assert!(scheduler.all_running(), "the scheduler stopped");
     for fleet in &others {
         assert!(fleet.all_running(), "a service stopped");
@@ -761,4 +791,245 @@ async fn sexton_exec_runs_as_the_executor_user() {
         "sexton exec needed subjects deploy/nats/authorization.conf does not grant:\n{}",
         violations.join("\n")
     );
+}
+
+/// The `sexton` binary as NATS user `user` of deploy/nats/authorization.conf.
+async fn sexton_as(nats: &Nats, user: &str, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(service_binary("sexton"));
+    command
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SEXTON_NATS_URL", nats.url())
+        .env("SEXTON_NATS_USER", user)
+        .env("SEXTON_NATS_PASSWORD", password(user));
+    tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap()
+}
+
+/// A user the shipped configuration does not allow the API is told so, at once and with its
+/// own exit code (77), instead of waiting and blaming the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_denial_is_reported_as_a_denial() {
+    let nats = start_nats_with_users();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let scheduler = Fleet::start(
+        &as_user(&config, "scheduler"),
+        Members {
+            scheduler: true,
+            ..NONE
+        },
+    );
+    eventually(
+        "the api for the operator",
+        Duration::from_secs(30),
+        || async {
+            let run = sexton_as(&nats, "operator", &["schedule", "list"]).await;
+            (run.status.code() == Some(0)).then_some(())
+        },
+    )
+    .await;
+    for user in ["executor", "deleter"] {
+        let started = std::time::Instant::now();
+        let run = sexton_as(&nats, user, &["schedule", "list"]).await;
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(77), "{user}: {stderr}");
+        assert!(
+            stderr.contains("permission denied")
+                && stderr.contains("sexton.v1.api.schedule.list")
+                && !stderr.contains("is the fleet running"),
+            "{user}: {stderr}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{user}: the denial took {:?}",
+            started.elapsed()
+        );
+    }
+    scheduler.stop().await.unwrap();
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate, made with the openssl
+/// command line in `dir`: (ca, server cert, server key, client cert, client key).
+fn make_certificates(dir: &std::path::Path) -> [PathBuf; 5] {
+    let run = |args: &[&str]| {
+        let output = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl is required for the TLS test");
+        assert!(
+            output.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=sexton test ca",
+    ]);
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    for (name, subject) in [("server", "/CN=127.0.0.1"), ("client", "/CN=sexton")] {
+        run(&[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &format!("{name}.key"),
+            "-out",
+            &format!("{name}.csr"),
+            "-subj",
+            subject,
+        ]);
+        run(&[
+            "x509",
+            "-req",
+            "-in",
+            &format!("{name}.csr"),
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &format!("{name}.pem"),
+            "-days",
+            "2",
+            "-extfile",
+            &format!("{name}.ext"),
+        ]);
+    }
+    [
+        "ca.pem",
+        "server.pem",
+        "server.key",
+        "client.pem",
+        "client.key",
+    ]
+    .map(|f| dir.join(f))
+}
+
+/// deploy/nats/sexton-tls.conf on a real nats-server with certificates made here: the
+/// scheduler and the CLI connect with TLS and a client certificate and work; a client without
+/// a certificate, or without TLS at all, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tls_configuration_serves_the_fleet_and_refuses_plain_clients() {
+    let certs = tempfile::tempdir().unwrap();
+    let [ca, server_cert, server_key, client_cert, client_key] = make_certificates(certs.path());
+    let text = |path: &PathBuf| path.to_str().unwrap().to_string();
+    let mut env: Vec<(String, String)> = ROLES
+        .iter()
+        .map(|role| {
+            (
+                format!(
+                    "SEXTON_NATS_{}_PASSWORD",
+                    role.to_uppercase().replace('-', "_")
+                ),
+                password(role),
+            )
+        })
+        .collect();
+    env.push(("SEXTON_NATS_TLS_CERT_FILE".into(), text(&server_cert)));
+    env.push(("SEXTON_NATS_TLS_KEY_FILE".into(), text(&server_key)));
+    env.push(("SEXTON_NATS_TLS_CA_FILE".into(), text(&ca)));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let conf = deploy_file("nats/sexton-tls.conf");
+    let nats = Nats::start_with_args_and_env(&["-c", conf.to_str().unwrap()], &env);
+
+    let s3 = S3::start();
+    let mut config = as_user(&config(&nats, &s3), "scheduler");
+    config.nats.tls_ca_file = Some(text(&ca));
+    config.nats.tls_cert_file = Some(text(&client_cert));
+    config.nats.tls_key_file = Some(text(&client_key));
+    config.nats.tls_required = true;
+    let scheduler = Fleet::start(
+        &config,
+        Members {
+            scheduler: true,
+            ..NONE
+        },
+    );
+    let sexton = |tls: &[(&str, String)], args: &[&str]| {
+        let mut command = std::process::Command::new(service_binary("sexton"));
+        command
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEXTON_NATS_URL", nats.url())
+            .env("SEXTON_NATS_USER", "operator")
+            .env("SEXTON_NATS_PASSWORD", password("operator"));
+        for (key, value) in tls {
+            command.env(key, value);
+        }
+        command
+    };
+    let with_tls = [
+        ("SEXTON_NATS_TLS_CA_FILE", text(&ca)),
+        ("SEXTON_NATS_TLS_CERT_FILE", text(&client_cert)),
+        ("SEXTON_NATS_TLS_KEY_FILE", text(&client_key)),
+        ("SEXTON_NATS_TLS_REQUIRED", "true".to_string()),
+    ];
+    let mut listing = sexton(&with_tls, &["schedule", "list", "-o", "json"]);
+    eventually("the api over tls", Duration::from_secs(30), || {
+        let output = listing.output().unwrap();
+        let ok = output.status.success();
+        async move { ok.then_some(()) }
+    })
+    .await;
+    let created = sexton(
+        &with_tls,
+        &[
+            "schedule",
+            "create",
+            "tls",
+            "--cluster",
+            "c1",
+            "--plan",
+            "full",
+            "--cron",
+            "@daily",
+            "--keep-last",
+            "2",
+            "-o",
+            "name",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(created.status.success(), "{created:?}");
+    assert_eq!(String::from_utf8_lossy(&created.stdout), "schedule/tls\n");
+
+    // Without a client certificate, and without TLS: refused, exit 1.
+    for (what, tls) in [
+        ("no client certificate", &with_tls[..1]),
+        ("no tls", &[][..]),
+    ] {
+        let output = sexton(tls, &["schedule", "list"]).output().unwrap();
+        assert_eq!(output.status.code(), Some(1), "{what}: {output:?}");
+    }
+    assert!(scheduler.all_running());
+    scheduler.stop().await.unwrap();
 }

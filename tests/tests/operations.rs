@@ -78,6 +78,26 @@ fn services_report_health_and_readiness_and_stop_on_sigterm() {
         assert_eq!(status, 200);
         assert!(page.contains("sexton_"), "{}: {page}", service.name);
         promtool_check(&page).unwrap_or_else(|err| panic!("{}: {err}\n{page}", service.name));
+        // What every exporter has: build info, the process collector, and here NATS
+        // connectivity as a metric (not only /readyz).
+        let short = service.name.trim_start_matches("sexton-");
+        let build_info = format!(
+            "sexton_build_info{{service=\"{short}\",version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        );
+        for wanted in [
+            build_info.as_str(),
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+            "sexton_nats_connected 1",
+        ] {
+            assert!(
+                page.contains(wanted),
+                "{}: no {wanted}\n{page}",
+                service.name
+            );
+        }
     }
 
     // NATS down: alive, but not ready.
@@ -94,6 +114,19 @@ fn services_report_health_and_readiness_and_stop_on_sigterm() {
             "{}",
             service.name
         );
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let (_, page) = http_get(*port, "/metrics").unwrap();
+            if page.contains("sexton_nats_connected 0") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{}: sexton_nats_connected is not 0 without nats",
+                service.name
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
     nats.restart();
     for (service, port) in &services {

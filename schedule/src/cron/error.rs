@@ -30,6 +30,12 @@ pub enum CronError {
     )]
     SecondsFieldCount { found: usize },
 
+    #[error(
+        "6 fields read as CloudNativePG's (second minute hour day-of-month month day-of-week): \
+         the seconds field must be 0, Sexton fires on whole minutes; found {seconds}"
+    )]
+    SecondsNotZero { seconds: Excerpt },
+
     #[error("{field}: {value} is neither a number nor a {field} name")]
     NotANumber { field: Field, value: Excerpt },
 

@@ -58,6 +58,43 @@ impl CronSpec {
         Self::parse_with(spec, Layout::WithSeconds)
     }
 
+    /// A user's spec as Sexton stores it: CloudNativePG's 6-field form (a seconds field first,
+    /// as `ScheduledBackup.spec.schedule` takes it) becomes the 5-field spec, when its seconds
+    /// field is `0`: a schedule fires on whole minutes, so any other second is refused rather
+    /// than rounded. Five fields, descriptors and `CRON_TZ=` prefixes pass unchanged (so does
+    /// anything else: [`CronSpec::parse`] judges it). The door of the API's create and update
+    /// and of the CLI's offline commands; [`CronSpec::parse`] itself stays robfig's grammar.
+    pub fn five_field_form(spec: &str) -> Result<std::borrow::Cow<'_, str>, CronError> {
+        use std::borrow::Cow;
+        let (prefix, body) = match spec.find(' ') {
+            Some(space) if spec.starts_with("TZ=") || spec.starts_with("CRON_TZ=") => {
+                (&spec[..space], spec[space..].trim())
+            }
+            _ => ("", spec.trim()),
+        };
+        if body.starts_with('@') {
+            return Ok(Cow::Borrowed(spec));
+        }
+        let fields: Vec<&str> = body.split_whitespace().collect();
+        let [seconds, rest @ ..] = fields.as_slice() else {
+            return Ok(Cow::Borrowed(spec));
+        };
+        if fields.len() != 6 {
+            return Ok(Cow::Borrowed(spec));
+        }
+        if !seconds.chars().all(|c| c == '0') {
+            return Err(CronError::SecondsNotZero {
+                seconds: Excerpt::new(seconds),
+            });
+        }
+        let five = rest.join(" ");
+        Ok(Cow::Owned(if prefix.is_empty() {
+            five
+        } else {
+            format!("{prefix} {five}")
+        }))
+    }
+
     fn parse_with(spec: &str, layout: Layout) -> Result<CronSpec, CronError> {
         let (zone, kind) = grammar::parse(spec, layout)?;
         Ok(CronSpec {

@@ -19,7 +19,7 @@ use sexton_shared::{
     records::{BackupRecord, Policy, ScheduleRecord},
 };
 
-use super::{apply_update, check_timing, describe, invalid, unavailable, Api};
+use super::{apply_update, check_timing, describe, five_field_form, invalid, unavailable, Api};
 use crate::timers;
 
 impl Api {
@@ -59,9 +59,18 @@ impl Api {
 
     pub(super) async fn update(
         &self,
-        req: ScheduleUpdate,
+        mut req: ScheduleUpdate,
         actor: &Actor,
     ) -> Result<Value, ApiError> {
+        // CloudNativePG's 6-field form (seconds 0) is stored as the 5 fields it means.
+        let converted = match &req.cron {
+            Some(cron) => {
+                let (cron, converted) = five_field_form(cron)?;
+                req.cron = Some(cron);
+                converted
+            }
+            None => None,
+        };
         // The timing is checked as it will be, with the schedule's name (random descriptors
         // and jitter are drawn from it) and its stored settings.
         let (current, revision) = self.read(req.name.as_str()).await?;
@@ -70,11 +79,12 @@ impl Api {
         let timing_changed = preview.cron != current.cron
             || preview.jitter != current.jitter
             || preview.exclude != current.exclude;
-        let warnings = if timing_changed {
+        let mut warnings = if timing_changed {
             check_timing(&timers::timing_spec(&preview), Utc::now())?
         } else {
             Vec::new()
         };
+        warnings.extend(converted);
         let effect = if preview.policy != current.policy {
             Some(self.policy_effect(&preview).await?)
         } else {
