@@ -93,6 +93,10 @@ pub enum Command {
     Catalog(CatalogCommand),
     /// Read the audit trail: who decided, marked, claimed and deleted what, and why
     /// (docs/safety.md).
+    #[command(after_help = "Examples:
+  sexton audit --cluster db1 --since 24h
+  sexton audit --cluster db1 --backup nightly-20261124030000
+  sexton audit --since all -o json")]
     Audit(AuditArgs),
     /// Run the reference executor (writes small backups to S3 and reports them).
     #[command(after_help = "Examples:
@@ -731,9 +735,14 @@ pub enum RetentionCommand {
     },
     /// Let a retention run the circuit breaker holds go through, once: exactly what the
     /// preview shows it deleting (asks first; --yes without a terminal).
+    #[command(after_help = "Examples:
+  sexton retention approve --cluster db1 --plan full --dry-run
+  sexton retention approve --cluster db1 --plan full --yes")]
     Approve {
+        /// The cluster whose held run to let through.
         #[arg(long)]
         cluster: String,
+        /// The plan (group) whose held run to let through.
         #[arg(long)]
         plan: String,
         /// Approve without asking.
