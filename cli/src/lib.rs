@@ -7,4 +7,5 @@ pub mod binlog_file;
 pub mod cli;
 pub mod exec;
 pub mod executor;
+pub mod offline_plan;
 pub mod simulate;

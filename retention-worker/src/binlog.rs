@@ -105,12 +105,11 @@ pub async fn load(store: &ObjectStore, prefix: &str, cluster: &ClusterName) -> B
 
 /// The cluster's decision from its groups' plans (see [`cluster_binlog`]).
 pub fn decide(groups: &[GroupPlan]) -> Result<ClusterBinlog, binlog::NoCollection> {
-    cluster_binlog(groups.iter().map(|group| {
-        (
-            group.plan.as_str(),
-            group.decision.as_ref().map(|plan| &plan.binlog),
-        )
-    }))
+    cluster_binlog(
+        groups
+            .iter()
+            .map(|group| (group.plan.as_str(), group.binlog())),
+    )
 }
 
 /// The jobs that carry a decision, with their de-duplication ids: one job (several only when

@@ -8,8 +8,10 @@
 //! The same code answers `retention.preview` requests, without marking anything.
 
 pub mod binlog;
+pub mod decisions;
 pub mod metrics;
 pub mod scrub;
+pub mod view;
 pub mod worker;
 
 use std::{sync::Arc, time::Duration};

@@ -35,6 +35,7 @@ pub mod gfs;
 mod id_hash;
 mod plan;
 mod policy;
+mod render;
 mod volumes;
 
 pub use cadence::{
@@ -55,3 +56,4 @@ pub use policy::{
     ChainMode, GracePeriod, GraceUnit, KeepCount, Policy, PolicyError, RecoveryWindow,
     RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,
 };
+pub use render::PlanJson;
