@@ -533,6 +533,10 @@ pub struct ExecArgs {
     /// without it, merge jobs are left to another executor.
     #[arg(long, env = "SEXTON_EXEC_MERGE_COMMAND")]
     pub merge_command: Option<String>,
+    /// The command that restores a chain and checks it (a restore test); its exit status is
+    /// the verdict. Without it, restore tests are left to another executor.
+    #[arg(long, env = "SEXTON_EXEC_VERIFY_COMMAND")]
+    pub verify_command: Option<String>,
     /// Take only this cluster's backups (default: every cluster's).
     #[arg(long, env = "SEXTON_EXEC_CLUSTER")]
     pub cluster: Option<String>,
@@ -542,6 +546,9 @@ pub struct ExecArgs {
     /// The durable consumer of merge jobs (default <durable>-merge).
     #[arg(long, env = "SEXTON_EXEC_MERGE_DURABLE")]
     pub merge_durable: Option<String>,
+    /// The durable consumer of restore tests (default <durable>-verify).
+    #[arg(long, env = "SEXTON_EXEC_VERIFY_DURABLE")]
+    pub verify_durable: Option<String>,
     /// Where job directories are made (default $TMPDIR/sexton-exec).
     #[arg(long, env = "SEXTON_EXEC_WORK_DIR")]
     pub work_dir: Option<PathBuf>,
@@ -583,11 +590,20 @@ impl ExecArgs {
             .map(sexton_shared::names::ClusterName::new)
             .transpose()
             .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
-        let (durable, merge_durable) = crate::exec::ExecOptions::default_durables(cluster.as_ref());
+        let (durable, merge_durable, verify_durable) =
+            crate::exec::ExecOptions::default_durables(cluster.as_ref());
         let durable_given = self.durable.clone();
         let options = crate::exec::ExecOptions {
             backup_command: self.backup_command.clone(),
             merge_command: self.merge_command.clone(),
+            verify_command: self.verify_command.clone(),
+            verify_durable: self
+                .verify_durable
+                .clone()
+                .unwrap_or_else(|| match &durable_given {
+                    Some(durable) => format!("{durable}-verify"),
+                    None => verify_durable,
+                }),
             merge_durable: self
                 .merge_durable
                 .clone()

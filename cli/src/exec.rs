@@ -16,9 +16,9 @@
 //!   finish, then their process group is stopped and the job handed back (nak) so another
 //!   executor takes it at once.
 //!
-//! Extension point: verify jobs (restore tests, a sibling issue) will be a third [`JobKind`]
-//! with a `--verify-command`, the chain's objects downloaded into the inputs as [`merge`] does,
-//! and a verdict published instead of a report.
+//! With `--verify-command` it also answers restore tests ([`verify`]): the chain's objects
+//! downloaded into the inputs and checked, the command restores and checks them, and its exit
+//! status is the verdict.
 
 pub mod backup;
 pub mod command;
@@ -26,6 +26,7 @@ pub mod environment;
 pub mod merge;
 pub mod output;
 pub mod report;
+pub mod verify;
 
 use std::{
     collections::HashSet,
@@ -47,7 +48,7 @@ use sexton_shared::{
     object_store::{transfer::UploadSettings, ObjectStore},
     outcome::{settle, Outcome},
     topology,
-    wire::{self, DueBackup, MergeJob},
+    wire::{self, DueBackup, MergeJob, VerifyDue},
     Shutdown,
 };
 use tokio::sync::Semaphore;
@@ -60,12 +61,16 @@ use crate::executor::{taken_before, Reported};
 pub struct ExecOptions {
     pub backup_command: String,
     pub merge_command: Option<String>,
+    /// Restores a chain and checks it (restore tests); its exit status is the verdict.
+    pub verify_command: Option<String>,
     /// Only this cluster's due-backups and merge jobs; `None`: every cluster's.
     pub cluster: Option<ClusterName>,
     /// The durable consumer of due-backups.
     pub durable: String,
     /// The durable consumer of merge jobs.
     pub merge_durable: String,
+    /// The durable consumer of verify-due events.
+    pub verify_durable: String,
     /// Where job directories are made (and removed when the job ends).
     pub work_dir: PathBuf,
     pub timeout: Duration,
@@ -79,13 +84,18 @@ pub struct ExecOptions {
 }
 
 impl ExecOptions {
-    /// The durable names for `cluster`: `sexton-exec[-<cluster>]`, and `-merge` after it.
-    pub fn default_durables(cluster: Option<&ClusterName>) -> (String, String) {
+    /// The durable names for `cluster`: `sexton-exec[-<cluster>]`, and `-merge` and `-verify`
+    /// after it.
+    pub fn default_durables(cluster: Option<&ClusterName>) -> (String, String, String) {
         let base = match cluster {
             Some(cluster) => format!("sexton-exec-{cluster}"),
             None => "sexton-exec".to_string(),
         };
-        (base.clone(), format!("{base}-merge"))
+        (
+            base.clone(),
+            format!("{base}-merge"),
+            format!("{base}-verify"),
+        )
     }
 
     /// Checks what clap cannot: ranges and names.
@@ -100,15 +110,26 @@ impl ExecOptions {
         {
             return Err("--merge-command is empty".into());
         }
+        if self
+            .verify_command
+            .as_deref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            return Err("--verify-command is empty".into());
+        }
         for (flag, name) in [
             ("--durable", &self.durable),
             ("--merge-durable", &self.merge_durable),
+            ("--verify-durable", &self.verify_durable),
         ] {
             sexton_shared::names::check_name("durable name", name)
                 .map_err(|err| format!("{flag}: {err}"))?;
         }
-        if self.durable == self.merge_durable {
-            return Err("--durable and --merge-durable must differ".into());
+        if self.durable == self.merge_durable
+            || self.durable == self.verify_durable
+            || self.merge_durable == self.verify_durable
+        {
+            return Err("--durable, --merge-durable and --verify-durable must differ".into());
         }
         if !(1..=64).contains(&self.concurrency) {
             return Err(format!(
@@ -156,6 +177,7 @@ pub enum JobError {
 pub enum JobKind {
     Backup,
     Merge,
+    Verify,
 }
 
 /// A job's directory: `scratch/`, `output/` and `inputs/`, a facts file and the event.
@@ -243,6 +265,24 @@ pub async fn run(
         ),
         None => None,
     };
+    let verify_consumer = match options.verify_command {
+        Some(_) => Some(
+            consumer(
+                &jetstream,
+                topology::STREAM_VERIFY,
+                &options.verify_durable,
+                format!(
+                    "{}.verify.due.{}",
+                    topology::SUBJECT_ROOT,
+                    options.cluster.as_ref().map_or("*", |c| c.as_str())
+                ),
+                &options,
+                false,
+            )
+            .await?,
+        ),
+        None => None,
+    };
     let concurrency = options.concurrency;
     let ctx = Arc::new(Context {
         client,
@@ -261,6 +301,7 @@ pub async fn run(
         cluster = ctx.options.cluster.as_ref().map_or("*", |c| c.as_str()),
         concurrency,
         merges = merge_consumer.is_some(),
+        verifies = verify_consumer.is_some(),
         "sexton exec started"
     );
     let mut loops = vec![tokio::spawn(consume(
@@ -275,6 +316,16 @@ pub async fn run(
         loops.push(tokio::spawn(consume(
             JobKind::Merge,
             merges,
+            ctx.clone(),
+            ledger.clone(),
+            permits.clone(),
+            shutdown.clone(),
+        )));
+    }
+    if let Some(verifies) = verify_consumer {
+        loops.push(tokio::spawn(consume(
+            JobKind::Verify,
+            verifies,
             ctx.clone(),
             ledger.clone(),
             permits.clone(),
@@ -403,6 +454,7 @@ async fn job(
     let outcome = match kind {
         JobKind::Backup => backup_job(&ctx, &ledger, &message, last_delivery, &mut shutdown).await,
         JobKind::Merge => merge_job(&ctx, &message, &mut shutdown).await,
+        JobKind::Verify => verify_job(&ctx, &message, &mut shutdown).await,
     };
     keep_alive.abort();
     if let Some(outcome) = outcome {
@@ -494,6 +546,37 @@ async fn merge_job(
             Err(JobError::Interrupted) => Outcome::RetryAfter(Duration::from_secs(1)),
             Err(JobError::Transient(err)) => {
                 tracing::warn!(error = format!("{err:#}"), "merge not done; will retry");
+                Outcome::RetryAfter(Duration::from_secs(10))
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+    Some(outcome)
+}
+
+async fn verify_job(
+    ctx: &Context,
+    message: &jetstream::Message,
+    shutdown: &mut Shutdown,
+) -> Option<Outcome> {
+    let Some(verify_command) = ctx.options.verify_command.as_deref() else {
+        return Some(Outcome::RetryAfter(Duration::from_secs(60)));
+    };
+    let due = match wire::decode::<VerifyDue>(&message.payload) {
+        Ok(due) => due,
+        Err(err) => return Some(Outcome::Poison(err.to_string())),
+    };
+    let span = tracing::info_span!("verify", cluster = %due.cluster, backup = %due.backup_id, request = %due.request_id);
+    let outcome = async {
+        match verify::verify(ctx, verify_command, &due, &message.payload, shutdown).await {
+            Ok(outcome) => outcome,
+            Err(JobError::Interrupted) => Outcome::RetryAfter(Duration::from_secs(1)),
+            Err(JobError::Transient(err)) => {
+                tracing::warn!(
+                    error = format!("{err:#}"),
+                    "restore test not done; will retry"
+                );
                 Outcome::RetryAfter(Duration::from_secs(10))
             }
         }

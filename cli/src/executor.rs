@@ -488,7 +488,7 @@ async fn put_digested(
 
 /// Every key of a verify-due event lies in its own backup's directory of the event's cluster:
 /// a forged event must not make the executor read another cluster's objects.
-fn check_verify_keys(prefix: &str, due: &VerifyDue) -> Result<(), String> {
+pub fn check_verify_keys(prefix: &str, due: &VerifyDue) -> Result<(), String> {
     for backup in &due.chain {
         for object in &backup.objects {
             sexton_shared::object_store::check_backup_key(

@@ -39,6 +39,8 @@ mod schedule_delete;
 pub struct Edges {
     pub store: sexton_shared::object_store::ObjectStore,
     pub verifier: crate::verify::Verifier,
+    /// Set once every API subscription exists (the scheduler's /readyz waits for it).
+    pub ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub async fn run(
@@ -50,7 +52,11 @@ pub async fn run(
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let Edges { store, verifier } = edges;
+    let Edges {
+        store,
+        verifier,
+        ready,
+    } = edges;
     let requests = futures::stream::select(
         client
             .queue_subscribe(
@@ -89,6 +95,12 @@ pub async fn run(
             .await
             .context("subscribing to catalog imports")?,
     );
+    // The server has the subscriptions once a flush comes back: then a request finds them.
+    client
+        .flush()
+        .await
+        .context("flushing the api subscriptions")?;
+    ready.store(true, std::sync::atomic::Ordering::Release);
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
         topology,

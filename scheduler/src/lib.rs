@@ -35,10 +35,27 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .await
         .context("opening the clusters bucket")?;
     let metrics = Arc::new(metrics::Metrics::new());
+    // Ready once connected and answering the API: a client that waits for /readyz and then
+    // calls the API must find a responder.
+    let api_ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readiness: telemetry::ReadinessCheck = {
+        let client = client.clone();
+        let api_ready = api_ready.clone();
+        Arc::new(move || {
+            let result = telemetry::nats_connected(&client).and_then(|()| {
+                if api_ready.load(std::sync::atomic::Ordering::Acquire) {
+                    Ok(())
+                } else {
+                    Err("the api is not subscribed yet".to_string())
+                }
+            });
+            Box::pin(async move { result })
+        })
+    };
     let addr = telemetry::serve(
         &config.http.listen,
         metrics.registry.clone(),
-        telemetry::nats_readiness(client.clone()),
+        readiness,
         shutdown.clone(),
     )
     .await?;
@@ -82,6 +99,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         api::Edges {
             store: store.clone(),
             verifier,
+            ready: api_ready,
         },
         config.clone(),
         metrics.clone(),

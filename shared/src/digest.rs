@@ -2,9 +2,7 @@
 //! write it into `metadata.json`; intake compares the two, verification reads the object back
 //! and recomputes it. Also short digests for message ids that must change with their content.
 
-use sha2::Digest as _;
-
-pub use sha2::Sha256;
+pub use sha2::{Digest, Sha256};
 
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {

@@ -25,7 +25,7 @@ use sexton_shared::{
     records::BackupKind,
     wire::{
         self, DueBackup, DueVolume, MergeBackup, MergeDone, MergeJob, ObjectDigest, Report,
-        ReportStatus, ReportVolume,
+        ReportStatus, ReportVolume, Verdict, VerdictOutcome, VerifyBackup, VerifyDue, VerifyObject,
     },
 };
 
@@ -483,6 +483,98 @@ fn report() {
             ReportStatus::Completed,
             ReportStatus::Failed,
         ],
+    );
+}
+
+#[test]
+fn verify_due() {
+    let backup =
+        |id: &str, kind: BackupKind, parent: Option<&str>, object: VerifyObject| VerifyBackup {
+            id: name(id),
+            uid: format!("u-{id}"),
+            backup_name: "s".into(),
+            kind,
+            parent: parent.map(name),
+            objects: vec![object],
+        };
+    let bare = VerifyObject {
+        key: "backups/c1/s/b1/backup.xbstream".into(),
+        size: None,
+        sha256: None,
+    };
+    let least = VerifyDue {
+        schema_version: 1,
+        request_id: "manual-20260301060000-a1b2c3".into(),
+        cluster: name("c1"),
+        plan: name("p"),
+        schedule: None,
+        backup_id: name("b1"),
+        uid: "u-b1".into(),
+        requested_at: at("2026-03-01T06:00:00Z").into(),
+        deadline: at("2026-03-01T07:00:00Z").into(),
+        chain: vec![backup("b1", BackupKind::Full, None, bare.clone())],
+    };
+    let every = VerifyDue {
+        request_id: "s-20260301060000".into(),
+        schedule: Some(name("s")),
+        backup_id: name("b2"),
+        uid: "u-b2".into(),
+        chain: vec![
+            backup("b1", BackupKind::Full, None, bare),
+            backup(
+                "b2",
+                BackupKind::Incremental,
+                Some("b1"),
+                VerifyObject {
+                    key: "backups/c1/s/b2/backup.xbstream".into(),
+                    size: Some(42),
+                    sha256: Some(sexton_shared::digest::sha256_hex(b"b2")),
+                },
+            ),
+        ],
+        ..least.clone()
+    };
+    let root = check("verify-due", &[json!(least), json!(every)]);
+    for body in examples(&root) {
+        wire::decode::<VerifyDue>(&body).expect("the example decodes");
+    }
+    enum_matches(
+        &root["$defs"]["kind"],
+        &[BackupKind::Full, BackupKind::Incremental],
+    );
+}
+
+#[test]
+fn verdict() {
+    let least = Verdict {
+        schema_version: 1,
+        request_id: "s-20260301060000".into(),
+        cluster: name("c1"),
+        backup_id: name("b2"),
+        uid: "u-b2".into(),
+        outcome: VerdictOutcome::VerifyFailed,
+        reason: None,
+        duration_ms: 0,
+        chain: Vec::new(),
+        checked: Vec::new(),
+        bytes_read: 0,
+    };
+    let every = Verdict {
+        outcome: VerdictOutcome::Verified,
+        reason: Some("restored".into()),
+        duration_ms: 5230,
+        chain: vec![name("b1"), name("b2")],
+        checked: vec!["backups/c1/s/b2/backup.xbstream".into()],
+        bytes_read: 42,
+        ..least.clone()
+    };
+    let root = check("verdict", &[json!(least), json!(every)]);
+    for body in examples(&root) {
+        wire::decode::<Verdict>(&body).expect("the example decodes");
+    }
+    enum_matches(
+        &root["properties"]["outcome"],
+        &[VerdictOutcome::Verified, VerdictOutcome::VerifyFailed],
     );
 }
 

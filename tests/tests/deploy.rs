@@ -622,9 +622,11 @@ async fn sexton_exec_runs_as_the_executor_user() {
     let options = sexton_cli::exec::ExecOptions {
         backup_command: "echo data > \"$SEXTON_OUTPUT_DIR/backup.bin\"".into(),
         merge_command: Some("true".into()),
+        verify_command: Some("true".into()),
         cluster: None,
         durable: "sexton-exec".into(),
         merge_durable: "sexton-exec-merge".into(),
+        verify_durable: "sexton-exec-verify".into(),
         work_dir: work.path().to_path_buf(),
         timeout: Duration::from_secs(30),
         concurrency: 1,

@@ -561,3 +561,95 @@ async fn a_merge_command_folds_an_expired_chain_head_into_the_oldest_kept_backup
     drop(exec);
     setup.fleet.unwrap().stop().await.unwrap();
 }
+
+/// `--verify-command` answers restore tests: the chain's objects are downloaded and checked
+/// against their recorded checksums, the command restores them (here: checks the data is
+/// whole) and its exit status is the verdict. A corrupted object fails the test without running
+/// the command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verify_command_answers_restore_tests() {
+    let setup = setup().await;
+    setup.schedule("good").await;
+    std::fs::write(
+        setup.dir.path().join("verify.sh"),
+        "#!/bin/sh\nset -eu\ntest \"$SEXTON_JOB\" = verify\n\
+         n=$(ls \"$SEXTON_INPUT_DIR\" | wc -l)\n\
+         test \"$n\" -eq $(echo $SEXTON_CHAIN | wc -w)\n\
+         for dir in \"$SEXTON_INPUT_DIR\"/*; do test -s \"$dir/backup.bin\"; test -s \"$dir/metadata.json\"; done\n\
+         echo \"$SEXTON_REQUEST_ID\" >> \"$SEXTON_EVENT_FILE.seen\"\n",
+    )
+    .unwrap();
+    let verify = format!("sh {}", setup.dir.path().join("verify.sh").display());
+    let exec = setup.exec(&["--verify-command", &verify]);
+    let full = setup.take("good", &exec).await;
+    let incremental = setup.take("good", &exec).await;
+    assert_eq!(incremental.kind, BackupKind::Incremental);
+    let ask = |id: String| {
+        let client = setup.client.clone();
+        async move {
+            api(
+                &client,
+                "backup",
+                "verify",
+                serde_json::json!({"schema_version": 1, "cluster": "c1", "id": id}),
+            )
+            .await
+            .unwrap()["request_id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        }
+    };
+    let verdict = |id: String, request: String| {
+        let catalog = setup.catalog.clone();
+        async move {
+            eventually("the verdict", Duration::from_secs(60), || {
+                let (catalog, id, request) = (catalog.clone(), id.clone(), request.clone());
+                async move {
+                    let record = catalog
+                        .get(&"c1".parse().unwrap(), &id.parse().unwrap())
+                        .await
+                        .ok()??;
+                    record
+                        .value
+                        .verification?
+                        .history
+                        .into_iter()
+                        .find(|e| e.request_id == request)
+                }
+            })
+            .await
+        }
+    };
+    // The incremental's test restores its chain: two backups' objects.
+    let request = ask(incremental.id.to_string()).await;
+    let entry = verdict(incremental.id.to_string(), request).await;
+    assert_eq!(entry.outcome, "verified", "{entry:?}\n{}", exec.logs());
+    assert!(
+        entry
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("of 2 backups"),
+        "{entry:?}"
+    );
+    // A corrupted object: the test fails, naming it, and the command does not run.
+    let store = object_store(&setup.config).await;
+    let data = full
+        .artifacts
+        .iter()
+        .find(|k| k.ends_with("backup.bin"))
+        .unwrap()
+        .clone();
+    let size = store.get(&data).await.unwrap().unwrap().len();
+    store.put(&data, vec![0u8; size].into()).await.unwrap();
+    let request = ask(full.id.to_string()).await;
+    let entry = verdict(full.id.to_string(), request).await;
+    assert_eq!(entry.outcome, "failed");
+    let reason = entry.reason.unwrap_or_default();
+    assert!(
+        reason.contains(&data) && reason.contains("sha256"),
+        "{reason}"
+    );
+    drop(exec);
+}

@@ -208,12 +208,20 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
         recipe("backup.sh")
     );
     let work = dir.path().join("exec");
+    // Restore tests with the recipe's verify.sh: the same restore a person would run.
+    let verify_port = free_port().to_string();
+    let verify_command = format!(
+        "MARIADB_VERIFY_PORT={verify_port} MARIADB_VERIFY_QUERY='SELECT COUNT(*) FROM shop.w' {}",
+        recipe("verify.sh")
+    );
     let exec = ServiceProcess::start(
         "sexton",
         &[
             "exec",
             "--backup-command",
             &command,
+            "--verify-command",
+            &verify_command,
             "--cluster",
             CLUSTER,
             "--work-dir",
@@ -454,6 +462,51 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
     )));
     assert!(restored.is_superset(&before), "rows before I6 missing");
     assert!(restored.is_disjoint(&later), "rows after I6 present");
+
+    // The same restore proves a backup through Sexton (issue 13): a restore test of I6 restores
+    // its chain (F4 + I5 + I6) with verify.sh and records the verdict on the chain.
+    let verify_started = std::time::Instant::now();
+    let asked = api(
+        &client,
+        "backup",
+        "verify",
+        serde_json::json!({"schema_version": 1, "cluster": CLUSTER, "id": taken[5].id.as_str()}),
+    )
+    .await
+    .expect("backup.verify");
+    let request = asked["request_id"].as_str().unwrap().to_string();
+    let entry = eventually(
+        "the restore test's verdict",
+        Duration::from_secs(120),
+        || {
+            let catalog = catalog.clone();
+            let (id, request) = (taken[5].id.to_string(), request.clone());
+            async move {
+                record(&catalog, &id)
+                    .await?
+                    .verification?
+                    .history
+                    .into_iter()
+                    .find(|e| e.request_id == request)
+            }
+        },
+    )
+    .await;
+    assert_eq!(entry.outcome, "verified", "{entry:?}\n{}", exec.logs());
+    assert!(
+        entry
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("of 3 backups"),
+        "{entry:?}"
+    );
+    eprintln!(
+        "restore test of {} through sexton exec: {:?} ({})",
+        taken[5].id,
+        verify_started.elapsed(),
+        entry.reason.unwrap_or_default()
+    );
 
     drop(exec);
     db.stop();

@@ -168,6 +168,40 @@ pub fn merge_env(job: &MergeJob, target_prefix: &str, paths: &JobPaths) -> Vec<(
     env
 }
 
+/// The environment of a verify command (a restore test). Its inputs hold one directory per
+/// backup of the chain, oldest first (`00-<full>`, `01-<incremental>`, …, the target last),
+/// each with every object of the backup (its `metadata.json` too, for the facts a restore
+/// needs) under its name in the backup's directory.
+pub fn verify_env(
+    due: &sexton_shared::wire::VerifyDue,
+    target_prefix: &str,
+    paths: &JobPaths,
+) -> Vec<(String, String)> {
+    let mut env = common(
+        "verify",
+        due.cluster.as_str(),
+        due.plan.as_str(),
+        target_prefix,
+        paths,
+    );
+    env.extend([
+        ("SEXTON_REQUEST_ID".into(), due.request_id.clone()),
+        ("SEXTON_BACKUP_ID".into(), due.backup_id.to_string()),
+        ("SEXTON_BACKUP_UID".into(), due.uid.clone()),
+        (
+            "SEXTON_CHAIN".into(),
+            due.chain
+                .iter()
+                .map(|b| b.id.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        ("SEXTON_DEADLINE".into(), due.deadline.to_rfc3339()),
+        ("SEXTON_INPUT_DIR".into(), path_text(&paths.inputs)),
+    ]);
+    env
+}
+
 /// What the command said about its backup.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Facts {

@@ -1,0 +1,206 @@
+//! One restore test (`verify-due`), done by the user's verify command: every object of the
+//! chain is downloaded into the job's inputs (one directory per backup, oldest first, the
+//! target last) and checked against the size and SHA-256 recorded when it was taken; then the
+//! command restores the chain somewhere harmless and checks it. Its exit status is the
+//! verdict: 0 is `verified`, anything else (or a timeout) `verify-failed` with the reason and
+//! the end of its stderr. A missing or changed object fails the test without running it.
+//!
+//! The verdict is published with message id `verdict.<request_id>`, so a redelivered event
+//! answered twice is stored once. A store or NATS that did not answer retries the event; the
+//! scheduler records a timeout if no verdict comes by the deadline.
+
+use std::time::Instant;
+
+use sexton_shared::{
+    nats::publish_once,
+    outcome::Outcome,
+    topology,
+    wire::{self, Verdict, VerdictOutcome, VerifyDue},
+    Shutdown,
+};
+
+use super::{
+    command::{self, CommandSpec, Ending},
+    environment, Context, JobDir, JobError,
+};
+use crate::executor::check_verify_keys;
+
+/// Does the restore test of `due` with `verify_command` and publishes its verdict.
+pub async fn verify(
+    ctx: &Context,
+    verify_command: &str,
+    due: &VerifyDue,
+    payload: &[u8],
+    shutdown: &mut Shutdown,
+) -> Result<Outcome, JobError> {
+    if let Err(why) = check_verify_keys(&ctx.prefix, due) {
+        return Ok(Outcome::Poison(why));
+    }
+    let dir = JobDir::create(
+        &ctx.options.work_dir,
+        &format!("{}.{}.verify", due.cluster, due.backup_id),
+    )
+    .map_err(|err| JobError::Transient(err.into()))?;
+    let started = Instant::now();
+    let result = verify_in(ctx, verify_command, due, payload, &dir, shutdown).await;
+    dir.remove();
+    let (outcome, reason, checked, bytes_read) = result?;
+    let verdict = Verdict {
+        schema_version: wire::SCHEMA_VERSION,
+        request_id: due.request_id.clone(),
+        cluster: due.cluster.clone(),
+        backup_id: due.backup_id.clone(),
+        uid: due.uid.clone(),
+        outcome,
+        reason: Some(reason),
+        duration_ms: started.elapsed().as_millis() as u64,
+        chain: due.chain.iter().map(|b| b.id.clone()).collect(),
+        checked,
+        bytes_read,
+    };
+    publish_once(
+        &ctx.jetstream,
+        topology::verdict_subject(&due.cluster),
+        &format!("verdict.{}", due.request_id),
+        wire::encode(&verdict),
+    )
+    .await
+    .map_err(JobError::Transient)?;
+    tracing::info!(backup = %due.backup_id, request = %due.request_id, ?outcome, "restore test answered");
+    Ok(Outcome::Done)
+}
+
+type Answer = (VerdictOutcome, String, Vec<String>, u64);
+
+async fn verify_in(
+    ctx: &Context,
+    verify_command: &str,
+    due: &VerifyDue,
+    payload: &[u8],
+    dir: &JobDir,
+    shutdown: &mut Shutdown,
+) -> Result<Answer, JobError> {
+    let failed = |why: String, checked: Vec<String>, bytes: u64| {
+        Ok((VerdictOutcome::VerifyFailed, why, checked, bytes))
+    };
+    let mut checked = Vec::new();
+    let mut bytes_read = 0u64;
+    for (n, backup) in due.chain.iter().enumerate() {
+        let own = ctx
+            .store
+            .backup_prefix(&due.cluster, &backup.backup_name, backup.id.as_str());
+        let into = dir.paths.inputs.join(format!("{n:02}-{}", backup.id));
+        for object in &backup.objects {
+            let name = object
+                .key
+                .strip_prefix(&own)
+                .expect("keys were checked to be in their backup");
+            let path = into.join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(|err| JobError::Transient(err.into()))?;
+            }
+            let size = match ctx.store.get_to_file(&object.key, &path).await {
+                Ok(Some(size)) => size,
+                Ok(None) => {
+                    return failed(
+                        format!("object {} is missing", object.key),
+                        checked,
+                        bytes_read,
+                    )
+                }
+                Err(err) if err.is_retryable() => {
+                    return Err(JobError::Transient(
+                        anyhow::Error::new(err).context("downloading"),
+                    ))
+                }
+                Err(err) => {
+                    return failed(
+                        format!("reading {}: {err}", object.key),
+                        checked,
+                        bytes_read,
+                    )
+                }
+            };
+            bytes_read += size;
+            checked.push(object.key.clone());
+            if object.size.is_some_and(|recorded| recorded != size) {
+                return failed(
+                    format!(
+                        "object {} holds {size} bytes, {} when taken",
+                        object.key,
+                        object.size.unwrap_or_default()
+                    ),
+                    checked,
+                    bytes_read,
+                );
+            }
+            if let Some(recorded) = &object.sha256 {
+                let sha256 = file_sha256(&path).map_err(|err| JobError::Transient(err.into()))?;
+                if *recorded != sha256 {
+                    return failed(
+                        format!(
+                            "object {} has sha256 {sha256}, {recorded} when taken",
+                            object.key
+                        ),
+                        checked,
+                        bytes_read,
+                    );
+                }
+            }
+        }
+    }
+    std::fs::write(&dir.paths.event_file, payload)
+        .map_err(|err| JobError::Transient(err.into()))?;
+    let target = due
+        .chain
+        .last()
+        .expect("a verify-due event names its chain");
+    let target_prefix =
+        ctx.store
+            .backup_prefix(&due.cluster, &target.backup_name, target.id.as_str());
+    let finished = command::run(
+        CommandSpec {
+            command: verify_command,
+            env: environment::verify_env(due, &target_prefix, &dir.paths),
+            stdin: payload.to_vec(),
+            cwd: &dir.paths.scratch,
+            timeout: ctx.options.timeout,
+            grace: ctx.options.shutdown_grace,
+        },
+        shutdown,
+    )
+    .await;
+    if finished.ending == Ending::Interrupted {
+        return Err(JobError::Interrupted);
+    }
+    match finished.failure(ctx.options.timeout) {
+        Some(reason) => failed(reason, checked, bytes_read),
+        None => Ok((
+            VerdictOutcome::Verified,
+            format!(
+                "{} objects of {} backups checked ({bytes_read} bytes) and the verify command passed",
+                checked.len(),
+                due.chain.len()
+            ),
+            checked,
+            bytes_read,
+        )),
+    }
+}
+
+/// The SHA-256 of a file, read in 1 MiB pieces.
+fn file_sha256(path: &std::path::Path) -> std::io::Result<String> {
+    use sexton_shared::digest::{Digest as _, Sha256};
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(sexton_shared::digest::hex(&hasher.finalize()))
+}
