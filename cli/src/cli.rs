@@ -996,13 +996,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             policy,
             now,
             pretty,
-        }) => {
-            let now = now
-                .as_deref()
-                .map(|text| parse_time("now", text))
-                .transpose()?;
-            crate::offline_plan::run(catalog, policy, now, cli.output, *pretty)
-        }
+        }) => crate::offline_plan::run(catalog, policy, now.as_deref(), cli.output, *pretty),
         Command::Exec(args) => {
             let options = args.options()?;
             let config = load_config()?;

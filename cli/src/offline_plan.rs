@@ -15,10 +15,10 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use sexton_retention::{Catalog, Evaluation, Policy, Verdict};
 
-use crate::cli::{Failure, Output};
+use crate::cli::{parse_time, Failure, Output};
 
 /// The largest plan (in backups) that `-o json` prints pretty without `--pretty`.
 pub const PRETTY_UP_TO: usize = 10_000;
@@ -26,11 +26,11 @@ pub const PRETTY_UP_TO: usize = 10_000;
 /// Output buffer: large enough that a million decisions cost few write calls.
 const OUTPUT_BUFFER: usize = 1 << 16;
 
-/// Reads the catalog and policy files, evaluates at `now` and writes the plan to stdout.
+/// Reads the catalog and policy files, evaluates at `now` (RFC 3339; default now) and writes the plan to stdout.
 pub fn run(
     catalog_path: &Path,
     policy_path: &Path,
-    now: Option<DateTime<Utc>>,
+    now: Option<&str>,
     output: Output,
     pretty: bool,
 ) -> Result<(), Failure> {
@@ -46,7 +46,11 @@ pub fn run(
     let policy = Policy::from_json(&policy_text).map_err(|err| {
         Failure::input(format!("invalid policy {}: {err}", policy_path.display()))
     })?;
-    let now = now.unwrap_or_else(Utc::now);
+    // After the files, as before: a bad catalog or policy is reported first.
+    let now = match now {
+        Some(text) => parse_time("now", text)?,
+        None => Utc::now(),
+    };
     let evaluation = sexton_retention::evaluate(&catalog, &policy, now)
         .map_err(|err| Failure::input(err.to_string()))?;
     let stdout = std::io::stdout();

@@ -1125,6 +1125,14 @@ impl<'a> Evaluation<'a> {
 
     /// The decision on the backup at catalog index `index`, rendered.
     pub fn decision_at(&self, index: usize) -> Decision {
+        self.decision_with(index, &mut Vec::new())
+    }
+
+    /// [`Evaluation::decision_at`], its reasons gathered in `scratch` (reused by the caller).
+    fn decision_with(&self, index: usize, scratch: &mut Vec<Cow<'a, str>>) -> Decision {
+        scratch.clear();
+        self.reasons_into(index, scratch);
+        let reasons = scratch.iter().map(|reason| reason.to_string()).collect();
         let backup = &self.catalog.backups[index];
         let kept = self.flags[index] & KEEP_ANY != 0;
         let (volumes_keep, volumes_delete) = if backup.volumes.is_empty() {
@@ -1134,7 +1142,7 @@ impl<'a> Evaluation<'a> {
         };
         Decision {
             id: backup.id.clone(),
-            reasons: self.reasons_at(index),
+            reasons,
             remove_objects: kept || self.removes_objects_at(index),
             status: backup.status,
             kind: backup.kind,
@@ -1145,18 +1153,34 @@ impl<'a> Evaluation<'a> {
     }
 
     /// Renders the owned plan: one `String` per backup id and reason.
+    ///
+    /// The decisions are rendered in catalog order and placed at their newest-first positions,
+    /// not rendered newest first: a catalog listed from a key-value bucket is in no time order,
+    /// and walking it newest first jumped between records (and their ids' heap blocks) at
+    /// random, which cost five times the evaluation over a million backups (issue 17).
     pub fn to_plan(&self) -> Plan {
-        let mut keep = Vec::with_capacity(self.n_keep);
-        let mut partial = Vec::with_capacity(self.n_partial);
-        let mut delete = Vec::with_capacity(self.n_delete());
+        let mut position = vec![0u32; self.flags.len()];
+        let mut counts = [0u32; 3];
         for &index in &self.order {
-            let decision = self.decision_at(index as usize);
-            match self.verdict_at(index as usize) {
-                Verdict::Keep => keep.push(decision),
-                Verdict::Partial => partial.push(decision),
-                Verdict::Delete => delete.push(decision),
-            }
+            let list = self.verdict_at(index as usize) as usize;
+            position[index as usize] = counts[list];
+            counts[list] += 1;
         }
+        let mut lists: [Vec<Option<Decision>>; 3] = counts.map(|count| {
+            std::iter::repeat_with(|| None)
+                .take(count as usize)
+                .collect()
+        });
+        let mut reasons = Vec::new();
+        for (index, &slot) in position.iter().enumerate() {
+            let list = self.verdict_at(index) as usize;
+            lists[list][slot as usize] = Some(self.decision_with(index, &mut reasons));
+        }
+        let [keep, partial, delete] = lists.map(|list| {
+            list.into_iter()
+                .map(|decision| decision.expect("every position holds a decision"))
+                .collect::<Vec<Decision>>()
+        });
         Plan::new(
             keep,
             partial,

@@ -164,7 +164,8 @@ async fn run(args: Args) {
     fleet.wait_ready(Duration::from_secs(120));
     let worker_name = "sexton-retention-worker";
 
-    // Marks as the bucket sees them: the instant each backup was first seen `expiring`.
+    // Marks as the bucket sees them: the instant each `<cluster>.<backup>` was first seen
+    // `expiring`.
     let marked: Arc<Mutex<BTreeMap<String, Instant>>> = Default::default();
     let mut updates = client
         .subscribe(format!("$KV.{}.>", topology::BUCKET_CATALOG))
@@ -176,11 +177,12 @@ async fn run(args: Args) {
         tokio::spawn(async move {
             while let Some(message) = updates.next().await {
                 if memchr(&message.payload, br#""status":"expiring""#) {
-                    let id = message.subject.rsplit('.').next().unwrap_or_default();
+                    // `<cluster>.<id>`: the sizes' clusters reuse the same backup ids.
+                    let key = message.subject.splitn(3, '.').nth(2).unwrap_or_default();
                     marked
                         .lock()
                         .unwrap()
-                        .entry(id.to_string())
+                        .entry(key.to_string())
                         .or_insert_with(Instant::now);
                 }
             }
@@ -309,7 +311,8 @@ async fn run(args: Args) {
             publish_checkpoint(format!("b{n:08}"), n).await;
             let mark_deadline = Instant::now() + Duration::from_secs(120);
             let seen = loop {
-                if let Some(at) = marked.lock().unwrap().get(&oldest_id).copied() {
+                let key = format!("{cluster}.{oldest_id}");
+                if let Some(at) = marked.lock().unwrap().get(&key).copied() {
                     break at;
                 }
                 assert!(
