@@ -766,6 +766,10 @@ pub enum RetentionCommand {
         /// The instant to decide at (RFC 3339); default now.
         #[arg(long)]
         now: Option<String>,
+        /// With -o json: indent the plan even when it is large (plans of more than 10,000
+        /// backups are written compact by default).
+        #[arg(long)]
+        pretty: bool,
     },
     /// Replay a schedule and a policy offline, day by day: which backups exist (and why),
     /// how many, how much storage, the worst gap. A calendar by default, -o json, or
@@ -1333,34 +1337,8 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             catalog,
             policy,
             now,
-        }) => {
-            let read = |path: &PathBuf| {
-                std::fs::read_to_string(path)
-                    .map_err(|err| Failure::input(format!("cannot read {}: {err}", path.display())))
-            };
-            let catalog_text = read(catalog)?;
-            let policy_text = read(policy)?;
-            let catalog: sexton_retention::Catalog =
-                serde_json::from_str(&catalog_text).map_err(|err| {
-                    Failure::input(format!("invalid catalog {}: {err}", catalog.display()))
-                })?;
-            let policy = sexton_retention::Policy::from_json(&policy_text).map_err(|err| {
-                Failure::input(format!("invalid policy {}: {err}", policy.display()))
-            })?;
-            let now = match now {
-                Some(text) => parse_time("now", text)?,
-                None => Utc::now(),
-            };
-            let plan = sexton_retention::plan(&catalog, &policy, now)
-                .map_err(|err| Failure::input(err.to_string()))?;
-            let value = serde_json::to_value(&plan).map_err(|err| Failure::runtime(err.into()))?;
-            match cli.output {
-                Output::Json => print_value(Output::Json, &value, &[]),
-                // Refused above: only simulations write pages.
-                _ => print_plan_table(&value),
-            }
-            Ok(())
-        }
+            pretty,
+        }) => crate::offline_plan::run(catalog, policy, now.as_deref(), cli.output, *pretty),
         Command::Exec(args) => {
             let options = args.options()?;
             let config = load_config()?;
@@ -2900,61 +2878,6 @@ fn join_reasons(reasons: Option<&Value>) -> String {
                 .join("; ")
         })
         .unwrap_or_default()
-}
-
-fn print_plan_table(plan: &Value) {
-    let mut rows = Vec::new();
-    for (decision, key) in [
-        ("keep", "keep"),
-        ("partial", "partial"),
-        ("delete", "delete"),
-    ] {
-        for entry in plan
-            .get(key)
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let reasons = entry
-                .get("reasons")
-                .and_then(Value::as_array)
-                .map(|r| {
-                    r.iter()
-                        .map(|v| cell(Some(v)))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
-                .unwrap_or_default();
-            rows.push(vec![decision.to_string(), cell(entry.get("id")), reasons]);
-            // Per volume of a backup with volumes: what stays (and why), what goes.
-            for (word, list) in [("keep", "volumes_keep"), ("delete", "volumes_delete")] {
-                for volume in entry
-                    .get(list)
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    rows.push(vec![
-                        format!("  {word} volume"),
-                        cell(volume.get("name")),
-                        join_reasons(volume.get("reasons")),
-                    ]);
-                }
-            }
-        }
-    }
-    print_table(&["DECISION".into(), "ID".into(), "REASONS".into()], &rows);
-    if let Some(binlog) = plan.get("binlog") {
-        println!();
-        println!("binlog horizon: {}", cell(binlog.get("horizon")));
-        for (label, key) in [("keep", "keep"), ("delete", "delete")] {
-            let n = binlog
-                .get(key)
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
-            println!("binlog segments to {label}: {n}");
-        }
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod exec;
 pub mod executor;
 pub mod listing;
+pub mod offline_plan;
 pub mod output;
 pub mod safety;
 pub mod simulate;

@@ -987,3 +987,119 @@ fn binlog_append_refuses_what_is_not_a_closed_binlog() {
         );
     }
 }
+
+/// Issue 17: the streamed plan of a catalog past the pretty threshold (so written compact) is,
+/// byte for byte, the engine's owned plan, and keeps exactly what the engine keeps. The catalog
+/// is the offline-plan bench's shape at a smaller size: a backup every 5 minutes, daily fulls,
+/// incrementals on the last good backup, some failed, a weekly `manual` tag, shuffled.
+#[test]
+fn the_offline_plan_of_a_large_catalog_is_the_engines() {
+    const N_BACKUPS: usize = 12_000;
+    const PER_DAY: usize = 288;
+    const { assert!(N_BACKUPS > sexton_cli::offline_plan::PRETTY_UP_TO) };
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut random = move |bound: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % bound
+    };
+    let start = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z").unwrap();
+    let mut last_good = None;
+    let mut backups = Vec::new();
+    for slot in 0..N_BACKUPS {
+        let failed = random(100) == 0;
+        let completed = start + chrono::TimeDelta::minutes(5 * slot as i64 + 4);
+        let parent = if slot % PER_DAY == 0 { None } else { last_good };
+        let mut record = serde_json::json!({
+            "id": format!("db1-{slot:08}"),
+            "completed_at": completed.to_rfc3339(),
+            "started_at": (completed - chrono::TimeDelta::minutes(3)).to_rfc3339(),
+            "status": if failed { "failed" } else { "completed" },
+            "kind": if parent.is_some() { "incremental" } else { "full" },
+        });
+        if let Some(parent) = parent {
+            record["parent"] = format!("db1-{parent:08}").into();
+        }
+        if slot % (7 * PER_DAY) == 100 {
+            record["tags"] = serde_json::json!(["manual"]);
+        }
+        if !failed {
+            last_good = Some(slot);
+        }
+        backups.push(record);
+    }
+    for i in (1..backups.len()).rev() {
+        let j = random(i as u64 + 1) as usize;
+        backups.swap(i, j);
+    }
+    let catalog_json = serde_json::json!({ "backups": backups }).to_string();
+    let policy_json = r#"{"keep_last": 10, "keep_hourly": 48, "keep_daily": 30, "keep_weekly": 12,
+        "keep_monthly": 24, "keep_yearly": -1, "keep_within": "7d", "keep_tags": [["manual"]]}"#;
+    let now = "2026-02-12T00:00:00Z";
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.json");
+    let policy = dir.path().join("policy.json");
+    std::fs::write(&catalog, &catalog_json).unwrap();
+    std::fs::write(&policy, policy_json).unwrap();
+
+    let out = sexton(&[
+        "retention",
+        "plan",
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--now",
+        now,
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written = stdout(&out);
+    assert_eq!(
+        written.lines().count(),
+        1,
+        "a large plan is written compact"
+    );
+
+    let engine_catalog: sexton_retention::Catalog = serde_json::from_str(&catalog_json).unwrap();
+    let engine_policy = sexton_retention::Policy::from_json(policy_json).unwrap();
+    let owned =
+        sexton_retention::plan(&engine_catalog, &engine_policy, now.parse().unwrap()).unwrap();
+    assert_eq!(written.trim_end(), serde_json::to_string(&owned).unwrap());
+
+    let plan: serde_json::Value = serde_json::from_str(&written).unwrap();
+    let ids = |key: &str| -> std::collections::BTreeSet<String> {
+        plan[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let engine_keep: std::collections::BTreeSet<String> =
+        owned.keep.iter().map(|d| d.id.to_string()).collect();
+    assert_eq!(ids("keep"), engine_keep);
+    assert!(ids("keep").len() > 100 && ids("delete").len() > 1_000);
+
+    // `--pretty` is the same document, indented.
+    let out = sexton(&[
+        "retention",
+        "plan",
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--now",
+        now,
+        "-o",
+        "json",
+        "--pretty",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim_end(),
+        serde_json::to_string_pretty(&owned).unwrap()
+    );
+}

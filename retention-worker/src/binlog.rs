@@ -111,10 +111,8 @@ pub fn decide(groups: &[GroupPlan]) -> Result<ClusterBinlog, binlog::NoCollectio
             // A held run deletes nothing, so its plan's horizon (past the backups it would
             // delete) is not the cluster's: no horizon, no collection.
             group
-                .decision
-                .as_ref()
-                .filter(|_| !group.breaker.as_ref().is_some_and(|b| b.held))
-                .map(|plan| &plan.binlog),
+                .binlog()
+                .filter(|_| !group.breaker.as_ref().is_some_and(|b| b.held)),
         )
     }))
 }

@@ -8,9 +8,11 @@
 //! The same code answers `retention.preview` requests, without marking anything.
 
 pub mod binlog;
+pub mod decisions;
 pub mod metrics;
 pub mod safety;
 pub mod scrub;
+pub mod view;
 pub mod worker;
 
 use std::{sync::Arc, time::Duration};

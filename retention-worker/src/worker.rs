@@ -27,14 +27,19 @@ use sexton_shared::{
 };
 
 use crate::binlog::{self, BinlogInput, IndexState};
+use crate::decisions::{self, RunDecision};
 use crate::metrics::Metrics;
 use crate::safety::{self, BreakerState, Envelope};
 use crate::scrub::{self, ScrubReport};
+use crate::view::CatalogView;
 
 #[derive(Clone)]
 pub struct Worker {
     topology: Topology,
     catalog: Catalog,
+    /// The catalog as runs read it: brought up to date from the stream before each run
+    /// ([`crate::view`]).
+    view: Arc<CatalogView>,
     metrics: Arc<Metrics>,
     /// Reads the binlog indexes (never writes them: the deleter does).
     store: ObjectStore,
@@ -71,6 +76,7 @@ pub struct GroupPlan {
     /// the policy (no policy, conflicting policies).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hold_reason: Option<String>,
+    /// The whole plan, every backup rendered: previews and `binlog.status`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision: Option<sexton_retention::Plan>,
     /// The hash of the group's policy, as audit entries name it.
@@ -80,10 +86,33 @@ pub struct GroupPlan {
     /// person's approval covers it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerState>,
+    /// What a run acts on ([`crate::decisions`]): runs only, instead of `decision` (which a
+    /// run renders too only when it deletes something: the breaker and the audit judge it).
     #[serde(skip)]
-    pub records: Vec<Versioned<BackupRecord>>,
+    pub run: Option<RunDecision>,
+    /// The group's records, shared with the catalog view.
+    #[serde(skip)]
+    pub records: Vec<Arc<Versioned<BackupRecord>>>,
     #[serde(skip)]
     pub policy: Option<Policy>,
+}
+
+impl GroupPlan {
+    /// The binlog part of the group's plan, if it was planned.
+    pub fn binlog(&self) -> Option<&sexton_retention::BinlogPlan> {
+        match (&self.decision, &self.run) {
+            (Some(plan), _) => Some(&plan.binlog),
+            (None, Some(run)) => Some(&run.binlog),
+            (None, None) => None,
+        }
+    }
+}
+
+/// How much of a group's plan to render: all of it (a preview), or what a run acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Render {
+    Plan,
+    Run,
 }
 
 /// `catalog.scrub` request: compare a cluster's catalog with its bucket now.
@@ -136,6 +165,7 @@ impl Worker {
         ));
         Worker {
             catalog: Catalog::new(topology.catalog.clone()),
+            view: Arc::new(CatalogView::new(topology.catalog.clone())),
             topology,
             metrics,
             store,
@@ -389,7 +419,8 @@ impl Worker {
         now: DateTime<Utc>,
     ) -> anyhow::Result<Vec<GroupPlan>> {
         let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
-        self.plan_groups(cluster, only_plan, now, &binlog).await
+        self.plan_groups(cluster, only_plan, now, &binlog, Render::Plan)
+            .await
     }
 
     /// `binlog.status`: the index and the horizon every group's plan gives now.
@@ -399,77 +430,108 @@ impl Worker {
         now: DateTime<Utc>,
     ) -> anyhow::Result<binlog::Status> {
         let input = binlog::load(&self.store, &self.prefix, cluster).await;
-        let groups = self.plan_groups(cluster, None, now, &input).await?;
+        let groups = self
+            .plan_groups(cluster, None, now, &input, Render::Plan)
+            .await?;
         Ok(binlog::status(cluster, &input, &groups, now))
     }
 
-    /// The plans of `cluster`'s groups over the catalog and the binlog segments of `binlog`.
+    /// The plans of `cluster`'s groups over the catalog view and the binlog segments of
+    /// `binlog`: the schedules first, then the catalog brought up to date.
     async fn plan_groups(
         &self,
         cluster: &ClusterName,
         only_plan: Option<&PlanName>,
         now: DateTime<Utc>,
         binlog: &BinlogInput,
+        render: Render,
     ) -> anyhow::Result<Vec<GroupPlan>> {
-        let state =
-            planning::load_cluster(&self.topology.schedules, &self.catalog, cluster).await?;
-        let policies = planning::group_policies(&state.schedules);
+        let schedules = planning::load_schedules(&self.topology.schedules, cluster).await?;
+        let policies = planning::group_policies(&schedules);
+        let mut view = self.view.current(cluster).await?;
+        let refresh = view.last_refresh;
+        tracing::debug!(%cluster, records = view.len(), ?refresh, "catalog view current");
         let mut plans = Vec::new();
-        for (plan, records) in planning::groups(state.records) {
-            if only_plan.is_some_and(|p| *p != plan) {
+        for group in view.groups_mut() {
+            if only_plan.is_some_and(|p| *p != group.plan) {
                 continue;
             }
-            let mut group = GroupPlan {
+            let mut plan = GroupPlan {
                 cluster: cluster.clone(),
-                plan: plan.clone(),
+                plan: group.plan.clone(),
                 hold_reason: None,
                 decision: None,
                 policy_hash: None,
                 breaker: None,
-                records,
+                run: None,
+                records: group.records.clone(),
                 policy: None,
             };
-            match planning::policy_for(&policies, &plan) {
-                Err(reason) => group.hold_reason = Some(reason),
+            match planning::policy_for(&policies, &group.plan) {
+                Err(reason) => plan.hold_reason = Some(reason),
                 Ok(policy) => {
-                    group.policy = Some(policy.clone());
-                    group.policy_hash = Some(safety::hash_of(Some(policy)));
-                    let input = sexton_retention::Catalog {
-                        backups: group.records.iter().map(|r| r.value.to_engine()).collect(),
-                        binlog_segments: binlog.segments(),
-                    };
-                    match sexton_retention::plan(&input, policy, now) {
-                        Ok(decision) => {
-                            let limits = self.envelope.limits(&state.schedules, &plan, now);
-                            group.breaker = self
-                                .envelope
-                                .judge(cluster, &plan, &limits, &input, &decision, now)
-                                .await;
-                            group.decision = Some(decision);
+                    plan.policy = Some(policy.clone());
+                    plan.policy_hash = Some(safety::hash_of(Some(policy)));
+                    group.engine.binlog_segments = binlog.segments();
+                    match sexton_retention::evaluate(&group.engine, policy, now) {
+                        Ok(evaluation) => {
+                            match render {
+                                Render::Plan => plan.decision = Some(evaluation.to_plan()),
+                                Render::Run => {
+                                    plan.run = Some(decisions::for_run(
+                                        &evaluation,
+                                        &group.records,
+                                        first_reason_label,
+                                    ))
+                                }
+                            }
+                            // A plan that deletes is judged by the circuit breaker, and a run
+                            // that marks stores every verdict in the audit first: both read
+                            // the whole plan, rendered only then.
+                            let deletes = match (&plan.decision, &plan.run) {
+                                (Some(owned), _) => {
+                                    !owned.delete.is_empty() || !owned.partial.is_empty()
+                                }
+                                (None, Some(run)) => {
+                                    !run.delete.is_empty() || !run.partial.is_empty()
+                                }
+                                (None, None) => false,
+                            };
+                            if deletes {
+                                let owned =
+                                    plan.decision.get_or_insert_with(|| evaluation.to_plan());
+                                let limits = self.envelope.limits(&schedules, &plan.plan, now);
+                                plan.breaker = self
+                                    .envelope
+                                    .judge(cluster, &plan.plan, &limits, &group.engine, owned, now)
+                                    .await;
+                            }
                         }
                         Err(err) => {
-                            group.hold_reason = Some(format!(
+                            plan.hold_reason = Some(format!(
                                 "retention refused to plan: {err}; keeping everything"
                             ))
                         }
                     }
                 }
             }
-            plans.push(group);
+            plans.push(plan);
         }
         Ok(plans)
     }
 
     async fn run_cluster(&self, cluster: &ClusterName, now: DateTime<Utc>) -> anyhow::Result<()> {
         let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
-        let groups = self.plan_groups(cluster, None, now, &binlog).await?;
+        let groups = self
+            .plan_groups(cluster, None, now, &binlog, Render::Run)
+            .await?;
         for group in &groups {
             self.metrics
                 .last_run
                 .with_label_values(&[cluster.as_str(), group.plan.as_str()])
                 .set(now.timestamp());
             self.observe_group(group, now);
-            let Some(decision) = &group.decision else {
+            let Some(decision) = &group.run else {
                 if let Some(reason) = &group.hold_reason {
                     tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
                 }
@@ -493,29 +555,27 @@ impl Worker {
                 None => self.envelope.passed(cluster, &group.plan),
             }
             // The decision is in the audit before anything of it is marked.
-            if !decision.delete.is_empty() || !decision.partial.is_empty() {
+            if let Some(owned) = group
+                .decision
+                .as_ref()
+                .filter(|_| !decision.delete.is_empty() || !decision.partial.is_empty())
+            {
                 self.envelope
-                    .record_decision(cluster, &group.plan, &policy_hash, decision)
+                    .record_decision(cluster, &group.plan, &policy_hash, owned)
                     .await?;
             }
             let mut marked = Vec::new();
-            for keep in &decision.keep {
+            for (rule, n_kept) in &decision.keep_rules {
                 self.metrics
                     .decisions
-                    .with_label_values(&["keep", rule_label(&keep.reasons)])
-                    .inc();
+                    .with_label_values(&["keep", rule])
+                    .inc_by(*n_kept);
             }
-            let by_id: BTreeMap<&str, &Versioned<BackupRecord>> = group
-                .records
-                .iter()
-                .map(|r| (r.value.id.as_str(), r))
-                .collect();
-            self.publish_merges(group, decision, &by_id).await?;
+            self.publish_merges(group, &decision.merges, &decision.volume_merges)
+                .await?;
             let mut deleting = Vec::new();
-            for delete in &decision.delete {
-                let Some(record) = by_id.get(delete.id.as_str()) else {
-                    continue;
-                };
+            for (index, delete) in &decision.delete {
+                let record = &group.records[*index];
                 // A user's delete request is carried out as it was asked, below.
                 if record.value.delete_request.is_some() {
                     continue;
@@ -539,16 +599,13 @@ impl Worker {
             }
             // Volumes marked by an earlier run that this plan keeps (a new dependent, a new
             // policy) lose their mark, unless a deleter has claimed them already.
-            for kept in decision.keep.iter().chain(&decision.partial) {
-                if let Some(record) = by_id.get(kept.id.as_str()) {
-                    self.unmark_kept_volumes(record, kept).await?;
-                }
+            for (index, kept) in &decision.kept_marked {
+                self.unmark_kept_volumes(&group.records[*index], kept)
+                    .await?;
             }
             let mut trimming = Vec::new();
-            for partial in &decision.partial {
-                let Some(record) = by_id.get(partial.id.as_str()) else {
-                    continue;
-                };
+            for (index, partial) in &decision.partial {
+                let record = &group.records[*index];
                 let volumes: Vec<String> = partial
                     .volumes_delete
                     .iter()
@@ -597,7 +654,7 @@ impl Worker {
                 tracing::info!(
                     %cluster,
                     plan = %group.plan,
-                    kept = decision.keep.len(),
+                    kept = decision.n_keep,
                     deleting = deleting.len(),
                     partial = trimming.len(),
                     "retention decided"
@@ -607,14 +664,8 @@ impl Worker {
                     cluster: cluster.clone(),
                     plan: group.plan.clone(),
                     at: now,
-                    keep: decision
-                        .keep
-                        .iter()
-                        .map(|d| DecisionSummary {
-                            id: d.id.clone(),
-                            reasons: d.reasons.clone(),
-                        })
-                        .collect(),
+                    keep: decision.keep_newest.clone(),
+                    n_keep: Some(decision.n_keep),
                     delete: deleting,
                     partial: trimming,
                 };
@@ -738,18 +789,17 @@ impl Worker {
                 .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
                 .set(proven.map_or(0.0, |t| t.timestamp() as f64));
         }
-        let kept: std::collections::HashSet<&str> = match &group.decision {
-            Some(decision) => decision.keep.iter().map(|d| d.id.as_str()).collect(),
-            None => group.records.iter().map(|r| r.value.id.as_str()).collect(),
+        let oldest_full = match &group.run {
+            Some(run) => run.oldest_kept_full,
+            // Not planned: everything is kept.
+            None => group
+                .records
+                .iter()
+                .filter(|r| r.value.status == BackupStatus::Completed)
+                .filter(|r| r.value.counts_as_full())
+                .filter_map(|r| r.value.started_at.or(r.value.completed_at))
+                .min(),
         };
-        let oldest_full = group
-            .records
-            .iter()
-            .filter(|r| kept.contains(r.value.id.as_str()))
-            .filter(|r| r.value.status == BackupStatus::Completed)
-            .filter(|r| r.value.counts_as_full())
-            .filter_map(|r| r.value.started_at.or(r.value.completed_at))
-            .min();
         if let Some(oldest) = oldest_full {
             self.metrics
                 .recoverable_window
@@ -936,12 +986,18 @@ impl Worker {
     async fn publish_merges(
         &self,
         group: &GroupPlan,
-        decision: &sexton_retention::Plan,
-        by_id: &BTreeMap<&str, &Versioned<BackupRecord>>,
+        merges: &[sexton_retention::Merge],
+        volume_merges: &[sexton_retention::VolumeMerge],
     ) -> anyhow::Result<()> {
-        if decision.merges.is_empty() && decision.volume_merges.is_empty() {
+        if merges.is_empty() && volume_merges.is_empty() {
             return Ok(());
         }
+        let by_id: BTreeMap<&str, &Versioned<BackupRecord>> = group
+            .records
+            .iter()
+            .map(|r| (r.value.id.as_str(), &**r))
+            .collect();
+        let by_id = &by_id;
         // Merge jobs of this cluster still waiting (no executor has taken them yet): ask for
         // nothing more, so a fleet without a merging executor does not pile up a job per
         // merge per run in the work queue. What is still missing is asked for once they drain.
@@ -965,12 +1021,10 @@ impl Worker {
                 return Ok(());
             }
         }
-        let whole = decision
-            .merges
+        let whole = merges
             .iter()
             .map(|merge| (None, &merge.target, &merge.sources));
-        let volumes = decision
-            .volume_merges
+        let volumes = volume_merges
             .iter()
             .map(|merge| (Some(merge.volume.as_str()), &merge.target, &merge.sources));
         for (volume, target, sources) in whole.chain(volumes) {
@@ -1040,6 +1094,7 @@ impl Worker {
                         | BackupStatus::Missing
                 )
             })
+            .map(|r| &**r)
             .collect();
         if candidates.is_empty() {
             return Ok(marked);
@@ -1192,9 +1247,14 @@ impl Worker {
 
 /// The metric label of a decision: the kind of rule behind its first reason, from a fixed set.
 fn rule_label(reasons: &[String]) -> &'static str {
-    let Some(first) = reasons.first() else {
-        return "none";
-    };
+    match reasons.first() {
+        Some(first) => first_reason_label(first),
+        None => "none",
+    }
+}
+
+/// The metric label of a decision's first reason.
+fn first_reason_label(first: &str) -> &'static str {
     const RULES: &[(&str, &str)] = &[
         ("needed by", "chain"),
         ("legal hold", "legal-hold"),

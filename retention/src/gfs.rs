@@ -8,6 +8,8 @@
 //!
 //! Reference: restic `internal/data/snapshot_policy.go` (`ApplyPolicy`), BSD-2-Clause.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, FixedOffset, Utc};
 
 use crate::calendar::{CalendarCache, CalendarDuration, LocalFields};
@@ -236,27 +238,28 @@ fn bucket_value(calendar: &mut CalendarCache, local: &LocalFields, bucket: usize
 pub(crate) fn matches(hit: &GfsHit, policy: &Policy) -> Vec<String> {
     let mut matches = Vec::new();
     push_matches(hit, policy, &mut matches);
-    matches
+    matches.into_iter().map(Cow::into_owned).collect()
 }
 
-pub(crate) fn push_matches(hit: &GfsHit, policy: &Policy, out: &mut Vec<String>) {
+/// Reasons that are the same text for every backup are borrowed, not allocated.
+pub(crate) fn push_matches<'a>(hit: &GfsHit, policy: &Policy, out: &mut Vec<Cow<'a, str>>) {
     for (list_index, list) in policy.keep_tags.iter().enumerate() {
         if hit.tag_lists & (1 << list_index) != 0 {
-            out.push(format!("has tags {list}"));
+            out.push(format!("has tags {list}").into());
         }
     }
     if hit.rules & RULE_WITHIN != 0 {
         if let Some(within) = policy.keep_within {
-            out.push(format!("within {within}"));
+            out.push(format!("within {within}").into());
         }
     }
     for (bucket, reason) in COUNT_REASONS.iter().enumerate() {
         let bit = RULE_COUNT_FIRST << bucket;
         if hit.rules & bit != 0 {
             if hit.oldest & bit != 0 {
-                out.push(format!("oldest {reason}"));
+                out.push(format!("oldest {reason}").into());
             } else {
-                out.push((*reason).to_owned());
+                out.push(Cow::Borrowed(*reason));
             }
         }
     }
@@ -266,9 +269,9 @@ pub(crate) fn push_matches(hit: &GfsHit, policy: &Policy, out: &mut Vec<String>)
         if hit.rules & bit != 0 {
             let duration = within_buckets[bucket].unwrap_or_default();
             if hit.oldest & bit != 0 {
-                out.push(format!("oldest {reason} {duration}"));
+                out.push(format!("oldest {reason} {duration}").into());
             } else {
-                out.push(format!("{reason} {duration}"));
+                out.push(format!("{reason} {duration}").into());
             }
         }
     }

@@ -44,6 +44,7 @@ mod id_hash;
 pub mod judge;
 mod plan;
 mod policy;
+mod render;
 mod volumes;
 
 pub use cadence::{
@@ -64,3 +65,4 @@ pub use policy::{
     ChainMode, GracePeriod, GraceUnit, KeepCount, Policy, PolicyError, RecoveryWindow,
     RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,
 };
+pub use render::PlanJson;

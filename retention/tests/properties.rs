@@ -450,4 +450,27 @@ proptest! {
             (a, b) => prop_assert!(false, "{:?} vs {:?}", a.map(|_| ()), b.map(|_| ())),
         }
     }
+
+    /// `sexton retention plan` streams the plan from the evaluation (issue 17): what it writes
+    /// is exactly the owned plan's JSON, compact and pretty.
+    #[test]
+    fn the_streamed_plan_is_the_owned_plan(scenario in scenario()) {
+        let policy = make_policy_for_streaming(&scenario);
+        let Ok(evaluation) = sexton_retention::evaluate(&scenario.catalog, &policy, scenario.now) else {
+            return Ok(());
+        };
+        let owned = evaluation.to_plan();
+        prop_assert_eq!(
+            serde_json::to_string(&evaluation.plan_json()).unwrap(),
+            serde_json::to_string(&owned).unwrap()
+        );
+        prop_assert_eq!(
+            serde_json::to_string_pretty(&evaluation.plan_json()).unwrap(),
+            serde_json::to_string_pretty(&owned).unwrap()
+        );
+    }
+}
+
+fn make_policy_for_streaming(scenario: &Scenario) -> Policy {
+    make_policy(&scenario.rules, scenario.merge, scenario.grace)
 }

@@ -713,7 +713,11 @@ pub struct BackupRetention {
     pub cluster: ClusterName,
     pub plan: PlanName,
     pub at: DateTime<Utc>,
+    /// The newest kept backups (at most 100), with their reasons; `n_keep` counts them all.
     pub keep: Vec<DecisionSummary>,
+    /// How many backups the plan keeps (issue 17: `keep` names only the newest of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_keep: Option<usize>,
     pub delete: Vec<DecisionSummary>,
     /// Backups that lose some volumes and keep their record (issue 8).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
