@@ -44,6 +44,9 @@ use sexton_shared::{
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+/// How long a catch-up read may wait for the next catalog change it knows is pending.
+const CATCH_UP_STALL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Every cluster's view on this replica.
 pub struct CatalogView {
     store: kv::Store,
@@ -165,9 +168,16 @@ impl CatalogView {
                 .context("reading catalog changes")?;
             let key_prefix = format!("{}{cluster}.", self.store.prefix);
             while pending > 0 {
-                let message = messages
-                    .next()
+                // Never wait for ever under the cluster's lock: a read that stalls fails the
+                // run (it is retried, and the next one lists the catalog again), instead of
+                // holding every later run of the cluster behind it.
+                let message = tokio::time::timeout(CATCH_UP_STALL, messages.next())
                     .await
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "catalog changes stalled: nothing within {CATCH_UP_STALL:?} with {pending} pending"
+                        )
+                    })?
                     .context("catalog changes ended early")?
                     .context("reading catalog changes")?;
                 let info = message
