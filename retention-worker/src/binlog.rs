@@ -9,14 +9,12 @@
 //! status) and that run simply publishes no binlog job.
 
 use chrono::{DateTime, FixedOffset, Utc};
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sexton_shared::{
-    api::{ApiError, ErrorCode, Reply},
+    api::{ApiError, ErrorCode},
     binlog::{self, cluster_binlog, store, BinlogIndex, ClusterBinlog},
     names::ClusterName,
     object_store::ObjectStore,
-    topology,
     wire::{self, BinlogGcJob, Message, MAX_BINLOG_JOB_KEYS},
     Shutdown,
 };
@@ -256,43 +254,25 @@ pub fn status(
 pub async fn serve_status(
     worker: Worker,
     client: async_nats::Client,
-    mut shutdown: Shutdown,
+    shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    let mut requests = client
-        .queue_subscribe(
-            topology::api_subject("binlog", "status"),
-            topology::API_QUEUE_GROUP.into(),
-        )
-        .await
-        .context("subscribing to binlog status requests")?;
-    loop {
-        let request = tokio::select! {
-            _ = shutdown.wait() => return Ok(()),
-            request = requests.next() => match request {
-                Some(request) => request,
-                None => return Ok(()),
-            },
-        };
-        let Some(reply_to) = request.reply.clone() else {
-            continue;
-        };
-        let result = match wire::decode::<StatusRequest>(&request.payload) {
-            Err(err) => Err(ApiError::new(ErrorCode::Invalid, err.to_string())),
-            Ok(req) => worker
-                .binlog_status(&req.cluster, Utc::now())
-                .await
-                .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))
-                .and_then(|status| {
-                    serde_json::to_value(status)
-                        .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
-                }),
-        };
-        let body = serde_json::to_vec(&Reply::from_result(result)).expect("replies serialise");
-        if let Err(err) = client.publish(reply_to, body.into()).await {
-            tracing::warn!(error = %err, "could not answer a binlog status request");
-        }
-    }
+    sexton_shared::api::serve_requests(
+        client,
+        "binlog",
+        "status",
+        shutdown,
+        |req: StatusRequest, _| {
+            let worker = worker.clone();
+            async move {
+                let status = worker
+                    .binlog_status(&req.cluster, Utc::now())
+                    .await
+                    .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
+                sexton_shared::api::reply_value(status)
+            }
+        },
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -16,11 +16,10 @@ use std::{
 use anyhow::Context as _;
 use async_nats::jetstream::{self, kv};
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sexton_retention::breaker::{self, Approval, BreakerLimits, Trip};
 use sexton_shared::{
-    api::{ApiError, ErrorCode, Reply},
+    api::{ApiError, ErrorCode},
     audit::{self, Actor, Audit, AuditBackup, AuditEvent, Decided},
     breaker::{approval_key, group_limits, ApprovalRecord},
     config::BreakerConfig,
@@ -425,36 +424,19 @@ pub fn hash_of(policy: Option<&Policy>) -> String {
 pub async fn serve_approvals(
     worker: crate::worker::Worker,
     client: async_nats::Client,
-    mut shutdown: Shutdown,
+    shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let mut requests = client
-        .queue_subscribe(
-            topology::api_subject("retention", "approve"),
-            topology::API_QUEUE_GROUP.into(),
-        )
-        .await
-        .context("subscribing to retention approvals")?;
-    loop {
-        let request = tokio::select! {
-            _ = shutdown.wait() => return Ok(()),
-            request = requests.next() => match request {
-                Some(request) => request,
-                None => return Ok(()),
-            },
-        };
-        let Some(reply_to) = request.reply.clone() else {
-            continue;
-        };
-        let actor = Actor::from_headers(request.headers.as_ref());
-        let result = match wire::decode::<ApproveRequest>(&request.payload) {
-            Err(err) => Err(ApiError::new(ErrorCode::Invalid, err.to_string())),
-            Ok(req) => worker.approve(&req.cluster, &req.plan, actor).await,
-        };
-        let body = serde_json::to_vec(&Reply::from_result(result)).expect("replies serialise");
-        if let Err(err) = client.publish(reply_to, body.into()).await {
-            tracing::warn!(error = %err, "could not answer an approval");
-        }
-    }
+    sexton_shared::api::serve_requests(
+        client,
+        "retention",
+        "approve",
+        shutdown,
+        |req: ApproveRequest, actor| {
+            let worker = worker.clone();
+            async move { worker.approve(&req.cluster, &req.plan, actor).await }
+        },
+    )
+    .await
 }
 
 /// The audit record of one marked backup.

@@ -6,10 +6,10 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use anyhow::Context as _;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
 use sexton_shared::{
-    api::{ApiError, ErrorCode, Reply},
+    api::{ApiError, ErrorCode},
     catalog::{CasError, Catalog, Versioned},
     config::Config,
     names::{ClusterName, PlanName},
@@ -330,53 +330,39 @@ impl Worker {
         Ok(report)
     }
 
-    /// Answers `catalog.scrub` requests until shutdown; a scrub that changed something asks
-    /// for a retention run of the cluster, so counting follows at once.
+    /// Answers `catalog.scrub` requests until shutdown.
     pub async fn serve_scrubs(
         self,
         client: async_nats::Client,
-        mut shutdown: Shutdown,
+        shutdown: Shutdown,
     ) -> anyhow::Result<()> {
-        let mut requests = client
-            .queue_subscribe(
-                topology::api_subject("catalog", "scrub"),
-                topology::API_QUEUE_GROUP.into(),
-            )
+        sexton_shared::api::serve_requests(
+            client,
+            "catalog",
+            "scrub",
+            shutdown,
+            |req: ScrubRequest, _| {
+                let worker = self.clone();
+                async move { worker.scrub_and_recount(&req).await }
+            },
+        )
+        .await
+    }
+
+    /// A scrub asked for by a user; one that changed something asks for a retention run of
+    /// the cluster, so counting follows at once.
+    async fn scrub_and_recount(&self, req: &ScrubRequest) -> Result<serde_json::Value, ApiError> {
+        let report = self
+            .scrub(&req.cluster, req.dry_run)
             .await
-            .context("subscribing to scrub requests")?;
-        loop {
-            let request = tokio::select! {
-                _ = shutdown.wait() => return Ok(()),
-                request = requests.next() => match request {
-                    Some(request) => request,
-                    None => return Ok(()),
-                },
-            };
-            let Some(reply_to) = request.reply.clone() else {
-                continue;
-            };
-            let result = match wire::decode::<ScrubRequest>(&request.payload) {
-                Err(err) => Err(ApiError::new(ErrorCode::Invalid, err.to_string())),
-                Ok(req) => match self.scrub(&req.cluster, req.dry_run).await {
-                    Err(err) => Err(ApiError::new(ErrorCode::Unavailable, format!("{err:#}"))),
-                    Ok(report) => {
-                        let changed = !report.dry_run
-                            && report.findings.len() > report.changed_meanwhile.len();
-                        if changed {
-                            if let Err(err) = self.rerun(&req.cluster, Utc::now()).await {
-                                tracing::warn!(cluster = %req.cluster, error = format!("{err:#}"), "no retention run asked after the scrub");
-                            }
-                        }
-                        serde_json::to_value(report)
-                            .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
-                    }
-                },
-            };
-            let body = serde_json::to_vec(&Reply::from_result(result)).expect("replies serialise");
-            if let Err(err) = client.publish(reply_to, body.into()).await {
-                tracing::warn!(error = %err, "could not answer a scrub request");
+            .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
+        let changed = !report.dry_run && report.findings.len() > report.changed_meanwhile.len();
+        if changed {
+            if let Err(err) = self.rerun(&req.cluster, Utc::now()).await {
+                tracing::warn!(cluster = %req.cluster, error = format!("{err:#}"), "no retention run asked after the scrub");
             }
         }
+        sexton_shared::api::reply_value(report)
     }
 
     /// Records a compare-and-set conflict; always `false` (nothing was marked).
@@ -1206,42 +1192,25 @@ impl Worker {
     pub async fn serve_previews(
         self,
         client: async_nats::Client,
-        mut shutdown: Shutdown,
+        shutdown: Shutdown,
     ) -> anyhow::Result<()> {
-        let mut requests = client
-            .queue_subscribe(
-                topology::api_subject("retention", "preview"),
-                topology::API_QUEUE_GROUP.into(),
-            )
-            .await
-            .context("subscribing to retention previews")?;
-        loop {
-            let request = tokio::select! {
-                _ = shutdown.wait() => return Ok(()),
-                request = requests.next() => match request {
-                    Some(request) => request,
-                    None => return Ok(()),
-                },
-            };
-            let Some(reply_to) = request.reply.clone() else {
-                continue;
-            };
-            let result = match wire::decode::<PreviewRequest>(&request.payload) {
-                Err(err) => Err(ApiError::new(ErrorCode::Invalid, err.to_string())),
-                Ok(req) => self
-                    .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
-                    .await
-                    .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))
-                    .and_then(|plans| {
-                        serde_json::to_value(plans)
-                            .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
-                    }),
-            };
-            let body = serde_json::to_vec(&Reply::from_result(result)).expect("replies serialise");
-            if let Err(err) = client.publish(reply_to, body.into()).await {
-                tracing::warn!(error = %err, "could not answer a preview");
-            }
-        }
+        sexton_shared::api::serve_requests(
+            client,
+            "retention",
+            "preview",
+            shutdown,
+            |req: PreviewRequest, _| {
+                let worker = self.clone();
+                async move {
+                    let plans = worker
+                        .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
+                        .await
+                        .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
+                    sexton_shared::api::reply_value(plans)
+                }
+            },
+        )
+        .await
     }
 }
 
