@@ -58,10 +58,21 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// `n` consecutive free loopback ports.
+/// `n` consecutive free loopback ports, below the kernel's ephemeral range.
+///
+/// Ports handed out by the kernel (`free_port`, and the source port of every outgoing
+/// connection the tests make) come from the ephemeral range; a range picked inside it can be
+/// taken between the check here and the server binding it. Below it, only another harness
+/// picking the same range at the same moment can collide, and [`S3::start`] retries that.
 fn free_port_range(n: u16) -> u16 {
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    let low = 10_000u16;
+    let span = u32::from(ephemeral_start.saturating_sub(low + n).max(1000));
     for _ in 0..200 {
-        let base = 20_000 + (rand_u32() % 30_000) as u16;
+        let base = low + (rand_u32() % span) as u16;
         let listeners: Vec<_> = (0..n)
             .map_while(|i| TcpListener::bind(("127.0.0.1", base + i)).ok())
             .collect();
@@ -101,15 +112,57 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((status, body))
 }
 
-fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+/// Why a server never became ready.
+enum NotReady {
+    /// The process ended; its log's tail says why.
+    Exited(String),
+    TimedOut(String),
+}
+
+impl NotReady {
+    /// A port was taken between choosing it and the server binding it.
+    fn lost_a_port(&self) -> bool {
+        matches!(self, NotReady::Exited(log) if log.contains("Port allocation failed")
+            || log.contains("address already in use"))
+    }
+
+    fn explain(&self, what: &str) -> String {
+        match self {
+            NotReady::Exited(log) => format!("{what} exited before it was ready; its log:\n{log}"),
+            NotReady::TimedOut(log) => format!("{what} not ready in time; its log:\n{log}"),
+        }
+    }
+}
+
+/// The last lines of a log file, for a failure message.
+fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+/// Waits for `ready`, and stops waiting as soon as the server's process has ended (a dead
+/// server never becomes ready: waiting out the deadline only hides why).
+fn wait_ready(
+    server: &mut Server,
+    log: &Path,
+    timeout: Duration,
+    mut ready: impl FnMut() -> bool,
+) -> Result<(), NotReady> {
     let deadline = Instant::now() + timeout;
     while Instant::now() < deadline {
         if ready() {
-            return;
+            return Ok(());
+        }
+        if let Some(child) = server.child.as_mut() {
+            if let Ok(Some(status)) = child.try_wait() {
+                server.child = None;
+                return Err(NotReady::Exited(format!("({status})\n{}", log_tail(log))));
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("{what} not ready within {timeout:?}");
+    Err(NotReady::TimedOut(log_tail(log)))
 }
 
 /// A child process killed on drop.
@@ -151,20 +204,39 @@ impl Nats {
 
     /// Starts with extra arguments (for example `-c config`).
     pub fn start_with_args(extra: &[&str]) -> Nats {
-        let bin = tools_bin().join("nats-server");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        let monitor_port = free_port();
-        let mut nats = Nats {
-            port,
-            monitor_port,
-            server: Server { child: None, dir },
-        };
-        nats.spawn(&bin, extra);
-        nats
+        Self::start_with_args_and_env(extra, &[])
     }
 
-    fn spawn(&mut self, bin: &Path, extra: &[&str]) {
+    /// Like [`Nats::start_with_args`], with `env` set for the server process only, so tests
+    /// running in parallel never change each other's environment (`deploy/nats/sexton.conf`
+    /// takes its users' passwords from `$SEXTON_NATS_<ROLE>_PASSWORD`).
+    ///
+    /// The kernel's free ports can be taken again before the server binds them; only that case
+    /// is retried, on new ports.
+    pub fn start_with_args_and_env(extra: &[&str], env: &[(&str, &str)]) -> Nats {
+        const ATTEMPTS: usize = 3;
+        let bin = tools_bin().join("nats-server");
+        for attempt in 1..=ATTEMPTS {
+            let mut nats = Nats {
+                port: free_port(),
+                monitor_port: free_port(),
+                server: Server {
+                    child: None,
+                    dir: tempfile::tempdir().expect("tempdir"),
+                },
+            };
+            match nats.spawn(&bin, extra, env) {
+                Ok(()) => return nats,
+                Err(why) if why.lost_a_port() && attempt < ATTEMPTS => {
+                    eprintln!("nats-server lost a port to another process; new ports");
+                }
+                Err(why) => panic!("{}", why.explain("nats-server")),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    fn spawn(&mut self, bin: &Path, extra: &[&str], env: &[(&str, &str)]) -> Result<(), NotReady> {
         let dir = self.server.dir.path();
         let child = Command::new(bin)
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
@@ -174,25 +246,34 @@ impl Nats {
             .arg("-l")
             .arg(dir.join("nats.log"))
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .spawn()
             .expect("starting nats-server");
         self.server.child = Some(child);
         let monitor = self.monitor_port;
-        wait_until("nats-server", Duration::from_secs(20), || {
+        let log = self.log_path();
+        wait_ready(&mut self.server, &log, Duration::from_secs(20), || {
             http_status(monitor, "/healthz?js-enabled-only=true") == Some(200)
-        });
+        })
     }
 
     /// Kills the server (SIGKILL) and starts it again on the same ports and store.
     pub fn restart(&mut self) {
         self.server.kill();
         let bin = tools_bin().join("nats-server");
-        self.spawn(&bin, &[]);
+        if let Err(why) = self.spawn(&bin, &[], &[]) {
+            panic!("{}", why.explain("nats-server (restarted)"));
+        }
     }
 
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's log file (`-l`), for example to look for permission violations.
+    pub fn log_path(&self) -> PathBuf {
+        self.server.dir.path().join("nats.log")
     }
 }
 
@@ -203,7 +284,24 @@ pub struct S3 {
 }
 
 impl S3 {
+    /// Starts SeaweedFS on a fresh range of ports. The ports are free when chosen, but another
+    /// test's server can bind one before this one does (weed then exits with "Port allocation
+    /// failed"); only that case is retried, on a new range.
     pub fn start() -> S3 {
+        const ATTEMPTS: usize = 3;
+        for attempt in 1..=ATTEMPTS {
+            match Self::try_start() {
+                Ok(s3) => return s3,
+                Err(why) if why.lost_a_port() && attempt < ATTEMPTS => {
+                    eprintln!("seaweedfs lost a port to another process; new ports");
+                }
+                Err(why) => panic!("{}", why.explain("seaweedfs")),
+            }
+        }
+        unreachable!("the last attempt returns or panics")
+    }
+
+    fn try_start() -> Result<S3, NotReady> {
         let bin = tools_bin().join("weed");
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("s3.json");
@@ -218,7 +316,8 @@ impl S3 {
         std::fs::create_dir_all(dir.path().join("data")).expect("data dir");
         let port = free_port_range(8);
         let p = |i: u16| (port + i).to_string();
-        let log = std::fs::File::create(dir.path().join("weed.log")).expect("weed log");
+        let log_path = dir.path().join("weed.log");
+        let log = std::fs::File::create(&log_path).expect("weed log");
         let child = Command::new(bin)
             .arg("mini")
             .arg(format!("-dir={}", dir.path().join("data").display()))
@@ -249,21 +348,21 @@ impl S3 {
             .stderr(log)
             .spawn()
             .expect("starting weed mini");
-        let s3 = S3 {
+        let mut s3 = S3 {
             port,
             server: Server {
                 child: Some(child),
                 dir,
             },
         };
-        wait_until("seaweedfs", Duration::from_secs(60), || {
+        wait_ready(&mut s3.server, &log_path, Duration::from_secs(60), || {
             http_status(port, "/healthz") == Some(200)
-        });
+        })?;
         // `-bucket` is created a little after S3 answers; the filer shows it when it exists.
-        wait_until("the seaweedfs bucket", Duration::from_secs(30), || {
+        wait_ready(&mut s3.server, &log_path, Duration::from_secs(30), || {
             http_status(port + 3, &format!("/buckets/{BUCKET}/")) == Some(200)
-        });
-        s3
+        })?;
+        Ok(s3)
     }
 
     pub fn endpoint(&self) -> String {
@@ -496,48 +595,6 @@ pub async fn object_store(config: &Config) -> sexton_shared::object_store::Objec
     sexton_shared::object_store::ObjectStore::connect(&config.s3)
         .await
         .expect("object store client")
-}
-
-/// A server whose configuration file reads environment variables (`deploy/nats/sexton.conf`
-/// takes its users' passwords from `$SEXTON_NATS_<ROLE>_PASSWORD`).
-impl Nats {
-    /// Like [`Nats::start_with_args`], with `env` set for the server process only, so tests
-    /// running in parallel never change each other's environment.
-    pub fn start_with_args_and_env(extra: &[&str], env: &[(&str, &str)]) -> Nats {
-        let bin = tools_bin().join("nats-server");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        let monitor_port = free_port();
-        let child = Command::new(bin)
-            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-            .args(["-m", &monitor_port.to_string(), "-js"])
-            .arg("-sd")
-            .arg(dir.path().join("store"))
-            .arg("-l")
-            .arg(dir.path().join("nats.log"))
-            .args(extra)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("starting nats-server");
-        let nats = Nats {
-            port,
-            monitor_port,
-            server: Server {
-                child: Some(child),
-                dir,
-            },
-        };
-        wait_until("nats-server", Duration::from_secs(20), || {
-            http_status(monitor_port, "/healthz?js-enabled-only=true") == Some(200)
-        });
-        nats
-    }
-
-    /// The server's log file (`-l`), for example to look for permission violations.
-    pub fn log_path(&self) -> PathBuf {
-        self.server.dir.path().join("nats.log")
-    }
 }
 
 /// The service binaries, built once per test process (`cargo build --bins`; a no-op when they
