@@ -236,9 +236,7 @@ impl Plugins {
         let mut out = Vec::new();
         while let Some(key) = keys.next().await {
             let key = key.context("listing delete plugins")?;
-            let Some(body) = self
-                .store
-                .get(&key)
+            let Some(body) = sexton_shared::leader_read::value(&self.store, &key)
                 .await
                 .with_context(|| format!("reading delete plugin {key}"))?
             else {
@@ -346,9 +344,7 @@ impl Plugins {
 
     /// `plugin.unregister`: whether there was such a plugin.
     pub async fn unregister(&self, name: &str) -> anyhow::Result<bool> {
-        let existed = self
-            .store
-            .get(name)
+        let existed = sexton_shared::leader_read::value(&self.store, name)
             .await
             .context("reading the plugin")?
             .is_some();

@@ -412,10 +412,7 @@ impl Api {
     }
 
     async fn read(&self, name: &str) -> Result<(ScheduleRecord, u64), ApiError> {
-        let entry = self
-            .topology
-            .schedules
-            .entry(name)
+        let entry = sexton_shared::leader_read::latest(&self.topology.schedules, name)
             .await
             .map_err(unavailable)?;
         match entry {
@@ -447,11 +444,14 @@ impl Api {
     /// `get`, plus the schedule's cluster record (its last retention run).
     async fn describe(&self, req: ByName) -> Result<Value, ApiError> {
         let (record, revision) = self.read(req.name.as_str()).await?;
-        let cluster = match self.clusters_bucket.get(record.cluster.as_str()).await {
-            Ok(Some(body)) => serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
-            Ok(None) => Value::Null,
-            Err(err) => return Err(unavailable(err)),
-        };
+        let cluster =
+            match sexton_shared::leader_read::value(&self.clusters_bucket, record.cluster.as_str())
+                .await
+            {
+                Ok(Some(body)) => serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+                Ok(None) => Value::Null,
+                Err(err) => return Err(unavailable(err)),
+            };
         let mut described = describe(
             &record,
             revision,

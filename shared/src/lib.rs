@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod config;
 pub mod digest;
 pub mod guard;
+pub mod leader_read;
 pub mod metadata;
 pub mod names;
 pub mod nats;
