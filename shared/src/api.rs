@@ -13,6 +13,10 @@ use chrono::{DateTime, Utc};
 use sexton_retention::FullEvery;
 use sexton_schedule::{OnBlackout, Span, WindowSpec};
 
+mod serve;
+
+pub use serve::{decode_request, reply_value, serve_requests, Incoming, Listener};
+
 fn v1() -> u32 {
     SCHEMA_VERSION
 }
@@ -704,60 +708,6 @@ pub struct BackupDelete {
 
 impl Message for BackupDelete {
     const KIND: &'static str = "request";
-}
-
-/// Answers the requests of one API verb (`sexton.v1.api.<area>.<verb>`, in the API queue
-/// group) until shutdown: each body is decoded as `R` (one that is not is answered
-/// `Invalid`), handled with who asked, and the handler's result is the reply; a reply that
-/// cannot be sent is logged. The one serve loop of the retention-worker's verbs.
-pub async fn serve_requests<R, F, Fut>(
-    client: async_nats::Client,
-    area: &str,
-    verb: &str,
-    mut shutdown: crate::Shutdown,
-    mut handle: F,
-) -> anyhow::Result<()>
-where
-    R: Message,
-    F: FnMut(R, crate::audit::Actor) -> Fut,
-    Fut: std::future::Future<Output = Result<serde_json::Value, ApiError>>,
-{
-    use anyhow::Context as _;
-    use futures::StreamExt as _;
-    let mut requests = client
-        .queue_subscribe(
-            crate::topology::api_subject(area, verb),
-            crate::topology::API_QUEUE_GROUP.into(),
-        )
-        .await
-        .with_context(|| format!("subscribing to {area}.{verb} requests"))?;
-    loop {
-        let request = tokio::select! {
-            _ = shutdown.wait() => return Ok(()),
-            request = requests.next() => match request {
-                Some(request) => request,
-                None => return Ok(()),
-            },
-        };
-        let Some(reply_to) = request.reply.clone() else {
-            continue;
-        };
-        let actor = crate::audit::Actor::from_headers(request.headers.as_ref());
-        let result = match crate::wire::decode::<R>(&request.payload) {
-            Err(err) => Err(ApiError::new(ErrorCode::Invalid, err.to_string())),
-            Ok(req) => handle(req, actor).await,
-        };
-        let body = serde_json::to_vec(&Reply::from_result(result)).expect("replies serialise");
-        if let Err(err) = client.publish(reply_to, body.into()).await {
-            tracing::warn!(error = %err, "could not answer a {area}.{verb} request");
-        }
-    }
-}
-
-/// A handler's answer as the reply's JSON (`Unavailable` if it does not serialise).
-pub fn reply_value<T: Serialize>(value: T) -> Result<serde_json::Value, ApiError> {
-    serde_json::to_value(value)
-        .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
 }
 
 #[cfg(test)]

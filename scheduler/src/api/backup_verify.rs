@@ -37,7 +37,7 @@ impl Message for VerifyRequest {
 }
 
 impl Api {
-    pub(super) async fn verify_backup(&self, req: VerifyRequest) -> Result<Value, ApiError> {
+    pub(super) async fn backup_verify(&self, req: VerifyRequest) -> Result<Value, ApiError> {
         let records = self
             .catalog
             .list_cluster(&req.cluster)

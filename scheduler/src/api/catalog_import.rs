@@ -219,7 +219,7 @@ pub fn record_from(
 }
 
 impl Api {
-    pub(super) async fn import_catalog(&self, req: ImportRequest) -> Result<Value, ApiError> {
+    pub(super) async fn catalog_import(&self, req: ImportRequest) -> Result<Value, ApiError> {
         let store = &self.store;
         let cluster = &req.cluster;
         let cluster_prefix = store.cluster_prefix(cluster);
