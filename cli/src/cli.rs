@@ -176,97 +176,21 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             simulate: true,
             options,
             page,
-        }) => {
-            let page = crate::simulate::page_path(cli.output, page)?;
-            let against = options
-                .against
-                .as_deref()
-                .map(|text| crate::simulate::read_policy("against", text))
-                .transpose()?;
-            let config = load_config()?;
-            let (subject, body, _) = request_for(&cli.command)?;
-            let client = connect(&config).await?;
-            let mut described = match request(&client, &subject, body).await {
-                Ok(described) => described,
-                Err(failure) => return Err(suggest(&client, &cli.command, failure).await),
-            };
-            let scenario = schedule_scenario(name, &described, options)?;
-            let report = crate::simulate::run(&scenario, against.as_ref())?;
-            match cli.output {
-                Output::Json | Output::Yaml => {
-                    described["simulation"] = report.to_json();
-                    crate::output::document(cli.output, &described);
-                    Ok(())
-                }
-                output => {
-                    print_schedule_description(&described);
-                    println!();
-                    crate::simulate::print(output, &report, options.rows.as_deref(), page)
-                }
-            }
-        }
+        }) => describe_simulated(cli.output, &load_config, &cli.command, name, options, page).await,
         Command::Schedule(ScheduleCommand::Next {
             cron,
             from,
             count,
             name,
             timing,
-        }) => {
-            let from = match from {
-                Some(text) => parse_time("from", text)?,
-                None => Utc::now(),
-            };
-            // CloudNativePG's 6-field form, read as the API reads it.
-            let cron = &*sexton_schedule::CronSpec::five_field_form(cron)
-                .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
-            if *count == 0 || *count > 10_000 {
-                return Err(Failure::input("-n must be between 1 and 10000"));
-            }
-            let on_blackout = match timing.on_blackout.as_deref() {
-                Some("defer") => sexton_schedule::OnBlackout::Defer,
-                _ => sexton_schedule::OnBlackout::Skip,
-            };
-            let needs_name = timing.jitter.is_some()
-                || sexton_schedule::spread::RANDOM_DESCRIPTORS
-                    .iter()
-                    .any(|descriptor| cron.trim_end().ends_with(descriptor));
-            if needs_name && name.is_none() {
-                return Err(Failure::input(
-                    "--name is needed: jitter and @*-random descriptors are drawn from the \
-                     schedule's name",
-                ));
-            }
-            let spec = sexton_schedule::TimingSpec {
-                name: name.as_deref().unwrap_or_default(),
-                cron,
-                jitter: timing.jitter,
-                exclude: &timing.exclude,
-                on_blackout,
-            };
-            let (timing, warnings) =
-                sexton_schedule::Timing::check_input(&spec, from).map_err(|err| match err {
-                    sexton_schedule::TimingError::Window { .. } => Failure::input(err.to_string()),
-                    err => Failure::input(format!("invalid cron {cron:?}: {err}")),
-                })?;
-            for warning in &warnings {
-                eprintln!("warning: {warning}");
-            }
-            let runs = timing.upcoming(from, *count);
-            match cli.output {
-                Output::Json | Output::Yaml => {
-                    let value =
-                        serde_json::to_value(&runs).map_err(|err| Failure::runtime(err.into()))?;
-                    crate::output::document(cli.output, &value);
-                }
-                _ => {
-                    for line in timing.describe() {
-                        println!("{line}");
-                    }
-                    print_runs(&runs, timing.cron().zone().unwrap_or(chrono_tz::UTC));
-                }
-            }
-            Ok(())
-        }
+        }) => schedule_next(
+            cli.output,
+            cron,
+            from.as_deref(),
+            *count,
+            name.as_deref(),
+            timing,
+        ),
         Command::Schedule(ScheduleCommand::Explain {
             schedule,
             now,
@@ -309,52 +233,15 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             allow_in_use,
             files,
         }) => {
-            let cluster = sexton_shared::names::ClusterName::new(cluster.as_str())
-                .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
-            for file in files {
-                if !file.is_file() {
-                    return Err(Failure::input(format!(
-                        "{}: not a regular file",
-                        file.display()
-                    )));
-                }
-            }
-            let config = load_config()?;
-            let store = sexton_shared::object_store::ObjectStore::connect(&config.s3)
-                .await
-                .map_err(Failure::runtime)?;
-            let mut shipped = Vec::new();
-            for file in files {
-                let outcome = crate::binlog_append::append(
-                    &store,
-                    &config.s3.prefix,
-                    &cluster,
-                    file,
-                    *format,
-                    *allow_in_use,
-                    Default::default(),
-                )
-                .await;
-                match outcome {
-                    Ok(done) => shipped.push(done),
-                    // A file that is not what it claims is the caller's to fix (exit 2); the
-                    // files before it are shipped and stay so.
-                    Err(err)
-                        if err
-                            .downcast_ref::<crate::binlog_file::BinlogFileError>()
-                            .is_some() =>
-                    {
-                        print_shipped(cli.output, &shipped);
-                        return Err(Failure::input(format!("{err:#}")));
-                    }
-                    Err(err) => {
-                        print_shipped(cli.output, &shipped);
-                        return Err(Failure::runtime(err));
-                    }
-                }
-            }
-            print_shipped(cli.output, &shipped);
-            Ok(())
+            binlog_append(
+                cli.output,
+                &load_config,
+                cluster,
+                *format,
+                *allow_in_use,
+                files,
+            )
+            .await
         }
         Command::Executor => {
             let config = load_config()?;
@@ -375,156 +262,331 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             };
             result.map_err(Failure::runtime)
         }
-        Command::Audit(args) => {
-            let cluster = args
-                .cluster
-                .as_deref()
-                .map(sexton_shared::names::ClusterName::new)
-                .transpose()
-                .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
-            let since =
-                match args.since.as_str() {
-                    "all" => None,
-                    text => Some(
-                        Utc::now()
-                            - chrono::Duration::from_std(parse_duration(text).map_err(|err| {
-                                Failure::input(format!("--since: {err} (or all)"))
-                            })?)
-                            .map_err(|err| Failure::input(format!("--since: {err}")))?,
-                    ),
-                };
-            let config = load_config()?;
-            let client = connect(&config).await?;
-            let query = crate::audit::Query {
-                cluster,
-                backup: args.backup.clone(),
-                since,
-            };
-            let entries = crate::audit::read(&client, &query)
-                .await
-                .map_err(Failure::runtime)?;
-            match cli.output {
-                Output::Json | Output::Yaml => {
-                    let value = serde_json::to_value(&entries)
-                        .map_err(|err| Failure::runtime(err.into()))?;
-                    print_value(cli.output, &value, &[]);
-                }
-                _ => crate::audit::print_table(&entries, args.backup.as_deref()),
-            }
+        Command::Audit(args) => audit(cli.output, &load_config, args).await,
+        command => run_online(cli.output, &load_config, command).await,
+    }
+}
+
+/// `schedule describe --simulate`: the schedule as the scheduler describes it, then its
+/// simulation offline.
+async fn describe_simulated(
+    output: Output,
+    load_config: &dyn Fn() -> Result<Config, Failure>,
+    command: &Command,
+    name: &str,
+    options: &crate::simulate::SimulationOptions,
+    page: &Option<std::path::PathBuf>,
+) -> Result<(), Failure> {
+    let page = crate::simulate::page_path(output, page)?;
+    let against = options
+        .against
+        .as_deref()
+        .map(|text| crate::simulate::read_policy("against", text))
+        .transpose()?;
+    let config = load_config()?;
+    let (subject, body, _) = request_for(command)?;
+    let client = connect(&config).await?;
+    let mut described = match request(&client, &subject, body).await {
+        Ok(described) => described,
+        Err(failure) => return Err(suggest(&client, command, failure).await),
+    };
+    let scenario = schedule_scenario(name, &described, options)?;
+    let report = crate::simulate::run(&scenario, against.as_ref())?;
+    match output {
+        Output::Json | Output::Yaml => {
+            described["simulation"] = report.to_json();
+            crate::output::document(output, &described);
             Ok(())
         }
-        command => {
-            let config = load_config()?;
-            crate::safety::set_actor(&config);
-            let (subject, mut body, columns) = request_for(command)?;
-            let client = connect(&config).await?;
-            // Commands that delete say what they will do first (a dry run of the same request)
-            // and, when that deletes anything, ask (or need --yes); the result then says it
-            // again only if it came out differently.
-            let mut announced = None;
-            if let Some((yes, preview_body)) = destructive(command, &body) {
-                let plan = match request(&client, &preview_body.0, preview_body.1).await {
-                    Ok(plan) => plan,
-                    Err(failure) => return Err(suggest(&client, command, failure).await),
-                };
-                let (summary, question) = describe_destructive(command, &plan);
-                eprintln!("{summary}");
-                if let Some(question) = question {
-                    crate::safety::confirm(&question, yes)?;
-                }
-                announced = Some(cell(plan.get("summary")));
+        output => {
+            print_schedule_description(&described);
+            println!();
+            crate::simulate::print(output, &report, options.rows.as_deref(), page)
+        }
+    }
+}
+
+/// `schedule next`: a cron spec's next runs, offline.
+fn schedule_next(
+    output: Output,
+    cron: &str,
+    from: Option<&str>,
+    count: usize,
+    name: Option<&str>,
+    timing: &TimingArgs,
+) -> Result<(), Failure> {
+    let from = match from {
+        Some(text) => parse_time("from", text)?,
+        None => Utc::now(),
+    };
+    // CloudNativePG's 6-field form, read as the API reads it.
+    let cron = &*sexton_schedule::CronSpec::five_field_form(cron)
+        .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
+    if count == 0 || count > 10_000 {
+        return Err(Failure::input("-n must be between 1 and 10000"));
+    }
+    let on_blackout = match timing.on_blackout.as_deref() {
+        Some("defer") => sexton_schedule::OnBlackout::Defer,
+        _ => sexton_schedule::OnBlackout::Skip,
+    };
+    let needs_name = timing.jitter.is_some()
+        || sexton_schedule::spread::RANDOM_DESCRIPTORS
+            .iter()
+            .any(|descriptor| cron.trim_end().ends_with(descriptor));
+    if needs_name && name.is_none() {
+        return Err(Failure::input(
+            "--name is needed: jitter and @*-random descriptors are drawn from the \
+             schedule's name",
+        ));
+    }
+    let spec = sexton_schedule::TimingSpec {
+        name: name.unwrap_or_default(),
+        cron,
+        jitter: timing.jitter,
+        exclude: &timing.exclude,
+        on_blackout,
+    };
+    let (timing, warnings) =
+        sexton_schedule::Timing::check_input(&spec, from).map_err(|err| match err {
+            sexton_schedule::TimingError::Window { .. } => Failure::input(err.to_string()),
+            err => Failure::input(format!("invalid cron {cron:?}: {err}")),
+        })?;
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
+    let runs = timing.upcoming(from, count);
+    match output {
+        Output::Json | Output::Yaml => {
+            let value = serde_json::to_value(&runs).map_err(|err| Failure::runtime(err.into()))?;
+            crate::output::document(output, &value);
+        }
+        _ => {
+            for line in timing.describe() {
+                println!("{line}");
             }
-            loop {
-                let mut value = match request_raw(&client, &subject, body.clone()).await? {
-                    // A policy that deletes backups kept now: show what, ask, and confirm it.
-                    Err(refusal) if refusal.needs_confirmation() => {
-                        let preview = refusal
-                            .details
-                            .as_ref()
-                            .and_then(|d| d.get("preview"))
-                            .cloned()
-                            .unwrap_or(Value::Null);
-                        crate::safety::print_policy_change("the new policy", &preview);
-                        crate::safety::confirm(&format!("{}.", refusal.message), false)?;
-                        body["confirm"] = json!(true);
-                        match request(&client, &subject, body.clone()).await {
-                            Ok(value) => value,
-                            Err(failure) => return Err(suggest(&client, command, failure).await),
-                        }
-                    }
-                    Err(err) => {
-                        let failure = Failure {
-                            code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
-                            message: err.message,
-                        };
-                        return Err(suggest(&client, command, failure).await);
-                    }
-                    Ok(value) => value,
-                };
-                // The policy's effect, when there is something to say: a changed rule, a
-                // deletion, or a dry run that asked for it.
-                let worth_saying = |change: &&Value| {
-                    let listed = |key: &str| {
-                        change
-                            .get(key)
-                            .and_then(Value::as_array)
-                            .is_some_and(|list| !list.is_empty())
-                    };
-                    listed("diff")
-                        || listed("deleted")
-                        || listed("volumes_deleted")
-                        || value.get("dry_run") == Some(&json!(true))
-                };
-                if let Some(change) = value
-                    .get("policy_change")
-                    .filter(|c| !c.is_null())
-                    .filter(worth_saying)
-                {
-                    crate::safety::print_policy_change("policy change", change);
-                }
-                let said_already = announced
-                    .as_ref()
-                    .is_some_and(|said| *said == cell(value.get("summary")));
-                let columns: Vec<&str> = columns
-                    .iter()
-                    .copied()
-                    .filter(|column| !(said_already && *column == "summary"))
-                    .collect();
-                // A schedule's create and update answer warnings about what the spec means.
-                for warning in value
-                    .get("warnings")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    eprintln!("warning: {}", cell(Some(warning)));
-                }
-                check_cluster_known(&client, command, &value).await?;
-                match command {
-                    Command::Backup(BackupCommand::Verify {
-                        id,
-                        cluster,
-                        wait: true,
-                        ..
-                    }) => return wait_for_verdict(&client, cluster, id, &value, cli.output).await,
-                    Command::Retention(RetentionCommand::Approve { dry_run: true, .. })
-                        if matches!(cli.output, Output::Table | Output::Wide) =>
-                    {
-                        crate::safety::print_preview(&value)
-                    }
-                    command => print_answer(command, cli.output, &mut value, &columns),
-                }
-                let Some(seconds) = watch_seconds(command) else {
-                    return Ok(());
-                };
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(seconds)) => {}
-                    _ = tokio::signal::ctrl_c() => return Ok(()),
-                }
-                // A blank line between two listings (a closed pipe ends the command here).
-                crate::output::emit("\n");
+            print_runs(&runs, timing.cron().zone().unwrap_or(chrono_tz::UTC));
+        }
+    }
+    Ok(())
+}
+
+/// `binlog append`: ships binlog files and appends them to the cluster's index.
+async fn binlog_append(
+    output: Output,
+    load_config: &dyn Fn() -> Result<Config, Failure>,
+    cluster: &str,
+    format: crate::binlog_append::SegmentFormat,
+    allow_in_use: bool,
+    files: &[std::path::PathBuf],
+) -> Result<(), Failure> {
+    let cluster = sexton_shared::names::ClusterName::new(cluster)
+        .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
+    for file in files {
+        if !file.is_file() {
+            return Err(Failure::input(format!(
+                "{}: not a regular file",
+                file.display()
+            )));
+        }
+    }
+    let config = load_config()?;
+    let store = sexton_shared::object_store::ObjectStore::connect(&config.s3)
+        .await
+        .map_err(Failure::runtime)?;
+    let mut shipped = Vec::new();
+    for file in files {
+        let outcome = crate::binlog_append::append(
+            &store,
+            &config.s3.prefix,
+            &cluster,
+            file,
+            format,
+            allow_in_use,
+            Default::default(),
+        )
+        .await;
+        match outcome {
+            Ok(done) => shipped.push(done),
+            // A file that is not what it claims is the caller's to fix (exit 2); the
+            // files before it are shipped and stay so.
+            Err(err)
+                if err
+                    .downcast_ref::<crate::binlog_file::BinlogFileError>()
+                    .is_some() =>
+            {
+                print_shipped(output, &shipped);
+                return Err(Failure::input(format!("{err:#}")));
+            }
+            Err(err) => {
+                print_shipped(output, &shipped);
+                return Err(Failure::runtime(err));
             }
         }
+    }
+    print_shipped(output, &shipped);
+    Ok(())
+}
+
+/// `sexton audit`: the audit trail, filtered.
+async fn audit(
+    output: Output,
+    load_config: &dyn Fn() -> Result<Config, Failure>,
+    args: &AuditArgs,
+) -> Result<(), Failure> {
+    let cluster = args
+        .cluster
+        .as_deref()
+        .map(sexton_shared::names::ClusterName::new)
+        .transpose()
+        .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
+    let since = match args.since.as_str() {
+        "all" => None,
+        text => Some(
+            Utc::now()
+                - chrono::Duration::from_std(
+                    parse_duration(text)
+                        .map_err(|err| Failure::input(format!("--since: {err} (or all)")))?,
+                )
+                .map_err(|err| Failure::input(format!("--since: {err}")))?,
+        ),
+    };
+    let config = load_config()?;
+    let client = connect(&config).await?;
+    let query = crate::audit::Query {
+        cluster,
+        backup: args.backup.clone(),
+        since,
+    };
+    let entries = crate::audit::read(&client, &query)
+        .await
+        .map_err(Failure::runtime)?;
+    match output {
+        Output::Json | Output::Yaml => {
+            let value =
+                serde_json::to_value(&entries).map_err(|err| Failure::runtime(err.into()))?;
+            print_value(output, &value, &[]);
+        }
+        _ => crate::audit::print_table(&entries, args.backup.as_deref()),
+    }
+    Ok(())
+}
+
+/// An online command: its request (after a dry run and a question for one that deletes),
+/// the answer printed, again every `--watch` interval.
+async fn run_online(
+    output: Output,
+    load_config: &dyn Fn() -> Result<Config, Failure>,
+    command: &Command,
+) -> Result<(), Failure> {
+    let config = load_config()?;
+    crate::safety::set_actor(&config);
+    let (subject, mut body, columns) = request_for(command)?;
+    let client = connect(&config).await?;
+    // Commands that delete say what they will do first (a dry run of the same request)
+    // and, when that deletes anything, ask (or need --yes); the result then says it
+    // again only if it came out differently.
+    let mut announced = None;
+    if let Some((yes, preview_body)) = destructive(command, &body) {
+        let plan = match request(&client, &preview_body.0, preview_body.1).await {
+            Ok(plan) => plan,
+            Err(failure) => return Err(suggest(&client, command, failure).await),
+        };
+        let (summary, question) = describe_destructive(command, &plan);
+        eprintln!("{summary}");
+        if let Some(question) = question {
+            crate::safety::confirm(&question, yes)?;
+        }
+        announced = Some(cell(plan.get("summary")));
+    }
+    loop {
+        let mut value = match request_raw(&client, &subject, body.clone()).await? {
+            // A policy that deletes backups kept now: show what, ask, and confirm it.
+            Err(refusal) if refusal.needs_confirmation() => {
+                let preview = refusal
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.get("preview"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                crate::safety::print_policy_change("the new policy", &preview);
+                crate::safety::confirm(&format!("{}.", refusal.message), false)?;
+                body["confirm"] = json!(true);
+                match request(&client, &subject, body.clone()).await {
+                    Ok(value) => value,
+                    Err(failure) => return Err(suggest(&client, command, failure).await),
+                }
+            }
+            Err(err) => {
+                let failure = Failure {
+                    code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
+                    message: err.message,
+                };
+                return Err(suggest(&client, command, failure).await);
+            }
+            Ok(value) => value,
+        };
+        // The policy's effect, when there is something to say: a changed rule, a
+        // deletion, or a dry run that asked for it.
+        let worth_saying = |change: &&Value| {
+            let listed = |key: &str| {
+                change
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .is_some_and(|list| !list.is_empty())
+            };
+            listed("diff")
+                || listed("deleted")
+                || listed("volumes_deleted")
+                || value.get("dry_run") == Some(&json!(true))
+        };
+        if let Some(change) = value
+            .get("policy_change")
+            .filter(|c| !c.is_null())
+            .filter(worth_saying)
+        {
+            crate::safety::print_policy_change("policy change", change);
+        }
+        let said_already = announced
+            .as_ref()
+            .is_some_and(|said| *said == cell(value.get("summary")));
+        let columns: Vec<&str> = columns
+            .iter()
+            .copied()
+            .filter(|column| !(said_already && *column == "summary"))
+            .collect();
+        // A schedule's create and update answer warnings about what the spec means.
+        for warning in value
+            .get("warnings")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            eprintln!("warning: {}", cell(Some(warning)));
+        }
+        check_cluster_known(&client, command, &value).await?;
+        match command {
+            Command::Backup(BackupCommand::Verify {
+                id,
+                cluster,
+                wait: true,
+                ..
+            }) => return wait_for_verdict(&client, cluster, id, &value, output).await,
+            Command::Retention(RetentionCommand::Approve { dry_run: true, .. })
+                if matches!(output, Output::Table | Output::Wide) =>
+            {
+                crate::safety::print_preview(&value)
+            }
+            command => print_answer(command, output, &mut value, &columns),
+        }
+        let Some(seconds) = watch_seconds(command) else {
+            return Ok(());
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(seconds)) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+        // A blank line between two listings (a closed pipe ends the command here).
+        crate::output::emit("\n");
     }
 }
 
