@@ -62,360 +62,30 @@ pub(super) fn destructive(command: &Command, body: &Value) -> Option<(bool, (Str
     }
 }
 
+/// The columns of a schedule's table.
+const SCHEDULE_COLUMNS: &[&str] = &[
+    "schedule.name",
+    "schedule.cluster",
+    "schedule.plan",
+    "schedule.cron",
+    "schedule.status.phase",
+    "schedule.status.last_backup",
+    "schedule.status.next_run_time",
+];
+
+/// The body of a request that names one schedule.
+fn by_name(name: &str) -> Value {
+    json!({"schema_version": 1, "name": name})
+}
+
+/// An API call: its subject, its body, and the columns of its answer's table.
+pub(super) type Call = (String, Value, &'static [&'static str]);
+
 /// The API call of an online command, and the columns its table shows.
-pub(super) fn request_for(
-    command: &Command,
-) -> Result<(String, Value, &'static [&'static str]), Failure> {
-    const SCHEDULE_COLUMNS: &[&str] = &[
-        "schedule.name",
-        "schedule.cluster",
-        "schedule.plan",
-        "schedule.cron",
-        "schedule.status.phase",
-        "schedule.status.last_backup",
-        "schedule.status.next_run_time",
-    ];
-    let by_name = |name: &str| json!({"schema_version": 1, "name": name});
+pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
     Ok(match command {
-        Command::Schedule(cmd) => match cmd {
-            ScheduleCommand::Create(args) => {
-                let policy =
-                    policy_json(args.policy.as_deref(), args.keep_last, true)?.expect("required");
-                let labels: BTreeMap<_, _> = args.labels.iter().cloned().collect();
-                let mut body = json!({
-                    "schema_version": 1,
-                    "name": args.name,
-                    "cluster": args.cluster,
-                    "plan": args.plan,
-                    "cron": args.cron,
-                    "paused": args.paused,
-                    "policy": policy,
-                    "labels": labels,
-                    "remote_cleanup": args.remote_cleanup,
-                });
-                if let Some(skip) = args.skip_immediately {
-                    body["skip_immediately"] = json!(skip);
-                }
-                if let Some(overlap) = &args.overlap_policy {
-                    body["overlap_policy"] = json!(overlap);
-                }
-                if let Some(seconds) = args.starting_deadline_seconds {
-                    body["starting_deadline_seconds"] = json!(seconds);
-                }
-                if let Some(deadline) = args.starting_deadline {
-                    body["starting_deadline"] = json!(deadline);
-                }
-                if let Some(jitter) = args.timing.jitter {
-                    body["jitter"] = json!(jitter);
-                }
-                if !args.timing.exclude.is_empty() {
-                    body["exclude"] = json!(args.timing.exclude);
-                }
-                if let Some(on_blackout) = &args.timing.on_blackout {
-                    body["on_blackout"] = json!(on_blackout);
-                }
-                if let Some(n) = args.pause_after_failures {
-                    body["pause_after_failures"] = json!(n);
-                }
-                if !args.annotations.is_empty() {
-                    body["annotations"] =
-                        json!(args.annotations.iter().cloned().collect::<BTreeMap<_, _>>());
-                }
-                if let Some(n) = args.full_every {
-                    body["full_every"] = json!(n);
-                }
-                if !args.volumes.is_empty() {
-                    body["volumes"] = json!(args.volumes);
-                }
-                if let Some(owner) = &args.backup_owner {
-                    body["backup_owner"] = json!(owner);
-                }
-                if let Some(verify) =
-                    verify_json(&args.verify_cron, &args.verify_pick, &args.verify_timeout)?
-                {
-                    body["verify"] = verify;
-                }
-                if let Some(breaker) = &args.breaker {
-                    body["breaker"] = breaker.clone();
-                }
-                body["confirm"] = json!(args.yes);
-                body["dry_run"] = json!(args.dry_run);
-                (
-                    topology::api_subject("schedule", "create"),
-                    body,
-                    SCHEDULE_COLUMNS,
-                )
-            }
-            ScheduleCommand::Get { name } => (
-                topology::api_subject("schedule", "get"),
-                by_name(name),
-                SCHEDULE_COLUMNS,
-            ),
-            ScheduleCommand::Describe { name, .. } => (
-                topology::api_subject("schedule", "describe"),
-                by_name(name),
-                &[
-                    "schedule.name",
-                    "schedule.cron",
-                    "explain.action",
-                    "explain.next_run_time",
-                    "schedule.status.last_backup",
-                    "schedule.status.last_skipped",
-                    "schedule.status.last_skip_reason",
-                    "explain.error",
-                ],
-            ),
-            ScheduleCommand::List { cluster, .. } => {
-                let mut body = json!({"schema_version": 1});
-                if let Some(cluster) = cluster {
-                    body["cluster"] = json!(cluster);
-                }
-                (
-                    topology::api_subject("schedule", "list"),
-                    body,
-                    SCHEDULE_COLUMNS,
-                )
-            }
-            ScheduleCommand::Delete { name, dry_run, .. } => {
-                let mut body = by_name(name);
-                body["dry_run"] = json!(dry_run);
-                (
-                    topology::api_subject("schedule", "delete"),
-                    body,
-                    &["schedule", "deleted", "records", "summary"],
-                )
-            }
-            ScheduleCommand::Pause { name } => (
-                topology::api_subject("schedule", "pause"),
-                by_name(name),
-                SCHEDULE_COLUMNS,
-            ),
-            ScheduleCommand::Unpause {
-                name,
-                skip_immediately,
-            } => {
-                let mut body = by_name(name);
-                if let Some(skip) = skip_immediately {
-                    body["skip_immediately"] = json!(skip);
-                }
-                (
-                    topology::api_subject("schedule", "unpause"),
-                    body,
-                    SCHEDULE_COLUMNS,
-                )
-            }
-            ScheduleCommand::Update(args) => {
-                let mut body = by_name(&args.name);
-                if let Some(cron) = &args.cron {
-                    body["cron"] = json!(cron);
-                }
-                if args.replace_policy {
-                    let policy = policy_json(args.policy.as_deref(), args.keep_last, false)?
-                        .ok_or_else(|| {
-                            Failure::input("--replace-policy needs --policy or --keep-last")
-                        })?;
-                    body["policy"] = policy;
-                } else if let Some(patch) = policy_patch(args.policy.as_deref(), args.keep_last)? {
-                    body["policy_patch"] = patch;
-                }
-                if let Some(breaker) = &args.breaker {
-                    body["breaker"] = breaker.clone();
-                }
-                if args.breaker_defaults {
-                    body["breaker"] = Value::Null;
-                }
-                body["confirm"] = json!(args.yes);
-                body["dry_run"] = json!(args.dry_run);
-                if !args.labels.is_empty() {
-                    body["labels"] = json!(args.labels.iter().cloned().collect::<BTreeMap<_, _>>());
-                }
-                if let Some(overlap) = &args.overlap_policy {
-                    body["overlap_policy"] = json!(overlap);
-                }
-                if let Some(seconds) = args.starting_deadline_seconds {
-                    body["starting_deadline_seconds"] = json!(seconds);
-                }
-                if let Some(deadline) = args.starting_deadline {
-                    body["starting_deadline"] = json!(deadline);
-                }
-                if args.no_starting_deadline {
-                    body["starting_deadline"] = Value::Null;
-                }
-                if let Some(jitter) = args.timing.jitter {
-                    body["jitter"] = json!(jitter);
-                }
-                if args.no_jitter {
-                    body["jitter"] = Value::Null;
-                }
-                if !args.timing.exclude.is_empty() {
-                    body["exclude"] = json!(args.timing.exclude);
-                }
-                if args.no_exclude {
-                    body["exclude"] = json!([]);
-                }
-                if let Some(on_blackout) = &args.timing.on_blackout {
-                    body["on_blackout"] = json!(on_blackout);
-                }
-                if let Some(n) = args.pause_after_failures {
-                    body["pause_after_failures"] = json!(n);
-                }
-                if args.no_pause_after_failures {
-                    body["pause_after_failures"] = Value::Null;
-                }
-                if !args.annotations.is_empty() {
-                    body["annotations"] =
-                        json!(args.annotations.iter().cloned().collect::<BTreeMap<_, _>>());
-                }
-                if let Some(n) = args.full_every {
-                    body["full_every"] = json!(n);
-                }
-                if args.no_full_every {
-                    body["full_every"] = Value::Null;
-                }
-                if !args.volumes.is_empty() {
-                    body["volumes"] = json!(args.volumes);
-                }
-                if let Some(owner) = &args.backup_owner {
-                    body["backup_owner"] = json!(owner);
-                }
-                if let Some(verify) =
-                    verify_json(&args.verify_cron, &args.verify_pick, &args.verify_timeout)?
-                {
-                    body["verify"] = verify;
-                }
-                if args.no_verify {
-                    body["verify"] = Value::Null;
-                }
-                (
-                    topology::api_subject("schedule", "update"),
-                    body,
-                    SCHEDULE_COLUMNS,
-                )
-            }
-            ScheduleCommand::Backfill {
-                name,
-                from,
-                to,
-                overlap,
-            } => {
-                let mut body = by_name(name);
-                body["from"] = json!(parse_time("from", from)?);
-                body["to"] = json!(parse_time("to", to)?);
-                if let Some(overlap) = overlap {
-                    body["overlap"] = json!(overlap);
-                }
-                (
-                    topology::api_subject("schedule", "backfill"),
-                    body,
-                    &[
-                        "schedule.name",
-                        "backfill.ticks",
-                        "backfill.first",
-                        "backfill.last",
-                        "backfill.overlap",
-                    ],
-                )
-            }
-            ScheduleCommand::Next { .. } | ScheduleCommand::Explain { .. } => {
-                unreachable!("offline commands are handled before")
-            }
-        },
-        Command::Backup(BackupCommand::Create { from_schedule }) => (
-            topology::api_subject("backup", "create"),
-            json!({"schema_version": 1, "name": from_schedule}),
-            &["backup_id", "schedule", "tick"],
-        ),
-        Command::Backup(BackupCommand::List { cluster, plan, .. }) => {
-            let mut body = json!({"schema_version": 1});
-            if let Some(cluster) = cluster {
-                body["cluster"] = json!(cluster);
-            }
-            if let Some(plan) = plan {
-                body["plan"] = json!(plan);
-            }
-            (
-                topology::api_subject("backup", "list"),
-                body,
-                &[
-                    "cluster",
-                    "plan",
-                    "id",
-                    "kind",
-                    "status",
-                    "completed_at",
-                    "verified",
-                ],
-            )
-        }
-        Command::Backup(BackupCommand::Verify {
-            id,
-            cluster,
-            timeout,
-            wait: _,
-        }) => {
-            let mut body = json!({"schema_version": 1, "cluster": cluster, "id": id});
-            if let Some(timeout) = timeout {
-                body["timeout"] = json!(timeout);
-            }
-            (
-                topology::api_subject("backup", "verify"),
-                body,
-                &["request_id", "backup_id", "deadline", "recorded"],
-            )
-        }
-        Command::Backup(BackupCommand::Describe { id, cluster }) => (
-            topology::api_subject("backup", "describe"),
-            json!({"schema_version": 1, "cluster": cluster, "id": id}),
-            &[],
-        ),
-        Command::Backup(BackupCommand::Hold {
-            id,
-            cluster,
-            reason,
-        }) => (
-            topology::api_subject("backup", "hold"),
-            json!({"schema_version": 1, "cluster": cluster, "id": id, "reason": reason}),
-            &["cluster", "id", "action", "holds", "warning"],
-        ),
-        Command::Backup(BackupCommand::Release {
-            id,
-            cluster,
-            reason,
-        }) => (
-            topology::api_subject("backup", "release"),
-            json!({"schema_version": 1, "cluster": cluster, "id": id, "reason": reason}),
-            &["cluster", "id", "action", "holds"],
-        ),
-        Command::Backup(BackupCommand::Delete {
-            id,
-            cluster,
-            remote,
-            force,
-            dry_run,
-            yes: _,
-        }) => (
-            topology::api_subject("backup", "delete"),
-            json!({"schema_version": 1, "cluster": cluster, "id": id,
-                   "remote": remote, "force": force, "dry_run": dry_run}),
-            &["cluster", "id", "action", "remote", "reason", "dry_run"],
-        ),
-        Command::Backup(BackupCommand::Orphans {
-            cluster,
-            delete,
-            grace,
-            dry_run,
-            yes: _,
-        }) => {
-            let mut body = json!({"schema_version": 1, "cluster": cluster, "grace": grace});
-            if *delete {
-                body["dry_run"] = json!(dry_run);
-            }
-            (
-                topology::api_subject("orphans", if *delete { "delete" } else { "list" }),
-                body,
-                &[],
-            )
-        }
+        Command::Schedule(command) => return schedule_request(command),
+        Command::Backup(command) => return backup_request(command),
         Command::Plugin(PluginCommand::Register {
             name,
             subject,
@@ -521,6 +191,352 @@ pub(super) fn request_for(
             )
         }
         _ => unreachable!("offline commands are handled before"),
+    })
+}
+
+/// The API call of a `schedule` command.
+fn schedule_request(command: &ScheduleCommand) -> Result<Call, Failure> {
+    Ok(match command {
+        ScheduleCommand::Create(args) => return schedule_create(args),
+        ScheduleCommand::Get { name } => (
+            topology::api_subject("schedule", "get"),
+            by_name(name),
+            SCHEDULE_COLUMNS,
+        ),
+        ScheduleCommand::Describe { name, .. } => (
+            topology::api_subject("schedule", "describe"),
+            by_name(name),
+            &[
+                "schedule.name",
+                "schedule.cron",
+                "explain.action",
+                "explain.next_run_time",
+                "schedule.status.last_backup",
+                "schedule.status.last_skipped",
+                "schedule.status.last_skip_reason",
+                "explain.error",
+            ],
+        ),
+        ScheduleCommand::List { cluster, .. } => {
+            let mut body = json!({"schema_version": 1});
+            if let Some(cluster) = cluster {
+                body["cluster"] = json!(cluster);
+            }
+            (
+                topology::api_subject("schedule", "list"),
+                body,
+                SCHEDULE_COLUMNS,
+            )
+        }
+        ScheduleCommand::Delete { name, dry_run, .. } => {
+            let mut body = by_name(name);
+            body["dry_run"] = json!(dry_run);
+            (
+                topology::api_subject("schedule", "delete"),
+                body,
+                &["schedule", "deleted", "records", "summary"],
+            )
+        }
+        ScheduleCommand::Pause { name } => (
+            topology::api_subject("schedule", "pause"),
+            by_name(name),
+            SCHEDULE_COLUMNS,
+        ),
+        ScheduleCommand::Unpause {
+            name,
+            skip_immediately,
+        } => {
+            let mut body = by_name(name);
+            if let Some(skip) = skip_immediately {
+                body["skip_immediately"] = json!(skip);
+            }
+            (
+                topology::api_subject("schedule", "unpause"),
+                body,
+                SCHEDULE_COLUMNS,
+            )
+        }
+        ScheduleCommand::Update(args) => return schedule_update(args),
+        ScheduleCommand::Backfill {
+            name,
+            from,
+            to,
+            overlap,
+        } => {
+            let mut body = by_name(name);
+            body["from"] = json!(parse_time("from", from)?);
+            body["to"] = json!(parse_time("to", to)?);
+            if let Some(overlap) = overlap {
+                body["overlap"] = json!(overlap);
+            }
+            (
+                topology::api_subject("schedule", "backfill"),
+                body,
+                &[
+                    "schedule.name",
+                    "backfill.ticks",
+                    "backfill.first",
+                    "backfill.last",
+                    "backfill.overlap",
+                ],
+            )
+        }
+        ScheduleCommand::Next { .. } | ScheduleCommand::Explain { .. } => {
+            unreachable!("offline commands are handled before")
+        }
+    })
+}
+
+/// `schedule create`: the new schedule as the flags give it.
+fn schedule_create(args: &CreateArgs) -> Result<Call, Failure> {
+    let policy = policy_json(args.policy.as_deref(), args.keep_last, true)?.expect("required");
+    let labels: BTreeMap<_, _> = args.labels.iter().cloned().collect();
+    let mut body = json!({
+        "schema_version": 1,
+        "name": args.name,
+        "cluster": args.cluster,
+        "plan": args.plan,
+        "cron": args.cron,
+        "paused": args.paused,
+        "policy": policy,
+        "labels": labels,
+        "remote_cleanup": args.remote_cleanup,
+    });
+    if let Some(skip) = args.skip_immediately {
+        body["skip_immediately"] = json!(skip);
+    }
+    if let Some(overlap) = &args.overlap_policy {
+        body["overlap_policy"] = json!(overlap);
+    }
+    if let Some(seconds) = args.starting_deadline_seconds {
+        body["starting_deadline_seconds"] = json!(seconds);
+    }
+    if let Some(deadline) = args.starting_deadline {
+        body["starting_deadline"] = json!(deadline);
+    }
+    if let Some(jitter) = args.timing.jitter {
+        body["jitter"] = json!(jitter);
+    }
+    if !args.timing.exclude.is_empty() {
+        body["exclude"] = json!(args.timing.exclude);
+    }
+    if let Some(on_blackout) = &args.timing.on_blackout {
+        body["on_blackout"] = json!(on_blackout);
+    }
+    if let Some(n) = args.pause_after_failures {
+        body["pause_after_failures"] = json!(n);
+    }
+    if !args.annotations.is_empty() {
+        body["annotations"] = json!(args.annotations.iter().cloned().collect::<BTreeMap<_, _>>());
+    }
+    if let Some(n) = args.full_every {
+        body["full_every"] = json!(n);
+    }
+    if !args.volumes.is_empty() {
+        body["volumes"] = json!(args.volumes);
+    }
+    if let Some(owner) = &args.backup_owner {
+        body["backup_owner"] = json!(owner);
+    }
+    if let Some(verify) = verify_json(&args.verify_cron, &args.verify_pick, &args.verify_timeout)? {
+        body["verify"] = verify;
+    }
+    if let Some(breaker) = &args.breaker {
+        body["breaker"] = breaker.clone();
+    }
+    body["confirm"] = json!(args.yes);
+    body["dry_run"] = json!(args.dry_run);
+    Ok((
+        topology::api_subject("schedule", "create"),
+        body,
+        SCHEDULE_COLUMNS,
+    ))
+}
+
+/// `schedule update`: only the fields the flags change.
+fn schedule_update(args: &UpdateArgs) -> Result<Call, Failure> {
+    let mut body = by_name(&args.name);
+    if let Some(cron) = &args.cron {
+        body["cron"] = json!(cron);
+    }
+    if args.replace_policy {
+        let policy = policy_json(args.policy.as_deref(), args.keep_last, false)?
+            .ok_or_else(|| Failure::input("--replace-policy needs --policy or --keep-last"))?;
+        body["policy"] = policy;
+    } else if let Some(patch) = policy_patch(args.policy.as_deref(), args.keep_last)? {
+        body["policy_patch"] = patch;
+    }
+    if let Some(breaker) = &args.breaker {
+        body["breaker"] = breaker.clone();
+    }
+    if args.breaker_defaults {
+        body["breaker"] = Value::Null;
+    }
+    body["confirm"] = json!(args.yes);
+    body["dry_run"] = json!(args.dry_run);
+    if !args.labels.is_empty() {
+        body["labels"] = json!(args.labels.iter().cloned().collect::<BTreeMap<_, _>>());
+    }
+    if let Some(overlap) = &args.overlap_policy {
+        body["overlap_policy"] = json!(overlap);
+    }
+    if let Some(seconds) = args.starting_deadline_seconds {
+        body["starting_deadline_seconds"] = json!(seconds);
+    }
+    if let Some(deadline) = args.starting_deadline {
+        body["starting_deadline"] = json!(deadline);
+    }
+    if args.no_starting_deadline {
+        body["starting_deadline"] = Value::Null;
+    }
+    if let Some(jitter) = args.timing.jitter {
+        body["jitter"] = json!(jitter);
+    }
+    if args.no_jitter {
+        body["jitter"] = Value::Null;
+    }
+    if !args.timing.exclude.is_empty() {
+        body["exclude"] = json!(args.timing.exclude);
+    }
+    if args.no_exclude {
+        body["exclude"] = json!([]);
+    }
+    if let Some(on_blackout) = &args.timing.on_blackout {
+        body["on_blackout"] = json!(on_blackout);
+    }
+    if let Some(n) = args.pause_after_failures {
+        body["pause_after_failures"] = json!(n);
+    }
+    if args.no_pause_after_failures {
+        body["pause_after_failures"] = Value::Null;
+    }
+    if !args.annotations.is_empty() {
+        body["annotations"] = json!(args.annotations.iter().cloned().collect::<BTreeMap<_, _>>());
+    }
+    if let Some(n) = args.full_every {
+        body["full_every"] = json!(n);
+    }
+    if args.no_full_every {
+        body["full_every"] = Value::Null;
+    }
+    if !args.volumes.is_empty() {
+        body["volumes"] = json!(args.volumes);
+    }
+    if let Some(owner) = &args.backup_owner {
+        body["backup_owner"] = json!(owner);
+    }
+    if let Some(verify) = verify_json(&args.verify_cron, &args.verify_pick, &args.verify_timeout)? {
+        body["verify"] = verify;
+    }
+    if args.no_verify {
+        body["verify"] = Value::Null;
+    }
+    Ok((
+        topology::api_subject("schedule", "update"),
+        body,
+        SCHEDULE_COLUMNS,
+    ))
+}
+
+/// The API call of a `backup` command.
+fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
+    Ok(match command {
+        BackupCommand::Create { from_schedule } => (
+            topology::api_subject("backup", "create"),
+            json!({"schema_version": 1, "name": from_schedule}),
+            &["backup_id", "schedule", "tick"],
+        ),
+        BackupCommand::List { cluster, plan, .. } => {
+            let mut body = json!({"schema_version": 1});
+            if let Some(cluster) = cluster {
+                body["cluster"] = json!(cluster);
+            }
+            if let Some(plan) = plan {
+                body["plan"] = json!(plan);
+            }
+            (
+                topology::api_subject("backup", "list"),
+                body,
+                &[
+                    "cluster",
+                    "plan",
+                    "id",
+                    "kind",
+                    "status",
+                    "completed_at",
+                    "verified",
+                ],
+            )
+        }
+        BackupCommand::Verify {
+            id,
+            cluster,
+            timeout,
+            wait: _,
+        } => {
+            let mut body = json!({"schema_version": 1, "cluster": cluster, "id": id});
+            if let Some(timeout) = timeout {
+                body["timeout"] = json!(timeout);
+            }
+            (
+                topology::api_subject("backup", "verify"),
+                body,
+                &["request_id", "backup_id", "deadline", "recorded"],
+            )
+        }
+        BackupCommand::Describe { id, cluster } => (
+            topology::api_subject("backup", "describe"),
+            json!({"schema_version": 1, "cluster": cluster, "id": id}),
+            &[],
+        ),
+        BackupCommand::Hold {
+            id,
+            cluster,
+            reason,
+        } => (
+            topology::api_subject("backup", "hold"),
+            json!({"schema_version": 1, "cluster": cluster, "id": id, "reason": reason}),
+            &["cluster", "id", "action", "holds", "warning"],
+        ),
+        BackupCommand::Release {
+            id,
+            cluster,
+            reason,
+        } => (
+            topology::api_subject("backup", "release"),
+            json!({"schema_version": 1, "cluster": cluster, "id": id, "reason": reason}),
+            &["cluster", "id", "action", "holds"],
+        ),
+        BackupCommand::Delete {
+            id,
+            cluster,
+            remote,
+            force,
+            dry_run,
+            yes: _,
+        } => (
+            topology::api_subject("backup", "delete"),
+            json!({"schema_version": 1, "cluster": cluster, "id": id,
+               "remote": remote, "force": force, "dry_run": dry_run}),
+            &["cluster", "id", "action", "remote", "reason", "dry_run"],
+        ),
+        BackupCommand::Orphans {
+            cluster,
+            delete,
+            grace,
+            dry_run,
+            yes: _,
+        } => {
+            let mut body = json!({"schema_version": 1, "cluster": cluster, "grace": grace});
+            if *delete {
+                body["dry_run"] = json!(dry_run);
+            }
+            (
+                topology::api_subject("orphans", if *delete { "delete" } else { "list" }),
+                body,
+                &[],
+            )
+        }
     })
 }
 
