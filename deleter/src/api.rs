@@ -5,16 +5,13 @@
 
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use chrono::Utc;
-use futures::StreamExt;
 use serde_json::{json, Value};
 use sexton_shared::{
-    api::{ApiError, ErrorCode, Reply},
+    api::{decode_request, ApiError, ErrorCode, Incoming, Listener},
     audit::{Actor, AuditBackup, AuditEvent, AuditObject},
     names::ClusterName,
-    topology,
-    wire::{self, Message},
+    wire::Message,
     Shutdown,
 };
 
@@ -24,58 +21,32 @@ use crate::{
     plugins::{PluginByName, PluginSpec, Registration},
 };
 
+/// Answers the deleter's verbs through the shared serve loop, each request in a task of its
+/// own: orphan scans list a whole prefix, and must not hold up the others.
 pub async fn serve(
     client: async_nats::Client,
     deleter: Arc<Deleter>,
-    mut shutdown: Shutdown,
+    shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let mut requests = futures::stream::select(
-        client
-            .queue_subscribe(
-                topology::api_subject("plugin", "*"),
-                topology::API_QUEUE_GROUP.into(),
-            )
-            .await
-            .context("subscribing to the plugin api")?,
-        client
-            .queue_subscribe(
-                topology::api_subject("orphans", "*"),
-                topology::API_QUEUE_GROUP.into(),
-            )
-            .await
-            .context("subscribing to the orphans api")?,
-    );
-    loop {
-        let request = tokio::select! {
-            _ = shutdown.wait() => return Ok(()),
-            request = requests.next() => match request {
-                Some(request) => request,
-                None => anyhow::bail!("the api subscription ended"),
-            },
-        };
-        let Some(reply_to) = request.reply.clone() else {
-            continue;
-        };
-        let verb = request
-            .subject
-            .strip_prefix(topology::SUBJECT_ROOT)
-            .unwrap_or_default()
-            .trim_start_matches(".api.")
-            .to_string();
-        // Orphan scans list a whole prefix: answer them off the loop.
-        let deleter = deleter.clone();
-        let client = client.clone();
-        tokio::spawn(async move {
-            let actor = Actor::from_headers(request.headers.as_ref());
-            let result = handle(&deleter, &verb, &request.payload, &actor).await;
-            audit_request(&deleter, &verb, &request.payload, &actor, &result).await;
-            let reply = Reply::from_result(result);
-            let body = serde_json::to_vec(&reply).expect("replies serialise");
-            if let Err(err) = client.publish(reply_to, body.into()).await {
-                tracing::warn!(error = %err, "could not send an api reply");
-            }
-        });
-    }
+    Listener::subscribe(client, &[("plugin", "*"), ("orphans", "*")])
+        .await?
+        .serve_concurrently(shutdown, move |incoming| {
+            let deleter = deleter.clone();
+            async move { answer(&deleter, incoming).await }
+        })
+        .await
+}
+
+/// One request: handled, then audited before the reply goes.
+async fn answer(deleter: &Deleter, incoming: Incoming) -> Result<Value, ApiError> {
+    let Incoming {
+        verb,
+        payload,
+        actor,
+    } = incoming;
+    let result = handle(deleter, &verb, &payload, &actor).await;
+    audit_request(deleter, &verb, &payload, &actor, &result).await;
+    result
 }
 
 fn invalid(err: impl std::fmt::Display) -> ApiError {
@@ -87,12 +58,7 @@ fn unavailable(err: anyhow::Error) -> ApiError {
 }
 
 fn decode<T: Message>(body: &[u8]) -> Result<T, ApiError> {
-    let body: &[u8] = if body.is_empty() {
-        br#"{"schema_version":1}"#
-    } else {
-        body
-    };
-    wire::decode(body).map_err(invalid)
+    decode_request(body)
 }
 
 /// A `user-action` entry for a request that changes something (not listings, not dry runs).

@@ -10,56 +10,14 @@
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sexton_shared::{
-    config::duration_text,
     names::ClusterName,
     object_store::{check_key_under, ObjectInfo},
     records::{BackupRecord, BackupStatus},
-    wire::{Message, SCHEMA_VERSION},
 };
 
-/// The grace period when the request gives none.
-pub const DEFAULT_GRACE: &str = "24h";
-
-fn v1() -> u32 {
-    SCHEMA_VERSION
-}
-
-/// `orphans.list` and `orphans.delete`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct OrphansRequest {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub cluster: ClusterName,
-    /// `90s`, `15m`, `24h`, `7d`; at least one second.
-    #[serde(default)]
-    pub grace: Option<String>,
-    /// With `orphans.delete`: say what would be deleted (with the same refusals); delete
-    /// nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-}
-
-impl Message for OrphansRequest {
-    const KIND: &'static str = "orphans request";
-
-    fn validate(&self) -> Result<(), String> {
-        self.grace_period().map(|_| ())
-    }
-}
-
-impl OrphansRequest {
-    pub fn grace_period(&self) -> Result<std::time::Duration, String> {
-        let text = self.grace.as_deref().unwrap_or(DEFAULT_GRACE);
-        let grace = duration_text::parse(text).map_err(|why| format!("grace {text:?}: {why}"))?;
-        if grace < std::time::Duration::from_secs(1) {
-            return Err(format!("grace {text:?} must be at least 1s"));
-        }
-        Ok(grace)
-    }
-}
+pub use sexton_shared::api::{OrphansRequest, DEFAULT_GRACE};
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct OrphanScan {

@@ -15,110 +15,18 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream::kv;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sexton_shared::{
-    names::{check_name, BackupId, ClusterName, PlanName},
+    names::{BackupId, ClusterName, PlanName},
     records::{BackupRecord, PluginFailure},
-    topology::PLUGIN_SUBJECT_PREFIX,
     wire::{Message, SCHEMA_VERSION},
 };
 
 use crate::metrics::Metrics;
 
-fn v1() -> u32 {
-    SCHEMA_VERSION
-}
-
-/// `plugin.register`: a plugin as its author declares it; also what the bucket stores.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PluginSpec {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub name: String,
-    /// Where the plugin answers requests; must start with `sexton.v1.plugin.`.
-    pub subject: String,
-    /// Labels a backup must carry, all of them, for the plugin to apply (`matchLabels`). Empty
-    /// applies to every backup.
-    #[serde(default)]
-    pub selector: BTreeMap<String, String>,
-    /// Overrides `deleter.plugin_timeout` for this plugin.
-    #[serde(default)]
-    pub timeout_seconds: Option<u64>,
-    #[serde(default)]
-    pub registered_at: Option<DateTime<Utc>>,
-}
-
-impl Message for PluginSpec {
-    const KIND: &'static str = "plugin";
-
-    fn validate(&self) -> Result<(), String> {
-        check_name("plugin name", &self.name).map_err(|e| e.to_string())?;
-        check_plugin_subject(&self.subject)?;
-        if self.selector.len() > 64 {
-            return Err("more than 64 selector labels".into());
-        }
-        for (key, value) in &self.selector {
-            if key.is_empty() || key.len() > 63 || value.len() > 253 {
-                return Err(format!("selector label {key:?} is empty or too long"));
-            }
-            if key.chars().chain(value.chars()).any(char::is_control) {
-                return Err(format!("selector label {key:?} holds a control character"));
-            }
-        }
-        if self
-            .timeout_seconds
-            .is_some_and(|t| !(1..=600).contains(&t))
-        {
-            return Err("timeout_seconds must be between 1 and 600".into());
-        }
-        Ok(())
-    }
-}
-
-/// A plugin subject is a plain subject (no wildcards, no empty tokens) under
-/// `sexton.v1.plugin.`, so the deleter's NATS user needs publish rights there and nowhere else.
-pub fn check_plugin_subject(subject: &str) -> Result<(), String> {
-    let Some(rest) = subject.strip_prefix(PLUGIN_SUBJECT_PREFIX) else {
-        return Err(format!(
-            "plugin subject {subject:?} must start with {PLUGIN_SUBJECT_PREFIX:?}"
-        ));
-    };
-    if subject.len() > 256 {
-        return Err("plugin subject is longer than 256 characters".into());
-    }
-    let valid_token = |token: &str| {
-        !token.is_empty()
-            && token
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    };
-    if !rest.split('.').all(valid_token) {
-        return Err(format!(
-            "plugin subject {subject:?} may hold only letters, digits, '-', '_' and single dots, no wildcards"
-        ));
-    }
-    Ok(())
-}
-
-/// `plugin.unregister`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct PluginByName {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub name: String,
-}
-
-impl Message for PluginByName {
-    const KIND: &'static str = "request";
-
-    fn validate(&self) -> Result<(), String> {
-        check_name("plugin name", &self.name).map_err(|e| e.to_string())
-    }
-}
+pub use sexton_shared::api::{check_plugin_subject, PluginByName, PluginSpec};
 
 /// What a plugin receives: the backup being deleted and why.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -236,9 +144,7 @@ impl Plugins {
         let mut out = Vec::new();
         while let Some(key) = keys.next().await {
             let key = key.context("listing delete plugins")?;
-            let Some(body) = self
-                .store
-                .get(&key)
+            let Some(body) = sexton_shared::leader_read::value(&self.store, &key)
                 .await
                 .with_context(|| format!("reading delete plugin {key}"))?
             else {
@@ -346,9 +252,7 @@ impl Plugins {
 
     /// `plugin.unregister`: whether there was such a plugin.
     pub async fn unregister(&self, name: &str) -> anyhow::Result<bool> {
-        let existed = self
-            .store
-            .get(name)
+        let existed = sexton_shared::leader_read::value(&self.store, name)
             .await
             .context("reading the plugin")?
             .is_some();

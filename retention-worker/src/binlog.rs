@@ -9,13 +9,13 @@
 //! status) and that run simply publishes no binlog job.
 
 use chrono::{DateTime, FixedOffset, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sexton_shared::{
     api::{ApiError, ErrorCode},
     binlog::{self, cluster_binlog, store, BinlogIndex, ClusterBinlog},
     names::ClusterName,
     object_store::ObjectStore,
-    wire::{self, BinlogGcJob, Message, MAX_BINLOG_JOB_KEYS},
+    wire::{self, BinlogGcJob, MAX_BINLOG_JOB_KEYS},
     Shutdown,
 };
 
@@ -159,22 +159,7 @@ fn keys_digest(keys: &[String]) -> String {
     sexton_shared::digest::short_digest(keys.iter().map(String::as_str))
 }
 
-/// `binlog.status` request.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StatusRequest {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub cluster: ClusterName,
-}
-
-fn v1() -> u32 {
-    wire::SCHEMA_VERSION
-}
-
-impl Message for StatusRequest {
-    const KIND: &'static str = "request";
-}
+pub use sexton_shared::api::StatusRequest;
 
 /// `binlog.status` answer: where the PITR horizon is and what the index holds.
 #[derive(Debug, Clone, PartialEq, Serialize)]

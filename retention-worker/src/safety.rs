@@ -171,11 +171,10 @@ impl Envelope {
         cluster: &ClusterName,
         plan: &PlanName,
     ) -> anyhow::Result<Option<(ApprovalRecord, u64)>> {
-        let Some(entry) = self
-            .approvals
-            .entry(approval_key(cluster, plan))
-            .await
-            .context("reading the approval")?
+        let Some(entry) =
+            sexton_shared::leader_read::latest(&self.approvals, &approval_key(cluster, plan))
+                .await
+                .context("reading the approval")?
         else {
             return Ok(None);
         };

@@ -293,13 +293,15 @@ async fn record_report(
     delivered: i64,
 ) -> anyhow::Result<Outcome> {
     let schedule = match &report.schedule {
-        Some(name) => match topology.schedules.get(name.as_str()).await? {
-            Some(body) => Some(
-                serde_json::from_slice::<ScheduleRecord>(&body)
-                    .context("decoding the report's schedule")?,
-            ),
-            None => None,
-        },
+        Some(name) => {
+            match sexton_shared::leader_read::value(&topology.schedules, name.as_str()).await? {
+                Some(body) => Some(
+                    serde_json::from_slice::<ScheduleRecord>(&body)
+                        .context("decoding the report's schedule")?,
+                ),
+                None => None,
+            }
+        }
         None => None,
     };
     let cluster_known = schedule.is_some()
@@ -934,7 +936,9 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
         return Ok(());
     };
     for _ in 0..5 {
-        let Some(entry) = topology.schedules.entry(name.as_str()).await? else {
+        let Some(entry) =
+            sexton_shared::leader_read::latest(&topology.schedules, name.as_str()).await?
+        else {
             return Ok(());
         };
         let mut schedule: ScheduleRecord =

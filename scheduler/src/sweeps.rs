@@ -181,8 +181,7 @@ async fn sweep(
     scrub_every: chrono::Duration,
     now: DateTime<Utc>,
 ) -> anyhow::Result<Swept> {
-    let entry = clusters_bucket
-        .entry(cluster.as_str())
+    let entry = sexton_shared::leader_read::latest(clusters_bucket, cluster.as_str())
         .await
         .context("reading the cluster record")?;
     let (record, revision) = match entry {

@@ -432,7 +432,7 @@ async fn record(
         }
     };
     let schedules = &firing.topology.schedules;
-    let mut updated = match schedules.entry(name).await {
+    let mut updated = match sexton_shared::leader_read::latest(schedules, name).await {
         Ok(Some(entry)) if entry.operation == Operation::Put && entry.revision == revision => {
             match serde_json::from_slice::<ScheduleRecord>(&entry.value) {
                 Ok(record) => record,

@@ -66,9 +66,10 @@ impl Catalog {
     /// a report delivered again after retention deleted its backup must not bring the record
     /// back (its objects are gone).
     pub async fn lookup(&self, cluster: &ClusterName, id: &BackupId) -> anyhow::Result<Lookup> {
-        let entry = self
-            .store
-            .entry(key(cluster, id))
+        // From the stream's leader: a replica's direct answer can miss an acknowledged write
+        // (crate::leader_read), and the deleter decides from this one read.
+        let key = key(cluster, id);
+        let entry = crate::leader_read::latest(&self.store, &key)
             .await
             .context("reading the catalog")?;
         Ok(match entry {
@@ -76,7 +77,7 @@ impl Catalog {
             Some(entry) if entry.operation != Operation::Put => Lookup::Removed,
             Some(entry) => Lookup::Live(Box::new(Versioned {
                 value: decode_record(&entry.value)
-                    .with_context(|| format!("catalog entry {}", entry.key))?,
+                    .with_context(|| format!("catalog entry {key}"))?,
                 revision: entry.revision,
             })),
         })

@@ -15,6 +15,7 @@ pub mod catalog_view;
 pub mod config;
 pub mod digest;
 pub mod guard;
+pub mod leader_read;
 pub mod metadata;
 pub mod names;
 pub mod nats;

@@ -41,7 +41,7 @@ fn remote_cleanup(
 }
 
 impl Api {
-    pub(super) async fn delete_backup(
+    pub(super) async fn backup_delete(
         &self,
         request: BackupDelete,
         actor: &sexton_shared::audit::Actor,

@@ -13,7 +13,7 @@ use sexton_shared::{
 use super::Api;
 
 impl Api {
-    pub(super) async fn describe_backup(&self, request: BackupRef) -> Result<Value, ApiError> {
+    pub(super) async fn backup_describe(&self, request: BackupRef) -> Result<Value, ApiError> {
         let (state, at) = self
             .cluster_with_backup(&request.cluster, &request.id)
             .await?;

@@ -28,7 +28,7 @@ impl Api {
             .ok_or_else(|| backup_not_found(&request.cluster, &request.id))
     }
 
-    pub(super) async fn hold_backup(&self, request: BackupHold) -> Result<Value, ApiError> {
+    pub(super) async fn backup_hold(&self, request: BackupHold) -> Result<Value, ApiError> {
         for _ in 0..5 {
             let current = self.read_backup(&request).await?;
             let record = &current.value;
@@ -91,7 +91,7 @@ impl Api {
         ))
     }
 
-    pub(super) async fn release_backup(&self, request: BackupHold) -> Result<Value, ApiError> {
+    pub(super) async fn backup_release(&self, request: BackupHold) -> Result<Value, ApiError> {
         for _ in 0..5 {
             let current = self.read_backup(&request).await?;
             let record = &current.value;

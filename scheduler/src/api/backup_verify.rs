@@ -4,40 +4,18 @@
 //! verdict or the deadline. Refused for a backup that is not completed, or already under test.
 
 use chrono::Utc;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sexton_shared::{
     api::{ApiError, ErrorCode},
-    names::{BackupId, ClusterName},
-    records::{BackupStatus, VerifyTimeout},
-    wire::{self, Message},
+    records::BackupStatus,
 };
 
 use super::{invalid, unavailable, Api};
 
-/// `backup.verify` request.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct VerifyRequest {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub cluster: ClusterName,
-    pub id: BackupId,
-    /// How long an executor has (1m to 7d); default 1h.
-    #[serde(default)]
-    pub timeout: Option<VerifyTimeout>,
-}
-
-fn v1() -> u32 {
-    wire::SCHEMA_VERSION
-}
-
-impl Message for VerifyRequest {
-    const KIND: &'static str = "request";
-}
+pub use sexton_shared::api::VerifyRequest;
 
 impl Api {
-    pub(super) async fn verify_backup(&self, req: VerifyRequest) -> Result<Value, ApiError> {
+    pub(super) async fn backup_verify(&self, req: VerifyRequest) -> Result<Value, ApiError> {
         let records = self
             .catalog
             .list_cluster(&req.cluster)

@@ -31,30 +31,12 @@ use sexton_shared::{
     nats::publish_once,
     records::{BackupRecord, BackupStatus, RECORD_SCHEMA_VERSION},
     topology,
-    wire::{self, Message, ObjectDigest, ReportStatus, RetentionSweep},
+    wire::{self, ObjectDigest, ReportStatus, RetentionSweep},
 };
 
 use super::{invalid, unavailable, Api};
 
-/// `catalog.import` request.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ImportRequest {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub cluster: ClusterName,
-    /// Say what would be imported, write nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-}
-
-fn v1() -> u32 {
-    wire::SCHEMA_VERSION
-}
-
-impl Message for ImportRequest {
-    const KIND: &'static str = "request";
-}
+pub use sexton_shared::api::ImportRequest;
 
 /// What an import did (or would do).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -219,7 +201,7 @@ pub fn record_from(
 }
 
 impl Api {
-    pub(super) async fn import_catalog(&self, req: ImportRequest) -> Result<Value, ApiError> {
+    pub(super) async fn catalog_import(&self, req: ImportRequest) -> Result<Value, ApiError> {
         let store = &self.store;
         let cluster = &req.cluster;
         let cluster_prefix = store.cluster_prefix(cluster);

@@ -75,7 +75,7 @@ fn summary(req: &ClusterForget, fates: &[(String, Fate)], forgotten: bool) -> Va
 }
 
 impl Api {
-    pub(super) async fn forget_cluster(
+    pub(super) async fn cluster_forget(
         &self,
         req: ClusterForget,
         actor: &sexton_shared::audit::Actor,

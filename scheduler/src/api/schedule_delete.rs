@@ -223,7 +223,7 @@ fn summary(
 }
 
 impl Api {
-    pub(super) async fn delete(
+    pub(super) async fn schedule_delete(
         &self,
         req: ScheduleDelete,
         actor: &sexton_shared::audit::Actor,

@@ -16,10 +16,10 @@ use sexton_shared::{
     audit::Actor,
     guard::{self, PolicyEffect},
     planning,
-    records::{BackupRecord, Policy, ScheduleRecord},
+    records::{BackupRecord, Policy, SchedulePhase, ScheduleRecord},
 };
 
-use super::{apply_update, check_timing, describe, five_field_form, invalid, unavailable, Api};
+use super::{check_timing, describe, five_field_form, invalid, unavailable, Api};
 use crate::timers;
 
 impl Api {
@@ -57,7 +57,7 @@ impl Api {
         })
     }
 
-    pub(super) async fn update(
+    pub(super) async fn schedule_update(
         &self,
         mut req: ScheduleUpdate,
         actor: &Actor,
@@ -120,4 +120,73 @@ impl Api {
         reply["policy_change"] = json!(effect);
         Ok(reply)
     }
+}
+
+/// `schedule.update`'s changes to a record: every field the request gives. Fails only when a
+/// policy patch makes an invalid policy.
+fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) -> Result<(), String> {
+    if let Some(cron) = &req.cron {
+        record.cron = cron.clone();
+        // A valid spec clears the marks of a spec that stopped parsing.
+        if record.status.phase == SchedulePhase::FailedValidation {
+            record.status.phase = if record.paused {
+                SchedulePhase::Paused
+            } else {
+                SchedulePhase::Enabled
+            };
+            record.status.validation_errors.clear();
+        }
+    }
+    if let Some(policy) = &req.policy {
+        record.policy = policy.clone();
+    }
+    if let Some(patch) = &req.policy_patch {
+        record.policy = sexton_shared::guard::merge_policy(&record.policy, patch)?;
+    }
+    if let Some(breaker) = &req.breaker {
+        record.breaker = breaker.clone();
+    }
+    if let Some(labels) = &req.labels {
+        record.labels = labels.clone();
+    }
+    if let Some(annotations) = &req.annotations {
+        record.annotations = annotations.clone();
+    }
+    if let Some(remote_cleanup) = req.remote_cleanup {
+        record.remote_cleanup = remote_cleanup;
+    }
+    if let Some(overlap) = req.overlap_policy {
+        record.overlap_policy = overlap;
+    }
+    if req.starting_deadline_seconds.is_some() {
+        record.starting_deadline_seconds = req.starting_deadline_seconds;
+    }
+    if let Some(deadline) = req.starting_deadline {
+        record.starting_deadline_seconds = deadline.map(sexton_schedule::Span::seconds);
+    }
+    if let Some(jitter) = req.jitter {
+        record.jitter = jitter;
+    }
+    if let Some(exclude) = &req.exclude {
+        record.exclude = exclude.clone();
+    }
+    if let Some(on_blackout) = req.on_blackout {
+        record.on_blackout = on_blackout;
+    }
+    if let Some(pause_after) = req.pause_after_failures {
+        record.pause_after_failures = pause_after;
+    }
+    if let Some(verify) = &req.verify {
+        record.verify = verify.clone();
+    }
+    if let Some(full_every) = req.full_every {
+        record.full_every = full_every;
+    }
+    if let Some(volumes) = &req.volumes {
+        record.volumes = volumes.clone();
+    }
+    if let Some(owner) = req.backup_owner {
+        record.backup_owner = owner;
+    }
+    Ok(())
 }

@@ -1,0 +1,1030 @@
+//! The `sexton` command's arguments: the clap definitions of every noun and verb, and the
+//! parsers of their values (durations, sizes, labels, windows). No requests, no printing.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::Value;
+
+use super::Failure;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "sexton",
+    version,
+    about = "Sexton: backup schedules, retention and deletion",
+    after_help = "Examples:
+  sexton schedule list                       # every schedule, as a table
+  sexton backup list --cluster db1 -o wide   # with absolute times and labels
+  sexton backup list -l team=db -o name      # backup/<id> per line, for scripts
+  sexton schedule describe nightly           # settings, policy, why it fires next
+  sexton completion bash > /etc/bash_completion.d/sexton
+  sexton version                             # this client and every service
+
+Exit codes: 0 success, 1 failure or not found, 2 bad input, 77 permission denied by NATS."
+)]
+pub struct Cli {
+    /// A TOML configuration file; SEXTON_* environment variables override it.
+    #[arg(long, global = true, env = "SEXTON_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// The NATS server to talk to (overrides nats.url).
+    #[arg(long, global = true)]
+    pub nats_url: Option<String>,
+    /// Output format: table (default), wide (more columns, absolute times), json, yaml, or
+    /// name (kind/name per line).
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    /// Print tables without their header row.
+    #[arg(long, global = true)]
+    pub no_headers: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    /// Columns for people, ages instead of times.
+    Table,
+    /// The table with more columns and absolute times (to the second, UTC).
+    Wide,
+    Json,
+    Yaml,
+    /// `kind/name`, one per line (`schedule/nightly`, `backup/<id>`).
+    Name,
+    /// A self-contained page, written to the file named after it (`retention simulate` and
+    /// `schedule describe --simulate` only).
+    Html,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create, inspect and control schedules.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+    /// Inspect backups in the catalog.
+    #[command(subcommand)]
+    Backup(BackupCommand),
+    /// Preview or compute retention decisions.
+    #[command(subcommand)]
+    Retention(RetentionCommand),
+    /// Inspect a cluster's binlog (PITR) archive.
+    #[command(subcommand)]
+    Binlog(BinlogCommand),
+    /// Register, list and unregister delete plugins.
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+    /// Remove a cluster's backup records (what `backup_owner: cluster` waits for).
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+    /// Compare the catalog with the bucket, or rebuild it from the bucket.
+    #[command(subcommand)]
+    Catalog(CatalogCommand),
+    /// Read the audit trail: who decided, marked, claimed and deleted what, and why
+    /// (docs/safety.md).
+    #[command(after_help = "Examples:
+  sexton audit --cluster db1 --since 24h
+  sexton audit --cluster db1 --backup nightly-20261124030000
+  sexton audit --since all -o json")]
+    Audit(AuditArgs),
+    /// Run the reference executor (writes small backups to S3 and reports them).
+    #[command(after_help = "Examples:
+  sexton executor --config /etc/sexton/sexton.toml
+  SEXTON_NATS_URL=nats://127.0.0.1:4222 sexton executor")]
+    Executor,
+    /// Run a generic executor: your command takes each due backup, Sexton uploads what it
+    /// leaves in $SEXTON_OUTPUT_DIR, writes metadata.json and reports (docs/executors.md).
+    #[command(after_help = "Examples:
+  sexton exec --cluster db1 --backup-command deploy/executors/mariadb/backup.sh
+  sexton exec --backup-command 'pg_basebackup -D \"$SEXTON_OUTPUT_DIR\" -Ft -z' --concurrency 2
+  sexton exec --backup-command ./backup.sh --verify-command ./restore-verify.sh")]
+    Exec(ExecArgs),
+    /// Run a service in this process: scheduler, retention-worker or deleter.
+    #[command(after_help = "Examples:
+  sexton serve scheduler --config /etc/sexton/sexton.toml
+  SEXTON_NATS_URL=nats://127.0.0.1:4222 sexton serve deleter")]
+    Serve {
+        /// The service to run.
+        #[arg(value_parser = ["scheduler", "retention-worker", "deleter", "executor"])]
+        service: String,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    #[command(after_help = "Examples:
+  sexton completion bash > /etc/bash_completion.d/sexton
+  sexton completion zsh > \"${fpath[1]}/_sexton\"
+  sexton completion fish > ~/.config/fish/completions/sexton.fish")]
+    Completion {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print this client's version and ask every running service for its own.
+    #[command(after_help = "Examples:
+  sexton version
+  sexton version -o json")]
+    Version,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ScheduleCommand {
+    /// Create a schedule.
+    #[command(after_help = "Examples:
+  sexton schedule create nightly --cluster db1 --plan full --cron '0 3 * * *' --keep-last 7
+  sexton schedule create hourly --cluster db1 --plan full --cron 'CRON_TZ=Europe/Berlin 0 * * * *' \\
+      --policy '{\"keep_last\": 24, \"recovery_window\": \"30d\"}' --label team=db")]
+    Create(Box<CreateArgs>),
+    /// Show one schedule as stored, with its next run.
+    #[command(after_help = "Examples:
+  sexton schedule get nightly
+  sexton schedule get nightly -o yaml")]
+    Get {
+        /// The schedule's name.
+        name: String,
+    },
+    /// Show one schedule with why it did or did not fire; with --simulate, also replay its
+    /// cron and policy over the coming days (see `retention simulate`).
+    #[command(after_help = "Examples:
+  sexton schedule describe nightly
+  sexton schedule describe nightly -o json
+  sexton schedule describe nightly --simulate --days 30")]
+    Describe {
+        /// The schedule's name.
+        name: String,
+        /// Simulate the schedule's cron, cadence and policy offline, from today.
+        #[arg(long)]
+        simulate: bool,
+        #[command(flatten)]
+        options: crate::simulate::SimulationOptions,
+        /// With -o html: the page to write.
+        #[arg(value_name = "FILE")]
+        page: Option<PathBuf>,
+    },
+    /// List schedules.
+    #[command(after_help = "Examples:
+  sexton schedule list
+  sexton schedule list --cluster db1 -o wide
+  sexton schedule list -l team=db -o name
+  sexton schedule list --watch=5")]
+    List {
+        /// Only the schedules of this cluster.
+        #[arg(long)]
+        cluster: Option<String>,
+        #[command(flatten)]
+        list: crate::listing::ListArgs,
+    },
+    /// Delete a schedule. What happens to its backup records is its backup_owner (none and
+    /// cluster: they stay; schedule: they go, with their objects only if remote cleanup is on);
+    /// the command says what it will do to how many records before it does it, and asks
+    /// before removing any (--yes without a terminal).
+    #[command(after_help = "Examples:
+  sexton schedule delete nightly --dry-run
+  sexton schedule delete nightly --yes")]
+    Delete {
+        /// The schedule's name.
+        name: String,
+        /// Only say what deleting would do; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Remove the records it says it removes without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Pause a schedule: nothing fires while paused.
+    #[command(after_help = "Examples:
+  sexton schedule pause nightly")]
+    Pause {
+        /// The schedule's name.
+        name: String,
+    },
+    /// Unpause a schedule.
+    #[command(after_help = "Examples:
+  sexton schedule unpause nightly
+  sexton schedule unpause nightly --skip-immediately")]
+    Unpause {
+        /// The schedule's name.
+        name: String,
+        /// Skip a run that is due right now (default: the schedule's value, else the server's).
+        #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+        skip_immediately: Option<bool>,
+    },
+    /// Print the next runs of a cron spec (offline), with jitter and blackout windows
+    /// applied: when each fires, its cron time, and whether a window skips or defers it.
+    #[command(after_help = "Examples:
+  sexton schedule next --cron '0 3 * * *' -n 3
+  sexton schedule next --cron '@daily-random' --name nightly --jitter 15m")]
+    Next {
+        /// The cron spec: 5 fields, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone>
+        /// first.
+        #[arg(long)]
+        cron: String,
+        /// Start from this instant (RFC 3339); default now.
+        #[arg(long)]
+        from: Option<String>,
+        /// How many runs to print (1 to 10000).
+        #[arg(short = 'n', long, default_value_t = 5)]
+        count: usize,
+        /// The schedule's name: jitter offsets and @hourly-random, @daily-random and
+        /// @weekly-random are drawn from it.
+        #[arg(long)]
+        name: Option<String>,
+        #[command(flatten)]
+        timing: TimingArgs,
+    },
+    /// Fire the schedule's ticks of a past interval now, once each (Temporal's backfill).
+    #[command(after_help = "Examples:
+  sexton schedule backfill nightly --from 2026-11-01T00:00:00Z --to 2026-11-08T00:00:00Z
+  sexton schedule backfill nightly --from 2026-11-01T00:00:00Z --to 2026-11-02T00:00:00Z --overlap allow")]
+    Backfill {
+        /// The schedule's name.
+        name: String,
+        /// The first instant of the interval (RFC 3339); ticks at or after it fire.
+        #[arg(long)]
+        from: String,
+        /// The end of the interval (RFC 3339, not in the future); ticks before it fire.
+        #[arg(long)]
+        to: String,
+        /// skip: one backup at a time, each tick waiting for the one before to report;
+        /// allow: all at once. Default: the schedule's overlap policy.
+        #[arg(long, value_parser = ["skip", "allow"])]
+        overlap: Option<String>,
+    },
+    /// Run the pure schedule logic offline on a schedule document: why would it fire or not?
+    #[command(after_help = "Examples:
+  sexton schedule explain --schedule schedule.json --now 2026-11-23T03:00:05Z")]
+    Explain {
+        /// `{"cron", "created_at", "paused"?, "skip_immediately"?, "last_backup"?,
+        /// "last_skipped"?, "in_flight"?, "starting_deadline_seconds"?, "name"?, "jitter"?,
+        /// "exclude"?, "on_blackout"?}`
+        #[arg(long)]
+        schedule: PathBuf,
+        /// The instant to decide at (RFC 3339).
+        #[arg(long)]
+        now: String,
+        /// The server default of skip-immediately.
+        #[arg(long)]
+        server_skip_immediately: bool,
+    },
+    /// Change a schedule's cron spec, policy, labels, overlap policy or starting deadline.
+    #[command(after_help = "Examples:
+  sexton schedule update nightly --cron '30 2 * * *'
+  sexton schedule update nightly --keep-last 14 --label team=db")]
+    Update(Box<UpdateArgs>),
+}
+
+/// The timing settings `create`, `update` and `next` share.
+#[derive(Args, Debug, Default)]
+pub struct TimingArgs {
+    /// Move every run by a fixed offset in [0, JITTER) drawn from the schedule's name (90s,
+    /// 15m, 1h), so a fleet's schedules do not start at once.
+    #[arg(long, value_parser = parse_span)]
+    pub jitter: Option<sexton_schedule::Span>,
+    /// A blackout window, repeatable, as JSON: {"cron": "0 8 * * 1-5", "duration": "10h",
+    /// "zone": "Europe/Berlin"} or {"from": "2026-12-24", "to": "2026-12-27", "zone": ...}.
+    #[arg(long = "exclude", value_parser = parse_window)]
+    pub exclude: Vec<sexton_schedule::WindowSpec>,
+    /// What a run due inside a blackout window does: skip it (default), or defer it to the
+    /// window's end.
+    #[arg(long, value_parser = ["skip", "defer"])]
+    pub on_blackout: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct UpdateArgs {
+    /// The schedule's name.
+    pub name: String,
+    /// A new cron spec (5 fields, a descriptor, optionally CRON_TZ=<zone> first).
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// Change keep_last only; the policy's other rules stay.
+    #[arg(long)]
+    pub keep_last: Option<u32>,
+    /// Policy keys to change, as JSON (`null` removes a key); the other keys stay. With
+    /// --replace-policy, the whole new policy.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// The policy given (--policy or --keep-last) replaces the stored one whole.
+    #[arg(long)]
+    pub replace_policy: bool,
+    /// Go ahead although the new policy deletes backups kept now (shown first).
+    #[arg(long)]
+    pub yes: bool,
+    /// Say what the change would do (the policy's diff, what it deletes now); change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The circuit breaker's settings for this schedule's group, as JSON:
+    /// {"max_delete_fraction": 0.3, "max_delete_count": 50, "stale_after": "3d", "enabled": true}.
+    #[arg(long, value_parser = parse_breaker, conflicts_with = "breaker_defaults")]
+    pub breaker: Option<Value>,
+    /// Back to the server's breaker defaults.
+    #[arg(long)]
+    pub breaker_defaults: bool,
+    /// Labels as key=value, repeatable; replaces all labels.
+    #[arg(long = "label", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    /// What a due tick does while a backup of this schedule is still running.
+    #[arg(long, value_parser = ["skip", "allow"])]
+    pub overlap_policy: Option<String>,
+    /// Skip a missed run older than this many seconds (the older spelling of
+    /// --starting-deadline).
+    #[arg(long, conflicts_with_all = ["starting_deadline", "no_starting_deadline"])]
+    pub starting_deadline_seconds: Option<u64>,
+    /// Skip a run missed by more than this (90s, 15m, 2h) instead of firing it late
+    /// (Kubernetes' startingDeadlineSeconds).
+    #[arg(long, value_parser = parse_span, conflicts_with = "no_starting_deadline")]
+    pub starting_deadline: Option<sexton_schedule::Span>,
+    /// Remove the starting deadline: missed runs fire however late.
+    #[arg(long)]
+    pub no_starting_deadline: bool,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Remove the jitter.
+    #[arg(long, conflicts_with = "jitter")]
+    pub no_jitter: bool,
+    /// Remove every blackout window.
+    #[arg(long, conflicts_with = "exclude")]
+    pub no_exclude: bool,
+    /// Pause the schedule after N consecutive failed backups.
+    #[arg(long, value_parser = parse_pause_after, conflicts_with = "no_pause_after_failures")]
+    pub pause_after_failures: Option<u32>,
+    /// Never pause the schedule on failures.
+    #[arg(long)]
+    pub no_pause_after_failures: bool,
+    /// Annotations as key=value, repeatable; replaces all annotations.
+    #[arg(long = "annotation", value_parser = parse_annotation)]
+    pub annotations: Vec<(String, String)>,
+    /// A full backup, then N-1 incrementals (per volume).
+    #[arg(long, value_parser = parse_full_every, conflicts_with = "no_full_every")]
+    pub full_every: Option<u32>,
+    /// Turn `full_every` off again: fulls only without volumes, forever incremental with them.
+    #[arg(long)]
+    pub no_full_every: bool,
+    /// The application's volumes, repeatable; replaces the list (a new volume starts full).
+    #[arg(long = "volume")]
+    pub volumes: Vec<String>,
+    /// What deleting the schedule does to its backup records.
+    #[arg(long, value_parser = ["schedule", "cluster", "none"])]
+    pub backup_owner: Option<String>,
+    /// Restore tests: when (cron), e.g. '0 6 * * 0' (see docs/verification.md).
+    #[arg(long)]
+    pub verify_cron: Option<String>,
+    /// Which backup a test proves: latest, random, oldest_kept or each (each new one once).
+    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each"])]
+    pub verify_pick: Option<String>,
+    /// How long an executor has to answer a test (1m to 7d; default 1h).
+    #[arg(long)]
+    pub verify_timeout: Option<String>,
+    /// No restore tests any more.
+    #[arg(long, conflicts_with_all = ["verify_cron", "verify_pick", "verify_timeout"])]
+    pub no_verify: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct CreateArgs {
+    /// The schedule's name (letters, digits, `-` and `_`).
+    pub name: String,
+    /// The cluster (database, application) the schedule backs up.
+    #[arg(long)]
+    pub cluster: String,
+    /// The backup plan within the cluster (full, logical, ...): retention applies per
+    /// cluster and plan.
+    #[arg(long)]
+    pub plan: String,
+    /// Standard 5-field cron, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone>
+    /// first; CloudNativePG's 6-field form with a seconds field of 0 is accepted too.
+    #[arg(long)]
+    pub cron: String,
+    /// Keep the newest N completed backups.
+    #[arg(long)]
+    pub keep_last: Option<u32>,
+    /// A retention policy as JSON (keys: keep_last, keep_daily, recovery_window, ...).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Create the schedule paused: nothing fires until it is unpaused.
+    #[arg(long)]
+    pub paused: bool,
+    /// Skip a run that is due right when the schedule becomes active (default: the server's
+    /// setting).
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
+    pub skip_immediately: Option<bool>,
+    /// Labels as key=value, repeatable.
+    #[arg(long = "label", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+    /// What a due tick does while a backup of this schedule is still running (default skip:
+    /// the tick is recorded as skipped).
+    #[arg(long, value_parser = ["skip", "allow"])]
+    pub overlap_policy: Option<String>,
+    /// Skip a missed run older than this many seconds (the older spelling of
+    /// --starting-deadline).
+    #[arg(long, conflicts_with = "starting_deadline")]
+    pub starting_deadline_seconds: Option<u64>,
+    /// Skip a run missed by more than this (90s, 15m, 2h) instead of firing it late
+    /// (Kubernetes' startingDeadlineSeconds).
+    #[arg(long, value_parser = parse_span)]
+    pub starting_deadline: Option<sexton_schedule::Span>,
+    #[command(flatten)]
+    pub timing: TimingArgs,
+    /// Pause the schedule after N consecutive failed backups (with an incident and an alert);
+    /// unpausing resets the count.
+    #[arg(long, value_parser = parse_pause_after)]
+    pub pause_after_failures: Option<u32>,
+    /// Annotations as key=value, repeatable: free-form notes for executors (label values must
+    /// be Kubernetes label values; annotations may hold any text).
+    #[arg(long = "annotation", value_parser = parse_annotation)]
+    pub annotations: Vec<(String, String)>,
+    /// A full backup, then N-1 incrementals (per volume). Unset: fulls only without volumes,
+    /// forever incremental with volumes.
+    #[arg(long, value_parser = parse_full_every)]
+    pub full_every: Option<u32>,
+    /// The application's volumes (seed 001's PVs), repeatable: each gets its own chain.
+    #[arg(long = "volume")]
+    pub volumes: Vec<String>,
+    /// What deleting the schedule does to its backup records: schedule (they go with it),
+    /// cluster or none (they stay; the default).
+    #[arg(long, value_parser = ["schedule", "cluster", "none"])]
+    pub backup_owner: Option<String>,
+    /// Deleting a record of this schedule also deletes its objects (through the deleter).
+    #[arg(long)]
+    pub remote_cleanup: bool,
+    /// Restore tests: when (cron), e.g. '0 6 * * 0' (see docs/verification.md).
+    #[arg(long)]
+    pub verify_cron: Option<String>,
+    /// Which backup a test proves: latest, random, oldest_kept or each (each new one once).
+    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each"])]
+    pub verify_pick: Option<String>,
+    /// How long an executor has to answer a test (1m to 7d; default 1h).
+    #[arg(long)]
+    pub verify_timeout: Option<String>,
+    /// The circuit breaker's settings for this schedule's group, as JSON (see schedule update).
+    #[arg(long, value_parser = parse_breaker)]
+    pub breaker: Option<Value>,
+    /// Go ahead although the policy deletes backups of the group kept now (shown first).
+    #[arg(long)]
+    pub yes: bool,
+    /// Say what creating it would do to the group's backups; create nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `sexton audit`.
+#[derive(Args, Debug)]
+pub struct AuditArgs {
+    /// Only entries about this cluster.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Only entries that name this backup.
+    #[arg(long)]
+    pub backup: Option<String>,
+    /// Entries of this last while (90s, 15m, 24h, 7d), or `all`.
+    #[arg(long, default_value = "24h")]
+    pub since: String,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BackupCommand {
+    /// Take a backup now from a schedule's settings (does not change the schedule's timing).
+    #[command(after_help = "Examples:
+  sexton backup create --from-schedule nightly")]
+    Create {
+        /// The schedule whose cluster, plan, labels and volumes the backup takes.
+        #[arg(long)]
+        from_schedule: String,
+    },
+    /// List backups in the catalog.
+    #[command(after_help = "Examples:
+  sexton backup list
+  sexton backup list --cluster db1 -o wide
+  sexton backup list --schedule nightly -l team=db
+  sexton backup list --cluster db1 -o name | head -1
+  sexton backup list --cluster db1 --watch")]
+    List {
+        /// Only this cluster's backups.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Only backups of this plan.
+        #[arg(long)]
+        plan: Option<String>,
+        /// Only backups this schedule took.
+        #[arg(long)]
+        schedule: Option<String>,
+        #[command(flatten)]
+        list: crate::listing::ListArgs,
+    },
+    /// Show one backup: its record, its volumes (which remain, and why: `needed by`), and what
+    /// retention decides about it now.
+    #[command(after_help = "Examples:
+  sexton backup describe nightly-20261123030000 --cluster db1
+  sexton backup describe nightly-20261123030000 --cluster db1 -o yaml")]
+    Describe {
+        /// The backup's id (NAME in `backup list`).
+        id: String,
+        /// The cluster the backup belongs to.
+        #[arg(long)]
+        cluster: String,
+    },
+    /// Keep a backup while it is in use (a restore, a clone, a bootstrap), whatever retention
+    /// says, until the same reason is released.
+    #[command(after_help = "Examples:
+  sexton backup hold nightly-20261123030000 --cluster db1 --reason restore:r-42")]
+    Hold {
+        /// The backup's id.
+        id: String,
+        /// The cluster the backup belongs to.
+        #[arg(long)]
+        cluster: String,
+        /// `<what>:<id>`, such as `restore:r-42`.
+        #[arg(long, value_parser = parse_hold_reason)]
+        reason: String,
+    },
+    /// Release a hold; a backup no rule keeps then goes at the next retention pass.
+    #[command(after_help = "Examples:
+  sexton backup release nightly-20261123030000 --cluster db1 --reason restore:r-42")]
+    Release {
+        /// The backup's id.
+        id: String,
+        /// The cluster the backup belongs to.
+        #[arg(long)]
+        cluster: String,
+        /// The reason the hold was taken with, `<what>:<id>`.
+        #[arg(long, value_parser = parse_hold_reason)]
+        reason: String,
+    },
+    /// Delete a backup's catalog record; its objects too with --remote (or when the backup,
+    /// its schedule or its cluster/plan's schedules set remote_cleanup).
+    #[command(after_help = "Examples:
+  sexton backup delete nightly-20261123030000 --cluster db1
+  sexton backup delete nightly-20261123030000 --cluster db1 --remote")]
+    Delete {
+        /// The backup's id.
+        id: String,
+        /// The cluster the backup belongs to.
+        #[arg(long)]
+        cluster: String,
+        /// Also delete the objects, through the deleter.
+        #[arg(long)]
+        remote: bool,
+        /// Delete even the newest full backup, or one a kept backup depends on, now.
+        #[arg(long)]
+        force: bool,
+        /// Only say what deleting would do; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Delete the objects (--remote, or remote cleanup) without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Ask for a restore test of a backup now: an executor restores it (with its chain) and
+    /// answers; the backup is held until then. With --wait, wait for the verdict.
+    #[command(after_help = "Examples:
+  sexton backup verify nightly-20261123030000 --cluster db1 --wait
+  sexton backup verify nightly-20261123030000 --cluster db1 --timeout 2h")]
+    Verify {
+        /// The backup's id.
+        id: String,
+        /// The cluster the backup belongs to.
+        #[arg(long)]
+        cluster: String,
+        /// How long the executor has (1m to 7d; default 1h).
+        #[arg(long)]
+        timeout: Option<String>,
+        /// Wait for the verdict (up to the timeout) and print it; exit 1 if it failed.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// List objects under the cluster's prefix that no catalog record owns.
+    #[command(after_help = "Examples:
+  sexton backup orphans --cluster db1
+  sexton backup orphans --cluster db1 --grace 7d -o json
+  sexton backup orphans --cluster db1 --delete")]
+    Orphans {
+        /// The cluster whose prefix is listed.
+        #[arg(long)]
+        cluster: String,
+        /// Delete them (asks first; --yes without a terminal).
+        #[arg(long)]
+        delete: bool,
+        /// Ignore objects younger than this (90s, 15m, 24h, 7d).
+        #[arg(long, default_value = "24h")]
+        grace: String,
+        /// With --delete: only say what would be deleted.
+        #[arg(long, requires = "delete")]
+        dry_run: bool,
+        /// With --delete: delete without asking.
+        #[arg(long, requires = "delete")]
+        yes: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ClusterCommand {
+    /// Remove every backup record of a cluster that has no schedule left (refused while it
+    /// has some). The records only; with --remote their objects too, through the deleter.
+    /// Held, legal-held and in-progress backups (and what they build on) stay. Says what it
+    /// will do to how many records before it does it.
+    #[command(after_help = "Examples:
+  sexton cluster forget --cluster db1 --dry-run
+  sexton cluster forget --cluster db1 --remote")]
+    Forget {
+        /// The cluster whose records go.
+        #[arg(long)]
+        cluster: String,
+        /// Also delete the objects, through the deleter (asks first; --yes without a terminal).
+        #[arg(long)]
+        remote: bool,
+        /// Only say what forgetting would do; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Delete the objects without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CatalogCommand {
+    /// Compare a cluster's catalog with its bucket now (one listing): a completed backup
+    /// whose objects are gone or changed size becomes `missing` and no longer counts; a
+    /// missing one whose objects are back counts again. Objects without a record are counted
+    /// (`sexton backup orphans` lists them).
+    #[command(after_help = "Examples:
+  sexton catalog scrub --cluster db1 --dry-run
+  sexton catalog scrub --cluster db1")]
+    Scrub {
+        /// The cluster to compare.
+        #[arg(long)]
+        cluster: String,
+        /// Only say what would change; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Recreate the records a cluster's catalog lacks from the metadata.json documents in the
+    /// bucket (after a catalog loss). Backups the catalog holds, or whose records were removed
+    /// on purpose, are left alone; a document whose objects are not all there is skipped.
+    #[command(after_help = "Examples:
+  sexton catalog import --cluster db1 --dry-run
+  sexton catalog import --cluster db1")]
+    Import {
+        /// The cluster whose records are rebuilt.
+        #[arg(long)]
+        cluster: String,
+        /// Only say what would be imported; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PluginCommand {
+    /// Register (or replace) a delete plugin: called on every deletion of a backup whose
+    /// labels match the selector, in alphanumeric order of name.
+    #[command(after_help = "Examples:
+  sexton plugin register snapshots --subject sexton.v1.plugin.snapshots --selector tier=gold --timeout 5")]
+    Register {
+        /// The plugin's name (plugins are called in alphanumeric order of name).
+        name: String,
+        /// Where the plugin answers requests (under sexton.v1.plugin.).
+        #[arg(long)]
+        subject: String,
+        /// Labels a backup must carry, as key=value, repeatable.
+        #[arg(long = "selector", value_parser = parse_label)]
+        selector: Vec<(String, String)>,
+        /// Seconds to wait for an answer (default: the deleter's plugin_timeout).
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// List delete plugins.
+    #[command(after_help = "Examples:
+  sexton plugin list
+  sexton plugin list -o yaml")]
+    List {
+        #[command(flatten)]
+        list: crate::listing::ListArgs,
+    },
+    /// Unregister a delete plugin.
+    #[command(after_help = "Examples:
+  sexton plugin unregister snapshots")]
+    Unregister {
+        /// The plugin's name.
+        name: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RetentionCommand {
+    /// Ask the live fleet what it would delete now and why, and whether the circuit breaker
+    /// holds it; deletes nothing.
+    #[command(after_help = "Examples:
+  sexton retention preview --cluster db1
+  sexton retention preview --cluster db1 --plan full -o json")]
+    Preview {
+        /// The cluster to plan.
+        #[arg(long)]
+        cluster: String,
+        /// Only this plan's group.
+        #[arg(long)]
+        plan: Option<String>,
+    },
+    /// Let a retention run the circuit breaker holds go through, once: exactly what the
+    /// preview shows it deleting (asks first; --yes without a terminal).
+    #[command(after_help = "Examples:
+  sexton retention approve --cluster db1 --plan full --dry-run
+  sexton retention approve --cluster db1 --plan full --yes")]
+    Approve {
+        /// The cluster whose held run to let through.
+        #[arg(long)]
+        cluster: String,
+        /// The plan (group) whose held run to let through.
+        #[arg(long)]
+        plan: String,
+        /// Approve without asking.
+        #[arg(long)]
+        yes: bool,
+        /// Only show the held run; approve nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Run the retention engine offline on a catalog file and a policy file.
+    #[command(after_help = "Examples:
+  sexton retention plan --catalog catalog.json --policy policy.json
+  sexton retention plan --catalog catalog.json --policy policy.json --now 2026-11-23T00:00:00Z -o json")]
+    Plan {
+        /// A catalog file (JSON: the backups of one group).
+        #[arg(long)]
+        catalog: PathBuf,
+        /// A retention policy file (JSON).
+        #[arg(long)]
+        policy: PathBuf,
+        /// The instant to decide at (RFC 3339); default now.
+        #[arg(long)]
+        now: Option<String>,
+        /// With -o json: indent the plan even when it is large (plans of more than 10,000
+        /// backups are written compact by default).
+        #[arg(long)]
+        pretty: bool,
+    },
+    /// Replay a schedule and a policy offline, day by day: which backups exist (and why),
+    /// how many, how much storage, the worst gap. A calendar by default, -o json, or
+    /// -o html FILE for a page.
+    #[command(after_help = "Examples:
+  sexton retention simulate --cron '0 3 * * *' --policy '{\"keep_daily\": 7, \"keep_weekly\": 4}'
+  sexton retention simulate --cron '@daily' --policy policy.json --days 400 --failures 10%
+  sexton retention simulate --cron '@daily' --policy policy.json -o html page.html")]
+    Simulate {
+        /// The schedule's cron: 5 fields, a descriptor (@daily, @every 6h), optionally
+        /// CRON_TZ=<zone> first.
+        #[arg(long)]
+        cron: String,
+        /// The retention policy: a file, or inline JSON.
+        #[arg(long, value_name = "FILE|JSON")]
+        policy: String,
+        /// A full backup, then N-1 incrementals (per volume), as the scheduler's cadence.
+        #[arg(long, value_parser = parse_full_every)]
+        full_every: Option<u32>,
+        /// The application's volumes, repeatable: each gets its own chain.
+        #[arg(long = "volume")]
+        volumes: Vec<String>,
+        /// The schedule's name, for backup ids (`<name>-<tick>`).
+        #[arg(long, default_value = "sim")]
+        name: String,
+        #[command(flatten)]
+        options: Box<crate::simulate::SimulationOptions>,
+        /// With -o html: the page to write.
+        #[arg(value_name = "FILE")]
+        page: Option<PathBuf>,
+    },
+}
+
+/// `sexton exec`: every flag may also be given as its SEXTON_EXEC_* environment variable.
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// The command that takes a backup, run with `sh -c` (see docs/executors.md for its
+    /// environment, its output directory and its facts file).
+    #[arg(long, env = "SEXTON_EXEC_BACKUP_COMMAND")]
+    pub backup_command: String,
+    /// The command that merges a chain into its oldest kept backup (chain_mode: merge);
+    /// without it, merge jobs are left to another executor.
+    #[arg(long, env = "SEXTON_EXEC_MERGE_COMMAND")]
+    pub merge_command: Option<String>,
+    /// The command that restores a chain and checks it (a restore test); its exit status is
+    /// the verdict. Without it, restore tests are left to another executor.
+    #[arg(long, env = "SEXTON_EXEC_VERIFY_COMMAND")]
+    pub verify_command: Option<String>,
+    /// Take only this cluster's backups (default: every cluster's).
+    #[arg(long, env = "SEXTON_EXEC_CLUSTER")]
+    pub cluster: Option<String>,
+    /// The durable consumer of due backups (default sexton-exec[-<cluster>]).
+    #[arg(long, env = "SEXTON_EXEC_DURABLE")]
+    pub durable: Option<String>,
+    /// The durable consumer of merge jobs (default <durable>-merge).
+    #[arg(long, env = "SEXTON_EXEC_MERGE_DURABLE")]
+    pub merge_durable: Option<String>,
+    /// The durable consumer of restore tests (default <durable>-verify).
+    #[arg(long, env = "SEXTON_EXEC_VERIFY_DURABLE")]
+    pub verify_durable: Option<String>,
+    /// Where job directories are made (default $TMPDIR/sexton-exec).
+    #[arg(long, env = "SEXTON_EXEC_WORK_DIR")]
+    pub work_dir: Option<PathBuf>,
+    /// A command still running after this is stopped and the backup reported failed.
+    #[arg(long, env = "SEXTON_EXEC_TIMEOUT", default_value = "6h", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Jobs (backups and merges) at once.
+    #[arg(long, env = "SEXTON_EXEC_CONCURRENCY", default_value_t = 1)]
+    pub concurrency: usize,
+    /// The most bytes one backup's output may hold (1TiB, 500GiB, 10MiB, a number of bytes).
+    #[arg(long, env = "SEXTON_EXEC_MAX_OUTPUT_BYTES", default_value = "1TiB", value_parser = parse_size)]
+    pub max_output_bytes: u64,
+    /// The most files one backup's output may hold.
+    #[arg(long, env = "SEXTON_EXEC_MAX_OUTPUT_FILES", default_value_t = 10_000)]
+    pub max_output_files: usize,
+    /// Multipart upload part size (5MiB to 5GiB).
+    #[arg(long, env = "SEXTON_EXEC_PART_SIZE", default_value = "8MiB", value_parser = parse_size)]
+    pub part_size: u64,
+    /// Parts of one file in memory (being read or sent) at once.
+    #[arg(long, env = "SEXTON_EXEC_UPLOAD_CONCURRENCY", default_value_t = 4)]
+    pub upload_concurrency: usize,
+    /// On SIGTERM, how long running commands may still take before they are stopped and
+    /// their jobs handed back.
+    #[arg(long, env = "SEXTON_EXEC_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+    /// The consumers' ack wait; a running job sends progress every third of it.
+    #[arg(long, env = "SEXTON_EXEC_ACK_WAIT", default_value = "60s", value_parser = parse_duration)]
+    pub ack_wait: Duration,
+    /// A new durable starts with the due backups of this last while (not the stream's week).
+    #[arg(long, env = "SEXTON_EXEC_CATCH_UP", default_value = "1h", value_parser = parse_duration)]
+    pub catch_up: Duration,
+}
+
+impl ExecArgs {
+    pub(super) fn options(&self) -> Result<crate::exec::ExecOptions, Failure> {
+        let cluster = self
+            .cluster
+            .as_deref()
+            .map(sexton_shared::names::ClusterName::new)
+            .transpose()
+            .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
+        let (durable, merge_durable, verify_durable) =
+            crate::exec::ExecOptions::default_durables(cluster.as_ref());
+        let durable_given = self.durable.clone();
+        let options = crate::exec::ExecOptions {
+            backup_command: self.backup_command.clone(),
+            merge_command: self.merge_command.clone(),
+            verify_command: self.verify_command.clone(),
+            verify_durable: self
+                .verify_durable
+                .clone()
+                .unwrap_or_else(|| match &durable_given {
+                    Some(durable) => format!("{durable}-verify"),
+                    None => verify_durable,
+                }),
+            merge_durable: self
+                .merge_durable
+                .clone()
+                .unwrap_or_else(|| match &durable_given {
+                    Some(durable) => format!("{durable}-merge"),
+                    None => merge_durable,
+                }),
+            durable: durable_given.unwrap_or(durable),
+            cluster,
+            work_dir: self
+                .work_dir
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("sexton-exec")),
+            timeout: self.timeout,
+            concurrency: self.concurrency,
+            limits: crate::exec::output::Limits {
+                max_files: self.max_output_files,
+                max_bytes: self.max_output_bytes,
+            },
+            upload: sexton_shared::object_store::transfer::UploadSettings {
+                part_size: self.part_size,
+                concurrency: self.upload_concurrency,
+            },
+            shutdown_grace: self.shutdown_grace,
+            ack_wait: self.ack_wait,
+            catch_up: self.catch_up,
+        };
+        options.validate().map_err(Failure::input)?;
+        Ok(options)
+    }
+}
+
+pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
+    sexton_shared::config::duration_text::parse(text).map_err(|err| format!("{text:?}: {err}"))
+}
+
+/// Bytes as people write them: `1TiB`, `8MiB`, `512KiB`, `10GB`, `1048576`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let bad = || format!("{text:?} is not a size such as 8MiB, 1TiB or 1048576");
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let factor: u64 = match unit {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "KB" | "kB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BinlogCommand {
+    /// Ship closed log files into the cluster's archive: each is uploaded, then appended to
+    /// <prefix>/<cluster>/binlog/_index.json with a conditional write. Files already indexed
+    /// (or older than the archive's oldest segment) are skipped, so shipping is idempotent.
+    #[command(after_help = "Examples:
+  sexton binlog append --cluster db1 /var/lib/mysql/mysql-bin.000041 /var/lib/mysql/mysql-bin.000042
+  sexton binlog append --cluster db1 --format file wal/0000000100000000000000A1")]
+    Append {
+        /// The cluster whose archive takes the files.
+        #[arg(long)]
+        cluster: String,
+        /// How event times are found: binlog (MySQL/MariaDB headers) or file (modification time).
+        #[arg(long, value_enum, default_value_t = crate::binlog_append::SegmentFormat::Binlog)]
+        format: crate::binlog_append::SegmentFormat,
+        /// Ship a binlog still flagged as open (one a crashed server left so).
+        #[arg(long)]
+        allow_in_use: bool,
+        /// The files, oldest first.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// The binlog index of a cluster: its state and ETag, the PITR horizon retention gives
+    /// now, and how many segments it lists, would delete, and keep for want of an end time.
+    #[command(after_help = "Examples:
+  sexton binlog status --cluster db1
+  sexton binlog status --cluster db1 -o yaml")]
+    Status {
+        /// The cluster whose archive is described.
+        #[arg(long)]
+        cluster: String,
+    },
+}
+
+/// A schedule's `breaker` block, checked here for a quick error (the server checks again).
+fn parse_breaker(text: &str) -> Result<Value, String> {
+    let spec: sexton_shared::breaker::BreakerSpec =
+        serde_json::from_str(text).map_err(|err| format!("invalid breaker settings: {err}"))?;
+    serde_json::to_value(spec).map_err(|err| err.to_string())
+}
+
+fn parse_hold_reason(text: &str) -> Result<String, String> {
+    sexton_shared::api::check_hold_reason(text).map(|()| text.to_string())
+}
+
+fn parse_full_every(text: &str) -> Result<u32, String> {
+    let bad = || format!("{text:?} is not a positive whole number of backups");
+    let n: u32 = text.parse().map_err(|_| bad())?;
+    if n == 0 {
+        return Err(bad());
+    }
+    Ok(n)
+}
+
+fn parse_label(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("label {text:?} is not key=value"))?;
+    sexton_shared::api::check_label_key("label", key)?;
+    sexton_shared::api::check_label_value(key, value)?;
+    Ok((key.to_string(), value.to_string()))
+}
+
+fn parse_annotation(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("annotation {text:?} is not key=value"))?;
+    sexton_shared::api::check_label_key("annotation", key)?;
+    Ok((key.to_string(), value.to_string()))
+}
+
+fn parse_span(text: &str) -> Result<sexton_schedule::Span, String> {
+    sexton_schedule::Span::parse(text).map_err(|err| err.to_string())
+}
+
+fn parse_window(text: &str) -> Result<sexton_schedule::WindowSpec, String> {
+    let window: sexton_schedule::WindowSpec = serde_json::from_str(text).map_err(|err| {
+        format!(
+            "{err} (expected JSON such as {{\"cron\": \"0 8 * * 1-5\", \"duration\": \"10h\", \
+             \"zone\": \"Europe/Berlin\"}})"
+        )
+    })?;
+    sexton_schedule::Window::parse(&window).map_err(|err| err.to_string())?;
+    Ok(window)
+}
+
+fn parse_pause_after(text: &str) -> Result<u32, String> {
+    let bad = || format!("{text:?} is not a number of failures from 1 to 1000");
+    let n: u32 = text.parse().map_err(|_| bad())?;
+    if n == 0 || n > sexton_shared::api::MAX_PAUSE_AFTER_FAILURES {
+        return Err(bad());
+    }
+    Ok(n)
+}

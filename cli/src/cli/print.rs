@@ -1,0 +1,485 @@
+//! How the online commands print what the services answered: per verb (a schedule's and a
+//! backup's description, the runs ahead, what a destructive command's dry run says), and the
+//! generic tables of `crate::output` for the rest.
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Prints the answer of an online command in `output`.
+pub(super) fn print_answer(command: &Command, output: Output, value: &mut Value, columns: &[&str]) {
+    let table = matches!(output, Output::Table | Output::Wide);
+    match command {
+        Command::Schedule(ScheduleCommand::List { list, .. }) => {
+            if let (Some(selector), Value::Array(rows)) = (&list.selector, &mut *value) {
+                rows.retain(|row| selector.matches(row.pointer("/schedule/labels")));
+            }
+            crate::output::schedules(output, value)
+        }
+        Command::Schedule(
+            ScheduleCommand::Get { .. }
+            | ScheduleCommand::Create(_)
+            | ScheduleCommand::Update(_)
+            | ScheduleCommand::Pause { .. }
+            | ScheduleCommand::Unpause { .. },
+        ) => crate::output::schedules(output, value),
+        Command::Schedule(ScheduleCommand::Describe { .. }) if table => {
+            print_schedule_description(value)
+        }
+        Command::Backup(BackupCommand::Describe { .. }) if table => print_backup_description(value),
+        Command::Backup(BackupCommand::List { schedule, list, .. }) => {
+            if let Value::Array(rows) = &mut *value {
+                rows.retain(|row| {
+                    schedule
+                        .as_ref()
+                        .is_none_or(|s| row.get("schedule").and_then(Value::as_str) == Some(s))
+                        && list
+                            .selector
+                            .as_ref()
+                            .is_none_or(|selector| selector.matches(row.get("labels")))
+                });
+                if table {
+                    let now = crate::output::now();
+                    for row in rows.iter_mut() {
+                        row["verified_cell"] = json!(verified_cell(row, now));
+                    }
+                }
+            }
+            let rows: Vec<Value> = value.as_array().cloned().unwrap_or_default();
+            let rows: Vec<&Value> = rows.iter().collect();
+            crate::output::backups(output, value, &rows)
+        }
+        Command::Backup(BackupCommand::Orphans { .. }) => crate::output::orphans(output, value),
+        Command::Retention(RetentionCommand::Preview { .. }) => {
+            // A run the circuit breaker holds says so above the table, with how to approve it.
+            if table {
+                for group in value.as_array().into_iter().flatten() {
+                    if let Some(breaker) = group.get("breaker").filter(|b| !b.is_null()) {
+                        crate::output::emit(&format!(
+                            "{}/{}: {}\n",
+                            cell(group.get("cluster")),
+                            cell(group.get("plan")),
+                            crate::safety::held_lines(breaker).join("\n  ")
+                        ));
+                    }
+                }
+            }
+            crate::output::preview(output, value)
+        }
+        Command::Plugin(PluginCommand::List { list }) => {
+            if let (Some(selector), Value::Array(rows)) = (&list.selector, &mut *value) {
+                rows.retain(|row| selector.matches(row.get("selector")));
+            }
+            crate::output::plugins(output, value)
+        }
+        _ => print_value(output, value, columns),
+    }
+}
+
+/// What a destructive command's dry run says, and the question to ask before going ahead
+/// (`None`: it deletes nothing, so nothing to ask).
+pub(super) fn describe_destructive(command: &Command, plan: &Value) -> (String, Option<String>) {
+    let count = |key: &str| plan.get(key).and_then(Value::as_u64).unwrap_or(0);
+    match command {
+        Command::Schedule(ScheduleCommand::Delete { name, .. }) => {
+            let n = count("remove_records") + count("delete_with_objects");
+            (
+                cell(plan.get("summary")),
+                (n > 0).then(|| format!("Delete schedule {name} and remove {n} backup record(s)?")),
+            )
+        }
+        Command::Cluster(ClusterCommand::Forget { cluster, .. }) => {
+            let n = count("delete_with_objects");
+            (
+                cell(plan.get("summary")),
+                (n > 0).then(|| {
+                    format!("Forget cluster {cluster} and delete {n} backup(s) with their objects?")
+                }),
+            )
+        }
+        Command::Backup(BackupCommand::Delete { id, cluster, .. }) => {
+            let action = cell(plan.get("action"));
+            let remote = plan.get("remote").and_then(Value::as_bool).unwrap_or(false);
+            let what = match (action.as_str(), remote) {
+                ("record-deleted", _) => "removes its catalog record; its objects stay".to_string(),
+                ("deleting", true) => "deletes it with its objects".to_string(),
+                ("deferred", true) => format!(
+                    "deletes it with its objects once nothing kept needs it ({})",
+                    cell(plan.get("reason"))
+                ),
+                ("deferred", false) => format!(
+                    "removes its record once nothing kept needs it ({})",
+                    cell(plan.get("reason"))
+                ),
+                ("already-deleting", _) => "nothing: it is being deleted already".to_string(),
+                (other, _) => other.to_string(),
+            };
+            let destroys = remote && matches!(action.as_str(), "deleting" | "deferred");
+            (
+                format!("deleting backup {id} of cluster {cluster} {what}"),
+                destroys
+                    .then(|| format!("Delete backup {id} of cluster {cluster} and its objects?")),
+            )
+        }
+        Command::Backup(BackupCommand::Orphans { cluster, .. }) => {
+            let n = plan
+                .get("orphans")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            (
+                format!(
+                    "{n} orphaned object(s) under {} would be deleted",
+                    cell(plan.get("prefix"))
+                ),
+                (n > 0).then(|| format!("Delete {n} orphaned object(s) of cluster {cluster}?")),
+            )
+        }
+        Command::Retention(RetentionCommand::Approve {
+            cluster,
+            plan: name,
+            ..
+        }) => {
+            let group = plan.as_array().and_then(|groups| groups.first());
+            let breaker = group.and_then(|g| g.get("breaker"));
+            let lines = breaker.map(crate::safety::held_lines).unwrap_or_else(|| {
+                vec![format!(
+                    "retention of cluster {cluster} plan {name} is not held now"
+                )]
+            });
+            let n = breaker
+                .and_then(|b| b.get("deleting"))
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            (
+                lines.join("\n"),
+                breaker.map(|_| {
+                    format!("Let this run of {cluster}/{name} delete {n} backup(s), once?")
+                }),
+            )
+        }
+        _ => (cell(plan.get("summary")), None),
+    }
+}
+
+pub(super) fn print_shipped(output: Output, shipped: &[crate::binlog_append::Shipped]) {
+    let value = serde_json::to_value(shipped).expect("shipped segments serialise");
+    print_value(
+        output,
+        &value,
+        &["key", "action", "first_event", "last_event", "size"],
+    );
+}
+
+pub(super) fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
+    if path == "." {
+        return Some(value);
+    }
+    path.split('.').try_fold(value, |v, part| v.get(part))
+}
+
+pub(super) fn cell(value: Option<&Value>) -> String {
+    crate::output::text(value)
+}
+
+/// Prints `value` as JSON or YAML, or as a table with `columns` (dotted paths into each row).
+pub(super) fn print_value(output: Output, value: &Value, columns: &[&str]) {
+    crate::output::generic(output, value, columns)
+}
+
+pub(super) fn print_table(header: &[String], rows: &[Vec<String>]) {
+    crate::output::table(header, rows)
+}
+
+/// `backup describe` as text: the backup, the retention verdict, and one row per volume.
+pub(super) fn print_backup_description(value: &Value) {
+    let backup = value.get("backup").unwrap_or(&Value::Null);
+    for (label, path) in [
+        ("id", "id"),
+        ("cluster", "cluster"),
+        ("plan", "plan"),
+        ("schedule", "schedule"),
+        ("status", "status"),
+        ("kind", "kind"),
+        ("completed", "completed_at"),
+        ("holds", "holds"),
+        ("last error", "last_error"),
+    ] {
+        println!("{:<12}{}", format!("{label}:"), cell(lookup(backup, path)));
+    }
+    println!("{:<12}{}", "verified:", verified_cell(backup, Utc::now()));
+    let retention = value.get("retention").unwrap_or(&Value::Null);
+    println!(
+        "{:<12}{} ({})",
+        "retention:",
+        cell(retention.get("verdict")),
+        join_reasons(retention.get("reasons"))
+    );
+    let volumes = value.get("volumes").and_then(Value::as_array);
+    if let Some(volumes) = volumes.filter(|v| !v.is_empty()) {
+        println!();
+        let rows: Vec<Vec<String>> = volumes
+            .iter()
+            .map(|v| {
+                vec![
+                    cell(v.get("name")),
+                    cell(v.get("kind")),
+                    cell(v.get("parent")),
+                    cell(v.get("state")),
+                    join_reasons(v.get("reasons")),
+                ]
+            })
+            .collect();
+        print_table(
+            &["VOLUME", "KIND", "PARENT", "STATE", "WHY"].map(String::from),
+            &rows,
+        );
+    }
+    let history = backup
+        .pointer("/verification/history")
+        .and_then(Value::as_array);
+    if let Some(history) = history.filter(|h| !h.is_empty()) {
+        println!();
+        let rows: Vec<Vec<String>> = history
+            .iter()
+            .map(|e| {
+                vec![
+                    cell(e.get("at")),
+                    cell(e.get("outcome")),
+                    cell(e.get("duration_ms")),
+                    cell(e.get("request_id")),
+                    cell(e.get("reason")),
+                ]
+            })
+            .collect();
+        print_table(
+            &["TESTED", "OUTCOME", "MS", "REQUEST", "WHY"].map(String::from),
+            &rows,
+        );
+    }
+}
+
+/// The VERIFIED cell of `backup list`: how long ago a restore test proved the backup, `failed`,
+/// `testing` while one runs, `-` when never tested.
+pub(super) fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> String {
+    let Some(verification) = record.get("verification").filter(|v| !v.is_null()) else {
+        return "-".into();
+    };
+    if verification.get("pending").is_some_and(|p| !p.is_null()) {
+        return "testing".into();
+    }
+    match verification.get("state").and_then(Value::as_str) {
+        Some("verified") => verification
+            .get("at")
+            .and_then(Value::as_str)
+            .and_then(|at| at.parse::<chrono::DateTime<Utc>>().ok())
+            .map(|at| format!("{} ago", short_age(now - at)))
+            .unwrap_or_else(|| "verified".into()),
+        Some("failed") => "failed".into(),
+        _ => "-".into(),
+    }
+}
+
+/// `45s`, `12m`, `3h`, `5d`.
+pub(super) fn short_age(age: chrono::Duration) -> String {
+    let seconds = age.num_seconds().max(0);
+    match seconds {
+        0..=119 => format!("{seconds}s"),
+        120..=7199 => format!("{}m", seconds / 60),
+        7200..=172_799 => format!("{}h", seconds / 3600),
+        _ => format!("{}d", seconds / 86_400),
+    }
+}
+
+/// An instant as the schedule's zone reads it (UTC without `CRON_TZ`), with its offset.
+pub(super) fn in_zone(t: DateTime<Utc>, zone: chrono_tz::Tz) -> String {
+    t.with_timezone(&zone).to_rfc3339()
+}
+
+/// The upcoming runs of `schedule next` and `describe`, in the schedule's zone: when each
+/// fires, its cron time, and what a blackout does to it.
+pub(super) fn print_runs(runs: &[sexton_schedule::PlannedRun], zone: chrono_tz::Tz) {
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|run| {
+            let effect = match run.effect {
+                sexton_schedule::RunEffect::Fires => "fires".to_string(),
+                sexton_schedule::RunEffect::Skipped { blackout } => {
+                    format!("skipped: blackout until {}", in_zone(blackout.end, zone))
+                }
+                sexton_schedule::RunEffect::Deferred { blackout } => {
+                    format!("deferred: fires at {}", in_zone(blackout.end, zone))
+                }
+            };
+            vec![in_zone(run.at, zone), in_zone(run.nominal, zone), effect]
+        })
+        .collect();
+    print_table(&["RUN AT", "CRON TIME", "EFFECT"].map(String::from), &rows);
+}
+
+/// `schedule describe` as text: the schedule's settings, its timing in words (the zone said
+/// even when it is UTC), what happens now and why, and its next runs.
+pub(super) fn print_schedule_description(value: &Value) {
+    let schedule = value.get("schedule").unwrap_or(&Value::Null);
+    let timing = value.get("timing").unwrap_or(&Value::Null);
+    let explain = value.get("explain").unwrap_or(&Value::Null);
+    let status = schedule.get("status").unwrap_or(&Value::Null);
+    let line = |label: &str, text: String| println!("{:<14}{text}", format!("{label}:"));
+    for (label, path) in [("name", "name"), ("cluster", "cluster"), ("plan", "plan")] {
+        line(label, cell(lookup(schedule, path)));
+    }
+    // The policy as its keys, one line: `keep_last=7, recovery_window=30d`.
+    line("policy", cell(schedule.get("policy")).replace(',', ", "));
+    if schedule
+        .get("labels")
+        .and_then(Value::as_object)
+        .is_some_and(|labels| !labels.is_empty())
+    {
+        line("labels", cell(schedule.get("labels")));
+    }
+    if let Some(created) = schedule.get("created_at").and_then(Value::as_str) {
+        if let Ok(at) = created.parse::<DateTime<Utc>>() {
+            line(
+                "created",
+                format!(
+                    "{} ({} ago)",
+                    crate::output::time(at),
+                    crate::output::age(crate::output::now() - at)
+                ),
+            );
+        }
+    }
+    match timing.get("settings").and_then(Value::as_array) {
+        Some(settings) => {
+            for setting in settings {
+                let text = cell(Some(setting));
+                match text.split_once(": ") {
+                    Some((label, rest)) => line(label, rest.to_string()),
+                    None => line("timing", text),
+                }
+            }
+        }
+        None => line("timing", cell(timing.get("error"))),
+    }
+    if let Some(seconds) = schedule
+        .get("starting_deadline_seconds")
+        .and_then(Value::as_u64)
+    {
+        let deadline = sexton_schedule::Span::from_seconds(seconds)
+            .map_or_else(|_| format!("{seconds}s"), |s| s.to_string());
+        line(
+            "deadline",
+            format!("{deadline}: a run missed by more than this is skipped"),
+        );
+    }
+    if let Some(n) = schedule.get("pause_after_failures").and_then(Value::as_u64) {
+        let so_far = status
+            .get("consecutive_failures")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        line(
+            "pause after",
+            format!("{n} consecutive failed backups ({so_far} so far)"),
+        );
+    }
+    line("phase", cell(status.get("phase")));
+    if let Some(reason) = status.get("paused_reason").filter(|r| !r.is_null()) {
+        line("paused", cell(Some(reason)));
+    }
+    line("last backup", cell(status.get("last_backup")));
+    if let Some(skip) = value.get("last_skip").filter(|s| !s.is_null()) {
+        line(
+            "last skip",
+            format!(
+                "{}: {}",
+                cell(skip.get("reason")),
+                cell(skip.get("explanation"))
+            ),
+        );
+    }
+    if let Some(backfill) = status.get("backfill").filter(|b| !b.is_null()) {
+        let total = backfill
+            .get("ticks")
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        line(
+            "backfill",
+            format!(
+                "{} to {}: {} of {total} ticks done{}",
+                cell(backfill.get("from")),
+                cell(backfill.get("to")),
+                cell(backfill.get("done")),
+                match backfill.get("finished_at").filter(|f| !f.is_null()) {
+                    Some(at) => format!(", finished {}", cell(Some(at))),
+                    None => String::new(),
+                }
+            ),
+        );
+    }
+    line(
+        "now",
+        format!(
+            "{}: {}",
+            cell(explain.get("action")),
+            cell(explain.get("reason"))
+        ),
+    );
+    if let Some(error) = explain.get("error").filter(|e| !e.is_null()) {
+        line("error", cell(Some(error)));
+    }
+    if let Some(upcoming) = timing.get("upcoming") {
+        if let Ok(runs) = serde_json::from_value::<Vec<PlannedRunView>>(upcoming.clone()) {
+            let zone = timing
+                .get("zone")
+                .and_then(Value::as_str)
+                .and_then(|name| name.parse().ok())
+                .unwrap_or(chrono_tz::UTC);
+            println!();
+            let rows: Vec<Vec<String>> = runs.iter().map(|run| run.row(zone)).collect();
+            print_table(&["RUN AT", "CRON TIME", "EFFECT"].map(String::from), &rows);
+        }
+    }
+}
+
+/// An upcoming run as `describe` sends it (`PlannedRun`'s JSON).
+#[derive(serde::Deserialize)]
+pub(super) struct PlannedRunView {
+    nominal: DateTime<Utc>,
+    at: DateTime<Utc>,
+    effect: String,
+    #[serde(default)]
+    blackout: Option<BlackoutView>,
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct BlackoutView {
+    end: DateTime<Utc>,
+}
+
+impl PlannedRunView {
+    fn row(&self, zone: chrono_tz::Tz) -> Vec<String> {
+        let end = self
+            .blackout
+            .as_ref()
+            .map_or_else(|| "?".to_string(), |b| in_zone(b.end, zone));
+        let effect = match self.effect.as_str() {
+            "skipped" => format!("skipped: blackout until {end}"),
+            "deferred" => format!("deferred: fires at {end}"),
+            other => other.to_string(),
+        };
+        vec![in_zone(self.at, zone), in_zone(self.nominal, zone), effect]
+    }
+}
+
+pub(super) fn join_reasons(reasons: Option<&Value>) -> String {
+    reasons
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .map(|v| cell(Some(v)))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_default()
+}

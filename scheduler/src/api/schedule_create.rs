@@ -1,0 +1,167 @@
+//! `schedule.create`: a new schedule as the user writes it, its timing checked at the door
+//! (CloudNativePG's 6-field spec read as 5 fields, with a warning), its cluster made known, and
+//! the guard on what its policy deletes at once (`confirm`, `dry_run`).
+
+use chrono::Utc;
+use serde_json::{json, Value};
+use sexton_schedule::{Timing, TimingSpec};
+use sexton_shared::{
+    api::{ApiError, ErrorCode, ScheduleSpec},
+    audit::Actor,
+    names::ClusterName,
+    records::{
+        ClusterRecord, SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION,
+    },
+};
+
+use super::{describe, invalid, unavailable, Api};
+
+impl Api {
+    pub(super) async fn schedule_create(
+        &self,
+        mut spec: ScheduleSpec,
+        actor: &Actor,
+    ) -> Result<Value, ApiError> {
+        let now = Utc::now();
+        let (cron, converted) = five_field_form(&spec.cron)?;
+        spec.cron = cron;
+        let mut warnings = check_timing(
+            &TimingSpec {
+                name: spec.name.as_str(),
+                cron: &spec.cron,
+                jitter: spec.jitter,
+                exclude: &spec.exclude,
+                on_blackout: spec.on_blackout,
+            },
+            now,
+        )?;
+        warnings.extend(converted);
+        let starting_deadline_seconds = spec.deadline_seconds();
+        let (confirm, dry_run) = (spec.confirm, spec.dry_run);
+        let mut record = ScheduleRecord {
+            schema_version: RECORD_SCHEMA_VERSION,
+            name: spec.name,
+            cluster: spec.cluster,
+            plan: spec.plan,
+            cron: spec.cron,
+            paused: spec.paused,
+            skip_immediately: spec.skip_immediately,
+            policy: spec.policy,
+            labels: spec.labels,
+            remote_cleanup: spec.remote_cleanup,
+            overlap_policy: spec.overlap_policy,
+            starting_deadline_seconds,
+            jitter: spec.jitter,
+            exclude: spec.exclude,
+            on_blackout: spec.on_blackout,
+            pause_after_failures: spec.pause_after_failures,
+            annotations: spec.annotations,
+            full_every: spec.full_every,
+            volumes: spec.volumes,
+            backup_owner: spec.backup_owner,
+            verify: spec.verify,
+            breaker: spec.breaker,
+            created_at: now,
+            status: ScheduleStatus::default(),
+        };
+        record.status.phase = if record.paused {
+            SchedulePhase::Paused
+        } else {
+            SchedulePhase::Enabled
+        };
+        // Creation is an activation: skip-immediately is resolved at the first evaluation.
+        record.status.activation_pending = true;
+        record.status.next_run_time = self.explain(&record, now).next_run_time;
+        // What the new policy does to the group's backups now: a first policy over backups
+        // kept so far, or one beside another schedule's, may delete at once.
+        let effect = self.policy_effect(&record).await?;
+        if effect.deletes() && !confirm && !dry_run {
+            return Err(ApiError::unconfirmed(
+                effect.refusal(&format!("creating schedule {}", record.name)),
+                json!(effect),
+            ));
+        }
+        if dry_run {
+            let mut reply = describe(&record, 0, self.config.scheduler.skip_immediately_default);
+            reply["dry_run"] = json!(true);
+            reply["policy_change"] = json!(effect);
+            reply["warnings"] = json!(warnings);
+            return Ok(reply);
+        }
+        let body = serde_json::to_vec(&record).map_err(invalid)?;
+        self.register_cluster(&record.cluster, now).await?;
+        match self
+            .topology
+            .schedules
+            .create(record.name.as_str(), body.into())
+            .await
+        {
+            Ok(revision) => {
+                self.audit_schedule(None, Some(&record), actor).await;
+                let mut reply = describe(
+                    &record,
+                    revision,
+                    self.config.scheduler.skip_immediately_default,
+                );
+                reply["warnings"] = json!(warnings);
+                reply["policy_change"] = json!(effect);
+                Ok(reply)
+            }
+            Err(err) if err.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
+                Err(ApiError::new(
+                    ErrorCode::AlreadyExists,
+                    format!("schedule {} already exists", record.name),
+                ))
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+
+    /// Makes the cluster known (reports for it are accepted from now on) before its first
+    /// schedule exists. A crash between the two writes leaves a known cluster without
+    /// schedules, which is harmless.
+    async fn register_cluster(
+        &self,
+        cluster: &ClusterName,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(), ApiError> {
+        let record = ClusterRecord::new(cluster.clone(), now);
+        let body = serde_json::to_vec(&record).map_err(invalid)?;
+        match self
+            .clusters_bucket
+            .create(cluster.as_str(), body.into())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(err) if err.kind() == async_nats::jetstream::kv::CreateErrorKind::AlreadyExists => {
+                Ok(())
+            }
+            Err(err) => Err(unavailable(err)),
+        }
+    }
+}
+
+/// CloudNativePG's 6-field spec (seconds first, seconds 0) as the 5-field spec the schedule
+/// stores, with a warning that says so; other specs unchanged.
+pub(super) fn five_field_form(cron: &str) -> Result<(String, Option<String>), ApiError> {
+    let form = sexton_schedule::CronSpec::five_field_form(cron)
+        .map_err(|err| invalid(format!("invalid cron {cron:?}: {err}")))?;
+    let converted = (form != cron).then(|| {
+        format!("read the 6-field (CloudNativePG) spec {cron:?} as {form:?}: seconds 0 dropped")
+    });
+    Ok((form.into_owned(), converted))
+}
+
+/// The door for a schedule's timing as a user enters it: the refusals and warnings of
+/// `Timing::check_input`, with the messages the API answers.
+pub(super) fn check_timing(
+    spec: &TimingSpec<'_>,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<String>, ApiError> {
+    Timing::check_input(spec, now)
+        .map(|(_, warnings)| warnings)
+        .map_err(|err| match err {
+            sexton_schedule::TimingError::Window { .. } => invalid(err),
+            err => invalid(format!("invalid cron {:?}: {err}", spec.cron)),
+        })
+}

@@ -1,0 +1,139 @@
+//! `schedule.get`, `schedule.describe` and `schedule.list`, and the view of a schedule every
+//! schedule verb answers with: the record, its revision, what it does now (`explain`), its
+//! timing in words with the next runs, and why the last due run did not fire.
+
+use chrono::Utc;
+use futures::StreamExt as _;
+use serde_json::{json, Value};
+use sexton_schedule::Timing;
+use sexton_shared::{
+    api::{ApiError, ByName, ListFilter},
+    records::ScheduleRecord,
+};
+
+use super::{unavailable, Api};
+use crate::timers;
+
+impl Api {
+    pub(super) async fn schedule_get(&self, req: ByName) -> Result<Value, ApiError> {
+        let (record, revision) = self.read(req.name.as_str()).await?;
+        Ok(describe(
+            &record,
+            revision,
+            self.config.scheduler.skip_immediately_default,
+        ))
+    }
+
+    /// `get`, plus the schedule's cluster record (its last retention run).
+    pub(super) async fn schedule_describe(&self, req: ByName) -> Result<Value, ApiError> {
+        let (record, revision) = self.read(req.name.as_str()).await?;
+        let cluster =
+            match sexton_shared::leader_read::value(&self.clusters_bucket, record.cluster.as_str())
+                .await
+            {
+                Ok(Some(body)) => serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
+                Ok(None) => Value::Null,
+                Err(err) => return Err(unavailable(err)),
+            };
+        let mut described = describe(
+            &record,
+            revision,
+            self.config.scheduler.skip_immediately_default,
+        );
+        described["cluster"] = cluster;
+        Ok(described)
+    }
+
+    pub(super) async fn schedule_list(&self, filter: ListFilter) -> Result<Value, ApiError> {
+        let mut keys = self.topology.schedules.keys().await.map_err(unavailable)?;
+        let mut names = Vec::new();
+        while let Some(key) = keys.next().await {
+            names.push(key.map_err(unavailable)?);
+        }
+        names.sort();
+        let mut out = Vec::new();
+        for name in names {
+            let Ok((record, revision)) = self.read(&name).await else {
+                continue;
+            };
+            if filter
+                .cluster
+                .as_ref()
+                .is_some_and(|c| *c != record.cluster)
+                || filter.plan.as_ref().is_some_and(|p| *p != record.plan)
+            {
+                continue;
+            }
+            out.push(describe(
+                &record,
+                revision,
+                self.config.scheduler.skip_immediately_default,
+            ));
+        }
+        Ok(Value::Array(out))
+    }
+}
+
+pub(super) fn describe(record: &ScheduleRecord, revision: u64, server_default: bool) -> Value {
+    let now = Utc::now();
+    let explanation = timers::explain(record, now, server_default);
+    json!({
+        "schedule": record,
+        "revision": revision,
+        "explain": explanation,
+        "timing": timing_view(record, now),
+        "last_skip": last_skip(record),
+    })
+}
+
+/// How many upcoming runs `describe` shows.
+const UPCOMING_RUNS: usize = 5;
+
+/// The schedule's timing in words and its next runs with what each does (fires, skipped or
+/// deferred by a blackout), from now on as a prompt scheduler would run them.
+fn timing_view(record: &ScheduleRecord, now: chrono::DateTime<Utc>) -> Value {
+    match Timing::new(&timers::timing_spec(record)) {
+        Err(err) => json!({ "error": err.to_string() }),
+        Ok(timing) => {
+            let offset = timing.offset().num_seconds();
+            json!({
+                "zone": timing.cron().zone().map_or("UTC", |tz| tz.name()),
+                "cron": timing.cron().as_str(),
+                "jitter": record.jitter,
+                "offset_seconds": offset,
+                "on_blackout": record.on_blackout,
+                "settings": timing.describe(),
+                "upcoming": timing.upcoming(now, UPCOMING_RUNS),
+            })
+        }
+    }
+}
+
+/// Why the last due tick did not fire, in a sentence: what `describe` shows next to the
+/// explanation of what happens now.
+fn last_skip(record: &ScheduleRecord) -> Value {
+    let (Some(at), Some(code)) = (
+        record.status.last_skipped,
+        record.status.last_skip_reason.as_deref(),
+    ) else {
+        return Value::Null;
+    };
+    let why = match code {
+        "skip_immediately" => {
+            "skip-immediately applied when the schedule was created or unpaused".to_string()
+        }
+        "in_flight" => {
+            "a backup from this schedule was still in progress (overlap policy skip)".to_string()
+        }
+        "starting_deadline_exceeded" => format!(
+            "every missed run was older than the starting deadline of {}",
+            record
+                .starting_deadline_seconds
+                .and_then(|s| sexton_schedule::Span::from_seconds(s).ok())
+                .map_or_else(|| "0s".to_string(), |s| s.to_string())
+        ),
+        "blackout" => "it was due inside a blackout window".to_string(),
+        other => other.to_string(),
+    };
+    json!({ "at": at, "reason": code, "explanation": format!("the run due before {} did not fire: {why}", at.to_rfc3339()) })
+}

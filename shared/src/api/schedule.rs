@@ -1,0 +1,326 @@
+//! The requests of `schedule.*` (and the list filter `backup.list` shares): what a user writes
+//! to create, change, pause, backfill and delete a schedule.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sexton_retention::FullEvery;
+use sexton_schedule::{OnBlackout, Span, WindowSpec};
+
+use super::checks::{
+    validate_annotations, validate_deadline, validate_deadline_spellings, validate_labels,
+    validate_pause_after_failures, validate_volumes,
+};
+use super::{present, v1};
+use crate::names::{ClusterName, PlanName, ScheduleName};
+use crate::records::{BackupOwner, OverlapPolicy, Policy, MAX_BACKFILL_TICKS};
+use crate::wire::Message;
+
+/// `schedule.create`: a new schedule as the user writes it. Unknown fields are refused, so a
+/// misspelt option is an error rather than a silently ignored setting.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    pub cron: String,
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub skip_immediately: Option<bool>,
+    pub policy: Policy,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub remote_cleanup: bool,
+    #[serde(default)]
+    pub overlap_policy: OverlapPolicy,
+    /// The old spelling of `starting_deadline`, in seconds; still accepted.
+    #[serde(default)]
+    pub starting_deadline_seconds: Option<u64>,
+    /// Skip a missed run older than this (`15m`, `2h`, or seconds) instead of firing it late.
+    #[serde(default)]
+    pub starting_deadline: Option<Span>,
+    /// A full backup, then N − 1 incrementals (a positive whole number, or a numeric string).
+    #[serde(default)]
+    pub full_every: Option<FullEvery>,
+    /// The application's volumes, each with its own chain (seed 001).
+    #[serde(default)]
+    pub volumes: Vec<String>,
+    /// What deleting the schedule does to its backup records (default `none`: they stay).
+    #[serde(default)]
+    pub backup_owner: BackupOwner,
+    /// Scheduled restore tests (issue 13).
+    #[serde(default)]
+    pub verify: Option<crate::records::VerifySpec>,
+    /// Every run moves by a fixed offset in `[0, jitter)` drawn from the schedule's name.
+    #[serde(default)]
+    pub jitter: Option<Span>,
+    /// Blackout windows.
+    #[serde(default)]
+    pub exclude: Vec<WindowSpec>,
+    /// What a run due inside a blackout window does: `skip` (default) or `defer`.
+    #[serde(default)]
+    pub on_blackout: OnBlackout,
+    /// Pause the schedule after this many consecutive failed backups.
+    #[serde(default)]
+    pub pause_after_failures: Option<u32>,
+    /// Free-form notes for executors, carried on every due-backup.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// The circuit breaker's settings for the schedule's group (docs/safety.md).
+    #[serde(default)]
+    pub breaker: Option<crate::breaker::BreakerSpec>,
+    /// Create it even though its policy deletes backups of the group at once (the reply of a
+    /// request without it says which, and nothing is created).
+    #[serde(default)]
+    pub confirm: bool,
+    /// Say what creating it would do (the policy's effect on the group now); create nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl ScheduleSpec {
+    /// The starting deadline in seconds, from either spelling.
+    pub fn deadline_seconds(&self) -> Option<u64> {
+        self.starting_deadline
+            .map(Span::seconds)
+            .or(self.starting_deadline_seconds)
+    }
+}
+
+impl Message for ScheduleSpec {
+    const KIND: &'static str = "schedule";
+
+    fn validate(&self) -> Result<(), String> {
+        // A backup id is `<schedule>-<14 digits>` (a backfill's adds `-backfill-<14 digits>`),
+        // and ids stay within 128 characters.
+        if self.name.as_str().len() > 63 {
+            return Err("schedule name is longer than 63 characters".into());
+        }
+        validate_deadline_spellings(self.starting_deadline, self.starting_deadline_seconds)?;
+        validate_deadline(self.deadline_seconds())?;
+        validate_pause_after_failures(self.pause_after_failures)?;
+        validate_volumes(&self.volumes)?;
+        if let Some(verify) = &self.verify {
+            verify.validate()?;
+        }
+        validate_labels(&self.labels)?;
+        validate_annotations(&self.annotations)
+    }
+}
+
+/// `schedule.get`, `schedule.describe`, `schedule.delete`, `schedule.pause`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ByName {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+}
+
+impl Message for ByName {
+    const KIND: &'static str = "request";
+}
+
+/// `schedule.update`: the fields to change; absent fields stay as they are.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleUpdate {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    #[serde(default)]
+    pub cron: Option<String>,
+    #[serde(default)]
+    pub policy: Option<Policy>,
+    #[serde(default)]
+    pub labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    pub remote_cleanup: Option<bool>,
+    #[serde(default)]
+    pub overlap_policy: Option<OverlapPolicy>,
+    #[serde(default)]
+    pub starting_deadline_seconds: Option<u64>,
+    /// Absent: unchanged; `null`: off again (fulls only without volumes, forever incremental
+    /// with them); a number: the new cadence.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub full_every: Option<Option<FullEvery>>,
+    /// Replaces the volume list: a volume added starts with a full at the next backup.
+    #[serde(default)]
+    pub volumes: Option<Vec<String>>,
+    #[serde(default)]
+    pub backup_owner: Option<BackupOwner>,
+    /// Absent: unchanged; `null`: no deadline; a span (`15m`) or seconds: the new deadline.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub starting_deadline: Option<Option<Span>>,
+    /// Absent: unchanged; `null`: no jitter; a span: the new jitter.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub jitter: Option<Option<Span>>,
+    /// Replaces the blackout windows (`[]` removes them all).
+    #[serde(default)]
+    pub exclude: Option<Vec<WindowSpec>>,
+    #[serde(default)]
+    pub on_blackout: Option<OnBlackout>,
+    /// Absent: unchanged; `null`: never pause on failures; a number: the new threshold.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub pause_after_failures: Option<Option<u32>>,
+    /// Replaces the annotations.
+    #[serde(default)]
+    pub annotations: Option<BTreeMap<String, String>>,
+    /// Absent: unchanged; `null`: no restore tests any more; an object: the new tests.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub verify: Option<Option<crate::records::VerifySpec>>,
+    /// Policy keys to change, merged into the stored policy (`null` removes a key): what
+    /// `sexton schedule update --keep-last 5` sends, so the other rules stay. `policy`
+    /// replaces the whole policy instead; giving both is refused.
+    #[serde(default)]
+    pub policy_patch: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Absent: unchanged; `null`: the server's defaults; an object: the new settings.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub breaker: Option<Option<crate::breaker::BreakerSpec>>,
+    /// Apply a policy change even though it deletes backups at once (the reply of a request
+    /// without it says which, and nothing changes).
+    #[serde(default)]
+    pub confirm: bool,
+    /// Say what the change would do (the policy's diff and what it deletes now); change nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `schedule.backfill` (`sexton schedule backfill NAME --from T --to T [--overlap skip|allow]`):
+/// fire the schedule's ticks in `[from, to)` once each, now.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleBackfill {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// `skip`: no two backups of the schedule run at once, so each tick waits for the one
+    /// before to report; `allow`: all at once. Default: the schedule's overlap policy.
+    #[serde(default)]
+    pub overlap: Option<OverlapPolicy>,
+}
+
+impl Message for ScheduleBackfill {
+    const KIND: &'static str = "request";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.from >= self.to {
+            return Err(format!(
+                "backfill from {} is not before to {}",
+                self.from.to_rfc3339(),
+                self.to.to_rfc3339()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The most ticks a backfill fires, for messages.
+pub const BACKFILL_TICK_LIMIT: usize = MAX_BACKFILL_TICKS;
+
+/// `schedule.delete`. With `dry_run` the reply says what deleting would do to the schedule's
+/// backup records, and nothing is written.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleDelete {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+impl Message for ScheduleDelete {
+    const KIND: &'static str = "request";
+}
+
+impl Message for ScheduleUpdate {
+    const KIND: &'static str = "schedule update";
+
+    fn validate(&self) -> Result<(), String> {
+        validate_labels(self.labels.iter().flatten())?;
+        validate_annotations(self.annotations.iter().flatten())?;
+        validate_volumes(self.volumes.iter().flatten())?;
+        if let Some(Some(verify)) = &self.verify {
+            verify.validate()?;
+        }
+        if let Some(Some(_)) = self.starting_deadline {
+            validate_deadline_spellings(
+                self.starting_deadline.flatten(),
+                self.starting_deadline_seconds,
+            )?;
+        }
+        validate_deadline(self.starting_deadline.flatten().map(Span::seconds))?;
+        validate_deadline(self.starting_deadline_seconds)?;
+        if self.policy.is_some() && self.policy_patch.is_some() {
+            return Err(
+                "give policy (a replacement) or policy_patch (keys to change), not both".into(),
+            );
+        }
+        validate_pause_after_failures(self.pause_after_failures.flatten())
+    }
+}
+
+/// `schedule.unpause`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Unpause {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub name: ScheduleName,
+    /// Overrides the schedule's own value and the server default for this unpause.
+    #[serde(default)]
+    pub skip_immediately: Option<bool>,
+}
+
+impl Message for Unpause {
+    const KIND: &'static str = "request";
+}
+
+/// `schedule.list`, `backup.list`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ListFilter {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    #[serde(default)]
+    pub cluster: Option<ClusterName>,
+    #[serde(default)]
+    pub plan: Option<PlanName>,
+}
+
+impl Message for ListFilter {
+    const KIND: &'static str = "request";
+}
