@@ -26,11 +26,22 @@ use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
 use futures::{FutureExt as _, StreamExt};
 use sexton_shared::{
-    config::Config, object_store::ObjectStore, outcome::settle, telemetry, topology, Shutdown,
+    config::Config, object_store::ObjectStore, outcome::settle, service::TaskGroup, telemetry,
+    topology, Shutdown,
 };
 
-/// Runs the deleter until `shutdown` trips. `main` and the tests both call this.
-pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
+/// How long the tasks have, once the deleter is stopping, to finish what they hold: the batches
+/// in hand (each step is idempotent, but finishing is kinder), the binlog job under way, the
+/// request being answered. One deadline for all of them, not one per task.
+const DRAIN: Duration = Duration::from_secs(20);
+
+/// Runs the deleter until `shutdown` trips, or until one of its tasks fails: the binlog
+/// collector, the API, the dead letters (any failure stops every task, so an orchestrator
+/// restarts the whole replica instead of keeping one that silently lost a part). `main` and
+/// the tests both call this.
+pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    let mut tasks = TaskGroup::new("deleter", shutdown);
+    let shutdown = tasks.shutdown();
     let client = sexton_shared::nats::connect(&config.nats, "sexton-deleter").await?;
     let jetstream = async_nats::jetstream::new(client.clone());
     let topology = topology::ensure_for(&jetstream, &config)
@@ -64,15 +75,17 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     sexton_shared::build::start(&client, "deleter", &metrics.registry, shutdown.clone()).await?;
     tracing::info!(metrics = %telemetry::listen_text(addr), "deleter started");
 
-    // The binlog collector runs beside the delete jobs; if it stops, so does the service, so
-    // an orchestrator restarts it.
-    let mut collector = tokio::spawn(binlog::run(
-        topology.clone(),
-        store.clone(),
-        config.clone(),
-        metrics.registry.clone(),
-        shutdown.clone(),
-    ));
+    // The binlog collector runs beside the delete jobs on a queue of its own.
+    tasks.spawn(
+        "binlog collector",
+        binlog::run(
+            topology.clone(),
+            store.clone(),
+            config.clone(),
+            metrics.registry.clone(),
+            shutdown.clone(),
+        ),
+    );
     let deleter = Arc::new(batch::Deleter::new(
         topology.clone(),
         store,
@@ -112,53 +125,33 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
         Duration::from_secs(5),
         shutdown.clone(),
     );
-    let api = tokio::spawn(api::serve(
-        client.clone(),
-        deleter.clone(),
-        shutdown.clone(),
-    ));
-    let dead_letters = tokio::spawn(dead_letters::run(deleter.clone(), shutdown.clone()));
-    let workers: Vec<_> = (0..config.deleter.concurrency)
-        .map(|_| {
-            tokio::spawn(work(
-                consumer.clone(),
-                deleter.clone(),
-                jetstream.clone(),
-                metrics.clone(),
-                batch_jobs,
-                config.deleter.ack_wait / 3,
-                shutdown.clone(),
-            ))
-        })
-        .collect();
-    let collector_result = tokio::select! {
-        _ = shutdown.wait() => None,
-        ended = &mut collector => Some(ended),
-    };
-    // Let the batches in hand finish: each step is idempotent, but finishing is kinder.
-    let _ = tokio::time::timeout(Duration::from_secs(20), futures::future::join_all(workers)).await;
-    for task in [api, dead_letters] {
-        match tokio::time::timeout(Duration::from_secs(5), task).await {
-            Ok(Ok(Err(err))) => tracing::warn!(error = format!("{err:#}"), "deleter task failed"),
-            Ok(Err(err)) => tracing::warn!(error = %err, "deleter task panicked"),
-            _ => {}
-        }
+    tasks.spawn(
+        "api",
+        api::serve(client.clone(), deleter.clone(), shutdown.clone()),
+    );
+    tasks.spawn(
+        "dead letters",
+        dead_letters::run(deleter.clone(), shutdown.clone()),
+    );
+    for _ in 0..config.deleter.concurrency {
+        let batches = work(
+            consumer.clone(),
+            deleter.clone(),
+            jetstream.clone(),
+            metrics.clone(),
+            batch_jobs,
+            config.deleter.ack_wait / 3,
+            shutdown.clone(),
+        );
+        tasks.spawn("batches", async move {
+            batches.await;
+            Ok(())
+        });
     }
-    let collector_result = match collector_result {
-        Some(ended) => Some(ended),
-        None => tokio::time::timeout(Duration::from_secs(20), collector)
-            .await
-            .ok(),
-    };
+    let stopped = tasks.join(DRAIN).await;
     client.flush().await.ok();
     tracing::info!("deleter stopped");
-    match collector_result {
-        Some(Ok(Err(err))) if !shutdown.is_triggered() => {
-            Err(err.context("the binlog collector failed"))
-        }
-        Some(Err(err)) => anyhow::bail!("the binlog collector panicked: {err}"),
-        _ => Ok(()),
-    }
+    stopped
 }
 
 /// How long a batch waits for more jobs in all, and for the next one.

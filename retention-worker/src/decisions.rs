@@ -13,11 +13,10 @@
 //! Pure: no I/O, no clock.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use chrono::{DateTime, FixedOffset};
 use sexton_retention::{BinlogPlan, Decision, Evaluation, Merge, Verdict, VolumeMerge};
-use sexton_shared::{catalog::Versioned, records::BackupRecord, wire::DecisionSummary};
+use sexton_shared::wire::DecisionSummary;
 
 /// Kept backups named in a retention event, newest first; the event gives the total beside
 /// them. A group keeps as many backups as its policy says, and naming 100,000 of them in every
@@ -47,11 +46,10 @@ pub struct RunDecision {
     pub oldest_kept_full: Option<DateTime<FixedOffset>>,
 }
 
-/// The run's decisions from `evaluation`, made over the engine forms of `records` (same
-/// order). `rule_label` names the rule behind a first reason, for the metric.
+/// The run's decisions from `evaluation`. `rule_label` names the rule behind a first reason,
+/// for the metric.
 pub fn for_run(
     evaluation: &Evaluation<'_>,
-    records: &[Arc<Versioned<BackupRecord>>],
     rule_label: impl Fn(&str) -> &'static str,
 ) -> RunDecision {
     let mut decision = RunDecision {
@@ -62,7 +60,7 @@ pub fn for_run(
     };
     let mut reasons = Vec::new();
     for index in evaluation.newest_first() {
-        let record = &records[index].value;
+        let record = evaluation.backup_at(index);
         let marked_volumes = record.volumes.iter().any(|volume| volume.expiring);
         match evaluation.verdict_at(index) {
             Verdict::Delete => decision.delete.push((index, evaluation.decision_at(index))),
@@ -83,7 +81,7 @@ pub fn for_run(
                 *decision.keep_rules.entry(label).or_default() += 1;
                 if decision.keep_newest.len() < EVENT_KEEP {
                     decision.keep_newest.push(DecisionSummary {
-                        id: record.id.to_string(),
+                        id: record.id.clone(),
                         reasons: reasons.iter().map(|r| r.to_string()).collect(),
                     });
                 }

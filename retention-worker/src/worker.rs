@@ -12,7 +12,7 @@ use sexton_shared::{
     api::{ApiError, ErrorCode},
     catalog::{CasError, Catalog, Versioned},
     config::Config,
-    names::{ClusterName, PlanName},
+    names::{BackupId, ClusterName, PlanName},
     nats::publish_once,
     object_store::ObjectStore,
     outcome::{publish_incident, Outcome},
@@ -31,7 +31,7 @@ use crate::decisions::{self, RunDecision};
 use crate::metrics::Metrics;
 use crate::safety::{self, BreakerState, Envelope};
 use crate::scrub::{self, ScrubReport};
-use crate::view::CatalogView;
+use crate::view::{CatalogView, Members};
 
 #[derive(Clone)]
 pub struct Worker {
@@ -90,9 +90,10 @@ pub struct GroupPlan {
     /// run renders too only when it deletes something: the breaker and the audit judge it).
     #[serde(skip)]
     pub run: Option<RunDecision>,
-    /// The group's records, shared with the catalog view.
+    /// The group's records in the engine's form, shared with the catalog view ([`Members`]):
+    /// a run reads the few it acts on whole from the catalog ([`Worker::record_at`]).
     #[serde(skip)]
-    pub records: Vec<Arc<Versioned<BackupRecord>>>,
+    pub members: Arc<Members>,
     #[serde(skip)]
     pub policy: Option<Policy>,
 }
@@ -442,6 +443,12 @@ impl Worker {
             if only_plan.is_some_and(|p| *p != group.plan) {
                 continue;
             }
+            let policy = planning::policy_for(&policies, &group.plan);
+            if policy.is_ok() {
+                // Before the plan shares the members: set while a run still holds them, the
+                // segments would copy the whole group.
+                Arc::make_mut(&mut group.members).engine.binlog_segments = binlog.segments();
+            }
             let mut plan = GroupPlan {
                 cluster: cluster.clone(),
                 plan: group.plan.clone(),
@@ -450,25 +457,22 @@ impl Worker {
                 policy_hash: None,
                 breaker: None,
                 run: None,
-                records: group.records.clone(),
+                members: group.members.clone(),
                 policy: None,
             };
-            match planning::policy_for(&policies, &group.plan) {
+            let members = &*group.members;
+            match policy {
                 Err(reason) => plan.hold_reason = Some(reason),
                 Ok(policy) => {
                     plan.policy = Some(policy.clone());
                     plan.policy_hash = Some(safety::hash_of(Some(policy)));
-                    group.engine.binlog_segments = binlog.segments();
-                    match sexton_retention::evaluate(&group.engine, policy, now) {
+                    match sexton_retention::evaluate(&members.engine, policy, now) {
                         Ok(evaluation) => {
                             match render {
                                 Render::Plan => plan.decision = Some(evaluation.to_plan()),
                                 Render::Run => {
-                                    plan.run = Some(decisions::for_run(
-                                        &evaluation,
-                                        &group.records,
-                                        first_reason_label,
-                                    ))
+                                    plan.run =
+                                        Some(decisions::for_run(&evaluation, first_reason_label))
                                 }
                             }
                             // A plan that deletes is judged by the circuit breaker, and a run
@@ -489,7 +493,14 @@ impl Worker {
                                 let limits = self.envelope.limits(&schedules, &plan.plan, now);
                                 plan.breaker = self
                                     .envelope
-                                    .judge(cluster, &plan.plan, &limits, &group.engine, owned, now)
+                                    .judge(
+                                        cluster,
+                                        &plan.plan,
+                                        &limits,
+                                        &members.engine,
+                                        owned,
+                                        now,
+                                    )
                                     .await;
                             }
                         }
@@ -561,11 +572,21 @@ impl Worker {
                 .await?;
             let mut deleting = Vec::new();
             for (index, delete) in &decision.delete {
-                let record = &group.records[*index];
                 // A user's delete request is carried out as it was asked, below.
-                if record.value.delete_request.is_some() {
+                if group.members.entries[*index].delete_request {
                     continue;
                 }
+                // What `expire` does with the record as planned: marks it (a write), publishes
+                // the job of an earlier mark again, or nothing.
+                let writes = match group.members.engine.backups[*index].status {
+                    BackupStatus::Completed | BackupStatus::Failed => true,
+                    BackupStatus::Expiring => false,
+                    _ => continue,
+                };
+                let Some(record) = self.record_at(group, *index, writes).await? else {
+                    continue;
+                };
+                let record = &record;
                 if self.expire(record, &delete.reasons, &policy_hash).await? {
                     self.metrics
                         .decisions
@@ -586,17 +607,48 @@ impl Worker {
             // Volumes marked by an earlier run that this plan keeps (a new dependent, a new
             // policy) lose their mark, unless a deleter has claimed them already.
             for (index, kept) in &decision.kept_marked {
-                self.unmark_kept_volumes(&group.records[*index], kept)
-                    .await?;
+                // `unmark_kept_volumes`'s own test, on the record as planned: whole records
+                // are read only to be written.
+                let backup = &group.members.engine.backups[*index];
+                let stale = |name: &str| kept.volumes_keep.iter().any(|v| v.name == name);
+                if group.members.entries[*index].volume_deletion
+                    || !backup.volumes.iter().any(|v| v.expiring && stale(&v.name))
+                {
+                    continue;
+                }
+                if let Some(record) = self.record_at(group, *index, true).await? {
+                    self.unmark_kept_volumes(&record, kept).await?;
+                }
             }
             let mut trimming = Vec::new();
             for (index, partial) in &decision.partial {
-                let record = &group.records[*index];
                 let volumes: Vec<String> = partial
                     .volumes_delete
                     .iter()
                     .map(|v| v.name.clone())
                     .collect();
+                // `expire_volumes`'s own tests, on the record as planned: what it leaves
+                // alone is not read; what it marks is a write; volumes marked already have
+                // their job published again.
+                let backup = &group.members.engine.backups[*index];
+                let entry = &group.members.entries[*index];
+                if volumes.is_empty()
+                    || backup.status != BackupStatus::Completed
+                    || entry.delete_request
+                    || entry.volume_deletion
+                    || sexton_retention::judge::protection(backup).is_some()
+                {
+                    continue;
+                }
+                let already = backup
+                    .volumes
+                    .iter()
+                    .filter(|v| volumes.contains(&v.name))
+                    .all(|v| v.expiring);
+                let Some(record) = self.record_at(group, *index, !already).await? else {
+                    continue;
+                };
+                let record = &record;
                 if self
                     .expire_volumes(record, &volumes, &partial.reasons, &policy_hash)
                     .await?
@@ -745,11 +797,11 @@ impl Worker {
             .policy_window
             .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
             .set(promised);
-        let newest = group
-            .records
+        let backups = &group.members.engine.backups;
+        let newest = backups
             .iter()
-            .filter(|r| r.value.status == BackupStatus::Completed)
-            .filter_map(|r| r.value.completed_at)
+            .filter(|b| b.status == BackupStatus::Completed)
+            .filter_map(|b| b.completed_at)
             .max();
         if let Some(newest) = newest {
             self.metrics
@@ -758,17 +810,12 @@ impl Worker {
                 .set((now - newest.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3);
         }
         // Groups whose backups have been tested: when the newest proven one completed.
-        if group.records.iter().any(|r| r.value.verification.is_some()) {
-            let proven = group
-                .records
+        if group.members.entries.iter().any(|entry| entry.tested) {
+            let proven = backups
                 .iter()
-                .filter(|r| r.value.status == BackupStatus::Completed)
-                .filter(|r| {
-                    r.value.verification.as_ref().is_some_and(|v| {
-                        v.state == sexton_shared::records::VerificationState::Verified
-                    })
-                })
-                .filter_map(|r| r.value.completed_at)
+                .filter(|b| b.status == BackupStatus::Completed)
+                .filter(|b| b.verification == sexton_shared::records::VerificationState::Verified)
+                .filter_map(|b| b.completed_at)
                 .max();
             self.metrics
                 .last_verified
@@ -778,12 +825,11 @@ impl Worker {
         let oldest_full = match &group.run {
             Some(run) => run.oldest_kept_full,
             // Not planned: everything is kept.
-            None => group
-                .records
+            None => backups
                 .iter()
-                .filter(|r| r.value.status == BackupStatus::Completed)
-                .filter(|r| r.value.counts_as_full())
-                .filter_map(|r| r.value.started_at.or(r.value.completed_at))
+                .filter(|b| b.status == BackupStatus::Completed)
+                .filter(|b| b.kind == sexton_retention::BackupKind::Full || !b.volumes.is_empty())
+                .filter_map(|b| b.started_at.or(b.completed_at))
                 .min(),
         };
         if let Some(oldest) = oldest_full {
@@ -791,6 +837,31 @@ impl Worker {
                 .recoverable_window
                 .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
                 .set((now - oldest.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3);
+        }
+    }
+
+    /// The record at `index` of `group`, read whole from the catalog: the view keeps only its
+    /// engine form ([`crate::view`]). Only the revision the run planned on is returned, so the
+    /// record is the one the plan was made over. One changed or removed since is `None`; if
+    /// the caller `writes` it, that is a compare-and-set conflict (another run is asked for),
+    /// as a write on the planned revision would have been; a caller that only reads it (a job
+    /// published again, a merge) leaves it to the next run, the change being newer.
+    async fn record_at(
+        &self,
+        group: &GroupPlan,
+        index: usize,
+        writes: bool,
+    ) -> anyhow::Result<Option<Versioned<BackupRecord>>> {
+        let id: BackupId = group.members.id(index)?;
+        let planned = group.members.entries[index].revision;
+        match self.catalog.get(&group.cluster, &id).await? {
+            Some(record) if record.revision == planned => Ok(Some(record)),
+            _ => {
+                if writes {
+                    self.conflict();
+                }
+                Ok(None)
+            }
         }
     }
 
@@ -978,12 +1049,6 @@ impl Worker {
         if merges.is_empty() && volume_merges.is_empty() {
             return Ok(());
         }
-        let by_id: BTreeMap<&str, &Versioned<BackupRecord>> = group
-            .records
-            .iter()
-            .map(|r| (r.value.id.as_str(), &**r))
-            .collect();
-        let by_id = &by_id;
         // Merge jobs of this cluster still waiting (no executor has taken them yet): ask for
         // nothing more, so a fleet without a merging executor does not pile up a job per
         // merge per run in the work queue. What is still missing is asked for once they drain.
@@ -1007,6 +1072,33 @@ impl Worker {
                 return Ok(());
             }
         }
+        // The records the merges name, whole (a job carries their uids and keys); one changed
+        // since the plan is left out, and its merge is asked for by the next run, which plans
+        // over the change.
+        let mut fetched: Vec<Versioned<BackupRecord>> = Vec::new();
+        let named: std::collections::BTreeSet<&str> = merges
+            .iter()
+            .map(|merge| (&merge.target, &merge.sources))
+            .chain(
+                volume_merges
+                    .iter()
+                    .map(|merge| (&merge.target, &merge.sources)),
+            )
+            .flat_map(|(target, sources)| sources.iter().chain([target]))
+            .map(String::as_str)
+            .collect();
+        let indexes: Vec<usize> = (group.members.engine.backups.iter().enumerate())
+            .filter(|(_, backup)| named.contains(backup.id.as_str()))
+            .map(|(index, _)| index)
+            .collect();
+        for index in indexes {
+            if let Some(record) = self.record_at(group, index, false).await? {
+                fetched.push(record);
+            }
+        }
+        let by_id: BTreeMap<&str, &Versioned<BackupRecord>> =
+            fetched.iter().map(|r| (r.value.id.as_str(), r)).collect();
+        let by_id = &by_id;
         let whole = merges
             .iter()
             .map(|merge| (None, &merge.target, &merge.sources));
@@ -1065,14 +1157,15 @@ impl Worker {
     ) -> anyhow::Result<Vec<sexton_shared::audit::AuditBackup>> {
         let mut marked = Vec::new();
         let policy_hash = safety::hash_of(group.policy.as_ref());
-        let candidates: Vec<&Versioned<BackupRecord>> = group
-            .records
-            .iter()
-            .filter(|r| r.value.delete_request.is_some())
-            .filter(|r| planning::protection(&r.value).is_none())
-            .filter(|r| {
+        let members = &*group.members;
+        let indexes: Vec<usize> = (members.engine.backups.iter().zip(&members.entries))
+            .enumerate()
+            .filter(|(_, (_, entry))| entry.delete_request)
+            // `planning::protection`, on the engine form it is made from.
+            .filter(|(_, (backup, _))| sexton_retention::judge::protection(backup).is_none())
+            .filter(|(_, (backup, _))| {
                 matches!(
-                    r.value.status,
+                    backup.status,
                     BackupStatus::Completed
                         | BackupStatus::Failed
                         | BackupStatus::DeleteFailed
@@ -1080,10 +1173,18 @@ impl Worker {
                         | BackupStatus::Missing
                 )
             })
-            .map(|r| &**r)
+            .map(|(index, _)| index)
             .collect();
-        if candidates.is_empty() {
+        if indexes.is_empty() {
             return Ok(marked);
+        }
+        // The requests as they were asked: each record whole, at the revision planned on (one
+        // changed since counts as a conflict, as the mark of a request that may go would).
+        let mut candidates: Vec<Versioned<BackupRecord>> = Vec::with_capacity(indexes.len());
+        for index in indexes {
+            if let Some(record) = self.record_at(group, index, true).await? {
+                candidates.push(record);
+            }
         }
         // The group as this run left it: one pass, the run's marks looked up by id.
         let expired: std::collections::HashSet<&str> =
@@ -1092,31 +1193,26 @@ impl Worker {
             .iter()
             .map(|t| (t.id.as_str(), t.volumes_delete.as_slice()))
             .collect();
-        let as_left: Vec<std::borrow::Cow<'_, BackupRecord>> = group
-            .records
-            .iter()
-            .map(|r| {
-                let id = r.value.id.as_str();
-                if expired.contains(id) {
-                    return std::borrow::Cow::Owned(BackupRecord {
-                        status: BackupStatus::Expiring,
-                        ..r.value.clone()
-                    });
+        let all: Vec<sexton_retention::judge::Member> = (members.engine.backups.iter())
+            .zip(&members.entries)
+            .map(|(backup, entry)| {
+                let mut record = backup.clone();
+                if expired.contains(backup.id.as_str()) {
+                    record.status = BackupStatus::Expiring;
+                } else if let Some(volumes_delete) = trimmed.get(backup.id.as_str()) {
+                    for volume in &mut record.volumes {
+                        volume.expiring |= volumes_delete.contains(&volume.name);
+                    }
                 }
-                let Some(volumes_delete) = trimmed.get(id) else {
-                    return std::borrow::Cow::Borrowed(&r.value);
-                };
-                let mut record = r.value.clone();
-                for volume in &mut record.volumes {
-                    volume.expiring |= volumes_delete.contains(&volume.name);
+                sexton_retention::judge::Member {
+                    record,
+                    expired_from: entry.expired_from,
                 }
-                std::borrow::Cow::Owned(record)
             })
             .collect();
-        let all: Vec<&BackupRecord> = as_left.iter().map(|r| r.as_ref()).collect();
         let judged: Vec<&BackupRecord> = candidates.iter().map(|r| &r.value).collect();
-        let answers = planning::may_go(&all, &judged, Err("unused"), now);
-        for (record, answer) in candidates.into_iter().zip(answers) {
+        let answers = planning::may_go_members(&all, &judged, Err("unused"), now);
+        for (record, answer) in candidates.iter().zip(answers) {
             match answer {
                 Ok(()) => {
                     let forced = record

@@ -11,6 +11,7 @@ pub mod binlog;
 pub mod breaker;
 pub mod build;
 pub mod catalog;
+pub mod catalog_view;
 pub mod config;
 pub mod digest;
 pub mod guard;

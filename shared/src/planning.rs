@@ -181,11 +181,22 @@ pub fn may_go(
     now: DateTime<Utc>,
 ) -> Vec<Result<(), String>> {
     let group: Vec<judge::Member> = group.iter().map(|record| member(record)).collect();
+    may_go_members(&group, candidates, group_policy, now)
+}
+
+/// [`may_go`] over a group already in the judgement's form: each record's engine form and the
+/// status it had before its mark (what a catalog view keeps instead of the records).
+pub fn may_go_members(
+    group: &[judge::Member],
+    candidates: &[&BackupRecord],
+    group_policy: Result<&Policy, &str>,
+    now: DateTime<Utc>,
+) -> Vec<Result<(), String>> {
     let candidates: Vec<(&str, judge::Asked)> = candidates
         .iter()
         .map(|record| (record.id.as_str(), asked(record)))
         .collect();
-    judge::may_go(&group, &candidates, group_policy, now)
+    judge::may_go(group, &candidates, group_policy, now)
 }
 
 /// For each of `ids`, whether a plan made now with `policy` over `group`, with the marks of

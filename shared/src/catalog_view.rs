@@ -1,0 +1,263 @@
+//! A replica's view of each cluster's catalog, kept up to date from the catalog's stream: the
+//! one catch-up mechanism behind the retention-worker's view (issue 17) and the deleter's
+//! (issue 18). What each service keeps per record is its own ([`ViewState`]); how the view
+//! learns what changed is here, once.
+//!
+//! The first use of a cluster lists it (the last entry of every key, read through an ordered
+//! consumer) and hands each entry to the state as it arrives, so no second copy of the cluster
+//! is ever held; every later use reads only what the stream stored after the last sequence
+//! applied (an ordered consumer filtered to `<cluster>.*`, from that sequence) and applies it
+//! in stream order: a put replaces the backup's entry, a delete or purge removes it.
+//!
+//! **Freshness.** [`CatalogView::current`] returns only after applying every change the stream
+//! had stored when its consumer was created, so the caller decides on a catalog at least as
+//! fresh as a full listing started at the same moment. There is no background watch whose lag
+//! could matter: the catch-up happens in the caller, under the cluster's lock, and a read that
+//! stalls fails the caller (which retries) instead of deciding on an older view. What changes
+//! after the catch-up is caught where it always was: every write is a compare-and-set on the
+//! revision the view holds.
+//!
+//! **Throwing it away.** Nothing here is state that matters: on any error (a read that fails or
+//! stalls, an entry that does not decode, an entry the state refuses) the cluster's view is
+//! dropped and the next use lists the cluster again. A replica's view is its own; replicas
+//! never share or wait for each other's.
+
+use std::collections::HashMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use async_nats::jetstream::{
+    consumer::{pull::OrderedConfig, DeliverPolicy},
+    kv,
+};
+use futures::StreamExt;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use crate::catalog::{decode_record, Versioned};
+use crate::names::{BackupId, ClusterName};
+use crate::records::BackupRecord;
+
+/// How long a read may wait for the next catalog entry it knows is pending.
+const STALL: Duration = Duration::from_secs(10);
+
+/// What a service keeps of one cluster's records.
+pub trait ViewState: Default + Send + 'static {
+    /// Applies one change of the entry `<cluster>.<id>`: the record now stored there, or
+    /// `None` when it was removed. An error drops the whole view.
+    fn apply(
+        &mut self,
+        cluster: &ClusterName,
+        id: BackupId,
+        change: Option<Versioned<BackupRecord>>,
+    ) -> anyhow::Result<()>;
+}
+
+/// Every cluster's view on this replica.
+pub struct CatalogView<S> {
+    store: kv::Store,
+    clusters: Mutex<HashMap<ClusterName, Arc<Mutex<ClusterView<S>>>>>,
+}
+
+/// One cluster's state, the first stream sequence not yet applied (0: never loaded), and what
+/// the last catch-up read.
+#[derive(Default)]
+pub struct ClusterView<S> {
+    next_sequence: u64,
+    pub state: S,
+    pub last_refresh: Refresh,
+}
+
+impl<S> Deref for ClusterView<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.state
+    }
+}
+
+impl<S> DerefMut for ClusterView<S> {
+    fn deref_mut(&mut self) -> &mut S {
+        &mut self.state
+    }
+}
+
+/// What one catch-up read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refresh {
+    /// The cluster was listed whole (first use, or after the view was dropped).
+    pub full_listing: bool,
+    /// Changes applied from the stream after the listing (or since the last use).
+    pub changes: u64,
+    /// Their subjects and payloads, in bytes.
+    pub change_bytes: u64,
+}
+
+impl<S: ViewState> CatalogView<S> {
+    pub fn new(store: kv::Store) -> CatalogView<S> {
+        CatalogView {
+            store,
+            clusters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cluster's records as of now, locked for the caller: users of the same cluster on
+    /// this replica take turns, each with every change stored before it began.
+    pub async fn current(
+        &self,
+        cluster: &ClusterName,
+    ) -> anyhow::Result<OwnedMutexGuard<ClusterView<S>>> {
+        let view = self
+            .clusters
+            .lock()
+            .await
+            .entry(cluster.clone())
+            .or_default()
+            .clone();
+        let mut view = view.lock_owned().await;
+        if let Err(err) = self.refresh(cluster, &mut view).await {
+            // Start from a full listing next time rather than trust a view of unknown age.
+            *view = ClusterView::default();
+            return Err(err);
+        }
+        Ok(view)
+    }
+
+    /// Forgets every cluster's view (the next use of each lists it again).
+    pub async fn clear(&self) {
+        self.clusters.lock().await.clear();
+    }
+
+    async fn refresh(
+        &self,
+        cluster: &ClusterName,
+        view: &mut ClusterView<S>,
+    ) -> anyhow::Result<()> {
+        let mut refresh = Refresh::default();
+        if view.next_sequence == 0 {
+            // Every change after `last` is replayed below, so one made while the listing runs
+            // is applied again, in stream order, which changes nothing.
+            let mut stream = self.store.stream.clone();
+            let last = stream
+                .info()
+                .await
+                .context("reading the catalog stream's state")?
+                .state
+                .last_sequence;
+            *view = ClusterView::default();
+            self.read(cluster, view, DeliverPolicy::LastPerSubject, Read::Listing)
+                .await?;
+            view.next_sequence = last + 1;
+            refresh.full_listing = true;
+        }
+        let start_sequence = view.next_sequence;
+        let (changes, change_bytes) = self
+            .read(
+                cluster,
+                view,
+                DeliverPolicy::ByStartSequence { start_sequence },
+                Read::Changes,
+            )
+            .await?;
+        refresh.changes = changes;
+        refresh.change_bytes = change_bytes;
+        view.last_refresh = refresh;
+        Ok(())
+    }
+
+    /// Reads the cluster's entries from `deliver` until nothing is pending, applying each to
+    /// the state. Returns how many were read and their subjects' and payloads' bytes.
+    async fn read(
+        &self,
+        cluster: &ClusterName,
+        view: &mut ClusterView<S>,
+        deliver: DeliverPolicy,
+        read: Read,
+    ) -> anyhow::Result<(u64, u64)> {
+        let what = match read {
+            Read::Listing => "a catalog listing",
+            Read::Changes => "catalog changes",
+        };
+        let consumer = self
+            .store
+            .stream
+            .create_consumer(OrderedConfig {
+                filter_subject: format!("{}{cluster}.*", self.store.prefix),
+                deliver_policy: deliver,
+                ..Default::default()
+            })
+            .await
+            .with_context(|| format!("reading {what}"))?;
+        let _delete =
+            crate::nats::EphemeralConsumer::new(&self.store.stream, &consumer.cached_info().name);
+        let mut pending = consumer.cached_info().num_pending;
+        let (mut count, mut bytes) = (0, 0);
+        if pending == 0 {
+            return Ok((count, bytes));
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .with_context(|| format!("reading {what}"))?;
+        let key_prefix = format!("{}{cluster}.", self.store.prefix);
+        while pending > 0 {
+            // Never wait for ever under the cluster's lock: a read that stalls fails the
+            // caller (it is retried, and the next use lists the catalog again), instead of
+            // holding every later use of the cluster behind it.
+            let message = tokio::time::timeout(STALL, messages.next())
+                .await
+                .map_err(|_| {
+                    anyhow::anyhow!(
+                        "{what} stalled: nothing within {STALL:?} with {pending} pending"
+                    )
+                })?
+                .with_context(|| format!("{what} ended early"))?
+                .with_context(|| format!("reading {what}"))?;
+            let info = message
+                .info()
+                .map_err(|err| anyhow::anyhow!("catalog entry metadata: {err}"))?;
+            pending = info.pending;
+            let revision = info.stream_sequence;
+            if read == Read::Changes {
+                view.next_sequence = revision + 1;
+            }
+            count += 1;
+            bytes += (message.subject.len() + message.payload.len()) as u64;
+            let Some(id) = message.subject.strip_prefix(key_prefix.as_str()) else {
+                continue;
+            };
+            let id =
+                BackupId::new(id).with_context(|| format!("catalog key {}", message.subject))?;
+            let removed = message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("KV-Operation"))
+                .is_some();
+            if removed {
+                view.state.apply(cluster, id, None)?;
+                continue;
+            }
+            // One unreadable entry fails the read, as it failed a listing: deciding without it
+            // could delete the parent of a backup nobody can see.
+            let value = decode_record(&message.payload)
+                .with_context(|| format!("catalog entry {}", message.subject))?;
+            // A listing files each record under the id it holds, as `Catalog::list_cluster`
+            // did; a change is filed under its key, so a state can refuse a record stored
+            // under another backup's key.
+            let id = match read {
+                Read::Listing => value.id.clone(),
+                Read::Changes => id,
+            };
+            view.state
+                .apply(cluster, id, Some(Versioned { value, revision }))?;
+        }
+        Ok((count, bytes))
+    }
+}
+
+/// Which of the two reads: the listing (the last entry of every key) or the changes after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Listing,
+    Changes,
+}
