@@ -16,7 +16,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use chrono::Utc;
-use sexton_retention::{Catalog, Evaluation, Policy, Verdict};
+use sexton_retention::{Catalog, Evaluation, Policy, Reason, Verdict};
 
 use crate::cli::{parse_time, Failure, Output};
 
@@ -140,7 +140,7 @@ fn for_each_row(
             }
             reasons.clear();
             evaluation.reasons_into(index, &mut reasons);
-            join_into(&mut joined, reasons.iter().map(|r| r.as_ref()));
+            join_into(&mut joined, &reasons);
             let backup = evaluation.backup_at(index);
             row(&[word, backup.id.as_str(), joined.as_str()])?;
             if backup.volumes.is_empty() {
@@ -152,7 +152,7 @@ fn for_each_row(
                 ("  delete volume", volumes_delete),
             ] {
                 for volume in volumes {
-                    join_into(&mut joined, volume.reasons.iter().map(String::as_str));
+                    join_into(&mut joined, &volume.reasons);
                     row(&[label, volume.name.as_str(), joined.as_str()])?;
                 }
             }
@@ -161,13 +161,15 @@ fn for_each_row(
     Ok(())
 }
 
-fn join_into<'r>(joined: &mut String, parts: impl Iterator<Item = &'r str>) {
+/// The texts of `reasons`, separated by `; `, written over `joined`.
+fn join_into(joined: &mut String, reasons: &[Reason]) {
+    use std::fmt::Write as _;
     joined.clear();
-    for (n, part) in parts.enumerate() {
+    for (n, reason) in reasons.iter().enumerate() {
         if n > 0 {
             joined.push_str("; ");
         }
-        joined.push_str(part);
+        write!(joined, "{reason}").expect("writing to a String cannot fail");
     }
 }
 

@@ -7,7 +7,8 @@
 //! 100,000 backups, nearly all of them kept. Here the deleted and partial backups are rendered
 //! in full, as before; of the kept ones only those a run touches (records still carrying
 //! volume marks) and the newest [`EVENT_KEEP`] (for the retention event) are; every kept backup
-//! is still counted, by the rule behind its first reason, for the decisions metric. Each
+//! is still counted, by the rule behind its first reason ([`Reason::rule`]), for the decisions
+//! metric. Each
 //! rendered decision carries its record's index in the group, so nothing is looked up by id.
 //!
 //! Pure: no I/O, no clock.
@@ -15,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, FixedOffset};
-use sexton_retention::{BinlogPlan, Decision, Evaluation, Merge, Verdict, VolumeMerge};
+use sexton_retention::{BinlogPlan, Decision, Evaluation, Merge, Reason, Verdict, VolumeMerge};
 use sexton_shared::wire::DecisionSummary;
 
 /// Kept backups named in a retention event, newest first; the event gives the total beside
@@ -46,12 +47,8 @@ pub struct RunDecision {
     pub oldest_kept_full: Option<DateTime<FixedOffset>>,
 }
 
-/// The run's decisions from `evaluation`. `rule_label` names the rule behind a first reason,
-/// for the metric.
-pub fn for_run(
-    evaluation: &Evaluation<'_>,
-    rule_label: impl Fn(&str) -> &'static str,
-) -> RunDecision {
+/// The run's decisions from `evaluation`.
+pub fn for_run(evaluation: &Evaluation<'_>) -> RunDecision {
     let mut decision = RunDecision {
         merges: evaluation.merges_owned(),
         volume_merges: evaluation.volume_merges_owned(),
@@ -75,14 +72,12 @@ pub fn for_run(
                 decision.n_keep += 1;
                 reasons.clear();
                 evaluation.reasons_into(index, &mut reasons);
-                let label = reasons
-                    .first()
-                    .map_or("none", |first| rule_label(first.as_ref()));
+                let label = Reason::label_of_first(&reasons);
                 *decision.keep_rules.entry(label).or_default() += 1;
                 if decision.keep_newest.len() < EVENT_KEEP {
                     decision.keep_newest.push(DecisionSummary {
-                        id: record.id.clone(),
-                        reasons: reasons.iter().map(|r| r.to_string()).collect(),
+                        id: record.id.to_string(),
+                        reasons: Reason::texts(&reasons),
                     });
                 }
                 if marked_volumes {

@@ -18,6 +18,7 @@ use async_nats::jetstream::{self, kv};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sexton_retention::breaker::{self, Approval, BreakerLimits, Trip};
+use sexton_retention::Reason;
 use sexton_shared::{
     api::{ApiError, ErrorCode},
     audit::{self, Actor, Audit, AuditBackup, AuditEvent, Decided},
@@ -330,7 +331,7 @@ impl Envelope {
                 list.iter().map(move |d| Decided {
                     id: d.id.clone(),
                     verdict: verdict.to_string(),
-                    reasons: d.reasons.clone(),
+                    reasons: Reason::texts(&d.reasons),
                 })
             })
             .collect();

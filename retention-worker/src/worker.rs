@@ -8,6 +8,7 @@ use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use serde::{Deserialize, Serialize};
+use sexton_retention::Reason;
 use sexton_shared::{
     api::{ApiError, ErrorCode},
     catalog::{CasError, Catalog, Versioned},
@@ -470,10 +471,7 @@ impl Worker {
                         Ok(evaluation) => {
                             match render {
                                 Render::Plan => plan.decision = Some(evaluation.to_plan()),
-                                Render::Run => {
-                                    plan.run =
-                                        Some(decisions::for_run(&evaluation, first_reason_label))
-                                }
+                                Render::Run => plan.run = Some(decisions::for_run(&evaluation)),
                             }
                             // A plan that deletes is judged by the circuit breaker, and a run
                             // that marks stores every verdict in the audit first: both read
@@ -587,20 +585,16 @@ impl Worker {
                     continue;
                 };
                 let record = &record;
-                if self.expire(record, &delete.reasons, &policy_hash).await? {
+                let reasons = Reason::texts(&delete.reasons);
+                if self.expire(record, &reasons, &policy_hash).await? {
                     self.metrics
                         .decisions
-                        .with_label_values(&["delete", rule_label(&delete.reasons)])
+                        .with_label_values(&["delete", Reason::label_of_first(&delete.reasons)])
                         .inc();
-                    marked.push(safety::marked(
-                        &record.value,
-                        &delete.reasons,
-                        &[],
-                        &policy_hash,
-                    ));
+                    marked.push(safety::marked(&record.value, &reasons, &[], &policy_hash));
                     deleting.push(DecisionSummary {
                         id: delete.id.clone(),
-                        reasons: delete.reasons.clone(),
+                        reasons,
                     });
                 }
             }
@@ -649,30 +643,31 @@ impl Worker {
                     continue;
                 };
                 let record = &record;
+                let reasons = Reason::texts(&partial.reasons);
                 if self
-                    .expire_volumes(record, &volumes, &partial.reasons, &policy_hash)
+                    .expire_volumes(record, &volumes, &reasons, &policy_hash)
                     .await?
                 {
                     self.metrics
                         .decisions
-                        .with_label_values(&["partial", rule_label(&partial.reasons)])
+                        .with_label_values(&["partial", Reason::label_of_first(&partial.reasons)])
                         .inc();
                     marked.push(safety::marked(
                         &record.value,
-                        &partial.reasons,
+                        &reasons,
                         &volumes,
                         &policy_hash,
                     ));
                     trimming.push(PartialSummary {
                         id: partial.id.clone(),
-                        reasons: partial.reasons.clone(),
+                        reasons,
                         volumes_delete: volumes,
                         volumes_keep: partial
                             .volumes_keep
                             .iter()
                             .map(|v| DecisionSummary {
                                 id: v.name.clone(),
-                                reasons: v.reasons.clone(),
+                                reasons: Reason::texts(&v.reasons),
                             })
                             .collect(),
                     });
@@ -1308,45 +1303,6 @@ impl Worker {
         )
         .await
     }
-}
-
-/// The metric label of a decision: the kind of rule behind its first reason, from a fixed set.
-fn rule_label(reasons: &[String]) -> &'static str {
-    match reasons.first() {
-        Some(first) => first_reason_label(first),
-        None => "none",
-    }
-}
-
-/// The metric label of a decision's first reason.
-fn first_reason_label(first: &str) -> &'static str {
-    const RULES: &[(&str, &str)] = &[
-        ("needed by", "chain"),
-        ("legal hold", "legal-hold"),
-        ("hold", "hold"),
-        ("missing", "missing"),
-        ("keep_verified", "keep-verified"),
-        ("newest verified", "verified-floor"),
-        ("newest", "floor"),
-        ("last", "keep-last"),
-        ("within", "keep-within"),
-        ("hourly", "gfs"),
-        ("daily", "gfs"),
-        ("weekly", "gfs"),
-        ("monthly", "gfs"),
-        ("yearly", "gfs"),
-        ("tags", "keep-tags"),
-        ("recovery window", "recovery-window"),
-        ("retention duration", "retention-duration"),
-        ("failed", "failed"),
-        ("in progress", "in-progress"),
-        ("in-progress", "in-progress"),
-    ];
-    RULES
-        .iter()
-        .find(|(needle, _)| first.contains(needle))
-        .map(|(_, label)| *label)
-        .unwrap_or("other")
 }
 
 /// The merge job for `target` and `sources` (backup ids, oldest first) as the catalog has them

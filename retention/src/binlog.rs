@@ -7,7 +7,8 @@ use std::collections::HashSet;
 use chrono::{DateTime, FixedOffset};
 
 use crate::catalog::{BackupStatus, Catalog};
-use crate::engine::{status_of, PlanError, FACT_FULL, KEEP_ANY};
+use crate::error::PlanError;
+use crate::flags::{status_of, FACT_FULL, KEEP_ANY};
 
 pub(crate) type BinlogDecisions = (Option<(DateTime<FixedOffset>, u32)>, Vec<u32>, Vec<u32>);
 

@@ -9,9 +9,10 @@
 use std::collections::HashMap;
 
 use crate::catalog::{BackupStatus, Catalog};
-use crate::engine::{
-    status_of, PlanError, FACT_CHAIN_NODE, FACT_DELETE_REQUESTED, FACT_FULL, FACT_IMMUTABLE,
-    KEEP_HOLD, KEEP_LEGAL_HOLD, NONE,
+use crate::error::PlanError;
+use crate::flags::{
+    status_of, FACT_CHAIN_NODE, FACT_DELETE_REQUESTED, FACT_FULL, FACT_IMMUTABLE, KEEP_HOLD,
+    KEEP_LEGAL_HOLD, NONE,
 };
 use crate::id_hash::hash_id;
 

@@ -11,7 +11,8 @@ use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
-use crate::engine::{evaluate, PlanError};
+use crate::engine::evaluate;
+use crate::error::PlanError;
 use crate::plan::Verdict;
 use crate::policy::Policy;
 

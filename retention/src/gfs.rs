@@ -8,12 +8,11 @@
 //!
 //! Reference: restic `internal/data/snapshot_policy.go` (`ApplyPolicy`), BSD-2-Clause.
 
-use std::borrow::Cow;
-
 use chrono::{DateTime, FixedOffset, Utc};
 
 use crate::calendar::{CalendarCache, CalendarDuration, LocalFields};
 use crate::policy::Policy;
+use crate::reason::{Bucket, Reason};
 use crate::PlanError;
 
 /// Bits of [`GfsHit::rules`] and [`GfsHit::oldest`], in restic's reason order.
@@ -22,22 +21,6 @@ pub(crate) const RULE_WITHIN: u16 = 1 << 0;
 pub(crate) const RULE_COUNT_FIRST: u16 = 1 << 1;
 /// `RULE_WITHIN_BUCKET_FIRST << b` for within bucket b (hourly … yearly).
 pub(crate) const RULE_WITHIN_BUCKET_FIRST: u16 = 1 << 7;
-
-const COUNT_REASONS: [&str; 6] = [
-    "last snapshot",
-    "hourly snapshot",
-    "daily snapshot",
-    "weekly snapshot",
-    "monthly snapshot",
-    "yearly snapshot",
-];
-const WITHIN_BUCKET_REASONS: [&str; 5] = [
-    "hourly within",
-    "daily within",
-    "weekly within",
-    "monthly within",
-    "yearly within",
-];
 
 /// The completed backups the rules look at, sorted newest first (ties in input order).
 pub(crate) struct SortedSnapshots<'s> {
@@ -238,41 +221,39 @@ fn bucket_value(calendar: &mut CalendarCache, local: &LocalFields, bucket: usize
 pub(crate) fn matches(hit: &GfsHit, policy: &Policy) -> Vec<String> {
     let mut matches = Vec::new();
     push_matches(hit, policy, &mut matches);
-    matches.into_iter().map(Cow::into_owned).collect()
+    Reason::texts(&matches)
 }
 
-/// Reasons that are the same text for every backup are borrowed, not allocated.
-pub(crate) fn push_matches<'a>(hit: &GfsHit, policy: &Policy, out: &mut Vec<Cow<'a, str>>) {
+/// The reasons of one hit, in restic's order.
+pub(crate) fn push_matches(hit: &GfsHit, policy: &Policy, out: &mut Vec<Reason>) {
     for (list_index, list) in policy.keep_tags.iter().enumerate() {
         if hit.tag_lists & (1 << list_index) != 0 {
-            out.push(format!("has tags {list}").into());
+            out.push(Reason::Tags(list.clone()));
         }
     }
     if hit.rules & RULE_WITHIN != 0 {
         if let Some(within) = policy.keep_within {
-            out.push(format!("within {within}").into());
+            out.push(Reason::Within(within));
         }
     }
-    for (bucket, reason) in COUNT_REASONS.iter().enumerate() {
-        let bit = RULE_COUNT_FIRST << bucket;
+    for (rank, bucket) in Bucket::COUNTS.into_iter().enumerate() {
+        let bit = RULE_COUNT_FIRST << rank;
         if hit.rules & bit != 0 {
-            if hit.oldest & bit != 0 {
-                out.push(format!("oldest {reason}").into());
-            } else {
-                out.push(Cow::Borrowed(*reason));
-            }
+            out.push(Reason::Count {
+                bucket,
+                oldest: hit.oldest & bit != 0,
+            });
         }
     }
     let within_buckets = policy.within_buckets();
-    for (bucket, reason) in WITHIN_BUCKET_REASONS.iter().enumerate() {
-        let bit = RULE_WITHIN_BUCKET_FIRST << bucket;
+    for (rank, bucket) in Bucket::WITHIN.into_iter().enumerate() {
+        let bit = RULE_WITHIN_BUCKET_FIRST << rank;
         if hit.rules & bit != 0 {
-            let duration = within_buckets[bucket].unwrap_or_default();
-            if hit.oldest & bit != 0 {
-                out.push(format!("oldest {reason} {duration}").into());
-            } else {
-                out.push(format!("{reason} {duration}").into());
-            }
+            out.push(Reason::WithinBucket {
+                bucket,
+                duration: within_buckets[rank].unwrap_or_default(),
+                oldest: hit.oldest & bit != 0,
+            });
         }
     }
 }
@@ -321,7 +302,7 @@ pub fn restic_keep(
             .ok_or_else(|| PlanError::TimeOutOfRange {
                 what: format!("snapshot {index}"),
             })?;
-        packed.push(crate::engine::pack_newest_first(key, index as u32));
+        packed.push(crate::sort_key::pack_newest_first(key, index as u32));
     }
     packed.sort_unstable();
     let order: Vec<usize> = packed.iter().map(|&p| (p >> 32) as u32 as usize).collect();

@@ -39,12 +39,19 @@ mod catalog;
 mod chains;
 mod compare;
 mod engine;
+mod error;
+mod evaluation;
+mod extract;
+mod flags;
 pub mod gfs;
 mod id_hash;
 pub mod judge;
 mod plan;
 mod policy;
+mod reason;
 mod render;
+mod rules;
+mod sort_key;
 mod volumes;
 
 pub use cadence::{
@@ -57,7 +64,8 @@ pub use catalog::{
     VerificationState, VolumeArtifact,
 };
 pub use compare::{compare_policies, ChangedBackup, ChangedVolume, PolicyChange};
-pub use engine::{evaluate, plan, Evaluation, PlanError, MAX_BACKUPS};
+pub use engine::{evaluate, plan, Evaluation};
+pub use error::{PlanError, MAX_BACKUPS};
 pub use plan::{
     BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,
 };
@@ -65,4 +73,5 @@ pub use policy::{
     ChainMode, GracePeriod, GraceUnit, KeepCount, Policy, PolicyError, RecoveryWindow,
     RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,
 };
+pub use reason::{Bucket, Reason, Rule};
 pub use render::PlanJson;

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{BackupKind, BackupStatus};
 use crate::id_hash::hash_id;
+use crate::reason::Reason;
 
 /// Every backup of the catalog appears in exactly one of `keep`, `partial` and `delete`,
 /// newest first. `partial` is only ever used for backups with volumes and is left out of the
@@ -62,8 +63,8 @@ impl Eq for Plan {}
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
     pub id: String,
-    /// Why it stays or why it may go, most important first.
-    pub reasons: Vec<String>,
+    /// Why it stays or why it may go, most important first (serialised as their texts).
+    pub reasons: Vec<Reason>,
     /// False for a deleted immutable backup: remove the catalog record only, never the
     /// objects (the bucket's lifecycle rules do that). Always true on kept backups.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
@@ -87,7 +88,7 @@ pub struct Decision {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct VolumeDecision {
     pub name: String,
-    pub reasons: Vec<String>,
+    pub reasons: Vec<Reason>,
     /// The object keys to delete (on deleted volumes only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<String>,

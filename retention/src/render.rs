@@ -4,25 +4,25 @@
 //! [`Evaluation::to_plan`]'s [`crate::Plan`], field for field, without building the owned plan:
 //! each decision is rendered from the evaluation's indices straight into the serializer, its
 //! reasons into one reused buffer, and the reasons that read the same for every backup ("no
-//! rule keeps it", "last snapshot") are borrowed texts. Writing a million decisions then
+//! rule keeps it", "last snapshot") hold nothing to allocate. Writing a million decisions then
 //! allocates nothing per backup, so `sexton retention plan` over a large catalog needs about
 //! the memory of the catalog and the evaluation, not of a second, rendered copy.
 //!
 //! Serialising does no I/O of its own: the caller hands in the serializer (and its writer).
 
-use std::borrow::Cow;
 use std::cell::RefCell;
 
 use serde::ser::{Serialize, SerializeSeq, SerializeStruct, Serializer};
 
 use crate::engine::Evaluation;
 use crate::plan::Verdict;
+use crate::reason::Reason;
 
 /// A serialisable view of an evaluation's plan; see the module header.
 pub struct PlanJson<'e, 'a> {
     evaluation: &'e Evaluation<'a>,
     /// The reasons of the decision being written, reused from one decision to the next.
-    reasons: RefCell<Vec<Cow<'a, str>>>,
+    reasons: RefCell<Vec<Reason>>,
 }
 
 impl<'a> Evaluation<'a> {

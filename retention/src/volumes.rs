@@ -27,10 +27,11 @@ use crate::id_hash::hash_id;
 
 use crate::catalog::Catalog;
 use crate::chains::{chain_roots, find_cycle, plan_merges, MergeIndices, ParentLinks};
-use crate::engine::{
-    PlanError, ART_BACKUP_KEPT, FACT_CHAIN_NODE, FACT_FULL, FACT_IMMUTABLE, FACT_VOLUMES, KEEP_ANY,
-    KEEP_HOLD, KEEP_IMMUTABLE_CHAIN, KEEP_INDEPENDENT, KEEP_LEGAL_HOLD, KEEP_MERGE_SOURCE,
-    KEEP_NEEDED, KEEP_VOLUMES_NEEDED, NONE, PARTIAL,
+use crate::error::PlanError;
+use crate::flags::{
+    ART_BACKUP_KEPT, FACT_CHAIN_NODE, FACT_FULL, FACT_IMMUTABLE, FACT_VOLUMES, KEEP_ANY, KEEP_HOLD,
+    KEEP_IMMUTABLE_CHAIN, KEEP_INDEPENDENT, KEEP_LEGAL_HOLD, KEEP_MERGE_SOURCE, KEEP_NEEDED,
+    KEEP_VOLUMES_NEEDED, NONE, PARTIAL,
 };
 
 /// At the artifact level, kept in its own right: its backup is kept, or a hold, or its
@@ -110,7 +111,7 @@ pub(crate) fn decide<'c>(
     for backup in backups {
         first.push(n_artifacts as u32);
         n_artifacts += backup.volumes.len();
-        if n_artifacts > crate::engine::MAX_BACKUPS {
+        if n_artifacts > crate::error::MAX_BACKUPS {
             return Err(PlanError::TooManyVolumes { n_artifacts });
         }
     }
@@ -336,7 +337,7 @@ pub(crate) fn decide<'c>(
                 flags[index] |= PARTIAL;
             }
         }
-        if n_kept == 0 || crate::engine::status_of(flags[index]).is_being_deleted() {
+        if n_kept == 0 || crate::flags::status_of(flags[index]).is_being_deleted() {
             continue;
         }
         for (offset, artifact) in artifacts.enumerate() {

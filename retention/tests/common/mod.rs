@@ -78,11 +78,11 @@ pub fn deleted(plan: &Plan) -> Vec<&str> {
 }
 
 /// The reasons given for `id`, whichever list it is in.
-pub fn reasons<'p>(plan: &'p Plan, id: &str) -> Vec<&'p str> {
+pub fn reasons(plan: &Plan, id: &str) -> Vec<String> {
     let (_, decision) = plan
         .decision(id)
         .unwrap_or_else(|| panic!("{id} is not in the plan"));
-    decision.reasons.iter().map(String::as_str).collect()
+    decision.reasons.iter().map(ToString::to_string).collect()
 }
 
 /// A daily chain description: `F` full, `I` incremental on the previous good backup, `X`

@@ -5,6 +5,7 @@
 
 use chrono::Utc;
 use serde_json::{json, Value};
+use sexton_retention::Reason;
 use sexton_shared::{
     api::{ApiError, BackupRef},
     planning,
@@ -51,7 +52,7 @@ impl Api {
                                     sexton_retention::Verdict::Partial => "partial",
                                     sexton_retention::Verdict::Delete => "delete",
                                 },
-                                decision.reasons.clone(),
+                                Reason::texts(&decision.reasons),
                                 decision.volumes_keep.clone(),
                                 decision.volumes_delete.clone(),
                             ),
@@ -71,9 +72,9 @@ impl Api {
                     .as_ref()
                     .is_some_and(|d| d.volumes.contains(&volume.name));
                 let (state, why) = match (kept, going) {
-                    _ if deleting => ("deleting", going.map(|v| v.reasons.clone())),
-                    (Some(kept), _) => ("kept", Some(kept.reasons.clone())),
-                    (None, Some(going)) => ("expiring", Some(going.reasons.clone())),
+                    _ if deleting => ("deleting", going.map(|v| Reason::texts(&v.reasons))),
+                    (Some(kept), _) => ("kept", Some(Reason::texts(&kept.reasons))),
+                    (None, Some(going)) => ("expiring", Some(Reason::texts(&going.reasons))),
                     (None, None) => ("kept", None),
                 };
                 json!({

@@ -1,0 +1,155 @@
+//! The engine's third phase: the retention rules over the completed backups that nobody asked
+//! to delete, newest first. restic's rules ([`crate::gfs`]), Karbor's `retention_duration`,
+//! the recovery window and the verified floor each set their `KEEP_*` bit on what they keep
+//! and add its position to the chain walks' starts.
+
+use chrono::{DateTime, Utc};
+
+use crate::flags::{
+    FACT_ELIGIBLE, FACT_VERIFIED, KEEP_FLOOR_VERIFIED, KEEP_GFS, KEEP_RETENTION_DURATION,
+    KEEP_VERIFIED, KEEP_WINDOW, KEEP_WINDOW_BASE, NONE,
+};
+use crate::gfs::{self, GfsHit, SortedSnapshots};
+use crate::policy::{KeepCount, Policy};
+use crate::sort_key::Eligible;
+
+/// What restic's rules kept: the hits, and per backup its hit's index (or `NONE`).
+pub(crate) struct GfsKept {
+    pub hits: Vec<GfsHit>,
+    pub hit_of: Vec<u32>,
+}
+
+/// Applies every rule of `policy`: sets the `KEEP_*` bits in `flags` and pushes the positions
+/// of what they keep onto `walk_from`.
+pub(crate) fn keep_by_rules(
+    eligible: &Eligible,
+    order: &[u32],
+    policy: &Policy,
+    now: DateTime<Utc>,
+    any_verified: bool,
+    flags: &mut [u32],
+    walk_from: &mut Vec<u32>,
+) -> GfsKept {
+    let gfs = keep_gfs(eligible, order, policy, now, flags, walk_from);
+    keep_retention_duration(eligible, order, policy, now, flags, walk_from);
+    keep_recovery_window(eligible, order, policy, now, flags, walk_from);
+    if any_verified {
+        keep_verified(order, policy, flags, walk_from);
+    }
+    gfs
+}
+
+/// restic's rules: `keep_last`, the calendar buckets, `keep_within*`, `keep_tags`.
+fn keep_gfs(
+    eligible: &Eligible,
+    order: &[u32],
+    policy: &Policy,
+    now: DateTime<Utc>,
+    flags: &mut [u32],
+    walk_from: &mut Vec<u32>,
+) -> GfsKept {
+    let hits = gfs::apply_sorted(
+        &SortedSnapshots {
+            keys: &eligible.keys,
+            offsets: &eligible.offsets,
+            tag_masks: &eligible.tags,
+        },
+        policy,
+        now,
+        None,
+    );
+    let mut hit_of = vec![NONE; flags.len()];
+    walk_from.reserve(hits.len());
+    for (hit_index, hit) in hits.iter().enumerate() {
+        let position = eligible.positions[hit.position as usize];
+        let index = order[position as usize] as usize;
+        flags[index] |= KEEP_GFS;
+        hit_of[index] = hit_index as u32;
+        walk_from.push(position);
+    }
+    GfsKept { hits, hit_of }
+}
+
+/// Karbor's `retention_duration`: everything completed within the last N days.
+fn keep_retention_duration(
+    eligible: &Eligible,
+    order: &[u32],
+    policy: &Policy,
+    now: DateTime<Utc>,
+    flags: &mut [u32],
+    walk_from: &mut Vec<u32>,
+) {
+    let Some(days) = policy.retention_duration else {
+        return;
+    };
+    let cutoff = now
+        .checked_sub_signed(days.as_delta())
+        .and_then(|cutoff| cutoff.timestamp_nanos_opt());
+    for (rank, &key) in eligible.keys.iter().enumerate() {
+        if cutoff.is_some_and(|cutoff| key < cutoff) {
+            break;
+        }
+        let position = eligible.positions[rank];
+        flags[order[position as usize] as usize] |= KEEP_RETENTION_DURATION;
+        walk_from.push(position);
+    }
+}
+
+/// The recovery window: everything within it, and the newest backup before it (the base that
+/// replays to the window's start).
+fn keep_recovery_window(
+    eligible: &Eligible,
+    order: &[u32],
+    policy: &Policy,
+    now: DateTime<Utc>,
+    flags: &mut [u32],
+    walk_from: &mut Vec<u32>,
+) {
+    let Some(window) = policy.recovery_window else {
+        return;
+    };
+    let start = now
+        .checked_sub_signed(window.as_delta())
+        .and_then(|start| start.timestamp_nanos_opt());
+    for (rank, &key) in eligible.keys.iter().enumerate() {
+        let position = eligible.positions[rank];
+        let index = order[position as usize] as usize;
+        walk_from.push(position);
+        if start.is_some_and(|start| key < start) {
+            flags[index] |= KEEP_WINDOW_BASE;
+            break;
+        }
+        flags[index] |= KEEP_WINDOW;
+    }
+}
+
+/// Proven restorable (issue 13): the newest verified backup is the verified floor, kept while
+/// no newer one is verified; `keep_verified` keeps the newest N. Only counted backups
+/// (completed, not delete-requested) whose last restore test passed.
+fn keep_verified(order: &[u32], policy: &Policy, flags: &mut [u32], walk_from: &mut Vec<u32>) {
+    let wanted = match policy.keep_verified {
+        None => 1,
+        Some(KeepCount::Unlimited) => usize::MAX,
+        Some(KeepCount::Limited(n)) => n.get() as usize,
+    };
+    let mut seen = 0usize;
+    for (position, &index) in order.iter().enumerate() {
+        let bits = flags[index as usize];
+        if bits & FACT_ELIGIBLE == 0 || bits & FACT_VERIFIED == 0 {
+            continue;
+        }
+        let mut kept = 0;
+        if seen == 0 {
+            kept |= KEEP_FLOOR_VERIFIED;
+        }
+        if policy.keep_verified.is_some() {
+            kept |= KEEP_VERIFIED;
+        }
+        flags[index as usize] |= kept;
+        walk_from.push(position as u32);
+        seen += 1;
+        if seen >= wanted {
+            break;
+        }
+    }
+}
