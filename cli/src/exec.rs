@@ -388,6 +388,8 @@ async fn consume(
 ) {
     loop {
         let permit = tokio::select! {
+            // Stopping wins over work that is ready: a random pick would start more.
+            biased;
             _ = shutdown.wait() => return,
             permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
         };

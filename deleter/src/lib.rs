@@ -215,7 +215,11 @@ async fn work(
         }
     };
     loop {
+        // Biased: once the replica is stopping, a job already waiting must not start another
+        // batch (an unbiased select picks a ready branch at random, so a stopping replica
+        // went on working through its backlog until the drain deadline cut a batch short).
         let first = tokio::select! {
+            biased;
             _ = shutdown.wait() => {
                 hand_back(&mut jobs, batch_jobs).await;
                 return;

@@ -87,6 +87,8 @@ pub async fn run(
     let mut in_flight = tokio::task::JoinSet::new();
     loop {
         let permit = tokio::select! {
+            // Stopping wins over work that is ready: a random pick would start more.
+            biased;
             _ = shutdown.wait() => break,
             permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
         };

@@ -181,6 +181,8 @@ pub async fn next_message(
     use futures::StreamExt as _;
     loop {
         let next = tokio::select! {
+            // Stopping wins over work that is ready: a random pick would start more.
+            biased;
             _ = shutdown.wait() => return Ok(None),
             next = messages.next() => next,
         };

@@ -79,6 +79,8 @@ impl Listener {
     ) -> anyhow::Result<Option<(Incoming, Answer)>> {
         loop {
             let request = tokio::select! {
+                // Stopping wins over work that is ready: a random pick would start more.
+                biased;
                 _ = shutdown.wait() => return Ok(None),
                 request = self.requests.next() => match request {
                     Some(request) => request,
