@@ -181,11 +181,7 @@ impl Catalog {
                 .info()
                 .map_err(|err| anyhow::anyhow!("catalog history metadata: {err}"))?
                 .pending;
-            let deleted = message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("KV-Operation"))
-                .is_some();
+            let deleted = crate::leader_read::is_removal(message.headers.as_ref());
             if !deleted {
                 // An unreadable old revision tells nothing; the newer ones may.
                 if let Ok(record) = decode_record(&message.payload) {
@@ -246,11 +242,7 @@ impl Catalog {
                 .map_err(|err| anyhow::anyhow!("catalog listing metadata: {err}"))?;
             pending = info.pending;
             let revision = info.stream_sequence;
-            let deleted = message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("KV-Operation"))
-                .is_some();
+            let deleted = crate::leader_read::is_removal(message.headers.as_ref());
             // A record written while the listing runs arrives again, newer: it replaces the
             // one read before (or removes it, when deleted). Two versions of one backup would
             // make retention refuse the whole group ("duplicate id").

@@ -228,11 +228,7 @@ impl<S: ViewState> CatalogView<S> {
             };
             let id =
                 BackupId::new(id).with_context(|| format!("catalog key {}", message.subject))?;
-            let removed = message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("KV-Operation"))
-                .is_some();
+            let removed = crate::leader_read::is_removal(message.headers.as_ref());
             if removed {
                 view.state.apply(cluster, id, None)?;
                 continue;

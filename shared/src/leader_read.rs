@@ -58,6 +58,14 @@ pub async fn value(store: &kv::Store, key: &str) -> anyhow::Result<Option<Bytes>
         .map(|entry| entry.value))
 }
 
+/// Whether a message read from a bucket's stream (a listing, a watch, a catch-up) removes its
+/// key rather than writing it: a delete or purge marker, or the server's removal marker.
+pub fn is_removal(headers: Option<&async_nats::HeaderMap>) -> bool {
+    headers.is_some_and(|headers| {
+        headers.get("KV-Operation").is_some() || headers.get("Nats-Marker-Reason").is_some()
+    })
+}
+
 /// The key-value operation a stream message carries (its `KV-Operation` header, or the server's
 /// marker for a removal by age or purge), as async-nats reads it.
 fn operation(headers: &async_nats::HeaderMap) -> anyhow::Result<Operation> {

@@ -70,11 +70,7 @@ pub async fn load_all_schedules(schedules: &kv::Store) -> anyhow::Result<Vec<Sch
             .info()
             .map_err(|err| anyhow::anyhow!("schedule listing metadata: {err}"))?
             .pending;
-        let removed = message
-            .headers
-            .as_ref()
-            .and_then(|h| h.get("KV-Operation"))
-            .is_some();
+        let removed = crate::leader_read::is_removal(message.headers.as_ref());
         if removed {
             continue;
         }

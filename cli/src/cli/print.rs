@@ -274,21 +274,10 @@ pub(super) fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> Strin
             .get("at")
             .and_then(Value::as_str)
             .and_then(|at| at.parse::<chrono::DateTime<Utc>>().ok())
-            .map(|at| format!("{} ago", short_age(now - at)))
+            .map(|at| format!("{} ago", crate::output::age(now - at)))
             .unwrap_or_else(|| "verified".into()),
         Some("failed") => "failed".into(),
         _ => "-".into(),
-    }
-}
-
-/// `45s`, `12m`, `3h`, `5d`.
-pub(super) fn short_age(age: chrono::Duration) -> String {
-    let seconds = age.num_seconds().max(0);
-    match seconds {
-        0..=119 => format!("{seconds}s"),
-        120..=7199 => format!("{}m", seconds / 60),
-        7200..=172_799 => format!("{}h", seconds / 3600),
-        _ => format!("{}d", seconds / 86_400),
     }
 }
 
