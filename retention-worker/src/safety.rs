@@ -16,11 +16,11 @@ use std::{
 use anyhow::Context as _;
 use async_nats::jetstream::{self, kv};
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sexton_retention::breaker::{self, Approval, BreakerLimits, Trip};
 use sexton_retention::Reason;
 use sexton_shared::{
-    api::{ApiError, ErrorCode},
+    api::{ApiError, ApproveRequest, ErrorCode},
     audit::{self, Actor, Audit, AuditBackup, AuditEvent, Decided},
     breaker::{approval_key, group_limits, ApprovalRecord},
     config::BreakerConfig,
@@ -28,7 +28,7 @@ use sexton_shared::{
     nats::publish_once,
     records::{Policy, ScheduleRecord},
     topology,
-    wire::{self, Incident, Message},
+    wire::{self, Incident},
     Shutdown,
 };
 
@@ -59,24 +59,6 @@ pub struct ApprovalView {
     pub why_not: Option<String>,
     #[serde(skip)]
     revision: u64,
-}
-
-/// `retention.approve` request (`sexton retention approve --cluster C --plan P`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApproveRequest {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub cluster: ClusterName,
-    pub plan: PlanName,
-}
-
-fn v1() -> u32 {
-    wire::SCHEMA_VERSION
-}
-
-impl Message for ApproveRequest {
-    const KIND: &'static str = "request";
 }
 
 /// What the envelope needs besides the run: the audit stream, the approvals bucket, the

@@ -7,10 +7,10 @@ use anyhow::Context as _;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sexton_retention::Reason;
 use sexton_shared::{
-    api::{ApiError, ErrorCode},
+    api::{ApiError, ErrorCode, PreviewRequest, ScrubRequest},
     catalog::{CasError, Catalog, Versioned},
     config::Config,
     names::{BackupId, ClusterName, PlanName},
@@ -115,41 +115,6 @@ impl GroupPlan {
 enum Render {
     Plan,
     Run,
-}
-
-/// `catalog.scrub` request: compare a cluster's catalog with its bucket now.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScrubRequest {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub cluster: ClusterName,
-    /// Say what would change, change nothing.
-    #[serde(default)]
-    pub dry_run: bool,
-}
-
-impl Message for ScrubRequest {
-    const KIND: &'static str = "request";
-}
-
-/// `retention.preview` request.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PreviewRequest {
-    #[serde(default = "v1")]
-    pub schema_version: u32,
-    pub cluster: ClusterName,
-    #[serde(default)]
-    pub plan: Option<PlanName>,
-}
-
-fn v1() -> u32 {
-    wire::SCHEMA_VERSION
-}
-
-impl Message for PreviewRequest {
-    const KIND: &'static str = "request";
 }
 
 impl Worker {

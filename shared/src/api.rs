@@ -16,6 +16,7 @@ mod checks;
 mod cluster;
 mod orphans;
 mod plugin;
+mod retention;
 mod schedule;
 mod serve;
 
@@ -23,7 +24,7 @@ pub use backup::{
     check_hold_reason, BackupDelete, BackupHold, BackupRef, VerifyRequest, MAX_HOLDS,
 };
 pub use binlog::StatusRequest;
-pub use catalog::ImportRequest;
+pub use catalog::{ImportRequest, ScrubRequest};
 pub use checks::{
     check_label_key, check_label_value, validate_volumes, MAX_ANNOTATION_BYTES,
     MAX_PAUSE_AFTER_FAILURES, MAX_VOLUMES,
@@ -31,6 +32,7 @@ pub use checks::{
 pub use cluster::ClusterForget;
 pub use orphans::{OrphansRequest, DEFAULT_GRACE};
 pub use plugin::{check_plugin_subject, PluginByName, PluginSpec};
+pub use retention::{ApproveRequest, PreviewRequest};
 pub use schedule::{
     ByName, ListFilter, ScheduleBackfill, ScheduleDelete, ScheduleSpec, ScheduleUpdate, Unpause,
     BACKFILL_TICK_LIMIT,
