@@ -27,7 +27,7 @@ use sexton_shared::{
     topology,
     wire::DeleteJob,
 };
-use sexton_tests::{fixtures::*, *};
+use sexton_tests::{fault::cpu_seconds, fixtures::*, *};
 
 struct Args {
     backups: usize,
@@ -67,6 +67,41 @@ fn args() -> Args {
         }
     }
     args
+}
+
+/// CPU seconds used so far by this process (the raw client, or the in-process deleter),
+/// `nats-server` and SeaweedFS.
+#[derive(Clone, Copy)]
+struct Cpu {
+    bench: f64,
+    nats: f64,
+    s3: f64,
+}
+
+impl Cpu {
+    fn now(nats: &Nats, s3: &S3) -> Cpu {
+        let of = |pid: Option<u32>| pid.and_then(cpu_seconds).unwrap_or(f64::NAN);
+        Cpu {
+            bench: of(Some(std::process::id())),
+            nats: of(nats.server.pid()),
+            s3: of(s3.server.pid()),
+        }
+    }
+
+    /// Prints what each process used since `before`, per 1000 objects deleted.
+    fn print_since(self, before: Cpu, what: &str, objects: usize) {
+        let per_k = |seconds: f64| 1000.0 * seconds / objects as f64;
+        let (bench, nats, s3) = (
+            self.bench - before.bench,
+            self.nats - before.nats,
+            self.s3 - before.s3,
+        );
+        println!(
+            "  cpu {what}: {:.1} s ({:.2} s per 1000 objects): this process {bench:.1} s, nats-server {nats:.1} s, seaweedfs {s3:.1} s",
+            bench + nats + s3,
+            per_k(bench + nats + s3),
+        );
+    }
 }
 
 /// Deletes `keys` with 1000-key requests one after the other; prints and returns the time.
@@ -112,6 +147,10 @@ async fn put_all(store: &ObjectStore, keys: Vec<String>) {
 }
 
 fn main() {
+    // RUST_LOG=sexton_deleter=info shows each batch's phases (judged, claimed, objects).
+    if std::env::var_os("RUST_LOG").is_some() {
+        sexton_shared::telemetry::init_logging(sexton_shared::config::LogFormat::Text);
+    }
     let args = args();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -208,6 +247,7 @@ async fn run(args: Args) {
     let (after, parallel) = rest.split_at(quarter);
     let raw_before = raw_sequential(&store, before).await;
     let in_flight = 2 * args.concurrency;
+    let cpu_before = Cpu::now(&nats, &s3);
     let started = Instant::now();
     let store_ref = &store;
     futures::stream::iter(parallel.chunks(DELETE_BATCH))
@@ -224,8 +264,10 @@ async fn run(args: Args) {
         "raw DeleteObjects, {in_flight} in flight: {} objects in {raw_parallel:.1?}: {raw_parallel_rate:.0} objects/s",
         parallel.len()
     );
+    Cpu::now(&nats, &s3).print_since(cpu_before, "raw, in flight", parallel.len());
 
     // The fleet: the deleter, from start until every job is done.
+    let cpu_before = Cpu::now(&nats, &s3);
     let started = Instant::now();
     let fleet = Fleet::start(&config, DELETER_ONLY);
     let mut last_report = Instant::now();
@@ -248,6 +290,7 @@ async fn run(args: Args) {
         "fleet (deleter): {backups} backups, {objects} objects in {fleet_time:.1?}: {fleet_rate:.0} objects/s, {:.0} backups/s",
         backups as f64 / fleet_time.as_secs_f64()
     );
+    Cpu::now(&nats, &s3).print_since(cpu_before, "fleet", objects);
     fleet.stop().await.unwrap();
     let raw_after = raw_sequential(&store, after).await;
     let raw_rate = (before.len() + after.len()) as f64 / (raw_before + raw_after).as_secs_f64();

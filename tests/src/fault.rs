@@ -1162,6 +1162,14 @@ impl crate::Server {
     }
 }
 
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
