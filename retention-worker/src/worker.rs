@@ -4,14 +4,14 @@
 //! asks for another.
 //!
 //! The run itself is in the submodules, one seam each:
-//! - [`plan`] (pure): a group's plan, as a run or a preview renders it;
-//! - [`groups`]: loading what the plans need (schedules, catalog view, binlog index) and the
+//! - `plan` (pure): a group's plan, as a run or a preview renders it;
+//! - `groups`: loading what the plans need (schedules, catalog view, binlog index) and the
 //!   breaker's verdict on plans that delete;
-//! - [`run`]: a run acting on its groups' plans, in order;
-//! - [`marks`]: the catalog writes (compare-and-set marks and unmarks), each followed by its
+//! - `run`: a run acting on its groups' plans, in order;
+//! - `marks`: the catalog writes (compare-and-set marks and unmarks), each followed by its
 //!   delete job;
-//! - [`publish`]: the jobs and events a run publishes (delete, merge, binlog);
-//! - [`api`]: the request handlers (`retention.preview`, `catalog.scrub`, the planning half of
+//! - `publish`: the jobs and events a run publishes (delete, merge, binlog);
+//! - `api`: the request handlers (`retention.preview`, `catalog.scrub`, the planning half of
 //!   `retention.approve`) and the scrub.
 //!
 //! This module neither plans nor writes the catalog itself.

@@ -40,7 +40,7 @@ pub struct GroupPlan {
     #[serde(skip)]
     pub run: Option<RunDecision>,
     /// The group's records in the engine's form, shared with the catalog view ([`Members`]):
-    /// a run reads the few it acts on whole from the catalog ([`Worker::record_at`](super::Worker::record_at)).
+    /// a run reads the few it acts on whole from the catalog (`Worker::record_at`).
     #[serde(skip)]
     pub members: Arc<Members>,
     #[serde(skip)]
