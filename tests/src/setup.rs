@@ -15,10 +15,14 @@ use sexton_shared::{catalog::Catalog, config::Config, topology};
 
 use crate::{config, create_schedule, nats_config, Fleet, Members, Nats, S3};
 
+/// A change to the test configuration ([`Setup::configure`]).
+type ConfigChange = Box<dyn FnOnce(&mut Config)>;
+
 /// What a test starts, in the order [`Setup::start`] starts it.
 pub struct Setup {
     members: Members,
     s3: bool,
+    configure: Option<ConfigChange>,
     schedules: Vec<serde_json::Value>,
 }
 
@@ -41,6 +45,7 @@ impl Setup {
         Setup {
             members,
             s3: true,
+            configure: None,
             schedules: Vec::new(),
         }
     }
@@ -52,21 +57,31 @@ impl Setup {
         self
     }
 
+    /// A change to the test configuration, made before the fleet starts (a shorter sweep
+    /// interval, say).
+    pub fn configure(mut self, change: impl FnOnce(&mut Config) + 'static) -> Setup {
+        self.configure = Some(Box::new(change));
+        self
+    }
+
     /// A schedule to create through the API once the fleet runs ([`create_schedule`]'s body).
     pub fn schedule(mut self, body: serde_json::Value) -> Setup {
         self.schedules.push(body);
         self
     }
 
-    /// Starts the servers, then the fleet, connects, creates the schedules in order and opens
-    /// the catalog.
+    /// Starts the servers, then (with the configuration changed as asked) the fleet, connects,
+    /// creates the schedules in order and opens the catalog.
     pub async fn start(self) -> World {
         let nats = Nats::start();
         let s3 = self.s3.then(S3::start);
-        let config = match &s3 {
+        let mut config = match &s3 {
             Some(s3) => config(&nats, s3),
             None => nats_config(&nats),
         };
+        if let Some(change) = self.configure {
+            change(&mut config);
+        }
         let fleet = Fleet::start(&config, self.members);
         let client = async_nats::connect(nats.url())
             .await

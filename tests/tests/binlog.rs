@@ -35,7 +35,10 @@ use sexton_shared::{
     topology,
     wire::{BinlogGcJob, DueBackup, RetentionSweep},
 };
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 use support::*;
 
 const NONE: Members = Members {
@@ -828,14 +831,14 @@ async fn retention_removes_exactly_the_segments_before_the_horizon() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whole_loop_archives_a_segment_per_backup_and_collects_the_expired_ones() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client.clone());
-    let topo = topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topo.catalog.clone());
+    let world = Setup::new(Members::ALL).start().await;
+    let World {
+        config,
+        fleet,
+        client,
+        catalog,
+        ..
+    } = world;
     let store = object_store(&config).await;
     let c1 = cluster("c1");
 
@@ -1123,19 +1126,16 @@ async fn conditional_writes_are_enforced_by_the_object_store() {
 /// deleted every segment with a last event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forged_job_on_a_cluster_without_records_deletes_nothing() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client.clone());
+    let world = Setup::new(Members {
+        deleter: true,
+        ..NONE
+    })
+    .start()
+    .await;
+    let World {
+        config, fleet, js, ..
+    } = world;
     let store = object_store(&config).await;
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            deleter: true,
-            ..NONE
-        },
-    );
     wait_for_consumer(&js).await;
     let now = Utc::now().fixed_offset();
     let days = chrono::Duration::days;

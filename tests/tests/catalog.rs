@@ -9,7 +9,10 @@ use async_nats::jetstream;
 use chrono::Utc;
 use serde_json::{json, Value};
 use sexton_shared::{catalog::Catalog, records::BackupStatus, topology};
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 const SERVICES: Members = Members {
     scheduler: true,
@@ -90,15 +93,22 @@ async fn ids(catalog: &Catalog) -> BTreeMap<String, BackupStatus> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scrub_stops_counting_a_backup_whose_objects_went_behind_our_back() {
     use BackupStatus::*;
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, SERVICES);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client.clone());
+    let world = Setup::new(SERVICES)
+        .schedule(
+            json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily",
+                         "paused": true, "policy": {"keep_last": 2}}),
+        )
+        .start()
+        .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
     let store = object_store(&config).await;
-    let catalog = Catalog::new(topology::ensure(&js, 1).await.unwrap().catalog);
-    policy_schedule(&client, json!({"keep_last": 2})).await;
     let now = Utc::now();
     take(
         &js,

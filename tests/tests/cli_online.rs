@@ -5,7 +5,11 @@
 use std::process::Command;
 
 use serde_json::Value;
-use sexton_tests::{fixtures, *};
+use sexton_tests::{
+    fixtures,
+    setup::{Setup, World},
+    *,
+};
 
 struct Run {
     code: i32,
@@ -53,9 +57,8 @@ fn expect(run: &Run, code: i32, what: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schedule_commands_work_against_a_live_scheduler() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let world = Setup::new(SCHEDULER_ONLY).without_s3().start().await;
+    let World { nats, fleet, .. } = world;
     let url = nats.url();
     let url = url.as_str();
     // Wait for the API.
@@ -505,9 +508,8 @@ async fn the_schedule_commands_work_against_a_live_scheduler() {
 /// and `schedule delete`, through the real binary.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_volume_hold_and_owner_commands_work_against_a_live_scheduler() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let world = Setup::new(SCHEDULER_ONLY).without_s3().start().await;
+    let World { nats, fleet, .. } = world;
     let url = nats.url();
     let url = url.as_str();
     let created = loop {
@@ -693,9 +695,8 @@ async fn the_volume_hold_and_owner_commands_work_against_a_live_scheduler() {
 /// backfill.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_scheduling_settings_work_against_a_live_scheduler() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let world = Setup::new(SCHEDULER_ONLY).without_s3().start().await;
+    let World { nats, fleet, .. } = world;
     let url = nats.url();
     let url = url.as_str();
     eventually(

@@ -18,8 +18,11 @@ use std::{
 
 use chrono::{DateTime, DurationRound as _, Utc};
 use serde_json::{json, Value};
-use sexton_shared::{catalog::Catalog, records::BackupStatus, topology};
-use sexton_tests::*;
+use sexton_shared::records::BackupStatus;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 struct Run {
     code: i32,
@@ -198,14 +201,17 @@ fn report(id: &str, parent: Option<&str>, completed_at: DateTime<Utc>) -> Value 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_list_and_describe_verb_prints_every_format() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
+    let world = Setup::new(Members::ALL).start().await;
+    let World {
+        nats,
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
     let store = object_store(&config).await;
-    let catalog = Catalog::new(topology::ensure(&js, 1).await.unwrap().catalog);
     let url = nats.url();
 
     let base = Utc::now()
@@ -431,19 +437,14 @@ async fn every_list_and_describe_verb_prints_every_format() {
 /// stdout, `sexton version` hears every service, `--watch` lists again, completion scripts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipes_logs_version_watch_and_completion_behave() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    for i in 0..200 {
-        create_schedule(
-            &client,
+    let setup = (0..200).fold(Setup::new(Members::ALL), |setup, i| {
+        setup.schedule(
             json!({"name": format!("s{i:03}"), "cluster": "db1", "plan": "full",
-                   "cron": "0 3 * * *", "paused": true}),
+                              "cron": "0 3 * * *", "paused": true}),
         )
-        .await;
-    }
+    });
+    let world = setup.start().await;
+    let World { nats, fleet, .. } = world;
     let url = nats.url();
     let now = Utc::now().to_rfc3339();
     let blocking = tokio::task::spawn_blocking(move || {

@@ -334,10 +334,13 @@ fn expect(run: &Run, code: i32, what: &str) {
 /// refuses while schedules exist (exit 1), previews, and forgets (records only).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_forget_requests_are_refused_and_the_cli_forgets() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    let client = async_nats::connect(nats.url()).await.unwrap();
+    let world = Setup::new(SCHEDULER_ONLY).without_s3().start().await;
+    let World {
+        nats,
+        fleet,
+        client,
+        ..
+    } = world;
     // The scheduler answers the API once it has started (a dry run of an empty cluster).
     eventually("the cluster api", Duration::from_secs(60), || {
         let client = client.clone();

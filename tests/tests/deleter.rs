@@ -21,7 +21,11 @@ use sexton_shared::{
     topology,
     wire::DeleteJob,
 };
-use sexton_tests::{fixtures::*, *};
+use sexton_tests::{
+    fixtures::*,
+    setup::{Setup, World},
+    *,
+};
 
 fn metric(text: &str, name_and_labels: &str) -> f64 {
     text.lines()
@@ -258,17 +262,22 @@ async fn a_legal_hold_fails_the_deletion_and_the_record_lists_what_remains() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plugins_run_in_name_order_with_a_timeout_and_never_stop_the_deletion() {
     use futures::StreamExt;
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let mut config = config(&nats, &s3);
     let metrics_port = free_port();
-    config.http.listen = format!("127.0.0.1:{metrics_port}");
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client.clone());
+    let world = Setup::new(DELETER_ONLY)
+        .configure(move |config| config.http.listen = format!("127.0.0.1:{metrics_port}"))
+        .start()
+        .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
+    // The buckets themselves: put_schedule writes a schedule, the test reads catalog history.
     let topo = topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topo.catalog.clone());
     let store = object_store(&config).await;
-    let fleet = Fleet::start(&config, DELETER_ONLY);
 
     // Four plugins; "d-silver" selects other backups. Registered out of order.
     let (calls_tx, mut calls_rx) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();

@@ -24,7 +24,7 @@ use sexton_shared::{
     records::{BackupKind, BackupRecord, BackupStatus},
     topology,
 };
-use sexton_tests::*;
+use sexton_tests::{setup::World, *};
 
 /// The backup command: what it does depends on the schedule that asked.
 fn script(dir: &Path) -> String {
@@ -96,13 +96,16 @@ async fn setup() -> Setup {
 }
 
 async fn setup_with(members: Members) -> Setup {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, members);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let catalog = Catalog::new(topology::ensure(&js, 1).await.expect("topology").catalog);
+    let world = setup::Setup::new(members).start().await;
+    let World {
+        nats,
+        s3,
+        config,
+        fleet,
+        client,
+        catalog,
+        ..
+    } = world;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("backup.sh"), script(dir.path())).unwrap();
     std::fs::write(
@@ -114,7 +117,7 @@ async fn setup_with(members: Members) -> Setup {
     .unwrap();
     Setup {
         _nats: nats,
-        _s3: s3,
+        _s3: s3.expect("S3 is started unless without_s3"),
         config,
         fleet: Some(fleet),
         client,

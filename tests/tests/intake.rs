@@ -15,7 +15,10 @@ use sexton_shared::{
     records::BackupStatus,
     topology,
 };
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 fn report(cluster: &str, id: &str, completed_at: chrono::DateTime<Utc>) -> Value {
     json!({
@@ -66,26 +69,24 @@ async fn reports_drained(js: &jetstream::Context) {
 /// with a reason naming its keys.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_of_objects_never_uploaded_delete_no_real_backup() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            executor: false,
-            ..Members::ALL
-        },
-    );
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client.clone());
-    let store = object_store(&config).await;
-    let catalog = Catalog::new(topology::ensure(&js, 1).await.unwrap().catalog);
-    create_schedule(
-        &client,
+    let world = Setup::new(Members {
+        executor: false,
+        ..Members::ALL
+    })
+    .schedule(
         json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
                "policy": {"keep_last": 3, "keep_hourly": 2, "keep_within": "5h"}}),
     )
+    .start()
     .await;
+    let World {
+        config,
+        fleet,
+        js,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
     let now = Utc::now();
     let real: Vec<String> = (1..=4).map(|n| format!("f-real{n}")).collect();
     for (n, id) in real.iter().enumerate() {
@@ -299,22 +300,25 @@ async fn a_report_delivered_again_after_its_backup_was_deleted_does_not_bring_it
 /// an executor's NATS user scoped to `sexton.v1.report.c1` must not write `c2`'s catalog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_for_another_cluster_than_its_subject_is_refused() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client.clone());
-    let store = object_store(&config).await;
-    let catalog = Catalog::new(topology::ensure(&js, 1).await.unwrap().catalog);
-    for (name, cluster) in [("f", "c1"), ("g", "c2")] {
-        create_schedule(
-            &client,
-            json!({"name": name, "cluster": cluster, "plan": "full", "cron": "@daily",
-                   "paused": true}),
+    let world = Setup::new(SCHEDULER_ONLY)
+        .schedule(
+            json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily",
+                         "paused": true}),
         )
+        .schedule(
+            json!({"name": "g", "cluster": "c2", "plan": "full", "cron": "@daily",
+                         "paused": true}),
+        )
+        .start()
         .await;
-    }
+    let World {
+        config,
+        fleet,
+        js,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
     let mut body = report("c2", "r-sub", Utc::now());
     body.as_object_mut().unwrap().remove("schedule");
     fixtures::upload_genuine_json(&store, &mut body).await;

@@ -4,19 +4,23 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream;
 use serde_json::json;
 use sexton_shared::{catalog::Catalog, topology};
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_messages_are_refused_and_the_fleet_keeps_running() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client.clone());
+    let world = Setup::new(Members::ALL).start().await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        ..
+    } = world;
     // Wait for the fleet to have created its consumers.
     eventually("the fleet's consumers", Duration::from_secs(30), || {
         let js = js.clone();

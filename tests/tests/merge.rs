@@ -17,6 +17,7 @@ use sexton_shared::{
 };
 use sexton_tests::{
     fixtures::{self, keys_under},
+    setup::{Setup, World},
     *,
 };
 
@@ -50,32 +51,29 @@ async fn records(catalog: &Catalog, cluster: &str) -> Vec<BackupRecord> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_merged_chain_head_goes_only_after_the_merge_is_recorded() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
-    let store = object_store(&config).await;
-
     // F ← I1 ← I2 ← I3, keep_last 2 in merge mode: F and I1 expire, folded into I2. The
     // schedule is paused: it only gives the policy.
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            scheduler: true,
-            retention_worker: true,
-            deleter: true,
-            executor: false,
-        },
-    );
-    create_schedule(
-        &client,
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: true,
+        deleter: true,
+        executor: false,
+    })
+    .schedule(
         json!({"name": "sm", "cluster": "cm", "plan": "base", "cron": "@daily", "paused": true,
                "policy": {"keep_last": 2, "chain_mode": "merge"}}),
     )
+    .start()
     .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
     let chain: Vec<BackupRecord> = [
         ("F", None),
         ("I1", Some("F")),
@@ -206,29 +204,26 @@ async fn a_merged_chain_head_goes_only_after_the_merge_is_recorded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_merge_reports_and_jobs_change_nothing() {
     use sexton_shared::wire::{MergeBackup, MergeDone, MergeJob, Report, ReportStatus};
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
-    let store = object_store(&config).await;
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            scheduler: true,
-            retention_worker: false,
-            deleter: false,
-            executor: true,
-        },
-    );
-    create_schedule(
-        &client,
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: false,
+        deleter: false,
+        executor: true,
+    })
+    .schedule(
         json!({"name": "sm", "cluster": "cm", "plan": "base", "cron": "@daily", "paused": true,
                "policy": {"keep_last": 1, "chain_mode": "merge"}}),
     )
+    .start()
     .await;
+    let World {
+        config,
+        fleet,
+        js,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
     let chain: Vec<BackupRecord> = [("F", None), ("I1", Some("F")), ("I2", Some("I1"))]
         .iter()
         .enumerate()
@@ -393,37 +388,35 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
 /// and what the synthetic fulls hold, is asserted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_middle_backup_is_consolidated_per_volume_later() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
-    let store = object_store(&config).await;
     // The retention-worker runs only when the test says so, so that the plans are the seed's.
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            scheduler: true,
-            retention_worker: false,
-            deleter: true,
-            executor: true,
-        },
-    );
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: false,
+        deleter: true,
+        executor: true,
+    })
+    .schedule(
+        json!({"name": "app", "cluster": "cv", "plan": "vols", "cron": "@daily", "paused": true,
+               "volumes": ["pv1", "pv2"],
+               "policy": {"keep_last": 3, "chain_mode": "merge"}}),
+    )
+    .start()
+    .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
     let retention_only = Members {
         scheduler: false,
         retention_worker: true,
         deleter: false,
         executor: false,
     };
-    create_schedule(
-        &client,
-        json!({"name": "app", "cluster": "cv", "plan": "vols", "cron": "@daily", "paused": true,
-               "volumes": ["pv1", "pv2"],
-               "policy": {"keep_last": 3, "chain_mode": "merge"}}),
-    )
-    .await;
     let mut ids: Vec<String> = Vec::new();
     let mut images = std::collections::BTreeMap::new();
     let object = |id: &str, name: &str| format!("backups/cv/app/{id}/{name}");
@@ -612,29 +605,26 @@ async fn a_deleted_middle_backup_is_consolidated_per_volume_later() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_volume_merge_reports_change_nothing() {
     use sexton_shared::wire::{MergeDone, Report, ReportStatus, ReportVolume};
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&js, 1).await.unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
-    let store = object_store(&config).await;
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            scheduler: true,
-            retention_worker: false,
-            deleter: false,
-            executor: false,
-        },
-    );
-    create_schedule(
-        &client,
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: false,
+        deleter: false,
+        executor: false,
+    })
+    .schedule(
         json!({"name": "sv", "cluster": "cm", "plan": "base", "cron": "@daily", "paused": true,
                "volumes": ["pv1", "pv2"], "policy": {"keep_last": 1, "chain_mode": "merge"}}),
     )
+    .start()
     .await;
+    let World {
+        config,
+        fleet,
+        js,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
     let key = |id: &str, name: &str| format!("backups/cm/base/{id}/{name}");
     let chain: Vec<BackupRecord> = [("F", None), ("I1", Some("F")), ("I2", Some("I1"))]
         .iter()

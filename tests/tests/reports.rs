@@ -6,7 +6,10 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::{json, Value};
 use sexton_shared::{catalog::Catalog, topology};
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 fn report(backup_id: &str, cluster: &str, schedule: Option<&str>) -> Value {
     let mut report = json!({
@@ -64,18 +67,16 @@ async fn settled(js: &async_nats::jetstream::Context) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_reports_are_refused_with_a_reason_and_repeats_change_nothing() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
+    let world = Setup::new(SCHEDULER_ONLY)
+        .schedule(
+            json!({"name": "s1", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true}),
+        )
+        .start()
+        .await;
+    let World {
+        config, fleet, js, ..
+    } = world;
     let store = object_store(&config).await;
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "s1", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true}),
-    )
-    .await;
     let (schedule_before, schedule_revision) = schedule_record(&js, "s1").await.unwrap();
     eventually("the reports consumer", Duration::from_secs(20), || {
         let js = js.clone();

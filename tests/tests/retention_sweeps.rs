@@ -12,7 +12,10 @@ use sexton_shared::{
     topology,
     wire::RetentionSweep,
 };
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 /// Every sweep request in the retention stream, by cluster, in order.
 async fn sweeps(js: &async_nats::jetstream::Context) -> BTreeMap<String, Vec<DateTime<Utc>>> {
@@ -128,26 +131,21 @@ async fn three_replicas_sweep_each_cluster_once_per_interval_and_record_it() {
 /// and the deleter removes its objects and its record. The newest backup stays (the floor).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn time_based_expiry_happens_with_no_new_backup() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let mut config = config(&nats, &s3);
-    config.scheduler.retention_sweep_interval = Duration::from_secs(2);
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            executor: false,
-            ..Members::ALL
-        },
-    );
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
     // Paused: no backup is taken during the test.
-    create_schedule(
-        &client,
+    let world = Setup::new(Members {
+        executor: false,
+        ..Members::ALL
+    })
+    .configure(|config| config.scheduler.retention_sweep_interval = Duration::from_secs(2))
+    .schedule(
         json!({"name": "nightly", "cluster": "c1", "plan": "full", "cron": "@daily",
                "paused": true, "policy": {"retention_duration": 1}}),
     )
+    .start()
     .await;
+    let World {
+        config, fleet, js, ..
+    } = world;
 
     let store = object_store(&config).await;
     let now = Utc::now();

@@ -20,7 +20,11 @@ use sexton_shared::{
     catalog::Catalog, names::ClusterName, object_store::ObjectStore, records::BackupStatus,
     topology, wire,
 };
-use sexton_tests::{fixtures, *};
+use sexton_tests::{
+    fixtures,
+    setup::{Setup, World},
+    *,
+};
 
 const SERVICES: Members = Members {
     scheduler: true,
@@ -210,14 +214,17 @@ async fn schedule(client: &async_nats::Client, name: &str, cluster: &str, extra:
 /// run through, every object deleted is in the audit, and the next mass deletion is held again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mass_deletion_is_held_until_approved_once_and_every_deleted_object_is_audited() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, SERVICES);
+    let world = Setup::new(SERVICES).start().await;
+    let World {
+        nats,
+        config,
+        fleet,
+        client,
+        js,
+        ..
+    } = world;
     let url = nats.url();
     let url = url.as_str();
-    let client = async_nats::connect(url).await.unwrap();
-    let js = jetstream::new(client.clone());
     schedule(
         &client,
         "f",
@@ -519,12 +526,14 @@ async fn a_mass_deletion_is_held_until_approved_once_and_every_deleted_object_is
 /// run, once a fresh backup completed, is judged afresh and goes through without an approval.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_breaker_trigger_holds_the_run_and_a_fresh_backup_ends_a_stale_hold() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, SERVICES);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client.clone());
+    let world = Setup::new(SERVICES).start().await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        ..
+    } = world;
     // Count: at most 3 backups a run (the share is not limited).
     schedule(
         &client,
@@ -642,14 +651,17 @@ async fn each_breaker_trigger_holds_the_run_and_a_fresh_backup_ends_a_stale_hold
 /// nothing deleted; `--dry-run` says what would happen; `--yes` goes ahead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destructive_verbs_without_yes_and_without_a_terminal_are_refused() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, SERVICES);
+    let world = Setup::new(SERVICES).start().await;
+    let World {
+        nats,
+        config,
+        fleet,
+        client,
+        js,
+        ..
+    } = world;
     let url = nats.url();
     let url = url.as_str();
-    let client = async_nats::connect(url).await.unwrap();
-    let js = jetstream::new(client.clone());
     schedule(
         &client,
         "own",
@@ -801,18 +813,20 @@ async fn destructive_verbs_without_yes_and_without_a_terminal_are_refused() {
 /// Bad breaker settings and audit arguments: clear errors, nothing changed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_breaker_settings_and_audit_arguments_are_refused_clearly() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let world = Setup::new(SCHEDULER_ONLY)
+        .without_s3()
+        .schedule(json!({"name": "ok", "cluster": "c1", "plan": "full", "cron": "@daily"}))
+        .start()
+        .await;
+    let World {
+        nats,
+        fleet,
+        client,
+        js,
+        ..
+    } = world;
     let url = nats.url();
     let url = url.as_str();
-    let client = async_nats::connect(url).await.unwrap();
-    let js = jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "ok", "cluster": "c1", "plan": "full", "cron": "@daily"}),
-    )
-    .await;
     let (_, revision) = schedule_record(&js, "ok").await.unwrap();
     for (breaker, needle) in [
         (

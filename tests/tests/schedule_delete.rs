@@ -12,6 +12,7 @@ use sexton_shared::{
 };
 use sexton_tests::{
     fixtures::{self, keys_under},
+    setup::{self, World},
     *,
 };
 
@@ -77,24 +78,25 @@ fn set(ids: &[&str]) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_owner_modes_with_and_without_remote_cleanup() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(
-        &config,
-        Members {
-            scheduler: true,
-            retention_worker: true,
-            deleter: true,
-            executor: false,
-        },
-    );
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure(&js, 1).await.unwrap();
+    let world = setup::Setup::new(Members {
+        scheduler: true,
+        retention_worker: true,
+        deleter: true,
+        executor: false,
+    })
+    .start()
+    .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
     let setup = Setup {
         client: client.clone(),
-        catalog: Catalog::new(topology.catalog.clone()),
+        catalog,
         store: object_store(&config).await,
     };
 
@@ -351,16 +353,16 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
 /// Bad owner values and delete flags are refused with a clear error and write nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_owner_settings_and_delete_requests_are_refused() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "ok", "cluster": "c1", "plan": "p", "cron": "@daily", "paused": true}),
-    )
-    .await;
+    let world = setup::Setup::new(SCHEDULER_ONLY)
+        .without_s3()
+        .schedule(
+            json!({"name": "ok", "cluster": "c1", "plan": "p", "cron": "@daily", "paused": true}),
+        )
+        .start()
+        .await;
+    let World {
+        fleet, client, js, ..
+    } = world;
     let (_, before) = schedule_record(&js, "ok").await.unwrap();
     let cases: Vec<(&str, Value, &str)> = vec![
         (

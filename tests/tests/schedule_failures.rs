@@ -13,7 +13,10 @@ use sexton_shared::{
     records::{BackupRecord, BackupStatus, SchedulePhase},
     topology,
 };
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 /// The reference executor fails every backup of a schedule without volumes that carries this
 /// annotation with `*`.
@@ -33,19 +36,20 @@ async fn backups_of(catalog: &Catalog, schedule: &str) -> Vec<BackupRecord> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_pauses_after_n_consecutive_failures_and_unpausing_resets_the_count() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "flaky", "cluster": "c1", "plan": "full", "cron": "@every 2s",
-               "annotations": {FAIL: "*"}, "pause_after_failures": 3}),
-    )
-    .await;
-    let catalog = Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap());
+    let world = Setup::new(Members::ALL)
+        .schedule(
+            json!({"name": "flaky", "cluster": "c1", "plan": "full", "cron": "@every 2s",
+                   "annotations": {FAIL: "*"}, "pause_after_failures": 3}),
+        )
+        .start()
+        .await;
+    let World {
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
 
     let paused = eventually("the schedule paused", Duration::from_secs(90), || {
         let js = js.clone();
@@ -159,20 +163,21 @@ async fn a_schedule_pauses_after_n_consecutive_failures_and_unpausing_resets_the
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_backfill_with_overlap_skip_takes_one_backup_at_a_time() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
     // Paused: a backfill is an explicit request and runs anyway; the schedule's own runs do not.
-    create_schedule(
-        &client,
-        json!({"name": "hourly", "cluster": "c1", "plan": "full", "cron": "0 * * * *",
-               "paused": true, "policy": {"keep_last": 10}}),
-    )
-    .await;
-    let catalog = Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap());
+    let world = Setup::new(Members::ALL)
+        .schedule(
+            json!({"name": "hourly", "cluster": "c1", "plan": "full", "cron": "0 * * * *",
+                   "paused": true, "policy": {"keep_last": 10}}),
+        )
+        .start()
+        .await;
+    let World {
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
     let to = DateTime::from_timestamp(Utc::now().timestamp() / 3_600 * 3_600, 0).unwrap();
     let from = to - chrono::Duration::hours(6);
     let reply = api(

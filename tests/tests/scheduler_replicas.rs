@@ -27,7 +27,10 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use sexton_schedule::CronSpec;
 use sexton_shared::topology;
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 /// How long a started replica may take to connect, load the schedules and be ready to fire.
 const GRACE: chrono::Duration = chrono::Duration::milliseconds(3_000);
@@ -285,18 +288,17 @@ async fn every_tick_is_published_exactly_once_while_replicas_are_killed() {
 /// backup is this tick's, not an overlapping one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_instant() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    for name in ["crashed", "crashed-in-flight"] {
-        create_schedule(
-            &client,
-            json!({"name": name, "cluster": "c1", "plan": "full", "cron": "@every 2s"}),
+    let world = Setup::new(SCHEDULER_ONLY)
+        .without_s3()
+        .schedule(json!({"name": "crashed", "cluster": "c1", "plan": "full", "cron": "@every 2s"}))
+        .schedule(
+            json!({"name": "crashed-in-flight", "cluster": "c1", "plan": "full", "cron": "@every 2s"}),
         )
+        .start()
         .await;
-    }
+    let World {
+        config, fleet, js, ..
+    } = world;
     // Let both fire once, so their state is an ordinary "last backup" state.
     for name in ["crashed", "crashed-in-flight"] {
         eventually("a first firing", Duration::from_secs(20), || {

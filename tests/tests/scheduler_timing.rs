@@ -11,7 +11,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use sexton_schedule::spread::{jitter_offset_seconds, resolve_random_descriptor};
-use sexton_tests::*;
+use sexton_tests::{
+    setup::{Setup, World},
+    *,
+};
 
 struct Replicas {
     fleets: Vec<Fleet>,
@@ -237,17 +240,17 @@ async fn a_live_blackout_skips_runs_or_defers_them_to_its_end() {
 /// names the firing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_unpause_the_backup_is_named_after_its_firing_and_keeps_its_tick() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    create_schedule(
-        &client,
-        json!({"name": "s1", "cluster": "c1", "plan": "full", "cron": "@every 2s",
-               "paused": true}),
-    )
-    .await;
+    let world = Setup::new(SCHEDULER_ONLY)
+        .without_s3()
+        .schedule(
+            json!({"name": "s1", "cluster": "c1", "plan": "full", "cron": "@every 2s",
+                   "paused": true}),
+        )
+        .start()
+        .await;
+    let World {
+        fleet, client, js, ..
+    } = world;
     tokio::time::sleep(Duration::from_secs(5)).await;
     let unpaused_at = Utc::now();
     call(&client, "schedule.unpause", json!({"name": "s1"})).await;

@@ -15,6 +15,7 @@ use sexton_shared::{
 };
 use sexton_tests::{
     fixtures::{self, keys_under},
+    setup::{Setup, World},
     *,
 };
 
@@ -422,17 +423,17 @@ async fn a_schedule_without_volumes_follows_full_every_too() {
 /// `invalid` error naming the field, and no schedule exists afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_cadence_settings_are_refused_and_nothing_is_written() {
-    let nats = Nats::start();
-    let config = nats_config(&nats);
-    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
     // A valid schedule first, so the api is up and updates have something to refuse.
-    create_schedule(
-        &client,
-        json!({"name": "ok", "cluster": "c1", "plan": "p", "cron": "@daily", "paused": true}),
-    )
-    .await;
+    let world = Setup::new(SCHEDULER_ONLY)
+        .without_s3()
+        .schedule(
+            json!({"name": "ok", "cluster": "c1", "plan": "p", "cron": "@daily", "paused": true}),
+        )
+        .start()
+        .await;
+    let World {
+        fleet, client, js, ..
+    } = world;
     let (_, revision_before) = schedule_record(&js, "ok").await.unwrap();
     let cases: Vec<(Value, &str)> = vec![
         (
@@ -506,19 +507,21 @@ async fn bad_cadence_settings_are_refused_and_nothing_is_written() {
 /// incremental), with its record and `metadata.json`. Exactly those objects remain in S3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_001_three_volumes_keep_3_deletes_only_what_nothing_needs() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
-               "paused": true, "full_every": 2, "volumes": ["pv1"],
-               "policy": {"keep_last": 3}}),
-    )
-    .await;
+    let world = Setup::new(Members::ALL)
+        .schedule(
+            json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
+                   "paused": true, "full_every": 2, "volumes": ["pv1"],
+                   "policy": {"keep_last": 3}}),
+        )
+        .start()
+        .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        ..
+    } = world;
     let run = Run {
         client: client.clone(),
         catalog: Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap()),
@@ -652,19 +655,21 @@ async fn seed_001_three_volumes_keep_3_deletes_only_what_nothing_needs() {
 /// nothing needs any more; its pv1 stays for the third backup's incremental.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_volume_joins_no_chain_and_its_objects_are_cleaned_up() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
-               "paused": true, "volumes": ["pv1", "pv2"],
-               "policy": {"keep_last": 2, "failed_grace": "1s"}}),
-    )
-    .await;
+    let world = Setup::new(Members::ALL)
+        .schedule(
+            json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
+                   "paused": true, "volumes": ["pv1", "pv2"],
+                   "policy": {"keep_last": 2, "failed_grace": "1s"}}),
+        )
+        .start()
+        .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        ..
+    } = world;
     let run = Run {
         client: client.clone(),
         catalog: Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap()),
@@ -736,18 +741,16 @@ async fn a_failed_volume_joins_no_chain_and_its_objects_are_cleaned_up() {
 /// added that builds on it) loses its mark at the next retention run, and nothing is deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_volume_mark_is_taken_off_when_the_plan_keeps_the_volume() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
-               "paused": true, "volumes": ["pv1"], "policy": {"keep_last": 1}}),
-    )
-    .await;
+    let world = Setup::new(Members::ALL)
+        .schedule(
+            json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
+                   "paused": true, "volumes": ["pv1"], "policy": {"keep_last": 1}}),
+        )
+        .start()
+        .await;
+    let World {
+        config, fleet, js, ..
+    } = world;
     let topology = topology::ensure(&js, 1).await.unwrap();
     let catalog = Catalog::new(topology.catalog.clone());
     let store = object_store(&config).await;
@@ -1035,19 +1038,21 @@ async fn a_partial_deletion_out_of_deliveries_releases_its_claim() {
 /// it is in S3; and every object left under the schedule's prefix belongs to a record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_days_never_lose_an_object_a_kept_volume_needs() {
-    let nats = Nats::start();
-    let s3 = S3::start();
-    let config = config(&nats, &s3);
-    let fleet = Fleet::start(&config, Members::ALL);
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = async_nats::jetstream::new(client.clone());
-    create_schedule(
-        &client,
-        json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
-               "paused": true, "full_every": 2, "volumes": ["pv1"],
-               "policy": {"keep_last": 3, "failed_grace": "1s"}}),
-    )
-    .await;
+    let world = Setup::new(Members::ALL)
+        .schedule(
+            json!({"name": "app", "cluster": "c1", "plan": "vols", "cron": "@daily",
+                   "paused": true, "full_every": 2, "volumes": ["pv1"],
+                   "policy": {"keep_last": 3, "failed_grace": "1s"}}),
+        )
+        .start()
+        .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        ..
+    } = world;
     let run = Run {
         client: client.clone(),
         catalog: Catalog::new(js.get_key_value(topology::BUCKET_CATALOG).await.unwrap()),

@@ -1,0 +1,203 @@
+//! The worker's answers to requests: `retention.preview` (the plans, nothing marked),
+//! `catalog.scrub` and the scrub itself (which a sweep asks for too: the catalog against the
+//! bucket's listing, judged by [`crate::scrub`], the findings written with compare-and-set),
+//! and the planning half of `retention.approve` (the breaker's half is [`crate::safety`]).
+//! Retention runs are not started here, only asked for ([`Worker::rerun`]).
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use sexton_shared::{
+    api::{ApiError, ErrorCode, PreviewRequest, ScrubRequest},
+    catalog::{CasError, Versioned},
+    names::{ClusterName, PlanName},
+    outcome::publish_incident,
+    records::{BackupRecord, BackupStatus},
+    wire, Shutdown,
+};
+
+use super::Worker;
+use crate::safety;
+use crate::scrub::{self, ScrubReport};
+
+impl Worker {
+    /// Compares the cluster's catalog with its bucket (see [`crate::scrub`]) and, unless
+    /// `dry_run`, writes what changed: `missing` records (with an incident each) and records
+    /// found again. Only `checked` records whose revision did not move are written.
+    pub async fn scrub(&self, cluster: &ClusterName, dry_run: bool) -> anyhow::Result<ScrubReport> {
+        let records = self.catalog.list_cluster(cluster).await?;
+        let listing: BTreeMap<String, u64> = self
+            .store
+            .list(&self.store.cluster_prefix(cluster))
+            .await
+            .map_err(|err| {
+                self.metrics.scrubs.with_label_values(&["error"]).inc();
+                anyhow::Error::new(err).context("listing the cluster's objects")
+            })?
+            .into_iter()
+            .map(|object| (object.key, object.size.max(0) as u64))
+            .collect();
+        let binlog_prefix = sexton_shared::binlog::binlog_prefix(&self.prefix, cluster);
+        let mut report = scrub::judge(cluster, &records, &listing, &binlog_prefix);
+        report.dry_run = dry_run;
+        if dry_run {
+            return Ok(report);
+        }
+        let now = Utc::now();
+        let by_id: BTreeMap<&str, &Versioned<BackupRecord>> =
+            records.iter().map(|r| (r.value.id.as_str(), r)).collect();
+        for finding in &report.findings {
+            let Some(current) = by_id.get(finding.id.as_str()) else {
+                continue;
+            };
+            let updated = scrub::apply(&current.value, finding, now);
+            match self.catalog.update(&updated, finding.revision).await {
+                Ok(_) if finding.becomes == BackupStatus::Missing => {
+                    let reason = updated.last_error.clone().unwrap_or_default();
+                    tracing::warn!(%cluster, backup = %finding.id, %reason, "backup missing: it no longer counts");
+                    publish_incident(
+                        &self.topology.jetstream,
+                        wire::Incident {
+                            schema_version: wire::SCHEMA_VERSION,
+                            service: "retention-worker".into(),
+                            kind: "backup-missing".into(),
+                            cluster: Some(cluster.to_string()),
+                            backup_id: Some(finding.id.clone()),
+                            subject: "scrub".into(),
+                            reason,
+                            at: now,
+                        },
+                    )
+                    .await;
+                }
+                Ok(_) => {
+                    tracing::info!(%cluster, backup = %finding.id, "backup found again: its objects are there as recorded");
+                }
+                Err(CasError::Conflict) => report.changed_meanwhile.push(finding.id.clone()),
+                Err(CasError::Other(err)) => return Err(err),
+            }
+        }
+        // Written findings only: a changed record keeps its state until the next pass.
+        for id in &report.changed_meanwhile {
+            if let Some(finding) = report.findings.iter().find(|f| &f.id == id) {
+                match finding.becomes {
+                    BackupStatus::Missing => report.missing_after -= 1,
+                    _ => report.missing_after += 1,
+                }
+            }
+        }
+        self.metrics
+            .missing
+            .with_label_values(&[cluster.as_str()])
+            .set(report.missing_after as i64);
+        self.metrics
+            .last_scrub
+            .with_label_values(&[cluster.as_str()])
+            .set(now.timestamp());
+        self.metrics.scrubs.with_label_values(&["done"]).inc();
+        tracing::info!(%cluster, checked = report.checked, findings = report.findings.len(), unowned = report.unowned_objects, "scrub done");
+        Ok(report)
+    }
+
+    /// Answers `catalog.scrub` requests until shutdown.
+    pub async fn serve_scrubs(
+        self,
+        client: async_nats::Client,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<()> {
+        sexton_shared::api::serve_requests(
+            client,
+            "catalog",
+            "scrub",
+            shutdown,
+            |req: ScrubRequest, _| {
+                let worker = self.clone();
+                async move { worker.scrub_and_recount(&req).await }
+            },
+        )
+        .await
+    }
+
+    /// A scrub asked for by a user; one that changed something asks for a retention run of
+    /// the cluster, so counting follows at once.
+    async fn scrub_and_recount(&self, req: &ScrubRequest) -> Result<serde_json::Value, ApiError> {
+        let report = self
+            .scrub(&req.cluster, req.dry_run)
+            .await
+            .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
+        let changed = !report.dry_run && report.findings.len() > report.changed_meanwhile.len();
+        if changed {
+            if let Err(err) = self.rerun(&req.cluster, Utc::now()).await {
+                tracing::warn!(cluster = %req.cluster, error = format!("{err:#}"), "no retention run asked after the scrub");
+            }
+        }
+        sexton_shared::api::reply_value(report)
+    }
+
+    /// `retention.approve`: plans the group now and, if the breaker holds it, stores a
+    /// person's approval of exactly what it would delete and asks for a run at once.
+    pub async fn approve(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        actor: sexton_shared::audit::Actor,
+    ) -> Result<serde_json::Value, ApiError> {
+        let now = Utc::now();
+        let unavailable =
+            |err: anyhow::Error| ApiError::new(ErrorCode::Unavailable, format!("{err:#}"));
+        let groups = self
+            .plan_cluster(cluster, Some(plan), now)
+            .await
+            .map_err(unavailable)?;
+        let Some(group) = groups.into_iter().next() else {
+            return Err(safety::nothing_held(
+                cluster,
+                plan,
+                "the group has no backups",
+            ));
+        };
+        let Some(state) = group.breaker.as_ref() else {
+            return Err(safety::nothing_held(
+                cluster,
+                plan,
+                group
+                    .hold_reason
+                    .as_deref()
+                    .unwrap_or("the breaker does not trip on its plan now"),
+            ));
+        };
+        let record = self
+            .envelope
+            .approve(cluster, plan, state, actor, now)
+            .await
+            .map_err(unavailable)?;
+        self.rerun(cluster, now).await.map_err(unavailable)?;
+        serde_json::to_value(&record)
+            .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
+    }
+
+    /// Answers `retention.preview` requests until shutdown.
+    pub async fn serve_previews(
+        self,
+        client: async_nats::Client,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<()> {
+        sexton_shared::api::serve_requests(
+            client,
+            "retention",
+            "preview",
+            shutdown,
+            |req: PreviewRequest, _| {
+                let worker = self.clone();
+                async move {
+                    let plans = worker
+                        .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
+                        .await
+                        .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
+                    sexton_shared::api::reply_value(plans)
+                }
+            },
+        )
+        .await
+    }
+}

@@ -1,0 +1,97 @@
+//! Planning a cluster's groups, the I/O around [`super::plan`]: the cluster's schedules (each
+//! group's one policy), the catalog view brought up to date, the binlog index's segments, and
+//! the circuit breaker's verdict on each plan that deletes. Runs, previews, `binlog.status` and
+//! approvals all plan here; nothing here marks, publishes or writes.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use sexton_shared::{
+    names::{ClusterName, PlanName},
+    planning,
+};
+
+use super::plan::{GroupPlan, Render};
+use super::Worker;
+use crate::binlog::{self, BinlogInput};
+
+impl Worker {
+    /// The plans for every group of `cluster` (or one plan), decided at `now`, with the
+    /// cluster's binlog segments from its index.
+    pub async fn plan_cluster(
+        &self,
+        cluster: &ClusterName,
+        only_plan: Option<&PlanName>,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<GroupPlan>> {
+        let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
+        self.plan_groups(cluster, only_plan, now, &binlog, Render::Plan)
+            .await
+    }
+
+    /// `binlog.status`: the index and the horizon every group's plan gives now.
+    pub async fn binlog_status(
+        &self,
+        cluster: &ClusterName,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<binlog::Status> {
+        let input = binlog::load(&self.store, &self.prefix, cluster).await;
+        let groups = self
+            .plan_groups(cluster, None, now, &input, Render::Plan)
+            .await?;
+        Ok(binlog::status(cluster, &input, &groups, now))
+    }
+
+    /// The plans of `cluster`'s groups over the catalog view and the binlog segments of
+    /// `binlog`: the schedules first, then the catalog brought up to date.
+    pub(super) async fn plan_groups(
+        &self,
+        cluster: &ClusterName,
+        only_plan: Option<&PlanName>,
+        now: DateTime<Utc>,
+        binlog: &BinlogInput,
+        render: Render,
+    ) -> anyhow::Result<Vec<GroupPlan>> {
+        let schedules = planning::load_schedules(&self.topology.schedules, cluster).await?;
+        let policies = planning::group_policies(&schedules);
+        let mut view = self.view.current(cluster).await?;
+        let refresh = view.last_refresh;
+        tracing::debug!(%cluster, records = view.len(), ?refresh, "catalog view current");
+        let mut plans = Vec::new();
+        for group in view.groups_mut() {
+            if only_plan.is_some_and(|p| *p != group.plan) {
+                continue;
+            }
+            let policy = planning::policy_for(&policies, &group.plan);
+            if policy.is_ok() {
+                // Before the plan shares the members: set while a run still holds them, the
+                // segments would copy the whole group.
+                Arc::make_mut(&mut group.members).engine.binlog_segments = binlog.segments();
+            }
+            let mut plan = GroupPlan::decide(
+                cluster,
+                &group.plan,
+                group.members.clone(),
+                policy,
+                now,
+                render,
+            );
+            if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
+                let limits = self.envelope.limits(&schedules, &plan.plan, now);
+                plan.breaker = self
+                    .envelope
+                    .judge(
+                        cluster,
+                        &plan.plan,
+                        &limits,
+                        &plan.members.engine,
+                        owned,
+                        now,
+                    )
+                    .await;
+            }
+            plans.push(plan);
+        }
+        Ok(plans)
+    }
+}

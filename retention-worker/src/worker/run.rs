@@ -1,0 +1,306 @@
+//! One retention run of a cluster, acting on its groups' plans ([`super::groups`]) in order:
+//! the breaker's hold or release, the decision in the audit, merge jobs, then the plan's whole
+//! and partial deletions marked, stale volume marks taken off, users' delete requests, the marks
+//! in the audit and the `retention` event; the cluster's binlog job last. Also the gauges a run
+//! sets per group. The catalog writes themselves are in [`super::marks`], the jobs and events in
+//! [`super::publish`]; nothing here plans or writes the catalog directly.
+
+use chrono::{DateTime, Utc};
+use sexton_retention::Reason;
+use sexton_shared::{
+    audit::AuditBackup,
+    names::ClusterName,
+    records::BackupStatus,
+    wire::{DecisionSummary, PartialSummary},
+};
+
+use super::plan::{GroupPlan, Render};
+use super::Worker;
+use crate::binlog;
+use crate::decisions::RunDecision;
+use crate::safety;
+
+impl Worker {
+    pub(super) async fn run_cluster(
+        &self,
+        cluster: &ClusterName,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
+        let groups = self
+            .plan_groups(cluster, None, now, &binlog, Render::Run)
+            .await?;
+        for group in &groups {
+            self.run_group(group, now).await?;
+        }
+        self.publish_binlog(cluster, &groups, &binlog).await
+    }
+
+    /// Carries out one group's plan: everything a run does for it, in order.
+    async fn run_group(&self, group: &GroupPlan, now: DateTime<Utc>) -> anyhow::Result<()> {
+        let cluster = &group.cluster;
+        self.metrics
+            .last_run
+            .with_label_values(&[cluster.as_str(), group.plan.as_str()])
+            .set(now.timestamp());
+        self.observe_group(group, now);
+        let Some(decision) = &group.run else {
+            if let Some(reason) = &group.hold_reason {
+                tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
+            }
+            self.expire_user_requests(group, &[], &[], now).await?;
+            return Ok(());
+        };
+        let policy_hash = group.policy_hash.clone().unwrap_or_default();
+        match &group.breaker {
+            // Held: nothing of the plan is marked; users' own requests still go.
+            Some(breaker) if breaker.held => {
+                self.envelope
+                    .hold(cluster, &group.plan, breaker, &policy_hash)
+                    .await;
+                let marked = self.expire_user_requests(group, &[], &[], now).await?;
+                self.envelope
+                    .record_marks(cluster, &group.plan, &policy_hash, marked)
+                    .await;
+                return Ok(());
+            }
+            Some(breaker) => self.envelope.release(cluster, &group.plan, breaker).await?,
+            None => self.envelope.passed(cluster, &group.plan),
+        }
+        // The decision is in the audit before anything of it is marked.
+        if let Some(owned) = group.decision.as_ref().filter(|_| group.deletes()) {
+            self.envelope
+                .record_decision(cluster, &group.plan, &policy_hash, owned)
+                .await?;
+        }
+        let mut marked = Vec::new();
+        for (rule, n_kept) in &decision.keep_rules {
+            self.metrics
+                .decisions
+                .with_label_values(&["keep", rule])
+                .inc_by(*n_kept);
+        }
+        self.publish_merges(group, &decision.merges, &decision.volume_merges)
+            .await?;
+        let deleting = self
+            .expire_planned(group, decision, &policy_hash, &mut marked)
+            .await?;
+        self.unmark_planned(group, decision).await?;
+        let trimming = self
+            .trim_planned(group, decision, &policy_hash, &mut marked)
+            .await?;
+        // Users' requests are judged after the plan's own deletions: a requested backup
+        // that only a backup this run expired still needed (a deleted middle backup whose
+        // dependents the plan just let go) goes now, not at the next run.
+        marked.extend(
+            self.expire_user_requests(group, &deleting, &trimming, now)
+                .await?,
+        );
+        self.envelope
+            .record_marks(cluster, &group.plan, &policy_hash, marked)
+            .await;
+        self.announce(group, decision, deleting, trimming, now)
+            .await;
+        Ok(())
+    }
+
+    /// The plan's whole deletions: each backup marked expiring (or its earlier mark's job
+    /// published again). Returns what was marked, for the `retention` event; the audit's
+    /// entries go to `marked`.
+    async fn expire_planned(
+        &self,
+        group: &GroupPlan,
+        decision: &RunDecision,
+        policy_hash: &str,
+        marked: &mut Vec<AuditBackup>,
+    ) -> anyhow::Result<Vec<DecisionSummary>> {
+        let mut deleting = Vec::new();
+        for (index, delete) in &decision.delete {
+            // A user's delete request is carried out as it was asked, below.
+            if group.members.entries[*index].delete_request {
+                continue;
+            }
+            // What `expire` does with the record as planned: marks it (a write), publishes
+            // the job of an earlier mark again, or nothing.
+            let writes = match group.members.engine.backups[*index].status {
+                BackupStatus::Completed | BackupStatus::Failed => true,
+                BackupStatus::Expiring => false,
+                _ => continue,
+            };
+            let Some(record) = self.record_at(group, *index, writes).await? else {
+                continue;
+            };
+            let record = &record;
+            let reasons = Reason::texts(&delete.reasons);
+            if self.expire(record, &reasons, policy_hash).await? {
+                self.metrics
+                    .decisions
+                    .with_label_values(&["delete", Reason::label_of_first(&delete.reasons)])
+                    .inc();
+                marked.push(safety::marked(&record.value, &reasons, &[], policy_hash));
+                deleting.push(DecisionSummary {
+                    id: delete.id.clone(),
+                    reasons,
+                });
+            }
+        }
+        Ok(deleting)
+    }
+
+    /// Volumes marked by an earlier run that this plan keeps (a new dependent, a new
+    /// policy) lose their mark, unless a deleter has claimed them already.
+    async fn unmark_planned(
+        &self,
+        group: &GroupPlan,
+        decision: &RunDecision,
+    ) -> anyhow::Result<()> {
+        for (index, kept) in &decision.kept_marked {
+            // `unmark_kept_volumes`'s own test, on the record as planned: whole records
+            // are read only to be written.
+            let backup = &group.members.engine.backups[*index];
+            let stale = |name: &str| kept.volumes_keep.iter().any(|v| v.name == name);
+            if group.members.entries[*index].volume_deletion
+                || !backup.volumes.iter().any(|v| v.expiring && stale(&v.name))
+            {
+                continue;
+            }
+            if let Some(record) = self.record_at(group, *index, true).await? {
+                self.unmark_kept_volumes(&record, kept).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The plan's partial deletions: each backup's volumes marked expiring (or an earlier
+    /// mark's job published again). Returns what was marked, for the `retention` event; the
+    /// audit's entries go to `marked`.
+    async fn trim_planned(
+        &self,
+        group: &GroupPlan,
+        decision: &RunDecision,
+        policy_hash: &str,
+        marked: &mut Vec<AuditBackup>,
+    ) -> anyhow::Result<Vec<PartialSummary>> {
+        let mut trimming = Vec::new();
+        for (index, partial) in &decision.partial {
+            let volumes: Vec<String> = partial
+                .volumes_delete
+                .iter()
+                .map(|v| v.name.clone())
+                .collect();
+            // `expire_volumes`'s own tests, on the record as planned: what it leaves
+            // alone is not read; what it marks is a write; volumes marked already have
+            // their job published again.
+            let backup = &group.members.engine.backups[*index];
+            let entry = &group.members.entries[*index];
+            if volumes.is_empty()
+                || backup.status != BackupStatus::Completed
+                || entry.delete_request
+                || entry.volume_deletion
+                || sexton_retention::judge::protection(backup).is_some()
+            {
+                continue;
+            }
+            let already = backup
+                .volumes
+                .iter()
+                .filter(|v| volumes.contains(&v.name))
+                .all(|v| v.expiring);
+            let Some(record) = self.record_at(group, *index, !already).await? else {
+                continue;
+            };
+            let record = &record;
+            let reasons = Reason::texts(&partial.reasons);
+            if self
+                .expire_volumes(record, &volumes, &reasons, policy_hash)
+                .await?
+            {
+                self.metrics
+                    .decisions
+                    .with_label_values(&["partial", Reason::label_of_first(&partial.reasons)])
+                    .inc();
+                marked.push(safety::marked(
+                    &record.value,
+                    &reasons,
+                    &volumes,
+                    policy_hash,
+                ));
+                trimming.push(PartialSummary {
+                    id: partial.id.clone(),
+                    reasons,
+                    volumes_delete: volumes,
+                    volumes_keep: partial
+                        .volumes_keep
+                        .iter()
+                        .map(|v| DecisionSummary {
+                            id: v.name.clone(),
+                            reasons: Reason::texts(&v.reasons),
+                        })
+                        .collect(),
+                });
+            }
+        }
+        Ok(trimming)
+    }
+
+    /// The gauges of one group as this run planned it: the policy's promised window, the age
+    /// of the newest backup, the newest proven by a restore test, the recoverable window.
+    fn observe_group(&self, group: &GroupPlan, now: DateTime<Utc>) {
+        let promised = group.policy.as_ref().map_or(0.0, |policy| {
+            let window = [
+                policy.recovery_window.map(|w| w.as_delta()),
+                policy.retention_duration.map(|d| d.as_delta()),
+            ]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or_default();
+            window.num_seconds() as f64
+        });
+        self.metrics
+            .policy_window
+            .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
+            .set(promised);
+        let backups = &group.members.engine.backups;
+        let newest = backups
+            .iter()
+            .filter(|b| b.status == BackupStatus::Completed)
+            .filter_map(|b| b.completed_at)
+            .max();
+        if let Some(newest) = newest {
+            self.metrics
+                .newest_backup_age
+                .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
+                .set((now - newest.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3);
+        }
+        // Groups whose backups have been tested: when the newest proven one completed.
+        if group.members.entries.iter().any(|entry| entry.tested) {
+            let proven = backups
+                .iter()
+                .filter(|b| b.status == BackupStatus::Completed)
+                .filter(|b| b.verification == sexton_shared::records::VerificationState::Verified)
+                .filter_map(|b| b.completed_at)
+                .max();
+            self.metrics
+                .last_verified
+                .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
+                .set(proven.map_or(0.0, |t| t.timestamp() as f64));
+        }
+        let oldest_full = match &group.run {
+            Some(run) => run.oldest_kept_full,
+            // Not planned: everything is kept.
+            None => backups
+                .iter()
+                .filter(|b| b.status == BackupStatus::Completed)
+                .filter(|b| b.kind == sexton_retention::BackupKind::Full || !b.volumes.is_empty())
+                .filter_map(|b| b.started_at.or(b.completed_at))
+                .min(),
+        };
+        if let Some(oldest) = oldest_full {
+            self.metrics
+                .recoverable_window
+                .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
+                .set((now - oldest.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3);
+        }
+    }
+}
