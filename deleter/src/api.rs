@@ -132,6 +132,7 @@ async fn handle(
             }
         }
         "plugin.list" => {
+            let _: sexton_shared::api::PluginList = decode(body)?;
             let registrations = deleter.plugins().load().await.map_err(unavailable)?;
             Ok(Value::Array(
                 registrations

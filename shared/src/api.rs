@@ -31,7 +31,7 @@ pub use checks::{
 };
 pub use cluster::ClusterForget;
 pub use orphans::{OrphansRequest, DEFAULT_GRACE};
-pub use plugin::{check_plugin_subject, PluginByName, PluginSpec};
+pub use plugin::{check_plugin_subject, PluginByName, PluginList, PluginSpec};
 pub use retention::{ApproveRequest, PreviewRequest};
 pub use schedule::{
     ByName, ListFilter, ScheduleBackfill, ScheduleDelete, ScheduleSpec, ScheduleUpdate, Unpause,

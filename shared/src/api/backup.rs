@@ -111,7 +111,7 @@ pub struct VerifyRequest {
     pub cluster: ClusterName,
     pub id: BackupId,
     /// How long an executor has (1m to 7d); default 1h.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<VerifyTimeout>,
 }
 

@@ -18,7 +18,7 @@ pub struct OrphansRequest {
     pub schema_version: u32,
     pub cluster: ClusterName,
     /// `90s`, `15m`, `24h`, `7d`; at least one second.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace: Option<String>,
     /// With `orphans.delete`: say what would be deleted (with the same refusals); delete
     /// nothing.

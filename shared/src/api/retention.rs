@@ -15,7 +15,7 @@ pub struct PreviewRequest {
     #[serde(default = "v1")]
     pub schema_version: u32,
     pub cluster: ClusterName,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanName>,
 }
 
