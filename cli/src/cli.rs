@@ -12,15 +12,18 @@ use std::{process::ExitCode, time::Duration};
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
-use sexton_shared::{api::ErrorCode, config::Config, topology};
+use sexton_shared::{api::ListFilter, config::Config, topology};
 
 mod args;
 mod print;
 mod requests;
+mod schedule_body;
 
 pub use args::*;
 use print::*;
 use requests::*;
+
+use crate::client::Client;
 
 /// A failure with the exit code it maps to.
 #[derive(Debug)]
@@ -285,8 +288,8 @@ async fn describe_simulated(
         .transpose()?;
     let config = load_config()?;
     let (subject, body, _) = request_for(command)?;
-    let client = connect(&config).await?;
-    let mut described = match request(&client, &subject, body).await {
+    let client = Client::connect(&config).await?;
+    let mut described = match client.call(&subject, &body).await {
         Ok(described) => described,
         Err(failure) => return Err(suggest(&client, command, failure).await),
     };
@@ -451,13 +454,13 @@ async fn audit(
         ),
     };
     let config = load_config()?;
-    let client = connect(&config).await?;
+    let client = Client::connect(&config).await?;
     let query = crate::audit::Query {
         cluster,
         backup: args.backup.clone(),
         since,
     };
-    let entries = crate::audit::read(&client, &query)
+    let entries = crate::audit::read(client.nats(), &query)
         .await
         .map_err(Failure::runtime)?;
     match output {
@@ -481,13 +484,13 @@ async fn run_online(
     let config = load_config()?;
     crate::safety::set_actor(&config);
     let (subject, mut body, columns) = request_for(command)?;
-    let client = connect(&config).await?;
+    let client = Client::connect(&config).await?;
     // Commands that delete say what they will do first (a dry run of the same request)
     // and, when that deletes anything, ask (or need --yes); the result then says it
     // again only if it came out differently.
     let mut announced = None;
-    if let Some((yes, preview_body)) = destructive(command, &body) {
-        let plan = match request(&client, &preview_body.0, preview_body.1).await {
+    if let Some((yes, (preview_subject, preview_body))) = destructive(command, &body) {
+        let plan = match client.call(&preview_subject, &preview_body).await {
             Ok(plan) => plan,
             Err(failure) => return Err(suggest(&client, command, failure).await),
         };
@@ -499,7 +502,7 @@ async fn run_online(
         announced = Some(cell(plan.get("summary")));
     }
     loop {
-        let mut value = match request_raw(&client, &subject, body.clone()).await? {
+        let mut value = match client.call_raw(&subject, &body).await? {
             // A policy that deletes backups kept now: show what, ask, and confirm it.
             Err(refusal) if refusal.needs_confirmation() => {
                 let preview = refusal
@@ -510,18 +513,14 @@ async fn run_online(
                     .unwrap_or(Value::Null);
                 crate::safety::print_policy_change("the new policy", &preview);
                 crate::safety::confirm(&format!("{}.", refusal.message), false)?;
-                body["confirm"] = json!(true);
-                match request(&client, &subject, body.clone()).await {
+                body.confirm();
+                match client.call(&subject, &body).await {
                     Ok(value) => value,
                     Err(failure) => return Err(suggest(&client, command, failure).await),
                 }
             }
             Err(err) => {
-                let failure = Failure {
-                    code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
-                    message: err.message,
-                };
-                return Err(suggest(&client, command, failure).await);
+                return Err(suggest(&client, command, crate::client::refused(err)).await);
             }
             Ok(value) => value,
         };
@@ -601,7 +600,7 @@ fn watch_seconds(command: &Command) -> Option<u64> {
 }
 
 /// A not-found schedule gets the closest existing name suggested.
-async fn suggest(client: &async_nats::Client, command: &Command, failure: Failure) -> Failure {
+async fn suggest(client: &Client, command: &Command, failure: Failure) -> Failure {
     let name = match command {
         Command::Schedule(
             ScheduleCommand::Get { name }
@@ -618,12 +617,12 @@ async fn suggest(client: &async_nats::Client, command: &Command, failure: Failur
     if !failure.message.ends_with("not found") {
         return failure;
     }
-    let Ok(schedules) = request(
-        client,
-        &topology::api_subject("schedule", "list"),
-        json!({"schema_version": 1}),
-    )
-    .await
+    let Ok(schedules) = client
+        .call(
+            &topology::api_subject("schedule", "list"),
+            &ListFilter::default(),
+        )
+        .await
     else {
         return failure;
     };
@@ -641,7 +640,7 @@ async fn suggest(client: &async_nats::Client, command: &Command, failure: Failur
 /// A list verb filtered by a cluster that no schedule and no backup names is an error (a
 /// typo would otherwise print an empty table and exit 0), with the closest known cluster.
 async fn check_cluster_known(
-    client: &async_nats::Client,
+    client: &Client,
     command: &Command,
     answer: &Value,
 ) -> Result<(), Failure> {
@@ -660,22 +659,25 @@ async fn check_cluster_known(
     if answer.as_array().is_none_or(|rows| !rows.is_empty()) {
         return Ok(());
     }
-    let schedules = request(
-        client,
-        &topology::api_subject("schedule", "list"),
-        json!({"schema_version": 1}),
-    )
-    .await?;
+    let schedules = client
+        .call(
+            &topology::api_subject("schedule", "list"),
+            &ListFilter::default(),
+        )
+        .await?;
     let clusters = crate::listing::schedule_field(&schedules, "cluster");
     if clusters.contains(cluster) {
         return Ok(());
     }
-    let backups = request(
-        client,
-        &topology::api_subject("backup", "list"),
-        json!({"schema_version": 1, "cluster": cluster}),
-    )
-    .await?;
+    let backups = client
+        .call(
+            &topology::api_subject("backup", "list"),
+            &ListFilter {
+                cluster: Some(parsed::<ListFilter, _>(cluster)?),
+                ..ListFilter::default()
+            },
+        )
+        .await?;
     if backups.as_array().is_some_and(|rows| !rows.is_empty()) {
         return Ok(());
     }
@@ -691,7 +693,7 @@ async fn check_cluster_known(
 /// `backup verify --wait`: polls the backup until the test's verdict is recorded (or its
 /// deadline passed) and prints it; a failed test or a timeout exits 1.
 async fn wait_for_verdict(
-    client: &async_nats::Client,
+    client: &Client,
     cluster: &str,
     id: &str,
     asked: &Value,
@@ -708,13 +710,9 @@ async fn wait_for_verdict(
         .and_then(|d| d.parse::<chrono::DateTime<Utc>>().ok())
         .unwrap_or_else(|| Utc::now() + chrono::Duration::hours(1));
     let subject = topology::api_subject("backup", "describe");
+    let asking = backup_ref(cluster, id)?;
     loop {
-        let described = request(
-            client,
-            &subject,
-            json!({"schema_version": 1, "cluster": cluster, "id": id}),
-        )
-        .await?;
+        let described = client.call(&subject, &asking).await?;
         let history = described
             .pointer("/backup/verification/history")
             .and_then(Value::as_array)
