@@ -266,6 +266,46 @@ impl Message for ScheduleDelete {
     const KIND: &'static str = "request";
 }
 
+/// A backup record a deletion keeps, and why (`schedule.delete`, `cluster.forget`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KeptRecord {
+    pub id: String,
+    pub reason: String,
+}
+
+/// `schedule.delete`'s answer, and its dry run's: what becomes of the schedule's backup
+/// records, counted, and in words (`summary`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleDeleted {
+    pub schedule: ScheduleName,
+    pub deleted: bool,
+    pub dry_run: bool,
+    pub backup_owner: BackupOwner,
+    pub remote_cleanup: bool,
+    /// How many records the schedule has.
+    pub records: usize,
+    /// Records removed from the catalog, their objects kept.
+    pub remove_records: usize,
+    /// Records deleted with their objects, through the deleter.
+    pub delete_with_objects: usize,
+    pub already_deleting: usize,
+    pub keep: Vec<KeptRecord>,
+    pub summary: String,
+}
+
+/// What the answers of `schedule.create` and `schedule.update` say besides the schedule: whether
+/// it was a dry run, what the policy does to the group's backups now, and warnings about what
+/// the spec means.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleChangeNotes {
+    #[serde(default)]
+    pub dry_run: bool,
+    #[serde(default)]
+    pub policy_change: Option<crate::guard::PolicyEffect>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
 impl Message for ScheduleUpdate {
     const KIND: &'static str = "schedule update";
 
