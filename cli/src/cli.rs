@@ -11,11 +11,18 @@
 use std::{process::ExitCode, time::Duration};
 
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
-use sexton_shared::{api::ListFilter, config::Config, topology};
+use serde_json::Value;
+use sexton_shared::{
+    api::{BackupDescription, ListFilter, PreviewGroup, ScheduleChangeNotes, VerifyAsked},
+    config::Config,
+    guard::PolicyEffect,
+    topology,
+};
 
 mod args;
 mod print;
+#[cfg(test)]
+mod request_tests;
 mod requests;
 mod schedule_body;
 
@@ -23,7 +30,7 @@ pub use args::*;
 use print::*;
 use requests::*;
 
-use crate::client::Client;
+use crate::client::{decode_reply, Client};
 
 /// A failure with the exit code it maps to.
 #[derive(Debug)]
@@ -494,12 +501,12 @@ async fn run_online(
             Ok(plan) => plan,
             Err(failure) => return Err(suggest(&client, command, failure).await),
         };
-        let (summary, question) = describe_destructive(command, &plan);
+        announced = Some(cell(plan.get("summary")));
+        let (summary, question) = describe_destructive(command, &preview_subject, plan)?;
         eprintln!("{summary}");
         if let Some(question) = question {
             crate::safety::confirm(&question, yes)?;
         }
-        announced = Some(cell(plan.get("summary")));
     }
     loop {
         let mut value = match client.call_raw(&subject, &body).await? {
@@ -511,7 +518,10 @@ async fn run_online(
                     .and_then(|d| d.get("preview"))
                     .cloned()
                     .unwrap_or(Value::Null);
-                crate::safety::print_policy_change("the new policy", &preview);
+                let preview: Option<PolicyEffect> = decode_reply(&subject, preview)?;
+                if let Some(preview) = &preview {
+                    crate::safety::print_policy_change("the new policy", preview);
+                }
                 crate::safety::confirm(&format!("{}.", refusal.message), false)?;
                 body.confirm();
                 match client.call(&subject, &body).await {
@@ -524,25 +534,21 @@ async fn run_online(
             }
             Ok(value) => value,
         };
-        // The policy's effect, when there is something to say: a changed rule, a
-        // deletion, or a dry run that asked for it.
-        let worth_saying = |change: &&Value| {
-            let listed = |key: &str| {
-                change
-                    .get(key)
-                    .and_then(Value::as_array)
-                    .is_some_and(|list| !list.is_empty())
-            };
-            listed("diff")
-                || listed("deleted")
-                || listed("volumes_deleted")
-                || value.get("dry_run") == Some(&json!(true))
+        // What a schedule's create and update say besides the schedule: the policy's effect,
+        // when there is something to say (a changed rule, a deletion, or a dry run that asked
+        // for it), and warnings about what the spec means.
+        let notes: ScheduleChangeNotes = match command {
+            Command::Schedule(ScheduleCommand::Create(_) | ScheduleCommand::Update(_)) => {
+                decode_reply(&subject, value.clone())?
+            }
+            _ => ScheduleChangeNotes::default(),
         };
-        if let Some(change) = value
-            .get("policy_change")
-            .filter(|c| !c.is_null())
-            .filter(worth_saying)
-        {
+        if let Some(change) = notes.policy_change.as_ref().filter(|change| {
+            !change.diff.is_empty()
+                || !change.deleted.is_empty()
+                || !change.volumes_deleted.is_empty()
+                || notes.dry_run
+        }) {
             crate::safety::print_policy_change("policy change", change);
         }
         let said_already = announced
@@ -553,14 +559,8 @@ async fn run_online(
             .copied()
             .filter(|column| !(said_already && *column == "summary"))
             .collect();
-        // A schedule's create and update answer warnings about what the spec means.
-        for warning in value
-            .get("warnings")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            eprintln!("warning: {}", cell(Some(warning)));
+        for warning in &notes.warnings {
+            eprintln!("warning: {}", shown(warning));
         }
         check_cluster_known(&client, command, &value).await?;
         match command {
@@ -573,9 +573,12 @@ async fn run_online(
             Command::Retention(RetentionCommand::Approve { dry_run: true, .. })
                 if matches!(output, Output::Table | Output::Wide) =>
             {
-                crate::safety::print_preview(&value)
+                crate::safety::print_preview(&decode_reply::<Vec<PreviewGroup>>(
+                    &subject,
+                    value.clone(),
+                )?)
             }
-            command => print_answer(command, output, &mut value, &columns),
+            command => print_answer(command, output, &mut value, &columns)?,
         }
         let Some(seconds) = watch_seconds(command) else {
             return Ok(());
@@ -699,36 +702,30 @@ async fn wait_for_verdict(
     asked: &Value,
     output: Output,
 ) -> Result<(), Failure> {
-    let Some(request_id) = asked.get("request_id").and_then(Value::as_str) else {
-        return Err(Failure::runtime(anyhow::anyhow!(
-            "no request id in {asked}"
-        )));
-    };
+    let asked: VerifyAsked = decode_reply("backup.verify", asked.clone())?;
+    let request_id = &asked.request_id;
     let deadline = asked
-        .get("deadline")
-        .and_then(Value::as_str)
-        .and_then(|d| d.parse::<chrono::DateTime<Utc>>().ok())
+        .deadline
         .unwrap_or_else(|| Utc::now() + chrono::Duration::hours(1));
     let subject = topology::api_subject("backup", "describe");
     let asking = backup_ref(cluster, id)?;
     loop {
-        let described = client.call(&subject, &asking).await?;
-        let history = described
-            .pointer("/backup/verification/history")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if let Some(entry) = history
-            .iter()
-            .find(|e| e.get("request_id").and_then(Value::as_str) == Some(request_id))
-        {
+        let described: BackupDescription = client.call_as(&subject, &asking).await?;
+        let verdict = described
+            .backup
+            .verification
+            .into_iter()
+            .flat_map(|verification| verification.history)
+            .find(|entry| entry.request_id == *request_id);
+        if let Some(entry) = verdict {
+            let shown = serde_json::to_value(&entry).map_err(|err| Failure::runtime(err.into()))?;
             print_value(
                 output,
-                entry,
+                &shown,
                 &["request_id", "outcome", "at", "duration_ms", "reason"],
             );
-            return match entry.get("outcome").and_then(Value::as_str) {
-                Some("verified") => Ok(()),
+            return match entry.outcome.as_str() {
+                "verified" => Ok(()),
                 _ => Err(Failure {
                     code: 1,
                     message: format!("restore test {request_id} of {id} did not pass"),
