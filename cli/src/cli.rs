@@ -300,7 +300,7 @@ async fn describe_simulated(
         Ok(described) => described,
         Err(failure) => return Err(suggest(&client, command, failure).await),
     };
-    let scenario = schedule_scenario(name, &described, options)?;
+    let scenario = schedule_scenario(name, &decode_reply(&subject, described.clone())?, options)?;
     let report = crate::simulate::run(&scenario, against.as_ref())?;
     match output {
         Output::Json | Output::Yaml => {

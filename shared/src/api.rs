@@ -37,8 +37,9 @@ pub use orphans::{FailedKey, OrphansFound, OrphansRequest, DEFAULT_GRACE};
 pub use plugin::{check_plugin_subject, PluginByName, PluginList, PluginSpec};
 pub use retention::{ApprovalView, ApproveRequest, BreakerState, PreviewGroup, PreviewRequest};
 pub use schedule::{
-    ByName, KeptRecord, ListFilter, ScheduleBackfill, ScheduleChangeNotes, ScheduleDelete,
-    ScheduleDeleted, ScheduleSpec, ScheduleUpdate, Unpause, BACKFILL_TICK_LIMIT,
+    ByName, KeptRecord, LastSkip, ListFilter, ScheduleBackfill, ScheduleChangeNotes,
+    ScheduleDelete, ScheduleDeleted, ScheduleDescription, ScheduleSpec, ScheduleUpdate, TimingView,
+    Unpause, BACKFILL_TICK_LIMIT,
 };
 pub use serve::{decode_request, reply_value, serve_requests, Incoming, Listener};
 

@@ -13,8 +13,8 @@ use sexton_shared::{
     api::{
         ApproveRequest, BackupDelete, BackupHold, BackupRef, ByName, ClusterForget, ImportRequest,
         ListFilter, OrphansRequest, PluginByName, PluginList, PluginSpec, PreviewRequest,
-        ScheduleBackfill, ScheduleDelete, ScheduleSpec, ScheduleUpdate, ScrubRequest,
-        StatusRequest, Unpause, VerifyRequest,
+        ScheduleBackfill, ScheduleDelete, ScheduleDescription, ScheduleSpec, ScheduleUpdate,
+        ScrubRequest, StatusRequest, TimingView, Unpause, VerifyRequest,
     },
     names::{BackupId, ClusterName, PlanName, ScheduleName},
     topology,
@@ -545,51 +545,25 @@ fn backup_hold(cluster: &str, id: &str, reason: &str) -> Result<BackupHold, Fail
     })
 }
 
-/// The simulation of a schedule as `schedule.describe` returned it: its cron, policy, cadence
-/// and volumes, with the command's simulation options.
+/// The simulation of a schedule as `schedule.describe` returned it: its cron (for
+/// `@daily-random` and the like, the one drawn from the name), policy, cadence and volumes,
+/// with the command's simulation options.
 pub(super) fn schedule_scenario(
     name: &str,
-    described: &Value,
+    described: &ScheduleDescription,
     options: &crate::simulate::SimulationOptions,
 ) -> Result<sexton_simulate::Scenario, Failure> {
-    let schedule = described
-        .get("schedule")
-        .ok_or_else(|| Failure::runtime(anyhow::anyhow!("schedule.describe sent no schedule")))?;
-    let unreadable = |what: &str| {
-        Failure::runtime(anyhow::anyhow!(
-            "schedule.describe sent an unreadable {what}"
-        ))
-    };
-    // The spec the runs follow: for @daily-random & co. the one drawn from the name.
-    let cron = described
-        .get("timing")
-        .and_then(|timing| timing.get("cron"))
-        .or_else(|| schedule.get("cron"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| unreadable("cron"))?;
-    let policy: sexton_retention::Policy =
-        serde_json::from_value(schedule.get("policy").cloned().unwrap_or(Value::Null))
-            .map_err(|_| unreadable("policy"))?;
-    let full_every = match schedule.get("full_every") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(
-            serde_json::from_value::<sexton_retention::FullEvery>(value.clone())
-                .map_err(|_| unreadable("full_every"))?
-                .get(),
-        ),
-    };
-    let volumes: Vec<String> = match schedule.get("volumes") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(value) => {
-            serde_json::from_value(value.clone()).map_err(|_| unreadable("volume list"))?
-        }
+    let schedule = &described.schedule;
+    let cron = match &described.timing {
+        TimingView::Parsed { cron, .. } => cron,
+        TimingView::Error { .. } => &schedule.cron,
     };
     crate::simulate::scenario(
         name,
         cron,
-        policy,
-        full_every,
-        &volumes,
+        schedule.policy.clone(),
+        schedule.full_every.map(sexton_retention::FullEvery::get),
+        &schedule.volumes,
         options,
         Utc::now(),
     )

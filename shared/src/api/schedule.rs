@@ -14,7 +14,7 @@ use super::checks::{
 };
 use super::{present, v1};
 use crate::names::{ClusterName, PlanName, ScheduleName};
-use crate::records::{BackupOwner, OverlapPolicy, Policy, MAX_BACKFILL_TICKS};
+use crate::records::{BackupOwner, OverlapPolicy, Policy, ScheduleRecord, MAX_BACKFILL_TICKS};
 use crate::wire::Message;
 
 /// `schedule.create`: a new schedule as the user writes it. Unknown fields are refused, so a
@@ -291,6 +291,55 @@ pub struct ScheduleDeleted {
     pub already_deleting: usize,
     pub keep: Vec<KeptRecord>,
     pub summary: String,
+}
+
+/// A schedule as every schedule verb answers with it (`schedule.describe`, `get`, each row of
+/// `list`, and `create`, `update`, `pause`, `unpause` with their notes beside it): the record as
+/// stored, at `revision`, what it does now and why, its timing, and why the last due tick did
+/// not fire.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleDescription {
+    pub schedule: ScheduleRecord,
+    pub revision: u64,
+    /// `sexton_schedule::Explanation` as it serialises: what happens now, and why.
+    pub explain: serde_json::Value,
+    pub timing: TimingView,
+    /// `None` (`null`) when the last due tick fired.
+    pub last_skip: Option<LastSkip>,
+}
+
+/// A schedule's timing: in words, with its next runs; or why it does not parse.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum TimingView {
+    Parsed {
+        /// The cron's time zone (`UTC` without `CRON_TZ`).
+        zone: String,
+        /// The spec the runs follow: for `@daily-random` and the like, the one drawn from the
+        /// schedule's name.
+        cron: String,
+        jitter: Option<Span>,
+        offset_seconds: i64,
+        on_blackout: OnBlackout,
+        /// The timing in words, one setting a line (`label: text`).
+        settings: Vec<String>,
+        /// The next runs, `sexton_schedule::PlannedRun` as it serialises.
+        upcoming: serde_json::Value,
+    },
+    Error {
+        error: String,
+    },
+}
+
+/// Why the last due tick of a schedule did not fire.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LastSkip {
+    pub at: DateTime<Utc>,
+    /// The scheduler's code: `skip_immediately`, `in_flight`, `starting_deadline_exceeded`,
+    /// `blackout`.
+    pub reason: String,
+    /// The same in a sentence.
+    pub explanation: String,
 }
 
 /// What the answers of `schedule.create` and `schedule.update` say besides the schedule: whether
