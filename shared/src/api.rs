@@ -24,7 +24,7 @@ mod serve;
 
 pub use backup::{
     check_hold_reason, BackupDelete, BackupDeleted, BackupDescription, BackupHold, BackupRef,
-    DeleteAction, RetentionVerdict, VerifyAsked, VerifyRequest, VolumeFate, MAX_HOLDS,
+    BackupTaken, DeleteAction, RetentionVerdict, VerifyAsked, VerifyRequest, VolumeFate, MAX_HOLDS,
 };
 pub use binlog::StatusRequest;
 pub use catalog::{ImportRequest, ScrubRequest};

@@ -1,6 +1,6 @@
 //! The requests of `backup.*`: one backup named by cluster and id, a hold, a deletion, a
-//! restore test; and the answers the CLI reads: a backup described, a deletion, a restore test
-//! asked for.
+//! restore test; and the answers the CLI and the executors read: a backup described, taken
+//! or deleted, a restore test asked for.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -121,6 +121,15 @@ pub struct VerifyRequest {
 
 impl Message for VerifyRequest {
     const KIND: &'static str = "request";
+}
+
+/// `backup.taken`'s answer: whether the catalog holds the backup, and in which state
+/// (`unknown`, `in-progress`, `recorded`, or `deleted` once retention removed it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackupTaken {
+    pub cluster: ClusterName,
+    pub id: BackupId,
+    pub state: String,
 }
 
 /// What `backup.delete` does (or, in a dry run, would do) to the backup.
