@@ -13,7 +13,10 @@ use std::{process::ExitCode, time::Duration};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use sexton_shared::{
-    api::{BackupDescription, ListFilter, PreviewGroup, ScheduleChangeNotes, VerifyAsked},
+    api::{
+        BackupDescription, ListFilter, PreviewGroup, ScheduleChangeNotes, ScheduleDescription,
+        VerifyAsked,
+    },
     config::Config,
     guard::PolicyEffect,
     topology,
@@ -300,7 +303,8 @@ async fn describe_simulated(
         Ok(described) => described,
         Err(failure) => return Err(suggest(&client, command, failure).await),
     };
-    let scenario = schedule_scenario(name, &decode_reply(&subject, described.clone())?, options)?;
+    let typed: ScheduleDescription = decode_reply(&subject, described.clone())?;
+    let scenario = schedule_scenario(name, &typed, options)?;
     let report = crate::simulate::run(&scenario, against.as_ref())?;
     match output {
         Output::Json | Output::Yaml => {
@@ -309,7 +313,7 @@ async fn describe_simulated(
             Ok(())
         }
         output => {
-            print_schedule_description(&described);
+            print_schedule_description(&typed);
             println!();
             crate::simulate::print(output, &report, options.rows.as_deref(), page)
         }

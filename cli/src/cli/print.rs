@@ -7,7 +7,7 @@ use serde_json::Value;
 use sexton_shared::{
     api::{
         BackupDeleted, BackupDescription, ClusterForgotten, DeleteAction, OrphansFound,
-        PreviewGroup, ScheduleDeleted,
+        PreviewGroup, ScheduleDeleted, ScheduleDescription, TimingView,
     },
     records::{Verification, VerificationState},
 };
@@ -41,7 +41,7 @@ pub(super) fn print_answer(
             | ScheduleCommand::Unpause { .. },
         ) => crate::output::schedules(output, value),
         Command::Schedule(ScheduleCommand::Describe { .. }) if table => {
-            print_schedule_description(value)
+            print_schedule_description(&decode_reply("schedule.describe", value.clone())?)
         }
         Command::Backup(BackupCommand::Describe { .. }) if table => {
             let described = decode_reply("backup.describe", value.clone())?;
@@ -199,13 +199,6 @@ pub(super) fn print_shipped(output: Output, shipped: &[crate::binlog_append::Shi
     );
 }
 
-pub(super) fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
-    if path == "." {
-        return Some(value);
-    }
-    path.split('.').try_fold(value, |v, part| v.get(part))
-}
-
 pub(super) fn cell(value: Option<&Value>) -> String {
     crate::output::text(value)
 }
@@ -350,52 +343,41 @@ pub(super) fn print_runs(runs: &[sexton_schedule::PlannedRun], zone: chrono_tz::
 
 /// `schedule describe` as text: the schedule's settings, its timing in words (the zone said
 /// even when it is UTC), what happens now and why, and its next runs.
-pub(super) fn print_schedule_description(value: &Value) {
-    let schedule = value.get("schedule").unwrap_or(&Value::Null);
-    let timing = value.get("timing").unwrap_or(&Value::Null);
-    let explain = value.get("explain").unwrap_or(&Value::Null);
-    let status = schedule.get("status").unwrap_or(&Value::Null);
+pub(super) fn print_schedule_description(described: &ScheduleDescription) {
+    let schedule = &described.schedule;
+    let status = &schedule.status;
+    let explain = &described.explain;
     let line = |label: &str, text: String| println!("{:<14}{text}", format!("{label}:"));
-    for (label, path) in [("name", "name"), ("cluster", "cluster"), ("plan", "plan")] {
-        line(label, cell(lookup(schedule, path)));
-    }
+    line("name", shown(&schedule.name));
+    line("cluster", shown(&schedule.cluster));
+    line("plan", shown(&schedule.plan));
     // The policy as its keys, one line: `keep_last=7, recovery_window=30d`.
-    line("policy", cell(schedule.get("policy")).replace(',', ", "));
-    if schedule
-        .get("labels")
-        .and_then(Value::as_object)
-        .is_some_and(|labels| !labels.is_empty())
-    {
-        line("labels", cell(schedule.get("labels")));
+    line("policy", shown(&schedule.policy).replace(',', ", "));
+    if !schedule.labels.is_empty() {
+        line("labels", shown(&schedule.labels));
     }
-    if let Some(created) = schedule.get("created_at").and_then(Value::as_str) {
-        if let Ok(at) = created.parse::<DateTime<Utc>>() {
-            line(
-                "created",
-                format!(
-                    "{} ({} ago)",
-                    crate::output::time(at),
-                    crate::output::age(crate::output::now() - at)
-                ),
-            );
-        }
-    }
-    match timing.get("settings").and_then(Value::as_array) {
-        Some(settings) => {
+    let created = schedule.created_at;
+    line(
+        "created",
+        format!(
+            "{} ({} ago)",
+            crate::output::time(created),
+            crate::output::age(crate::output::now() - created)
+        ),
+    );
+    match &described.timing {
+        TimingView::Parsed { settings, .. } => {
             for setting in settings {
-                let text = cell(Some(setting));
+                let text = shown(setting);
                 match text.split_once(": ") {
                     Some((label, rest)) => line(label, rest.to_string()),
                     None => line("timing", text),
                 }
             }
         }
-        None => line("timing", cell(timing.get("error"))),
+        TimingView::Error { error } => line("timing", shown(error)),
     }
-    if let Some(seconds) = schedule
-        .get("starting_deadline_seconds")
-        .and_then(Value::as_u64)
-    {
+    if let Some(seconds) = schedule.starting_deadline_seconds {
         let deadline = sexton_schedule::Span::from_seconds(seconds)
             .map_or_else(|_| format!("{seconds}s"), |s| s.to_string());
         line(
@@ -403,50 +385,43 @@ pub(super) fn print_schedule_description(value: &Value) {
             format!("{deadline}: a run missed by more than this is skipped"),
         );
     }
-    if let Some(n) = schedule.get("pause_after_failures").and_then(Value::as_u64) {
-        let so_far = status
-            .get("consecutive_failures")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+    if let Some(n) = schedule.pause_after_failures {
         line(
             "pause after",
-            format!("{n} consecutive failed backups ({so_far} so far)"),
-        );
-    }
-    line("phase", cell(status.get("phase")));
-    if let Some(reason) = status.get("paused_reason").filter(|r| !r.is_null()) {
-        line("paused", cell(Some(reason)));
-    }
-    line("last backup", cell(status.get("last_backup")));
-    if let Some(skip) = value.get("last_skip").filter(|s| !s.is_null()) {
-        line(
-            "last skip",
             format!(
-                "{}: {}",
-                cell(skip.get("reason")),
-                cell(skip.get("explanation"))
+                "{n} consecutive failed backups ({} so far)",
+                status.consecutive_failures
             ),
         );
     }
-    if let Some(backfill) = status.get("backfill").filter(|b| !b.is_null()) {
-        let total = backfill
-            .get("ticks")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
+    line("phase", shown(&status.phase));
+    if let Some(reason) = &status.paused_reason {
+        line("paused", shown(reason));
+    }
+    line("last backup", shown(&status.last_backup));
+    if let Some(skip) = &described.last_skip {
+        line(
+            "last skip",
+            format!("{}: {}", shown(&skip.reason), shown(&skip.explanation)),
+        );
+    }
+    if let Some(backfill) = &status.backfill {
         line(
             "backfill",
             format!(
-                "{} to {}: {} of {total} ticks done{}",
-                cell(backfill.get("from")),
-                cell(backfill.get("to")),
-                cell(backfill.get("done")),
-                match backfill.get("finished_at").filter(|f| !f.is_null()) {
-                    Some(at) => format!(", finished {}", cell(Some(at))),
+                "{} to {}: {} of {} ticks done{}",
+                shown(&backfill.from),
+                shown(&backfill.to),
+                backfill.done,
+                backfill.ticks.len(),
+                match backfill.finished_at {
+                    Some(at) => format!(", finished {}", shown(&at)),
                     None => String::new(),
                 }
             ),
         );
     }
+    // What happens now: `sexton_schedule::Explanation` as the scheduler wrote it.
     line(
         "now",
         format!(
@@ -458,13 +433,9 @@ pub(super) fn print_schedule_description(value: &Value) {
     if let Some(error) = explain.get("error").filter(|e| !e.is_null()) {
         line("error", cell(Some(error)));
     }
-    if let Some(upcoming) = timing.get("upcoming") {
+    if let TimingView::Parsed { zone, upcoming, .. } = &described.timing {
         if let Ok(runs) = serde_json::from_value::<Vec<PlannedRunView>>(upcoming.clone()) {
-            let zone = timing
-                .get("zone")
-                .and_then(Value::as_str)
-                .and_then(|name| name.parse().ok())
-                .unwrap_or(chrono_tz::UTC);
+            let zone = zone.parse().unwrap_or(chrono_tz::UTC);
             println!();
             let rows: Vec<Vec<String>> = runs.iter().map(|run| run.row(zone)).collect();
             print_table(&["RUN AT", "CRON TIME", "EFFECT"].map(String::from), &rows);
