@@ -8,7 +8,7 @@
 //! request the API refused as invalid), 77 NATS refused a subject to this user (a permission
 //! denial: the user's rights, not the fleet, are at fault).
 
-use std::{process::ExitCode, time::Duration};
+use std::{collections::BTreeSet, process::ExitCode, time::Duration};
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -624,16 +624,13 @@ async fn suggest(client: &Client, command: &Command, failure: Failure) -> Failur
     if !failure.message.ends_with("not found") {
         return failure;
     }
-    let Ok(schedules) = client
-        .call(
-            &topology::api_subject("schedule", "list"),
-            &ListFilter::default(),
-        )
-        .await
-    else {
+    let Ok(schedules) = list_schedules(client).await else {
         return failure;
     };
-    let names = crate::listing::schedule_field(&schedules, "name");
+    let names: BTreeSet<String> = schedules
+        .iter()
+        .map(|described| described.schedule.name.to_string())
+        .collect();
     Failure {
         message: format!(
             "{}{}",
@@ -642,6 +639,16 @@ async fn suggest(client: &Client, command: &Command, failure: Failure) -> Failur
         ),
         ..failure
     }
+}
+
+/// Every schedule, as `schedule.list` describes them.
+async fn list_schedules(client: &Client) -> Result<Vec<ScheduleDescription>, Failure> {
+    client
+        .call_as(
+            &topology::api_subject("schedule", "list"),
+            &ListFilter::default(),
+        )
+        .await
 }
 
 /// A list verb filtered by a cluster that no schedule and no backup names is an error (a
@@ -666,13 +673,11 @@ async fn check_cluster_known(
     if answer.as_array().is_none_or(|rows| !rows.is_empty()) {
         return Ok(());
     }
-    let schedules = client
-        .call(
-            &topology::api_subject("schedule", "list"),
-            &ListFilter::default(),
-        )
-        .await?;
-    let clusters = crate::listing::schedule_field(&schedules, "cluster");
+    let clusters: BTreeSet<String> = list_schedules(client)
+        .await?
+        .iter()
+        .map(|described| described.schedule.cluster.to_string())
+        .collect();
     if clusters.contains(cluster) {
         return Ok(());
     }
