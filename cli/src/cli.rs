@@ -8,19 +8,32 @@
 //! request the API refused as invalid), 77 NATS refused a subject to this user (a permission
 //! denial: the user's rights, not the fleet, are at fault).
 
-use std::{process::ExitCode, time::Duration};
+use std::{collections::BTreeSet, process::ExitCode, time::Duration};
 
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
-use sexton_shared::{api::ErrorCode, config::Config, topology};
+use serde_json::Value;
+use sexton_shared::{
+    api::{
+        BackupDescription, ListFilter, PreviewGroup, ScheduleChangeNotes, ScheduleDescription,
+        VerifyAsked,
+    },
+    config::Config,
+    guard::PolicyEffect,
+    topology,
+};
 
 mod args;
 mod print;
+#[cfg(test)]
+mod request_tests;
 mod requests;
+mod schedule_body;
 
 pub use args::*;
 use print::*;
 use requests::*;
+
+use crate::client::{decode_reply, Client};
 
 /// A failure with the exit code it maps to.
 #[derive(Debug)]
@@ -285,12 +298,13 @@ async fn describe_simulated(
         .transpose()?;
     let config = load_config()?;
     let (subject, body, _) = request_for(command)?;
-    let client = connect(&config).await?;
-    let mut described = match request(&client, &subject, body).await {
+    let client = Client::connect(&config).await?;
+    let mut described = match client.call(&subject, &body).await {
         Ok(described) => described,
         Err(failure) => return Err(suggest(&client, command, failure).await),
     };
-    let scenario = schedule_scenario(name, &described, options)?;
+    let typed: ScheduleDescription = decode_reply(&subject, described.clone())?;
+    let scenario = schedule_scenario(name, &typed, options)?;
     let report = crate::simulate::run(&scenario, against.as_ref())?;
     match output {
         Output::Json | Output::Yaml => {
@@ -299,7 +313,7 @@ async fn describe_simulated(
             Ok(())
         }
         output => {
-            print_schedule_description(&described);
+            print_schedule_description(&typed);
             println!();
             crate::simulate::print(output, &report, options.rows.as_deref(), page)
         }
@@ -451,13 +465,13 @@ async fn audit(
         ),
     };
     let config = load_config()?;
-    let client = connect(&config).await?;
+    let client = Client::connect(&config).await?;
     let query = crate::audit::Query {
         cluster,
         backup: args.backup.clone(),
         since,
     };
-    let entries = crate::audit::read(&client, &query)
+    let entries = crate::audit::read(client.nats(), &query)
         .await
         .map_err(Failure::runtime)?;
     match output {
@@ -481,25 +495,25 @@ async fn run_online(
     let config = load_config()?;
     crate::safety::set_actor(&config);
     let (subject, mut body, columns) = request_for(command)?;
-    let client = connect(&config).await?;
+    let client = Client::connect(&config).await?;
     // Commands that delete say what they will do first (a dry run of the same request)
     // and, when that deletes anything, ask (or need --yes); the result then says it
     // again only if it came out differently.
     let mut announced = None;
-    if let Some((yes, preview_body)) = destructive(command, &body) {
-        let plan = match request(&client, &preview_body.0, preview_body.1).await {
+    if let Some((yes, (preview_subject, preview_body))) = destructive(command, &body) {
+        let plan = match client.call(&preview_subject, &preview_body).await {
             Ok(plan) => plan,
             Err(failure) => return Err(suggest(&client, command, failure).await),
         };
-        let (summary, question) = describe_destructive(command, &plan);
+        announced = Some(cell(plan.get("summary")));
+        let (summary, question) = describe_destructive(command, &preview_subject, plan)?;
         eprintln!("{summary}");
         if let Some(question) = question {
             crate::safety::confirm(&question, yes)?;
         }
-        announced = Some(cell(plan.get("summary")));
     }
     loop {
-        let mut value = match request_raw(&client, &subject, body.clone()).await? {
+        let mut value = match client.call_raw(&subject, &body).await? {
             // A policy that deletes backups kept now: show what, ask, and confirm it.
             Err(refusal) if refusal.needs_confirmation() => {
                 let preview = refusal
@@ -508,42 +522,37 @@ async fn run_online(
                     .and_then(|d| d.get("preview"))
                     .cloned()
                     .unwrap_or(Value::Null);
-                crate::safety::print_policy_change("the new policy", &preview);
+                let preview: Option<PolicyEffect> = decode_reply(&subject, preview)?;
+                if let Some(preview) = &preview {
+                    crate::safety::print_policy_change("the new policy", preview);
+                }
                 crate::safety::confirm(&format!("{}.", refusal.message), false)?;
-                body["confirm"] = json!(true);
-                match request(&client, &subject, body.clone()).await {
+                body.confirm();
+                match client.call(&subject, &body).await {
                     Ok(value) => value,
                     Err(failure) => return Err(suggest(&client, command, failure).await),
                 }
             }
             Err(err) => {
-                let failure = Failure {
-                    code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
-                    message: err.message,
-                };
-                return Err(suggest(&client, command, failure).await);
+                return Err(suggest(&client, command, crate::client::refused(err)).await);
             }
             Ok(value) => value,
         };
-        // The policy's effect, when there is something to say: a changed rule, a
-        // deletion, or a dry run that asked for it.
-        let worth_saying = |change: &&Value| {
-            let listed = |key: &str| {
-                change
-                    .get(key)
-                    .and_then(Value::as_array)
-                    .is_some_and(|list| !list.is_empty())
-            };
-            listed("diff")
-                || listed("deleted")
-                || listed("volumes_deleted")
-                || value.get("dry_run") == Some(&json!(true))
+        // What a schedule's create and update say besides the schedule: the policy's effect,
+        // when there is something to say (a changed rule, a deletion, or a dry run that asked
+        // for it), and warnings about what the spec means.
+        let notes: ScheduleChangeNotes = match command {
+            Command::Schedule(ScheduleCommand::Create(_) | ScheduleCommand::Update(_)) => {
+                decode_reply(&subject, value.clone())?
+            }
+            _ => ScheduleChangeNotes::default(),
         };
-        if let Some(change) = value
-            .get("policy_change")
-            .filter(|c| !c.is_null())
-            .filter(worth_saying)
-        {
+        if let Some(change) = notes.policy_change.as_ref().filter(|change| {
+            !change.diff.is_empty()
+                || !change.deleted.is_empty()
+                || !change.volumes_deleted.is_empty()
+                || notes.dry_run
+        }) {
             crate::safety::print_policy_change("policy change", change);
         }
         let said_already = announced
@@ -554,14 +563,8 @@ async fn run_online(
             .copied()
             .filter(|column| !(said_already && *column == "summary"))
             .collect();
-        // A schedule's create and update answer warnings about what the spec means.
-        for warning in value
-            .get("warnings")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            eprintln!("warning: {}", cell(Some(warning)));
+        for warning in &notes.warnings {
+            eprintln!("warning: {}", shown(warning));
         }
         check_cluster_known(&client, command, &value).await?;
         match command {
@@ -574,9 +577,12 @@ async fn run_online(
             Command::Retention(RetentionCommand::Approve { dry_run: true, .. })
                 if matches!(output, Output::Table | Output::Wide) =>
             {
-                crate::safety::print_preview(&value)
+                crate::safety::print_preview(&decode_reply::<Vec<PreviewGroup>>(
+                    &subject,
+                    value.clone(),
+                )?)
             }
-            command => print_answer(command, output, &mut value, &columns),
+            command => print_answer(command, output, &mut value, &columns)?,
         }
         let Some(seconds) = watch_seconds(command) else {
             return Ok(());
@@ -601,7 +607,7 @@ fn watch_seconds(command: &Command) -> Option<u64> {
 }
 
 /// A not-found schedule gets the closest existing name suggested.
-async fn suggest(client: &async_nats::Client, command: &Command, failure: Failure) -> Failure {
+async fn suggest(client: &Client, command: &Command, failure: Failure) -> Failure {
     let name = match command {
         Command::Schedule(
             ScheduleCommand::Get { name }
@@ -618,16 +624,13 @@ async fn suggest(client: &async_nats::Client, command: &Command, failure: Failur
     if !failure.message.ends_with("not found") {
         return failure;
     }
-    let Ok(schedules) = request(
-        client,
-        &topology::api_subject("schedule", "list"),
-        json!({"schema_version": 1}),
-    )
-    .await
-    else {
+    let Ok(schedules) = list_schedules(client).await else {
         return failure;
     };
-    let names = crate::listing::schedule_field(&schedules, "name");
+    let names: BTreeSet<String> = schedules
+        .iter()
+        .map(|described| described.schedule.name.to_string())
+        .collect();
     Failure {
         message: format!(
             "{}{}",
@@ -638,10 +641,20 @@ async fn suggest(client: &async_nats::Client, command: &Command, failure: Failur
     }
 }
 
+/// Every schedule, as `schedule.list` describes them.
+async fn list_schedules(client: &Client) -> Result<Vec<ScheduleDescription>, Failure> {
+    client
+        .call_as(
+            &topology::api_subject("schedule", "list"),
+            &ListFilter::default(),
+        )
+        .await
+}
+
 /// A list verb filtered by a cluster that no schedule and no backup names is an error (a
 /// typo would otherwise print an empty table and exit 0), with the closest known cluster.
 async fn check_cluster_known(
-    client: &async_nats::Client,
+    client: &Client,
     command: &Command,
     answer: &Value,
 ) -> Result<(), Failure> {
@@ -660,22 +673,23 @@ async fn check_cluster_known(
     if answer.as_array().is_none_or(|rows| !rows.is_empty()) {
         return Ok(());
     }
-    let schedules = request(
-        client,
-        &topology::api_subject("schedule", "list"),
-        json!({"schema_version": 1}),
-    )
-    .await?;
-    let clusters = crate::listing::schedule_field(&schedules, "cluster");
+    let clusters: BTreeSet<String> = list_schedules(client)
+        .await?
+        .iter()
+        .map(|described| described.schedule.cluster.to_string())
+        .collect();
     if clusters.contains(cluster) {
         return Ok(());
     }
-    let backups = request(
-        client,
-        &topology::api_subject("backup", "list"),
-        json!({"schema_version": 1, "cluster": cluster}),
-    )
-    .await?;
+    let backups = client
+        .call(
+            &topology::api_subject("backup", "list"),
+            &ListFilter {
+                cluster: Some(parsed::<ListFilter, _>(cluster)?),
+                ..ListFilter::default()
+            },
+        )
+        .await?;
     if backups.as_array().is_some_and(|rows| !rows.is_empty()) {
         return Ok(());
     }
@@ -691,46 +705,36 @@ async fn check_cluster_known(
 /// `backup verify --wait`: polls the backup until the test's verdict is recorded (or its
 /// deadline passed) and prints it; a failed test or a timeout exits 1.
 async fn wait_for_verdict(
-    client: &async_nats::Client,
+    client: &Client,
     cluster: &str,
     id: &str,
     asked: &Value,
     output: Output,
 ) -> Result<(), Failure> {
-    let Some(request_id) = asked.get("request_id").and_then(Value::as_str) else {
-        return Err(Failure::runtime(anyhow::anyhow!(
-            "no request id in {asked}"
-        )));
-    };
+    let asked: VerifyAsked = decode_reply("backup.verify", asked.clone())?;
+    let request_id = &asked.request_id;
     let deadline = asked
-        .get("deadline")
-        .and_then(Value::as_str)
-        .and_then(|d| d.parse::<chrono::DateTime<Utc>>().ok())
+        .deadline
         .unwrap_or_else(|| Utc::now() + chrono::Duration::hours(1));
     let subject = topology::api_subject("backup", "describe");
+    let asking = backup_ref(cluster, id)?;
     loop {
-        let described = request(
-            client,
-            &subject,
-            json!({"schema_version": 1, "cluster": cluster, "id": id}),
-        )
-        .await?;
-        let history = described
-            .pointer("/backup/verification/history")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        if let Some(entry) = history
-            .iter()
-            .find(|e| e.get("request_id").and_then(Value::as_str) == Some(request_id))
-        {
+        let described: BackupDescription = client.call_as(&subject, &asking).await?;
+        let verdict = described
+            .backup
+            .verification
+            .into_iter()
+            .flat_map(|verification| verification.history)
+            .find(|entry| entry.request_id == *request_id);
+        if let Some(entry) = verdict {
+            let shown = serde_json::to_value(&entry).map_err(|err| Failure::runtime(err.into()))?;
             print_value(
                 output,
-                entry,
+                &shown,
                 &["request_id", "outcome", "at", "duration_ms", "reason"],
             );
-            return match entry.get("outcome").and_then(Value::as_str) {
-                Some("verified") => Ok(()),
+            return match entry.outcome.as_str() {
+                "verified" => Ok(()),
                 _ => Err(Failure {
                     code: 1,
                     message: format!("restore test {request_id} of {id} did not pass"),

@@ -256,7 +256,7 @@ pub async fn taken_before(client: &async_nats::Client, due: &DueBackup) -> Optio
         client.request(topology::api_subject("backup", "taken"), body.into()),
     )
     .await;
-    let reply: serde_json::Value = match answer {
+    let reply: sexton_shared::api::Reply = match answer {
         Ok(Ok(message)) => serde_json::from_slice(&message.payload).ok()?,
         Ok(Err(err)) => {
             tracing::warn!(backup = %due.backup_id, error = %err, "cannot ask whether the backup was taken; taking it");
@@ -267,9 +267,11 @@ pub async fn taken_before(client: &async_nats::Client, due: &DueBackup) -> Optio
             return None;
         }
     };
-    match reply.pointer("/result/state").and_then(|s| s.as_str()) {
-        Some("recorded") => Some("recorded"),
-        Some("deleted") => Some("deleted"),
+    let taken: sexton_shared::api::BackupTaken =
+        serde_json::from_value(reply.into_result().ok()?).ok()?;
+    match taken.state.as_str() {
+        "recorded" => Some("recorded"),
+        "deleted" => Some("deleted"),
         _ => None,
     }
 }

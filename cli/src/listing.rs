@@ -1,8 +1,6 @@
 //! What the list verbs share beyond printing: label selectors (`-l team=db,tier!=test`),
 //! `--watch`, and the "did you mean" of a name that names nothing.
 
-use std::collections::BTreeMap;
-
 use clap::Args;
 use serde_json::Value;
 
@@ -118,21 +116,6 @@ pub fn did_you_mean<'a>(wanted: &str, known: impl IntoIterator<Item = &'a str>) 
     closest(wanted, known)
         .map(|name| format!("; did you mean {name}?"))
         .unwrap_or_default()
-}
-
-/// The distinct values of `field` of every schedule in a `schedule.list` answer.
-pub fn schedule_field(answer: &Value, field: &str) -> Vec<String> {
-    let mut seen = BTreeMap::new();
-    for row in answer.as_array().into_iter().flatten() {
-        if let Some(value) = row
-            .get("schedule")
-            .and_then(|s| s.get(field))
-            .and_then(Value::as_str)
-        {
-            seen.insert(value.to_string(), ());
-        }
-    }
-    seen.into_keys().collect()
 }
 
 #[cfg(test)]

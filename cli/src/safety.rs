@@ -1,12 +1,20 @@
 //! The CLI's half of the safety envelope (docs/safety.md): who is asking (sent with every
 //! request, for the audit), asking before a destructive command acts (on a terminal; `--yes`
-//! otherwise), and showing what a policy change deletes and why a retention run is held.
+//! otherwise), and showing what a policy change deletes and why a retention run is held (from
+//! the typed answers: `guard::PolicyEffect`, `api::BreakerState`, `api::PreviewGroup`).
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::sync::OnceLock;
 
+use serde::Serialize;
 use serde_json::Value;
-use sexton_shared::{audit::Actor, config::Config};
+use sexton_retention::{Decision, Plan, Policy, Reason};
+use sexton_shared::{
+    api::{BreakerState, PreviewGroup},
+    audit::Actor,
+    config::Config,
+    guard::PolicyEffect,
+};
 
 use crate::cli::Failure;
 
@@ -92,171 +100,119 @@ fn text(value: Option<&Value>) -> String {
     }
 }
 
-fn reasons(value: Option<&Value>) -> String {
-    value
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .map(|r| text(Some(r)))
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-        .unwrap_or_default()
+/// A typed value as its JSON reads (as [`text`] shows it): a policy as its rules, an instant
+/// as the service wrote it.
+fn shown<T: Serialize>(value: &T) -> String {
+    text(serde_json::to_value(value).ok().as_ref())
 }
 
-/// A policy effect (`guard::PolicyEffect` as JSON) on stderr: the diff, then what it deletes.
-pub fn print_policy_change(what: &str, effect: &Value) {
-    if effect.is_null() {
-        return;
-    }
-    let diff = effect.get("diff").and_then(Value::as_array);
-    let deleted = effect.get("deleted").and_then(Value::as_array);
-    let volumes = effect.get("volumes_deleted").and_then(Value::as_array);
+/// A policy effect (`guard::PolicyEffect`) on stderr: the diff, then what it deletes.
+pub fn print_policy_change(what: &str, effect: &PolicyEffect) {
     eprintln!("{what}:");
-    match (effect.get("before"), effect.get("after")) {
-        (_, _) if diff.is_some_and(|d| !d.is_empty()) => {
-            for line in diff.into_iter().flatten() {
-                eprintln!(
-                    "  {}: {} -> {}",
-                    text(line.get("key")),
-                    text(line.get("before")),
-                    text(line.get("after"))
-                );
-            }
-        }
-        (before, after) => {
-            let side = |policy: Option<&Value>, unplanned: Option<&Value>| match unplanned {
-                Some(Value::String(why)) => format!("not planned ({why})"),
-                _ => text(policy),
-            };
+    if effect.diff.is_empty() {
+        let side = |policy: &Option<Policy>, unplanned: &Option<String>| match unplanned {
+            Some(why) => format!("not planned ({why})"),
+            None => shown(policy),
+        };
+        eprintln!(
+            "  policy: {} -> {}",
+            side(&effect.before, &effect.before_unplanned),
+            side(&effect.after, &effect.after_unplanned)
+        );
+    } else {
+        for line in &effect.diff {
             eprintln!(
-                "  policy: {} -> {}",
-                side(before, effect.get("before_unplanned")),
-                side(after, effect.get("after_unplanned"))
+                "  {}: {} -> {}",
+                line.key,
+                text(line.before.as_ref()),
+                text(line.after.as_ref())
             );
         }
     }
     eprintln!(
         "  backups kept whole: {} -> {}",
-        text(effect.get("n_keep_before")),
-        text(effect.get("n_keep_after"))
+        effect.n_keep_before, effect.n_keep_after
     );
-    match deleted.map(Vec::len).unwrap_or(0) {
+    match effect.deleted.len() {
         0 => eprintln!("  deletes nothing kept now"),
         n => {
             eprintln!("  deletes {n} backup(s) kept now:");
-            for backup in deleted.into_iter().flatten() {
+            for backup in &effect.deleted {
                 eprintln!(
                     "    {} (completed {}): kept now by {}; would go: {}",
-                    text(backup.get("id")),
-                    text(backup.get("completed_at")),
-                    reasons(backup.get("current_reasons")),
-                    reasons(backup.get("proposed_reasons"))
+                    backup.id,
+                    shown(&backup.completed_at),
+                    backup.current_reasons.join("; "),
+                    backup.proposed_reasons.join("; ")
                 );
             }
         }
     }
-    for volume in volumes.into_iter().flatten() {
-        eprintln!(
-            "    volume {} of {} goes",
-            text(volume.get("volume")),
-            text(volume.get("id"))
-        );
+    for volume in &effect.volumes_deleted {
+        eprintln!("    volume {} of {} goes", volume.volume, volume.id);
     }
 }
 
 /// The breaker's state of one group (the preview's `breaker`), as lines.
-pub fn held_lines(breaker: &Value) -> Vec<String> {
+pub fn held_lines(breaker: &BreakerState) -> Vec<String> {
     let mut lines = Vec::new();
-    let held = breaker
-        .get("held")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let deleting = breaker
-        .get("deleting")
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
-    lines.push(if held {
+    let deleting = breaker.deleting.len();
+    lines.push(if breaker.held {
         format!("HELD by the circuit breaker: nothing is marked ({deleting} backup(s) would go)")
     } else {
         format!("tripped, but approved: the next run deletes {deleting} backup(s)")
     });
-    for trip in breaker
-        .get("trips")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        lines.push(format!(
-            "  {}: {}",
-            text(trip.get("kind")),
-            text(trip.get("reason"))
-        ));
+    for trip in &breaker.trips {
+        lines.push(format!("  {}: {}", shown(&trip.kind), trip.reason));
     }
-    if let Some(approval) = breaker.get("approval") {
-        let by = approval
-            .get("by")
-            .and_then(|b| b.get("user"))
-            .map(|u| text(Some(u)))
-            .unwrap_or_else(|| "unknown".into());
-        match approval.get("why_not") {
-            Some(Value::String(why)) => lines.push(format!(
-                "  an approval by {by} at {} does not cover it: {why}",
-                text(approval.get("approved_at"))
+    if let Some(approval) = &breaker.approval {
+        let by = approval.by.user.as_deref().unwrap_or("unknown");
+        let at = shown(&approval.approved_at);
+        match &approval.why_not {
+            Some(why) => lines.push(format!(
+                "  an approval by {by} at {at} does not cover it: {why}"
             )),
-            _ => lines.push(format!(
-                "  approved by {by} at {}",
-                text(approval.get("approved_at"))
-            )),
+            None => lines.push(format!("  approved by {by} at {at}")),
         }
     }
-    if held {
+    if breaker.held {
         lines.push(format!(
             "  to let this run through once: {}",
-            text(breaker.get("approve_with"))
+            breaker.approve_with
         ));
     }
     lines
 }
 
 /// `retention preview` as text: per group, what it keeps and deletes, and why it is held.
-pub fn print_preview(groups: &Value) {
-    for group in groups.as_array().into_iter().flatten() {
-        let decision = group.get("decision");
-        let count = |key: &str| {
-            decision
-                .and_then(|d| d.get(key))
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len)
-        };
+pub fn print_preview(groups: &[PreviewGroup]) {
+    for group in groups {
+        let decision = group.decision.as_ref();
+        let count = |list: fn(&Plan) -> &Vec<Decision>| decision.map_or(0, |d| list(d).len());
         println!(
             "{}/{}: keep {}, trim {}, delete {}  (policy {})",
-            text(group.get("cluster")),
-            text(group.get("plan")),
-            count("keep"),
-            count("partial"),
-            count("delete"),
-            text(group.get("policy_hash"))
+            group.cluster,
+            group.plan,
+            count(|d| &d.keep),
+            count(|d| &d.partial),
+            count(|d| &d.delete),
+            group.policy_hash.as_deref().unwrap_or("(none)")
         );
-        if let Some(Value::String(why)) = group.get("hold_reason") {
+        if let Some(why) = &group.hold_reason {
             println!("  {why}");
         }
-        if let Some(breaker) = group.get("breaker") {
+        if let Some(breaker) = &group.breaker {
             for line in held_lines(breaker) {
                 println!("  {line}");
             }
         }
-        for (word, key) in [("delete", "delete"), ("trim", "partial")] {
-            for entry in decision
-                .and_then(|d| d.get(key))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
+        let lists = decision.map(|d| [("delete", &d.delete), ("trim", &d.partial)]);
+        for (word, entries) in lists.into_iter().flatten() {
+            for entry in entries {
                 println!(
                     "  {word} {}: {}",
-                    text(entry.get("id")),
-                    reasons(entry.get("reasons"))
+                    entry.id,
+                    Reason::texts(&entry.reasons).join("; ")
                 );
             }
         }

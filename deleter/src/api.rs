@@ -8,7 +8,10 @@ use std::sync::Arc;
 use chrono::Utc;
 use serde_json::{json, Value};
 use sexton_shared::{
-    api::{decode_request, ApiError, ErrorCode, Incoming, Listener},
+    api::{
+        decode_request, reply_value, ApiError, ErrorCode, FailedKey, Incoming, Listener,
+        OrphansFound,
+    },
     audit::{Actor, AuditBackup, AuditEvent, AuditObject},
     names::ClusterName,
     wire::Message,
@@ -132,6 +135,7 @@ async fn handle(
             }
         }
         "plugin.list" => {
+            let _: sexton_shared::api::PluginList = decode(body)?;
             let registrations = deleter.plugins().load().await.map_err(unavailable)?;
             Ok(Value::Array(
                 registrations
@@ -178,25 +182,28 @@ async fn scan(
         tracing::warn!(cluster = %req.cluster, %why, "orphan deletion refused");
         return Err(ApiError::new(ErrorCode::Conflict, why.clone()));
     }
-    let mut reply = json!({
-        "cluster": req.cluster,
-        "prefix": cluster_prefix,
-        "grace_seconds": grace.num_seconds(),
-        "orphans": scan.orphans,
-        "n_young": scan.n_young,
-        "n_in_progress": scan.n_in_progress,
-        "n_binlog": scan.n_binlog,
-    });
-    if let Some(why) = lost {
-        reply["warning"] = json!(why);
-    }
-    reply["dry_run"] = json!(req.dry_run);
+    let mut reply = OrphansFound {
+        cluster: req.cluster.clone(),
+        prefix: cluster_prefix,
+        grace_seconds: grace.num_seconds(),
+        orphans: scan.orphans.clone(),
+        n_young: scan.n_young,
+        n_in_progress: scan.n_in_progress,
+        n_binlog: scan.n_binlog,
+        warning: lost,
+        dry_run: req.dry_run,
+        deleted: None,
+        failed: None,
+    };
     if delete && !req.dry_run {
         let (keys, refused) = orphans::deletable(&scan, deleter.prefix(), &req.cluster);
         let mut deleted = Vec::new();
-        let mut failed: Vec<Value> = refused
+        let mut failed: Vec<FailedKey> = refused
             .into_iter()
-            .map(|key| json!({"key": key, "error": "not a plain key under the cluster's prefix"}))
+            .map(|key| FailedKey {
+                key,
+                error: "not a plain key under the cluster's prefix".into(),
+            })
             .collect();
         for chunk in keys.chunks(sexton_shared::object_store::DELETE_BATCH) {
             match deleter.store().delete_batch(chunk).await {
@@ -204,17 +211,15 @@ async fn scan(
                     let bad: std::collections::HashSet<&str> =
                         failures.iter().map(|f| f.key.as_str()).collect();
                     deleted.extend(chunk.iter().filter(|k| !bad.contains(k.as_str())).cloned());
-                    failed.extend(
-                        failures
-                            .iter()
-                            .map(|f| json!({"key": f.key, "error": f.to_string()})),
-                    );
+                    failed.extend(failures.iter().map(|f| FailedKey {
+                        key: f.key.clone(),
+                        error: f.to_string(),
+                    }));
                 }
-                Err(err) => failed.extend(
-                    chunk
-                        .iter()
-                        .map(|key| json!({"key": key, "error": err.to_string()})),
-                ),
+                Err(err) => failed.extend(chunk.iter().map(|key| FailedKey {
+                    key: key.clone(),
+                    error: err.to_string(),
+                })),
             }
         }
         tracing::info!(cluster = %req.cluster, deleted = deleted.len(), failed = failed.len(), "orphaned objects deleted");
@@ -252,8 +257,8 @@ async fn scan(
             }
             let _ = audit.record(entries).await;
         }
-        reply["deleted"] = json!(deleted);
-        reply["failed"] = json!(failed);
+        reply.deleted = Some(deleted);
+        reply.failed = Some(failed);
     }
-    Ok(reply)
+    reply_value(reply)
 }

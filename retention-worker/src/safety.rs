@@ -16,8 +16,7 @@ use std::{
 use anyhow::Context as _;
 use async_nats::jetstream::{self, kv};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-use sexton_retention::breaker::{self, Approval, BreakerLimits, Trip};
+use sexton_retention::breaker::{self, Approval, BreakerLimits};
 use sexton_retention::Reason;
 use sexton_shared::{
     api::{ApiError, ApproveRequest, ErrorCode},
@@ -34,32 +33,7 @@ use sexton_shared::{
 
 use crate::metrics::Metrics;
 
-/// The breaker's state of one group's run, as the run and the preview see it.
-#[derive(Debug, Clone, Serialize)]
-pub struct BreakerState {
-    /// Tripped, and no approval lets it through: nothing of the plan is marked.
-    pub held: bool,
-    pub trips: Vec<Trip>,
-    /// The completed backups the plan deletes by its rules: what an approval names.
-    pub deleting: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub approval: Option<ApprovalView>,
-    /// The command that lets a held run through, once.
-    pub approve_with: String,
-}
-
-/// A stored approval, as the run and the preview judge it.
-#[derive(Debug, Clone, Serialize)]
-pub struct ApprovalView {
-    pub approved_at: DateTime<Utc>,
-    pub by: Actor,
-    /// Whether it lets this run through.
-    pub covers: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub why_not: Option<String>,
-    #[serde(skip)]
-    revision: u64,
-}
+pub use sexton_shared::api::{ApprovalView, BreakerState};
 
 /// What the envelope needs besides the run: the audit stream, the approvals bucket, the
 /// server's breaker defaults, and which held runs this replica has already told about.

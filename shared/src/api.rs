@@ -4,6 +4,8 @@
 //!
 //! Every request type lives here, one submodule per area (`schedule`, `backup`, `cluster`, ...),
 //! re-exported at `sexton_shared::api::*`: the services decode them and the CLI builds them.
+//! Beside them, the answers the CLI reads to decide something (what a destructive dry run
+//! would delete, a restore test asked for): the services serialise these very types.
 
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +23,8 @@ mod schedule;
 mod serve;
 
 pub use backup::{
-    check_hold_reason, BackupDelete, BackupHold, BackupRef, VerifyRequest, MAX_HOLDS,
+    check_hold_reason, BackupDelete, BackupDeleted, BackupDescription, BackupHold, BackupRef,
+    BackupTaken, DeleteAction, RetentionVerdict, VerifyAsked, VerifyRequest, VolumeFate, MAX_HOLDS,
 };
 pub use binlog::StatusRequest;
 pub use catalog::{ImportRequest, ScrubRequest};
@@ -29,13 +32,14 @@ pub use checks::{
     check_label_key, check_label_value, validate_volumes, MAX_ANNOTATION_BYTES,
     MAX_PAUSE_AFTER_FAILURES, MAX_VOLUMES,
 };
-pub use cluster::ClusterForget;
-pub use orphans::{OrphansRequest, DEFAULT_GRACE};
-pub use plugin::{check_plugin_subject, PluginByName, PluginSpec};
-pub use retention::{ApproveRequest, PreviewRequest};
+pub use cluster::{ClusterForget, ClusterForgotten};
+pub use orphans::{FailedKey, OrphansFound, OrphansRequest, DEFAULT_GRACE};
+pub use plugin::{check_plugin_subject, PluginByName, PluginList, PluginSpec};
+pub use retention::{ApprovalView, ApproveRequest, BreakerState, PreviewGroup, PreviewRequest};
 pub use schedule::{
-    ByName, ListFilter, ScheduleBackfill, ScheduleDelete, ScheduleSpec, ScheduleUpdate, Unpause,
-    BACKFILL_TICK_LIMIT,
+    ByName, KeptRecord, LastSkip, ListFilter, ScheduleBackfill, ScheduleChangeNotes,
+    ScheduleDelete, ScheduleDeleted, ScheduleDescription, ScheduleSpec, ScheduleUpdate, TimingView,
+    Unpause, BACKFILL_TICK_LIMIT,
 };
 pub use serve::{decode_request, reply_value, serve_requests, Incoming, Listener};
 

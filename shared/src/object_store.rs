@@ -52,7 +52,7 @@ pub struct ObjectStore {
     versioned: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectInfo {
     pub key: String,
     pub size: i64,

@@ -4,7 +4,6 @@
 use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde_json::Value;
 
 use super::Failure;
 
@@ -312,7 +311,7 @@ pub struct UpdateArgs {
     /// The circuit breaker's settings for this schedule's group, as JSON:
     /// {"max_delete_fraction": 0.3, "max_delete_count": 50, "stale_after": "3d", "enabled": true}.
     #[arg(long, value_parser = parse_breaker, conflicts_with = "breaker_defaults")]
-    pub breaker: Option<Value>,
+    pub breaker: Option<sexton_shared::breaker::BreakerSpec>,
     /// Back to the server's breaker defaults.
     #[arg(long)]
     pub breaker_defaults: bool,
@@ -454,7 +453,7 @@ pub struct CreateArgs {
     pub verify_timeout: Option<String>,
     /// The circuit breaker's settings for this schedule's group, as JSON (see schedule update).
     #[arg(long, value_parser = parse_breaker)]
-    pub breaker: Option<Value>,
+    pub breaker: Option<sexton_shared::breaker::BreakerSpec>,
     /// Go ahead although the policy deletes backups of the group kept now (shown first).
     #[arg(long)]
     pub yes: bool,
@@ -969,10 +968,8 @@ pub enum BinlogCommand {
 }
 
 /// A schedule's `breaker` block, checked here for a quick error (the server checks again).
-fn parse_breaker(text: &str) -> Result<Value, String> {
-    let spec: sexton_shared::breaker::BreakerSpec =
-        serde_json::from_str(text).map_err(|err| format!("invalid breaker settings: {err}"))?;
-    serde_json::to_value(spec).map_err(|err| err.to_string())
+fn parse_breaker(text: &str) -> Result<sexton_shared::breaker::BreakerSpec, String> {
+    serde_json::from_str(text).map_err(|err| format!("invalid breaker settings: {err}"))
 }
 
 fn parse_hold_reason(text: &str) -> Result<String, String> {

@@ -3,13 +3,28 @@
 //! generic tables of `crate::output` for the rest.
 
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
+use serde_json::Value;
+use sexton_shared::{
+    api::{
+        BackupDeleted, BackupDescription, ClusterForgotten, DeleteAction, OrphansFound,
+        PreviewGroup, ScheduleDeleted, ScheduleDescription, TimingView,
+    },
+    records::{Verification, VerificationState},
+};
+
+use crate::client::decode_reply;
 
 #[allow(unused_imports)]
 use super::*;
 
-/// Prints the answer of an online command in `output`.
-pub(super) fn print_answer(command: &Command, output: Output, value: &mut Value, columns: &[&str]) {
+/// Prints the answer of an online command in `output`: the server's document as it came
+/// (`-o json|yaml`, and the generic tables), the answers a verb prints as text read typed.
+pub(super) fn print_answer(
+    command: &Command,
+    output: Output,
+    value: &mut Value,
+    columns: &[&str],
+) -> Result<(), Failure> {
     let table = matches!(output, Output::Table | Output::Wide);
     match command {
         Command::Schedule(ScheduleCommand::List { list, .. }) => {
@@ -26,9 +41,12 @@ pub(super) fn print_answer(command: &Command, output: Output, value: &mut Value,
             | ScheduleCommand::Unpause { .. },
         ) => crate::output::schedules(output, value),
         Command::Schedule(ScheduleCommand::Describe { .. }) if table => {
-            print_schedule_description(value)
+            print_schedule_description(&decode_reply("schedule.describe", value.clone())?)
         }
-        Command::Backup(BackupCommand::Describe { .. }) if table => print_backup_description(value),
+        Command::Backup(BackupCommand::Describe { .. }) if table => {
+            let described = decode_reply("backup.describe", value.clone())?;
+            print_backup_description(&described)
+        }
         Command::Backup(BackupCommand::List { schedule, list, .. }) => {
             if let Value::Array(rows) = &mut *value {
                 rows.retain(|row| {
@@ -43,7 +61,7 @@ pub(super) fn print_answer(command: &Command, output: Output, value: &mut Value,
                 if table {
                     let now = crate::output::now();
                     for row in rows.iter_mut() {
-                        row["verified_cell"] = json!(verified_cell(row, now));
+                        row["verified_cell"] = Value::String(verified_cell(row, now));
                     }
                 }
             }
@@ -55,12 +73,13 @@ pub(super) fn print_answer(command: &Command, output: Output, value: &mut Value,
         Command::Retention(RetentionCommand::Preview { .. }) => {
             // A run the circuit breaker holds says so above the table, with how to approve it.
             if table {
-                for group in value.as_array().into_iter().flatten() {
-                    if let Some(breaker) = group.get("breaker").filter(|b| !b.is_null()) {
+                let groups: Vec<PreviewGroup> = decode_reply("retention.preview", value.clone())?;
+                for group in groups {
+                    if let Some(breaker) = &group.breaker {
                         crate::output::emit(&format!(
                             "{}/{}: {}\n",
-                            cell(group.get("cluster")),
-                            cell(group.get("plan")),
+                            group.cluster,
+                            group.plan,
                             crate::safety::held_lines(breaker).join("\n  ")
                         ));
                     }
@@ -76,47 +95,57 @@ pub(super) fn print_answer(command: &Command, output: Output, value: &mut Value,
         }
         _ => print_value(output, value, columns),
     }
+    Ok(())
 }
 
-/// What a destructive command's dry run says, and the question to ask before going ahead
-/// (`None`: it deletes nothing, so nothing to ask).
-pub(super) fn describe_destructive(command: &Command, plan: &Value) -> (String, Option<String>) {
-    let count = |key: &str| plan.get(key).and_then(Value::as_u64).unwrap_or(0);
-    match command {
+/// What a destructive command's dry run (its answer on `subject`) says, and the question to
+/// ask before going ahead (`None`: it deletes nothing, so nothing to ask). The dry run is read
+/// as the reply type its service sends.
+pub(super) fn describe_destructive(
+    command: &Command,
+    subject: &str,
+    plan: Value,
+) -> Result<(String, Option<String>), Failure> {
+    Ok(match command {
         Command::Schedule(ScheduleCommand::Delete { name, .. }) => {
-            let n = count("remove_records") + count("delete_with_objects");
+            let plan: ScheduleDeleted = decode_reply(subject, plan)?;
+            let n = plan.remove_records + plan.delete_with_objects;
             (
-                cell(plan.get("summary")),
+                plan.summary,
                 (n > 0).then(|| format!("Delete schedule {name} and remove {n} backup record(s)?")),
             )
         }
         Command::Cluster(ClusterCommand::Forget { cluster, .. }) => {
-            let n = count("delete_with_objects");
+            let plan: ClusterForgotten = decode_reply(subject, plan)?;
+            let n = plan.delete_with_objects;
             (
-                cell(plan.get("summary")),
+                plan.summary,
                 (n > 0).then(|| {
                     format!("Forget cluster {cluster} and delete {n} backup(s) with their objects?")
                 }),
             )
         }
         Command::Backup(BackupCommand::Delete { id, cluster, .. }) => {
-            let action = cell(plan.get("action"));
-            let remote = plan.get("remote").and_then(Value::as_bool).unwrap_or(false);
-            let what = match (action.as_str(), remote) {
-                ("record-deleted", _) => "removes its catalog record; its objects stay".to_string(),
-                ("deleting", true) => "deletes it with its objects".to_string(),
-                ("deferred", true) => format!(
-                    "deletes it with its objects once nothing kept needs it ({})",
-                    cell(plan.get("reason"))
-                ),
-                ("deferred", false) => format!(
-                    "removes its record once nothing kept needs it ({})",
-                    cell(plan.get("reason"))
-                ),
-                ("already-deleting", _) => "nothing: it is being deleted already".to_string(),
-                (other, _) => other.to_string(),
+            let plan: BackupDeleted = decode_reply(subject, plan)?;
+            let reason = plan.reason.as_deref().unwrap_or("-");
+            let what = match (plan.action, plan.remote) {
+                (DeleteAction::RecordDeleted, _) => {
+                    "removes its catalog record; its objects stay".to_string()
+                }
+                (DeleteAction::Deleting, true) => "deletes it with its objects".to_string(),
+                (DeleteAction::Deleting, false) => "deleting".to_string(),
+                (DeleteAction::Deferred, true) => {
+                    format!("deletes it with its objects once nothing kept needs it ({reason})")
+                }
+                (DeleteAction::Deferred, false) => {
+                    format!("removes its record once nothing kept needs it ({reason})")
+                }
+                (DeleteAction::AlreadyDeleting, _) => {
+                    "nothing: it is being deleted already".to_string()
+                }
             };
-            let destroys = remote && matches!(action.as_str(), "deleting" | "deferred");
+            let destroys = plan.remote
+                && matches!(plan.action, DeleteAction::Deleting | DeleteAction::Deferred);
             (
                 format!("deleting backup {id} of cluster {cluster} {what}"),
                 destroys
@@ -124,14 +153,12 @@ pub(super) fn describe_destructive(command: &Command, plan: &Value) -> (String, 
             )
         }
         Command::Backup(BackupCommand::Orphans { cluster, .. }) => {
-            let n = plan
-                .get("orphans")
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
+            let plan: OrphansFound = decode_reply(subject, plan)?;
+            let n = plan.orphans.len();
             (
                 format!(
                     "{n} orphaned object(s) under {} would be deleted",
-                    cell(plan.get("prefix"))
+                    plan.prefix
                 ),
                 (n > 0).then(|| format!("Delete {n} orphaned object(s) of cluster {cluster}?")),
             )
@@ -141,26 +168,26 @@ pub(super) fn describe_destructive(command: &Command, plan: &Value) -> (String, 
             plan: name,
             ..
         }) => {
-            let group = plan.as_array().and_then(|groups| groups.first());
-            let breaker = group.and_then(|g| g.get("breaker"));
-            let lines = breaker.map(crate::safety::held_lines).unwrap_or_else(|| {
-                vec![format!(
-                    "retention of cluster {cluster} plan {name} is not held now"
-                )]
-            });
-            let n = breaker
-                .and_then(|b| b.get("deleting"))
-                .and_then(Value::as_array)
-                .map_or(0, Vec::len);
+            let groups: Vec<PreviewGroup> = decode_reply(subject, plan)?;
+            let breaker = groups.into_iter().next().and_then(|group| group.breaker);
+            let lines = breaker
+                .as_ref()
+                .map(crate::safety::held_lines)
+                .unwrap_or_else(|| {
+                    vec![format!(
+                        "retention of cluster {cluster} plan {name} is not held now"
+                    )]
+                });
             (
                 lines.join("\n"),
-                breaker.map(|_| {
+                breaker.map(|breaker| {
+                    let n = breaker.deleting.len();
                     format!("Let this run of {cluster}/{name} delete {n} backup(s), once?")
                 }),
             )
         }
         _ => (cell(plan.get("summary")), None),
-    }
+    })
 }
 
 pub(super) fn print_shipped(output: Output, shipped: &[crate::binlog_append::Shipped]) {
@@ -170,13 +197,6 @@ pub(super) fn print_shipped(output: Output, shipped: &[crate::binlog_append::Shi
         &value,
         &["key", "action", "first_event", "last_event", "size"],
     );
-}
-
-pub(super) fn lookup<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
-    if path == "." {
-        return Some(value);
-    }
-    path.split('.').try_fold(value, |v, part| v.get(part))
 }
 
 pub(super) fn cell(value: Option<&Value>) -> String {
@@ -192,42 +212,48 @@ pub(super) fn print_table(header: &[String], rows: &[Vec<String>]) {
     crate::output::table(header, rows)
 }
 
+/// A typed value as its JSON cell reads (`crate::output::text`): what the generic tables show.
+pub(super) fn shown<T: serde::Serialize>(value: &T) -> String {
+    cell(serde_json::to_value(value).ok().as_ref())
+}
+
 /// `backup describe` as text: the backup, the retention verdict, and one row per volume.
-pub(super) fn print_backup_description(value: &Value) {
-    let backup = value.get("backup").unwrap_or(&Value::Null);
-    for (label, path) in [
-        ("id", "id"),
-        ("cluster", "cluster"),
-        ("plan", "plan"),
-        ("schedule", "schedule"),
-        ("status", "status"),
-        ("kind", "kind"),
-        ("completed", "completed_at"),
-        ("holds", "holds"),
-        ("last error", "last_error"),
+pub(super) fn print_backup_description(described: &BackupDescription) {
+    let backup = &described.backup;
+    for (label, value) in [
+        ("id", shown(&backup.id)),
+        ("cluster", shown(&backup.cluster)),
+        ("plan", shown(&backup.plan)),
+        ("schedule", shown(&backup.schedule)),
+        ("status", shown(&backup.status)),
+        ("kind", shown(&backup.kind)),
+        ("completed", shown(&backup.completed_at)),
+        ("holds", shown(&backup.holds)),
+        ("last error", shown(&backup.last_error)),
     ] {
-        println!("{:<12}{}", format!("{label}:"), cell(lookup(backup, path)));
+        println!("{:<12}{value}", format!("{label}:"));
     }
-    println!("{:<12}{}", "verified:", verified_cell(backup, Utc::now()));
-    let retention = value.get("retention").unwrap_or(&Value::Null);
+    let verified = verified_text(backup.verification.as_ref(), Utc::now());
+    println!("{:<12}{verified}", "verified:");
+    let retention = &described.retention;
     println!(
         "{:<12}{} ({})",
         "retention:",
-        cell(retention.get("verdict")),
-        join_reasons(retention.get("reasons"))
+        shown(&retention.verdict),
+        join_reasons(&retention.reasons)
     );
-    let volumes = value.get("volumes").and_then(Value::as_array);
-    if let Some(volumes) = volumes.filter(|v| !v.is_empty()) {
+    if !described.volumes.is_empty() {
         println!();
-        let rows: Vec<Vec<String>> = volumes
+        let rows: Vec<Vec<String>> = described
+            .volumes
             .iter()
             .map(|v| {
                 vec![
-                    cell(v.get("name")),
-                    cell(v.get("kind")),
-                    cell(v.get("parent")),
-                    cell(v.get("state")),
-                    join_reasons(v.get("reasons")),
+                    shown(&v.name),
+                    shown(&v.kind),
+                    shown(&v.parent),
+                    shown(&v.state),
+                    join_reasons(&v.reasons),
                 ]
             })
             .collect();
@@ -236,20 +262,18 @@ pub(super) fn print_backup_description(value: &Value) {
             &rows,
         );
     }
-    let history = backup
-        .pointer("/verification/history")
-        .and_then(Value::as_array);
+    let history = backup.verification.as_ref().map(|v| &v.history);
     if let Some(history) = history.filter(|h| !h.is_empty()) {
         println!();
         let rows: Vec<Vec<String>> = history
             .iter()
             .map(|e| {
                 vec![
-                    cell(e.get("at")),
-                    cell(e.get("outcome")),
-                    cell(e.get("duration_ms")),
-                    cell(e.get("request_id")),
-                    cell(e.get("reason")),
+                    shown(&e.at),
+                    shown(&e.outcome),
+                    shown(&e.duration_ms),
+                    shown(&e.request_id),
+                    shown(&e.reason),
                 ]
             })
             .collect();
@@ -260,24 +284,34 @@ pub(super) fn print_backup_description(value: &Value) {
     }
 }
 
-/// The VERIFIED cell of `backup list`: how long ago a restore test proved the backup, `failed`,
-/// `testing` while one runs, `-` when never tested.
+/// The VERIFIED cell of one row of `backup list` (a record as the server sent it).
 pub(super) fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> String {
-    let Some(verification) = record.get("verification").filter(|v| !v.is_null()) else {
+    let verification = record
+        .get("verification")
+        .filter(|v| !v.is_null())
+        .and_then(|v| serde_json::from_value::<Verification>(v.clone()).ok());
+    verified_text(verification.as_ref(), now)
+}
+
+/// How long ago a restore test proved the backup, `failed`, `testing` while one runs, `-` when
+/// never tested.
+pub(super) fn verified_text(
+    verification: Option<&Verification>,
+    now: chrono::DateTime<Utc>,
+) -> String {
+    let Some(verification) = verification else {
         return "-".into();
     };
-    if verification.get("pending").is_some_and(|p| !p.is_null()) {
+    if verification.pending.is_some() {
         return "testing".into();
     }
-    match verification.get("state").and_then(Value::as_str) {
-        Some("verified") => verification
-            .get("at")
-            .and_then(Value::as_str)
-            .and_then(|at| at.parse::<chrono::DateTime<Utc>>().ok())
+    match verification.state {
+        VerificationState::Verified => verification
+            .at
             .map(|at| format!("{} ago", crate::output::age(now - at)))
             .unwrap_or_else(|| "verified".into()),
-        Some("failed") => "failed".into(),
-        _ => "-".into(),
+        VerificationState::Failed => "failed".into(),
+        VerificationState::Unverified => "-".into(),
     }
 }
 
@@ -309,52 +343,41 @@ pub(super) fn print_runs(runs: &[sexton_schedule::PlannedRun], zone: chrono_tz::
 
 /// `schedule describe` as text: the schedule's settings, its timing in words (the zone said
 /// even when it is UTC), what happens now and why, and its next runs.
-pub(super) fn print_schedule_description(value: &Value) {
-    let schedule = value.get("schedule").unwrap_or(&Value::Null);
-    let timing = value.get("timing").unwrap_or(&Value::Null);
-    let explain = value.get("explain").unwrap_or(&Value::Null);
-    let status = schedule.get("status").unwrap_or(&Value::Null);
+pub(super) fn print_schedule_description(described: &ScheduleDescription) {
+    let schedule = &described.schedule;
+    let status = &schedule.status;
+    let explain = &described.explain;
     let line = |label: &str, text: String| println!("{:<14}{text}", format!("{label}:"));
-    for (label, path) in [("name", "name"), ("cluster", "cluster"), ("plan", "plan")] {
-        line(label, cell(lookup(schedule, path)));
-    }
+    line("name", shown(&schedule.name));
+    line("cluster", shown(&schedule.cluster));
+    line("plan", shown(&schedule.plan));
     // The policy as its keys, one line: `keep_last=7, recovery_window=30d`.
-    line("policy", cell(schedule.get("policy")).replace(',', ", "));
-    if schedule
-        .get("labels")
-        .and_then(Value::as_object)
-        .is_some_and(|labels| !labels.is_empty())
-    {
-        line("labels", cell(schedule.get("labels")));
+    line("policy", shown(&schedule.policy).replace(',', ", "));
+    if !schedule.labels.is_empty() {
+        line("labels", shown(&schedule.labels));
     }
-    if let Some(created) = schedule.get("created_at").and_then(Value::as_str) {
-        if let Ok(at) = created.parse::<DateTime<Utc>>() {
-            line(
-                "created",
-                format!(
-                    "{} ({} ago)",
-                    crate::output::time(at),
-                    crate::output::age(crate::output::now() - at)
-                ),
-            );
-        }
-    }
-    match timing.get("settings").and_then(Value::as_array) {
-        Some(settings) => {
+    let created = schedule.created_at;
+    line(
+        "created",
+        format!(
+            "{} ({} ago)",
+            crate::output::time(created),
+            crate::output::age(crate::output::now() - created)
+        ),
+    );
+    match &described.timing {
+        TimingView::Parsed { settings, .. } => {
             for setting in settings {
-                let text = cell(Some(setting));
+                let text = shown(setting);
                 match text.split_once(": ") {
                     Some((label, rest)) => line(label, rest.to_string()),
                     None => line("timing", text),
                 }
             }
         }
-        None => line("timing", cell(timing.get("error"))),
+        TimingView::Error { error } => line("timing", shown(error)),
     }
-    if let Some(seconds) = schedule
-        .get("starting_deadline_seconds")
-        .and_then(Value::as_u64)
-    {
+    if let Some(seconds) = schedule.starting_deadline_seconds {
         let deadline = sexton_schedule::Span::from_seconds(seconds)
             .map_or_else(|_| format!("{seconds}s"), |s| s.to_string());
         line(
@@ -362,50 +385,43 @@ pub(super) fn print_schedule_description(value: &Value) {
             format!("{deadline}: a run missed by more than this is skipped"),
         );
     }
-    if let Some(n) = schedule.get("pause_after_failures").and_then(Value::as_u64) {
-        let so_far = status
-            .get("consecutive_failures")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
+    if let Some(n) = schedule.pause_after_failures {
         line(
             "pause after",
-            format!("{n} consecutive failed backups ({so_far} so far)"),
-        );
-    }
-    line("phase", cell(status.get("phase")));
-    if let Some(reason) = status.get("paused_reason").filter(|r| !r.is_null()) {
-        line("paused", cell(Some(reason)));
-    }
-    line("last backup", cell(status.get("last_backup")));
-    if let Some(skip) = value.get("last_skip").filter(|s| !s.is_null()) {
-        line(
-            "last skip",
             format!(
-                "{}: {}",
-                cell(skip.get("reason")),
-                cell(skip.get("explanation"))
+                "{n} consecutive failed backups ({} so far)",
+                status.consecutive_failures
             ),
         );
     }
-    if let Some(backfill) = status.get("backfill").filter(|b| !b.is_null()) {
-        let total = backfill
-            .get("ticks")
-            .and_then(Value::as_array)
-            .map_or(0, Vec::len);
+    line("phase", shown(&status.phase));
+    if let Some(reason) = &status.paused_reason {
+        line("paused", shown(reason));
+    }
+    line("last backup", shown(&status.last_backup));
+    if let Some(skip) = &described.last_skip {
+        line(
+            "last skip",
+            format!("{}: {}", shown(&skip.reason), shown(&skip.explanation)),
+        );
+    }
+    if let Some(backfill) = &status.backfill {
         line(
             "backfill",
             format!(
-                "{} to {}: {} of {total} ticks done{}",
-                cell(backfill.get("from")),
-                cell(backfill.get("to")),
-                cell(backfill.get("done")),
-                match backfill.get("finished_at").filter(|f| !f.is_null()) {
-                    Some(at) => format!(", finished {}", cell(Some(at))),
+                "{} to {}: {} of {} ticks done{}",
+                shown(&backfill.from),
+                shown(&backfill.to),
+                backfill.done,
+                backfill.ticks.len(),
+                match backfill.finished_at {
+                    Some(at) => format!(", finished {}", shown(&at)),
                     None => String::new(),
                 }
             ),
         );
     }
+    // What happens now: `sexton_schedule::Explanation` as the scheduler wrote it.
     line(
         "now",
         format!(
@@ -417,13 +433,9 @@ pub(super) fn print_schedule_description(value: &Value) {
     if let Some(error) = explain.get("error").filter(|e| !e.is_null()) {
         line("error", cell(Some(error)));
     }
-    if let Some(upcoming) = timing.get("upcoming") {
+    if let TimingView::Parsed { zone, upcoming, .. } = &described.timing {
         if let Ok(runs) = serde_json::from_value::<Vec<PlannedRunView>>(upcoming.clone()) {
-            let zone = timing
-                .get("zone")
-                .and_then(Value::as_str)
-                .and_then(|name| name.parse().ok())
-                .unwrap_or(chrono_tz::UTC);
+            let zone = zone.parse().unwrap_or(chrono_tz::UTC);
             println!();
             let rows: Vec<Vec<String>> = runs.iter().map(|run| run.row(zone)).collect();
             print_table(&["RUN AT", "CRON TIME", "EFFECT"].map(String::from), &rows);
@@ -461,14 +473,7 @@ impl PlannedRunView {
     }
 }
 
-pub(super) fn join_reasons(reasons: Option<&Value>) -> String {
-    reasons
-        .and_then(Value::as_array)
-        .map(|r| {
-            r.iter()
-                .map(|v| cell(Some(v)))
-                .collect::<Vec<_>>()
-                .join("; ")
-        })
-        .unwrap_or_default()
+/// Reasons as one cell: each as the tables show text, `; ` between.
+fn join_reasons(reasons: &[String]) -> String {
+    reasons.iter().map(shown).collect::<Vec<_>>().join("; ")
 }

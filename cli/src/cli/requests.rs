@@ -1,65 +1,153 @@
 //! What the online commands ask the services: the API call of each command (its subject, its
-//! body and the columns its answer shows), the dry run a destructive command asks first, and the
-//! request itself over NATS with who asks (a permission denial ends the wait at once).
+//! body as the request type of `sexton_shared::api` the service decodes, and the columns its
+//! answer shows), and the dry run a destructive command asks first. The names a request holds
+//! are parsed here as the service parses them, so a bad one is refused before anything is sent,
+//! in the service's words and with its exit code (2). Sending is [`crate::client::Client`]'s.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, fmt::Display, str::FromStr};
 
-use anyhow::Context as _;
 use chrono::Utc;
-use serde_json::{json, Value};
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::Value;
 use sexton_shared::{
-    api::{ErrorCode, Reply},
-    config::Config,
+    api::{
+        ApproveRequest, BackupDelete, BackupHold, BackupRef, ByName, ClusterForget, ImportRequest,
+        ListFilter, OrphansRequest, PluginByName, PluginList, PluginSpec, PreviewRequest,
+        ScheduleBackfill, ScheduleDelete, ScheduleDescription, ScheduleSpec, ScheduleUpdate,
+        ScrubRequest, StatusRequest, TimingView, Unpause, VerifyRequest,
+    },
+    names::{BackupId, ClusterName, PlanName, ScheduleName},
     topology,
+    wire::{Message, SCHEMA_VERSION},
 };
 
 #[allow(unused_imports)]
 use super::*;
 
+/// The body of one API request: the request type its service decodes, serialised as itself.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Body {
+    ScheduleSpec(Box<ScheduleSpec>),
+    ScheduleUpdate(Box<ScheduleUpdate>),
+    ByName(ByName),
+    ListFilter(ListFilter),
+    ScheduleDelete(ScheduleDelete),
+    Unpause(Unpause),
+    ScheduleBackfill(ScheduleBackfill),
+    BackupRef(BackupRef),
+    BackupHold(BackupHold),
+    BackupDelete(BackupDelete),
+    VerifyRequest(VerifyRequest),
+    OrphansRequest(OrphansRequest),
+    PluginSpec(PluginSpec),
+    PluginByName(PluginByName),
+    PluginList(PluginList),
+    PreviewRequest(PreviewRequest),
+    ApproveRequest(ApproveRequest),
+    ScrubRequest(ScrubRequest),
+    ImportRequest(ImportRequest),
+    StatusRequest(StatusRequest),
+    ClusterForget(ClusterForget),
+}
+
+impl Body {
+    /// The dry run of a request that deletes: the same request with `dry_run` set, or, for a
+    /// retention approval, the preview of the held run it lets through.
+    fn dry_run(&self) -> Body {
+        let mut dry = self.clone();
+        match &mut dry {
+            Body::ScheduleDelete(request) => request.dry_run = true,
+            Body::ClusterForget(request) => request.dry_run = true,
+            Body::BackupDelete(request) => request.dry_run = true,
+            Body::OrphansRequest(request) => request.dry_run = true,
+            Body::ApproveRequest(request) => {
+                return Body::PreviewRequest(PreviewRequest {
+                    schema_version: request.schema_version,
+                    cluster: request.cluster.clone(),
+                    plan: Some(request.plan.clone()),
+                })
+            }
+            other => unreachable!("no dry run of {other:?}"),
+        }
+        dry
+    }
+
+    /// The request again, confirmed: after a refusal that asked for confirmation (a schedule
+    /// whose new policy deletes backups kept now).
+    pub(super) fn confirm(&mut self) {
+        match self {
+            Body::ScheduleSpec(spec) => spec.confirm = true,
+            Body::ScheduleUpdate(update) => update.confirm = true,
+            _ => {}
+        }
+    }
+}
+
+/// A value of request `M` parsed as its service parses it (a name, an id, a duration): one the
+/// service would refuse is refused here with the service's words (`invalid request: invalid
+/// schedule name "../x": ...`), as bad input.
+pub(super) fn parsed<M: Message, T>(value: &str) -> Result<T, Failure>
+where
+    T: FromStr,
+    T::Err: Display,
+{
+    value.parse().map_err(refused_as::<M>)
+}
+
+/// An optional value of request `M`, parsed as [`parsed`] does.
+pub(super) fn parsed_opt<M: Message, T>(value: Option<&String>) -> Result<Option<T>, Failure>
+where
+    T: FromStr,
+    T::Err: Display,
+{
+    value.map(|value| parsed::<M, T>(value)).transpose()
+}
+
+/// A flag's word (`skip`, `allow`, `schedule`, ...) as the field of request `M` it sets, read
+/// as the service reads the field.
+pub(super) fn choice<M: Message, T: DeserializeOwned>(word: &str) -> Result<T, Failure> {
+    serde_json::from_value(Value::String(word.to_string())).map_err(refused_as::<M>)
+}
+
+/// A refusal of request `M` before it is sent, in the words of the service's decoding.
+pub(super) fn refused_as<M: Message>(err: impl Display) -> Failure {
+    Failure::input(format!("invalid {}: {err}", M::KIND))
+}
+
 /// For a command that deletes (unless it is a dry run itself): whether `--yes` was given, and
 /// the dry run of the same request that shows what it would do.
-pub(super) fn destructive(command: &Command, body: &Value) -> Option<(bool, (String, Value))> {
-    let dry = |subject: String| {
-        let mut preview = body.clone();
-        preview["dry_run"] = json!(true);
-        (subject, preview)
-    };
-    match command {
+pub(super) fn destructive(command: &Command, body: &Body) -> Option<(bool, (String, Body))> {
+    let (yes, subject) = match command {
         Command::Schedule(ScheduleCommand::Delete {
             dry_run: false,
             yes,
             ..
-        }) => Some((*yes, dry(topology::api_subject("schedule", "delete")))),
+        }) => (yes, topology::api_subject("schedule", "delete")),
         Command::Cluster(ClusterCommand::Forget {
             dry_run: false,
             yes,
             ..
-        }) => Some((*yes, dry(topology::api_subject("cluster", "forget")))),
+        }) => (yes, topology::api_subject("cluster", "forget")),
         Command::Backup(BackupCommand::Delete {
             dry_run: false,
             yes,
             ..
-        }) => Some((*yes, dry(topology::api_subject("backup", "delete")))),
+        }) => (yes, topology::api_subject("backup", "delete")),
         Command::Backup(BackupCommand::Orphans {
             delete: true,
             dry_run: false,
             yes,
             ..
-        }) => Some((*yes, dry(topology::api_subject("orphans", "delete")))),
+        }) => (yes, topology::api_subject("orphans", "delete")),
         Command::Retention(RetentionCommand::Approve {
-            cluster,
-            plan,
             yes,
             dry_run: false,
-        }) => Some((
-            *yes,
-            (
-                topology::api_subject("retention", "preview"),
-                json!({"schema_version": 1, "cluster": cluster, "plan": plan}),
-            ),
-        )),
-        _ => None,
-    }
+            ..
+        }) => (yes, topology::api_subject("retention", "preview")),
+        _ => return None,
+    };
+    Some((*yes, (subject, body.dry_run())))
 }
 
 /// The columns of a schedule's table.
@@ -73,71 +161,71 @@ const SCHEDULE_COLUMNS: &[&str] = &[
     "schedule.status.next_run_time",
 ];
 
-/// The body of a request that names one schedule.
-fn by_name(name: &str) -> Value {
-    json!({"schema_version": 1, "name": name})
+/// A request that names one schedule.
+pub(super) fn by_name(name: &str) -> Result<ByName, Failure> {
+    Ok(ByName {
+        schema_version: SCHEMA_VERSION,
+        name: parsed::<ByName, ScheduleName>(name)?,
+    })
+}
+
+/// A request that names one backup.
+pub(super) fn backup_ref(cluster: &str, id: &str) -> Result<BackupRef, Failure> {
+    Ok(BackupRef {
+        schema_version: SCHEMA_VERSION,
+        cluster: parsed::<BackupRef, ClusterName>(cluster)?,
+        id: parsed::<BackupRef, BackupId>(id)?,
+    })
 }
 
 /// An API call: its subject, its body, and the columns of its answer's table.
-pub(super) type Call = (String, Value, &'static [&'static str]);
+pub(super) type Call = (String, Body, &'static [&'static str]);
 
 /// The API call of an online command, and the columns its table shows.
 pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
     Ok(match command {
         Command::Schedule(command) => return schedule_request(command),
         Command::Backup(command) => return backup_request(command),
-        Command::Plugin(PluginCommand::Register {
-            name,
-            subject,
-            selector,
-            timeout,
-        }) => {
-            let mut body = json!({"schema_version": 1, "name": name, "subject": subject,
-                                  "selector": selector.iter().cloned().collect::<BTreeMap<_, _>>()});
-            if let Some(timeout) = timeout {
-                body["timeout_seconds"] = json!(timeout);
-            }
-            (
-                topology::api_subject("plugin", "register"),
-                body,
-                &["name", "subject", "selector", "timeout_seconds"],
-            )
-        }
-        Command::Plugin(PluginCommand::List { .. }) => (
-            topology::api_subject("plugin", "list"),
-            json!({"schema_version": 1}),
-            &["name", "subject", "selector", "timeout_seconds", "error"],
+        Command::Plugin(command) => return plugin_request(command),
+        Command::Retention(RetentionCommand::Preview { cluster, plan }) => (
+            topology::api_subject("retention", "preview"),
+            Body::PreviewRequest(PreviewRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<PreviewRequest, _>(cluster)?,
+                plan: parsed_opt::<PreviewRequest, _>(plan.as_ref())?,
+            }),
+            &[],
         ),
-        Command::Plugin(PluginCommand::Unregister { name }) => (
-            topology::api_subject("plugin", "unregister"),
-            json!({"schema_version": 1, "name": name}),
-            &["unregistered"],
-        ),
-        Command::Retention(RetentionCommand::Preview { cluster, plan }) => {
-            let mut body = json!({"schema_version": 1, "cluster": cluster});
-            if let Some(plan) = plan {
-                body["plan"] = json!(plan);
-            }
-            (topology::api_subject("retention", "preview"), body, &[])
-        }
         Command::Retention(RetentionCommand::Approve {
             cluster,
             plan,
             dry_run,
             ..
-        }) => (
-            // A dry run shows the held run as the preview does, and approves nothing.
-            topology::api_subject("retention", if *dry_run { "preview" } else { "approve" }),
-            json!({"schema_version": 1, "cluster": cluster, "plan": plan}),
+        }) => {
+            let approve = ApproveRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<ApproveRequest, _>(cluster)?,
+                plan: parsed::<ApproveRequest, PlanName>(plan)?,
+            };
             if *dry_run {
-                &[]
+                // A dry run shows the held run as the preview does, and approves nothing.
+                let preview = Body::ApproveRequest(approve).dry_run();
+                (topology::api_subject("retention", "preview"), preview, &[])
             } else {
-                &["cluster", "plan", "approved_at", "deleting"]
-            },
-        ),
+                (
+                    topology::api_subject("retention", "approve"),
+                    Body::ApproveRequest(approve),
+                    &["cluster", "plan", "approved_at", "deleting"],
+                )
+            }
+        }
         Command::Catalog(CatalogCommand::Scrub { cluster, dry_run }) => (
             topology::api_subject("catalog", "scrub"),
-            json!({"schema_version": 1, "cluster": cluster, "dry_run": dry_run}),
+            Body::ScrubRequest(ScrubRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<ScrubRequest, _>(cluster)?,
+                dry_run: *dry_run,
+            }),
             &[
                 "cluster",
                 "dry_run",
@@ -149,7 +237,11 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
         ),
         Command::Catalog(CatalogCommand::Import { cluster, dry_run }) => (
             topology::api_subject("catalog", "import"),
-            json!({"schema_version": 1, "cluster": cluster, "dry_run": dry_run}),
+            Body::ImportRequest(ImportRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<ImportRequest, _>(cluster)?,
+                dry_run: *dry_run,
+            }),
             &[
                 "cluster",
                 "dry_run",
@@ -161,7 +253,10 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
         ),
         Command::Binlog(BinlogCommand::Status { cluster }) => (
             topology::api_subject("binlog", "status"),
-            json!({"schema_version": 1, "cluster": cluster}),
+            Body::StatusRequest(StatusRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<StatusRequest, _>(cluster)?,
+            }),
             &[
                 "cluster",
                 "index.state",
@@ -181,12 +276,16 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
             yes: _,
         }) => {
             // A quick, local refusal of a name the API would refuse too.
-            sexton_shared::names::ClusterName::new(cluster.as_str())
+            let cluster = ClusterName::new(cluster.as_str())
                 .map_err(|err| Failure::input(format!("--cluster {cluster:?}: {err}")))?;
             (
                 topology::api_subject("cluster", "forget"),
-                json!({"schema_version": 1, "cluster": cluster, "remote": remote,
-                       "dry_run": dry_run}),
+                Body::ClusterForget(ClusterForget {
+                    schema_version: SCHEMA_VERSION,
+                    cluster,
+                    remote: *remote,
+                    dry_run: *dry_run,
+                }),
                 &["cluster", "forgotten", "records", "summary"],
             )
         }
@@ -194,18 +293,58 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
     })
 }
 
+/// The API call of a `plugin` command. A plugin's name is checked by the deleter, as before.
+fn plugin_request(command: &PluginCommand) -> Result<Call, Failure> {
+    Ok(match command {
+        PluginCommand::Register {
+            name,
+            subject,
+            selector,
+            timeout,
+        } => (
+            topology::api_subject("plugin", "register"),
+            Body::PluginSpec(PluginSpec {
+                schema_version: SCHEMA_VERSION,
+                name: name.clone(),
+                subject: subject.clone(),
+                selector: selector.iter().cloned().collect::<BTreeMap<_, _>>(),
+                timeout_seconds: *timeout,
+                registered_at: None,
+            }),
+            &["name", "subject", "selector", "timeout_seconds"],
+        ),
+        PluginCommand::List { .. } => (
+            topology::api_subject("plugin", "list"),
+            Body::PluginList(PluginList::default()),
+            &["name", "subject", "selector", "timeout_seconds", "error"],
+        ),
+        PluginCommand::Unregister { name } => (
+            topology::api_subject("plugin", "unregister"),
+            Body::PluginByName(PluginByName {
+                schema_version: SCHEMA_VERSION,
+                name: name.clone(),
+            }),
+            &["unregistered"],
+        ),
+    })
+}
+
 /// The API call of a `schedule` command.
 fn schedule_request(command: &ScheduleCommand) -> Result<Call, Failure> {
     Ok(match command {
-        ScheduleCommand::Create(args) => return schedule_create(args),
+        ScheduleCommand::Create(args) => (
+            topology::api_subject("schedule", "create"),
+            Body::ScheduleSpec(Box::new(super::schedule_body::create(args)?)),
+            SCHEDULE_COLUMNS,
+        ),
         ScheduleCommand::Get { name } => (
             topology::api_subject("schedule", "get"),
-            by_name(name),
+            Body::ByName(by_name(name)?),
             SCHEDULE_COLUMNS,
         ),
         ScheduleCommand::Describe { name, .. } => (
             topology::api_subject("schedule", "describe"),
-            by_name(name),
+            Body::ByName(by_name(name)?),
             &[
                 "schedule.name",
                 "schedule.cron",
@@ -217,61 +356,66 @@ fn schedule_request(command: &ScheduleCommand) -> Result<Call, Failure> {
                 "explain.error",
             ],
         ),
-        ScheduleCommand::List { cluster, .. } => {
-            let mut body = json!({"schema_version": 1});
-            if let Some(cluster) = cluster {
-                body["cluster"] = json!(cluster);
-            }
-            (
-                topology::api_subject("schedule", "list"),
-                body,
-                SCHEDULE_COLUMNS,
-            )
-        }
-        ScheduleCommand::Delete { name, dry_run, .. } => {
-            let mut body = by_name(name);
-            body["dry_run"] = json!(dry_run);
-            (
-                topology::api_subject("schedule", "delete"),
-                body,
-                &["schedule", "deleted", "records", "summary"],
-            )
-        }
+        ScheduleCommand::List { cluster, .. } => (
+            topology::api_subject("schedule", "list"),
+            Body::ListFilter(ListFilter {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed_opt::<ListFilter, _>(cluster.as_ref())?,
+                plan: None,
+            }),
+            SCHEDULE_COLUMNS,
+        ),
+        ScheduleCommand::Delete { name, dry_run, .. } => (
+            topology::api_subject("schedule", "delete"),
+            Body::ScheduleDelete(ScheduleDelete {
+                schema_version: SCHEMA_VERSION,
+                name: parsed::<ScheduleDelete, _>(name)?,
+                dry_run: *dry_run,
+            }),
+            &["schedule", "deleted", "records", "summary"],
+        ),
         ScheduleCommand::Pause { name } => (
             topology::api_subject("schedule", "pause"),
-            by_name(name),
+            Body::ByName(by_name(name)?),
             SCHEDULE_COLUMNS,
         ),
         ScheduleCommand::Unpause {
             name,
             skip_immediately,
-        } => {
-            let mut body = by_name(name);
-            if let Some(skip) = skip_immediately {
-                body["skip_immediately"] = json!(skip);
-            }
-            (
-                topology::api_subject("schedule", "unpause"),
-                body,
-                SCHEDULE_COLUMNS,
-            )
-        }
-        ScheduleCommand::Update(args) => return schedule_update(args),
+        } => (
+            topology::api_subject("schedule", "unpause"),
+            Body::Unpause(Unpause {
+                schema_version: SCHEMA_VERSION,
+                name: parsed::<Unpause, _>(name)?,
+                skip_immediately: *skip_immediately,
+            }),
+            SCHEDULE_COLUMNS,
+        ),
+        ScheduleCommand::Update(args) => (
+            topology::api_subject("schedule", "update"),
+            Body::ScheduleUpdate(Box::new(super::schedule_body::update(args)?)),
+            SCHEDULE_COLUMNS,
+        ),
         ScheduleCommand::Backfill {
             name,
             from,
             to,
             overlap,
         } => {
-            let mut body = by_name(name);
-            body["from"] = json!(parse_time("from", from)?);
-            body["to"] = json!(parse_time("to", to)?);
-            if let Some(overlap) = overlap {
-                body["overlap"] = json!(overlap);
-            }
+            let from = parse_time("from", from)?;
+            let to = parse_time("to", to)?;
             (
                 topology::api_subject("schedule", "backfill"),
-                body,
+                Body::ScheduleBackfill(ScheduleBackfill {
+                    schema_version: SCHEMA_VERSION,
+                    name: parsed::<ScheduleBackfill, _>(name)?,
+                    from,
+                    to,
+                    overlap: overlap
+                        .as_deref()
+                        .map(choice::<ScheduleBackfill, _>)
+                        .transpose()?,
+                }),
                 &[
                     "schedule.name",
                     "backfill.ticks",
@@ -287,206 +431,52 @@ fn schedule_request(command: &ScheduleCommand) -> Result<Call, Failure> {
     })
 }
 
-/// `schedule create`: the new schedule as the flags give it.
-fn schedule_create(args: &CreateArgs) -> Result<Call, Failure> {
-    let policy = policy_json(args.policy.as_deref(), args.keep_last, true)?.expect("required");
-    let labels: BTreeMap<_, _> = args.labels.iter().cloned().collect();
-    let mut body = json!({
-        "schema_version": 1,
-        "name": args.name,
-        "cluster": args.cluster,
-        "plan": args.plan,
-        "cron": args.cron,
-        "paused": args.paused,
-        "policy": policy,
-        "labels": labels,
-        "remote_cleanup": args.remote_cleanup,
-    });
-    if let Some(skip) = args.skip_immediately {
-        body["skip_immediately"] = json!(skip);
-    }
-    if let Some(overlap) = &args.overlap_policy {
-        body["overlap_policy"] = json!(overlap);
-    }
-    if let Some(seconds) = args.starting_deadline_seconds {
-        body["starting_deadline_seconds"] = json!(seconds);
-    }
-    if let Some(deadline) = args.starting_deadline {
-        body["starting_deadline"] = json!(deadline);
-    }
-    if let Some(jitter) = args.timing.jitter {
-        body["jitter"] = json!(jitter);
-    }
-    if !args.timing.exclude.is_empty() {
-        body["exclude"] = json!(args.timing.exclude);
-    }
-    if let Some(on_blackout) = &args.timing.on_blackout {
-        body["on_blackout"] = json!(on_blackout);
-    }
-    if let Some(n) = args.pause_after_failures {
-        body["pause_after_failures"] = json!(n);
-    }
-    if !args.annotations.is_empty() {
-        body["annotations"] = json!(args.annotations.iter().cloned().collect::<BTreeMap<_, _>>());
-    }
-    if let Some(n) = args.full_every {
-        body["full_every"] = json!(n);
-    }
-    if !args.volumes.is_empty() {
-        body["volumes"] = json!(args.volumes);
-    }
-    if let Some(owner) = &args.backup_owner {
-        body["backup_owner"] = json!(owner);
-    }
-    if let Some(verify) = verify_json(&args.verify_cron, &args.verify_pick, &args.verify_timeout)? {
-        body["verify"] = verify;
-    }
-    if let Some(breaker) = &args.breaker {
-        body["breaker"] = breaker.clone();
-    }
-    body["confirm"] = json!(args.yes);
-    body["dry_run"] = json!(args.dry_run);
-    Ok((
-        topology::api_subject("schedule", "create"),
-        body,
-        SCHEDULE_COLUMNS,
-    ))
-}
-
-/// `schedule update`: only the fields the flags change.
-fn schedule_update(args: &UpdateArgs) -> Result<Call, Failure> {
-    let mut body = by_name(&args.name);
-    if let Some(cron) = &args.cron {
-        body["cron"] = json!(cron);
-    }
-    if args.replace_policy {
-        let policy = policy_json(args.policy.as_deref(), args.keep_last, false)?
-            .ok_or_else(|| Failure::input("--replace-policy needs --policy or --keep-last"))?;
-        body["policy"] = policy;
-    } else if let Some(patch) = policy_patch(args.policy.as_deref(), args.keep_last)? {
-        body["policy_patch"] = patch;
-    }
-    if let Some(breaker) = &args.breaker {
-        body["breaker"] = breaker.clone();
-    }
-    if args.breaker_defaults {
-        body["breaker"] = Value::Null;
-    }
-    body["confirm"] = json!(args.yes);
-    body["dry_run"] = json!(args.dry_run);
-    if !args.labels.is_empty() {
-        body["labels"] = json!(args.labels.iter().cloned().collect::<BTreeMap<_, _>>());
-    }
-    if let Some(overlap) = &args.overlap_policy {
-        body["overlap_policy"] = json!(overlap);
-    }
-    if let Some(seconds) = args.starting_deadline_seconds {
-        body["starting_deadline_seconds"] = json!(seconds);
-    }
-    if let Some(deadline) = args.starting_deadline {
-        body["starting_deadline"] = json!(deadline);
-    }
-    if args.no_starting_deadline {
-        body["starting_deadline"] = Value::Null;
-    }
-    if let Some(jitter) = args.timing.jitter {
-        body["jitter"] = json!(jitter);
-    }
-    if args.no_jitter {
-        body["jitter"] = Value::Null;
-    }
-    if !args.timing.exclude.is_empty() {
-        body["exclude"] = json!(args.timing.exclude);
-    }
-    if args.no_exclude {
-        body["exclude"] = json!([]);
-    }
-    if let Some(on_blackout) = &args.timing.on_blackout {
-        body["on_blackout"] = json!(on_blackout);
-    }
-    if let Some(n) = args.pause_after_failures {
-        body["pause_after_failures"] = json!(n);
-    }
-    if args.no_pause_after_failures {
-        body["pause_after_failures"] = Value::Null;
-    }
-    if !args.annotations.is_empty() {
-        body["annotations"] = json!(args.annotations.iter().cloned().collect::<BTreeMap<_, _>>());
-    }
-    if let Some(n) = args.full_every {
-        body["full_every"] = json!(n);
-    }
-    if args.no_full_every {
-        body["full_every"] = Value::Null;
-    }
-    if !args.volumes.is_empty() {
-        body["volumes"] = json!(args.volumes);
-    }
-    if let Some(owner) = &args.backup_owner {
-        body["backup_owner"] = json!(owner);
-    }
-    if let Some(verify) = verify_json(&args.verify_cron, &args.verify_pick, &args.verify_timeout)? {
-        body["verify"] = verify;
-    }
-    if args.no_verify {
-        body["verify"] = Value::Null;
-    }
-    Ok((
-        topology::api_subject("schedule", "update"),
-        body,
-        SCHEDULE_COLUMNS,
-    ))
-}
-
 /// The API call of a `backup` command.
 fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
     Ok(match command {
         BackupCommand::Create { from_schedule } => (
             topology::api_subject("backup", "create"),
-            json!({"schema_version": 1, "name": from_schedule}),
+            Body::ByName(by_name(from_schedule)?),
             &["backup_id", "schedule", "tick"],
         ),
-        BackupCommand::List { cluster, plan, .. } => {
-            let mut body = json!({"schema_version": 1});
-            if let Some(cluster) = cluster {
-                body["cluster"] = json!(cluster);
-            }
-            if let Some(plan) = plan {
-                body["plan"] = json!(plan);
-            }
-            (
-                topology::api_subject("backup", "list"),
-                body,
-                &[
-                    "cluster",
-                    "plan",
-                    "id",
-                    "kind",
-                    "status",
-                    "completed_at",
-                    "verified",
-                ],
-            )
-        }
+        BackupCommand::List { cluster, plan, .. } => (
+            topology::api_subject("backup", "list"),
+            Body::ListFilter(ListFilter {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed_opt::<ListFilter, _>(cluster.as_ref())?,
+                plan: parsed_opt::<ListFilter, _>(plan.as_ref())?,
+            }),
+            &[
+                "cluster",
+                "plan",
+                "id",
+                "kind",
+                "status",
+                "completed_at",
+                "verified",
+            ],
+        ),
         BackupCommand::Verify {
             id,
             cluster,
             timeout,
             wait: _,
-        } => {
-            let mut body = json!({"schema_version": 1, "cluster": cluster, "id": id});
-            if let Some(timeout) = timeout {
-                body["timeout"] = json!(timeout);
-            }
-            (
-                topology::api_subject("backup", "verify"),
-                body,
-                &["request_id", "backup_id", "deadline", "recorded"],
-            )
-        }
+        } => (
+            topology::api_subject("backup", "verify"),
+            Body::VerifyRequest(VerifyRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<VerifyRequest, _>(cluster)?,
+                id: parsed::<VerifyRequest, _>(id)?,
+                timeout: timeout
+                    .as_deref()
+                    .map(choice::<VerifyRequest, _>)
+                    .transpose()?,
+            }),
+            &["request_id", "backup_id", "deadline", "recorded"],
+        ),
         BackupCommand::Describe { id, cluster } => (
             topology::api_subject("backup", "describe"),
-            json!({"schema_version": 1, "cluster": cluster, "id": id}),
+            Body::BackupRef(backup_ref(cluster, id)?),
             &[],
         ),
         BackupCommand::Hold {
@@ -495,7 +485,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             reason,
         } => (
             topology::api_subject("backup", "hold"),
-            json!({"schema_version": 1, "cluster": cluster, "id": id, "reason": reason}),
+            Body::BackupHold(backup_hold(cluster, id, reason)?),
             &["cluster", "id", "action", "holds", "warning"],
         ),
         BackupCommand::Release {
@@ -504,7 +494,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             reason,
         } => (
             topology::api_subject("backup", "release"),
-            json!({"schema_version": 1, "cluster": cluster, "id": id, "reason": reason}),
+            Body::BackupHold(backup_hold(cluster, id, reason)?),
             &["cluster", "id", "action", "holds"],
         ),
         BackupCommand::Delete {
@@ -516,8 +506,14 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             yes: _,
         } => (
             topology::api_subject("backup", "delete"),
-            json!({"schema_version": 1, "cluster": cluster, "id": id,
-               "remote": remote, "force": force, "dry_run": dry_run}),
+            Body::BackupDelete(BackupDelete {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<BackupDelete, _>(cluster)?,
+                id: parsed::<BackupDelete, _>(id)?,
+                remote: *remote,
+                force: *force,
+                dry_run: *dry_run,
+            }),
             &["cluster", "id", "action", "remote", "reason", "dry_run"],
         ),
         BackupCommand::Orphans {
@@ -526,212 +522,48 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             grace,
             dry_run,
             yes: _,
-        } => {
-            let mut body = json!({"schema_version": 1, "cluster": cluster, "grace": grace});
-            if *delete {
-                body["dry_run"] = json!(dry_run);
-            }
-            (
-                topology::api_subject("orphans", if *delete { "delete" } else { "list" }),
-                body,
-                &[],
-            )
-        }
+        } => (
+            topology::api_subject("orphans", if *delete { "delete" } else { "list" }),
+            Body::OrphansRequest(OrphansRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<OrphansRequest, _>(cluster)?,
+                grace: Some(grace.clone()),
+                dry_run: *delete && *dry_run,
+            }),
+            &[],
+        ),
     })
 }
 
-/// The policy of `--policy JSON` or `--keep-last N`, validated here for a quick error (the server
-/// validates again). `required` makes giving neither an error.
-pub(super) fn policy_json(
-    policy: Option<&str>,
-    keep_last: Option<u32>,
-    required: bool,
-) -> Result<Option<Value>, Failure> {
-    match (policy, keep_last) {
-        (Some(_), Some(_)) => Err(Failure::input("give --policy or --keep-last, not both")),
-        (Some(text), None) => {
-            sexton_retention::Policy::from_json(text)
-                .map_err(|err| Failure::input(format!("invalid --policy: {err}")))?;
-            serde_json::from_str::<Value>(text)
-                .map(Some)
-                .map_err(|err| Failure::input(format!("invalid --policy: {err}")))
-        }
-        (None, Some(0)) => Err(Failure::input("--keep-last must be at least 1")),
-        (None, Some(n)) => Ok(Some(json!({"keep_last": n}))),
-        (None, None) if required => Err(Failure::input(
-            "a schedule needs a retention policy: --keep-last N or --policy JSON",
-        )),
-        (None, None) => Ok(None),
-    }
+/// `backup.hold` and `backup.release`: the reason is checked by clap already.
+fn backup_hold(cluster: &str, id: &str, reason: &str) -> Result<BackupHold, Failure> {
+    Ok(BackupHold {
+        schema_version: SCHEMA_VERSION,
+        cluster: parsed::<BackupHold, _>(cluster)?,
+        id: parsed::<BackupHold, _>(id)?,
+        reason: reason.to_string(),
+    })
 }
 
-/// The keys `schedule update` changes in the stored policy: `--keep-last N`, or the keys of
-/// `--policy JSON` (an object; `null` removes a key).
-pub(super) fn policy_patch(
-    policy: Option<&str>,
-    keep_last: Option<u32>,
-) -> Result<Option<Value>, Failure> {
-    match (policy, keep_last) {
-        (Some(_), Some(_)) => Err(Failure::input("give --policy or --keep-last, not both")),
-        (None, Some(0)) => Err(Failure::input("--keep-last must be at least 1")),
-        (None, Some(n)) => Ok(Some(json!({"keep_last": n}))),
-        (Some(text), None) => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(keys)) => Ok(Some(Value::Object(keys))),
-            Ok(_) => Err(Failure::input(
-                "invalid --policy: expected a JSON object of the keys to change",
-            )),
-            Err(err) => Err(Failure::input(format!("invalid --policy: {err}"))),
-        },
-        (None, None) => Ok(None),
-    }
-}
-
-/// The `verify` block of a schedule from its flags: none without `--verify-cron` (the others
-/// alone are refused: they would change nothing).
-pub(super) fn verify_json(
-    cron: &Option<String>,
-    pick: &Option<String>,
-    timeout: &Option<String>,
-) -> Result<Option<Value>, Failure> {
-    let Some(cron) = cron else {
-        if pick.is_some() || timeout.is_some() {
-            return Err(Failure::input(
-                "--verify-pick and --verify-timeout need --verify-cron (the whole verify block is set at once)",
-            ));
-        }
-        return Ok(None);
-    };
-    let mut verify = json!({"cron": cron});
-    if let Some(pick) = pick {
-        verify["pick"] = json!(pick);
-    }
-    if let Some(timeout) = timeout {
-        verify["timeout"] = json!(timeout);
-    }
-    Ok(Some(verify))
-}
-
-/// The denials NATS reported on this process's connection (one connection per command).
-pub(super) static DENIALS: std::sync::OnceLock<tokio::sync::watch::Receiver<Option<String>>> =
-    std::sync::OnceLock::new();
-
-/// Connects to the fleet's NATS, watching for permission denials (see [`request`]).
-pub(super) async fn connect(config: &Config) -> Result<async_nats::Client, Failure> {
-    let (client, denials) =
-        sexton_shared::nats::connect_once_watching_denials(&config.nats, "sexton-cli")
-            .await
-            .map_err(Failure::runtime)?;
-    let _ = DENIALS.set(denials);
-    Ok(client)
-}
-
-pub(super) async fn request(
-    client: &async_nats::Client,
-    subject: &str,
-    body: Value,
-) -> Result<Value, Failure> {
-    request_raw(client, subject, body)
-        .await?
-        .map_err(|err| Failure {
-            code: if err.code == ErrorCode::Invalid { 2 } else { 1 },
-            message: err.message,
-        })
-}
-
-/// One API request, with who asks in its headers; the API's refusal is the inner `Err`.
-pub(super) async fn request_raw(
-    client: &async_nats::Client,
-    subject: &str,
-    body: Value,
-) -> Result<Result<Value, sexton_shared::api::ApiError>, Failure> {
-    let body = serde_json::to_vec(&body).map_err(|err| Failure::runtime(err.into()))?;
-    let asked = tokio::time::timeout(
-        Duration::from_secs(15),
-        client.request_with_headers(
-            subject.to_string(),
-            crate::safety::actor_headers(),
-            body.into(),
-        ),
-    );
-    // NATS drops a publication the user may not make and says so only on the connection: a
-    // denial ends the wait at once, as itself, not as "no answer".
-    let mut denials = DENIALS.get().cloned();
-    let denied = async {
-        match &mut denials {
-            Some(denials) => match denials.wait_for(Option::is_some).await {
-                Ok(denial) => denial.clone().unwrap_or_default(),
-                Err(_) => std::future::pending().await,
-            },
-            None => std::future::pending().await,
-        }
-    };
-    let answered = tokio::select! {
-        answered = asked => answered,
-        denial = denied => {
-            return Err(Failure {
-                code: EXIT_DENIED,
-                message: format!(
-                    "permission denied: NATS refused {subject} to this user ({denial}); \
-                     check nats.user and deploy/nats/authorization.conf"
-                ),
-            });
-        }
-    };
-    let message = answered
-        .map_err(|_| Failure::runtime(anyhow::anyhow!("no answer on {subject} within 15s")))?
-        .with_context(|| format!("no answer on {subject}: is the fleet running?"))
-        .map_err(Failure::runtime)?;
-    let reply: Reply = serde_json::from_slice(&message.payload)
-        .with_context(|| format!("unreadable answer on {subject}"))
-        .map_err(Failure::runtime)?;
-    Ok(reply.into_result())
-}
-
-/// The simulation of a schedule as `schedule.describe` returned it: its cron, policy, cadence
-/// and volumes, with the command's simulation options.
+/// The simulation of a schedule as `schedule.describe` returned it: its cron (for
+/// `@daily-random` and the like, the one drawn from the name), policy, cadence and volumes,
+/// with the command's simulation options.
 pub(super) fn schedule_scenario(
     name: &str,
-    described: &Value,
+    described: &ScheduleDescription,
     options: &crate::simulate::SimulationOptions,
 ) -> Result<sexton_simulate::Scenario, Failure> {
-    let schedule = described
-        .get("schedule")
-        .ok_or_else(|| Failure::runtime(anyhow::anyhow!("schedule.describe sent no schedule")))?;
-    let unreadable = |what: &str| {
-        Failure::runtime(anyhow::anyhow!(
-            "schedule.describe sent an unreadable {what}"
-        ))
-    };
-    // The spec the runs follow: for @daily-random & co. the one drawn from the name.
-    let cron = described
-        .get("timing")
-        .and_then(|timing| timing.get("cron"))
-        .or_else(|| schedule.get("cron"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| unreadable("cron"))?;
-    let policy: sexton_retention::Policy =
-        serde_json::from_value(schedule.get("policy").cloned().unwrap_or(Value::Null))
-            .map_err(|_| unreadable("policy"))?;
-    let full_every = match schedule.get("full_every") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(
-            serde_json::from_value::<sexton_retention::FullEvery>(value.clone())
-                .map_err(|_| unreadable("full_every"))?
-                .get(),
-        ),
-    };
-    let volumes: Vec<String> = match schedule.get("volumes") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(value) => {
-            serde_json::from_value(value.clone()).map_err(|_| unreadable("volume list"))?
-        }
+    let schedule = &described.schedule;
+    let cron = match &described.timing {
+        TimingView::Parsed { cron, .. } => cron,
+        TimingView::Error { .. } => &schedule.cron,
     };
     crate::simulate::scenario(
         name,
         cron,
-        policy,
-        full_every,
-        &volumes,
+        schedule.policy.clone(),
+        schedule.full_every.map(sexton_retention::FullEvery::get),
+        &schedule.volumes,
         options,
         Utc::now(),
     )

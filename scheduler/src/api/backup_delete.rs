@@ -10,9 +10,9 @@
 //! it goes once nothing needs it, or now with `--force`.
 
 use chrono::Utc;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sexton_shared::{
-    api::{ApiError, BackupDelete, ErrorCode},
+    api::{reply_value, ApiError, BackupDelete, BackupDeleted, DeleteAction, ErrorCode},
     catalog::CasError,
     nats::publish_once,
     planning::{self, UserDelete},
@@ -60,11 +60,15 @@ impl Api {
                 .collect();
             let remote = remote_cleanup(&request, target, &state.schedules);
             let now = Utc::now();
-            let reply = |action: &str, reason: Option<String>| {
-                json!({
-                    "cluster": request.cluster, "id": request.id, "action": action,
-                    "remote": remote, "force": request.force, "reason": reason,
-                    "dry_run": request.dry_run,
+            let reply = |action: DeleteAction, reason: Option<String>| {
+                reply_value(BackupDeleted {
+                    cluster: request.cluster.clone(),
+                    id: request.id.clone(),
+                    action,
+                    remote,
+                    force: request.force,
+                    reason,
+                    dry_run: request.dry_run,
                 })
             };
             let verdict = planning::judge_user_delete(&group, target, request.force, now);
@@ -72,23 +76,23 @@ impl Api {
                 // What would happen, in the words of the real answer; nothing is written.
                 return match verdict {
                     UserDelete::Refused(why) => Err(invalid(format!("refused: {why}"))),
-                    UserDelete::AlreadyDeleting => Ok(reply("already-deleting", None)),
-                    UserDelete::Now if !remote => Ok(reply("record-deleted", None)),
-                    UserDelete::Now => Ok(reply("deleting", None)),
-                    UserDelete::Deferred(why) => Ok(reply("deferred", Some(why))),
+                    UserDelete::AlreadyDeleting => reply(DeleteAction::AlreadyDeleting, None),
+                    UserDelete::Now if !remote => reply(DeleteAction::RecordDeleted, None),
+                    UserDelete::Now => reply(DeleteAction::Deleting, None),
+                    UserDelete::Deferred(why) => reply(DeleteAction::Deferred, Some(why)),
                 };
             }
             let deferred_reason = match verdict {
                 UserDelete::Refused(why) => return Err(invalid(format!("refused: {why}"))),
                 UserDelete::AlreadyDeleting => {
-                    return Ok(reply(
-                        "already-deleting",
+                    return reply(
+                        DeleteAction::AlreadyDeleting,
                         Some(format!(
                             "backup {} is {}",
                             target.id,
                             target.status.as_str()
                         )),
-                    ))
+                    )
                 }
                 UserDelete::Now if !remote => {
                     // Record only: the objects stay.
@@ -105,7 +109,7 @@ impl Api {
                                 actor,
                             )
                             .await;
-                            return Ok(reply("record-deleted", None));
+                            return reply(DeleteAction::RecordDeleted, None);
                         }
                         Err(CasError::Conflict) => continue,
                         Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
@@ -141,10 +145,10 @@ impl Api {
             )
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
-            return Ok(match deferred_reason {
-                Some(why) => reply("deferred", Some(why)),
-                None => reply("deleting", None),
-            });
+            return match deferred_reason {
+                Some(why) => reply(DeleteAction::Deferred, Some(why)),
+                None => reply(DeleteAction::Deleting, None),
+            };
         }
         Err(ApiError::new(
             ErrorCode::Conflict,

@@ -4,10 +4,10 @@
 //! make it ([`planning`]), so the three cannot disagree.
 
 use chrono::Utc;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sexton_retention::Reason;
 use sexton_shared::{
-    api::{ApiError, BackupRef},
+    api::{reply_value, ApiError, BackupDescription, BackupRef, RetentionVerdict, VolumeFate},
     planning,
 };
 
@@ -61,7 +61,7 @@ impl Api {
                 }
             };
         // One row per volume still in the record: kept or going, and why.
-        let volumes: Vec<Value> = record
+        let volumes: Vec<VolumeFate> = record
             .volumes
             .iter()
             .map(|volume| {
@@ -77,21 +77,24 @@ impl Api {
                     (None, Some(going)) => ("expiring", Some(Reason::texts(&going.reasons))),
                     (None, None) => ("kept", None),
                 };
-                json!({
-                    "name": volume.name,
-                    "kind": volume.kind,
-                    "parent": volume.parent,
-                    "keys": volume.keys,
-                    "state": state,
-                    "reasons": why.unwrap_or_else(|| reasons.clone()),
-                })
+                VolumeFate {
+                    name: volume.name.clone(),
+                    kind: volume.kind,
+                    parent: volume.parent.clone(),
+                    keys: volume.keys.clone(),
+                    state: state.to_string(),
+                    reasons: why.unwrap_or_else(|| reasons.clone()),
+                }
             })
             .collect();
-        Ok(json!({
-            "backup": record,
-            "revision": current.revision,
-            "retention": { "verdict": verdict, "reasons": reasons },
-            "volumes": volumes,
-        }))
+        reply_value(BackupDescription {
+            backup: record.clone(),
+            revision: current.revision,
+            retention: RetentionVerdict {
+                verdict: verdict.to_string(),
+                reasons,
+            },
+            volumes,
+        })
     }
 }

@@ -2,7 +2,7 @@
 //! before it takes a backup whose due-backup came again).
 
 use serde_json::Value;
-use sexton_shared::api::{ApiError, BackupRef};
+use sexton_shared::api::{reply_value, ApiError, BackupRef, BackupTaken};
 
 use super::{unavailable, Api};
 
@@ -13,8 +13,10 @@ impl Api {
             .taken_state(&request.cluster, &request.id)
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
-        Ok(serde_json::json!({
-            "cluster": request.cluster, "id": request.id, "state": state,
-        }))
+        reply_value(BackupTaken {
+            cluster: request.cluster,
+            id: request.id,
+            state: state.to_string(),
+        })
     }
 }

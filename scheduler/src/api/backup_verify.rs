@@ -6,7 +6,7 @@
 use chrono::Utc;
 use serde_json::Value;
 use sexton_shared::{
-    api::{ApiError, ErrorCode},
+    api::{ApiError, ErrorCode, VerifyAsked},
     records::BackupStatus,
 };
 
@@ -60,14 +60,23 @@ impl Api {
             .ask(&records, target, &request_id, timeout, now)
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
-        match asked {
-            Some(asked) => serde_json::to_value(asked).map_err(invalid),
+        let answer = match asked {
+            Some(asked) => VerifyAsked {
+                request_id: asked.request_id,
+                backup_id: asked.backup_id,
+                deadline: Some(asked.deadline),
+                duplicate: Some(asked.duplicate),
+                recorded: None,
+            },
             // The chain cannot be restored: recorded failed at once, with the reason.
-            None => Ok(serde_json::json!({
-                "request_id": request_id,
-                "backup_id": req.id,
-                "recorded": "failed",
-            })),
-        }
+            None => VerifyAsked {
+                request_id,
+                backup_id: req.id.to_string(),
+                deadline: None,
+                duplicate: None,
+                recorded: Some("failed".into()),
+            },
+        };
+        serde_json::to_value(answer).map_err(invalid)
     }
 }

@@ -21,9 +21,9 @@
 //! (held, reported) is not touched and the command says to run it again.
 
 use chrono::Utc;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sexton_shared::{
-    api::{ApiError, ClusterForget, ErrorCode},
+    api::{reply_value, ApiError, ClusterForget, ClusterForgotten, ErrorCode},
     catalog::Versioned,
     planning,
     records::BackupRecord,
@@ -54,24 +54,24 @@ fn fates(records: &[&BackupRecord], remote: bool) -> Vec<(String, Fate)> {
         .collect()
 }
 
-fn summary(req: &ClusterForget, fates: &[(String, Fate)], forgotten: bool) -> Value {
+fn summary(req: &ClusterForget, fates: &[(String, Fate)], forgotten: bool) -> ClusterForgotten {
     let tally = Tally::of(fates);
     let text = match tally.words() {
         None => format!("cluster {} has no backup records", req.cluster),
         Some(words) => format!("forgetting cluster {} {words}", req.cluster),
     };
-    json!({
-        "cluster": req.cluster,
-        "dry_run": req.dry_run,
-        "forgotten": forgotten,
-        "remote": req.remote,
-        "records": fates.len(),
-        "remove_records": tally.n_remove,
-        "delete_with_objects": tally.n_delete,
-        "already_deleting": tally.n_already,
-        "keep": tally.kept,
-        "summary": text,
-    })
+    ClusterForgotten {
+        cluster: req.cluster.clone(),
+        dry_run: req.dry_run,
+        forgotten,
+        remote: req.remote,
+        records: fates.len(),
+        remove_records: tally.n_remove,
+        delete_with_objects: tally.n_delete,
+        already_deleting: tally.n_already,
+        keep: tally.kept,
+        summary: text,
+    }
 }
 
 impl Api {
@@ -102,7 +102,7 @@ impl Api {
         let values: Vec<&BackupRecord> = records.iter().map(|r| &r.value).collect();
         let fates = fates(&values, req.remote);
         if req.dry_run {
-            return Ok(summary(&req, &fates, false));
+            return reply_value(summary(&req, &fates, false));
         }
         let now = Utc::now();
         self.carry_out(
@@ -125,13 +125,14 @@ impl Api {
         )
         .await?;
         tracing::info!(cluster = %req.cluster, records = fates.len(), remote = req.remote, "cluster forgotten");
-        Ok(summary(&req, &fates, true))
+        reply_value(summary(&req, &fates, true))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn record(id: &str, parent: Option<&str>, status: &str) -> BackupRecord {
         serde_json::from_value(json!({

@@ -22,9 +22,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sexton_shared::{
-    api::{ApiError, ErrorCode, ScheduleDelete},
+    api::{reply_value, ApiError, ErrorCode, KeptRecord, ScheduleDelete, ScheduleDeleted},
     catalog::{CasError, Versioned},
     names::{BackupId, ClusterName},
     nats::publish_once,
@@ -147,7 +147,7 @@ pub(super) struct Tally {
     pub(super) n_remove: usize,
     pub(super) n_delete: usize,
     pub(super) n_already: usize,
-    pub(super) kept: Vec<Value>,
+    pub(super) kept: Vec<KeptRecord>,
 }
 
 impl Tally {
@@ -160,7 +160,10 @@ impl Tally {
             kept: fates
                 .iter()
                 .filter_map(|(id, fate)| match fate {
-                    Fate::Keep(why) => Some(json!({"id": id, "reason": why})),
+                    Fate::Keep(why) => Some(KeptRecord {
+                        id: id.clone(),
+                        reason: why.clone(),
+                    }),
                     _ => None,
                 })
                 .collect(),
@@ -197,7 +200,7 @@ fn summary(
     fates: &[(String, Fate)],
     dry_run: bool,
     deleted: bool,
-) -> Value {
+) -> ScheduleDeleted {
     let tally = Tally::of(fates);
     let text = match tally.words() {
         None => format!("schedule {} has no backup records", schedule.name),
@@ -207,19 +210,19 @@ fn summary(
             schedule.backup_owner.as_str(),
         ),
     };
-    json!({
-        "schedule": schedule.name,
-        "deleted": deleted,
-        "dry_run": dry_run,
-        "backup_owner": schedule.backup_owner,
-        "remote_cleanup": schedule.remote_cleanup,
-        "records": fates.len(),
-        "remove_records": tally.n_remove,
-        "delete_with_objects": tally.n_delete,
-        "already_deleting": tally.n_already,
-        "keep": tally.kept,
-        "summary": text,
-    })
+    ScheduleDeleted {
+        schedule: schedule.name.clone(),
+        deleted,
+        dry_run,
+        backup_owner: schedule.backup_owner,
+        remote_cleanup: schedule.remote_cleanup,
+        records: fates.len(),
+        remove_records: tally.n_remove,
+        delete_with_objects: tally.n_delete,
+        already_deleting: tally.n_already,
+        keep: tally.kept,
+        summary: text,
+    }
 }
 
 impl Api {
@@ -241,7 +244,7 @@ impl Api {
         let other_values: Vec<&BackupRecord> = others.iter().map(|r| &r.value).collect();
         let fates = fates(&schedule, &own_values, &other_values);
         if req.dry_run {
-            return Ok(summary(&schedule, &fates, true, false));
+            return reply_value(summary(&schedule, &fates, true, false));
         }
         self.carry_out(
             &own,
@@ -265,7 +268,7 @@ impl Api {
             .map_err(|err| ApiError::new(ErrorCode::Conflict, err.to_string()))?;
         self.audit_schedule(Some(&schedule), None, actor).await;
         tracing::info!(schedule = %schedule.name, owner = schedule.backup_owner.as_str(), records = fates.len(), "schedule deleted");
-        Ok(summary(&schedule, &fates, false, true))
+        reply_value(summary(&schedule, &fates, false, true))
     }
 }
 

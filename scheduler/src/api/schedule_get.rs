@@ -7,7 +7,7 @@ use futures::StreamExt as _;
 use serde_json::{json, Value};
 use sexton_schedule::Timing;
 use sexton_shared::{
-    api::{ApiError, ByName, ListFilter},
+    api::{ApiError, ByName, LastSkip, ListFilter, ScheduleDescription, TimingView},
     records::ScheduleRecord,
 };
 
@@ -77,13 +77,14 @@ impl Api {
 pub(super) fn describe(record: &ScheduleRecord, revision: u64, server_default: bool) -> Value {
     let now = Utc::now();
     let explanation = timers::explain(record, now, server_default);
-    json!({
-        "schedule": record,
-        "revision": revision,
-        "explain": explanation,
-        "timing": timing_view(record, now),
-        "last_skip": last_skip(record),
-    })
+    let description = ScheduleDescription {
+        schedule: record.clone(),
+        revision,
+        explain: json!(explanation),
+        timing: timing_view(record, now),
+        last_skip: last_skip(record),
+    };
+    json!(description)
 }
 
 /// How many upcoming runs `describe` shows.
@@ -91,32 +92,35 @@ const UPCOMING_RUNS: usize = 5;
 
 /// The schedule's timing in words and its next runs with what each does (fires, skipped or
 /// deferred by a blackout), from now on as a prompt scheduler would run them.
-fn timing_view(record: &ScheduleRecord, now: chrono::DateTime<Utc>) -> Value {
+fn timing_view(record: &ScheduleRecord, now: chrono::DateTime<Utc>) -> TimingView {
     match Timing::new(&timers::timing_spec(record)) {
-        Err(err) => json!({ "error": err.to_string() }),
-        Ok(timing) => {
-            let offset = timing.offset().num_seconds();
-            json!({
-                "zone": timing.cron().zone().map_or("UTC", |tz| tz.name()),
-                "cron": timing.cron().as_str(),
-                "jitter": record.jitter,
-                "offset_seconds": offset,
-                "on_blackout": record.on_blackout,
-                "settings": timing.describe(),
-                "upcoming": timing.upcoming(now, UPCOMING_RUNS),
-            })
-        }
+        Err(err) => TimingView::Error {
+            error: err.to_string(),
+        },
+        Ok(timing) => TimingView::Parsed {
+            zone: timing
+                .cron()
+                .zone()
+                .map_or("UTC", |tz| tz.name())
+                .to_string(),
+            cron: timing.cron().as_str().to_string(),
+            jitter: record.jitter,
+            offset_seconds: timing.offset().num_seconds(),
+            on_blackout: record.on_blackout,
+            settings: timing.describe(),
+            upcoming: json!(timing.upcoming(now, UPCOMING_RUNS)),
+        },
     }
 }
 
 /// Why the last due tick did not fire, in a sentence: what `describe` shows next to the
 /// explanation of what happens now.
-fn last_skip(record: &ScheduleRecord) -> Value {
+fn last_skip(record: &ScheduleRecord) -> Option<LastSkip> {
     let (Some(at), Some(code)) = (
         record.status.last_skipped,
         record.status.last_skip_reason.as_deref(),
     ) else {
-        return Value::Null;
+        return None;
     };
     let why = match code {
         "skip_immediately" => {
@@ -135,5 +139,9 @@ fn last_skip(record: &ScheduleRecord) -> Value {
         "blackout" => "it was due inside a blackout window".to_string(),
         other => other.to_string(),
     };
-    json!({ "at": at, "reason": code, "explanation": format!("the run due before {} did not fire: {why}", at.to_rfc3339()) })
+    Some(LastSkip {
+        at,
+        reason: code.to_string(),
+        explanation: format!("the run due before {} did not fire: {why}", at.to_rfc3339()),
+    })
 }

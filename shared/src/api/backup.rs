@@ -1,10 +1,14 @@
-//! The requests of `backup.*`: one backup named by cluster and id, a hold, a deletion.
+//! The requests of `backup.*`: one backup named by cluster and id, a hold, a deletion, a
+//! restore test; and the answers the CLI and the executors read: a backup described, taken
+//! or deleted, a restore test asked for.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::v1;
 use crate::names::{BackupId, ClusterName};
 use crate::records::VerifyTimeout;
+use crate::records::{BackupKind, BackupRecord};
 use crate::wire::Message;
 
 /// `backup.describe` (`sexton backup describe ID --cluster C`).
@@ -111,10 +115,90 @@ pub struct VerifyRequest {
     pub cluster: ClusterName,
     pub id: BackupId,
     /// How long an executor has (1m to 7d); default 1h.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<VerifyTimeout>,
 }
 
 impl Message for VerifyRequest {
     const KIND: &'static str = "request";
+}
+
+/// `backup.taken`'s answer: whether the catalog holds the backup, and in which state
+/// (`unknown`, `in-progress`, `recorded`, or `deleted` once retention removed it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackupTaken {
+    pub cluster: ClusterName,
+    pub id: BackupId,
+    pub state: String,
+}
+
+/// What `backup.delete` does (or, in a dry run, would do) to the backup.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeleteAction {
+    /// The record is gone; the objects stay.
+    RecordDeleted,
+    /// Through the deleter: the objects, then the record.
+    Deleting,
+    /// Once nothing kept needs it (`reason` says what does now).
+    Deferred,
+    /// It is being deleted already.
+    AlreadyDeleting,
+}
+
+/// `backup.delete`'s answer, and its dry run's.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackupDeleted {
+    pub cluster: ClusterName,
+    pub id: BackupId,
+    pub action: DeleteAction,
+    /// Whether the objects go too.
+    pub remote: bool,
+    pub force: bool,
+    pub reason: Option<String>,
+    pub dry_run: bool,
+}
+
+/// `backup.verify`'s answer: the restore test asked for, with its deadline; or, for a backup
+/// whose chain cannot be restored, the test recorded failed at once (`recorded: failed`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VerifyAsked {
+    pub request_id: String,
+    pub backup_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<DateTime<Utc>>,
+    /// Another replica had asked for it already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duplicate: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<String>,
+}
+
+/// `backup.describe`'s answer: the backup as the catalog holds it (at `revision`), what
+/// retention decides about it now and why, and the fate of each of its volumes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackupDescription {
+    pub backup: BackupRecord,
+    pub revision: u64,
+    pub retention: RetentionVerdict,
+    pub volumes: Vec<VolumeFate>,
+}
+
+/// What retention decides about one backup now: `keep`, `partial` or `delete`, with the
+/// reasons' texts.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RetentionVerdict {
+    pub verdict: String,
+    pub reasons: Vec<String>,
+}
+
+/// One volume of a described backup: `kept`, `expiring` or `deleting`, and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct VolumeFate {
+    pub name: String,
+    pub kind: BackupKind,
+    pub parent: Option<String>,
+    pub keys: Vec<String>,
+    pub state: String,
+    pub reasons: Vec<String>,
 }

@@ -1,8 +1,8 @@
-//! The requests of `cluster.*`.
+//! The requests of `cluster.*`, and the answer of `cluster.forget`.
 
 use serde::{Deserialize, Serialize};
 
-use super::v1;
+use super::{v1, KeptRecord};
 use crate::names::ClusterName;
 use crate::wire::Message;
 
@@ -24,4 +24,23 @@ pub struct ClusterForget {
 
 impl Message for ClusterForget {
     const KIND: &'static str = "request";
+}
+
+/// `cluster.forget`'s answer, and its dry run's: what becomes of the cluster's backup records,
+/// counted, and in words (`summary`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ClusterForgotten {
+    pub cluster: ClusterName,
+    pub dry_run: bool,
+    pub forgotten: bool,
+    pub remote: bool,
+    /// How many records the cluster has.
+    pub records: usize,
+    /// Records removed from the catalog, their objects kept.
+    pub remove_records: usize,
+    /// Records deleted with their objects, through the deleter.
+    pub delete_with_objects: usize,
+    pub already_deleting: usize,
+    pub keep: Vec<KeptRecord>,
+    pub summary: String,
 }

@@ -99,3 +99,22 @@ impl Message for PluginByName {
         check_name("plugin name", &self.name).map_err(|e| e.to_string())
     }
 }
+
+/// `plugin.list`: every registered plugin. No parameters; an empty body is one too.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PluginList {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+}
+
+impl Default for PluginList {
+    fn default() -> PluginList {
+        PluginList {
+            schema_version: v1(),
+        }
+    }
+}
+
+impl Message for PluginList {
+    const KIND: &'static str = "request";
+}

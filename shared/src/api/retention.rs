@@ -1,9 +1,13 @@
 //! The requests of `retention.*`, answered by the retention-worker: `retention.preview` and
-//! `retention.approve`.
+//! `retention.approve`; and what a preview says of one group: its plan, and whether the circuit
+//! breaker holds it ([`BreakerState`], which the retention-worker's runs judge with too).
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use sexton_retention::breaker::Trip;
 
 use super::v1;
+use crate::audit::Actor;
 use crate::names::{ClusterName, PlanName};
 use crate::wire::Message;
 
@@ -15,7 +19,7 @@ pub struct PreviewRequest {
     #[serde(default = "v1")]
     pub schema_version: u32,
     pub cluster: ClusterName,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanName>,
 }
 
@@ -35,4 +39,48 @@ pub struct ApproveRequest {
 
 impl Message for ApproveRequest {
     const KIND: &'static str = "request";
+}
+
+/// One group of `retention.preview`'s answer: the retention-worker's `GroupPlan` as it goes on
+/// the wire (the plan, why nothing is deleted when that is so, and the breaker's state).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PreviewGroup {
+    pub cluster: ClusterName,
+    pub plan: PlanName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<sexton_retention::Plan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<BreakerState>,
+}
+
+/// The breaker's state of one group's run, as the run and the preview see it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BreakerState {
+    /// Tripped, and no approval lets it through: nothing of the plan is marked.
+    pub held: bool,
+    pub trips: Vec<Trip>,
+    /// The completed backups the plan deletes by its rules: what an approval names.
+    pub deleting: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalView>,
+    /// The command that lets a held run through, once.
+    pub approve_with: String,
+}
+
+/// A stored approval, as the run and the preview judge it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ApprovalView {
+    pub approved_at: DateTime<Utc>,
+    pub by: Actor,
+    /// Whether it lets this run through.
+    pub covers: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why_not: Option<String>,
+    /// The approval's revision in its bucket, for the run that uses it up; not sent.
+    #[serde(skip)]
+    pub revision: u64,
 }

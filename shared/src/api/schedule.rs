@@ -14,7 +14,7 @@ use super::checks::{
 };
 use super::{present, v1};
 use crate::names::{ClusterName, PlanName, ScheduleName};
-use crate::records::{BackupOwner, OverlapPolicy, Policy, MAX_BACKFILL_TICKS};
+use crate::records::{BackupOwner, OverlapPolicy, Policy, ScheduleRecord, MAX_BACKFILL_TICKS};
 use crate::wire::Message;
 
 /// `schedule.create`: a new schedule as the user writes it. Unknown fields are refused, so a
@@ -30,50 +30,50 @@ pub struct ScheduleSpec {
     pub cron: String,
     #[serde(default)]
     pub paused: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_immediately: Option<bool>,
     pub policy: Policy,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     #[serde(default)]
     pub remote_cleanup: bool,
     #[serde(default)]
     pub overlap_policy: OverlapPolicy,
     /// The old spelling of `starting_deadline`, in seconds; still accepted.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starting_deadline_seconds: Option<u64>,
     /// Skip a missed run older than this (`15m`, `2h`, or seconds) instead of firing it late.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starting_deadline: Option<Span>,
     /// A full backup, then N − 1 incrementals (a positive whole number, or a numeric string).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub full_every: Option<FullEvery>,
     /// The application's volumes, each with its own chain (seed 001).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
     /// What deleting the schedule does to its backup records (default `none`: they stay).
     #[serde(default)]
     pub backup_owner: BackupOwner,
     /// Scheduled restore tests (issue 13).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<crate::records::VerifySpec>,
     /// Every run moves by a fixed offset in `[0, jitter)` drawn from the schedule's name.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter: Option<Span>,
     /// Blackout windows.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<WindowSpec>,
     /// What a run due inside a blackout window does: `skip` (default) or `defer`.
     #[serde(default)]
     pub on_blackout: OnBlackout,
     /// Pause the schedule after this many consecutive failed backups.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_after_failures: Option<u32>,
     /// Free-form notes for executors, carried on every due-backup.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
     /// The circuit breaker's settings for the schedule's group (docs/safety.md).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<crate::breaker::BreakerSpec>,
     /// Create it even though its policy deletes backups of the group at once (the reply of a
     /// request without it says which, and nothing is created).
@@ -134,17 +134,17 @@ pub struct ScheduleUpdate {
     #[serde(default = "v1")]
     pub schema_version: u32,
     pub name: ScheduleName,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cron: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_cleanup: Option<bool>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap_policy: Option<OverlapPolicy>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub starting_deadline_seconds: Option<u64>,
     /// Absent: unchanged; `null`: off again (fulls only without volumes, forever incremental
     /// with them); a number: the new cadence.
@@ -155,9 +155,9 @@ pub struct ScheduleUpdate {
     )]
     pub full_every: Option<Option<FullEvery>>,
     /// Replaces the volume list: a volume added starts with a full at the next backup.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volumes: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup_owner: Option<BackupOwner>,
     /// Absent: unchanged; `null`: no deadline; a span (`15m`) or seconds: the new deadline.
     #[serde(
@@ -174,9 +174,9 @@ pub struct ScheduleUpdate {
     )]
     pub jitter: Option<Option<Span>>,
     /// Replaces the blackout windows (`[]` removes them all).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclude: Option<Vec<WindowSpec>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_blackout: Option<OnBlackout>,
     /// Absent: unchanged; `null`: never pause on failures; a number: the new threshold.
     #[serde(
@@ -186,7 +186,7 @@ pub struct ScheduleUpdate {
     )]
     pub pause_after_failures: Option<Option<u32>>,
     /// Replaces the annotations.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<BTreeMap<String, String>>,
     /// Absent: unchanged; `null`: no restore tests any more; an object: the new tests.
     #[serde(
@@ -198,7 +198,7 @@ pub struct ScheduleUpdate {
     /// Policy keys to change, merged into the stored policy (`null` removes a key): what
     /// `sexton schedule update --keep-last 5` sends, so the other rules stay. `policy`
     /// replaces the whole policy instead; giving both is refused.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_patch: Option<serde_json::Map<String, serde_json::Value>>,
     /// Absent: unchanged; `null`: the server's defaults; an object: the new settings.
     #[serde(
@@ -228,7 +228,7 @@ pub struct ScheduleBackfill {
     pub to: DateTime<Utc>,
     /// `skip`: no two backups of the schedule run at once, so each tick waits for the one
     /// before to report; `allow`: all at once. Default: the schedule's overlap policy.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overlap: Option<OverlapPolicy>,
 }
 
@@ -266,6 +266,95 @@ impl Message for ScheduleDelete {
     const KIND: &'static str = "request";
 }
 
+/// A backup record a deletion keeps, and why (`schedule.delete`, `cluster.forget`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct KeptRecord {
+    pub id: String,
+    pub reason: String,
+}
+
+/// `schedule.delete`'s answer, and its dry run's: what becomes of the schedule's backup
+/// records, counted, and in words (`summary`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleDeleted {
+    pub schedule: ScheduleName,
+    pub deleted: bool,
+    pub dry_run: bool,
+    pub backup_owner: BackupOwner,
+    pub remote_cleanup: bool,
+    /// How many records the schedule has.
+    pub records: usize,
+    /// Records removed from the catalog, their objects kept.
+    pub remove_records: usize,
+    /// Records deleted with their objects, through the deleter.
+    pub delete_with_objects: usize,
+    pub already_deleting: usize,
+    pub keep: Vec<KeptRecord>,
+    pub summary: String,
+}
+
+/// A schedule as every schedule verb answers with it (`schedule.describe`, `get`, each row of
+/// `list`, and `create`, `update`, `pause`, `unpause` with their notes beside it): the record as
+/// stored, at `revision`, what it does now and why, its timing, and why the last due tick did
+/// not fire.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleDescription {
+    pub schedule: ScheduleRecord,
+    pub revision: u64,
+    /// `sexton_schedule::Explanation` as it serialises: what happens now, and why.
+    pub explain: serde_json::Value,
+    pub timing: TimingView,
+    /// `None` (`null`) when the last due tick fired.
+    pub last_skip: Option<LastSkip>,
+}
+
+/// A schedule's timing: in words, with its next runs; or why it does not parse.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum TimingView {
+    Parsed {
+        /// The cron's time zone (`UTC` without `CRON_TZ`).
+        zone: String,
+        /// The spec the runs follow: for `@daily-random` and the like, the one drawn from the
+        /// schedule's name.
+        cron: String,
+        jitter: Option<Span>,
+        offset_seconds: i64,
+        on_blackout: OnBlackout,
+        /// The timing in words, one setting a line (`label: text`).
+        settings: Vec<String>,
+        /// The next runs, `sexton_schedule::PlannedRun` as it serialises.
+        upcoming: serde_json::Value,
+    },
+    Error {
+        error: String,
+    },
+}
+
+/// Why the last due tick of a schedule did not fire.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LastSkip {
+    pub at: DateTime<Utc>,
+    /// The scheduler's code: `skip_immediately`, `in_flight`, `starting_deadline_exceeded`,
+    /// `blackout`.
+    pub reason: String,
+    /// The same in a sentence.
+    pub explanation: String,
+}
+
+/// What the answers of `schedule.create` and `schedule.update` say besides the schedule: whether
+/// it was a dry run, what the policy does to the group's backups now, and warnings about what
+/// the spec means.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ScheduleChangeNotes {
+    #[serde(default)]
+    pub dry_run: bool,
+    #[serde(default)]
+    pub policy_change: Option<crate::guard::PolicyEffect>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
 impl Message for ScheduleUpdate {
     const KIND: &'static str = "schedule update";
 
@@ -301,7 +390,7 @@ pub struct Unpause {
     pub schema_version: u32,
     pub name: ScheduleName,
     /// Overrides the schedule's own value and the server default for this unpause.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_immediately: Option<bool>,
 }
 
@@ -309,16 +398,26 @@ impl Message for Unpause {
     const KIND: &'static str = "request";
 }
 
-/// `schedule.list`, `backup.list`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+/// `schedule.list`, `backup.list`. The default lists everything.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ListFilter {
     #[serde(default = "v1")]
     pub schema_version: u32,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterName>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanName>,
+}
+
+impl Default for ListFilter {
+    fn default() -> ListFilter {
+        ListFilter {
+            schema_version: v1(),
+            cluster: None,
+            plan: None,
+        }
+    }
 }
 
 impl Message for ListFilter {
