@@ -12,7 +12,7 @@ use crate::plan::{
     BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,
 };
 use crate::policy::Policy;
-use crate::reason::Reason;
+use crate::reason::{Reason, Reasons};
 use crate::volumes::VolumeDecisions;
 
 impl<'a> Evaluation<'a> {
@@ -297,12 +297,12 @@ impl<'a> Evaluation<'a> {
     }
 
     /// [`Evaluation::decision_at`], its reasons gathered in `scratch` (reused by the caller) so
-    /// that the decision's own list is allocated once, at its length.
+    /// that the decision's own list is allocated once, at its length, and only for two reasons
+    /// or more ([`Reasons`]).
     fn decision_with(&self, index: usize, scratch: &mut Vec<Reason>) -> Decision {
         scratch.clear();
         self.reasons_into(index, scratch);
-        let mut reasons = Vec::with_capacity(scratch.len());
-        reasons.append(scratch);
+        let reasons = Reasons::take_from(scratch);
         let backup = &self.catalog.backups[index];
         let kept = self.flags[index] & KEEP_ANY != 0;
         let (volumes_keep, volumes_delete) = if backup.volumes.is_empty() {
