@@ -98,23 +98,6 @@ pub struct VolumeDecision {
     pub remove_objects: bool,
 }
 
-impl Decision {
-    /// What [`crate::Evaluation::to_plan`] leaves behind when it moves a decision to its
-    /// place: nothing allocated.
-    pub(crate) fn placeholder() -> Decision {
-        Decision {
-            id: String::new(),
-            reasons: Reasons::default(),
-            remove_objects: true,
-            status: BackupStatus::default(),
-            kind: BackupKind::default(),
-            completed_at: None,
-            volumes_keep: Vec::new(),
-            volumes_delete: Vec::new(),
-        }
-    }
-}
-
 fn yes() -> bool {
     true
 }
