@@ -73,5 +73,5 @@ pub use policy::{
     ChainMode, GracePeriod, GraceUnit, KeepCount, Policy, PolicyError, RecoveryWindow,
     RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,
 };
-pub use reason::{Bucket, Reason, Rule};
+pub use reason::{Bucket, Reason, Reasons, Rule};
 pub use render::PlanJson;

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{BackupKind, BackupStatus};
 use crate::id_hash::hash_id;
-use crate::reason::Reason;
+use crate::reason::{Reason, Reasons};
 
 /// Every backup of the catalog appears in exactly one of `keep`, `partial` and `delete`,
 /// newest first. `partial` is only ever used for backups with volumes and is left out of the
@@ -64,7 +64,7 @@ impl Eq for Plan {}
 pub struct Decision {
     pub id: String,
     /// Why it stays or why it may go, most important first (serialised as their texts).
-    pub reasons: Vec<Reason>,
+    pub reasons: Reasons,
     /// False for a deleted immutable backup: remove the catalog record only, never the
     /// objects (the bucket's lifecycle rules do that). Always true on kept backups.
     #[serde(default = "yes", skip_serializing_if = "is_true")]

@@ -219,6 +219,131 @@ pub enum Reason {
     Text(String),
 }
 
+/// A decision's reasons, most important first: a list of [`Reason`]s (it derefs to a slice),
+/// whose single reason, the case of nearly every decision ("no rule keeps it", "failed",
+/// "daily snapshot"), is held in place rather than in an allocation of its own. A plan of a
+/// million backups used to allocate a million one-element lists (issue 17). Serialised as the
+/// list of texts, like a `Vec<Reason>`.
+#[derive(Clone, Default)]
+pub struct Reasons(Held);
+
+#[derive(Clone, Default)]
+enum Held {
+    #[default]
+    None,
+    One(Reason),
+    Many(Vec<Reason>),
+}
+
+impl Reasons {
+    pub fn as_slice(&self) -> &[Reason] {
+        match &self.0 {
+            Held::None => &[],
+            Held::One(reason) => std::slice::from_ref(reason),
+            Held::Many(reasons) => reasons,
+        }
+    }
+
+    pub fn into_vec(self) -> Vec<Reason> {
+        match self.0 {
+            Held::None => Vec::new(),
+            Held::One(reason) => vec![reason],
+            Held::Many(reasons) => reasons,
+        }
+    }
+
+    /// Takes the reasons gathered in `scratch`, leaving it empty (and its capacity to the
+    /// caller); allocates only for two reasons or more.
+    pub(crate) fn take_from(scratch: &mut Vec<Reason>) -> Reasons {
+        match scratch.len() {
+            0 => Reasons(Held::None),
+            1 => Reasons(Held::One(scratch.pop().expect("one reason"))),
+            _ => {
+                let mut reasons = Vec::with_capacity(scratch.len());
+                reasons.append(scratch);
+                Reasons(Held::Many(reasons))
+            }
+        }
+    }
+}
+
+impl std::ops::Deref for Reasons {
+    type Target = [Reason];
+
+    fn deref(&self) -> &[Reason] {
+        self.as_slice()
+    }
+}
+
+impl From<Vec<Reason>> for Reasons {
+    fn from(mut reasons: Vec<Reason>) -> Reasons {
+        match reasons.len() {
+            0 => Reasons(Held::None),
+            1 => Reasons(Held::One(reasons.pop().expect("one reason"))),
+            _ => Reasons(Held::Many(reasons)),
+        }
+    }
+}
+
+impl FromIterator<Reason> for Reasons {
+    fn from_iter<I: IntoIterator<Item = Reason>>(reasons: I) -> Reasons {
+        Reasons::from(reasons.into_iter().collect::<Vec<Reason>>())
+    }
+}
+
+impl<'r> IntoIterator for &'r Reasons {
+    type Item = &'r Reason;
+    type IntoIter = std::slice::Iter<'r, Reason>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl fmt::Debug for Reasons {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_slice(), f)
+    }
+}
+
+impl PartialEq for Reasons {
+    fn eq(&self, other: &Reasons) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Reasons {}
+
+impl<T> PartialEq<Vec<T>> for Reasons
+where
+    Reason: PartialEq<T>,
+{
+    fn eq(&self, other: &Vec<T>) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T, const N: usize> PartialEq<[T; N]> for Reasons
+where
+    Reason: PartialEq<T>,
+{
+    fn eq(&self, other: &[T; N]) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Serialize for Reasons {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Reasons {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Reasons, D::Error> {
+        Vec::<Reason>::deserialize(deserializer).map(Reasons::from)
+    }
+}
+
 /// The reasons whose text names nothing: what reading a reason back recognises.
 const FIXED: [Reason; 12] = [
     Reason::LegalHold,

@@ -1,0 +1,206 @@
+//! Issue 17's engine figure without the CLI: `evaluate` and `plan` (evaluate + the owned
+//! `Plan`) on the catalog of `cli/benches/offline_plan.rs`, built in memory, timed in the same
+//! process and alternated run by run, so that the ratio is not skewed by a noisy neighbour;
+//! as wall time and as the thread's time on a CPU.
+//!
+//! The catalog: one backup every 5 minutes (a full at midnight, incrementals on the last good
+//! backup, about 1 % failed, a `manual` tag once a week), its records and their strings
+//! allocated in a shuffled order as a deserialiser reading a key-value listing would
+//! (`--sorted`: oldest first). The policy is the issue's: keep last 10, hourly 48, daily 30,
+//! weekly 12, monthly 24, yearly unlimited, within 7d, tag `manual`.
+//!
+//! ```sh
+//! cargo bench -p sexton-retention --bench plan -- [--backups 1000000] [--runs 5] [--sorted]
+//! ```
+//!
+//! `--plan-only` runs `plan` alone in a loop (for a profiler).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use sexton_retention::{evaluate, plan, BackupKind, BackupRecord, BackupStatus, Catalog, Policy};
+
+const POLICY: &str = r#"{"keep_last": 10, "keep_hourly": 48, "keep_daily": 30, "keep_weekly": 12,
+    "keep_monthly": 24, "keep_yearly": -1, "keep_within": "7d", "keep_tags": [["manual"]]}"#;
+
+fn main() {
+    let mut backups = 1_000_000;
+    let mut runs = 5;
+    let mut sorted = false;
+    let mut plan_only = false;
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--backups" => backups = it.next().and_then(|v| v.parse().ok()).expect("a number"),
+            "--runs" => runs = it.next().and_then(|v| v.parse().ok()).expect("a number"),
+            "--sorted" => sorted = true,
+            "--plan-only" => plan_only = true,
+            "--bench" => {}
+            other => panic!("unknown argument {other}"),
+        }
+    }
+    let (catalog, now) = build_catalog(backups, sorted);
+    let policy = Policy::from_json(POLICY).expect("the bench policy is valid");
+    println!(
+        "catalog: {backups} backups, {}",
+        if sorted { "oldest first" } else { "shuffled" }
+    );
+    if plan_only {
+        for _ in 0..runs {
+            let started = Instant::now();
+            let owned = plan(&catalog, &policy, now).unwrap();
+            println!("  plan {:.2?}", started.elapsed());
+            black_box(&owned);
+            drop(owned);
+            settle_heap();
+        }
+        return;
+    }
+    let (mut evaluations, mut plans) = (Vec::new(), Vec::new());
+    let (mut evaluations_cpu, mut plans_cpu) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (started, cpu) = (Instant::now(), cpu_time());
+        let evaluation = evaluate(&catalog, &policy, now).unwrap();
+        evaluations.push(started.elapsed());
+        evaluations_cpu.push(cpu_time() - cpu);
+        black_box(&evaluation);
+        drop(evaluation);
+
+        let (started, cpu) = (Instant::now(), cpu_time());
+        let owned = plan(&catalog, &policy, now).unwrap();
+        plans.push(started.elapsed());
+        plans_cpu.push(cpu_time() - cpu);
+        black_box(&owned);
+        drop(owned);
+        settle_heap();
+    }
+    report("wall time", runs, evaluations, plans);
+    if cpu_time() > Duration::ZERO {
+        report("time on a CPU", runs, evaluations_cpu, plans_cpu);
+    }
+}
+
+/// Prints medians, fastest runs and per-run ratios.
+fn report(what: &str, runs: usize, mut evaluations: Vec<Duration>, mut plans: Vec<Duration>) {
+    let ratios: Vec<String> = evaluations
+        .iter()
+        .zip(&plans)
+        .map(|(e, p)| format!("{:.2}", p.as_secs_f64() / e.as_secs_f64()))
+        .collect();
+    let (evaluate_min, plan_min) = (
+        *evaluations.iter().min().unwrap(),
+        *plans.iter().min().unwrap(),
+    );
+    let (evaluate_median, plan_median) = (median(&mut evaluations), median(&mut plans));
+    println!("{what}, {runs} runs, median (fastest):");
+    println!("  evaluate                      {evaluate_median:>10.2?} ({evaluate_min:.2?})");
+    println!(
+        "  plan (evaluate + owned Plan)  {plan_median:>10.2?} ({plan_min:.2?})  {:.2}x evaluate ({:.2}x; goal <= 2; per run {})",
+        plan_median.as_secs_f64() / evaluate_median.as_secs_f64(),
+        plan_min.as_secs_f64() / evaluate_min.as_secs_f64(),
+        ratios.join(" ")
+    );
+}
+
+/// This thread's time on a CPU (`/proc/thread-self/schedstat`, in nanoseconds; zero where
+/// there is none): on a machine shared with builds, wall time counts the time others ran.
+fn cpu_time() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
+}
+
+/// Dropping a plan frees two million small blocks into glibc's fast bins, and the next large
+/// allocation coalesces them all (`malloc_consolidate`, a tenth of a second at a million
+/// backups). That bill is the drop's: paid here, untimed, not by the next `evaluate`.
+fn settle_heap() {
+    black_box(Vec::<u8>::with_capacity(4096));
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// xorshift64: deterministic, no dependency.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, bound: u64) -> u64 {
+        self.next() % bound
+    }
+}
+
+/// The catalog of `cli/benches/offline_plan.rs`, and the `now` to decide at.
+fn build_catalog(n_backups: usize, sorted: bool) -> (Catalog, DateTime<Utc>) {
+    const PER_DAY: usize = 288;
+    let mut random = Random(0x9e37_79b9_7f4a_7c15);
+    let start = Utc.with_ymd_and_hms(2016, 1, 1, 0, 0, 0).unwrap();
+    let mut failed = vec![false; n_backups];
+    let mut parent_of = vec![usize::MAX; n_backups];
+    let mut last_good = usize::MAX;
+    for slot in 0..n_backups {
+        failed[slot] = random.below(100) == 0;
+        if slot % PER_DAY != 0 {
+            parent_of[slot] = last_good;
+        }
+        if !failed[slot] {
+            last_good = slot;
+        }
+    }
+    let mut order: Vec<usize> = (0..n_backups).collect();
+    if !sorted {
+        for i in (1..n_backups).rev() {
+            let j = random.below(i as u64 + 1) as usize;
+            order.swap(i, j);
+        }
+    }
+    let backups = order
+        .iter()
+        .map(|&slot| {
+            let completed = start + TimeDelta::minutes(5 * slot as i64 + 4);
+            let started = completed - TimeDelta::minutes(3);
+            let parent = parent_of[slot];
+            let incremental = slot % PER_DAY != 0 && parent != usize::MAX;
+            BackupRecord {
+                id: format!("db1-{slot:08}"),
+                completed_at: Some(completed.fixed_offset()),
+                started_at: Some(started.fixed_offset()),
+                status: if failed[slot] {
+                    BackupStatus::Failed
+                } else {
+                    BackupStatus::Completed
+                },
+                kind: if incremental {
+                    BackupKind::Incremental
+                } else {
+                    BackupKind::Full
+                },
+                parent: incremental.then(|| format!("db1-{parent:08}")),
+                tags: if slot % (7 * PER_DAY) == 100 {
+                    vec!["manual".to_owned()]
+                } else {
+                    Vec::new()
+                },
+                ..BackupRecord::default()
+            }
+        })
+        .collect();
+    let now = start + TimeDelta::minutes(5 * n_backups as i64 + 5);
+    (
+        Catalog {
+            backups,
+            binlog_segments: Vec::new(),
+        },
+        now,
+    )
+}
