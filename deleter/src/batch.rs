@@ -48,6 +48,9 @@ use crate::{
 
 /// `DeleteObjects` requests a batch keeps in flight.
 const REQUESTS_IN_FLIGHT: usize = 2;
+/// The fewest keys worth a request of their own when a batch's keys are spread over
+/// [`REQUESTS_IN_FLIGHT`] requests.
+const MIN_KEYS_PER_REQUEST: usize = 100;
 /// Catalog writes a batch keeps in flight.
 const WRITES_IN_FLIGHT: usize = 64;
 
@@ -561,8 +564,17 @@ impl Deleter {
                 return;
             }
         };
+        // Spread over the requests a batch may have in flight: a full batch's 1000 keys sent as
+        // one request gave the store one request per batch to work on, while it deletes faster
+        // with several at once (deletion bench, issue 17, 20,000 backups: two requests of 500
+        // keys per batch took the fleet from 65-85 % to 77-99 % of raw DeleteObjects with as
+        // many requests in flight as the deleter may have, 8).
+        let per_request = targets
+            .len()
+            .div_ceil(REQUESTS_IN_FLIGHT)
+            .clamp(MIN_KEYS_PER_REQUEST, DELETE_BATCH);
         let requests: Vec<_> = targets
-            .chunks(DELETE_BATCH)
+            .chunks(per_request)
             .map(|chunk| async move { (chunk, self.store.delete_versions(chunk).await) })
             .collect();
         let results = futures::stream::iter(requests)
