@@ -7,6 +7,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use super::Failure;
 
+mod schedule;
+
+pub use schedule::{CreateArgs, ScheduleCommand, TimingArgs, UpdateArgs};
+
 #[derive(Parser, Debug)]
 #[command(
     name = "sexton",
@@ -120,346 +124,6 @@ pub enum Command {
   sexton version
   sexton version -o json")]
     Version,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum ScheduleCommand {
-    /// Create a schedule.
-    #[command(after_help = "Examples:
-  sexton schedule create nightly --cluster db1 --plan full --cron '0 3 * * *' --keep-last 7
-  sexton schedule create hourly --cluster db1 --plan full --cron 'CRON_TZ=Europe/Berlin 0 * * * *' \\
-      --policy '{\"keep_last\": 24, \"recovery_window\": \"30d\"}' --label team=db")]
-    Create(Box<CreateArgs>),
-    /// Show one schedule as stored, with its next run.
-    #[command(after_help = "Examples:
-  sexton schedule get nightly
-  sexton schedule get nightly -o yaml")]
-    Get {
-        /// The schedule's name.
-        name: String,
-    },
-    /// Show one schedule with why it did or did not fire; with --simulate, also replay its
-    /// cron and policy over the coming days (see `retention simulate`).
-    #[command(after_help = "Examples:
-  sexton schedule describe nightly
-  sexton schedule describe nightly -o json
-  sexton schedule describe nightly --simulate --days 30")]
-    Describe {
-        /// The schedule's name.
-        name: String,
-        /// Simulate the schedule's cron, cadence and policy offline, from today.
-        #[arg(long)]
-        simulate: bool,
-        #[command(flatten)]
-        options: crate::simulate::SimulationOptions,
-        /// With -o html: the page to write.
-        #[arg(value_name = "FILE")]
-        page: Option<PathBuf>,
-    },
-    /// List schedules.
-    #[command(after_help = "Examples:
-  sexton schedule list
-  sexton schedule list --cluster db1 -o wide
-  sexton schedule list -l team=db -o name
-  sexton schedule list --watch=5")]
-    List {
-        /// Only the schedules of this cluster.
-        #[arg(long)]
-        cluster: Option<String>,
-        #[command(flatten)]
-        list: crate::listing::ListArgs,
-    },
-    /// Delete a schedule. What happens to its backup records is its backup_owner (none and
-    /// cluster: they stay; schedule: they go, with their objects only if remote cleanup is on);
-    /// the command says what it will do to how many records before it does it, and asks
-    /// before removing any (--yes without a terminal).
-    #[command(after_help = "Examples:
-  sexton schedule delete nightly --dry-run
-  sexton schedule delete nightly --yes")]
-    Delete {
-        /// The schedule's name.
-        name: String,
-        /// Only say what deleting would do; change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Remove the records it says it removes without asking.
-        #[arg(long)]
-        yes: bool,
-    },
-    /// Pause a schedule: nothing fires while paused.
-    #[command(after_help = "Examples:
-  sexton schedule pause nightly")]
-    Pause {
-        /// The schedule's name.
-        name: String,
-    },
-    /// Unpause a schedule.
-    #[command(after_help = "Examples:
-  sexton schedule unpause nightly
-  sexton schedule unpause nightly --skip-immediately")]
-    Unpause {
-        /// The schedule's name.
-        name: String,
-        /// Skip a run that is due right now (default: the schedule's value, else the server's).
-        #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
-        skip_immediately: Option<bool>,
-    },
-    /// Print the next runs of a cron spec (offline), with jitter and blackout windows
-    /// applied: when each fires, its cron time, and whether a window skips or defers it.
-    #[command(after_help = "Examples:
-  sexton schedule next --cron '0 3 * * *' -n 3
-  sexton schedule next --cron '@daily-random' --name nightly --jitter 15m")]
-    Next {
-        /// The cron spec: 5 fields, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone>
-        /// first.
-        #[arg(long)]
-        cron: String,
-        /// Start from this instant (RFC 3339); default now.
-        #[arg(long)]
-        from: Option<String>,
-        /// How many runs to print (1 to 10000).
-        #[arg(short = 'n', long, default_value_t = 5)]
-        count: usize,
-        /// The schedule's name: jitter offsets and @hourly-random, @daily-random and
-        /// @weekly-random are drawn from it.
-        #[arg(long)]
-        name: Option<String>,
-        #[command(flatten)]
-        timing: TimingArgs,
-    },
-    /// Fire the schedule's ticks of a past interval now, once each (Temporal's backfill).
-    #[command(after_help = "Examples:
-  sexton schedule backfill nightly --from 2026-11-01T00:00:00Z --to 2026-11-08T00:00:00Z
-  sexton schedule backfill nightly --from 2026-11-01T00:00:00Z --to 2026-11-02T00:00:00Z --overlap allow")]
-    Backfill {
-        /// The schedule's name.
-        name: String,
-        /// The first instant of the interval (RFC 3339); ticks at or after it fire.
-        #[arg(long)]
-        from: String,
-        /// The end of the interval (RFC 3339, not in the future); ticks before it fire.
-        #[arg(long)]
-        to: String,
-        /// skip: one backup at a time, each tick waiting for the one before to report;
-        /// allow: all at once. Default: the schedule's overlap policy.
-        #[arg(long, value_parser = ["skip", "allow"])]
-        overlap: Option<String>,
-    },
-    /// Run the pure schedule logic offline on a schedule document: why would it fire or not?
-    #[command(after_help = "Examples:
-  sexton schedule explain --schedule schedule.json --now 2026-11-23T03:00:05Z")]
-    Explain {
-        /// `{"cron", "created_at", "paused"?, "skip_immediately"?, "last_backup"?,
-        /// "last_skipped"?, "in_flight"?, "starting_deadline_seconds"?, "name"?, "jitter"?,
-        /// "exclude"?, "on_blackout"?}`
-        #[arg(long)]
-        schedule: PathBuf,
-        /// The instant to decide at (RFC 3339).
-        #[arg(long)]
-        now: String,
-        /// The server default of skip-immediately.
-        #[arg(long)]
-        server_skip_immediately: bool,
-    },
-    /// Change a schedule's cron spec, policy, labels, overlap policy or starting deadline.
-    #[command(after_help = "Examples:
-  sexton schedule update nightly --cron '30 2 * * *'
-  sexton schedule update nightly --keep-last 14 --label team=db")]
-    Update(Box<UpdateArgs>),
-}
-
-/// The timing settings `create`, `update` and `next` share.
-#[derive(Args, Debug, Default)]
-pub struct TimingArgs {
-    /// Move every run by a fixed offset in [0, JITTER) drawn from the schedule's name (90s,
-    /// 15m, 1h), so a fleet's schedules do not start at once.
-    #[arg(long, value_parser = parse_span)]
-    pub jitter: Option<sexton_schedule::Span>,
-    /// A blackout window, repeatable, as JSON: {"cron": "0 8 * * 1-5", "duration": "10h",
-    /// "zone": "Europe/Berlin"} or {"from": "2026-12-24", "to": "2026-12-27", "zone": ...}.
-    #[arg(long = "exclude", value_parser = parse_window)]
-    pub exclude: Vec<sexton_schedule::WindowSpec>,
-    /// What a run due inside a blackout window does: skip it (default), or defer it to the
-    /// window's end.
-    #[arg(long, value_parser = ["skip", "defer"])]
-    pub on_blackout: Option<String>,
-}
-
-#[derive(Args, Debug)]
-pub struct UpdateArgs {
-    /// The schedule's name.
-    pub name: String,
-    /// A new cron spec (5 fields, a descriptor, optionally CRON_TZ=<zone> first).
-    #[arg(long)]
-    pub cron: Option<String>,
-    /// Change keep_last only; the policy's other rules stay.
-    #[arg(long)]
-    pub keep_last: Option<u32>,
-    /// Policy keys to change, as JSON (`null` removes a key); the other keys stay. With
-    /// --replace-policy, the whole new policy.
-    #[arg(long)]
-    pub policy: Option<String>,
-    /// The policy given (--policy or --keep-last) replaces the stored one whole.
-    #[arg(long)]
-    pub replace_policy: bool,
-    /// Go ahead although the new policy deletes backups kept now (shown first).
-    #[arg(long)]
-    pub yes: bool,
-    /// Say what the change would do (the policy's diff, what it deletes now); change nothing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// The circuit breaker's settings for this schedule's group, as JSON:
-    /// {"max_delete_fraction": 0.3, "max_delete_count": 50, "stale_after": "3d", "enabled": true}.
-    #[arg(long, value_parser = parse_breaker, conflicts_with = "breaker_defaults")]
-    pub breaker: Option<sexton_shared::breaker::BreakerSpec>,
-    /// Back to the server's breaker defaults.
-    #[arg(long)]
-    pub breaker_defaults: bool,
-    /// Labels as key=value, repeatable; replaces all labels.
-    #[arg(long = "label", value_parser = parse_label)]
-    pub labels: Vec<(String, String)>,
-    /// What a due tick does while a backup of this schedule is still running.
-    #[arg(long, value_parser = ["skip", "allow"])]
-    pub overlap_policy: Option<String>,
-    /// Skip a missed run older than this many seconds (the older spelling of
-    /// --starting-deadline).
-    #[arg(long, conflicts_with_all = ["starting_deadline", "no_starting_deadline"])]
-    pub starting_deadline_seconds: Option<u64>,
-    /// Skip a run missed by more than this (90s, 15m, 2h) instead of firing it late
-    /// (Kubernetes' startingDeadlineSeconds).
-    #[arg(long, value_parser = parse_span, conflicts_with = "no_starting_deadline")]
-    pub starting_deadline: Option<sexton_schedule::Span>,
-    /// Remove the starting deadline: missed runs fire however late.
-    #[arg(long)]
-    pub no_starting_deadline: bool,
-    #[command(flatten)]
-    pub timing: TimingArgs,
-    /// Remove the jitter.
-    #[arg(long, conflicts_with = "jitter")]
-    pub no_jitter: bool,
-    /// Remove every blackout window.
-    #[arg(long, conflicts_with = "exclude")]
-    pub no_exclude: bool,
-    /// Pause the schedule after N consecutive failed backups.
-    #[arg(long, value_parser = parse_pause_after, conflicts_with = "no_pause_after_failures")]
-    pub pause_after_failures: Option<u32>,
-    /// Never pause the schedule on failures.
-    #[arg(long)]
-    pub no_pause_after_failures: bool,
-    /// Annotations as key=value, repeatable; replaces all annotations.
-    #[arg(long = "annotation", value_parser = parse_annotation)]
-    pub annotations: Vec<(String, String)>,
-    /// A full backup, then N-1 incrementals (per volume).
-    #[arg(long, value_parser = parse_full_every, conflicts_with = "no_full_every")]
-    pub full_every: Option<u32>,
-    /// Turn `full_every` off again: fulls only without volumes, forever incremental with them.
-    #[arg(long)]
-    pub no_full_every: bool,
-    /// The application's volumes, repeatable; replaces the list (a new volume starts full).
-    #[arg(long = "volume")]
-    pub volumes: Vec<String>,
-    /// What deleting the schedule does to its backup records.
-    #[arg(long, value_parser = ["schedule", "cluster", "none"])]
-    pub backup_owner: Option<String>,
-    /// Restore tests: when (cron), e.g. '0 6 * * 0' (see docs/verification.md).
-    #[arg(long)]
-    pub verify_cron: Option<String>,
-    /// Which backup a test proves: latest, random, oldest_kept or each (each new one once).
-    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each"])]
-    pub verify_pick: Option<String>,
-    /// How long an executor has to answer a test (1m to 7d; default 1h).
-    #[arg(long)]
-    pub verify_timeout: Option<String>,
-    /// No restore tests any more.
-    #[arg(long, conflicts_with_all = ["verify_cron", "verify_pick", "verify_timeout"])]
-    pub no_verify: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct CreateArgs {
-    /// The schedule's name (letters, digits, `-` and `_`).
-    pub name: String,
-    /// The cluster (database, application) the schedule backs up.
-    #[arg(long)]
-    pub cluster: String,
-    /// The backup plan within the cluster (full, logical, ...): retention applies per
-    /// cluster and plan.
-    #[arg(long)]
-    pub plan: String,
-    /// Standard 5-field cron, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone>
-    /// first; CloudNativePG's 6-field form with a seconds field of 0 is accepted too.
-    #[arg(long)]
-    pub cron: String,
-    /// Keep the newest N completed backups.
-    #[arg(long)]
-    pub keep_last: Option<u32>,
-    /// A retention policy as JSON (keys: keep_last, keep_daily, recovery_window, ...).
-    #[arg(long)]
-    pub policy: Option<String>,
-    /// Create the schedule paused: nothing fires until it is unpaused.
-    #[arg(long)]
-    pub paused: bool,
-    /// Skip a run that is due right when the schedule becomes active (default: the server's
-    /// setting).
-    #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
-    pub skip_immediately: Option<bool>,
-    /// Labels as key=value, repeatable.
-    #[arg(long = "label", value_parser = parse_label)]
-    pub labels: Vec<(String, String)>,
-    /// What a due tick does while a backup of this schedule is still running (default skip:
-    /// the tick is recorded as skipped).
-    #[arg(long, value_parser = ["skip", "allow"])]
-    pub overlap_policy: Option<String>,
-    /// Skip a missed run older than this many seconds (the older spelling of
-    /// --starting-deadline).
-    #[arg(long, conflicts_with = "starting_deadline")]
-    pub starting_deadline_seconds: Option<u64>,
-    /// Skip a run missed by more than this (90s, 15m, 2h) instead of firing it late
-    /// (Kubernetes' startingDeadlineSeconds).
-    #[arg(long, value_parser = parse_span)]
-    pub starting_deadline: Option<sexton_schedule::Span>,
-    #[command(flatten)]
-    pub timing: TimingArgs,
-    /// Pause the schedule after N consecutive failed backups (with an incident and an alert);
-    /// unpausing resets the count.
-    #[arg(long, value_parser = parse_pause_after)]
-    pub pause_after_failures: Option<u32>,
-    /// Annotations as key=value, repeatable: free-form notes for executors (label values must
-    /// be Kubernetes label values; annotations may hold any text).
-    #[arg(long = "annotation", value_parser = parse_annotation)]
-    pub annotations: Vec<(String, String)>,
-    /// A full backup, then N-1 incrementals (per volume). Unset: fulls only without volumes,
-    /// forever incremental with volumes.
-    #[arg(long, value_parser = parse_full_every)]
-    pub full_every: Option<u32>,
-    /// The application's volumes (seed 001's PVs), repeatable: each gets its own chain.
-    #[arg(long = "volume")]
-    pub volumes: Vec<String>,
-    /// What deleting the schedule does to its backup records: schedule (they go with it),
-    /// cluster or none (they stay; the default).
-    #[arg(long, value_parser = ["schedule", "cluster", "none"])]
-    pub backup_owner: Option<String>,
-    /// Deleting a record of this schedule also deletes its objects (through the deleter).
-    #[arg(long)]
-    pub remote_cleanup: bool,
-    /// Restore tests: when (cron), e.g. '0 6 * * 0' (see docs/verification.md).
-    #[arg(long)]
-    pub verify_cron: Option<String>,
-    /// Which backup a test proves: latest, random, oldest_kept or each (each new one once).
-    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each"])]
-    pub verify_pick: Option<String>,
-    /// How long an executor has to answer a test (1m to 7d; default 1h).
-    #[arg(long)]
-    pub verify_timeout: Option<String>,
-    /// The circuit breaker's settings for this schedule's group, as JSON (see schedule update).
-    #[arg(long, value_parser = parse_breaker)]
-    pub breaker: Option<sexton_shared::breaker::BreakerSpec>,
-    /// Go ahead although the policy deletes backups of the group kept now (shown first).
-    #[arg(long)]
-    pub yes: bool,
-    /// Say what creating it would do to the group's backups; create nothing.
-    #[arg(long)]
-    pub dry_run: bool,
 }
 
 /// `sexton audit`.
@@ -968,7 +632,7 @@ pub enum BinlogCommand {
 }
 
 /// A schedule's `breaker` block, checked here for a quick error (the server checks again).
-fn parse_breaker(text: &str) -> Result<sexton_shared::breaker::BreakerSpec, String> {
+pub(super) fn parse_breaker(text: &str) -> Result<sexton_shared::breaker::BreakerSpec, String> {
     serde_json::from_str(text).map_err(|err| format!("invalid breaker settings: {err}"))
 }
 
@@ -976,7 +640,7 @@ fn parse_hold_reason(text: &str) -> Result<String, String> {
     sexton_shared::api::check_hold_reason(text).map(|()| text.to_string())
 }
 
-fn parse_full_every(text: &str) -> Result<u32, String> {
+pub(super) fn parse_full_every(text: &str) -> Result<u32, String> {
     let bad = || format!("{text:?} is not a positive whole number of backups");
     let n: u32 = text.parse().map_err(|_| bad())?;
     if n == 0 {
@@ -985,7 +649,7 @@ fn parse_full_every(text: &str) -> Result<u32, String> {
     Ok(n)
 }
 
-fn parse_label(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_label(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
         .ok_or_else(|| format!("label {text:?} is not key=value"))?;
@@ -994,7 +658,7 @@ fn parse_label(text: &str) -> Result<(String, String), String> {
     Ok((key.to_string(), value.to_string()))
 }
 
-fn parse_annotation(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_annotation(text: &str) -> Result<(String, String), String> {
     let (key, value) = text
         .split_once('=')
         .ok_or_else(|| format!("annotation {text:?} is not key=value"))?;
@@ -1002,11 +666,11 @@ fn parse_annotation(text: &str) -> Result<(String, String), String> {
     Ok((key.to_string(), value.to_string()))
 }
 
-fn parse_span(text: &str) -> Result<sexton_schedule::Span, String> {
+pub(super) fn parse_span(text: &str) -> Result<sexton_schedule::Span, String> {
     sexton_schedule::Span::parse(text).map_err(|err| err.to_string())
 }
 
-fn parse_window(text: &str) -> Result<sexton_schedule::WindowSpec, String> {
+pub(super) fn parse_window(text: &str) -> Result<sexton_schedule::WindowSpec, String> {
     let window: sexton_schedule::WindowSpec = serde_json::from_str(text).map_err(|err| {
         format!(
             "{err} (expected JSON such as {{\"cron\": \"0 8 * * 1-5\", \"duration\": \"10h\", \
@@ -1017,7 +681,7 @@ fn parse_window(text: &str) -> Result<sexton_schedule::WindowSpec, String> {
     Ok(window)
 }
 
-fn parse_pause_after(text: &str) -> Result<u32, String> {
+pub(super) fn parse_pause_after(text: &str) -> Result<u32, String> {
     let bad = || format!("{text:?} is not a number of failures from 1 to 1000");
     let n: u32 = text.parse().map_err(|_| bad())?;
     if n == 0 || n > sexton_shared::api::MAX_PAUSE_AFTER_FAILURES {
