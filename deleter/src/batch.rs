@@ -64,6 +64,11 @@ pub struct Deleter {
     metrics: Arc<Metrics>,
     /// The audit trail: claims before any object goes, then objects, records and plugin calls.
     audit: sexton_shared::audit::Audit,
+    /// The replica's `DeleteObjects` requests in flight, all batches together:
+    /// [`REQUESTS_IN_FLIGHT`] per batch of `deleter.concurrency`. One batch more than that is
+    /// worked on ([`Deleter::workers`]), so that while one judges, claims or records, the
+    /// others keep the store's requests full.
+    requests: tokio::sync::Semaphore,
 }
 
 /// A claimed backup on its way out.
@@ -127,7 +132,16 @@ impl Deleter {
             store,
             prefix: config.s3.prefix.clone(),
             metrics,
+            requests: tokio::sync::Semaphore::new(config.deleter.concurrency * REQUESTS_IN_FLIGHT),
         }
+    }
+
+    /// How many batch workers a replica runs: `deleter.concurrency` deleting, and one more
+    /// judging and claiming its batch meanwhile. With exactly `concurrency` workers the store
+    /// sat idle for a worker's judge, claim and record phases (17-19 % of a batch at 20,000
+    /// backups, deletion bench, issue 17).
+    pub fn workers(config: &Config) -> usize {
+        config.deleter.concurrency + 1
     }
 
     pub fn audit(&self) -> &sexton_shared::audit::Audit {
@@ -575,7 +589,11 @@ impl Deleter {
             .clamp(MIN_KEYS_PER_REQUEST, DELETE_BATCH);
         let requests: Vec<_> = targets
             .chunks(per_request)
-            .map(|chunk| async move { (chunk, self.store.delete_versions(chunk).await) })
+            .map(|chunk| async move {
+                // Never closed: the permit only bounds the replica's requests in flight.
+                let _permit = self.requests.acquire().await;
+                (chunk, self.store.delete_versions(chunk).await)
+            })
             .collect();
         let results = futures::stream::iter(requests)
             .buffered(REQUESTS_IN_FLIGHT)

@@ -133,7 +133,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         "dead letters",
         dead_letters::run(deleter.clone(), shutdown.clone()),
     );
-    for _ in 0..config.deleter.concurrency {
+    for _ in 0..batch::Deleter::workers(&config) {
         let batches = work(
             consumer.clone(),
             deleter.clone(),

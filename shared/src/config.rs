@@ -108,7 +108,8 @@ pub struct SchedulerConfig {
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct DeleterConfig {
-    /// How many batches of delete jobs one replica works on at once.
+    /// How many batches of delete jobs one replica deletes at once (one more is judged and
+    /// claimed meanwhile); its `DeleteObjects` requests in flight are twice this.
     pub concurrency: usize,
     /// The most delete jobs one batch takes: their objects are deleted together in
     /// `DeleteObjects` requests of up to 1000 keys, so many small backups fill whole requests.

@@ -6,10 +6,11 @@
 //! object and a `metadata.json`, already marked `expiring` with their delete jobs published,
 //! plus a kept newest backup and a schedule with the policy in each cluster; and as many raw
 //! objects under another prefix. Timed: the raw client deletes a quarter of its objects one
-//! request after the other; then the deleter (in-process, as `sexton-deleter` runs it) is
-//! started and works until every job is acknowledged; then the raw client deletes another
-//! quarter the same way (before and after bracket the drift of a shared machine), and the
-//! last half with requests in flight. Printed: the rates and the ratios.
+//! request after the other and another quarter with as many requests in flight as the deleter
+//! may have; then the deleter (in-process, as `sexton-deleter` runs it) is started and works
+//! until every job is acknowledged; then the raw client deletes the last two quarters the same
+//! two ways, in the opposite order (before and after bracket the drift of a shared machine).
+//! Printed: the rates, the CPU each process used, and the ratios.
 //!
 //! ```sh
 //! cargo bench -p sexton-tests --bench deletion -- --backups 100000
@@ -67,6 +68,26 @@ fn args() -> Args {
         }
     }
     args
+}
+
+/// Deletes `keys` with 1000-key requests, `in_flight` at once; prints and returns the time.
+async fn raw_parallel(store: &ObjectStore, keys: &[String], in_flight: usize) -> Duration {
+    let started = Instant::now();
+    futures::stream::iter(keys.chunks(DELETE_BATCH))
+        .map(|chunk| async move {
+            let failures = store.delete_batch(chunk).await.unwrap();
+            assert!(failures.is_empty(), "{failures:?}");
+        })
+        .buffer_unordered(in_flight)
+        .collect::<Vec<()>>()
+        .await;
+    let elapsed = started.elapsed();
+    println!(
+        "raw DeleteObjects, {in_flight} in flight: {} objects in {elapsed:.1?}: {:.0} objects/s",
+        keys.len(),
+        keys.len() as f64 / elapsed.as_secs_f64()
+    );
+    elapsed
 }
 
 /// CPU seconds used so far by this process (the raw client, or the in-process deleter),
@@ -239,32 +260,18 @@ async fn run(args: Args) {
         .await;
     eprintln!("  {backups} records and jobs in {:.1?}", started.elapsed());
 
-    // Raw: 1000-key DeleteObjects one after the other, on a quarter of the raw objects before
-    // the fleet runs and a quarter after it (the machine is shared: this brackets drift), and
-    // with as many requests in flight as the deleter can have, on the other half.
+    // Raw: 1000-key DeleteObjects one after the other, and with as many requests in flight as
+    // the deleter may have, each on a quarter of the raw objects before the fleet runs and a
+    // quarter after it (the machine is shared: this brackets drift).
     let quarter = raw_keys.len() / 4;
-    let (before, rest) = raw_keys.split_at(quarter);
-    let (after, parallel) = rest.split_at(quarter);
-    let raw_before = raw_sequential(&store, before).await;
+    let (seq_before, rest) = raw_keys.split_at(quarter);
+    let (par_before, rest) = rest.split_at(quarter);
+    let (par_after, seq_after) = rest.split_at(quarter);
     let in_flight = 2 * args.concurrency;
+    let raw_before = raw_sequential(&store, seq_before).await;
     let cpu_before = Cpu::now(&nats, &s3);
-    let started = Instant::now();
-    let store_ref = &store;
-    futures::stream::iter(parallel.chunks(DELETE_BATCH))
-        .map(|chunk| async move {
-            let failures = store_ref.delete_batch(chunk).await.unwrap();
-            assert!(failures.is_empty(), "{failures:?}");
-        })
-        .buffer_unordered(in_flight)
-        .collect::<Vec<()>>()
-        .await;
-    let raw_parallel = started.elapsed();
-    let raw_parallel_rate = parallel.len() as f64 / raw_parallel.as_secs_f64();
-    println!(
-        "raw DeleteObjects, {in_flight} in flight: {} objects in {raw_parallel:.1?}: {raw_parallel_rate:.0} objects/s",
-        parallel.len()
-    );
-    Cpu::now(&nats, &s3).print_since(cpu_before, "raw, in flight", parallel.len());
+    let par_time_before = raw_parallel(&store, par_before, in_flight).await;
+    Cpu::now(&nats, &s3).print_since(cpu_before, "raw, in flight", par_before.len());
 
     // The fleet: the deleter, from start until every job is done.
     let cpu_before = Cpu::now(&nats, &s3);
@@ -292,9 +299,16 @@ async fn run(args: Args) {
     );
     Cpu::now(&nats, &s3).print_since(cpu_before, "fleet", objects);
     fleet.stop().await.unwrap();
-    let raw_after = raw_sequential(&store, after).await;
-    let raw_rate = (before.len() + after.len()) as f64 / (raw_before + raw_after).as_secs_f64();
+    let par_time_after = raw_parallel(&store, par_after, in_flight).await;
+    let raw_after = raw_sequential(&store, seq_after).await;
+    let raw_rate =
+        (seq_before.len() + seq_after.len()) as f64 / (raw_before + raw_after).as_secs_f64();
+    let raw_parallel_rate = (par_before.len() + par_after.len()) as f64
+        / (par_time_before + par_time_after).as_secs_f64();
     println!("raw DeleteObjects, sequential, before and after: {raw_rate:.0} objects/s");
+    println!(
+        "raw DeleteObjects, {in_flight} in flight, before and after: {raw_parallel_rate:.0} objects/s"
+    );
     println!(
         "ratio fleet/raw: {:.0}% of sequential, {:.0}% of {in_flight} in flight",
         100.0 * fleet_rate / raw_rate,
