@@ -102,7 +102,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .get_or_create_consumer(
             topology::CONSUMER_DELETER,
             async_nats::jetstream::consumer::pull::Config {
-                // Each worker holds a batch and has up to a batch more at hand.
+                // A batch per unit of concurrency held and one more at hand (the spare worker
+                // of `Deleter::workers` shares this: the value stays what existing consumers
+                // were created with).
                 max_ack_pending: (2 * config.deleter.concurrency * batch_jobs) as i64,
                 // No backoff: JetStream applies it to acknowledgement timeouts, so with it a
                 // batch still running after 1 s would be delivered again. Failed jobs are

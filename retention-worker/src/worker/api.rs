@@ -176,6 +176,15 @@ impl Worker {
             .map_err(|err| ApiError::new(ErrorCode::Unavailable, err.to_string()))
     }
 
+    /// `retention.preview`: the plan of one group, or of every group of the cluster, made now.
+    async fn preview(&self, req: &PreviewRequest) -> Result<serde_json::Value, ApiError> {
+        let plans = self
+            .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
+            .await
+            .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
+        sexton_shared::api::reply_value(plans)
+    }
+
     /// Answers `retention.preview` requests until shutdown.
     pub async fn serve_previews(
         self,
@@ -189,13 +198,7 @@ impl Worker {
             shutdown,
             |req: PreviewRequest, _| {
                 let worker = self.clone();
-                async move {
-                    let plans = worker
-                        .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
-                        .await
-                        .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
-                    sexton_shared::api::reply_value(plans)
-                }
+                async move { worker.preview(&req).await }
             },
         )
         .await
