@@ -30,8 +30,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use sexton_retention::{Catalog, Policy};
+
+/// The issue's catalog, the same as `retention/benches/plan.rs` builds in memory.
+#[path = "../../retention/benches/support/catalog.rs"]
+mod catalog;
 
 const POLICY: &str = r#"{"keep_last": 10, "keep_hourly": 48, "keep_daily": 30, "keep_weekly": 12,
     "keep_monthly": 24, "keep_yearly": -1, "keep_within": "7d", "keep_tags": [["manual"]]}"#;
@@ -308,65 +312,24 @@ fn child(step: &str) {
     }
 }
 
-/// xorshift64: deterministic, no dependency.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
 /// Writes the catalog file; returns the `now` to decide at (5 minutes after the newest).
 fn write_catalog(path: &Path, n_backups: usize, sorted: bool) -> DateTime<Utc> {
-    const PER_DAY: usize = 288;
-    let mut random = Random(0x9e37_79b9_7f4a_7c15);
-    let start = Utc.with_ymd_and_hms(2016, 1, 1, 0, 0, 0).unwrap();
-    let mut failed = vec![false; n_backups];
-    let mut parent_of = vec![usize::MAX; n_backups];
-    let mut last_good = usize::MAX;
-    for slot in 0..n_backups {
-        failed[slot] = random.below(100) == 0;
-        if slot % PER_DAY != 0 {
-            parent_of[slot] = last_good;
-        }
-        if !failed[slot] {
-            last_good = slot;
-        }
-    }
-    let mut order: Vec<usize> = (0..n_backups).collect();
-    if !sorted {
-        for i in (1..n_backups).rev() {
-            let j = random.below(i as u64 + 1) as usize;
-            order.swap(i, j);
-        }
-    }
+    let (slots, now) = catalog::issue_catalog(n_backups, sorted);
     let file = std::fs::File::create(path).unwrap();
     let mut out = std::io::BufWriter::new(file);
     out.write_all(b"{\"backups\": [\n").unwrap();
-    for (n, &slot) in order.iter().enumerate() {
-        let completed = start + TimeDelta::minutes(5 * slot as i64 + 4);
-        let started = completed - TimeDelta::minutes(3);
-        let parent = parent_of[slot];
-        let incremental = slot % PER_DAY != 0 && parent != usize::MAX;
+    for (n, backup) in slots.iter().enumerate() {
         let mut record = serde_json::json!({
-            "id": format!("db1-{slot:08}"),
-            "completed_at": completed.to_rfc3339(),
-            "started_at": started.to_rfc3339(),
-            "status": if failed[slot] { "failed" } else { "completed" },
-            "kind": if incremental { "incremental" } else { "full" },
+            "id": format!("db1-{:08}", backup.slot),
+            "completed_at": backup.completed.to_rfc3339(),
+            "started_at": backup.started.to_rfc3339(),
+            "status": if backup.failed { "failed" } else { "completed" },
+            "kind": if backup.parent.is_some() { "incremental" } else { "full" },
         });
-        if incremental {
+        if let Some(parent) = backup.parent {
             record["parent"] = format!("db1-{parent:08}").into();
         }
-        if slot % (7 * PER_DAY) == 100 {
+        if backup.manual {
             record["tags"] = serde_json::json!(["manual"]);
         }
         if n > 0 {
@@ -376,5 +339,5 @@ fn write_catalog(path: &Path, n_backups: usize, sorted: bool) -> DateTime<Utc> {
     }
     out.write_all(b"\n]}\n").unwrap();
     out.flush().unwrap();
-    start + TimeDelta::minutes(5 * n_backups as i64 + 5)
+    now
 }

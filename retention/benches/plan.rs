@@ -18,8 +18,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, TimeDelta, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use sexton_retention::{evaluate, plan, BackupKind, BackupRecord, BackupStatus, Catalog, Policy};
+
+#[path = "support/catalog.rs"]
+mod catalog;
 
 const POLICY: &str = r#"{"keep_last": 10, "keep_hourly": 48, "keep_daily": 30, "keep_weekly": 12,
     "keep_monthly": 24, "keep_yearly": -1, "keep_within": "7d", "keep_tags": [["manual"]]}"#;
@@ -124,78 +127,35 @@ fn median(samples: &mut [Duration]) -> Duration {
     samples[samples.len() / 2]
 }
 
-/// xorshift64: deterministic, no dependency.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
-}
-
-/// The catalog of `cli/benches/offline_plan.rs`, and the `now` to decide at.
+/// The issue's catalog ([`catalog::issue_catalog`]) as engine records, and the `now` to
+/// decide at.
 fn build_catalog(n_backups: usize, sorted: bool) -> (Catalog, DateTime<Utc>) {
-    const PER_DAY: usize = 288;
-    let mut random = Random(0x9e37_79b9_7f4a_7c15);
-    let start = Utc.with_ymd_and_hms(2016, 1, 1, 0, 0, 0).unwrap();
-    let mut failed = vec![false; n_backups];
-    let mut parent_of = vec![usize::MAX; n_backups];
-    let mut last_good = usize::MAX;
-    for slot in 0..n_backups {
-        failed[slot] = random.below(100) == 0;
-        if slot % PER_DAY != 0 {
-            parent_of[slot] = last_good;
-        }
-        if !failed[slot] {
-            last_good = slot;
-        }
-    }
-    let mut order: Vec<usize> = (0..n_backups).collect();
-    if !sorted {
-        for i in (1..n_backups).rev() {
-            let j = random.below(i as u64 + 1) as usize;
-            order.swap(i, j);
-        }
-    }
-    let backups = order
-        .iter()
-        .map(|&slot| {
-            let completed = start + TimeDelta::minutes(5 * slot as i64 + 4);
-            let started = completed - TimeDelta::minutes(3);
-            let parent = parent_of[slot];
-            let incremental = slot % PER_DAY != 0 && parent != usize::MAX;
-            BackupRecord {
-                id: format!("db1-{slot:08}"),
-                completed_at: Some(completed.fixed_offset()),
-                started_at: Some(started.fixed_offset()),
-                status: if failed[slot] {
-                    BackupStatus::Failed
-                } else {
-                    BackupStatus::Completed
-                },
-                kind: if incremental {
-                    BackupKind::Incremental
-                } else {
-                    BackupKind::Full
-                },
-                parent: incremental.then(|| format!("db1-{parent:08}")),
-                tags: if slot % (7 * PER_DAY) == 100 {
-                    vec!["manual".to_owned()]
-                } else {
-                    Vec::new()
-                },
-                ..BackupRecord::default()
-            }
+    let (slots, now) = catalog::issue_catalog(n_backups, sorted);
+    let backups = slots
+        .into_iter()
+        .map(|backup| BackupRecord {
+            id: format!("db1-{:08}", backup.slot),
+            completed_at: Some(backup.completed.fixed_offset()),
+            started_at: Some(backup.started.fixed_offset()),
+            status: if backup.failed {
+                BackupStatus::Failed
+            } else {
+                BackupStatus::Completed
+            },
+            kind: if backup.parent.is_some() {
+                BackupKind::Incremental
+            } else {
+                BackupKind::Full
+            },
+            parent: backup.parent.map(|parent| format!("db1-{parent:08}")),
+            tags: if backup.manual {
+                vec!["manual".to_owned()]
+            } else {
+                Vec::new()
+            },
+            ..BackupRecord::default()
         })
         .collect();
-    let now = start + TimeDelta::minutes(5 * n_backups as i64 + 5);
     (
         Catalog {
             backups,
