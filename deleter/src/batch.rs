@@ -578,17 +578,8 @@ impl Deleter {
                 return;
             }
         };
-        // Spread over the requests a batch may have in flight: a full batch's 1000 keys sent as
-        // one request gave the store one request per batch to work on, while it deletes faster
-        // with several at once (deletion bench, issue 17, 20,000 backups: two requests of 500
-        // keys per batch took the fleet from 65-85 % to 77-99 % of raw DeleteObjects with as
-        // many requests in flight as the deleter may have, 8).
-        let per_request = targets
-            .len()
-            .div_ceil(REQUESTS_IN_FLIGHT)
-            .clamp(MIN_KEYS_PER_REQUEST, DELETE_BATCH);
         let requests: Vec<_> = targets
-            .chunks(per_request)
+            .chunks(keys_per_request(targets.len()))
             .map(|chunk| async move {
                 // Never closed: the permit only bounds the replica's requests in flight.
                 let _permit = self.requests.acquire().await;
@@ -833,6 +824,18 @@ impl Work {
     }
 }
 
+/// How many keys each of a phase's `DeleteObjects` requests carries: the phase's keys spread
+/// over the [`REQUESTS_IN_FLIGHT`] requests a batch may have, at least
+/// [`MIN_KEYS_PER_REQUEST`], at most what one request takes. A full batch's 1000 keys sent as
+/// one request gave the store one request per batch to work on, while it deletes faster with
+/// several at once (deletion bench, issue 17, 20,000 backups: two requests of 500 keys per
+/// batch took the fleet from 65-85 % to 77-99 % of raw DeleteObjects with as many requests in
+/// flight as the deleter may have, 8).
+fn keys_per_request(keys: usize) -> usize {
+    keys.div_ceil(REQUESTS_IN_FLIGHT)
+        .clamp(MIN_KEYS_PER_REQUEST, DELETE_BATCH)
+}
+
 fn incident(record: &BackupRecord, kind: &str, reason: String) -> Incident {
     Incident {
         schema_version: wire::SCHEMA_VERSION,
@@ -843,5 +846,33 @@ fn incident(record: &BackupRecord, kind: &str, reason: String) -> Incident {
         subject: String::new(),
         reason,
         at: Utc::now(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_is_spread_over_the_requests_a_batch_may_have() {
+        let requests = |keys: usize| keys.div_ceil(keys_per_request(keys));
+        // A full batch: two requests of 500, never one of 1000.
+        assert_eq!(keys_per_request(1000), 500);
+        assert_eq!(requests(1000), REQUESTS_IN_FLIGHT);
+        // A few keys stay one request; only the last request of a phase holds fewer than the
+        // floor (150 keys: 100 and 50).
+        assert_eq!(requests(1), 1);
+        assert_eq!(requests(100), 1);
+        assert_eq!(requests(150), 2);
+        assert_eq!(keys_per_request(250), 125);
+        // Never more than a request takes, however many keys (volumes add keys per job).
+        assert_eq!(keys_per_request(5000), DELETE_BATCH);
+        for keys in 1..5000 {
+            let per = keys_per_request(keys);
+            assert!(
+                (MIN_KEYS_PER_REQUEST..=DELETE_BATCH).contains(&per),
+                "{keys}: {per}"
+            );
+        }
     }
 }
