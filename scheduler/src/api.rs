@@ -56,20 +56,11 @@ pub struct Edges {
     pub ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-pub async fn run(
-    client: async_nats::Client,
-    topology: Topology,
-    clusters_bucket: async_nats::jetstream::kv::Store,
-    edges: Edges,
-    config: Config,
-    metrics: std::sync::Arc<crate::metrics::Metrics>,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    let Edges {
-        store,
-        verifier,
-        ready,
-    } = edges;
+/// Subscribes to the API's subjects and returns once the server has the subscriptions: from
+/// then on a request finds a responder, and waits in the listener until [`run`] answers it.
+/// The scheduler does this before its timers start, so an executor handed the first
+/// due-backup can ask `backup.taken` about it.
+pub async fn subscribe(client: &async_nats::Client) -> anyhow::Result<Listener> {
     // Only `import` of `catalog.*`: the retention-worker answers `catalog.scrub` in the same
     // queue group.
     let listener = Listener::subscribe(
@@ -87,6 +78,24 @@ pub async fn run(
         .flush()
         .await
         .context("flushing the api subscriptions")?;
+    Ok(listener)
+}
+
+/// Answers the requests of `listener` ([`subscribe`]) until shutdown.
+pub async fn run(
+    listener: Listener,
+    topology: Topology,
+    clusters_bucket: async_nats::jetstream::kv::Store,
+    edges: Edges,
+    config: Config,
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let Edges {
+        store,
+        verifier,
+        ready,
+    } = edges;
     ready.store(true, std::sync::atomic::Ordering::Release);
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),

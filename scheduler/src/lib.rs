@@ -69,6 +69,10 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     sexton_shared::build::start(&client, "scheduler", &metrics.registry, shutdown.clone()).await?;
     tracing::info!(metrics = %telemetry::listen_text(addr), "scheduler started");
 
+    // The API listens before the timers fire anything: an executor asks `backup.taken` about a
+    // due-backup as soon as it has one, and with no answer it takes the backup without knowing
+    // whether it was taken before.
+    let api_listener = api::subscribe(&client).await?;
     // The timers' watch keeps the set of clusters with schedules; the sweeps read it.
     let (clusters, clusters_seen) = tokio::sync::watch::channel(Default::default());
     tasks.spawn(
@@ -112,7 +116,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     tasks.spawn(
         "api",
         api::run(
-            client.clone(),
+            api_listener,
             topology.clone(),
             clusters_bucket.clone(),
             api::Edges {

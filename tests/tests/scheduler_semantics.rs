@@ -367,6 +367,60 @@ async fn after_downtime_the_missed_period_fires_once() {
     assert!(next.tick > restarted_at);
 }
 
+/// A scheduler answers its API before it fires anything. An executor handed a due-backup asks
+/// `backup.taken` at once, and a question nobody answers makes it take the backup without
+/// knowing whether it was taken before, so a redelivered due-backup would write a deleted
+/// backup's objects again. Found in `deploy/local/run`: a restarted scheduler's catch-up firing
+/// went out 38 ms after start, before its API had subscribed, and the executor logged "no
+/// responders".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_scheduler_answers_backup_taken_before_its_first_firing() {
+    use futures::StreamExt;
+    let mut t = setup(false).await;
+    // A scheduler process with an object store, as it runs (intake reads the store): its
+    // start-up, connecting to the store included, is what the API must not wait behind.
+    let s3 = S3::start();
+    t.config = config(&t._nats, &s3);
+    let logs = tempfile::tempdir().unwrap();
+    let mut scheduler = ServiceProcess::start("sexton-scheduler", &[], &t.config, logs.path());
+    create_schedule(&t.client, schedule("s", "@every 1s")).await;
+    t.wait_for_events("a firing", "s", 1).await;
+    scheduler.kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The executor's side: each due-backup as it is published, asked about at once.
+    let cluster = sexton_shared::names::ClusterName::new("c1").unwrap();
+    let mut due = t
+        .client
+        .subscribe(topology::due_subject(&cluster))
+        .await
+        .unwrap();
+    t.client.flush().await.unwrap();
+    scheduler.restart();
+    let message = tokio::time::timeout(Duration::from_secs(30), due.next())
+        .await
+        .expect("the catch-up firing within 30 s")
+        .expect("the subscription is open");
+    let fired: sexton_shared::wire::DueBackup =
+        sexton_shared::wire::decode(&message.payload).unwrap();
+    let question = sexton_shared::api::BackupRef {
+        schema_version: 1,
+        cluster,
+        id: fired.backup_id.clone(),
+    };
+    let answer = t
+        .client
+        .request(
+            topology::api_subject("backup", "taken"),
+            serde_json::to_vec(&question).unwrap().into(),
+        )
+        .await;
+    scheduler.kill();
+    let answer = answer
+        .unwrap_or_else(|err| panic!("backup.taken for {} unanswered: {err}", fired.backup_id));
+    let reply: sexton_shared::api::Reply = serde_json::from_slice(&answer.payload).unwrap();
+    reply.into_result().expect("backup.taken answers");
+}
+
 /// Overlap policy `skip` (the default): while a backup of the schedule is in progress, a due
 /// tick is recorded as skipped with the reason, and `describe` says so; `allow` keeps firing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
