@@ -20,6 +20,10 @@ use sexton_retention::{
     VolumeArtifact,
 };
 
+#[path = "support/random.rs"]
+mod random;
+use random::Random;
+
 const RUNS: usize = 5;
 
 fn main() {
@@ -165,22 +169,6 @@ fn memory_kib(field: &str) -> i64 {
 /// Resets the peak resident size (`VmHWM`) to the current one (Linux `clear_refs`).
 fn reset_peak_memory() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-/// xorshift64: deterministic, no dependency.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
 }
 
 fn build_catalog(n_backups: usize, n_volumes: usize) -> (Catalog, DateTime<Utc>) {

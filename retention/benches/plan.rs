@@ -71,25 +71,16 @@ fn main() {
     let (mut evaluations_cpu, mut plans_cpu) = (Vec::new(), Vec::new());
     let mut floors = Vec::new();
     for _ in 0..runs {
-        let started = Instant::now();
-        let list = empty_decisions(backups);
-        floors.push(started.elapsed());
-        black_box(&list);
-        drop(list);
+        let (wall, _) = timed(|| empty_decisions(backups));
+        floors.push(wall);
 
-        let (started, cpu) = (Instant::now(), cpu_time());
-        let evaluation = evaluate(&catalog, &policy, now).unwrap();
-        evaluations.push(started.elapsed());
-        evaluations_cpu.push(cpu_time() - cpu);
-        black_box(&evaluation);
-        drop(evaluation);
+        let (wall, cpu) = timed(|| evaluate(&catalog, &policy, now).unwrap());
+        evaluations.push(wall);
+        evaluations_cpu.push(cpu);
 
-        let (started, cpu) = (Instant::now(), cpu_time());
-        let owned = plan(&catalog, &policy, now).unwrap();
-        plans.push(started.elapsed());
-        plans_cpu.push(cpu_time() - cpu);
-        black_box(&owned);
-        drop(owned);
+        let (wall, cpu) = timed(|| plan(&catalog, &policy, now).unwrap());
+        plans.push(wall);
+        plans_cpu.push(cpu);
         settle_heap();
     }
     let evaluate_median = median(&mut evaluations.clone());
@@ -125,6 +116,17 @@ fn report(what: &str, runs: usize, mut evaluations: Vec<Duration>, mut plans: Ve
         plan_min.as_secs_f64() / evaluate_min.as_secs_f64(),
         ratios.join(" ")
     );
+}
+
+/// Runs `f` and drops what it made, untimed: the wall time and this thread's time on a CPU
+/// that making it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (Duration, Duration) {
+    let (started, cpu) = (Instant::now(), cpu_time());
+    let made = f();
+    let times = (started.elapsed(), cpu_time() - cpu);
+    black_box(&made);
+    drop(made);
+    times
 }
 
 /// This thread's time on a CPU (`/proc/thread-self/schedstat`, in nanoseconds; zero where

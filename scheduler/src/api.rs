@@ -52,8 +52,6 @@ use schedule_get::describe;
 pub struct Edges {
     pub store: sexton_shared::object_store::ObjectStore,
     pub verifier: crate::verify::Verifier,
-    /// Set once every API subscription exists (the scheduler's /readyz waits for it).
-    pub ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Subscribes to the API's subjects and returns once the server has the subscriptions: from
@@ -91,12 +89,7 @@ pub async fn run(
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let Edges {
-        store,
-        verifier,
-        ready,
-    } = edges;
-    ready.store(true, std::sync::atomic::Ordering::Release);
+    let Edges { store, verifier } = edges;
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
         audit: sexton_shared::audit::Audit::new(

@@ -73,6 +73,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     // due-backup as soon as it has one, and with no answer it takes the backup without knowing
     // whether it was taken before.
     let api_listener = api::subscribe(&client).await?;
+    api_ready.store(true, std::sync::atomic::Ordering::Release);
     // The timers' watch keeps the set of clusters with schedules; the sweeps read it.
     let (clusters, clusters_seen) = tokio::sync::watch::channel(Default::default());
     tasks.spawn(
@@ -122,7 +123,6 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             api::Edges {
                 store: store.clone(),
                 verifier,
-                ready: api_ready,
             },
             config.clone(),
             metrics.clone(),

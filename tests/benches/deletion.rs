@@ -70,8 +70,9 @@ fn args() -> Args {
     args
 }
 
-/// Deletes `keys` with 1000-key requests, `in_flight` at once; prints and returns the time.
-async fn raw_parallel(store: &ObjectStore, keys: &[String], in_flight: usize) -> Duration {
+/// Deletes `keys` with 1000-key requests, `in_flight` at once (1: one after the other); prints
+/// and returns the time.
+async fn raw_delete(store: &ObjectStore, keys: &[String], in_flight: usize) -> Duration {
     let started = Instant::now();
     futures::stream::iter(keys.chunks(DELETE_BATCH))
         .map(|chunk| async move {
@@ -82,8 +83,13 @@ async fn raw_parallel(store: &ObjectStore, keys: &[String], in_flight: usize) ->
         .collect::<Vec<()>>()
         .await;
     let elapsed = started.elapsed();
+    let how = if in_flight == 1 {
+        "sequential".to_string()
+    } else {
+        format!("{in_flight} in flight")
+    };
     println!(
-        "raw DeleteObjects, {in_flight} in flight: {} objects in {elapsed:.1?}: {:.0} objects/s",
+        "raw DeleteObjects, {how}: {} objects in {elapsed:.1?}: {:.0} objects/s",
         keys.len(),
         keys.len() as f64 / elapsed.as_secs_f64()
     );
@@ -123,22 +129,6 @@ impl Cpu {
             per_k(bench + nats + s3),
         );
     }
-}
-
-/// Deletes `keys` with 1000-key requests one after the other; prints and returns the time.
-async fn raw_sequential(store: &ObjectStore, keys: &[String]) -> Duration {
-    let started = Instant::now();
-    for chunk in keys.chunks(DELETE_BATCH) {
-        let failures = store.delete_batch(chunk).await.unwrap();
-        assert!(failures.is_empty(), "{failures:?}");
-    }
-    let elapsed = started.elapsed();
-    println!(
-        "raw DeleteObjects, sequential: {} objects in {elapsed:.1?}: {:.0} objects/s",
-        keys.len(),
-        keys.len() as f64 / elapsed.as_secs_f64()
-    );
-    elapsed
 }
 
 async fn put_all(store: &ObjectStore, keys: Vec<String>) {
@@ -268,9 +258,9 @@ async fn run(args: Args) {
     let (par_before, rest) = rest.split_at(quarter);
     let (par_after, seq_after) = rest.split_at(quarter);
     let in_flight = 2 * args.concurrency;
-    let raw_before = raw_sequential(&store, seq_before).await;
+    let raw_before = raw_delete(&store, seq_before, 1).await;
     let cpu_before = Cpu::now(&nats, &s3);
-    let par_time_before = raw_parallel(&store, par_before, in_flight).await;
+    let par_time_before = raw_delete(&store, par_before, in_flight).await;
     Cpu::now(&nats, &s3).print_since(cpu_before, "raw, in flight", par_before.len());
 
     // The fleet: the deleter, from start until every job is done.
@@ -299,8 +289,8 @@ async fn run(args: Args) {
     );
     Cpu::now(&nats, &s3).print_since(cpu_before, "fleet", objects);
     fleet.stop().await.unwrap();
-    let par_time_after = raw_parallel(&store, par_after, in_flight).await;
-    let raw_after = raw_sequential(&store, seq_after).await;
+    let par_time_after = raw_delete(&store, par_after, in_flight).await;
+    let raw_after = raw_delete(&store, seq_after, 1).await;
     let raw_rate =
         (seq_before.len() + seq_after.len()) as f64 / (raw_before + raw_after).as_secs_f64();
     let raw_parallel_rate = (par_before.len() + par_after.len()) as f64

@@ -15,7 +15,7 @@ use sexton_shared::{api::ErrorCode, records::ScheduleRecord, topology};
 use sexton_tests::*;
 
 struct Setup {
-    _nats: Nats,
+    nats: Nats,
     config: sexton_shared::config::Config,
     client: async_nats::Client,
     js: async_nats::jetstream::Context,
@@ -28,7 +28,7 @@ async fn setup(server_skip_immediately: bool) -> Setup {
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = async_nats::jetstream::new(client.clone());
     Setup {
-        _nats: nats,
+        nats,
         config,
         client,
         js,
@@ -380,7 +380,7 @@ async fn a_restarted_scheduler_answers_backup_taken_before_its_first_firing() {
     // A scheduler process with an object store, as it runs (intake reads the store): its
     // start-up, connecting to the store included, is what the API must not wait behind.
     let s3 = S3::start();
-    t.config = config(&t._nats, &s3);
+    t.config = config(&t.nats, &s3);
     let logs = tempfile::tempdir().unwrap();
     let mut scheduler = ServiceProcess::start("sexton-scheduler", &[], &t.config, logs.path());
     create_schedule(&t.client, schedule("s", "@every 1s")).await;
@@ -428,7 +428,7 @@ async fn a_tick_during_a_running_backup_is_skipped_with_the_reason() {
     let mut t = setup(false).await;
     // The completion below is checked against the bucket before it counts.
     let s3 = S3::start();
-    t.config = config(&t._nats, &s3);
+    t.config = config(&t.nats, &s3);
     let store = object_store(&t.config).await;
     let fleet = Fleet::start(&t.config, SCHEDULER_ONLY);
     create_schedule(&t.client, schedule("skip", "@every 1s")).await;

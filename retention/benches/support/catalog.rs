@@ -5,6 +5,10 @@
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 
+#[path = "random.rs"]
+mod random;
+use random::Random;
+
 /// Backups a day (one every 5 minutes).
 pub const PER_DAY: usize = 288;
 
@@ -61,20 +65,4 @@ pub fn issue_catalog(n_backups: usize, sorted: bool) -> (Vec<Slot>, DateTime<Utc
         })
         .collect();
     (slots, start + TimeDelta::minutes(5 * n_backups as i64 + 5))
-}
-
-/// xorshift64: deterministic, no dependency.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound
-    }
 }
