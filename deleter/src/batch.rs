@@ -371,7 +371,9 @@ impl Deleter {
             .cloned()
             .collect();
         let policies = planning::group_policies(&schedules);
-        let cache = self.views.current(cluster).await?;
+        // Judged only on a view holding every job's own mark (a revision already stored).
+        let through = jobs.iter().map(|(_, job)| job.revision).max().unwrap_or(0);
+        let cache = self.views.current_through(cluster, through).await?;
         let refs: Vec<&DeleteJob> = jobs.iter().map(|(_, job)| job).collect();
         let view = ClusterView {
             records: &cache.records,

@@ -17,6 +17,12 @@
 //! after the catch-up is caught where it always was: every write is a compare-and-set on the
 //! revision the view holds.
 //!
+//! One limit: the consumer may be hosted by a replica that has not yet stored the latest
+//! writes, and then reports nothing pending while they exist. A caller that knows a revision
+//! is stored (the deleter: the mark a job was issued at) asks [`CatalogView::current_through`],
+//! which refuses a view behind it; the next catch-up reads what was missed, because changes
+//! are always read from the first sequence not applied, never skipped.
+//!
 //! **Throwing it away.** Nothing here is state that matters: on any error (a read that fails or
 //! stalls, an entry that does not decode, an entry the state refuses) the cluster's view is
 //! dropped and the next use lists the cluster again. A replica's view is its own; replicas
@@ -123,6 +129,29 @@ impl<S: ViewState> CatalogView<S> {
         Ok(view)
     }
 
+    /// [`CatalogView::current`], and the view has applied stream sequence `through` (a
+    /// catalog revision the caller knows is stored: the mark a delete job was issued at). A
+    /// catch-up is answered by whichever replica hosts its consumer, and one that has not yet
+    /// stored the latest writes reports nothing pending: under a NATS node loss the deleter
+    /// judged a job on a view without the job's own mark, saw the backup `completed` and
+    /// refused the job for good (fault_nats_cluster). A view behind `through` is an error the
+    /// caller retries; the view is kept, and its next catch-up reads what it missed.
+    pub async fn current_through(
+        &self,
+        cluster: &ClusterName,
+        through: u64,
+    ) -> anyhow::Result<OwnedMutexGuard<ClusterView<S>>> {
+        let view = self.current(cluster).await?;
+        if view.next_sequence <= through {
+            anyhow::bail!(
+                "the catalog view of {cluster} has applied up to revision {} but revision \
+                 {through} is stored: a replica behind its leader answered the catch-up",
+                view.next_sequence.saturating_sub(1)
+            );
+        }
+        Ok(view)
+    }
+
     /// Forgets every cluster's view (the next use of each lists it again).
     pub async fn clear(&self) {
         self.clusters.lock().await.clear();
@@ -135,19 +164,14 @@ impl<S: ViewState> CatalogView<S> {
     ) -> anyhow::Result<()> {
         let mut refresh = Refresh::default();
         if view.next_sequence == 0 {
-            // Every change after `last` is replayed below, so one made while the listing runs
-            // is applied again, in stream order, which changes nothing.
-            let mut stream = self.store.stream.clone();
-            let last = stream
-                .info()
-                .await
-                .context("reading the catalog stream's state")?
-                .state
-                .last_sequence;
+            // The changes are read from just after the newest entry the listing delivered, not
+            // from the stream's last sequence: a listing answered by a replica behind its
+            // leader misses the newest writes, and those come after every entry it delivered.
+            // A change already listed is applied again, in stream order, which changes nothing.
             *view = ClusterView::default();
             self.read(cluster, view, DeliverPolicy::LastPerSubject, Read::Listing)
                 .await?;
-            view.next_sequence = last + 1;
+            view.next_sequence = view.next_sequence.max(1);
             refresh.full_listing = true;
         }
         let start_sequence = view.next_sequence;
@@ -218,9 +242,9 @@ impl<S: ViewState> CatalogView<S> {
                 .map_err(|err| anyhow::anyhow!("catalog entry metadata: {err}"))?;
             pending = info.pending;
             let revision = info.stream_sequence;
-            if read == Read::Changes {
-                view.next_sequence = revision + 1;
-            }
+            // A listing delivers in stream order too: after it, the first sequence not applied
+            // is the one after its newest entry.
+            view.next_sequence = view.next_sequence.max(revision + 1);
             count += 1;
             bytes += (message.subject.len() + message.payload.len()) as u64;
             let Some(id) = message.subject.strip_prefix(key_prefix.as_str()) else {
