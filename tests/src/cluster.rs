@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::{free_port, http_status, tools_bin, Server};
+use crate::{http_status, lasting_port, tools_bin, wait_ready, Server};
 
 pub const CLUSTER_NAME: &str = "sexton-test";
 
@@ -78,7 +78,7 @@ impl NatsCluster {
     /// create (and delete) a stream with three replicas.
     pub fn start() -> NatsCluster {
         let bin = tools_bin().join("nats-server");
-        let route_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let route_ports: Vec<u16> = (0..3).map(|_| lasting_port()).collect();
         let mut nodes = Vec::new();
         for (i, route_port) in route_ports.iter().enumerate() {
             let routes = route_ports
@@ -88,8 +88,8 @@ impl NatsCluster {
                 .collect();
             nodes.push(ClusterNode {
                 name: format!("n{}", i + 1),
-                port: free_port(),
-                monitor_port: free_port(),
+                port: lasting_port(),
+                monitor_port: lasting_port(),
                 route_port: *route_port,
                 routes,
                 server: Server {
@@ -141,14 +141,14 @@ impl NatsCluster {
         let node = &mut self.nodes[index];
         node.server.kill();
         node.spawn(&bin);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !node.healthy() {
-            assert!(
-                Instant::now() < deadline,
-                "node {} not healthy after restart",
-                node.name
+        let (monitor, log) = (node.monitor_port, node.log_path());
+        if let Err(why) = wait_ready(&mut node.server, &log, Duration::from_secs(60), || {
+            http_status(monitor, "/healthz?js-enabled-only=true") == Some(200)
+        }) {
+            panic!(
+                "{}",
+                why.explain(&format!("node {} (restarted)", node.name))
             );
-            std::thread::sleep(Duration::from_millis(50));
         }
     }
 

@@ -58,6 +58,13 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A free loopback port for a server that is killed and started again on it: below the
+/// kernel's ephemeral range, so the source port of some outgoing connection cannot take it
+/// while the server is down.
+pub fn lasting_port() -> u16 {
+    free_port_range(1)
+}
+
 /// `n` consecutive free loopback ports, below the kernel's ephemeral range.
 ///
 /// Ports handed out by the kernel (`free_port`, and the source port of every outgoing
@@ -218,8 +225,8 @@ impl Nats {
         let bin = tools_bin().join("nats-server");
         for attempt in 1..=ATTEMPTS {
             let mut nats = Nats {
-                port: free_port(),
-                monitor_port: free_port(),
+                port: lasting_port(),
+                monitor_port: lasting_port(),
                 server: Server {
                     child: None,
                     dir: tempfile::tempdir().expect("tempdir"),
