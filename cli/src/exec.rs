@@ -232,7 +232,7 @@ pub async fn run(
         .with_context(|| format!("creating the work directory {}", options.work_dir.display()))?;
     let client = sexton_shared::nats::connect(&config.nats, "sexton-exec").await?;
     let jetstream = jetstream::new(client.clone());
-    topology::ensure(&jetstream, config.nats.replicas).await?;
+    topology::await_created(&jetstream).await?;
     let store = ObjectStore::connect(&config.s3).await?;
     let due_consumer = consumer(
         &jetstream,

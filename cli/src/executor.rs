@@ -48,7 +48,7 @@ use sexton_shared::{
 pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let client = sexton_shared::nats::connect(&config.nats, "sexton-reference-executor").await?;
     let js = jetstream::new(client.clone());
-    topology::ensure(&js, config.nats.replicas).await?;
+    topology::await_created(&js).await?;
     let store = ObjectStore::connect(&config.s3).await?;
     let prefix = config.s3.prefix.clone();
     let stream = js

@@ -306,6 +306,49 @@ pub async fn ensure(jetstream: &jetstream::Context, replicas: usize) -> anyhow::
     ensure_with(jetstream, replicas, AUDIT_RETENTION).await
 }
 
+/// Waits until every stream and bucket [`ensure`] creates exists, and creates nothing: for the
+/// executors (`sexton exec`, the reference executor), whose NATS user may look streams up but
+/// never create them or read the account's limits (deploy/nats/authorization.conf). Creating a
+/// missing bucket reads the account's limits first (`$JS.API.INFO`), so an executor that found
+/// the scheduler half-way through creating the topology (the catalog there, the breaker's
+/// bucket not yet) asked for what its user is denied: only on a machine slow enough to show
+/// that moment (issue 26). Waits at most [`ENSURE_PATIENCE`], then names what is missing.
+pub async fn await_created(jetstream: &jetstream::Context) -> anyhow::Result<()> {
+    let names: Vec<String> = stream_configs(1)
+        .into_iter()
+        .map(|config| config.name)
+        .chain(
+            bucket_configs(1)
+                .into_iter()
+                .map(|c| format!("KV_{}", c.bucket)),
+        )
+        .collect();
+    let deadline = tokio::time::Instant::now() + ENSURE_PATIENCE;
+    loop {
+        let mut missing = Vec::new();
+        for name in &names {
+            if jetstream.get_stream(name).await.is_err() {
+                missing.push(name.as_str());
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            anyhow::bail!(
+                "the NATS topology is not there after {ENSURE_PATIENCE:?} (missing: {}): the \
+                 scheduler creates it at start-up, or an operator does (deploy/README.md)",
+                missing.join(", ")
+            );
+        }
+        tracing::info!(
+            missing = missing.join(","),
+            "waiting for the scheduler to create the nats topology"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// [`ensure`] for a service: the replicas and the audit stream's retention of its config.
 pub async fn ensure_for(
     jetstream: &jetstream::Context,
