@@ -372,18 +372,50 @@ impl Deleter {
             .collect();
         let policies = planning::group_policies(&schedules);
         // Judged only on a view holding every job's own mark (a revision already stored).
-        let through = jobs.iter().map(|(_, job)| job.revision).max().unwrap_or(0);
-        let cache = self.views.current_through(cluster, through).await?;
-        let refs: Vec<&DeleteJob> = jobs.iter().map(|(_, job)| job).collect();
+        // A job whose revision the view has not applied is checked with the leader: a
+        // revision past the backup's latest entry was never a revision of that backup (a
+        // forged or corrupted job), refused at once; otherwise the view lags (a replica behind
+        // its leader answered the catch-up) and the job waits for the next delivery, while
+        // the rest of the batch is judged now (issue 26).
+        let cache = self.views.current(cluster).await?;
+        let applied = cache.applied();
+        let mut held_back: Vec<Option<Verdict>> = Vec::with_capacity(jobs.len());
+        for (_, job) in jobs {
+            if job.revision <= applied {
+                held_back.push(None);
+                continue;
+            }
+            let latest = self.views.latest_revision(cluster, &job.backup_id).await?;
+            held_back.push(Some(match job::never_stored(job.revision, latest) {
+                Some(refusal) => Verdict::Refuse(refusal),
+                None => {
+                    tracing::info!(%cluster, backup = %job.backup_id, revision = job.revision, applied, "the catalog view is behind the job's mark; it waits for the next delivery");
+                    // Judged with no record: the caller retries it.
+                    Verdict::Claim
+                }
+            }));
+        }
+        let refs: Vec<&DeleteJob> = jobs
+            .iter()
+            .zip(&held_back)
+            .filter(|(_, held)| held.is_none())
+            .map(|((_, job), _)| job)
+            .collect();
         let view = ClusterView {
             records: &cache.records,
             policies: &policies,
         };
-        let verdicts = job::verify_all(&refs, &view, &self.prefix, now);
-        Ok(verdicts
-            .into_iter()
-            .zip(&refs)
-            .map(|(verdict, job)| (verdict, cache.records.get(&job.backup_id).cloned()))
+        let mut verdicts = job::verify_all(&refs, &view, &self.prefix, now).into_iter();
+        Ok(jobs
+            .iter()
+            .zip(held_back)
+            .map(|((_, job), held)| match held {
+                Some(verdict) => (verdict, None),
+                None => (
+                    verdicts.next().expect("one verdict per job judged"),
+                    cache.records.get(&job.backup_id).cloned(),
+                ),
+            })
             .collect())
     }
 

@@ -329,6 +329,29 @@ pub fn remaining(artifacts: &[String], gone: &HashSet<String>) -> Vec<String> {
         .collect()
 }
 
+/// A job claiming catalog revision `revision` of a backup whose latest entry (put or removal)
+/// the catalog stream's leader has at `latest` (`None`: the key was never written): a revision
+/// past it was never a revision of that backup (a forged or corrupted job), and waiting for it
+/// would wait for ever (issue 26). Refused with nothing deleted.
+pub fn never_stored(revision: u64, latest: Option<u64>) -> Option<Refusal> {
+    let reason = match latest {
+        Some(latest) if revision <= latest => return None,
+        Some(latest) => format!(
+            "the job claims catalog revision {revision} of the backup, but its latest entry is \
+             revision {latest}: a revision that was never stored (a forged or corrupted job); \
+             nothing deleted"
+        ),
+        None => format!(
+            "the job claims catalog revision {revision} of a backup the catalog never stored \
+             (a forged or corrupted job); nothing deleted"
+        ),
+    };
+    Some(Refusal {
+        reason,
+        unmark: false,
+    })
+}
+
 /// The delay before the next delivery of a job that failed for a transient reason: 1 s, 2 s,
 /// 4 s, … at most a minute.
 pub fn retry_delay(delivered: i64) -> Duration {
@@ -341,6 +364,17 @@ mod tests {
     use super::*;
     use sexton_shared::names::ClusterName;
     use sexton_shared::records::DeleteRequest;
+
+    #[test]
+    fn a_revision_past_the_last_stored_is_refused_not_awaited() {
+        assert_eq!(never_stored(5, Some(5)), None);
+        assert_eq!(never_stored(1, Some(5)), None);
+        let refused = never_stored(1005, Some(5)).expect("refused");
+        assert!(!refused.unmark);
+        assert!(refused.reason.contains("1005"), "{}", refused.reason);
+        assert!(never_stored(u64::MAX, Some(5)).is_some());
+        assert!(never_stored(1, None).is_some());
+    }
 
     fn record(id: &str, status: BackupStatus) -> BackupRecord {
         serde_json::from_value(serde_json::json!({

@@ -48,6 +48,29 @@ use crate::records::BackupRecord;
 /// How long a read may wait for the next catalog entry it knows is pending.
 const STALL: Duration = Duration::from_secs(10);
 
+/// [`CatalogView::current_through`] found the view behind the revision asked for: lag (a
+/// replica behind its leader answered the catch-up) when the stream has stored `through`, a
+/// false claim when it has not ([`CatalogView::last_stored`] tells which).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Behind {
+    pub cluster: ClusterName,
+    pub applied: u64,
+    pub through: u64,
+}
+
+impl std::fmt::Display for Behind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the catalog view of {} has applied up to revision {} but revision {} is asked \
+             for: a replica behind its leader answered the catch-up",
+            self.cluster, self.applied, self.through
+        )
+    }
+}
+
+impl std::error::Error for Behind {}
+
 /// What a service keeps of one cluster's records.
 pub trait ViewState: Default + Send + 'static {
     /// Applies one change of the entry `<cluster>.<id>`: the record now stored there, or
@@ -73,6 +96,13 @@ pub struct ClusterView<S> {
     next_sequence: u64,
     pub state: S,
     pub last_refresh: Refresh,
+}
+
+impl<S> ClusterView<S> {
+    /// The last catalog revision (stream sequence) this view has applied.
+    pub fn applied(&self) -> u64 {
+        self.next_sequence.saturating_sub(1)
+    }
 }
 
 impl<S> Deref for ClusterView<S> {
@@ -143,13 +173,27 @@ impl<S: ViewState> CatalogView<S> {
     ) -> anyhow::Result<OwnedMutexGuard<ClusterView<S>>> {
         let view = self.current(cluster).await?;
         if view.next_sequence <= through {
-            anyhow::bail!(
-                "the catalog view of {cluster} has applied up to revision {} but revision \
-                 {through} is stored: a replica behind its leader answered the catch-up",
-                view.next_sequence.saturating_sub(1)
-            );
+            return Err(Behind {
+                cluster: cluster.clone(),
+                applied: view.next_sequence.saturating_sub(1),
+                through,
+            }
+            .into());
         }
         Ok(view)
+    }
+
+    /// The revision of the latest entry of `<cluster>.<id>` (a put or a removal), as the
+    /// catalog stream's leader has it (it holds every acknowledged write): `None` when the key
+    /// was never written. A job claiming a later revision of that backup claims one that was
+    /// never stored: a claim to check, not lag to wait out (issue 26).
+    pub async fn latest_revision(
+        &self,
+        cluster: &ClusterName,
+        id: &BackupId,
+    ) -> anyhow::Result<Option<u64>> {
+        let entry = crate::leader_read::latest(&self.store, &format!("{cluster}.{id}")).await?;
+        Ok(entry.map(|entry| entry.revision))
     }
 
     /// Forgets every cluster's view (the next use of each lists it again).

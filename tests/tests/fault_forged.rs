@@ -223,6 +223,10 @@ async fn forged_and_replayed_messages_delete_nothing() {
         serde_json::from_slice::<serde_json::Value>(&forge.report("backups", 9, long_ago)).unwrap();
     unknown_schedule["schedule"] = json!("nobody");
     let body = |v: &serde_json::Value| bytes::Bytes::from(serde_json::to_vec(v).unwrap());
+    // Revisions the catalog never stored: a claim to check, never lag to wait for (issue 26).
+    let beyond = kept.revision + 1000;
+    let beyond_reason = format!("claims catalog revision {beyond}");
+    let max_reason = format!("claims catalog revision {}", u64::MAX);
 
     // (subject, body, what the incident must say; None: refused without an incident)
     let forged: Vec<(&str, bytes::Bytes, Option<&str>)> = vec![
@@ -294,6 +298,17 @@ async fn forged_and_replayed_messages_delete_nothing() {
                 held.revision - 1,
             ),
             Some("legal hold"),
+        ),
+        // A kept backup with its true unique id and a revision never stored.
+        (
+            jobs,
+            job("forge-c", &forge.backup_id(5), &kept.value.uid, beyond),
+            Some(beyond_reason.as_str()),
+        ),
+        (
+            jobs,
+            job("forge-c", &forge.backup_id(3), &held.value.uid, u64::MAX),
+            Some(max_reason.as_str()),
         ),
         // A backup the catalog does not know (its orphan objects must stay).
         (jobs, job("forge-c", "ghost", "0123456789abcdef", 1), None),
