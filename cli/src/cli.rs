@@ -110,10 +110,34 @@ pub(crate) fn parse_time(flag: &str, text: &str) -> Result<DateTime<Utc>, Failur
         .map_err(|err| Failure::input(format!("--{flag} {text:?} is not an RFC 3339 time: {err}")))
 }
 
+/// Where `nats.url` came from, most specific first, as the connection error names it.
+fn url_source(
+    flag: bool,
+    environment: bool,
+    file: Option<&std::path::Path>,
+    config: &Config,
+) -> String {
+    if flag {
+        "--nats-url".into()
+    } else if environment {
+        "the environment variable SEXTON_NATS_URL".into()
+    } else if let Some(path) = file.filter(|_| config.nats.url != Config::default().nats.url) {
+        format!("nats.url in {}", path.display())
+    } else {
+        "the default".into()
+    }
+}
+
 pub async fn run(cli: Cli) -> Result<(), Failure> {
     let load_config = || -> Result<Config, Failure> {
         let mut config =
             Config::load(cli.config.as_deref()).map_err(|err| Failure::input(err.to_string()))?;
+        crate::client::note_url_source(url_source(
+            cli.nats_url.is_some(),
+            std::env::var_os("SEXTON_NATS_URL").is_some(),
+            cli.config.as_deref(),
+            &config,
+        ));
         if let Some(url) = &cli.nats_url {
             config
                 .set("nats.url", url)
@@ -474,6 +498,9 @@ async fn audit(
     let entries = crate::audit::read(client.nats(), &query)
         .await
         .map_err(Failure::runtime)?;
+    if let (true, Some(cluster)) = (entries.is_empty(), &query.cluster) {
+        check_audit_cluster(&client, cluster).await?;
+    }
     match output {
         Output::Json | Output::Yaml => {
             let value =
@@ -566,7 +593,7 @@ async fn run_online(
         for warning in &notes.warnings {
             eprintln!("warning: {}", shown(warning));
         }
-        check_cluster_known(&client, command, &value).await?;
+        check_names_known(&client, command, &value).await?;
         match command {
             Command::Backup(BackupCommand::Verify {
                 id,
@@ -651,55 +678,185 @@ async fn list_schedules(client: &Client) -> Result<Vec<ScheduleDescription>, Fai
         .await
 }
 
-/// A list verb filtered by a cluster that no schedule and no backup names is an error (a
-/// typo would otherwise print an empty table and exit 0), with the closest known cluster.
-async fn check_cluster_known(
+/// The names a user typed into a verb that reads: each must name something the fleet knows.
+#[derive(Debug, Default, PartialEq)]
+struct Typed<'a> {
+    cluster: Option<&'a str>,
+    plan: Option<&'a str>,
+    schedule: Option<&'a str>,
+}
+
+/// The names to check for `command`, given its answer: those of a verb whose answer is empty
+/// (a typo would otherwise print nothing and exit 0, issue 26), and always the cluster of a
+/// scrub (which reports on what it found, so an empty report looks like a clean one).
+fn typed_names<'a>(command: &'a Command, answer: &Value) -> Option<Typed<'a>> {
+    let empty_list = answer.as_array().is_some_and(|rows| rows.is_empty());
+    let typed = match command {
+        Command::Backup(BackupCommand::List {
+            cluster,
+            plan,
+            schedule,
+            ..
+        }) if empty_list => Typed {
+            cluster: cluster.as_deref(),
+            plan: plan.as_deref(),
+            schedule: schedule.as_deref(),
+        },
+        Command::Schedule(ScheduleCommand::List { cluster, .. }) if empty_list => Typed {
+            cluster: cluster.as_deref(),
+            ..Typed::default()
+        },
+        Command::Retention(RetentionCommand::Preview { cluster, plan }) if empty_list => Typed {
+            cluster: Some(cluster),
+            plan: plan.as_deref(),
+            ..Typed::default()
+        },
+        Command::Catalog(CatalogCommand::Scrub { cluster, .. }) => Typed {
+            cluster: Some(cluster),
+            ..Typed::default()
+        },
+        Command::Binlog(BinlogCommand::Status { cluster })
+            if answer["segments"]["total"].as_u64() == Some(0) =>
+        {
+            Typed {
+                cluster: Some(cluster),
+                ..Typed::default()
+            }
+        }
+        _ => return None,
+    };
+    (typed != Typed::default()).then_some(typed)
+}
+
+/// A name typed into a reading verb that names nothing the fleet knows is an error with the
+/// closest known name, not an empty answer and exit 0: a cluster no schedule and no backup
+/// names, a plan no schedule and no backup of the cluster has, a schedule that does not exist.
+async fn check_names_known(
     client: &Client,
     command: &Command,
     answer: &Value,
 ) -> Result<(), Failure> {
-    let cluster = match command {
-        Command::Backup(BackupCommand::List {
-            cluster: Some(cluster),
-            ..
-        })
-        | Command::Schedule(ScheduleCommand::List {
-            cluster: Some(cluster),
-            ..
-        })
-        | Command::Retention(RetentionCommand::Preview { cluster, .. }) => cluster,
-        _ => return Ok(()),
-    };
-    if answer.as_array().is_none_or(|rows| !rows.is_empty()) {
+    let Some(typed) = typed_names(command, answer) else {
         return Ok(());
+    };
+    let schedules = list_schedules(client).await?;
+    if let Some(name) = typed.schedule {
+        let names: BTreeSet<String> = schedules
+            .iter()
+            .map(|described| described.schedule.name.to_string())
+            .collect();
+        if !names.contains(name) {
+            return Err(not_found(
+                &format!("schedule {name}"),
+                "no schedule has this name",
+                name,
+                &names,
+            ));
+        }
     }
+    if let Some(cluster) = typed.cluster {
+        let clusters: BTreeSet<String> = schedules
+            .iter()
+            .map(|described| described.schedule.cluster.to_string())
+            .collect();
+        if !clusters.contains(cluster) && !has_backups(client, Some(cluster), None).await? {
+            return Err(not_found(
+                &format!("cluster {cluster}"),
+                "no schedule and no backup names it",
+                cluster,
+                &clusters,
+            ));
+        }
+    }
+    if let Some(plan) = typed.plan {
+        let plans: BTreeSet<String> = schedules
+            .iter()
+            .filter(|described| {
+                typed
+                    .cluster
+                    .is_none_or(|c| described.schedule.cluster.as_str() == c)
+            })
+            .map(|described| described.schedule.plan.to_string())
+            .collect();
+        if !plans.contains(plan) && !has_backups(client, typed.cluster, Some(plan)).await? {
+            let place = typed
+                .cluster
+                .map(|c| format!(" of cluster {c}"))
+                .unwrap_or_default();
+            return Err(not_found(
+                &format!("plan {plan}"),
+                &format!("no schedule and no backup{place} has it"),
+                plan,
+                &plans,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `<what> not found: <why>; did you mean <closest>?` (exit 1).
+fn not_found(what: &str, why: &str, typed: &str, known: &BTreeSet<String>) -> Failure {
+    Failure {
+        code: 1,
+        message: format!(
+            "{what} not found: {why}{}",
+            crate::listing::did_you_mean(typed, known.iter().map(String::as_str))
+        ),
+    }
+}
+
+/// Whether the catalog holds a backup of `cluster` (and `plan`).
+async fn has_backups(
+    client: &Client,
+    cluster: Option<&str>,
+    plan: Option<&str>,
+) -> Result<bool, Failure> {
+    let filter = ListFilter {
+        cluster: cluster.map(parsed::<ListFilter, _>).transpose()?,
+        plan: plan.map(parsed::<ListFilter, _>).transpose()?,
+        ..ListFilter::default()
+    };
+    let backups = client
+        .call(&topology::api_subject("backup", "list"), &filter)
+        .await?;
+    Ok(backups.as_array().is_some_and(|rows| !rows.is_empty()))
+}
+
+/// `sexton audit --cluster C` that finds no entry: an error when nothing names the cluster (no
+/// schedule, no backup and no audit entry ever), so a typo is not an empty trail.
+async fn check_audit_cluster(
+    client: &Client,
+    cluster: &sexton_shared::names::ClusterName,
+) -> Result<(), Failure> {
     let clusters: BTreeSet<String> = list_schedules(client)
         .await?
         .iter()
         .map(|described| described.schedule.cluster.to_string())
         .collect();
-    if clusters.contains(cluster) {
+    if clusters.contains(cluster.as_str())
+        || has_backups(client, Some(cluster.as_str()), None).await?
+    {
         return Ok(());
     }
-    let backups = client
-        .call(
-            &topology::api_subject("backup", "list"),
-            &ListFilter {
-                cluster: Some(parsed::<ListFilter, _>(cluster)?),
-                ..ListFilter::default()
-            },
-        )
-        .await?;
-    if backups.as_array().is_some_and(|rows| !rows.is_empty()) {
+    let ever = crate::audit::read(
+        client.nats(),
+        &crate::audit::Query {
+            cluster: Some(cluster.clone()),
+            backup: None,
+            since: None,
+        },
+    )
+    .await
+    .map_err(Failure::runtime)?;
+    if !ever.is_empty() {
         return Ok(());
     }
-    Err(Failure {
-        code: 1,
-        message: format!(
-            "cluster {cluster} not found: no schedule and no backup names it{}",
-            crate::listing::did_you_mean(cluster, clusters.iter().map(String::as_str))
-        ),
-    })
+    Err(not_found(
+        &format!("cluster {cluster}"),
+        "no schedule, no backup and no audit entry names it",
+        cluster.as_str(),
+        &clusters,
+    ))
 }
 
 /// `backup verify --wait`: polls the backup until the test's verdict is recorded (or its

@@ -25,6 +25,35 @@ use crate::cli::{Failure, EXIT_DENIED};
 /// How long a request waits for its answer.
 const ANSWER_WITHIN: Duration = Duration::from_secs(15);
 
+/// Where the CLI's `nats.url` came from, for the error that says it cannot connect (set once,
+/// when the configuration is loaded).
+static URL_SOURCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Records where `nats.url` came from: `--nats-url`, the environment, a file, or the default.
+pub(crate) fn note_url_source(source: String) {
+    let _ = URL_SOURCE.set(source);
+}
+
+/// The failure to connect, saying which URL was tried, where it came from and how to change it
+/// (issue 26: a new user's CLI tried the default port while the local fleet listened on
+/// another, and the error named neither the choice nor the way out).
+fn unreachable(url: &str, err: anyhow::Error) -> Failure {
+    let source = URL_SOURCE
+        .get()
+        .map_or("the default", String::as_str)
+        .to_string();
+    let cause = format!("{:#}", err.root_cause());
+    Failure {
+        code: 1,
+        message: format!(
+            "cannot connect to NATS at {url} (from {source}): {cause}\n\
+             hint: is the fleet running? ./deploy/local/run starts one at nats://127.0.0.1:4222, \
+             the default; point the CLI elsewhere with --nats-url URL, SEXTON_NATS_URL=URL, or \
+             nats.url in the file given by --config / SEXTON_CONFIG"
+        ),
+    }
+}
+
 /// A connection to the fleet's NATS that watches for permission denials.
 #[derive(Clone)]
 pub struct Client {
@@ -39,7 +68,7 @@ impl Client {
         let (nats, denials) =
             sexton_shared::nats::connect_once_watching_denials(&config.nats, "sexton-cli")
                 .await
-                .map_err(Failure::runtime)?;
+                .map_err(|err| unreachable(&config.nats.url, err))?;
         Ok(Client { nats, denials })
     }
 

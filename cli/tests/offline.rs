@@ -77,7 +77,9 @@ fn schedule_next_shows_jitter_and_blackout_windows() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
-        text.contains("jitter: 10m: every run fires 5m43s after its cron time"),
+        text.contains(
+            "jitter: 10m (10 minutes): every run fires 5 minutes 43 seconds after its cron time"
+        ),
         "{text}"
     );
     assert!(
@@ -1101,5 +1103,43 @@ fn the_offline_plan_of_a_large_catalog_is_the_engines() {
     assert_eq!(
         stdout(&out).trim_end(),
         serde_json::to_string_pretty(&owned).unwrap()
+    );
+}
+
+/// No fleet at the address: the error says which URL was tried, where it came from and how to
+/// change it (issue 26: a new user saw only "Connection refused").
+#[test]
+fn an_unreachable_fleet_names_the_url_its_source_and_the_way_out() {
+    let from_env = sexton(&["schedule", "list"]);
+    assert_eq!(from_env.status.code(), Some(1));
+    let text = stderr(&from_env);
+    assert!(
+        text.contains("cannot connect to NATS at nats://127.0.0.1:1 (from the environment variable SEXTON_NATS_URL)"),
+        "{text}"
+    );
+    assert!(text.contains("--nats-url"), "{text}");
+    assert!(text.contains("./deploy/local/run"), "{text}");
+    let from_flag = sexton(&["schedule", "list", "--nats-url", "nats://127.0.0.1:2"]);
+    let text = stderr(&from_flag);
+    assert!(
+        text.contains("cannot connect to NATS at nats://127.0.0.1:2 (from --nats-url)"),
+        "{text}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sexton.toml");
+    std::fs::write(&file, "[nats]\nurl = \"nats://127.0.0.1:3\"\n").unwrap();
+    let from_file = Command::new(env!("CARGO_BIN_EXE_sexton"))
+        .args(["schedule", "list", "--config"])
+        .arg(&file)
+        .env_remove("SEXTON_NATS_URL")
+        .output()
+        .unwrap();
+    let text = stderr(&from_file);
+    assert!(
+        text.contains(&format!(
+            "cannot connect to NATS at nats://127.0.0.1:3 (from nats.url in {})",
+            file.display()
+        )),
+        "{text}"
     );
 }

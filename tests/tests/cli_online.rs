@@ -754,7 +754,7 @@ async fn the_fleet_scheduling_settings_work_against_a_live_scheduler() {
     expect(&described, 0, "describe");
     for line in [
         "cron:         \"0 3 * * *\", in UTC (no CRON_TZ)",
-        "jitter:       1h: every run fires 36m46s after its cron time",
+        "jitter:       1h (1 hour): every run fires 36 minutes 46 seconds after its cron time",
         "blackout:     from \"0 8 * * 1-5\" for 10h (Europe/Berlin): a run due inside is skipped",
         "deadline:     15m: a run missed by more than this is skipped",
         "pause after:  3 consecutive failed backups (0 so far)",
@@ -797,5 +797,148 @@ async fn the_fleet_scheduling_settings_work_against_a_live_scheduler() {
     .await;
     expect(&backfill, 0, "backfill");
     assert_eq!(backfill.json()["backfill"]["ticks"], 2);
+    fleet.stop().await.unwrap();
+}
+
+/// Issue 26: a name typed into a reading verb that names nothing the fleet knows is an error
+/// (exit 1) with the closest known name, in every verb, never an empty answer and exit 0; the
+/// right names still answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typo_in_any_name_is_an_error_with_the_closest_name() {
+    let world = Setup::new(Members {
+        executor: false,
+        deleter: false,
+        ..Members::ALL
+    })
+    .schedule(
+        serde_json::json!({"name": "fast", "cluster": "db1", "plan": "full",
+        "cron": "@daily", "paused": true, "policy": {"keep_last": 3}}),
+    )
+    .start()
+    .await;
+    let World { nats, fleet, .. } = world;
+    let url = nats.url();
+    let url = url.as_str();
+    let unknown_cluster =
+        "cluster db3 not found: no schedule and no backup names it; did you mean db1?";
+    let typos: [(&[&str], &str); 7] = [
+        (
+            &["backup", "list", "--schedule", "fats"],
+            "schedule fats not found: no schedule has this name; did you mean fast?",
+        ),
+        (
+            &["retention", "preview", "--cluster", "db1", "--plan", "ful"],
+            "plan ful not found: no schedule and no backup of cluster db1 has it; did you mean full?",
+        ),
+        (
+            &["backup", "list", "--cluster", "db1", "--plan", "ful"],
+            "plan ful not found: no schedule and no backup of cluster db1 has it; did you mean full?",
+        ),
+        (&["catalog", "scrub", "--cluster", "db3", "--dry-run"], unknown_cluster),
+        (&["binlog", "status", "--cluster", "db3"], unknown_cluster),
+        (&["backup", "list", "--cluster", "db3"], unknown_cluster),
+        (
+            &["audit", "--cluster", "db3"],
+            "cluster db3 not found: no schedule, no backup and no audit entry names it; did you mean db1?",
+        ),
+    ];
+    for (args, wanted) in typos {
+        let run = sexton(url, args).await;
+        expect(&run, 1, &args.join(" "));
+        assert!(
+            run.stderr.contains(wanted),
+            "{}: {wanted:?} not in {:?}",
+            args.join(" "),
+            run.stderr
+        );
+    }
+    let right: [&[&str]; 5] = [
+        &["backup", "list", "--schedule", "fast"],
+        &["retention", "preview", "--cluster", "db1", "--plan", "full"],
+        &["backup", "list", "--cluster", "db1", "--plan", "full"],
+        &["binlog", "status", "--cluster", "db1"],
+        &["audit", "--cluster", "db1"],
+    ];
+    for args in right {
+        let run = sexton(url, args).await;
+        expect(&run, 0, &args.join(" "));
+    }
+    fleet.stop().await.unwrap();
+}
+
+/// Issue 26: `m` is months in a policy and minutes in a flag, and each is said where it is
+/// written (create warns, describe shows both meanings); `describe` lists an `@every`
+/// schedule's runs from its last run, not from the moment describe was asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_says_what_m_means_and_counts_every_from_the_last_run() {
+    let world = Setup::new(SCHEDULER_ONLY).without_s3().start().await;
+    let World { nats, fleet, .. } = world;
+    let url = nats.url();
+    let url = url.as_str();
+    eventually(
+        "the scheduler api",
+        std::time::Duration::from_secs(30),
+        || async { (sexton(url, &["schedule", "list"]).await.code == 0).then_some(()) },
+    )
+    .await;
+    let created = sexton(
+        url,
+        &[
+            "schedule",
+            "create",
+            "often",
+            "--cluster",
+            "db1",
+            "--plan",
+            "full",
+            "--cron",
+            "@every 1h",
+            "--jitter",
+            "15m",
+            "--policy",
+            r#"{"keep_last": 2, "recovery_window": "15m"}"#,
+        ],
+    )
+    .await;
+    expect(&created, 0, "create");
+    assert!(
+        created.stderr.contains(
+            "warning: recovery_window \"15m\" is 15 months of 30 days (450 days; in a policy m is \
+             months, minutes are written \"15min\")"
+        ),
+        "{}",
+        created.stderr
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let described = sexton(url, &["schedule", "describe", "often"]).await;
+    expect(&described, 0, "describe");
+    for line in [
+        "policy note:  recovery_window \"15m\" is 15 months of 30 days",
+        "jitter:       15m (15 minutes): every run fires",
+    ] {
+        assert!(
+            described.stdout.contains(line),
+            "{line:?} not in\n{}",
+            described.stdout
+        );
+    }
+    let json = sexton(url, &["schedule", "describe", "often", "-o", "json"]).await;
+    expect(&json, 0, "describe -o json");
+    let json = json.json();
+    let time = |v: &Value| -> chrono::DateTime<chrono::Utc> {
+        serde_json::from_value(v.clone()).unwrap_or_else(|e| panic!("{v}: {e}"))
+    };
+    let created_at = time(&json["schedule"]["created_at"]);
+    let base = match json["schedule"]["status"]["last_skipped"].clone() {
+        Value::Null => created_at,
+        skipped => time(&skipped).max(created_at),
+    };
+    let first = time(&json["timing"]["upcoming"][0]["at"]);
+    let whole = chrono::DateTime::from_timestamp(base.timestamp(), 0).unwrap();
+    assert_eq!(
+        first,
+        whole + chrono::Duration::hours(1),
+        "the first run counts from the schedule's base {base}, not from describe's now"
+    );
     fleet.stop().await.unwrap();
 }
