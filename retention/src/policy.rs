@@ -60,6 +60,47 @@ pub struct Policy {
 pub const MAX_TAG_LISTS: usize = 64;
 
 impl Policy {
+    /// What each duration written with `m` means, one sentence per field: in a policy `m` is
+    /// months (restic's and the seeds' unit), while a flag such as `--jitter 15m` reads it as
+    /// minutes. A value a reader can take two ways is never taken one way in silence (issue
+    /// 26): the scheduler returns these as warnings on create and update, `describe` shows
+    /// them. Empty when no duration uses months.
+    pub fn month_readings(&self) -> Vec<String> {
+        let mut readings = Vec::new();
+        let within = [
+            ("keep_within", &self.keep_within),
+            ("keep_within_hourly", &self.keep_within_hourly),
+            ("keep_within_daily", &self.keep_within_daily),
+            ("keep_within_weekly", &self.keep_within_weekly),
+            ("keep_within_monthly", &self.keep_within_monthly),
+            ("keep_within_yearly", &self.keep_within_yearly),
+        ];
+        for (field, duration) in within {
+            if let Some(duration) = duration.as_ref().filter(|d| d.months > 0) {
+                readings.push(format!(
+                    "{field} \"{duration}\" counts {} calendar month{} (in a policy m is months; \
+                     a policy has no minutes)",
+                    duration.months,
+                    if duration.months == 1 { "" } else { "s" }
+                ));
+            }
+        }
+        if let Some(window) = self
+            .recovery_window
+            .as_ref()
+            .filter(|w| w.unit == WindowUnit::Months)
+        {
+            let months = window.amount.get();
+            readings.push(format!(
+                "recovery_window \"{window}\" is {months} month{} of 30 days ({} days; in a policy \
+                 m is months, minutes are written \"{months}min\")",
+                if months == 1 { "" } else { "s" },
+                window.seconds() / 86_400
+            ));
+        }
+        readings
+    }
+
     /// Parses and validates the policy JSON of issue 3.
     pub fn from_json(text: &str) -> Result<Policy, PolicyError> {
         let value: Value =
@@ -701,6 +742,22 @@ fn parse_tags(value: Option<Value>) -> Result<Vec<TagList>, PolicyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn months_are_said_wherever_m_is_written() {
+        let policy =
+            Policy::from_json(r#"{"recovery_window": "15m", "keep_within": "1y2m"}"#).unwrap();
+        let readings = policy.month_readings();
+        assert_eq!(readings.len(), 2, "{readings:?}");
+        assert!(readings[0].contains("keep_within \"1y2m\" counts 2 calendar months"));
+        assert!(
+            readings[1].contains("15 months of 30 days (450 days"),
+            "{readings:?}"
+        );
+        assert!(readings[1].contains("\"15min\""), "{readings:?}");
+        let plain = Policy::from_json(r#"{"recovery_window": "15min", "keep_within": "7d"}"#);
+        assert!(plain.unwrap().month_readings().is_empty());
+    }
 
     #[test]
     fn round_trips_through_its_own_json() {

@@ -251,6 +251,26 @@ pub fn evaluate(
 }
 
 impl Timing {
+    /// The next `n` runs of a schedule in `state`, as its scheduler runs them: counted from
+    /// the base its decision uses (the last backup, a later skip, or the creation), not from
+    /// `now`, because an `@every` schedule's runs are counted from its last one (issue 26:
+    /// `describe` listed them offset by the moment it was asked). A run already due is listed
+    /// first (it fires at the scheduler's next look) and the runs after it count from `now`.
+    pub fn upcoming_for(
+        &self,
+        state: &ScheduleState,
+        now: DateTime<Utc>,
+        n: usize,
+    ) -> Vec<crate::PlannedRun> {
+        let base = run_base(state.created_at, state.last_backup, state.last_skipped);
+        let mut runs = self.upcoming(base, n);
+        if runs.first().is_some_and(|run| run.at < now) {
+            runs.truncate(1);
+            runs.extend(self.upcoming(now, n.saturating_sub(1)));
+        }
+        runs
+    }
+
     /// [`evaluate`] with the schedule's jitter and blackout windows.
     pub fn evaluate(
         &self,

@@ -113,6 +113,32 @@ fn excerpt(text: &str) -> String {
     text.chars().take(64).collect()
 }
 
+impl Span {
+    /// The span in words, `1 hour 30 minutes`: what a flag's `m` means (minutes), said next to
+    /// a policy whose `m` means months (issue 26).
+    pub fn in_words(&self) -> String {
+        let mut rest = self.0;
+        let mut words = Vec::new();
+        for (unit, size) in [
+            ("day", 86_400),
+            ("hour", 3_600),
+            ("minute", 60),
+            ("second", 1),
+        ] {
+            let n = rest / size;
+            if n > 0 {
+                words.push(format!("{n} {unit}{}", if n == 1 { "" } else { "s" }));
+                rest -= n * size;
+            }
+        }
+        if words.is_empty() {
+            "0 seconds".into()
+        } else {
+            words.join(" ")
+        }
+    }
+}
+
 impl fmt::Display for Span {
     /// The shortest canonical text: `1h30m`, `2d`, `45s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -339,9 +339,10 @@ impl Timing {
         }
         if let Some(jitter) = self.jitter {
             let offset = Span::from_seconds(self.offset.num_seconds() as u64)
-                .map_or_else(|_| "0s".to_string(), |s| s.to_string());
+                .map_or_else(|_| "0 seconds".to_string(), |s| s.in_words());
             lines.push(format!(
-                "jitter: {jitter}: every run fires {offset} after its cron time"
+                "jitter: {jitter} ({}): every run fires {offset} after its cron time",
+                jitter.in_words()
             ));
         }
         for window in &self.windows {

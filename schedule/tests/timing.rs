@@ -410,3 +410,54 @@ fn input_is_refused_or_warned_with_a_clear_message() {
         Err("unknown time zone"),
     );
 }
+
+/// `describe`'s upcoming runs of an `@every` schedule are counted from its last run, not from
+/// the moment describe is asked (issue 26: each row was offset by the time describe ran).
+#[test]
+fn upcoming_runs_of_every_count_from_the_last_run_not_from_now() {
+    let every = timing("s", "@every 1m", None, &[], OnBlackout::Skip);
+    let mut state = created("2026-03-01T19:50:43Z");
+    state.last_backup = Some(at("2026-03-01T19:50:43Z"));
+    let now = at("2026-03-01T19:51:03Z");
+    let runs: Vec<_> = every
+        .upcoming_for(&state, now, 3)
+        .iter()
+        .map(|run| run.at)
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            at("2026-03-01T19:51:43Z"),
+            at("2026-03-01T19:52:43Z"),
+            at("2026-03-01T19:53:43Z")
+        ]
+    );
+    // Overdue (the scheduler was away): the due run first, then the runs after it from now.
+    let later = at("2026-03-01T20:30:00Z");
+    let runs: Vec<_> = every
+        .upcoming_for(&state, later, 3)
+        .iter()
+        .map(|run| run.at)
+        .collect();
+    assert_eq!(
+        runs,
+        [
+            at("2026-03-01T19:51:43Z"),
+            at("2026-03-01T20:31:00Z"),
+            at("2026-03-01T20:32:00Z")
+        ]
+    );
+    // A calendar spec reads the same either way.
+    let daily = timing("s", "0 3 * * *", None, &[], OnBlackout::Skip);
+    let mut state = created("2026-03-01T00:00:00Z");
+    state.last_backup = Some(at("2026-03-01T03:00:00Z"));
+    let runs: Vec<_> = daily
+        .upcoming_for(&state, at("2026-03-01T12:00:00Z"), 2)
+        .iter()
+        .map(|run| run.at)
+        .collect();
+    assert_eq!(
+        runs,
+        [at("2026-03-02T03:00:00Z"), at("2026-03-03T03:00:00Z")]
+    );
+}

@@ -353,6 +353,9 @@ pub(super) fn print_schedule_description(described: &ScheduleDescription) {
     line("plan", shown(&schedule.plan));
     // The policy as its keys, one line: `keep_last=7, recovery_window=30d`.
     line("policy", shown(&schedule.policy).replace(',', ", "));
+    for reading in schedule.policy.month_readings() {
+        line("policy note", reading);
+    }
     if !schedule.labels.is_empty() {
         line("labels", shown(&schedule.labels));
     }

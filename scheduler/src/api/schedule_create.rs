@@ -36,6 +36,7 @@ impl Api {
             now,
         )?;
         warnings.extend(converted);
+        warnings.extend(spec.policy.month_readings());
         let starting_deadline_seconds = spec.deadline_seconds();
         let (confirm, dry_run) = (spec.confirm, spec.dry_run);
         let mut record = ScheduleRecord {

@@ -91,7 +91,7 @@ pub(super) fn describe(record: &ScheduleRecord, revision: u64, server_default: b
 const UPCOMING_RUNS: usize = 5;
 
 /// The schedule's timing in words and its next runs with what each does (fires, skipped or
-/// deferred by a blackout), from now on as a prompt scheduler would run them.
+/// deferred by a blackout), as a prompt scheduler would run them from the schedule's last run.
 fn timing_view(record: &ScheduleRecord, now: chrono::DateTime<Utc>) -> TimingView {
     match Timing::new(&timers::timing_spec(record)) {
         Err(err) => TimingView::Error {
@@ -108,7 +108,7 @@ fn timing_view(record: &ScheduleRecord, now: chrono::DateTime<Utc>) -> TimingVie
             offset_seconds: timing.offset().num_seconds(),
             on_blackout: record.on_blackout,
             settings: timing.describe(),
-            upcoming: json!(timing.upcoming(now, UPCOMING_RUNS)),
+            upcoming: json!(timing.upcoming_for(&timers::state(record, now), now, UPCOMING_RUNS)),
         },
     }
 }

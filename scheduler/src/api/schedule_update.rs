@@ -85,6 +85,9 @@ impl Api {
             Vec::new()
         };
         warnings.extend(converted);
+        if preview.policy != current.policy {
+            warnings.extend(preview.policy.month_readings());
+        }
         let effect = if preview.policy != current.policy {
             Some(self.policy_effect(&preview).await?)
         } else {
