@@ -151,6 +151,9 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
                             Err(why) => Outcome::Poison(why),
                             Ok(job) => match merge_chain(&js, &store, &job).await {
                                 Ok(()) => Outcome::Done,
+                                Err(err) if err.downcast_ref::<MissingObject>().is_some() => {
+                                    Outcome::Poison(err.to_string())
+                                }
                                 Err(err) => {
                                     tracing::warn!(target = %job.target.id, error = format!("{err:#}"), "merge failed; will retry");
                                     Outcome::RetryAfter(Duration::from_secs(2))
@@ -633,6 +636,18 @@ pub fn check_merge_keys(prefix: &str, job: &MergeJob) -> Result<(), String> {
 /// synthetic full in the target's own directory ([`SYNTHETIC_FULL`], or
 /// [`synthetic_volume`] for a volume merge) holding the data objects of the sources (oldest
 /// first) and of the target, so the target no longer needs its ancestors; then reports the
+/// A merge job names an object of its chain that is not in the bucket: no retry brings it.
+#[derive(Debug)]
+struct MissingObject(String);
+
+impl std::fmt::Display for MissingObject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MissingObject {}
+
 /// target (or its volume) as a full with no parent, listing its old objects and the new one.
 /// The sources are not touched: retention deletes them once the scheduler has recorded the
 /// merge. Idempotent: a redelivered job rewrites the same object and reports the same thing.
@@ -668,12 +683,15 @@ async fn merge_chain(
             if *key == synthetic_key {
                 continue;
             }
-            // A missing object of the chain means the chain cannot be consolidated: fail (and
-            // retry) rather than report a synthetic full that lacks data.
-            let data = store
-                .get(key)
-                .await?
-                .with_context(|| format!("object {key} of backup {} is missing", backup.id))?;
+            // A missing object of the chain means the chain cannot be consolidated: refuse the
+            // job (as `sexton exec` does) rather than report a synthetic full that lacks data,
+            // or wait for an object the job named but nothing will write (issue 26).
+            let data = store.get(key).await?.ok_or_else(|| {
+                MissingObject(format!(
+                    "object {key} of backup {} is missing; the chain cannot be merged",
+                    backup.id
+                ))
+            })?;
             body.extend_from_slice(&data);
         }
     }

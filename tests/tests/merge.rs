@@ -317,14 +317,26 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
         sources: vec![backup(&before_records[0]), backup(&before_records[1])],
         volume: None,
     };
-    js.publish(
-        topology::merge_job_subject(&"cm".parse().unwrap()),
-        wire::encode(&job),
-    )
-    .await
-    .unwrap()
-    .await
-    .unwrap();
+    // A job naming an object of the chain that is not in the bucket: refused at once, never
+    // waited for (issue 26: the reference executor retried it until its deliveries ran out).
+    let mut gone = backup(&before_records[0]);
+    gone.artifacts
+        .push("backups/cm/base/F/gone.xbstream".into());
+    let missing = MergeJob {
+        target: backup(i2),
+        sources: vec![gone, backup(&before_records[1])],
+        ..job.clone()
+    };
+    for job in [&job, &missing] {
+        js.publish(
+            topology::merge_job_subject(&"cm".parse().unwrap()),
+            wire::encode(job),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    }
     eventually(
         "every forged message handled",
         Duration::from_secs(30),
@@ -342,6 +354,12 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let incidents = read_stream(&js, topology::STREAM_EVENTS, "sexton.v1.event.incident.>").await;
+    assert!(
+        incidents.iter().any(|m| String::from_utf8_lossy(&m.payload)
+            .contains("gone.xbstream of backup F is missing; the chain cannot be merged")),
+        "no incident for the merge job naming a missing object"
+    );
     assert_eq!(records(&catalog, "cm").await, before_records);
     assert_eq!(keys_under(&store, "backups/cm/").await, before_objects);
     assert!(!store.exists(&synthetic).await.unwrap());
