@@ -176,8 +176,44 @@ async fn scan(
         .list(&cluster_prefix)
         .await
         .map_err(|err| unavailable(anyhow::Error::new(err)))?;
-    let lost = orphans::catalog_looks_lost(&objects, &records, &cluster_prefix, &req.cluster);
-    let scan = orphans::find_orphans(objects, &records, &cluster_prefix, grace, Utc::now());
+    // Backups whose records the catalog removed on purpose are leftovers, not signs of a lost
+    // catalog (their keys' last operation is a removal).
+    let mut removed_on_purpose = std::collections::HashSet::new();
+    for (directory, id) in orphans::unowned_described(&objects, &records) {
+        let Ok(id) = sexton_shared::names::BackupId::new(&id) else {
+            continue;
+        };
+        let lookup = deleter
+            .catalog()
+            .lookup(&req.cluster, &id)
+            .await
+            .map_err(unavailable)?;
+        if matches!(lookup, sexton_shared::catalog::Lookup::Removed) {
+            removed_on_purpose.insert(directory);
+        }
+    }
+    let lost = orphans::catalog_looks_lost(
+        &objects,
+        &records,
+        &cluster_prefix,
+        &req.cluster,
+        &removed_on_purpose,
+    );
+    // The binlog archive serves the cluster's backups while it has a schedule or a record.
+    let binlog_owned = !records.is_empty()
+        || sexton_shared::planning::load_all_schedules(&deleter.topology().schedules)
+            .await
+            .map_err(unavailable)?
+            .iter()
+            .any(|schedule| schedule.cluster == req.cluster);
+    let scan = orphans::find_orphans(
+        objects,
+        &records,
+        &cluster_prefix,
+        grace,
+        Utc::now(),
+        binlog_owned,
+    );
     if let (true, Some(why)) = (delete, &lost) {
         tracing::warn!(cluster = %req.cluster, %why, "orphan deletion refused");
         return Err(ApiError::new(ErrorCode::Conflict, why.clone()));

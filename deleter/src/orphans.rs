@@ -5,7 +5,10 @@
 //! Never counted as orphans: anything younger than the grace period (an executor may be
 //! uploading a backup it has not reported yet), anything under the prefix of a backup in
 //! progress, and the binlog archive (`<prefix>/<cluster>/binlog/`), whose segments are owned by
-//! its index, not by backup records.
+//! its index, not by backup records — while the cluster has a schedule or a backup record. A
+//! cluster with neither (forgotten, `sexton cluster forget`) has no backup a segment could
+//! serve, so its binlog objects are orphans like any other (issue 26: 43 segments of a
+//! forgotten cluster stayed in the bucket with no way to remove them).
 
 use std::collections::HashSet;
 
@@ -32,12 +35,15 @@ pub struct OrphanScan {
 
 /// Sorts the objects under `cluster_prefix` (`<prefix>/<cluster>/`) into orphans and the
 /// rest. `records` are the cluster's catalog records, read before the objects were listed.
+/// `binlog_owned`: whether the cluster's binlog archive still serves something (the cluster has
+/// a schedule or a record); when not, its objects are judged like any other.
 pub fn find_orphans(
     objects: Vec<ObjectInfo>,
     records: &[BackupRecord],
     cluster_prefix: &str,
     grace: chrono::Duration,
     now: DateTime<Utc>,
+    binlog_owned: bool,
 ) -> OrphanScan {
     let owned: HashSet<&str> = records
         .iter()
@@ -54,7 +60,7 @@ pub fn find_orphans(
         if owned.contains(object.key.as_str()) {
             continue;
         }
-        if object.key.starts_with(&binlog) {
+        if binlog_owned && object.key.starts_with(&binlog) {
             scan.n_binlog += 1;
         } else if in_progress.iter().any(|p| object.key.starts_with(p)) {
             scan.n_in_progress += 1;
@@ -72,11 +78,17 @@ pub fn find_orphans(
 /// backup objects without a record. Deleting "orphans" then would delete recovery points a
 /// lost or damaged catalog no longer lists; `sexton catalog import` brings their records back.
 /// Judged on every object without a record, young or old: a catalog lost a minute ago is lost.
+/// `removed_on_purpose`: the backup directories (`<cluster_prefix><name>/<id>/`) whose records
+/// the catalog removed (its key's last operation is a removal: a record-only delete, `cluster
+/// forget`): their objects are leftovers someone chose to leave, not a sign of a lost catalog,
+/// and `catalog import` rightly refuses to bring them back (issue 26: each refusal pointed at
+/// the other, a dead end).
 pub fn catalog_looks_lost(
     objects: &[ObjectInfo],
     records: &[BackupRecord],
     cluster_prefix: &str,
     cluster: &ClusterName,
+    removed_on_purpose: &HashSet<String>,
 ) -> Option<String> {
     let owned: HashSet<&str> = records.iter().flat_map(|r| r.all_keys_iter()).collect();
     let binlog = format!("{cluster_prefix}binlog/");
@@ -91,6 +103,7 @@ pub fn catalog_looks_lost(
     let described: HashSet<&str> = unowned
         .iter()
         .filter_map(|o| o.key.strip_suffix(sexton_shared::metadata::FILE_NAME))
+        .filter(|directory| !removed_on_purpose.contains(*directory))
         .collect();
     if described.is_empty() {
         return None;
@@ -114,6 +127,25 @@ pub fn catalog_looks_lost(
             )
         }
     ))
+}
+
+/// The directories of backups with a `metadata.json` that no record owns, each with the backup
+/// id its directory names (`<cluster_prefix><name>/<id>/`): the ones whose catalog entries
+/// [`catalog_looks_lost`] needs to know.
+pub fn unowned_described(
+    objects: &[ObjectInfo],
+    records: &[BackupRecord],
+) -> Vec<(String, String)> {
+    let owned: HashSet<&str> = records.iter().flat_map(|r| r.all_keys_iter()).collect();
+    objects
+        .iter()
+        .filter(|o| !owned.contains(o.key.as_str()))
+        .filter_map(|o| o.key.strip_suffix(sexton_shared::metadata::FILE_NAME))
+        .filter_map(|directory| {
+            let id = directory.strip_suffix('/')?.rsplit('/').next()?;
+            Some((directory.to_string(), id.to_string()))
+        })
+        .collect()
 }
 
 /// The orphans that may be deleted: plain keys under the cluster's prefix.
@@ -145,8 +177,9 @@ mod tests {
         }))
         .unwrap();
         let lost = ["b/c1/s/b1/data", "b/c1/s/b1/metadata.json"];
+        let none = HashSet::new();
         // No record at all: refused (young objects too), naming the way out.
-        let why = catalog_looks_lost(&objects(&lost), &[], "b/c1/", &cluster).unwrap();
+        let why = catalog_looks_lost(&objects(&lost), &[], "b/c1/", &cluster, &none).unwrap();
         assert!(why.contains("catalog import --cluster c1"), "{why}");
         assert!(why.contains("1 backups"), "{why}");
         // One stray backup among many recorded ones: a record-only delete; allowed.
@@ -162,7 +195,7 @@ mod tests {
         }
         let many_refs: Vec<&str> = many.iter().map(String::as_str).collect();
         assert_eq!(
-            catalog_looks_lost(&objects(&many_refs), &records, "b/c1/", &cluster),
+            catalog_looks_lost(&objects(&many_refs), &records, "b/c1/", &cluster, &none),
             None
         );
         // Most objects unowned: refused even with some records.
@@ -172,12 +205,24 @@ mod tests {
             &objects(&few),
             std::slice::from_ref(&record),
             "b/c1/",
-            &cluster
+            &cluster,
+            &none
         )
         .is_some());
         // Objects without a metadata.json (an upload that never reported): allowed.
         assert_eq!(
-            catalog_looks_lost(&objects(&["b/c1/s/b1/data"]), &[], "b/c1/", &cluster),
+            catalog_looks_lost(&objects(&["b/c1/s/b1/data"]), &[], "b/c1/", &cluster, &none),
+            None
+        );
+        // A backup whose record was removed on purpose (cluster forget, a record-only delete):
+        // leftovers, not a lost catalog; orphan deletion may take them (issue 26).
+        assert_eq!(
+            unowned_described(&objects(&lost), &[]),
+            [("b/c1/s/b1/".to_string(), "b1".to_string())]
+        );
+        let removed: HashSet<String> = ["b/c1/s/b1/".to_string()].into();
+        assert_eq!(
+            catalog_looks_lost(&objects(&lost), &[], "b/c1/", &cluster, &removed),
             None
         );
     }
@@ -224,6 +269,7 @@ mod tests {
             "pre/c1/",
             chrono::Duration::hours(1),
             now,
+            true,
         );
         let keys: Vec<&str> = scan.orphans.iter().map(|o| o.key.as_str()).collect();
         assert_eq!(
@@ -231,6 +277,29 @@ mod tests {
             ["pre/c1/s/b0/backup.xbstream", "pre/c1/s/b0/metadata.json"]
         );
         assert_eq!((scan.n_young, scan.n_in_progress, scan.n_binlog), (1, 1, 2));
+    }
+
+    /// A forgotten cluster (no schedule, no record): its binlog objects serve no backup and
+    /// are orphans like any other, the young ones still spared.
+    #[test]
+    fn a_forgotten_clusters_binlog_objects_are_orphans() {
+        let now: DateTime<Utc> = "2026-01-02T00:00:00Z".parse().unwrap();
+        let objects = vec![
+            object("pre/c1/binlog/_index.json", 600, now),
+            object("pre/c1/binlog/seg-1", 600, now),
+            object("pre/c1/binlog/seg-2", 5, now),
+        ];
+        let scan = find_orphans(
+            objects,
+            &[],
+            "pre/c1/",
+            chrono::Duration::hours(1),
+            now,
+            false,
+        );
+        let keys: Vec<&str> = scan.orphans.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(keys, ["pre/c1/binlog/_index.json", "pre/c1/binlog/seg-1"]);
+        assert_eq!((scan.n_young, scan.n_binlog), (1, 0));
     }
 
     #[test]

@@ -282,6 +282,28 @@ async fn forgetting_a_cluster_with_and_without_remote() {
         keys_under(&store, "backups/cb/").await,
         objects("cb", &["b1", "b2", "f3", "m4"])
     );
+    // The leftovers of the forgotten cluster, its binlog archive too, go with `backup orphans
+    // --delete`: records removed on purpose are no sign of a lost catalog, and a cluster with
+    // no schedule and no record has no backup a segment could serve (issue 26: orphans
+    // refused and pointed at catalog import, which refused too).
+    store
+        .put("backups/cb/binlog/seg-000001", "binlog".into())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deleted = api(
+        &client,
+        "orphans",
+        "delete",
+        json!({"schema_version": 1, "cluster": "cb", "grace": "1s"}),
+    )
+    .await
+    .unwrap_or_else(|err| panic!("orphans.delete after forget: {err}"));
+    assert_eq!(
+        keys_under(&store, "backups/cb/").await,
+        BTreeSet::new(),
+        "{deleted}"
+    );
 
     // (c) a cluster with nothing: says so.
     let empty = forget(&client, "cz", false, false).await;
