@@ -151,6 +151,17 @@ pub fn print_policy_change(what: &str, effect: &PolicyEffect) {
     for volume in &effect.volumes_deleted {
         eprintln!("    volume {} of {} goes", volume.volume, volume.id);
     }
+    if let Some(held) = &effect.breaker_holds {
+        eprintln!(
+            "  the circuit breaker will hold the retention run that deletes them: {}",
+            held.reasons.join("; ")
+        );
+        eprintln!(
+            "  nothing is deleted until a person lets that run through: {} (see it first \
+             with --dry-run instead of --yes)",
+            held.approve
+        );
+    }
 }
 
 /// The breaker's state of one group (the preview's `breaker`), as lines.

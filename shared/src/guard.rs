@@ -84,6 +84,42 @@ pub struct PolicyEffect {
     /// How many backups each side keeps whole.
     pub n_keep_before: usize,
     pub n_keep_after: usize,
+    /// The circuit breaker's word on the retention run that carries the change out, when it
+    /// will hold that run: said at the first prompt, with the way to let it through, so one
+    /// change does not need a second confirmation nobody announced (issue 26).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker_holds: Option<BreakerForecast>,
+}
+
+/// Why the breaker will hold the run after a policy change, and the command that lets it go.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BreakerForecast {
+    /// The trips' sentences (`sexton_retention::breaker::Trip::reason`).
+    pub reasons: Vec<String>,
+    /// The command that approves the held run (after a look with `--dry-run`).
+    pub approve: String,
+}
+
+/// The trips of the breaker on the plan `after` makes over `records` (the group's) at `now`,
+/// judged by `limits`: empty when the run may go. Pure.
+pub fn breaker_trips(
+    records: &[&BackupRecord],
+    after: &Policy,
+    limits: &sexton_retention::breaker::BreakerLimits,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>, PlanError> {
+    let catalog = sexton_retention::Catalog {
+        backups: records.iter().map(|r| r.to_engine()).collect(),
+        binlog_segments: Vec::new(),
+    };
+    let plan = sexton_retention::plan(&catalog, after, now)?;
+    Ok(
+        sexton_retention::breaker::judge(&catalog, &plan, limits, now)
+            .trips
+            .into_iter()
+            .map(|trip| trip.reason)
+            .collect(),
+    )
 }
 
 impl PolicyEffect {
@@ -162,6 +198,7 @@ pub fn policy_effect(
         volumes_deleted: change.volumes_deleted,
         n_keep_before: change.n_keep_current,
         n_keep_after: change.n_keep_proposed,
+        breaker_holds: None,
     })
 }
 

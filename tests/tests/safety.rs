@@ -262,6 +262,19 @@ async fn a_mass_deletion_is_held_until_approved_once_and_every_deleted_object_is
         "{}",
         refused.stderr
     );
+    // One change, one confirmation: the first prompt already says the run will be held and
+    // how to let it through (issue 26).
+    for said in [
+        "the circuit breaker will hold the retention run that deletes them: would delete",
+        "nothing is deleted until a person lets that run through: sexton retention approve \
+         --cluster c1 --plan full --yes",
+    ] {
+        assert!(
+            refused.stderr.contains(said),
+            "{said:?} not in {}",
+            refused.stderr
+        );
+    }
     assert_eq!(schedule_record(&js, "f").await.unwrap(), (stored, revision));
     println!(
         "--- sexton schedule update f --keep-last 2 (no --yes, no terminal)\n{}",
@@ -292,6 +305,13 @@ async fn a_mass_deletion_is_held_until_approved_once_and_every_deleted_object_is
     )
     .await;
     expect(&updated, 0, "update --keep-last 2 --yes");
+    assert!(
+        updated
+            .stderr
+            .contains("the circuit breaker will hold the retention run that deletes them"),
+        "{}",
+        updated.stderr
+    );
     let (schedule, _) = schedule_record(&js, "f").await.unwrap();
     assert_eq!(
         serde_json::to_value(&schedule.policy).unwrap(),

@@ -50,11 +50,32 @@ impl Api {
             .map(|r| &r.value)
             .filter(|r| r.plan == after.plan)
             .collect();
-        guard::policy_effect(&records, before, after_policy, Utc::now()).map_err(|err| {
+        let now = Utc::now();
+        let cannot = |err: sexton_retention::PlanError| {
             unavailable(format!(
                 "cannot say what the policy does to the group's backups: {err}"
             ))
-        })
+        };
+        let mut effect =
+            guard::policy_effect(&records, before, after_policy.clone(), now).map_err(cannot)?;
+        // Would the breaker hold the run that carries the change out? Judged as the
+        // retention-worker will: the group's schedules after the change, the server's limits.
+        if let (true, Ok(policy)) = (effect.deletes(), after_policy) {
+            let group: Vec<&ScheduleRecord> =
+                changed.iter().filter(|s| s.plan == after.plan).collect();
+            let limits = sexton_shared::breaker::group_limits(&group, &self.config.breaker, now);
+            let trips = guard::breaker_trips(&records, policy, &limits, now).map_err(cannot)?;
+            if !trips.is_empty() {
+                effect.breaker_holds = Some(guard::BreakerForecast {
+                    reasons: trips,
+                    approve: format!(
+                        "sexton retention approve --cluster {} --plan {} --yes",
+                        after.cluster, after.plan
+                    ),
+                });
+            }
+        }
+        Ok(effect)
     }
 
     pub(super) async fn schedule_update(
