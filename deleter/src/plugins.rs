@@ -121,6 +121,9 @@ pub struct Plugins {
     client: async_nats::Client,
     default_timeout: Duration,
     metrics: Arc<Metrics>,
+    /// The registrations as last listed, with the bucket stream's last sequence before that
+    /// listing: reused while the stream has stored nothing since (issue 32's steady path).
+    listed: Arc<tokio::sync::Mutex<Option<(u64, Vec<Registration>)>>>,
 }
 
 impl Plugins {
@@ -135,11 +138,41 @@ impl Plugins {
             client,
             default_timeout,
             metrics,
+            listed: Arc::default(),
         }
     }
 
-    /// Every registration, in alphanumeric order of name.
+    /// Every registration, in alphanumeric order of name, as of every write the bucket had
+    /// stored when this was called. Listing the bucket opens a consumer (a watch of its keys);
+    /// every delete batch asked, and under a steady load the consumers piled up past the
+    /// server's limit, so batches waited out retries (issue 32: 1,680 "maximum consumers
+    /// limit reached" in 20 s). Now the bucket stream's last sequence, as its leader answers
+    /// (one API request, no consumer), says whether anything was written since the last
+    /// listing; only then is it listed again.
     pub async fn load(&self) -> anyhow::Result<Vec<Registration>> {
+        let last = self
+            .store
+            .stream
+            .get_info()
+            .await
+            .context("reading the delete plugins' stream")?
+            .state
+            .last_sequence;
+        let mut listed = self.listed.lock().await;
+        if let Some((sequence, registrations)) = listed.as_ref() {
+            if *sequence == last {
+                return Ok(registrations.clone());
+            }
+        }
+        // Tagged with the sequence read before the listing: a write during it is listed
+        // already or at the next call, never missed.
+        let registrations = self.list().await?;
+        *listed = Some((last, registrations.clone()));
+        Ok(registrations)
+    }
+
+    /// Every registration, listed from the bucket.
+    async fn list(&self) -> anyhow::Result<Vec<Registration>> {
         let mut keys = self.store.keys().await.context("listing delete plugins")?;
         let mut out = Vec::new();
         while let Some(key) = keys.next().await {

@@ -425,6 +425,47 @@ async fn plugins_run_in_name_order_with_a_timeout_and_never_stop_the_deletion() 
         metric(&text, "sexton_bytes_deleted_total"),
         (3 * 1024 * 1024) as f64
     );
+
+    // A plugin registered after the deleter read the registry is called at the next deletion:
+    // the deleter reuses its listing only while the bucket has stored nothing since (issue 32).
+    let subject = "sexton.v1.plugin.e-late";
+    let mut requests = client.subscribe(subject).await.unwrap();
+    let (responder, late_tx) = (client.clone(), calls_tx.clone());
+    tokio::spawn(async move {
+        while let Some(request) = requests.next().await {
+            let call: serde_json::Value = serde_json::from_slice(&request.payload).unwrap();
+            let backup = call["backup_id"].as_str().unwrap().to_string();
+            late_tx.send(("e-late".to_string(), backup)).unwrap();
+            if let Some(reply) = request.reply {
+                responder.publish(reply, "{}".into()).await.unwrap();
+            }
+        }
+    });
+    client.flush().await.unwrap();
+    api(
+        &client,
+        "plugin",
+        "register",
+        json!({"schema_version": 1, "name": "e-late", "subject": subject,
+               "selector": {"tier": "gold"}}),
+    )
+    .await
+    .unwrap();
+    let mut later = backup("c1", "full", "b3", None, 20, 2);
+    later.labels.insert("tier".into(), "gold".into());
+    put_backups(&catalog, &store, std::slice::from_ref(&later)).await;
+    let current = records_of(&catalog, "c1").await;
+    expire(&js, &catalog, &current["b3"], "b3").await;
+    deleter_drained(&js, Duration::from_secs(60)).await;
+    assert!(!records_of(&catalog, "c1").await.contains_key("b3"));
+    let mut calls = Vec::new();
+    while let Ok(call) = calls_rx.try_recv() {
+        calls.push(call);
+    }
+    assert!(
+        calls.contains(&("e-late".to_string(), "b3".to_string())),
+        "the plugin registered late was not called: {calls:?}"
+    );
     fleet.stop().await.unwrap();
 }
 

@@ -220,6 +220,17 @@ pub(super) fn shown<T: serde::Serialize>(value: &T) -> String {
 /// `backup describe` as text: the backup, the retention verdict, and one row per volume.
 pub(super) fn print_backup_description(described: &BackupDescription) {
     let backup = &described.backup;
+    let size = backup
+        .size_bytes
+        .or_else(|| {
+            (!backup.objects.is_empty()).then(|| backup.objects.iter().map(|o| o.size).sum())
+        })
+        .map_or_else(
+            || "-".to_string(),
+            |bytes| format!("{} ({bytes} bytes)", crate::output::size(bytes)),
+        );
+    // Everything a person asks of one backup (issue 26: parent, size, start time, labels and
+    // objects were left out).
     for (label, value) in [
         ("id", shown(&backup.id)),
         ("cluster", shown(&backup.cluster)),
@@ -227,8 +238,14 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
         ("schedule", shown(&backup.schedule)),
         ("status", shown(&backup.status)),
         ("kind", shown(&backup.kind)),
+        ("parent", shown(&backup.parent)),
+        ("started", shown(&backup.started_at)),
         ("completed", shown(&backup.completed_at)),
+        ("size", size),
+        ("labels", shown(&backup.labels)),
+        ("tags", shown(&backup.tags)),
         ("holds", shown(&backup.holds)),
+        ("legal hold", shown(&backup.legal_hold)),
         ("last error", shown(&backup.last_error)),
     ] {
         println!("{:<12}{value}", format!("{label}:"));
@@ -262,6 +279,28 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
             &rows,
         );
     }
+    println!();
+    let rows: Vec<Vec<String>> = if backup.objects.is_empty() {
+        // A record from before intake described objects: its keys, sizes unknown.
+        backup
+            .artifacts
+            .iter()
+            .map(|key| vec![key.clone(), "-".into(), "-".into()])
+            .collect()
+    } else {
+        backup
+            .objects
+            .iter()
+            .map(|o| {
+                vec![
+                    o.key.clone(),
+                    o.size.to_string(),
+                    o.sha256.clone().unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect()
+    };
+    print_table(&["OBJECT", "BYTES", "SHA256"].map(String::from), &rows);
     let history = backup.verification.as_ref().map(|v| &v.history);
     if let Some(history) = history.filter(|h| !h.is_empty()) {
         println!();
@@ -358,6 +397,37 @@ pub(super) fn print_schedule_description(described: &ScheduleDescription) {
     }
     if !schedule.labels.is_empty() {
         line("labels", shown(&schedule.labels));
+    }
+    if !schedule.annotations.is_empty() {
+        line("annotations", shown(&schedule.annotations));
+    }
+    // Every setting that decides what a run takes and what happens to its backups, said even
+    // at its default (issue 26: describe left these out).
+    line(
+        "full every",
+        match schedule.full_every {
+            Some(n) => format!("{}: every {}th backup is a full", shown(&n), shown(&n)),
+            None => "unset: every backup is a full unless the executor chains it".into(),
+        },
+    );
+    if !schedule.volumes.is_empty() {
+        line("volumes", schedule.volumes.join(", "));
+    }
+    line("overlap", shown(&schedule.overlap_policy));
+    line("backup owner", shown(&schedule.backup_owner));
+    line(
+        "remote clean",
+        if schedule.remote_cleanup {
+            "on: deleting a record deletes its objects".into()
+        } else {
+            "off: deleting a record leaves its objects (backup orphans finds them)".to_string()
+        },
+    );
+    if let Some(verify) = &schedule.verify {
+        line("restore test", shown(verify));
+    }
+    if let Some(breaker) = &schedule.breaker {
+        line("breaker", shown(breaker));
     }
     let created = schedule.created_at;
     line(
