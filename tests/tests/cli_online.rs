@@ -799,3 +799,116 @@ async fn the_fleet_scheduling_settings_work_against_a_live_scheduler() {
     assert_eq!(backfill.json()["backfill"]["ticks"], 2);
     fleet.stop().await.unwrap();
 }
+
+/// kubectl's and Velero's habits against a live scheduler (issue 26): `schedule get` without a
+/// name lists, `backup get` lists and with an id describes, and `schedule next NAME` walks the
+/// stored schedule's own timing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_next_and_watch_work_as_kubectl_users_expect() {
+    let world = Setup::new(SCHEDULER_ONLY).without_s3().start().await;
+    let World { nats, fleet, .. } = world;
+    let url = nats.url();
+    let url = url.as_str();
+    eventually(
+        "the scheduler api",
+        std::time::Duration::from_secs(30),
+        || async { (sexton(url, &["schedule", "list"]).await.code == 0).then_some(()) },
+    )
+    .await;
+    let create = |name: &'static str| {
+        vec![
+            "schedule",
+            "create",
+            name,
+            "--cluster",
+            "db1",
+            "--plan",
+            "full",
+            "--schedule",
+            "0 3 * * *",
+            "--ttl",
+            "720h",
+            "--keep-daily",
+            "7",
+            "--jitter",
+            "10m",
+        ]
+    };
+    let created = sexton(url, &create("nightly")).await;
+    expect(&created, 0, "create with --schedule and --ttl");
+    assert!(
+        created.stderr.contains("retention_duration 30 (days)"),
+        "{}",
+        created.stderr
+    );
+    let got = sexton(url, &["schedule", "get", "nightly", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(got["schedule"]["cron"], "0 3 * * *");
+    assert_eq!(
+        got["schedule"]["policy"],
+        serde_json::json!({"keep_daily": 7, "retention_duration": 30})
+    );
+
+    // get without a name: the same as list, in every format.
+    for format in ["json", "table", "name"] {
+        let listed = sexton(url, &["schedule", "list", "-o", format]).await;
+        let got = sexton(url, &["schedule", "get", "-o", format]).await;
+        expect(&got, 0, "schedule get");
+        assert_eq!(got.stdout, listed.stdout, "-o {format}");
+    }
+    let got = sexton(url, &["backup", "get", "-o", "json"]).await;
+    expect(&got, 0, "backup get");
+    assert_eq!(got.json(), serde_json::json!([]));
+    let missing = sexton(url, &["backup", "get", "ghost-1", "--cluster", "db1"]).await;
+    expect(&missing, 1, "backup get of a missing backup, as describe");
+
+    // schedule next NAME: the stored cron with its jitter, as --cron with the same settings.
+    let stored = sexton(
+        url,
+        &[
+            "schedule",
+            "next",
+            "nightly",
+            "--from",
+            "2026-11-20T12:00:00Z",
+            "-n",
+            "2",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&stored, 0, "schedule next NAME");
+    let by_hand = sexton(
+        url,
+        &[
+            "schedule",
+            "next",
+            "--cron",
+            "0 3 * * *",
+            "--name",
+            "nightly",
+            "--jitter",
+            "10m",
+            "--from",
+            "2026-11-20T12:00:00Z",
+            "-n",
+            "2",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(stored.json(), by_hand.json());
+    assert_eq!(stored.json()[0]["nominal"], "2026-11-21T03:00:00Z");
+    let missing = sexton(url, &["schedule", "next", "nighty"]).await;
+    expect(&missing, 1, "schedule next of a missing schedule");
+    assert!(
+        missing.stderr.contains("did you mean nightly?"),
+        "{}",
+        missing.stderr
+    );
+
+    fleet.stop().await.unwrap();
+}
