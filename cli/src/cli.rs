@@ -576,6 +576,9 @@ async fn run_online(
     // and, when that deletes anything, ask (or need --yes); the result then says it
     // again only if it came out differently.
     let mut announced = None;
+    // Under --watch in a table: the rows of the last listing, so that the next prints only
+    // what changed (kubectl's `get --watch`).
+    let mut watched: Option<Vec<(String, Value)>> = None;
     if let Some((yes, (preview_subject, preview_body))) = destructive(command, &body) {
         let plan = match client.call(&preview_subject, &preview_body).await {
             Ok(plan) => plan,
@@ -643,14 +646,22 @@ async fn run_online(
             eprintln!("warning: {}", shown(warning));
         }
         check_cluster_known(&client, command, &value).await?;
-        match command {
-            Command::Backup(BackupCommand::Verify {
-                id,
-                cluster,
-                wait: true,
-                ..
-            }) => return wait_for_verdict(&client, cluster, id, &value, output).await,
-            Command::Retention(RetentionCommand::Approve { dry_run: true, .. })
+        let listed = watch_seconds(command)
+            .filter(|_| matches!(output, Output::Table | Output::Wide))
+            .and_then(|_| listed_rows(command, &value));
+        match (command, &watched, &listed) {
+            (command, Some(before), Some(after)) => print_changes(command, output, before, after),
+            (
+                Command::Backup(BackupCommand::Verify {
+                    id,
+                    cluster,
+                    wait: true,
+                    ..
+                }),
+                _,
+                _,
+            ) => return wait_for_verdict(&client, cluster, id, &value, output).await,
+            (Command::Retention(RetentionCommand::Approve { dry_run: true, .. }), _, _)
                 if matches!(output, Output::Table | Output::Wide) =>
             {
                 crate::safety::print_preview(&decode_reply::<Vec<PreviewGroup>>(
@@ -658,8 +669,9 @@ async fn run_online(
                     value.clone(),
                 )?)
             }
-            command => print_answer(command, output, &mut value, &columns)?,
+            (command, _, _) => print_answer(command, output, &mut value, &columns)?,
         }
+        watched = listed;
         let Some(seconds) = watch_seconds(command) else {
             return Ok(());
         };
@@ -667,8 +679,10 @@ async fn run_online(
             _ = tokio::time::sleep(Duration::from_secs(seconds)) => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
-        // A blank line between two listings (a closed pipe ends the command here).
-        crate::output::emit("\n");
+        // A blank line between two whole listings (a closed pipe ends the command here).
+        if watched.is_none() {
+            crate::output::emit("\n");
+        }
     }
 }
 

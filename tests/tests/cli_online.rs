@@ -801,8 +801,9 @@ async fn the_fleet_scheduling_settings_work_against_a_live_scheduler() {
 }
 
 /// kubectl's and Velero's habits against a live scheduler (issue 26): `schedule get` without a
-/// name lists, `backup get` lists and with an id describes, and `schedule next NAME` walks the
-/// stored schedule's own timing.
+/// name lists, `backup get` lists and with an id describes, `schedule next NAME` walks the
+/// stored schedule's own timing, and `schedule list --watch` prints the table once, then only
+/// the rows that changed, a removed one marked `(deleted)`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_next_and_watch_work_as_kubectl_users_expect() {
     let world = Setup::new(SCHEDULER_ONLY).without_s3().start().await;
@@ -910,5 +911,83 @@ async fn get_next_and_watch_work_as_kubectl_users_expect() {
         missing.stderr
     );
 
+    // --watch: the table once, then only what changed.
+    let mut watch = std::process::Command::new(service_binary("sexton"))
+        .args(["schedule", "list", "--watch=1"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SEXTON_NATS_URL", url)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("running sexton --watch");
+    let stdout = watch.stdout.take().unwrap();
+    let (lines_in, lines) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_in.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let wait_for = |what: &'static str, test: fn(&str) -> bool| {
+        let seen = seen.clone();
+        let lines = &lines;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = test(&line);
+                    seen.lock().unwrap().push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => panic!("{what} never printed: {:?}", seen.lock().unwrap()),
+            }
+        }
+    };
+    wait_for("the first listing", |line| line.starts_with("nightly "));
+    expect(&sexton(url, &create("hourly")).await, 0, "create hourly");
+    wait_for("the new row", |line| line.starts_with("hourly "));
+    expect(
+        &sexton(url, &["schedule", "pause", "nightly"]).await,
+        0,
+        "pause nightly",
+    );
+    wait_for("the changed row", |line| {
+        line.starts_with("nightly ") && line.contains("paused")
+    });
+    expect(
+        &sexton(url, &["schedule", "delete", "hourly", "--yes"]).await,
+        0,
+        "delete hourly",
+    );
+    wait_for("the deleted row", |line| {
+        line.starts_with("hourly ") && line.ends_with("(deleted)")
+    });
+    // Three more listings with nothing new: nothing more printed.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    seen.lock().unwrap().extend(lines.try_iter());
+    watch.kill().unwrap();
+    let _ = watch.wait();
+    let seen = seen.lock().unwrap().clone();
+    // One header, no blank line between listings, and no listing printed whole again: each
+    // schedule's row comes back only for a change of its own (a status the scheduler writes
+    // late may be one more).
+    assert_eq!(
+        seen.iter().filter(|line| line.starts_with("NAME")).count(),
+        1,
+        "{seen:#?}"
+    );
+    assert!(seen.iter().all(|line| !line.is_empty()), "{seen:#?}");
+    for name in ["nightly ", "hourly "] {
+        let rows = seen.iter().filter(|line| line.starts_with(name)).count();
+        assert!((2..=3).contains(&rows), "{name}: {seen:#?}");
+    }
+    assert!(seen[0].starts_with("NAME"), "{seen:#?}");
     fleet.stop().await.unwrap();
 }
