@@ -129,6 +129,10 @@ fn url_source(
 }
 
 pub async fn run(cli: Cli) -> Result<(), Failure> {
+    let cli = Cli {
+        command: canonical(cli.command)?,
+        ..cli
+    };
     let load_config = || -> Result<Config, Failure> {
         let mut config =
             Config::load(cli.config.as_deref()).map_err(|err| Failure::input(err.to_string()))?;
@@ -215,19 +219,63 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             page,
         }) => describe_simulated(cli.output, &load_config, &cli.command, name, options, page).await,
         Command::Schedule(ScheduleCommand::Next {
+            schedule,
             cron,
             from,
             count,
             name,
             timing,
-        }) => schedule_next(
-            cli.output,
-            cron,
-            from.as_deref(),
-            *count,
-            name.as_deref(),
-            timing,
-        ),
+        }) => {
+            let from = match from {
+                Some(text) => parse_time("from", text)?,
+                None => Utc::now(),
+            };
+            if *count == 0 || *count > 10_000 {
+                return Err(Failure::input("-n must be between 1 and 10000"));
+            }
+            match (schedule, cron) {
+                (Some(_), Some(_)) => {
+                    Err(Failure::input("give a schedule's NAME or --cron, not both"))
+                }
+                (None, None) => Err(Failure::input(
+                    "give a stored schedule's NAME, or --cron CRON for a spec offline",
+                )),
+                (None, Some(cron)) => {
+                    let spec = NextSpec {
+                        cron,
+                        name: name.as_deref(),
+                        jitter: timing.jitter,
+                        exclude: &timing.exclude,
+                        on_blackout: match timing.on_blackout.as_deref() {
+                            Some("defer") => sexton_schedule::OnBlackout::Defer,
+                            _ => sexton_schedule::OnBlackout::Skip,
+                        },
+                    };
+                    schedule_next(cli.output, &spec, from, *count)
+                }
+                (Some(schedule), None) => {
+                    if name.is_some()
+                        || timing.jitter.is_some()
+                        || !timing.exclude.is_empty()
+                        || timing.on_blackout.is_some()
+                    {
+                        return Err(Failure::input(
+                            "--name, --jitter, --exclude and --on-blackout go with --cron: a \
+                             stored schedule has its own",
+                        ));
+                    }
+                    stored_schedule_next(
+                        cli.output,
+                        &load_config,
+                        &cli.command,
+                        schedule,
+                        from,
+                        *count,
+                    )
+                    .await
+                }
+            }
+        }
         Command::Schedule(ScheduleCommand::Explain {
             schedule,
             now,
@@ -344,45 +392,73 @@ async fn describe_simulated(
     }
 }
 
-/// `schedule next`: a cron spec's next runs, offline.
+/// The timing `schedule next` walks: a cron spec with the name its jitter and `@*-random`
+/// descriptors are drawn from, its jitter and its blackout windows (the flags', or a stored
+/// schedule's).
+struct NextSpec<'a> {
+    cron: &'a str,
+    name: Option<&'a str>,
+    jitter: Option<sexton_schedule::Span>,
+    exclude: &'a [sexton_schedule::WindowSpec],
+    on_blackout: sexton_schedule::OnBlackout,
+}
+
+/// `schedule next NAME`: the stored schedule as the scheduler describes it, then its next
+/// runs computed here as for `--cron`.
+async fn stored_schedule_next(
+    output: Output,
+    load_config: &dyn Fn() -> Result<Config, Failure>,
+    command: &Command,
+    name: &str,
+    from: DateTime<Utc>,
+    count: usize,
+) -> Result<(), Failure> {
+    let subject = topology::api_subject("schedule", "describe");
+    let asking = by_name(name)?;
+    let config = load_config()?;
+    let client = Client::connect(&config).await?;
+    let described = match client.call(&subject, &asking).await {
+        Ok(described) => described,
+        Err(failure) => return Err(suggest(&client, command, failure).await),
+    };
+    let described: ScheduleDescription = decode_reply(&subject, described)?;
+    let schedule = &described.schedule;
+    let spec = NextSpec {
+        cron: &schedule.cron,
+        name: Some(schedule.name.as_str()),
+        jitter: schedule.jitter,
+        exclude: &schedule.exclude,
+        on_blackout: schedule.on_blackout,
+    };
+    schedule_next(output, &spec, from, count)
+}
+
+/// `schedule next`: the next `count` runs of a timing from `from`, computed offline.
 fn schedule_next(
     output: Output,
-    cron: &str,
-    from: Option<&str>,
+    next: &NextSpec<'_>,
+    from: DateTime<Utc>,
     count: usize,
-    name: Option<&str>,
-    timing: &TimingArgs,
 ) -> Result<(), Failure> {
-    let from = match from {
-        Some(text) => parse_time("from", text)?,
-        None => Utc::now(),
-    };
     // CloudNativePG's 6-field form, read as the API reads it.
-    let cron = &*sexton_schedule::CronSpec::five_field_form(cron)
-        .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
-    if count == 0 || count > 10_000 {
-        return Err(Failure::input("-n must be between 1 and 10000"));
-    }
-    let on_blackout = match timing.on_blackout.as_deref() {
-        Some("defer") => sexton_schedule::OnBlackout::Defer,
-        _ => sexton_schedule::OnBlackout::Skip,
-    };
-    let needs_name = timing.jitter.is_some()
+    let cron = &*sexton_schedule::CronSpec::five_field_form(next.cron)
+        .map_err(|err| Failure::input(format!("invalid cron {:?}: {err}", next.cron)))?;
+    let needs_name = next.jitter.is_some()
         || sexton_schedule::spread::RANDOM_DESCRIPTORS
             .iter()
             .any(|descriptor| cron.trim_end().ends_with(descriptor));
-    if needs_name && name.is_none() {
+    if needs_name && next.name.is_none() {
         return Err(Failure::input(
             "--name is needed: jitter and @*-random descriptors are drawn from the \
              schedule's name",
         ));
     }
     let spec = sexton_schedule::TimingSpec {
-        name: name.unwrap_or_default(),
+        name: next.name.unwrap_or_default(),
         cron,
-        jitter: timing.jitter,
-        exclude: &timing.exclude,
-        on_blackout,
+        jitter: next.jitter,
+        exclude: next.exclude,
+        on_blackout: next.on_blackout,
     };
     let (timing, warnings) =
         sexton_schedule::Timing::check_input(&spec, from).map_err(|err| match err {
@@ -527,6 +603,9 @@ async fn run_online(
     // and, when that deletes anything, ask (or need --yes); the result then says it
     // again only if it came out differently.
     let mut announced = None;
+    // Under --watch in a table: the rows of the last listing, so that the next prints only
+    // what changed (kubectl's `get --watch`).
+    let mut watched: Option<Vec<(String, Value)>> = None;
     if let Some((yes, (preview_subject, preview_body))) = destructive(command, &body) {
         let plan = match client.call(&preview_subject, &preview_body).await {
             Ok(plan) => plan,
@@ -594,14 +673,22 @@ async fn run_online(
             eprintln!("warning: {}", shown(warning));
         }
         check_names_known(&client, command, &value).await?;
-        match command {
-            Command::Backup(BackupCommand::Verify {
-                id,
-                cluster,
-                wait: true,
-                ..
-            }) => return wait_for_verdict(&client, cluster, id, &value, output).await,
-            Command::Retention(RetentionCommand::Approve { dry_run: true, .. })
+        let listed = watch_seconds(command)
+            .filter(|_| matches!(output, Output::Table | Output::Wide))
+            .and_then(|_| listed_rows(command, &value));
+        match (command, &watched, &listed) {
+            (command, Some(before), Some(after)) => print_changes(command, output, before, after),
+            (
+                Command::Backup(BackupCommand::Verify {
+                    id,
+                    cluster,
+                    wait: true,
+                    ..
+                }),
+                _,
+                _,
+            ) => return wait_for_verdict(&client, cluster, id, &value, output).await,
+            (Command::Retention(RetentionCommand::Approve { dry_run: true, .. }), _, _)
                 if matches!(output, Output::Table | Output::Wide) =>
             {
                 crate::safety::print_preview(&decode_reply::<Vec<PreviewGroup>>(
@@ -609,8 +696,9 @@ async fn run_online(
                     value.clone(),
                 )?)
             }
-            command => print_answer(command, output, &mut value, &columns)?,
+            (command, _, _) => print_answer(command, output, &mut value, &columns)?,
         }
+        watched = listed;
         let Some(seconds) = watch_seconds(command) else {
             return Ok(());
         };
@@ -618,9 +706,66 @@ async fn run_online(
             _ = tokio::time::sleep(Duration::from_secs(seconds)) => {}
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
-        // A blank line between two listings (a closed pipe ends the command here).
-        crate::output::emit("\n");
+        // A blank line between two whole listings (a closed pipe ends the command here).
+        if watched.is_none() {
+            crate::output::emit("\n");
+        }
     }
+}
+
+/// The command as the verbs that do the work name it (kubectl's `get`): `backup get ID` is
+/// `backup describe`, `backup get` and `schedule get` without a name are their `list`. The
+/// list flags go only without a name, and `backup get ID` needs the backup's cluster.
+fn canonical(command: Command) -> Result<Command, Failure> {
+    let listing = |cluster: bool, plan: bool, schedule: bool, list: &crate::listing::ListArgs| {
+        cluster || plan || schedule || list.selector.is_some() || list.watch.is_some()
+    };
+    Ok(match command {
+        Command::Backup(BackupCommand::Get {
+            id: None,
+            cluster,
+            plan,
+            schedule,
+            list,
+        }) => Command::Backup(BackupCommand::List {
+            cluster,
+            plan,
+            schedule,
+            list,
+        }),
+        Command::Backup(BackupCommand::Get {
+            id: Some(id),
+            cluster,
+            plan,
+            schedule,
+            list,
+        }) => {
+            if listing(false, plan.is_some(), schedule.is_some(), &list) {
+                return Err(Failure::input(
+                    "--plan, --schedule, -l and --watch list backups: give them without an ID",
+                ));
+            }
+            let cluster = cluster.ok_or_else(|| {
+                Failure::input("backup get ID needs --cluster, the cluster the backup belongs to")
+            })?;
+            Command::Backup(BackupCommand::Describe { id, cluster })
+        }
+        Command::Schedule(ScheduleCommand::Get {
+            name: None,
+            cluster,
+            list,
+        }) => Command::Schedule(ScheduleCommand::List { cluster, list }),
+        Command::Schedule(ScheduleCommand::Get {
+            name: Some(_),
+            cluster,
+            list,
+        }) if listing(cluster.is_some(), false, false, &list) => {
+            return Err(Failure::input(
+                "--cluster, -l and --watch list schedules: give them without a NAME",
+            ))
+        }
+        command => command,
+    })
 }
 
 /// `--watch`'s interval of a list verb, if given.
@@ -637,7 +782,13 @@ fn watch_seconds(command: &Command) -> Option<u64> {
 async fn suggest(client: &Client, command: &Command, failure: Failure) -> Failure {
     let name = match command {
         Command::Schedule(
-            ScheduleCommand::Get { name }
+            ScheduleCommand::Get {
+                name: Some(name), ..
+            }
+            | ScheduleCommand::Next {
+                schedule: Some(name),
+                ..
+            }
             | ScheduleCommand::Describe { name, .. }
             | ScheduleCommand::Delete { name, .. }
             | ScheduleCommand::Pause { name }

@@ -1,5 +1,6 @@
 //! What the list verbs share beyond printing: label selectors (`-l team=db,tier!=test`),
-//! `--watch`, and the "did you mean" of a name that names nothing.
+//! `--watch` and what changed between two of its listings, and the "did you mean" of a name
+//! that names nothing.
 
 use clap::Args;
 use serde_json::Value;
@@ -62,6 +63,47 @@ pub struct ListArgs {
         value_parser = clap::value_parser!(u64).range(1..=3600)
     )]
     pub watch: Option<u64>,
+}
+
+/// What became of a row between two listings of `--watch` (kubectl's watch events).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Its key was not in the listing before.
+    New,
+    /// Its key was, with a row that differed.
+    Changed,
+    /// Its key is no longer listed: the row is the one listed before.
+    Deleted,
+}
+
+/// What a listing `after` says that `before` did not: its rows whose key is new or whose row
+/// `same` finds different, in `after`'s order, then the rows of `before` whose key `after`
+/// lacks, in `before`'s order. A row is `(key, row)`, a key naming one row of a listing.
+pub fn changes<'a, T>(
+    before: &'a [(String, T)],
+    after: &'a [(String, T)],
+    same: impl Fn(&T, &T) -> bool,
+) -> Vec<(Change, &'a T)> {
+    let was: std::collections::HashMap<&str, &T> = before
+        .iter()
+        .map(|(key, row)| (key.as_str(), row))
+        .collect();
+    let now: std::collections::HashSet<&str> = after.iter().map(|(key, _)| key.as_str()).collect();
+    let mut changed: Vec<(Change, &T)> = after
+        .iter()
+        .filter_map(|(key, row)| match was.get(key.as_str()) {
+            None => Some((Change::New, row)),
+            Some(old) if !same(old, row) => Some((Change::Changed, row)),
+            Some(_) => None,
+        })
+        .collect();
+    changed.extend(
+        before
+            .iter()
+            .filter(|(key, _)| !now.contains(key.as_str()))
+            .map(|(_, row)| (Change::Deleted, row)),
+    );
+    changed
 }
 
 /// Edit distance between two names, a swap of two neighbours counting as one edit (optimal
@@ -132,6 +174,33 @@ mod tests {
         assert!(!selector.matches(None));
         assert!(Selector::parse("team").is_err());
         assert!(Selector::parse("te am=db").is_err());
+    }
+
+    /// Under --watch only new, changed and deleted rows print again, deleted ones last.
+    #[test]
+    fn a_watch_reprints_only_what_changed() {
+        let row = |key: &str, value: u32| (key.to_string(), value);
+        let before = [row("a", 1), row("b", 2), row("c", 3)];
+        let after = [row("d", 4), row("c", 30), row("a", 1)];
+        let same = |x: &u32, y: &u32| x == y;
+        assert_eq!(
+            changes(&before, &after, same),
+            [
+                (Change::New, &4),
+                (Change::Changed, &30),
+                (Change::Deleted, &2)
+            ]
+        );
+        assert!(changes(&after, &after, same).is_empty());
+        assert_eq!(
+            changes(&[], &before[..1], same),
+            [(Change::New, &1)],
+            "the first listing is all new"
+        );
+        assert_eq!(changes(&before[..1], &[], same), [(Change::Deleted, &1)]);
+        // What counts as the same is the caller's: here, equal up to tens.
+        let by_tens = |x: &u32, y: &u32| x / 10 == y / 10;
+        assert!(changes(&[row("a", 11)], &[row("a", 12)], by_tens).is_empty());
     }
 
     #[test]

@@ -332,29 +332,81 @@ fn render(column: &Column, row: &Value, now: DateTime<Utc>) -> String {
 /// A table: columns padded to their widest cell, two spaces apart; no header row with
 /// `--no-headers`.
 pub fn table(header: &[String], rows: &[Vec<String>]) {
+    let widths = widths(header, rows.iter());
+    let mut out = String::new();
+    if !settings().no_headers {
+        out.push_str(&line(header, &widths));
+        out.push('\n');
+    }
+    for row in rows {
+        out.push_str(&line(row, &widths));
+        out.push('\n');
+    }
+    emit(&out);
+}
+
+/// Each column's width: its widest cell, the header's included.
+fn widths<'a>(header: &[String], rows: impl Iterator<Item = &'a Vec<String>>) -> Vec<usize> {
     let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
             widths[i] = widths[i].max(cell.chars().count());
         }
     }
-    let line = |cells: &[String]| {
-        let mut out = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i > 0 {
-                out.push_str("  ");
-            }
-            let _ = write!(out, "{cell:<width$}", width = widths[i]);
-        }
-        out.trim_end().to_string()
-    };
+    widths
+}
+
+/// One line of a table: the cells padded to `widths`, two spaces apart.
+fn line(cells: &[String], widths: &[usize]) -> String {
     let mut out = String::new();
-    if !settings().no_headers {
-        out.push_str(&line(header));
-        out.push('\n');
+    for (i, cell) in cells.iter().enumerate() {
+        if i > 0 {
+            out.push_str("  ");
+        }
+        let _ = write!(out, "{cell:<width$}", width = widths[i]);
     }
-    for row in rows {
-        out.push_str(&line(row));
+    out.trim_end().to_string()
+}
+
+/// The columns `output` shows (the wide ones only with `-o wide`), their headers, and each
+/// row's cells.
+fn cells(output: Output, rows: &[&Value], columns: &[Column]) -> (Vec<String>, Vec<Vec<String>>) {
+    let now = now();
+    let shown: Vec<&Column> = columns
+        .iter()
+        .filter(|c| !c.wide || output == Output::Wide)
+        .collect();
+    let header: Vec<String> = shown.iter().map(|c| c.header.to_string()).collect();
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| shown.iter().map(|c| render(c, row, now)).collect())
+        .collect();
+    (header, cells)
+}
+
+/// The marker after a row `--watch` prints once more because it is no longer listed.
+pub const DELETED: &str = "(deleted)";
+
+/// A table's rows under `--watch` after its first listing (kubectl's `get --watch`): no
+/// header, only the `changed` rows (each with whether it was deleted, which ends its line in
+/// [`DELETED`]), padded as the table of the listing now (`all`) would pad them.
+pub fn watched_rows(
+    output: Output,
+    columns: &[Column],
+    all: &[&Value],
+    changed: &[(&Value, bool)],
+) {
+    let rows: Vec<&Value> = changed.iter().map(|(row, _)| *row).collect();
+    let (header, changed_cells) = cells(output, &rows, columns);
+    let (_, all_cells) = cells(output, all, columns);
+    let widths = widths(&header, all_cells.iter().chain(&changed_cells));
+    let mut out = String::new();
+    for (cells, (_, deleted)) in changed_cells.iter().zip(changed) {
+        out.push_str(&line(cells, &widths));
+        if *deleted {
+            out.push_str("  ");
+            out.push_str(DELETED);
+        }
         out.push('\n');
     }
     emit(&out);
@@ -380,16 +432,7 @@ pub fn list(
             emit(&out);
         }
         Output::Table | Output::Wide | Output::Html => {
-            let now = now();
-            let shown: Vec<&Column> = columns
-                .iter()
-                .filter(|c| !c.wide || output == Output::Wide)
-                .collect();
-            let header: Vec<String> = shown.iter().map(|c| c.header.to_string()).collect();
-            let cells: Vec<Vec<String>> = rows
-                .iter()
-                .map(|row| shown.iter().map(|c| render(c, row, now)).collect())
-                .collect();
+            let (header, cells) = cells(output, rows, columns);
             table(&header, &cells);
         }
     }

@@ -758,6 +758,116 @@ fn bad_input_exits_2_with_a_clear_message() {
     }
 }
 
+/// Velero's and kubectl's habits land on Sexton's flags (issue 26): `--schedule` is `--cron`,
+/// `--ttl` says on stderr what it becomes, every rule has a flag, `get` without a name lists and
+/// `schedule next` takes a stored schedule's name. Each of these commands is built and sent (it
+/// reaches the closed port: exit 1), not refused as usage (exit 2).
+#[test]
+fn velero_and_kubectl_habits_are_understood() {
+    let create = [
+        "schedule",
+        "create",
+        "x",
+        "--cluster",
+        "c",
+        "--plan",
+        "p",
+        "--schedule",
+        "0 3 * * *",
+        "--ttl",
+        "720h",
+        "--keep-daily",
+        "7",
+        "--keep-tag",
+        "gold,eu",
+    ];
+    let sent: &[&[&str]] = &[
+        &create,
+        &[
+            "schedule",
+            "update",
+            "x",
+            "--schedule",
+            "@hourly",
+            "--keep-weekly",
+            "4",
+        ],
+        &["schedule", "get"],
+        &["schedule", "next", "x"],
+        &["backup", "get"],
+        &["backup", "get", "b1", "--cluster", "c"],
+    ];
+    for args in sent {
+        let out = sexton(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("nats"), "{args:?}: {}", stderr(&out));
+    }
+    let out = sexton(&create);
+    assert!(
+        stderr(&out).contains("note: --ttl 720h is kept as retention_duration 30 (days)"),
+        "{}",
+        stderr(&out)
+    );
+    let help = stdout(&sexton(&["schedule", "create", "--help"]));
+    assert!(help.contains("[alias: --schedule]"), "{help}");
+    let refused: &[(&[&str], &str)] = &[
+        (
+            &[
+                "schedule",
+                "create",
+                "x",
+                "--cluster",
+                "c",
+                "--plan",
+                "p",
+                "--cron",
+                "@daily",
+                "--ttl",
+                "1h30m",
+            ],
+            "--ttl 1h30m is not a whole number of days",
+        ),
+        (
+            &[
+                "schedule",
+                "create",
+                "x",
+                "--cluster",
+                "c",
+                "--plan",
+                "p",
+                "--cron",
+                "@daily",
+                "--ttl",
+                "24h",
+                "--policy",
+                r#"{"retention_duration": 3}"#,
+            ],
+            "--ttl sets retention_duration, which --policy sets too",
+        ),
+        (
+            &["schedule", "update", "x", "--keep-daily", "0"],
+            "give at least 1",
+        ),
+        (
+            &["schedule", "next"],
+            "give a stored schedule's NAME, or --cron",
+        ),
+        (&["schedule", "next", "x", "--cron", "@daily"], "not both"),
+        (
+            &["schedule", "next", "x", "--jitter", "5m"],
+            "go with --cron",
+        ),
+        (&["backup", "get", "b1"], "needs --cluster"),
+        (&["schedule", "get", "x", "--watch"], "without a NAME"),
+    ];
+    for (args, expect) in refused {
+        let out = sexton(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
+    }
+}
+
 #[test]
 fn an_unreachable_fleet_exits_1() {
     let out = sexton(&["backup", "list"]);

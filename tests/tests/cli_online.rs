@@ -942,3 +942,195 @@ async fn describe_says_what_m_means_and_counts_every_from_the_last_run() {
     );
     fleet.stop().await.unwrap();
 }
+
+/// kubectl's and Velero's habits against a live scheduler (issue 26): `schedule get` without a
+/// name lists, `backup get` lists and with an id describes, `schedule next NAME` walks the
+/// stored schedule's own timing, and `schedule list --watch` prints the table once, then only
+/// the rows that changed, a removed one marked `(deleted)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_next_and_watch_work_as_kubectl_users_expect() {
+    let world = Setup::new(SCHEDULER_ONLY).without_s3().start().await;
+    let World { nats, fleet, .. } = world;
+    let url = nats.url();
+    let url = url.as_str();
+    eventually(
+        "the scheduler api",
+        std::time::Duration::from_secs(30),
+        || async { (sexton(url, &["schedule", "list"]).await.code == 0).then_some(()) },
+    )
+    .await;
+    let create = |name: &'static str| {
+        vec![
+            "schedule",
+            "create",
+            name,
+            "--cluster",
+            "db1",
+            "--plan",
+            "full",
+            "--schedule",
+            "0 3 * * *",
+            "--ttl",
+            "720h",
+            "--keep-daily",
+            "7",
+            "--jitter",
+            "10m",
+        ]
+    };
+    let created = sexton(url, &create("nightly")).await;
+    expect(&created, 0, "create with --schedule and --ttl");
+    assert!(
+        created.stderr.contains("retention_duration 30 (days)"),
+        "{}",
+        created.stderr
+    );
+    let got = sexton(url, &["schedule", "get", "nightly", "-o", "json"])
+        .await
+        .json();
+    assert_eq!(got["schedule"]["cron"], "0 3 * * *");
+    assert_eq!(
+        got["schedule"]["policy"],
+        serde_json::json!({"keep_daily": 7, "retention_duration": 30})
+    );
+
+    // get without a name: the same as list, in every format.
+    for format in ["json", "table", "name"] {
+        let listed = sexton(url, &["schedule", "list", "-o", format]).await;
+        let got = sexton(url, &["schedule", "get", "-o", format]).await;
+        expect(&got, 0, "schedule get");
+        assert_eq!(got.stdout, listed.stdout, "-o {format}");
+    }
+    let got = sexton(url, &["backup", "get", "-o", "json"]).await;
+    expect(&got, 0, "backup get");
+    assert_eq!(got.json(), serde_json::json!([]));
+    let missing = sexton(url, &["backup", "get", "ghost-1", "--cluster", "db1"]).await;
+    expect(&missing, 1, "backup get of a missing backup, as describe");
+
+    // schedule next NAME: the stored cron with its jitter, as --cron with the same settings.
+    let stored = sexton(
+        url,
+        &[
+            "schedule",
+            "next",
+            "nightly",
+            "--from",
+            "2026-11-20T12:00:00Z",
+            "-n",
+            "2",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    expect(&stored, 0, "schedule next NAME");
+    let by_hand = sexton(
+        url,
+        &[
+            "schedule",
+            "next",
+            "--cron",
+            "0 3 * * *",
+            "--name",
+            "nightly",
+            "--jitter",
+            "10m",
+            "--from",
+            "2026-11-20T12:00:00Z",
+            "-n",
+            "2",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(stored.json(), by_hand.json());
+    assert_eq!(stored.json()[0]["nominal"], "2026-11-21T03:00:00Z");
+    let missing = sexton(url, &["schedule", "next", "nighty"]).await;
+    expect(&missing, 1, "schedule next of a missing schedule");
+    assert!(
+        missing.stderr.contains("did you mean nightly?"),
+        "{}",
+        missing.stderr
+    );
+
+    // --watch: the table once, then only what changed.
+    let mut watch = std::process::Command::new(service_binary("sexton"))
+        .args(["schedule", "list", "--watch=1"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SEXTON_NATS_URL", url)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("running sexton --watch");
+    let stdout = watch.stdout.take().unwrap();
+    let (lines_in, lines) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_in.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let wait_for = |what: &'static str, test: fn(&str) -> bool| {
+        let seen = seen.clone();
+        let lines = &lines;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = test(&line);
+                    seen.lock().unwrap().push(line);
+                    if found {
+                        return;
+                    }
+                }
+                Err(_) => panic!("{what} never printed: {:?}", seen.lock().unwrap()),
+            }
+        }
+    };
+    wait_for("the first listing", |line| line.starts_with("nightly "));
+    expect(&sexton(url, &create("hourly")).await, 0, "create hourly");
+    wait_for("the new row", |line| line.starts_with("hourly "));
+    expect(
+        &sexton(url, &["schedule", "pause", "nightly"]).await,
+        0,
+        "pause nightly",
+    );
+    wait_for("the changed row", |line| {
+        line.starts_with("nightly ") && line.contains("paused")
+    });
+    expect(
+        &sexton(url, &["schedule", "delete", "hourly", "--yes"]).await,
+        0,
+        "delete hourly",
+    );
+    wait_for("the deleted row", |line| {
+        line.starts_with("hourly ") && line.ends_with("(deleted)")
+    });
+    // Three more listings with nothing new: nothing more printed.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    seen.lock().unwrap().extend(lines.try_iter());
+    watch.kill().unwrap();
+    let _ = watch.wait();
+    let seen = seen.lock().unwrap().clone();
+    // One header, no blank line between listings, and no listing printed whole again: each
+    // schedule's row comes back only for a change of its own (a status the scheduler writes
+    // late may be one more).
+    assert_eq!(
+        seen.iter().filter(|line| line.starts_with("NAME")).count(),
+        1,
+        "{seen:#?}"
+    );
+    assert!(seen.iter().all(|line| !line.is_empty()), "{seen:#?}");
+    for name in ["nightly ", "hourly "] {
+        let rows = seen.iter().filter(|line| line.starts_with(name)).count();
+        assert!((2..=3).contains(&rows), "{name}: {seen:#?}");
+    }
+    assert!(seen[0].starts_with("NAME"), "{seen:#?}");
+    fleet.stop().await.unwrap();
+}

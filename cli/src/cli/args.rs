@@ -9,7 +9,7 @@ use super::Failure;
 
 mod schedule;
 
-pub use schedule::{CreateArgs, ScheduleCommand, TimingArgs, UpdateArgs};
+pub use schedule::{CreateArgs, PolicyArgs, ScheduleCommand, TimingArgs, UpdateArgs};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -149,6 +149,28 @@ pub enum BackupCommand {
         /// The schedule whose cluster, plan, labels and volumes the backup takes.
         #[arg(long)]
         from_schedule: String,
+    },
+    /// Show one backup (as `backup describe`), or without an id list them (as `backup list`):
+    /// kubectl's `get`.
+    #[command(after_help = "Examples:
+  sexton backup get                                          # every backup, as backup list
+  sexton backup get --cluster db1 -o wide
+  sexton backup get nightly-20261123030000 --cluster db1     # as backup describe")]
+    Get {
+        /// The backup's id; without it, every backup.
+        id: Option<String>,
+        /// The cluster the backup belongs to (needed with an id); without an id, only this
+        /// cluster's backups.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Without an id: only backups of this plan.
+        #[arg(long)]
+        plan: Option<String>,
+        /// Without an id: only backups this schedule took.
+        #[arg(long)]
+        schedule: Option<String>,
+        #[command(flatten)]
+        list: crate::listing::ListArgs,
     },
     /// List backups in the catalog.
     #[command(after_help = "Examples:
@@ -638,6 +660,20 @@ pub(super) fn parse_breaker(text: &str) -> Result<sexton_shared::breaker::Breake
 
 fn parse_hold_reason(text: &str) -> Result<String, String> {
     sexton_shared::api::check_hold_reason(text).map(|()| text.to_string())
+}
+
+/// A count rule's N: a whole number of at least 1, or `unlimited` (restic's -1: every period).
+pub(super) fn parse_keep_count(text: &str) -> Result<i64, String> {
+    if text == "unlimited" {
+        return Ok(-1);
+    }
+    match text.parse::<u32>() {
+        Ok(0) => Err("0 keeps nothing: give at least 1 (or leave the rule out)".into()),
+        Ok(n) => Ok(i64::from(n)),
+        Err(_) => Err(format!(
+            "{text:?} is not a count: a whole number of at least 1, or unlimited"
+        )),
+    }
 }
 
 pub(super) fn parse_full_every(text: &str) -> Result<u32, String> {

@@ -362,3 +362,179 @@ fn a_destructive_command_asks_its_dry_run_first() {
     let (_, body, _) = request_for(&dry_run).unwrap();
     assert!(destructive(&dry_run, &body).is_none());
 }
+
+/// Velero's habits: `--schedule` is `--cron`, `--ttl` is `retention_duration` in days, and
+/// every rule has a flag; the flags and `--policy` make one policy, a key given twice refused.
+#[test]
+fn the_rule_flags_make_one_policy_with_the_policy_json() {
+    let create = |extra: &[&str]| {
+        let mut line = vec![
+            "schedule",
+            "create",
+            "n",
+            "--cluster",
+            "c",
+            "--plan",
+            "p",
+            "--schedule",
+            "0 3 * * *",
+        ];
+        line.extend_from_slice(extra);
+        line.iter().map(|a| a.to_string()).collect::<Vec<_>>()
+    };
+    let sent = |line: Vec<String>| {
+        let line: Vec<&str> = line.iter().map(String::as_str).collect();
+        let (subject, body) = body(&line);
+        decodes(&subject, &body);
+        serde_json::to_value(&body).unwrap()
+    };
+    let spec = sent(create(&[
+        "--keep-daily",
+        "7",
+        "--keep-weekly",
+        "unlimited",
+        "--keep-within-daily",
+        "1m",
+        "--keep-tag",
+        "gold,eu",
+        "--keep-tag",
+        "manual",
+        "--ttl",
+        "720h",
+        "--recovery-window",
+        "12h",
+        "--keep-verified",
+        "2",
+        "--chain-mode",
+        "merge",
+        "--policy",
+        r#"{"keep_last": 3}"#,
+    ]));
+    assert_eq!(spec["cron"], "0 3 * * *");
+    assert_eq!(
+        spec["policy"],
+        serde_json::json!({"keep_last": 3, "keep_daily": 7, "keep_weekly": -1,
+            "keep_within_daily": "1m", "keep_tags": [["gold", "eu"], ["manual"]],
+            "retention_duration": 30, "recovery_window": "12h", "keep_verified": 2,
+            "chain_mode": "merge"}),
+    );
+    for (extra, words) in [
+        (
+            &["--ttl", "24h", "--policy", r#"{"retention_duration": 3}"#][..],
+            "--ttl sets retention_duration, which --policy sets too",
+        ),
+        (
+            &["--keep-last", "2", "--policy", r#"{"keep_last": 3}"#],
+            "--keep-last sets keep_last, which --policy sets too",
+        ),
+        (&["--ttl", "1h30m"], "not a whole number of days"),
+        (&["--keep-within", "7 days"], "invalid policy: keep_within"),
+        (&["--policy", "[1]"], "expected a JSON object"),
+    ] {
+        let line = create(extra);
+        let line: Vec<&str> = line.iter().map(String::as_str).collect();
+        let failure = refused(&line);
+        assert_eq!(failure.code, 2, "{extra:?}: {}", failure.message);
+        assert!(
+            failure.message.contains(words),
+            "{extra:?}: {}",
+            failure.message
+        );
+    }
+    // On update the flags are the patch's keys, merged with --policy's.
+    let (_, update) = body(&[
+        "schedule",
+        "update",
+        "n",
+        "--schedule",
+        "@hourly",
+        "--keep-daily",
+        "7",
+        "--ttl",
+        "48h",
+        "--policy",
+        r#"{"keep_last": null}"#,
+    ]);
+    let update = serde_json::to_value(&update).unwrap();
+    assert_eq!(update["cron"], "@hourly");
+    assert_eq!(
+        update["policy_patch"],
+        serde_json::json!({"keep_last": null, "keep_daily": 7, "retention_duration": 2})
+    );
+    let (_, replaced) = body(&[
+        "schedule",
+        "update",
+        "n",
+        "--keep-hourly",
+        "24",
+        "--replace-policy",
+    ]);
+    let replaced = serde_json::to_value(&replaced).unwrap();
+    assert_eq!(replaced["policy"], serde_json::json!({"keep_hourly": 24}));
+    assert!(replaced.get("policy_patch").is_none(), "{replaced}");
+    let failure = refused(&[
+        "schedule",
+        "update",
+        "n",
+        "--policy",
+        r#"{"keep_daily": 2}"#,
+        "--keep-daily",
+        "3",
+    ]);
+    assert!(
+        failure.message.contains("--keep-daily sets keep_daily"),
+        "{}",
+        failure.message
+    );
+}
+
+/// kubectl's `get`: `backup get ID` is `backup describe`, `backup get` and `schedule get`
+/// without a name their `list`; list flags with a name, or an id without its cluster, refused.
+#[test]
+fn get_without_a_name_lists_and_with_one_describes() {
+    let canonical = |args: &[&str]| super::canonical(command(args));
+    let (subject, _) = {
+        let (subject, body, _) =
+            request_for(&canonical(&["backup", "get", "b-1", "--cluster", "c"]).unwrap()).unwrap();
+        (subject, body)
+    };
+    assert!(subject.ends_with("backup.describe"), "{subject}");
+    for (line, verb) in [
+        (
+            &["backup", "get", "--cluster", "c", "--watch"][..],
+            "backup.list",
+        ),
+        (&["schedule", "get"], "schedule.list"),
+        (&["schedule", "get", "-l", "team=db"], "schedule.list"),
+        (&["schedule", "get", "n"], "schedule.get"),
+    ] {
+        let command = canonical(line).unwrap();
+        let (subject, body, _) = request_for(&command).unwrap();
+        assert!(subject.ends_with(verb), "{line:?}: {subject}");
+        decodes(&subject, &body);
+    }
+    assert!(matches!(
+        canonical(&["backup", "get", "--schedule", "n", "-l", "a=b"]).unwrap(),
+        super::Command::Backup(super::BackupCommand::List { schedule: Some(_), list, .. })
+            if list.selector.is_some()
+    ));
+    for (line, words) in [
+        (&["backup", "get", "b-1"][..], "needs --cluster"),
+        (
+            &["backup", "get", "b-1", "--cluster", "c", "--watch"],
+            "without an ID",
+        ),
+        (
+            &["schedule", "get", "n", "--cluster", "c"],
+            "without a NAME",
+        ),
+    ] {
+        let failure = canonical(line).expect_err("refused");
+        assert_eq!(failure.code, 2);
+        assert!(
+            failure.message.contains(words),
+            "{line:?}: {}",
+            failure.message
+        );
+    }
+}

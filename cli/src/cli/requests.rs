@@ -337,7 +337,12 @@ fn schedule_request(command: &ScheduleCommand) -> Result<Call, Failure> {
             Body::ScheduleSpec(Box::new(super::schedule_body::create(args)?)),
             SCHEDULE_COLUMNS,
         ),
-        ScheduleCommand::Get { name } => (
+        ScheduleCommand::Get { name: None, .. } => {
+            unreachable!("schedule get without a name is schedule list (cli::canonical)")
+        }
+        ScheduleCommand::Get {
+            name: Some(name), ..
+        } => (
             topology::api_subject("schedule", "get"),
             Body::ByName(by_name(name)?),
             SCHEDULE_COLUMNS,
@@ -434,6 +439,9 @@ fn schedule_request(command: &ScheduleCommand) -> Result<Call, Failure> {
 /// The API call of a `backup` command.
 fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
     Ok(match command {
+        BackupCommand::Get { .. } => {
+            unreachable!("backup get is backup describe or backup list (cli::canonical)")
+        }
         BackupCommand::Create { from_schedule } => (
             topology::api_subject("backup", "create"),
             Body::ByName(by_name(from_schedule)?),

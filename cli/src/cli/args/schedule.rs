@@ -11,16 +11,26 @@ pub enum ScheduleCommand {
     /// Create a schedule.
     #[command(after_help = "Examples:
   sexton schedule create nightly --cluster db1 --plan full --cron '0 3 * * *' --keep-last 7
+  sexton schedule create daily --cluster db1 --plan full --cron @daily --keep-daily 7 --keep-weekly 4
+  sexton schedule create velero --cluster k8s --plan velero --schedule '0 3 * * *' --ttl 720h
   sexton schedule create hourly --cluster db1 --plan full --cron 'CRON_TZ=Europe/Berlin 0 * * * *' \\
       --policy '{\"keep_last\": 24, \"recovery_window\": \"30d\"}' --label team=db")]
     Create(Box<CreateArgs>),
-    /// Show one schedule as stored, with its next run.
+    /// Show one schedule as stored, with its next run; without a name, every schedule (as
+    /// `schedule list`, kubectl's `get`).
     #[command(after_help = "Examples:
   sexton schedule get nightly
-  sexton schedule get nightly -o yaml")]
+  sexton schedule get nightly -o yaml
+  sexton schedule get                        # every schedule, as schedule list
+  sexton schedule get --cluster db1 --watch")]
     Get {
-        /// The schedule's name.
-        name: String,
+        /// The schedule's name; without it, every schedule.
+        name: Option<String>,
+        /// Without a name: only the schedules of this cluster.
+        #[arg(long)]
+        cluster: Option<String>,
+        #[command(flatten)]
+        list: crate::listing::ListArgs,
     },
     /// Show one schedule with why it did or did not fire; with --simulate, also replay its
     /// cron and policy over the coming days (see `retention simulate`).
@@ -88,16 +98,22 @@ pub enum ScheduleCommand {
         #[arg(long, num_args = 0..=1, default_missing_value = "true", require_equals = true)]
         skip_immediately: Option<bool>,
     },
-    /// Print the next runs of a cron spec (offline), with jitter and blackout windows
-    /// applied: when each fires, its cron time, and whether a window skips or defers it.
+    /// Print the next runs of a stored schedule, or of a cron spec (offline), with jitter and
+    /// blackout windows applied: when each fires, its cron time, and whether a window skips or
+    /// defers it.
     #[command(after_help = "Examples:
-  sexton schedule next --cron '0 3 * * *' -n 3
+  sexton schedule next nightly -n 3              # a stored schedule's own timing
+  sexton schedule next --cron '0 3 * * *' -n 3   # offline
   sexton schedule next --cron '@daily-random' --name nightly --jitter 15m")]
     Next {
+        /// A stored schedule whose runs to print (its cron, jitter and windows, asked of the
+        /// scheduler); or give --cron.
+        #[arg(value_name = "NAME")]
+        schedule: Option<String>,
         /// The cron spec: 5 fields, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone>
-        /// first.
+        /// first (offline; or give a schedule's NAME).
         #[arg(long)]
-        cron: String,
+        cron: Option<String>,
         /// Start from this instant (RFC 3339); default now.
         #[arg(long)]
         from: Option<String>,
@@ -148,8 +164,81 @@ pub enum ScheduleCommand {
     /// Change a schedule's cron spec, policy, labels, overlap policy or starting deadline.
     #[command(after_help = "Examples:
   sexton schedule update nightly --cron '30 2 * * *'
-  sexton schedule update nightly --keep-last 14 --label team=db")]
+  sexton schedule update nightly --keep-last 14 --label team=db
+  sexton schedule update nightly --keep-daily 7 --ttl 720h   # other rules stay")]
     Update(Box<UpdateArgs>),
+}
+
+/// The retention rules of `create` and `update`, one flag per key of the policy JSON
+/// (`sexton_retention::Policy`), and Velero's `--ttl`. Together they make one policy object
+/// (on update, the keys of the policy patch); `schedule_body` merges them with `--policy`.
+#[derive(Args, Debug, Default, Clone)]
+pub struct PolicyArgs {
+    /// Keep the newest N completed backups (keep_last; `unlimited`: all).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_last: Option<i64>,
+    /// Keep the newest backup of each of the last N hours (keep_hourly).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_hourly: Option<i64>,
+    /// Keep the newest backup of each of the last N days (keep_daily).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_daily: Option<i64>,
+    /// Keep the newest backup of each of the last N ISO weeks (keep_weekly).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_weekly: Option<i64>,
+    /// Keep the newest backup of each of the last N months (keep_monthly).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_monthly: Option<i64>,
+    /// Keep the newest backup of each of the last N years (keep_yearly).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_yearly: Option<i64>,
+    /// Keep every backup completed within DURATION of the newest one (restic's keep_within:
+    /// 7d, 1y2m3d4h).
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within: Option<String>,
+    /// Keep the newest backup of every hour within DURATION of the newest one.
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within_hourly: Option<String>,
+    /// Keep the newest backup of every day within DURATION of the newest one.
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within_daily: Option<String>,
+    /// Keep the newest backup of every week within DURATION of the newest one.
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within_weekly: Option<String>,
+    /// Keep the newest backup of every month within DURATION of the newest one.
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within_monthly: Option<String>,
+    /// Keep the newest backup of every year within DURATION of the newest one.
+    #[arg(long, value_name = "DURATION")]
+    pub keep_within_yearly: Option<String>,
+    /// Keep backups carrying every one of these comma-separated tags (one AND-list of
+    /// keep_tags); repeatable, a backup matching any list is kept.
+    #[arg(long = "keep-tag", value_name = "TAG,...")]
+    pub keep_tags: Vec<String>,
+    /// Keep every backup completed at most DAYS days before now (Karbor's
+    /// retention_duration).
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub retention_duration: Option<u32>,
+    /// Velero's TTL (720h, 30d): a backup expires DURATION after it was taken. Kept as
+    /// retention_duration in whole days (said on stderr); a TTL that is not whole days is
+    /// refused.
+    #[arg(long, value_name = "DURATION", conflicts_with = "retention_duration")]
+    pub ttl: Option<String>,
+    /// Keep every point of the last WINDOW recoverable (barman's recovery_window: 30d, 4w,
+    /// 1m = 30 days, 12h).
+    #[arg(long, value_name = "WINDOW")]
+    pub recovery_window: Option<String>,
+    /// Keep the newest N backups a restore test proved restorable (keep_verified).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_verified: Option<i64>,
+    /// How long a failed backup's partial artifacts are left alone (failed_grace: 1h, 30min,
+    /// 2d; not a rule).
+    #[arg(long, value_name = "DURATION")]
+    pub failed_grace: Option<String>,
+    /// What happens to the ancestors of a kept incremental no rule keeps: keep them, or ask
+    /// the executor to merge them (chain_mode; not a rule).
+    #[arg(long, value_parser = ["keep", "merge"])]
+    pub chain_mode: Option<String>,
 }
 
 /// The timing settings `create`, `update` and `next` share.
@@ -173,17 +262,19 @@ pub struct TimingArgs {
 pub struct UpdateArgs {
     /// The schedule's name.
     pub name: String,
-    /// A new cron spec (5 fields, a descriptor, optionally CRON_TZ=<zone> first).
-    #[arg(long)]
+    /// A new cron spec (5 fields, a descriptor, optionally CRON_TZ=<zone> first); --schedule
+    /// is Velero's name for it.
+    #[arg(long, visible_alias = "schedule")]
     pub cron: Option<String>,
-    /// Change keep_last only; the policy's other rules stay.
-    #[arg(long)]
-    pub keep_last: Option<u32>,
+    /// The policy rules to change, one flag each; the rules not named stay.
+    #[command(flatten)]
+    pub rules: PolicyArgs,
     /// Policy keys to change, as JSON (`null` removes a key); the other keys stay. With
-    /// --replace-policy, the whole new policy.
+    /// --replace-policy, the whole new policy. Merged with the rule flags (a key given twice
+    /// is refused).
     #[arg(long)]
     pub policy: Option<String>,
-    /// The policy given (--policy or --keep-last) replaces the stored one whole.
+    /// The policy given (--policy and the rule flags) replaces the stored one whole.
     #[arg(long)]
     pub replace_policy: bool,
     /// Go ahead although the new policy deletes backups kept now (shown first).
@@ -272,12 +363,14 @@ pub struct CreateArgs {
     pub plan: String,
     /// Standard 5-field cron, a descriptor (@daily, @every 6h), optionally CRON_TZ=<zone>
     /// first; CloudNativePG's 6-field form with a seconds field of 0 is accepted too.
-    #[arg(long)]
+    /// --schedule is Velero's name for it.
+    #[arg(long, visible_alias = "schedule")]
     pub cron: String,
-    /// Keep the newest N completed backups.
-    #[arg(long)]
-    pub keep_last: Option<u32>,
-    /// A retention policy as JSON (keys: keep_last, keep_daily, recovery_window, ...).
+    /// The retention rules, one flag each (they make one policy).
+    #[command(flatten)]
+    pub rules: PolicyArgs,
+    /// A retention policy as JSON (keys: keep_last, keep_daily, recovery_window, ...), merged
+    /// with the rule flags (a key given twice is refused).
     #[arg(long)]
     pub policy: Option<String>,
     /// Create the schedule paused: nothing fires until it is unpaused.
