@@ -123,8 +123,11 @@ pub struct Plugins {
     metrics: Arc<Metrics>,
     /// The registrations as last listed, with the bucket stream's last sequence before that
     /// listing: reused while the stream has stored nothing since (issue 32's steady path).
-    listed: Arc<tokio::sync::Mutex<Option<(u64, Vec<Registration>)>>>,
+    listed: Arc<tokio::sync::Mutex<Option<Listed>>>,
 }
+
+/// The registrations as listed, with the bucket stream's last sequence read before the listing.
+type Listed = (u64, Vec<Registration>);
 
 impl Plugins {
     pub fn new(
