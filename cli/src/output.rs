@@ -452,14 +452,34 @@ pub fn generic(output: Output, value: &Value, paths: &[&str]) {
         _ => {
             let header: Vec<String> = paths
                 .iter()
-                .map(|c| c.rsplit('.').next().unwrap_or(c).to_uppercase())
+                .map(|c| header_of(c.rsplit('.').next().unwrap_or(c)))
                 .collect();
             let cells: Vec<Vec<String>> = rows
                 .iter()
-                .map(|row| paths.iter().map(|c| text(lookup(row, c))).collect())
+                .map(|row| {
+                    paths
+                        .iter()
+                        .map(|c| whole_seconds(text(lookup(row, c))))
+                        .collect()
+                })
                 .collect();
             table(&header, &cells);
         }
+    }
+}
+
+/// A column's header from its field: upper case, words apart (`horizon_backup` →
+/// `HORIZON BACKUP`), as every table's headers are written (docs/migrating.md#output).
+fn header_of(field: &str) -> String {
+    field.replace('_', " ").to_uppercase()
+}
+
+/// A cell that is an instant, to the second in UTC (`2026-03-01T03:00:00Z`): people read
+/// tables, and the service's nanoseconds are for `-o json`. Any other text as it is.
+fn whole_seconds(cell: String) -> String {
+    match DateTime::parse_from_rfc3339(&cell) {
+        Ok(t) => time(t.with_timezone(&Utc)),
+        Err(_) => cell,
     }
 }
 
@@ -681,6 +701,17 @@ mod tests {
 
     fn check(value: Value, expected: &str) {
         assert_eq!(to_yaml(&value), expected);
+    }
+
+    #[test]
+    fn generic_headers_and_instants_follow_the_table_conventions() {
+        assert_eq!(header_of("horizon_backup"), "HORIZON BACKUP");
+        assert_eq!(header_of("cluster"), "CLUSTER");
+        assert_eq!(
+            whole_seconds("2026-03-01T04:00:00.123456789+01:00".into()),
+            "2026-03-01T03:00:00Z"
+        );
+        assert_eq!(whole_seconds("ok".into()), "ok");
     }
 
     #[test]

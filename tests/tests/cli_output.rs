@@ -84,6 +84,7 @@ impl Tokens {
             text = text.replace(&format!("\u{1}{n}\u{1}"), instant);
         }
         text.lines()
+            .map(mask_digests)
             .map(|line| {
                 for field in ["uid", "instance", "sha256", "etag", "request_id"] {
                     for (prefix, quote) in [
@@ -108,6 +109,21 @@ impl Tokens {
             .collect::<Vec<_>>()
             .join("\n")
     }
+}
+
+/// Every SHA-256 in hex (a word of exactly 64 hex digits) in `line` as `<sha256>`: a table
+/// column of digests (`backup describe`'s objects), where `metadata.json`'s differs per run.
+fn mask_digests(line: &str) -> String {
+    line.split(' ')
+        .map(|word| {
+            if word.len() == 64 && word.bytes().all(|b| b.is_ascii_hexdigit()) {
+                "<sha256>"
+            } else {
+                word
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` left in `text` as `<time>`.

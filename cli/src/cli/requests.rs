@@ -260,7 +260,6 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
             &[
                 "cluster",
                 "index.state",
-                "index.etag",
                 "horizon",
                 "horizon_backup",
                 "segments.total",
