@@ -842,13 +842,19 @@ struct Typed<'a> {
 /// scrub (which reports on what it found, so an empty report looks like a clean one).
 fn typed_names<'a>(command: &'a Command, answer: &Value) -> Option<Typed<'a>> {
     let empty_list = answer.as_array().is_some_and(|rows| rows.is_empty());
+    // `--schedule` filters here, not in the API: an answer with rows can still show none.
+    let no_row_of = |schedule: &str| {
+        answer
+            .as_array()
+            .is_some_and(|rows| !rows.iter().any(|row| row["schedule"] == schedule))
+    };
     let typed = match command {
         Command::Backup(BackupCommand::List {
             cluster,
             plan,
             schedule,
             ..
-        }) if empty_list => Typed {
+        }) if empty_list || schedule.as_deref().is_some_and(no_row_of) => Typed {
             cluster: cluster.as_deref(),
             plan: plan.as_deref(),
             schedule: schedule.as_deref(),

@@ -17,8 +17,8 @@ use serde_json::Value;
 use sexton_retention::{FullEvery, Policy};
 use sexton_schedule::CronSpec;
 use sexton_simulate::{
-    compare, keeper_of, simulate, start_of_day, ByteSize, Comparison, Days, Failures, Keeper,
-    Scenario, Simulation, Sizes, SweepInterval,
+    compare_with_progress, keeper_of, simulate_with_progress, start_of_day, ByteSize, Comparison,
+    Days, Failures, Keeper, Scenario, Simulation, Sizes, SweepInterval,
 };
 
 use crate::cli::{Failure, Output};
@@ -228,10 +228,54 @@ pub fn run(scenario: &Scenario, against: Option<&Policy>) -> Result<Report, Fail
     // The simulated records are well formed, so what the engine refuses is the policy: bad
     // input, exit code 2.
     let refused = |err: sexton_simulate::SimulationError| Failure::input(err.to_string());
-    Ok(match against {
-        None => Report::One(Box::new(simulate(scenario).map_err(refused)?)),
-        Some(proposed) => Report::Two(Box::new(compare(scenario, proposed).map_err(refused)?)),
-    })
+    let mut progress = Progress::on_terminal();
+    let mut tell = |done: usize, total: usize| progress.tell(done, total);
+    let report = match against {
+        None => Report::One(Box::new(
+            simulate_with_progress(scenario, &mut tell).map_err(refused)?,
+        )),
+        Some(proposed) => Report::Two(Box::new(
+            compare_with_progress(scenario, proposed, &mut tell).map_err(refused)?,
+        )),
+    };
+    progress.finish();
+    Ok(report)
+}
+
+/// How far a long simulation is, on stderr when it is a terminal: one line rewritten in place
+/// each whole percent, after the first second (a short one prints nothing), wiped at the end.
+struct Progress {
+    started: std::time::Instant,
+    shown: Option<usize>,
+    terminal: bool,
+}
+
+impl Progress {
+    fn on_terminal() -> Progress {
+        use std::io::IsTerminal as _;
+        Progress {
+            started: std::time::Instant::now(),
+            shown: None,
+            terminal: std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn tell(&mut self, done: usize, total: usize) {
+        if !self.terminal || total == 0 || self.started.elapsed().as_secs() < 1 {
+            return;
+        }
+        let percent = done * 100 / total;
+        if self.shown != Some(percent) {
+            self.shown = Some(percent);
+            eprint!("\rsimulating: {percent}% ({done} of {total} ticks and sweeps)");
+        }
+    }
+
+    fn finish(&self) {
+        if self.shown.is_some() {
+            eprint!("\r{:79}\r", "");
+        }
+    }
 }
 
 impl Report {

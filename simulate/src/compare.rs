@@ -49,10 +49,23 @@ pub struct SwitchOver {
 
 /// Simulates `scenario` under its policy and under `proposed`, and compares.
 pub fn compare(scenario: &Scenario, proposed: &Policy) -> Result<Comparison, SimulationError> {
-    let current = simulate(scenario)?;
+    compare_with_progress(scenario, proposed, &mut |_, _| {})
+}
+
+/// [`compare`], telling `progress(done, total)` over both runs (see
+/// [`crate::simulate_with_progress`]).
+pub fn compare_with_progress(
+    scenario: &Scenario,
+    proposed: &Policy,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Comparison, SimulationError> {
+    let current =
+        crate::simulate_with_progress(scenario, &mut |done, total| progress(done, 2 * total))?;
     let mut proposed_scenario = scenario.clone();
     proposed_scenario.policy = proposed.clone();
-    let proposed_run = simulate(&proposed_scenario)?;
+    let proposed_run = crate::simulate_with_progress(&proposed_scenario, &mut |done, total| {
+        progress(total + done, 2 * total)
+    })?;
     let days = current
         .days
         .iter()

@@ -22,14 +22,14 @@ mod scenario;
 mod simulation;
 mod summary;
 
-pub use compare::{compare, Comparison, DayPair, SwitchOver};
+pub use compare::{compare, compare_with_progress, Comparison, DayPair, SwitchOver};
 pub use measures::{human_duration, promised_window_start, worst_gap, Gap};
 pub use scenario::{
     ByteSize, Days, Failures, Scenario, ScenarioError, Sizes, SweepInterval, MAX_DAYS,
 };
 pub use simulation::{
-    simulate, start_of_day, ticks, Day, KeepSpan, SimulatedBackup, Simulation, SimulationError,
-    MAX_EVENTS,
+    simulate, simulate_with_progress, start_of_day, ticks, Day, KeepSpan, SimulatedBackup,
+    Simulation, SimulationError, MAX_EVENTS,
 };
 pub use summary::{
     keeper_of, policy_rules, DayGap, DayValue, Keeper, RuleUse, Steady, Summary, Surprise,

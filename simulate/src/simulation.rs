@@ -163,6 +163,16 @@ pub struct Day {
 
 /// Runs the scenario. Pure: the same scenario gives the same simulation.
 pub fn simulate(scenario: &Scenario) -> Result<Simulation, SimulationError> {
+    simulate_with_progress(scenario, &mut |_, _| {})
+}
+
+/// [`simulate`], telling `progress(done, total)` after each event (a tick or a sweep) so a
+/// terminal can show how far a long simulation is (issue 26: a month of backups every minute
+/// ran for minutes in silence). The callback only observes.
+pub fn simulate_with_progress(
+    scenario: &Scenario,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Simulation, SimulationError> {
     scenario.validate()?;
     let zone: Tz = scenario.cron.zone().unwrap_or(Tz::UTC);
     let first_date = scenario.from.with_timezone(&zone).date_naive();
@@ -179,6 +189,7 @@ pub fn simulate(scenario: &Scenario) -> Result<Simulation, SimulationError> {
     let mut sample = Sample::default();
     let mut day_index = 0;
     for (position, event) in events.iter().enumerate() {
+        progress(position + 1, events.len());
         while event.at >= day_ends[day_index] {
             days.push(fleet.close_day(first_date, day_index, &sample, &today));
             today = DayTally::starting_with(&sample);

@@ -584,3 +584,32 @@ fn sweeps_can_be_slower_than_the_fleet_default() {
     let simulation = simulate(&case).unwrap();
     assert_eq!(simulation.n_runs, 5 * 4);
 }
+
+/// The progress a terminal shows (issue 26): every event is told, in order, ending at the
+/// total, and watching changes nothing in the simulation.
+#[test]
+fn progress_is_told_event_by_event_and_changes_nothing() {
+    let scenario = scenario(
+        "0 * * * *",
+        r#"{"keep_last": 3}"#,
+        "2026-03-01T00:00:00Z",
+        2,
+    );
+    let mut told = Vec::new();
+    let watched = sexton_simulate::simulate_with_progress(&scenario, &mut |done, total| {
+        told.push((done, total))
+    })
+    .unwrap();
+    let unwatched = simulate(&scenario).unwrap();
+    assert_eq!(
+        serde_json::to_value(&watched).unwrap(),
+        serde_json::to_value(&unwatched).unwrap()
+    );
+    let total = told.last().unwrap().1;
+    assert!(total >= 48, "{told:?}");
+    assert_eq!(told.len(), total);
+    assert!(told
+        .iter()
+        .enumerate()
+        .all(|(n, &(done, all))| done == n + 1 && all == total));
+}

@@ -816,14 +816,30 @@ async fn a_typo_in_any_name_is_an_error_with_the_closest_name() {
     )
     .start()
     .await;
-    let World { nats, fleet, .. } = world;
+    let World {
+        nats,
+        fleet,
+        config,
+        catalog,
+        ..
+    } = world;
+    // A backup of the cluster, so a listing filtered by a mistyped schedule has rows to filter
+    // (the filter is the CLI's: an answer with rows can still show none).
+    let mut record = fixtures::backup("db1", "full", "b1", None, 1, 1);
+    record.schedule = Some("fast".parse().unwrap());
+    let store = object_store(&config).await;
+    fixtures::put_backups(&catalog, &store, &[record]).await;
     let url = nats.url();
     let url = url.as_str();
     let unknown_cluster =
         "cluster db3 not found: no schedule and no backup names it; did you mean db1?";
-    let typos: [(&[&str], &str); 7] = [
+    let typos: [(&[&str], &str); 8] = [
         (
             &["backup", "list", "--schedule", "fats"],
+            "schedule fats not found: no schedule has this name; did you mean fast?",
+        ),
+        (
+            &["backup", "list", "--cluster", "db1", "--schedule", "fats"],
             "schedule fats not found: no schedule has this name; did you mean fast?",
         ),
         (
