@@ -10,7 +10,7 @@ use serde::Serialize;
 use sexton_retention::{compare_policies, ChangedBackup, ChangedVolume, Policy};
 
 use crate::scenario::Scenario;
-use crate::simulation::{simulate, Simulation, SimulationError};
+use crate::simulation::{simulate_with_progress, Simulation, SimulationError};
 
 /// Both simulations, each day side by side, and the switch-over at the end.
 #[derive(Clone, Debug, Serialize)]
@@ -59,11 +59,10 @@ pub fn compare_with_progress(
     proposed: &Policy,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Comparison, SimulationError> {
-    let current =
-        crate::simulate_with_progress(scenario, &mut |done, total| progress(done, 2 * total))?;
+    let current = simulate_with_progress(scenario, &mut |done, total| progress(done, 2 * total))?;
     let mut proposed_scenario = scenario.clone();
     proposed_scenario.policy = proposed.clone();
-    let proposed_run = crate::simulate_with_progress(&proposed_scenario, &mut |done, total| {
+    let proposed_run = simulate_with_progress(&proposed_scenario, &mut |done, total| {
         progress(total + done, 2 * total)
     })?;
     let days = current
