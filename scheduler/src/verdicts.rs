@@ -172,9 +172,16 @@ async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Re
             }
         }
     }
-    // The restore replayed the chain: its ancestors are proven too.
+    // The restore replayed the chain: its ancestors are proven too. The chain is the
+    // executor's claim: only backups the target really builds on (its parent links in the
+    // catalog) are proven by its restore; another backup named there is not.
     if verdict.outcome == VerdictOutcome::Verified {
+        let ancestors = ancestors_of(catalog, &verdict.cluster, record).await?;
         for ancestor in verdict.chain.iter().filter(|id| **id != verdict.backup_id) {
+            if !ancestors.contains(ancestor.as_str()) {
+                tracing::warn!(cluster = %verdict.cluster, backup = %verdict.backup_id, named = %ancestor, "a verdict's chain names a backup the target does not build on; not proven by it");
+                continue;
+            }
             let Lookup::Live(parent) = catalog.lookup(&verdict.cluster, ancestor).await? else {
                 continue;
             };
@@ -206,4 +213,27 @@ async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Re
     )
     .await?;
     Ok(Outcome::Done)
+}
+
+/// Every backup `target` builds on, through its parent and its volumes' parents, as the
+/// catalog's leader has them (at most 10,000).
+async fn ancestors_of(
+    catalog: &sexton_shared::catalog::Catalog,
+    cluster: &sexton_shared::names::ClusterName,
+    target: &sexton_shared::records::BackupRecord,
+) -> anyhow::Result<std::collections::HashSet<String>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut queue = crate::verify::parents(target);
+    while let Some(id) = queue.pop() {
+        if seen.len() >= 10_000 || !seen.insert(id.clone()) {
+            continue;
+        }
+        let Ok(backup) = sexton_shared::names::BackupId::new(&id) else {
+            continue;
+        };
+        if let Lookup::Live(parent) = catalog.lookup(cluster, &backup).await? {
+            queue.extend(crate::verify::parents(&parent.value));
+        }
+    }
+    Ok(seen)
 }

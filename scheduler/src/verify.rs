@@ -135,7 +135,7 @@ pub fn chain_of<'a>(
     Ok(chain)
 }
 
-fn parents(record: &BackupRecord) -> Vec<String> {
+pub(crate) fn parents(record: &BackupRecord) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     if record.volumes.is_empty() {
         if record.kind == sexton_shared::records::BackupKind::Incremental {

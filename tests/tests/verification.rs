@@ -308,6 +308,88 @@ async fn an_incrementals_test_proves_its_chain_and_holds_the_backup_until_answer
     fleet.stop().await.unwrap();
 }
 
+/// A verdict's chain is the executor's claim: a backup the target does not build on, named in
+/// it, is not proven by the target's restore (issue 26's review of what messages claim).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verdict_proves_only_the_chain_the_target_builds_on() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let w = world(&config, &nats).await;
+    create_schedule(
+        &w.client,
+        json!({"name": "c", "cluster": "cq", "plan": "full", "cron": "0 0 1 1 *",
+               "policy": {"keep_last": 5}}),
+    )
+    .await;
+    let now = Utc::now();
+    let minutes = chrono::Duration::minutes;
+    for (id, parent, age) in [("other", None, 40), ("f", None, 30), ("i1", Some("f"), 20)] {
+        let completed = now - minutes(age);
+        let mut report = json!({
+            "schema_version": 1, "backup_id": id, "cluster": "cq", "plan": "full",
+            "schedule": "c", "backup_name": "c", "status": "completed",
+            "kind": if parent.is_some() { "incremental" } else { "full" }, "parent": parent,
+            "started_at": (completed - minutes(1)).to_rfc3339(),
+            "completed_at": completed.to_rfc3339(),
+            "artifacts": [format!("backups/cq/c/{id}/backup.xbstream")],
+        });
+        fixtures::upload_genuine_json(&w.store, &mut report).await;
+        w.js.publish(
+            "sexton.v1.report.cq",
+            serde_json::to_vec(&report).unwrap().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+        wait_reported(&w.catalog, "cq", id).await;
+    }
+    let asked = w.verify("cq", "i1").await;
+    let request = asked["request_id"].as_str().unwrap().to_string();
+    let target = w.record("cq", "i1").await.unwrap();
+    // The answer to the real request, with a backup the target does not build on in its chain.
+    let verdict = json!({
+        "schema_version": 1, "request_id": request, "cluster": "cq", "backup_id": "i1",
+        "uid": target.uid, "outcome": "verified", "reason": "read back", "duration_ms": 1,
+        "chain": ["other", "f", "i1"],
+    });
+    w.js.publish(
+        "sexton.v1.verify.verdict.cq",
+        serde_json::to_vec(&verdict).unwrap().into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let (outcome, _) = w.verdict("cq", "i1", &request).await;
+    assert_eq!(outcome, "verified");
+    let proven = eventually("f proven via i1", Duration::from_secs(10), || async {
+        let verification = w.record("cq", "f").await?.verification?;
+        (verification.state == VerificationState::Verified).then_some(verification)
+    })
+    .await;
+    assert_eq!(proven.via.as_ref().map(|v| v.as_str()), Some("i1"));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let other = w.record("cq", "other").await.unwrap();
+    assert!(
+        other
+            .verification
+            .as_ref()
+            .is_none_or(|v| v.state != VerificationState::Verified),
+        "a backup outside the chain was proven: {:?}",
+        other.verification
+    );
+    fleet.stop().await.unwrap();
+}
+
 /// A schedule's `verify` block fires tests on its own cron: each tick once, the backup picked
 /// by `pick`, the verdict recorded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
