@@ -912,11 +912,8 @@ async fn check_names_known(
         }
     }
     if let Some(cluster) = typed.cluster {
-        let clusters: BTreeSet<String> = schedules
-            .iter()
-            .map(|described| described.schedule.cluster.to_string())
-            .collect();
-        if !clusters.contains(cluster) && !has_backups(client, Some(cluster), None).await? {
+        let clusters = clusters_of(&schedules);
+        if !cluster_known(client, &clusters, cluster).await? {
             return Err(not_found(
                 &format!("cluster {cluster}"),
                 "no schedule and no backup names it",
@@ -962,6 +959,23 @@ fn not_found(what: &str, why: &str, typed: &str, known: &BTreeSet<String>) -> Fa
     }
 }
 
+/// The clusters the schedules name.
+fn clusters_of(schedules: &[ScheduleDescription]) -> BTreeSet<String> {
+    schedules
+        .iter()
+        .map(|described| described.schedule.cluster.to_string())
+        .collect()
+}
+
+/// Whether a schedule (one of `clusters`, theirs) or a backup names `cluster`.
+async fn cluster_known(
+    client: &Client,
+    clusters: &BTreeSet<String>,
+    cluster: &str,
+) -> Result<bool, Failure> {
+    Ok(clusters.contains(cluster) || has_backups(client, Some(cluster), None).await?)
+}
+
 /// Whether the catalog holds a backup of `cluster` (and `plan`).
 async fn has_backups(
     client: &Client,
@@ -985,14 +999,8 @@ async fn check_audit_cluster(
     client: &Client,
     cluster: &sexton_shared::names::ClusterName,
 ) -> Result<(), Failure> {
-    let clusters: BTreeSet<String> = list_schedules(client)
-        .await?
-        .iter()
-        .map(|described| described.schedule.cluster.to_string())
-        .collect();
-    if clusters.contains(cluster.as_str())
-        || has_backups(client, Some(cluster.as_str()), None).await?
-    {
+    let clusters = clusters_of(&list_schedules(client).await?);
+    if cluster_known(client, &clusters, cluster.as_str()).await? {
         return Ok(());
     }
     let ever = crate::audit::read(

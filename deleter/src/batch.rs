@@ -242,7 +242,7 @@ impl Deleter {
                     (Verdict::Resume, Some(current)) => {
                         works.push(Work::new(slot, current, job.volumes))
                     }
-                    (_, None) => outcomes[slot] = Some(retry(slot)),
+                    (Verdict::Lagging, _) | (_, None) => outcomes[slot] = Some(retry(slot)),
                 }
             }
         }
@@ -390,8 +390,7 @@ impl Deleter {
                 Some(refusal) => Verdict::Refuse(refusal),
                 None => {
                     tracing::info!(%cluster, backup = %job.backup_id, revision = job.revision, applied, "the catalog view is behind the job's mark; it waits for the next delivery");
-                    // Judged with no record: the caller retries it.
-                    Verdict::Claim
+                    Verdict::Lagging
                 }
             }));
         }

@@ -31,6 +31,9 @@ pub enum Verdict {
     Claim,
     /// An earlier delivery of this job claimed it and was interrupted: finish.
     Resume,
+    /// The job's mark is stored but this replica's view has not applied it yet: judge it at
+    /// the next delivery (never from [`verify`], which judges a view that holds the mark).
+    Lagging,
 }
 
 #[derive(Debug, Clone, PartialEq)]

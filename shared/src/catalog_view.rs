@@ -19,9 +19,11 @@
 //!
 //! One limit: the consumer may be hosted by a replica that has not yet stored the latest
 //! writes, and then reports nothing pending while they exist. A caller that knows a revision
-//! is stored (the deleter: the mark a job was issued at) asks [`CatalogView::current_through`],
-//! which refuses a view behind it; the next catch-up reads what was missed, because changes
-//! are always read from the first sequence not applied, never skipped.
+//! is stored asks [`CatalogView::current_through`], which refuses a view behind it; the deleter
+//! compares each job's mark with [`ClusterView::applied`] and asks the leader
+//! ([`CatalogView::latest_revision`]) whether a mark past it was ever stored (lag) or not (a
+//! false claim). The next catch-up reads what was missed, because changes are always read from
+//! the first sequence not applied, never skipped.
 //!
 //! **Throwing it away.** Nothing here is state that matters: on any error (a read that fails or
 //! stalls, an entry that does not decode, an entry the state refuses) the cluster's view is
@@ -47,29 +49,6 @@ use crate::records::BackupRecord;
 
 /// How long a read may wait for the next catalog entry it knows is pending.
 const STALL: Duration = Duration::from_secs(10);
-
-/// [`CatalogView::current_through`] found the view behind the revision asked for: lag (a
-/// replica behind its leader answered the catch-up) when the stream has stored `through`, a
-/// false claim when it has not ([`CatalogView::last_stored`] tells which).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Behind {
-    pub cluster: ClusterName,
-    pub applied: u64,
-    pub through: u64,
-}
-
-impl std::fmt::Display for Behind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the catalog view of {} has applied up to revision {} but revision {} is asked \
-             for: a replica behind its leader answered the catch-up",
-            self.cluster, self.applied, self.through
-        )
-    }
-}
-
-impl std::error::Error for Behind {}
 
 /// What a service keeps of one cluster's records.
 pub trait ViewState: Default + Send + 'static {
@@ -173,12 +152,11 @@ impl<S: ViewState> CatalogView<S> {
     ) -> anyhow::Result<OwnedMutexGuard<ClusterView<S>>> {
         let view = self.current(cluster).await?;
         if view.next_sequence <= through {
-            return Err(Behind {
-                cluster: cluster.clone(),
-                applied: view.next_sequence.saturating_sub(1),
-                through,
-            }
-            .into());
+            anyhow::bail!(
+                "the catalog view of {cluster} has applied up to revision {} but revision \
+                 {through} is stored: a replica behind its leader answered the catch-up",
+                view.applied()
+            );
         }
         Ok(view)
     }
