@@ -415,17 +415,18 @@ fn input_is_refused_or_warned_with_a_clear_message() {
 /// the moment describe is asked (issue 26: each row was offset by the time describe ran).
 #[test]
 fn upcoming_runs_of_every_count_from_the_last_run_not_from_now() {
+    let ats = |timing: &Timing, state: &ScheduleState, now: &str, n: usize| -> Vec<_> {
+        timing
+            .upcoming_for(state, at(now), n)
+            .iter()
+            .map(|run| run.at)
+            .collect()
+    };
     let every = timing("s", "@every 1m", None, &[], OnBlackout::Skip);
     let mut state = created("2026-03-01T19:50:43Z");
     state.last_backup = Some(at("2026-03-01T19:50:43Z"));
-    let now = at("2026-03-01T19:51:03Z");
-    let runs: Vec<_> = every
-        .upcoming_for(&state, now, 3)
-        .iter()
-        .map(|run| run.at)
-        .collect();
     assert_eq!(
-        runs,
+        ats(&every, &state, "2026-03-01T19:51:03Z", 3),
         [
             at("2026-03-01T19:51:43Z"),
             at("2026-03-01T19:52:43Z"),
@@ -433,14 +434,8 @@ fn upcoming_runs_of_every_count_from_the_last_run_not_from_now() {
         ]
     );
     // Overdue (the scheduler was away): the due run first, then the runs after it from now.
-    let later = at("2026-03-01T20:30:00Z");
-    let runs: Vec<_> = every
-        .upcoming_for(&state, later, 3)
-        .iter()
-        .map(|run| run.at)
-        .collect();
     assert_eq!(
-        runs,
+        ats(&every, &state, "2026-03-01T20:30:00Z", 3),
         [
             at("2026-03-01T19:51:43Z"),
             at("2026-03-01T20:31:00Z"),
@@ -451,13 +446,8 @@ fn upcoming_runs_of_every_count_from_the_last_run_not_from_now() {
     let daily = timing("s", "0 3 * * *", None, &[], OnBlackout::Skip);
     let mut state = created("2026-03-01T00:00:00Z");
     state.last_backup = Some(at("2026-03-01T03:00:00Z"));
-    let runs: Vec<_> = daily
-        .upcoming_for(&state, at("2026-03-01T12:00:00Z"), 2)
-        .iter()
-        .map(|run| run.at)
-        .collect();
     assert_eq!(
-        runs,
+        ats(&daily, &state, "2026-03-01T12:00:00Z", 2),
         [at("2026-03-02T03:00:00Z"), at("2026-03-03T03:00:00Z")]
     );
 }

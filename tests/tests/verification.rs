@@ -49,6 +49,35 @@ impl World {
             .map(|r| r.value)
     }
 
+    /// Reports completed backups `(id, parent, minutes ago)` of schedule `c` (plan `full`) in
+    /// `cluster`, each genuine (its objects uploaded), and waits for each record.
+    async fn report_chain(&self, cluster: &str, chain: &[(&str, Option<&str>, i64)]) {
+        let now = Utc::now();
+        let minutes = chrono::Duration::minutes;
+        for &(id, parent, age) in chain {
+            let completed = now - minutes(age);
+            let mut report = json!({
+                "schema_version": 1, "backup_id": id, "cluster": cluster, "plan": "full",
+                "schedule": "c", "backup_name": "c", "status": "completed",
+                "kind": if parent.is_some() { "incremental" } else { "full" }, "parent": parent,
+                "started_at": (completed - minutes(1)).to_rfc3339(),
+                "completed_at": completed.to_rfc3339(),
+                "artifacts": [format!("backups/{cluster}/c/{id}/backup.xbstream")],
+            });
+            fixtures::upload_genuine_json(&self.store, &mut report).await;
+            self.js
+                .publish(
+                    format!("sexton.v1.report.{cluster}"),
+                    serde_json::to_vec(&report).unwrap().into(),
+                )
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+            wait_reported(&self.catalog, cluster, id).await;
+        }
+    }
+
     async fn verify(&self, cluster: &str, id: &str) -> Value {
         api(
             &self.client,
@@ -220,33 +249,16 @@ async fn an_incrementals_test_proves_its_chain_and_holds_the_backup_until_answer
                "policy": {"keep_last": 1}}),
     )
     .await;
-    let now = Utc::now();
     let minutes = chrono::Duration::minutes;
-    for (id, parent, age) in [
-        ("f", None, 30),
-        ("i1", Some("f"), 20),
-        ("i2", Some("i1"), 10),
-    ] {
-        let completed = now - minutes(age);
-        let mut report = json!({
-            "schema_version": 1, "backup_id": id, "cluster": "cc", "plan": "full",
-            "schedule": "c", "backup_name": "c", "status": "completed",
-            "kind": if parent.is_some() { "incremental" } else { "full" }, "parent": parent,
-            "started_at": (completed - minutes(1)).to_rfc3339(),
-            "completed_at": completed.to_rfc3339(),
-            "artifacts": [format!("backups/cc/c/{id}/backup.xbstream")],
-        });
-        fixtures::upload_genuine_json(&w.store, &mut report).await;
-        w.js.publish(
-            "sexton.v1.report.cc",
-            serde_json::to_vec(&report).unwrap().into(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-        wait_reported(&w.catalog, "cc", id).await;
-    }
+    w.report_chain(
+        "cc",
+        &[
+            ("f", None, 30),
+            ("i1", Some("f"), 20),
+            ("i2", Some("i1"), 10),
+        ],
+    )
+    .await;
     let asked = w.verify("cc", "i2").await;
     let request = asked["request_id"].as_str().unwrap().to_string();
     let held = w.record("cc", "i2").await.unwrap();
@@ -329,29 +341,11 @@ async fn a_verdict_proves_only_the_chain_the_target_builds_on() {
                "policy": {"keep_last": 5}}),
     )
     .await;
-    let now = Utc::now();
-    let minutes = chrono::Duration::minutes;
-    for (id, parent, age) in [("other", None, 40), ("f", None, 30), ("i1", Some("f"), 20)] {
-        let completed = now - minutes(age);
-        let mut report = json!({
-            "schema_version": 1, "backup_id": id, "cluster": "cq", "plan": "full",
-            "schedule": "c", "backup_name": "c", "status": "completed",
-            "kind": if parent.is_some() { "incremental" } else { "full" }, "parent": parent,
-            "started_at": (completed - minutes(1)).to_rfc3339(),
-            "completed_at": completed.to_rfc3339(),
-            "artifacts": [format!("backups/cq/c/{id}/backup.xbstream")],
-        });
-        fixtures::upload_genuine_json(&w.store, &mut report).await;
-        w.js.publish(
-            "sexton.v1.report.cq",
-            serde_json::to_vec(&report).unwrap().into(),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-        wait_reported(&w.catalog, "cq", id).await;
-    }
+    w.report_chain(
+        "cq",
+        &[("other", None, 40), ("f", None, 30), ("i1", Some("f"), 20)],
+    )
+    .await;
     let asked = w.verify("cq", "i1").await;
     let request = asked["request_id"].as_str().unwrap().to_string();
     let target = w.record("cq", "i1").await.unwrap();
