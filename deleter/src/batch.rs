@@ -34,6 +34,7 @@ use sexton_shared::{
     outcome::{publish_incident, Outcome},
     planning,
     records::{BackupRecord, BackupStatus, VolumeDeletion},
+    schedules_view::SchedulesView,
     topology::Topology,
     wire::{self, DeleteJob, Incident},
 };
@@ -57,7 +58,10 @@ const WRITES_IN_FLIGHT: usize = 64;
 pub struct Deleter {
     topology: Topology,
     catalog: Catalog,
-    views: CatalogViews,
+    /// Each cluster's catalog, shared with the binlog collector.
+    views: Arc<CatalogViews>,
+    /// The schedules (the policies jobs are judged with), brought up to date per batch.
+    schedules: SchedulesView,
     store: ObjectStore,
     prefix: String,
     plugins: Plugins,
@@ -107,6 +111,11 @@ impl Work {
 }
 
 impl Deleter {
+    /// Each cluster's catalog as this replica last read it (the binlog collector reads it too).
+    pub fn views(&self) -> Arc<CatalogViews> {
+        self.views.clone()
+    }
+
     pub fn new(
         topology: Topology,
         store: ObjectStore,
@@ -116,7 +125,8 @@ impl Deleter {
     ) -> Deleter {
         Deleter {
             catalog: Catalog::new(topology.catalog.clone()),
-            views: CatalogViews::new(topology.catalog.clone()),
+            views: Arc::new(CatalogViews::new(topology.catalog.clone())),
+            schedules: SchedulesView::new(topology.schedules.clone()),
             plugins: Plugins::new(
                 topology.plugins.clone(),
                 client,
@@ -206,9 +216,9 @@ impl Deleter {
         let mut works: Vec<Work> = Vec::new();
         // One read of the schedules for the whole batch, before any catalog read.
         let schedules = if by_cluster.is_empty() {
-            Ok(Vec::new())
+            Ok(Arc::default())
         } else {
-            planning::load_all_schedules(&self.topology.schedules).await
+            self.schedules.all().await
         };
         for (cluster, jobs) in by_cluster {
             let judged = match &schedules {

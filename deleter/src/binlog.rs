@@ -19,6 +19,7 @@
 //! the horizon); the redelivered job, or the next one, finishes the work. A malformed index is
 //! never rewritten: the job is refused, recorded as an incident, and deletes nothing.
 
+use crate::view::CatalogViews;
 use std::{collections::BTreeSet, sync::Arc, time::Duration};
 use tracing::Instrument as _;
 
@@ -28,7 +29,6 @@ use chrono::Utc;
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 use sexton_shared::{
     binlog::{self, check_segment_key, safe_horizon, select_orphans, store},
-    catalog::Catalog,
     config::Config,
     object_store::ObjectStore,
     outcome::{publish_incident, settle, Outcome},
@@ -86,7 +86,8 @@ impl BinlogMetrics {
 #[derive(Clone)]
 pub struct Collector {
     topology: Topology,
-    catalog: Catalog,
+    /// Each cluster's catalog, shared with the delete jobs: brought up to date per job.
+    views: Arc<CatalogViews>,
     store: ObjectStore,
     prefix: String,
     metrics: Arc<BinlogMetrics>,
@@ -95,6 +96,7 @@ pub struct Collector {
 /// Consumes binlog jobs one at a time until `shutdown` trips.
 pub async fn run(
     topology: Topology,
+    views: Arc<CatalogViews>,
     store: ObjectStore,
     config: Config,
     registry: Registry,
@@ -102,7 +104,7 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(BinlogMetrics::register(&registry)?);
     let collector = Collector {
-        catalog: Catalog::new(topology.catalog.clone()),
+        views,
         topology: topology.clone(),
         store,
         prefix: config.s3.prefix.clone(),
@@ -186,12 +188,15 @@ impl Collector {
             }
         }
 
+        // The view, brought up to date from the catalog's leader, not a listing per job (issue
+        // 32): as fresh as a listing made now, without a consumer.
         let records: Vec<_> = self
-            .catalog
-            .list_cluster(cluster)
+            .views
+            .current(cluster)
             .await?
-            .into_iter()
-            .map(|record| record.value)
+            .records
+            .values()
+            .map(|record| record.value.clone())
             .collect();
         let safe = safe_horizon(job.horizon, &records);
         if let Some(reason) = &safe.reason {

@@ -75,24 +75,26 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     sexton_shared::build::start(&client, "deleter", &metrics.registry, shutdown.clone()).await?;
     tracing::info!(metrics = %telemetry::listen_text(addr), "deleter started");
 
-    // The binlog collector runs beside the delete jobs on a queue of its own.
+    let deleter = Arc::new(batch::Deleter::new(
+        topology.clone(),
+        store.clone(),
+        client.clone(),
+        &config,
+        metrics.clone(),
+    ));
+    // The binlog collector runs beside the delete jobs on a queue of its own, judging with the
+    // same catalog views.
     tasks.spawn(
         "binlog collector",
         binlog::run(
             topology.clone(),
-            store.clone(),
+            deleter.views(),
+            store,
             config.clone(),
             metrics.registry.clone(),
             shutdown.clone(),
         ),
     );
-    let deleter = Arc::new(batch::Deleter::new(
-        topology.clone(),
-        store,
-        client.clone(),
-        &config,
-        metrics.clone(),
-    ));
     let stream = jetstream
         .get_stream(topology::STREAM_JOBS)
         .await

@@ -53,6 +53,8 @@ pub struct Worker {
     /// The catalog as runs read it: brought up to date from the stream before each run
     /// ([`crate::view`]).
     view: Arc<CatalogView>,
+    /// The schedules as runs read them: brought up to date before each run, like the view.
+    schedules: Arc<sexton_shared::schedules_view::SchedulesView>,
     metrics: Arc<Metrics>,
     /// Reads the binlog indexes (never writes them: the deleter does).
     store: ObjectStore,
@@ -96,6 +98,9 @@ impl Worker {
         Worker {
             catalog: Catalog::new(topology.catalog.clone()),
             view: Arc::new(CatalogView::new(topology.catalog.clone())),
+            schedules: Arc::new(sexton_shared::schedules_view::SchedulesView::new(
+                topology.schedules.clone(),
+            )),
             topology,
             metrics,
             store,

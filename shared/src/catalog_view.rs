@@ -6,24 +6,30 @@
 //! The first use of a cluster lists it (the last entry of every key, read through an ordered
 //! consumer) and hands each entry to the state as it arrives, so no second copy of the cluster
 //! is ever held; every later use reads only what the stream stored after the last sequence
-//! applied (an ordered consumer filtered to `<cluster>.*`, from that sequence) and applies it
-//! in stream order: a put replaces the backup's entry, a delete or purge removes it.
+//! applied and applies it in stream order: a put replaces the backup's entry, a delete or
+//! purge removes it.
 //!
-//! **Freshness.** [`CatalogView::current`] returns only after applying every change the stream
-//! had stored when its consumer was created, so the caller decides on a catalog at least as
-//! fresh as a full listing started at the same moment. There is no background watch whose lag
-//! could matter: the catch-up happens in the caller, under the cluster's lock, and a read that
-//! stalls fails the caller (which retries) instead of deciding on an older view. What changes
-//! after the catch-up is caught where it always was: every write is a compare-and-set on the
-//! revision the view holds.
+//! **No consumer on the steady path** (issue 32). The changes are read from the stream's
+//! leader, one message-get request per change and one more that finds nothing
+//! ([`crate::stream_read`]): a use of a cluster that nothing changed since its last use costs one
+//! request, and the cost follows the changes, not the uses. Only the first use of a cluster on a
+//! replica (and the first after its view was dropped) opens a consumer, for the listing.
 //!
-//! One limit: the consumer may be hosted by a replica that has not yet stored the latest
-//! writes, and then reports nothing pending while they exist. A caller that knows a revision
-//! is stored asks [`CatalogView::current_through`], which refuses a view behind it; the deleter
-//! compares each job's mark with [`ClusterView::applied`] and asks the leader
-//! ([`CatalogView::latest_revision`]) whether a mark past it was ever stored (lag) or not (a
-//! false claim). The next catch-up reads what was missed, because changes are always read from
-//! the first sequence not applied, never skipped.
+//! **Freshness.** [`CatalogView::current`] returns only after the leader answered that nothing
+//! follows the last change applied, so the caller decides on a catalog holding every write
+//! acknowledged before that answer: at least as fresh as a full listing started at the same
+//! moment. There is no background watch whose lag could matter: the catch-up happens in the
+//! caller, under the cluster's lock, and a read that fails (a leader election, a timeout) fails
+//! the caller (which retries) instead of deciding on an older view. What changes after the
+//! catch-up is caught where it always was: every write is a compare-and-set on the revision the
+//! view holds.
+//!
+//! The listing may be answered by a replica that has not yet stored the latest writes; those
+//! come after every entry it delivered, so the changes read from the leader after the
+//! listing's newest entry hold them. [`CatalogView::current_through`] still refuses a view
+//! behind a revision the caller knows is stored (the deleter: a job's mark), and the deleter
+//! asks the leader ([`CatalogView::latest_revision`]) whether a mark past the view was ever
+//! stored (lag) or not (a false claim).
 //!
 //! **Throwing it away.** Nothing here is state that matters: on any error (a read that fails or
 //! stalls, an entry that does not decode, an entry the state refuses) the cluster's view is
@@ -33,22 +39,15 @@
 use std::collections::HashMap;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context as _;
-use async_nats::jetstream::{
-    consumer::{pull::OrderedConfig, DeliverPolicy},
-    kv,
-};
-use futures::StreamExt;
+use async_nats::jetstream::kv;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::catalog::{decode_record, Versioned};
 use crate::names::{BackupId, ClusterName};
 use crate::records::BackupRecord;
-
-/// How long a read may wait for the next catalog entry it knows is pending.
-const STALL: Duration = Duration::from_secs(10);
+use crate::stream_read::{self, Entry};
 
 /// What a service keeps of one cluster's records.
 pub trait ViewState: Default + Send + 'static {
@@ -154,7 +153,7 @@ impl<S: ViewState> CatalogView<S> {
         if view.next_sequence <= through {
             anyhow::bail!(
                 "the catalog view of {cluster} has applied up to revision {} but revision \
-                 {through} is stored: a replica behind its leader answered the catch-up",
+                 {through} was asked for",
                 view.applied()
             );
         }
@@ -191,110 +190,83 @@ impl<S: ViewState> CatalogView<S> {
             // leader misses the newest writes, and those come after every entry it delivered.
             // A change already listed is applied again, in stream order, which changes nothing.
             *view = ClusterView::default();
-            self.read(cluster, view, DeliverPolicy::LastPerSubject, Read::Listing)
-                .await?;
+            self.list(cluster, view).await?;
             view.next_sequence = view.next_sequence.max(1);
             refresh.full_listing = true;
         }
-        let start_sequence = view.next_sequence;
-        let (changes, change_bytes) = self
-            .read(
-                cluster,
-                view,
-                DeliverPolicy::ByStartSequence { start_sequence },
-                Read::Changes,
-            )
-            .await?;
+        let (changes, change_bytes) = self.read_changes(cluster, view).await?;
         refresh.changes = changes;
         refresh.change_bytes = change_bytes;
         view.last_refresh = refresh;
         Ok(())
     }
 
-    /// Reads the cluster's entries from `deliver` until nothing is pending, applying each to
-    /// the state. Returns how many were read and their subjects' and payloads' bytes.
-    async fn read(
+    /// Reads the changes the stream stored from the view's next sequence on, from the stream's
+    /// leader. Returns how many were read and their subjects' and payloads' bytes.
+    async fn read_changes(
         &self,
         cluster: &ClusterName,
         view: &mut ClusterView<S>,
-        deliver: DeliverPolicy,
-        read: Read,
     ) -> anyhow::Result<(u64, u64)> {
-        let what = match read {
-            Read::Listing => "a catalog listing",
-            Read::Changes => "catalog changes",
-        };
-        let consumer = self
-            .store
-            .stream
-            .create_consumer(OrderedConfig {
-                filter_subject: format!("{}{cluster}.*", self.store.prefix),
-                deliver_policy: deliver,
-                ..Default::default()
-            })
-            .await
-            .with_context(|| format!("reading {what}"))?;
-        let _delete =
-            crate::nats::EphemeralConsumer::new(&self.store.stream, &consumer.cached_info().name);
-        let mut pending = consumer.cached_info().num_pending;
-        let (mut count, mut bytes) = (0, 0);
-        if pending == 0 {
-            return Ok((count, bytes));
-        }
-        let mut messages = consumer
-            .messages()
-            .await
-            .with_context(|| format!("reading {what}"))?;
         let key_prefix = format!("{}{cluster}.", self.store.prefix);
-        while pending > 0 {
-            // Never wait for ever under the cluster's lock: a read that stalls fails the
-            // caller (it is retried, and the next use lists the catalog again), instead of
-            // holding every later use of the cluster behind it.
-            let message = tokio::time::timeout(STALL, messages.next())
-                .await
-                .map_err(|_| {
-                    anyhow::anyhow!(
-                        "{what} stalled: nothing within {STALL:?} with {pending} pending"
-                    )
-                })?
-                .with_context(|| format!("{what} ended early"))?
-                .with_context(|| format!("reading {what}"))?;
-            let info = message
-                .info()
-                .map_err(|err| anyhow::anyhow!("catalog entry metadata: {err}"))?;
-            pending = info.pending;
-            let revision = info.stream_sequence;
-            // A listing delivers in stream order too: after it, the first sequence not applied
-            // is the one after its newest entry.
-            view.next_sequence = view.next_sequence.max(revision + 1);
-            count += 1;
-            bytes += (message.subject.len() + message.payload.len()) as u64;
-            let Some(id) = message.subject.strip_prefix(key_prefix.as_str()) else {
-                continue;
-            };
-            let id =
-                BackupId::new(id).with_context(|| format!("catalog key {}", message.subject))?;
-            let removed = crate::leader_read::is_removal(message.headers.as_ref());
-            if removed {
-                view.state.apply(cluster, id, None)?;
-                continue;
-            }
-            // One unreadable entry fails the read, as it failed a listing: deciding without it
-            // could delete the parent of a backup nobody can see.
-            let value = decode_record(&message.payload)
-                .with_context(|| format!("catalog entry {}", message.subject))?;
-            // A listing files each record under the id it holds, as `Catalog::list_cluster`
-            // did; a change is filed under its key, so a state can refuse a record stored
-            // under another backup's key.
-            let id = match read {
-                Read::Listing => value.id.clone(),
-                Read::Changes => id,
-            };
-            view.state
-                .apply(cluster, id, Some(Versioned { value, revision }))?;
-        }
-        Ok((count, bytes))
+        let state = &mut view.state;
+        let changes = stream_read::read_changes(
+            &self.store,
+            &format!("{key_prefix}*"),
+            view.next_sequence,
+            "catalog changes",
+            |entry| apply_entry(cluster, state, &key_prefix, entry, Read::Changes),
+        )
+        .await?;
+        view.next_sequence = changes.next_sequence;
+        Ok((changes.count, changes.bytes))
     }
+
+    /// Lists the cluster (the last entry of every key), applying each entry to the state; the
+    /// first sequence not applied is then the one after its newest entry.
+    async fn list(&self, cluster: &ClusterName, view: &mut ClusterView<S>) -> anyhow::Result<()> {
+        let key_prefix = format!("{}{cluster}.", self.store.prefix);
+        let state = &mut view.state;
+        let newest = stream_read::list_last_per_key(
+            &self.store,
+            &format!("{key_prefix}*"),
+            "a catalog listing",
+            |entry| apply_entry(cluster, state, &key_prefix, entry, Read::Listing),
+        )
+        .await?;
+        view.next_sequence = view.next_sequence.max(newest + 1);
+        Ok(())
+    }
+}
+
+/// Applies one stored entry of the cluster's keys (a put or a removal) to the state.
+fn apply_entry<S: ViewState>(
+    cluster: &ClusterName,
+    state: &mut S,
+    key_prefix: &str,
+    entry: Entry<'_>,
+    read: Read,
+) -> anyhow::Result<()> {
+    let subject = entry.subject;
+    let Some(id) = subject.strip_prefix(key_prefix) else {
+        return Ok(());
+    };
+    let id = BackupId::new(id).with_context(|| format!("catalog key {subject}"))?;
+    if entry.is_removal() {
+        return state.apply(cluster, id, None);
+    }
+    // One unreadable entry fails the read, as it failed a listing: deciding without it could
+    // delete the parent of a backup nobody can see.
+    let value = decode_record(entry.payload).with_context(|| format!("catalog entry {subject}"))?;
+    // A listing files each record under the id it holds, as `Catalog::list_cluster` did; a
+    // change is filed under its key, so a state can refuse a record stored under another
+    // backup's key.
+    let id = match read {
+        Read::Listing => value.id.clone(),
+        Read::Changes => id,
+    };
+    let revision = entry.sequence;
+    state.apply(cluster, id, Some(Versioned { value, revision }))
 }
 
 /// Which of the two reads: the listing (the last entry of every key) or the changes after it.

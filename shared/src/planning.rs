@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use anyhow::Context as _;
 use async_nats::jetstream::kv;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use sexton_retention::judge;
 
 use crate::catalog::{Catalog, Versioned};
@@ -40,44 +39,25 @@ pub async fn load_schedules(
     Ok(all)
 }
 
-/// Every schedule, read as one sweep of the bucket's stream (the last value of each key).
+/// Every schedule, read as one sweep of the bucket's stream (the last value of each key). A
+/// service that reads the schedules for every run keeps a [`crate::schedules_view`] instead.
 pub async fn load_all_schedules(schedules: &kv::Store) -> anyhow::Result<Vec<ScheduleRecord>> {
-    use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
-    let consumer = schedules
-        .stream
-        .create_consumer(OrderedConfig {
-            filter_subject: format!("{}>", schedules.prefix),
-            deliver_policy: DeliverPolicy::LastPerSubject,
-            ..Default::default()
-        })
-        .await
-        .context("listing schedules")?;
-    let _delete =
-        crate::nats::EphemeralConsumer::new(&schedules.stream, &consumer.cached_info().name);
-    let mut pending = consumer.cached_info().num_pending;
     let mut out = Vec::new();
-    if pending == 0 {
-        return Ok(out);
-    }
-    let mut messages = consumer.messages().await.context("listing schedules")?;
-    while pending > 0 {
-        let message = messages
-            .next()
-            .await
-            .context("schedule listing ended early")?
-            .context("listing schedules")?;
-        pending = message
-            .info()
-            .map_err(|err| anyhow::anyhow!("schedule listing metadata: {err}"))?
-            .pending;
-        let removed = crate::leader_read::is_removal(message.headers.as_ref());
-        if removed {
-            continue;
-        }
-        let schedule: ScheduleRecord = serde_json::from_slice(&message.payload)
-            .with_context(|| format!("schedule {} is unreadable", message.subject))?;
-        out.push(schedule);
-    }
+    crate::stream_read::list_last_per_key(
+        schedules,
+        &format!("{}>", schedules.prefix),
+        "a schedule listing",
+        |entry| {
+            if !entry.is_removal() {
+                out.push(
+                    serde_json::from_slice(entry.payload)
+                        .with_context(|| format!("schedule {} is unreadable", entry.subject))?,
+                );
+            }
+            Ok(())
+        },
+    )
+    .await?;
     Ok(out)
 }
 

@@ -163,6 +163,23 @@ async fn load_bench() {
             )
         })
         .collect();
+    // Consumers the server creates while the load runs: none per message or batch on the
+    // steady path (issue 32), only each view's first listing.
+    let consumers_created = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut advisories = client
+        .subscribe("$JS.EVENT.ADVISORY.CONSUMER.CREATED.>")
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let advisory_counter = {
+        let consumers_created = consumers_created.clone();
+        tokio::spawn(async move {
+            while advisories.next().await.is_some() {
+                consumers_created.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+    };
+    let varz_before = nats_traffic(nats.monitor_port);
     let servers_before = (
         nats.server.pid().and_then(cpu_seconds),
         s3.server.pid().and_then(cpu_seconds),
@@ -244,8 +261,24 @@ async fn load_bench() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let retention_queue_cleared_after = started.elapsed();
+    // Binlog jobs still queued once the deletions are done, and when the last is handled.
+    let binlog_backlog = || {
+        consumer_backlog(
+            &js,
+            topology::STREAM_JOBS,
+            topology::CONSUMER_DELETER_BINLOG,
+        )
+    };
+    let binlog_backlog_at_drain = binlog_backlog().await;
+    while binlog_backlog().await != Some(0) && Instant::now() < drain_deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let binlog_queue_cleared_after = started.elapsed();
+    let varz_after = nats_traffic(nats.monitor_port);
     sampler.abort();
     watcher.abort();
+    advisory_counter.abort();
+    let consumers_created = consumers_created.load(std::sync::atomic::Ordering::Relaxed);
     let timeline = timeline.lock().unwrap().clone();
 
     // Latency: from the checkpoint-complete of backup n + clusters (the next of the same
@@ -313,6 +346,20 @@ async fn load_bench() {
         .filter_map(|port| metric(port, "sexton_retention_run_duration_seconds_sum", ""))
         .sum();
 
+    let delete_jobs_handled = handled
+        .get("sexton_delete_jobs_total")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    let per_completion = |n: f64| n / (deleted.max(1) as f64);
+    let nats_traffic = varz_before.zip(varz_after).map(|(before, after)| {
+        json!({
+            "messages_in_per_completion": per_completion(after.0 - before.0),
+            "messages_out_per_completion": per_completion(after.1 - before.1),
+            "bytes_in_per_completion": per_completion(after.2 - before.2),
+            "bytes_out_per_completion": per_completion(after.3 - before.3),
+        })
+    });
+
     // The ceiling: raw JetStream publish → consume on the same server, same run.
     let raw = raw_jetstream_rate(&js, 100_000).await;
 
@@ -342,6 +389,13 @@ async fn load_bench() {
             "max": latencies.last(),
         },
         "handled": handled,
+        "delete_jobs_handled_per_deletion": per_completion(delete_jobs_handled),
+        "binlog_backlog_when_drained": binlog_backlog_at_drain,
+        "binlog_queue_cleared_after_s": binlog_queue_cleared_after.as_secs_f64(),
+        "consumers_created": consumers_created,
+        "consumers_created_per_completion": per_completion(consumers_created as f64),
+        "nats": nats_traffic,
+        "cpu_ms_per_completion": per_completion(cpu_total * 1000.0),
         "retention_run_seconds_total": run_seconds,
         "cpu_seconds": cpu,
         "cpu_seconds_total": cpu_total,
@@ -353,6 +407,19 @@ async fn load_bench() {
     });
     record_figures("load", figures);
     assert!(fleet.exited().is_empty(), "services exited");
+}
+
+/// The server's message and byte counters, in and out (`/varz`), all clients together.
+fn nats_traffic(monitor_port: u16) -> Option<(f64, f64, f64, f64)> {
+    let (_, body) = http_get(monitor_port, "/varz")?;
+    let varz: serde_json::Value = serde_json::from_str(&body).ok()?;
+    let field = |name: &str| varz[name].as_f64();
+    Some((
+        field("in_msgs")?,
+        field("out_msgs")?,
+        field("in_bytes")?,
+        field("out_bytes")?,
+    ))
 }
 
 /// Publishes `count` report-sized messages to a stream of their own as fast as acks allow

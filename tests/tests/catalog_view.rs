@@ -5,14 +5,22 @@
 //! job on a record without the job's mark (under a NATS node loss it refused the job for good,
 //! and the backup stayed `expiring`).
 
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use serde_json::json;
 use sexton_shared::{
     catalog::{Catalog, Versioned},
     catalog_view::{CatalogView, ViewState},
     names::{BackupId, ClusterName},
     records::BackupRecord,
+    schedules_view::SchedulesView,
     topology,
 };
-use sexton_tests::{fixtures::backup, Nats};
+use sexton_tests::{
+    fixtures::{backup, put_schedule},
+    Nats,
+};
 
 /// The ids a view holds, nothing else.
 #[derive(Default)]
@@ -81,4 +89,114 @@ async fn a_view_is_refused_until_it_has_applied_the_revision_asked_for() {
     );
     let view = views.current_through(&cluster, second).await.unwrap();
     assert_eq!(view.0, ["b1", "b2"]);
+}
+
+/// The consumers the server created since the last call, from its advisories.
+struct ConsumersCreated(async_nats::Subscriber, async_nats::Client);
+
+impl ConsumersCreated {
+    async fn watch(client: &async_nats::Client) -> ConsumersCreated {
+        let sub = client
+            .subscribe("$JS.EVENT.ADVISORY.CONSUMER.CREATED.>")
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+        ConsumersCreated(sub, client.clone())
+    }
+
+    /// How many advisories arrived since the last call (each: one consumer created).
+    async fn since_last(&mut self) -> usize {
+        // A round trip to the server first: an advisory of a consumer created before it is
+        // on its way to us once the flush returns; a short wait collects it.
+        self.1.flush().await.unwrap();
+        let mut count = 0;
+        while let Ok(Some(_)) =
+            tokio::time::timeout(Duration::from_millis(300), self.0.next()).await
+        {
+            count += 1;
+        }
+        count
+    }
+}
+
+/// Issue 32: keeping a view current costs requests that follow the changes, not a consumer per
+/// use. Under a steady load a consumer per retention run and per deleter batch piled up to the
+/// account's consumer limit. Only the first use (the listing) opens one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_open_a_consumer_only_for_their_first_listing() {
+    let nats = Nats::start();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let topology = topology::ensure(&async_nats::jetstream::new(client.clone()), 1)
+        .await
+        .unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    let cluster = ClusterName::new("c1").unwrap();
+    catalog
+        .create(&backup("c1", "full", "b1", None, 1, 1))
+        .await
+        .unwrap();
+    put_schedule(&topology, "s1", "c1", "full", json!({"keep_last": 1})).await;
+    let mut created = ConsumersCreated::watch(&client).await;
+
+    let views: CatalogView<Ids> = CatalogView::new(topology.catalog.clone());
+    let schedules = SchedulesView::new(topology.schedules.clone());
+    assert_eq!(views.current(&cluster).await.unwrap().0, ["b1"]);
+    assert_eq!(schedules.all().await.unwrap().len(), 1);
+    let first = created.since_last().await;
+    assert!(
+        first >= 2,
+        "the first use lists the catalog and the schedules through a consumer each (and the \
+         advisories reach this test): {first} seen"
+    );
+
+    // Uses with nothing new, then uses after changes of every kind: no consumer at all.
+    for _ in 0..5 {
+        assert_eq!(views.current(&cluster).await.unwrap().0, ["b1"]);
+        assert_eq!(schedules.of_cluster(&cluster).await.unwrap().len(), 1);
+    }
+    let second = catalog
+        .create(&backup("c1", "full", "b2", None, 2, 1))
+        .await
+        .unwrap();
+    catalog
+        .create(&backup("c2", "full", "x1", None, 2, 1))
+        .await
+        .unwrap();
+    let b1 = catalog
+        .get(&cluster, &BackupId::new("b1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    catalog
+        .remove(&cluster, &BackupId::new("b1").unwrap(), b1.revision)
+        .await
+        .unwrap();
+    put_schedule(&topology, "s2", "c1", "other", json!({"keep_last": 2})).await;
+    put_schedule(&topology, "s3", "c2", "full", json!({"keep_last": 3})).await;
+    topology.schedules.delete("s1").await.unwrap();
+
+    let view = views.current(&cluster).await.unwrap();
+    assert_eq!(view.0, ["b2"], "the put and the removal are both applied");
+    assert!(view.applied() > second);
+    assert_eq!(
+        view.last_refresh.changes, 2,
+        "c2's write is not read for c1"
+    );
+    assert!(!view.last_refresh.full_listing);
+    drop(view);
+    let names: Vec<String> = schedules
+        .all()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.name.to_string())
+        .collect();
+    assert_eq!(names, ["s2", "s3"]);
+    let mine = schedules.of_cluster(&cluster).await.unwrap();
+    assert_eq!(mine.len(), 1);
+    assert_eq!(
+        created.since_last().await,
+        0,
+        "no consumer after the first listing"
+    );
 }

@@ -52,7 +52,7 @@ impl Worker {
         binlog: &BinlogInput,
         render: Render,
     ) -> anyhow::Result<Vec<GroupPlan>> {
-        let schedules = planning::load_schedules(&self.topology.schedules, cluster).await?;
+        let schedules = self.schedules.of_cluster(cluster).await?;
         let policies = planning::group_policies(&schedules);
         let mut view = self.view.current(cluster).await?;
         let refresh = view.last_refresh;
