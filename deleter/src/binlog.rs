@@ -20,7 +20,11 @@
 //! never rewritten: the job is refused, recorded as an incident, and deletes nothing.
 
 use crate::view::CatalogViews;
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::Arc,
+    time::Duration,
+};
 use tracing::Instrument as _;
 
 use anyhow::Context as _;
@@ -91,9 +95,18 @@ pub struct Collector {
     store: ObjectStore,
     prefix: String,
     metrics: Arc<BinlogMetrics>,
+    /// One job of a cluster at a time: each cluster's lock, taken for the whole pass.
+    clusters: Arc<
+        std::sync::Mutex<HashMap<sexton_shared::names::ClusterName, Arc<tokio::sync::Mutex<()>>>>,
+    >,
 }
 
-/// Consumes binlog jobs one at a time until `shutdown` trips.
+/// Consumes binlog jobs until `shutdown` trips: up to `deleter.concurrency` at once, one of
+/// each cluster at a time. One at a time fell behind a steady load (every retention run that
+/// moves a cluster's horizon publishes a job, and a pass lists the cluster's folder): at 60
+/// completions/s on 2 cores, 1,271 jobs were still queued when the deletions were done (issue
+/// 32). Jobs of different clusters touch different folders and indexes; the index is rewritten
+/// with `If-Match` either way.
 pub async fn run(
     topology: Topology,
     views: Arc<CatalogViews>,
@@ -109,7 +122,9 @@ pub async fn run(
         store,
         prefix: config.s3.prefix.clone(),
         metrics,
+        clusters: Arc::default(),
     };
+    let in_flight = config.deleter.concurrency.max(1);
     let jetstream = topology.jetstream.clone();
     let stream = jetstream
         .get_stream(topology::STREAM_JOBS)
@@ -133,24 +148,38 @@ pub async fn run(
         .context("creating the binlog consumer")?;
     let mut messages = consumer
         .stream()
-        .max_messages_per_batch(1)
+        .max_messages_per_batch(in_flight)
         .messages()
         .await
         .context("reading binlog jobs")?;
+    let slots = Arc::new(tokio::sync::Semaphore::new(in_flight));
+    let mut jobs = tokio::task::JoinSet::new();
     loop {
+        let slot = slots
+            .clone()
+            .acquire_owned()
+            .await
+            .context("binlog job slots closed")?;
         let Some(message) =
             sexton_shared::nats::next_message(&mut messages, &mut shutdown, "binlog jobs").await?
         else {
             break;
         };
-        // One job at a time, finished even during shutdown: each step is short and idempotent.
-        async {
-            let outcome = collector.handle(&message).await;
-            settle(&jetstream, "deleter", &message, &outcome).await;
-        }
-        .instrument(sexton_shared::telemetry::message_span(&message))
-        .await;
+        // Each job is finished even during shutdown: each step is short and idempotent.
+        let collector = collector.clone();
+        let jetstream = jetstream.clone();
+        let span = sexton_shared::telemetry::message_span(&message);
+        jobs.spawn(
+            async move {
+                let outcome = collector.handle(&message).await;
+                settle(&jetstream, "deleter", &message, &outcome).await;
+                drop(slot);
+            }
+            .instrument(span),
+        );
+        while jobs.try_join_next().is_some() {}
     }
+    while jobs.join_next().await.is_some() {}
     Ok(())
 }
 
@@ -177,6 +206,14 @@ impl Collector {
     /// One pass over a cluster's binlog folder; see the module documentation for the order.
     pub async fn collect(&self, job: &BinlogGcJob, delivered: i64) -> anyhow::Result<Outcome> {
         let cluster = &job.cluster;
+        let lock = self
+            .clusters
+            .lock()
+            .expect("binlog cluster locks")
+            .entry(cluster.clone())
+            .or_default()
+            .clone();
+        let _one_at_a_time = lock.lock().await;
         let folder = binlog::binlog_prefix(&self.prefix, cluster);
         let index_key = binlog::index_key(&self.prefix, cluster);
         for key in &job.delete {
