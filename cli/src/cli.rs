@@ -308,7 +308,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let options = args.options()?;
             let config = load_config()?;
             sexton_shared::telemetry::init_logging(config.log.format);
-            crate::exec::run(config, options, sexton_shared::shutdown::on_signals())
+            sexton_executor::exec::run(config, options, sexton_shared::shutdown::on_signals())
                 .await
                 .map_err(Failure::runtime)
         }
@@ -322,7 +322,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 cli.output,
                 &load_config,
                 cluster,
-                *format,
+                (*format).into(),
                 *allow_in_use,
                 files,
             )
@@ -331,7 +331,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Executor => {
             let config = load_config()?;
             sexton_shared::telemetry::init_logging(config.log.format);
-            crate::executor::run(config, sexton_shared::shutdown::on_signals())
+            sexton_executor::reference::run(config, sexton_shared::shutdown::on_signals())
                 .await
                 .map_err(Failure::runtime)
         }
@@ -343,7 +343,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 "scheduler" => sexton_scheduler::run(config, shutdown).await,
                 "retention-worker" => sexton_retention_worker::run(config, shutdown).await,
                 "deleter" => sexton_deleter::run(config, shutdown).await,
-                _ => crate::executor::run(config, shutdown).await,
+                _ => sexton_executor::reference::run(config, shutdown).await,
             };
             result.map_err(Failure::runtime)
         }
@@ -489,7 +489,7 @@ async fn binlog_append(
     output: Output,
     load_config: &dyn Fn() -> Result<Config, Failure>,
     cluster: &str,
-    format: crate::binlog_append::SegmentFormat,
+    format: sexton_executor::binlog_append::SegmentFormat,
     allow_in_use: bool,
     files: &[std::path::PathBuf],
 ) -> Result<(), Failure> {
@@ -509,7 +509,7 @@ async fn binlog_append(
         .map_err(Failure::runtime)?;
     let mut shipped = Vec::new();
     for file in files {
-        let outcome = crate::binlog_append::append(
+        let outcome = sexton_executor::binlog_append::append(
             &store,
             &config.s3.prefix,
             &cluster,
@@ -525,7 +525,7 @@ async fn binlog_append(
             // files before it are shipped and stay so.
             Err(err)
                 if err
-                    .downcast_ref::<crate::binlog_file::BinlogFileError>()
+                    .downcast_ref::<sexton_executor::binlog_file::BinlogFileError>()
                     .is_some() =>
             {
                 print_shipped(output, &shipped);

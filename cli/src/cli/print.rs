@@ -301,7 +301,7 @@ pub(super) fn describe_destructive(
     })
 }
 
-pub(super) fn print_shipped(output: Output, shipped: &[crate::binlog_append::Shipped]) {
+pub(super) fn print_shipped(output: Output, shipped: &[sexton_executor::binlog_append::Shipped]) {
     let value = serde_json::to_value(shipped).expect("shipped segments serialise");
     print_value(
         output,
