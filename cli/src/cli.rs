@@ -28,37 +28,16 @@ mod print;
 mod request_tests;
 mod requests;
 mod schedule_body;
+mod values;
 
 pub use args::*;
 use print::*;
 use requests::*;
+use values::parsed;
 
 use crate::client::{decode_reply, Client};
-
-/// A failure with the exit code it maps to.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: u8,
-    pub message: String,
-}
-
-/// The exit code of a permission denial by NATS (sysexits' EX_NOPERM).
-pub const EXIT_DENIED: u8 = 77;
-
-impl Failure {
-    pub(crate) fn input(message: impl Into<String>) -> Failure {
-        Failure {
-            code: 2,
-            message: message.into(),
-        }
-    }
-    pub(crate) fn runtime(err: anyhow::Error) -> Failure {
-        Failure {
-            code: 1,
-            message: format!("{err:#}"),
-        }
-    }
-}
+use crate::failure::parse_time;
+pub use crate::failure::{Failure, EXIT_DENIED};
 
 /// Parses arguments, runs the command, prints, and returns the exit code.
 pub async fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
@@ -102,12 +81,6 @@ pub fn command() -> clap::Command {
             sub
         }
     })
-}
-
-pub(crate) fn parse_time(flag: &str, text: &str) -> Result<DateTime<Utc>, Failure> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|err| Failure::input(format!("--{flag} {text:?} is not an RFC 3339 time: {err}")))
 }
 
 /// Where `nats.url` came from, most specific first, as the connection error names it.

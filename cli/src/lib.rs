@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod cli;
 pub mod client;
+pub mod failure;
 pub mod listing;
 pub mod offline_plan;
 pub mod output;

@@ -5,7 +5,8 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use super::Failure;
+use crate::failure::Failure;
+pub use crate::output::Output;
 
 mod schedule;
 
@@ -42,21 +43,6 @@ pub struct Cli {
     pub no_headers: bool,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum Output {
-    /// Columns for people, ages instead of times.
-    Table,
-    /// The table with more columns and absolute times (to the second, UTC).
-    Wide,
-    Json,
-    Yaml,
-    /// `kind/name`, one per line (`schedule/nightly`, `backup/<id>`).
-    Name,
-    /// A self-contained page, written to the file named after it (`retention simulate` and
-    /// `schedule describe --simulate` only).
-    Html,
 }
 
 #[derive(Subcommand, Debug)]

@@ -12,10 +12,8 @@ use sexton_shared::{
     records::{Verification, VerificationState},
 };
 
-use crate::client::decode_reply;
-
-#[allow(unused_imports)]
-use super::*;
+use super::args::*;
+use crate::{client::decode_reply, failure::Failure, output::Output};
 
 /// Prints the answer of an online command in `output`: the server's document as it came
 /// (`-o json|yaml`, and the generic tables), the answers a verb prints as text read typed.
