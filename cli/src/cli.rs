@@ -28,37 +28,16 @@ mod print;
 mod request_tests;
 mod requests;
 mod schedule_body;
+mod values;
 
 pub use args::*;
 use print::*;
 use requests::*;
+use values::parsed;
 
 use crate::client::{decode_reply, Client};
-
-/// A failure with the exit code it maps to.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: u8,
-    pub message: String,
-}
-
-/// The exit code of a permission denial by NATS (sysexits' EX_NOPERM).
-pub const EXIT_DENIED: u8 = 77;
-
-impl Failure {
-    pub(crate) fn input(message: impl Into<String>) -> Failure {
-        Failure {
-            code: 2,
-            message: message.into(),
-        }
-    }
-    pub(crate) fn runtime(err: anyhow::Error) -> Failure {
-        Failure {
-            code: 1,
-            message: format!("{err:#}"),
-        }
-    }
-}
+use crate::failure::parse_time;
+pub use crate::failure::{Failure, EXIT_DENIED};
 
 /// Parses arguments, runs the command, prints, and returns the exit code.
 pub async fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
@@ -102,12 +81,6 @@ pub fn command() -> clap::Command {
             sub
         }
     })
-}
-
-pub(crate) fn parse_time(flag: &str, text: &str) -> Result<DateTime<Utc>, Failure> {
-    DateTime::parse_from_rfc3339(text)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|err| Failure::input(format!("--{flag} {text:?} is not an RFC 3339 time: {err}")))
 }
 
 /// Where `nats.url` came from, most specific first, as the connection error names it.
@@ -308,7 +281,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let options = args.options()?;
             let config = load_config()?;
             sexton_shared::telemetry::init_logging(config.log.format);
-            crate::exec::run(config, options, sexton_shared::shutdown::on_signals())
+            sexton_executor::exec::run(config, options, sexton_shared::shutdown::on_signals())
                 .await
                 .map_err(Failure::runtime)
         }
@@ -322,7 +295,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 cli.output,
                 &load_config,
                 cluster,
-                *format,
+                (*format).into(),
                 *allow_in_use,
                 files,
             )
@@ -331,7 +304,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Executor => {
             let config = load_config()?;
             sexton_shared::telemetry::init_logging(config.log.format);
-            crate::executor::run(config, sexton_shared::shutdown::on_signals())
+            sexton_executor::reference::run(config, sexton_shared::shutdown::on_signals())
                 .await
                 .map_err(Failure::runtime)
         }
@@ -343,7 +316,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 "scheduler" => sexton_scheduler::run(config, shutdown).await,
                 "retention-worker" => sexton_retention_worker::run(config, shutdown).await,
                 "deleter" => sexton_deleter::run(config, shutdown).await,
-                _ => crate::executor::run(config, shutdown).await,
+                _ => sexton_executor::reference::run(config, shutdown).await,
             };
             result.map_err(Failure::runtime)
         }
@@ -489,7 +462,7 @@ async fn binlog_append(
     output: Output,
     load_config: &dyn Fn() -> Result<Config, Failure>,
     cluster: &str,
-    format: crate::binlog_append::SegmentFormat,
+    format: sexton_executor::binlog_append::SegmentFormat,
     allow_in_use: bool,
     files: &[std::path::PathBuf],
 ) -> Result<(), Failure> {
@@ -509,7 +482,7 @@ async fn binlog_append(
         .map_err(Failure::runtime)?;
     let mut shipped = Vec::new();
     for file in files {
-        let outcome = crate::binlog_append::append(
+        let outcome = sexton_executor::binlog_append::append(
             &store,
             &config.s3.prefix,
             &cluster,
@@ -525,7 +498,7 @@ async fn binlog_append(
             // files before it are shipped and stay so.
             Err(err)
                 if err
-                    .downcast_ref::<crate::binlog_file::BinlogFileError>()
+                    .downcast_ref::<sexton_executor::binlog_file::BinlogFileError>()
                     .is_some() =>
             {
                 print_shipped(output, &shipped);

@@ -20,7 +20,7 @@ use sexton_shared::{
     config::Config,
 };
 
-use crate::cli::{Failure, EXIT_DENIED};
+use crate::failure::{Failure, EXIT_DENIED};
 
 /// How long a request waits for its answer.
 const ANSWER_WITHIN: Duration = Duration::from_secs(15);

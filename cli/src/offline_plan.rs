@@ -18,7 +18,10 @@ use std::path::Path;
 use chrono::Utc;
 use sexton_retention::{Catalog, Evaluation, Policy, Reason, Verdict};
 
-use crate::cli::{parse_time, Failure, Output};
+use crate::{
+    failure::{parse_time, Failure},
+    output::Output,
+};
 
 /// The largest plan (in backups) that `-o json` prints pretty without `--pretty`.
 pub const PRETTY_UP_TO: usize = 10_000;

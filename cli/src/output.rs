@@ -15,7 +15,21 @@ use std::{
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::cli::Output;
+/// `-o`: how a command prints.
+#[derive(Clone, Copy, Debug, clap::ValueEnum, PartialEq, Eq)]
+pub enum Output {
+    /// Columns for people, ages instead of times.
+    Table,
+    /// The table with more columns and absolute times (to the second, UTC).
+    Wide,
+    Json,
+    Yaml,
+    /// `kind/name`, one per line (`schedule/nightly`, `backup/<id>`).
+    Name,
+    /// A self-contained page, written to the file named after it (`retention simulate` and
+    /// `schedule describe --simulate` only).
+    Html,
+}
 
 /// Settings every printer reads: given once by `cli::run`.
 #[derive(Clone, Copy, Debug)]

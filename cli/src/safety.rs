@@ -16,7 +16,7 @@ use sexton_shared::{
     guard::PolicyEffect,
 };
 
-use crate::cli::Failure;
+use crate::failure::Failure;
 
 static ACTOR: OnceLock<Actor> = OnceLock::new();
 

@@ -21,7 +21,7 @@ use sexton_simulate::{
     Days, Failures, Keeper, Scenario, Simulation, Sizes, SweepInterval,
 };
 
-use crate::cli::{Failure, Output};
+use crate::{failure::Failure, output::Output};
 
 /// The simulated days when `--days` is not given: a year and a bit, so yearly rules show.
 pub const DEFAULT_DAYS: i64 = 400;
@@ -104,7 +104,7 @@ pub fn scenario(
         .map_err(|err| Failure::input(format!("invalid cron {cron:?}: {err}")))?;
     let days = Days::new(options.days.unwrap_or(DEFAULT_DAYS)).map_err(|e| input(&e))?;
     let from = match &options.from {
-        Some(text) => crate::cli::parse_time("from", text)?,
+        Some(text) => crate::failure::parse_time("from", text)?,
         None => start_of_day(&cron, now),
     };
     let mut scenario = Scenario::new(cron, policy, from, days);

@@ -8,8 +8,10 @@ use futures::StreamExt as _;
 use serde_json::{json, Value};
 use sexton_shared::{api::Reply, build::VersionInfo, config::Config};
 
-use crate::cli::{Failure, Output};
-use crate::output::{self, Column, Kind};
+use crate::{
+    failure::Failure,
+    output::{self, Column, Kind, Output},
+};
 
 /// How long answers are collected: every instance answers at once, so a second is ample.
 const COLLECT_FOR: Duration = Duration::from_secs(1);

@@ -463,7 +463,10 @@ impl Fleet {
         if members.executor {
             tasks.push(spawn(
                 "executor",
-                boxed(sexton_cli::executor::run(config.clone(), shutdown.clone())),
+                boxed(sexton_executor::reference::run(
+                    config.clone(),
+                    shutdown.clone(),
+                )),
             ));
         }
         Fleet { trigger, tasks }

@@ -170,7 +170,7 @@ async fn appenders_and_collectors_racing_on_the_index_lose_nothing() {
                     annotations: Default::default(),
                     backfill: None,
                 };
-                let updated = sexton_cli::executor::append_segment(
+                let updated = sexton_executor::reference::append_segment(
                     &store,
                     PREFIX,
                     &due,

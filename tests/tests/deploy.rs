@@ -720,7 +720,7 @@ async fn sexton_exec_runs_as_the_executor_user() {
     let config = config(&nats, &s3);
     let operator = Connection::open(&nats, "operator").await;
     let work = tempfile::tempdir().unwrap();
-    let options = sexton_cli::exec::ExecOptions {
+    let options = sexton_executor::exec::ExecOptions {
         backup_command: "echo data > \"$SEXTON_OUTPUT_DIR/backup.bin\"".into(),
         merge_command: Some("true".into()),
         verify_command: Some("true".into()),
@@ -731,7 +731,7 @@ async fn sexton_exec_runs_as_the_executor_user() {
         work_dir: work.path().to_path_buf(),
         timeout: Duration::from_secs(30),
         concurrency: 1,
-        limits: sexton_cli::exec::output::Limits {
+        limits: sexton_executor::exec::output::Limits {
             max_files: 10,
             max_bytes: 1 << 20,
         },
@@ -741,7 +741,7 @@ async fn sexton_exec_runs_as_the_executor_user() {
         catch_up: Duration::from_secs(3600),
     };
     let (trigger, shutdown) = sexton_shared::Shutdown::new();
-    let exec = tokio::spawn(sexton_cli::exec::run(
+    let exec = tokio::spawn(sexton_executor::exec::run(
         as_user(&config, "executor"),
         options,
         shutdown,

@@ -5,7 +5,8 @@ use std::{path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use super::Failure;
+use crate::failure::Failure;
+pub use crate::output::Output;
 
 mod schedule;
 
@@ -42,21 +43,6 @@ pub struct Cli {
     pub no_headers: bool,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
-pub enum Output {
-    /// Columns for people, ages instead of times.
-    Table,
-    /// The table with more columns and absolute times (to the second, UTC).
-    Wide,
-    Json,
-    Yaml,
-    /// `kind/name`, one per line (`schedule/nightly`, `backup/<id>`).
-    Name,
-    /// A self-contained page, written to the file named after it (`retention simulate` and
-    /// `schedule describe --simulate` only).
-    Html,
 }
 
 #[derive(Subcommand, Debug)]
@@ -537,7 +523,7 @@ pub struct ExecArgs {
 }
 
 impl ExecArgs {
-    pub(super) fn options(&self) -> Result<crate::exec::ExecOptions, Failure> {
+    pub(super) fn options(&self) -> Result<sexton_executor::exec::ExecOptions, Failure> {
         let cluster = self
             .cluster
             .as_deref()
@@ -545,9 +531,9 @@ impl ExecArgs {
             .transpose()
             .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
         let (durable, merge_durable, verify_durable) =
-            crate::exec::ExecOptions::default_durables(cluster.as_ref());
+            sexton_executor::exec::ExecOptions::default_durables(cluster.as_ref());
         let durable_given = self.durable.clone();
-        let options = crate::exec::ExecOptions {
+        let options = sexton_executor::exec::ExecOptions {
             backup_command: self.backup_command.clone(),
             merge_command: self.merge_command.clone(),
             verify_command: self.verify_command.clone(),
@@ -573,7 +559,7 @@ impl ExecArgs {
                 .unwrap_or_else(|| std::env::temp_dir().join("sexton-exec")),
             timeout: self.timeout,
             concurrency: self.concurrency,
-            limits: crate::exec::output::Limits {
+            limits: sexton_executor::exec::output::Limits {
                 max_files: self.max_output_files,
                 max_bytes: self.max_output_bytes,
             },
@@ -632,8 +618,8 @@ pub enum BinlogCommand {
         #[arg(long)]
         cluster: String,
         /// How event times are found: binlog (MySQL/MariaDB headers) or file (modification time).
-        #[arg(long, value_enum, default_value_t = crate::binlog_append::SegmentFormat::Binlog)]
-        format: crate::binlog_append::SegmentFormat,
+        #[arg(long, value_enum, default_value_t = SegmentFormat::Binlog)]
+        format: SegmentFormat,
         /// Ship a binlog still flagged as open (one a crashed server left so).
         #[arg(long)]
         allow_in_use: bool,
@@ -651,6 +637,26 @@ pub enum BinlogCommand {
         #[arg(long)]
         cluster: String,
     },
+}
+
+/// How a file's event times are found: `--format`'s values, turned into the executor crate's
+/// [`sexton_executor::binlog_append::SegmentFormat`] (which knows nothing of clap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SegmentFormat {
+    /// A MySQL/MariaDB binlog: times from its event headers.
+    Binlog,
+    /// Any other closed log file (a WAL segment): it ends at its modification time and starts
+    /// where the newest indexed segment ends.
+    File,
+}
+
+impl From<SegmentFormat> for sexton_executor::binlog_append::SegmentFormat {
+    fn from(format: SegmentFormat) -> Self {
+        match format {
+            SegmentFormat::Binlog => Self::Binlog,
+            SegmentFormat::File => Self::File,
+        }
+    }
 }
 
 /// A schedule's `breaker` block, checked here for a quick error (the server checks again).

@@ -12,10 +12,8 @@ use sexton_shared::{
     records::{Verification, VerificationState},
 };
 
-use crate::client::decode_reply;
-
-#[allow(unused_imports)]
-use super::*;
+use super::args::*;
+use crate::{client::decode_reply, failure::Failure, output::Output};
 
 /// Prints the answer of an online command in `output`: the server's document as it came
 /// (`-o json|yaml`, and the generic tables), the answers a verb prints as text read typed.
@@ -301,7 +299,7 @@ pub(super) fn describe_destructive(
     })
 }
 
-pub(super) fn print_shipped(output: Output, shipped: &[crate::binlog_append::Shipped]) {
+pub(super) fn print_shipped(output: Output, shipped: &[sexton_executor::binlog_append::Shipped]) {
     let value = serde_json::to_value(shipped).expect("shipped segments serialise");
     print_value(
         output,

@@ -4,11 +4,10 @@
 //! are parsed here as the service parses them, so a bad one is refused before anything is sent,
 //! in the service's words and with its exit code (2). Sending is [`crate::client::Client`]'s.
 
-use std::{collections::BTreeMap, fmt::Display, str::FromStr};
+use std::collections::BTreeMap;
 
 use chrono::Utc;
-use serde::{de::DeserializeOwned, Serialize};
-use serde_json::Value;
+use serde::Serialize;
 use sexton_shared::{
     api::{
         ApproveRequest, BackupDelete, BackupHold, BackupRef, ByName, ClusterForget, ImportRequest,
@@ -18,11 +17,14 @@ use sexton_shared::{
     },
     names::{BackupId, ClusterName, PlanName, ScheduleName},
     topology,
-    wire::{Message, SCHEMA_VERSION},
+    wire::SCHEMA_VERSION,
 };
 
-#[allow(unused_imports)]
-use super::*;
+use super::{
+    args::*,
+    values::{choice, parsed, parsed_opt},
+};
+use crate::failure::{parse_time, Failure};
 
 /// The body of one API request: the request type its service decodes, serialised as itself.
 #[derive(Debug, Clone, Serialize)]
@@ -82,37 +84,6 @@ impl Body {
             _ => {}
         }
     }
-}
-
-/// A value of request `M` parsed as its service parses it (a name, an id, a duration): one the
-/// service would refuse is refused here with the service's words (`invalid request: invalid
-/// schedule name "../x": ...`), as bad input.
-pub(super) fn parsed<M: Message, T>(value: &str) -> Result<T, Failure>
-where
-    T: FromStr,
-    T::Err: Display,
-{
-    value.parse().map_err(refused_as::<M>)
-}
-
-/// An optional value of request `M`, parsed as [`parsed`] does.
-pub(super) fn parsed_opt<M: Message, T>(value: Option<&String>) -> Result<Option<T>, Failure>
-where
-    T: FromStr,
-    T::Err: Display,
-{
-    value.map(|value| parsed::<M, T>(value)).transpose()
-}
-
-/// A flag's word (`skip`, `allow`, `schedule`, ...) as the field of request `M` it sets, read
-/// as the service reads the field.
-pub(super) fn choice<M: Message, T: DeserializeOwned>(word: &str) -> Result<T, Failure> {
-    serde_json::from_value(Value::String(word.to_string())).map_err(refused_as::<M>)
-}
-
-/// A refusal of request `M` before it is sent, in the words of the service's decoding.
-pub(super) fn refused_as<M: Message>(err: impl Display) -> Failure {
-    Failure::input(format!("invalid {}: {err}", M::KIND))
 }
 
 /// For a command that deletes (unless it is a dry run itself): whether `--yes` was given, and

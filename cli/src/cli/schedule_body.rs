@@ -14,8 +14,11 @@ use sexton_shared::{
     wire::{Message, SCHEMA_VERSION},
 };
 
-use super::requests::{choice, parsed, refused_as};
-use super::{CreateArgs, Failure, PolicyArgs, UpdateArgs};
+use super::{
+    args::{CreateArgs, PolicyArgs, UpdateArgs},
+    values::{choice, parsed, refused_as},
+};
+use crate::failure::Failure;
 
 /// `schedule create`: the new schedule as the flags give it.
 pub(super) fn create(args: &CreateArgs) -> Result<ScheduleSpec, Failure> {

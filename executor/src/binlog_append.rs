@@ -22,7 +22,7 @@ use sexton_shared::{
 use crate::binlog_file::{self, EventTimes};
 
 /// How a file's event times are found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SegmentFormat {
     /// A MySQL/MariaDB binlog: times from its event headers.
     Binlog,

@@ -54,7 +54,7 @@ use sexton_shared::{
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
 
-use crate::executor::{taken_before, Reported};
+use crate::reference::{taken_before, Reported};
 
 /// Everything `sexton exec` was told, checked.
 #[derive(Debug, Clone)]

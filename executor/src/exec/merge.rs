@@ -25,7 +25,7 @@ use super::{
     command::{self, CommandSpec, Ending},
     environment, output, Context, JobDir, JobError,
 };
-use crate::executor::{check_merge_keys, merge_message_id, merge_report, rewrite_metadata};
+use crate::reference::{check_merge_keys, merge_message_id, merge_report, rewrite_metadata};
 
 /// Does `job` with `merge_command`. `Ok` carries the outcome for the job's message.
 pub async fn merge(

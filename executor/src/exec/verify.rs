@@ -23,7 +23,7 @@ use super::{
     command::{self, CommandSpec, Ending},
     environment, Context, JobDir, JobError,
 };
-use crate::executor::check_verify_keys;
+use crate::reference::check_verify_keys;
 
 /// Does the restore test of `due` with `verify_command` and publishes its verdict.
 pub async fn verify(
