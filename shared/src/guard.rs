@@ -3,13 +3,14 @@
 //! answer with it, and refuse a change that deletes anything unless the request confirms it.
 //!
 //! The answer's types, the diff and the patch are `sexton_model::policy_change` (re-exported
-//! here). Pure: the caller loads the group's schedules and records; `retention::compare_policies`
-//! runs the engine under both policies. A group the scheduler does not plan (no policy, or
-//! schedules that disagree) keeps everything, so on that side the guard compares with a policy
-//! that keeps every completed backup.
+//! here). Pure: the caller loads the group's schedules and records; the judgement is the
+//! retention crate's, `retention::group::compare_group_policies`, which runs the engine under
+//! both policies. A group the scheduler does not plan (no policy, or schedules that disagree)
+//! keeps everything, so on that side it compares with a policy that keeps every completed
+//! backup.
 
 use chrono::{DateTime, Utc};
-use sexton_retention::{compare_policies, PlanError};
+use sexton_retention::{group::compare_group_policies, PlanError};
 
 pub use sexton_model::policy_change::{
     merge_policy, policy_diff, BreakerForecast, PolicyDiffLine, PolicyEffect,
@@ -39,11 +40,6 @@ pub fn breaker_trips(
     )
 }
 
-/// A policy that keeps every completed backup: what the scheduler does for an unplanned group.
-fn keep_everything() -> Policy {
-    serde_json::from_value(serde_json::json!({"keep_last": -1})).expect("keep_last -1 is valid")
-}
-
 /// What replacing the group's policy `before` (or why the group is unplanned) by `after` does
 /// to `records` (the group's) at `now`.
 pub fn policy_effect(
@@ -56,25 +52,21 @@ pub fn policy_effect(
         backups: records.iter().map(|r| r.to_engine()).collect(),
         binlog_segments: Vec::new(),
     };
-    let everything = keep_everything();
-    let (before_policy, before_unplanned) = match &before {
-        Ok(policy) => (*policy, None),
-        Err(why) => (&everything, Some(why.clone())),
-    };
-    let (after_policy, after_unplanned) = match &after {
-        Ok(policy) => (*policy, None),
-        Err(why) => (&everything, Some(why.clone())),
-    };
-    let change = compare_policies(&catalog, before_policy, after_policy, now)?;
+    let change = compare_group_policies(
+        &catalog,
+        before.as_ref().ok().copied(),
+        after.as_ref().ok().copied(),
+        now,
+    )?;
     Ok(PolicyEffect {
         diff: match (&before, &after) {
             (Ok(before), Ok(after)) => policy_diff(before, after),
             _ => Vec::new(),
         },
+        before_unplanned: before.as_ref().err().cloned(),
+        after_unplanned: after.as_ref().err().cloned(),
         before: before.ok().cloned(),
         after: after.ok().cloned(),
-        before_unplanned,
-        after_unplanned,
         deleted: change.deleted,
         volumes_deleted: change.volumes_deleted,
         n_keep_before: change.n_keep_current,
