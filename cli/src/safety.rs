@@ -11,7 +11,7 @@ use serde_json::Value;
 use sexton_retention::{Decision, Plan, Policy, Reason};
 use sexton_shared::{
     api::{BreakerState, PreviewGroup},
-    audit::Actor,
+    audit::{Actor, ActorHeaders as _},
     config::Config,
     guard::PolicyEffect,
 };

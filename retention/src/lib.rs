@@ -44,6 +44,7 @@ mod evaluation;
 mod extract;
 mod flags;
 pub mod gfs;
+pub mod group;
 mod id_hash;
 pub mod judge;
 mod plan;

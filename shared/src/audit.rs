@@ -52,65 +52,33 @@ pub fn filter(cluster: Option<&ClusterName>) -> String {
     }
 }
 
-/// Who asked, as the client said (see the module header).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Actor {
-    /// The person: `<os user>@<host>` as the CLI found them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// The NATS user the client connected as (`nats.user`, or its credentials file).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nats_user: Option<String>,
-    /// The program: `sexton-cli/<version>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<String>,
-}
+pub use sexton_model::actor::Actor;
 
-impl Actor {
-    pub const HEADER_USER: &'static str = "Sexton-User";
-    pub const HEADER_NATS_USER: &'static str = "Sexton-Nats-User";
-    pub const HEADER_CLIENT: &'static str = "Sexton-Client";
-
+/// An [`Actor`] to and from a NATS request's headers (the header names and the rules for what
+/// is dropped are the model's: [`Actor::from_header_values`], [`Actor::header_values`]).
+pub trait ActorHeaders {
     /// The actor a request's headers name; fields missing (or longer than 200 characters, or
     /// holding control characters) stay unknown.
-    pub fn from_headers(headers: Option<&HeaderMap>) -> Actor {
-        let read = |name: &str| {
+    fn from_headers(headers: Option<&HeaderMap>) -> Actor;
+    /// The headers a client sends to name itself.
+    fn headers(&self) -> HeaderMap;
+}
+
+impl ActorHeaders for Actor {
+    fn from_headers(headers: Option<&HeaderMap>) -> Actor {
+        Actor::from_header_values(|name| {
             headers
                 .and_then(|h| h.get(name))
-                .map(|value| value.as_str().to_string())
-                .filter(|text| {
-                    !text.is_empty() && text.len() <= 200 && !text.chars().any(char::is_control)
-                })
-        };
-        Actor {
-            user: read(Self::HEADER_USER),
-            nats_user: read(Self::HEADER_NATS_USER),
-            client: read(Self::HEADER_CLIENT),
-        }
+                .map(|value| value.as_str())
+        })
     }
 
-    /// The headers a client sends to name itself.
-    pub fn headers(&self) -> HeaderMap {
+    fn headers(&self) -> HeaderMap {
         let mut headers = HeaderMap::new();
-        for (name, value) in [
-            (Self::HEADER_USER, &self.user),
-            (Self::HEADER_NATS_USER, &self.nats_user),
-            (Self::HEADER_CLIENT, &self.client),
-        ] {
-            if let Some(value) = value {
-                headers.insert(name, value.as_str());
-            }
+        for (name, value) in self.header_values() {
+            headers.insert(name, value);
         }
         headers
-    }
-
-    /// One short line: `alice@db-admin (nats operator)`, `unknown` when nothing is known.
-    pub fn describe(&self) -> String {
-        let who = self.user.clone().unwrap_or_else(|| "unknown".into());
-        match &self.nats_user {
-            Some(nats_user) => format!("{who} (nats {nats_user})"),
-            None => who,
-        }
     }
 }
 

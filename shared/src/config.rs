@@ -190,6 +190,15 @@ impl Default for NatsConfig {
     }
 }
 
+/// The servers of `nats.url`: one URL, or several separated by commas (as `nats` and the Go
+/// client take them), so a service can reach a cluster whichever node is up when it starts.
+pub fn server_urls(url: &str) -> Vec<&str> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect()
+}
+
 impl Default for S3Config {
     fn default() -> Self {
         S3Config {
@@ -448,7 +457,7 @@ impl Config {
             value,
             why: why.into(),
         };
-        let urls = crate::nats::server_urls(&self.nats.url);
+        let urls = server_urls(&self.nats.url);
         if urls.is_empty()
             || !urls.iter().all(|url| {
                 ["nats://", "tls://", "ws://", "wss://"]
@@ -580,38 +589,7 @@ impl Config {
 }
 
 /// Durations as people write them in a config file: `90s`, `15m`, `1h`, `2d`.
-pub mod duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer};
-
-    pub fn parse(text: &str) -> Result<Duration, String> {
-        let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(|| "expected a number followed by s, m, h or d".to_string())?;
-        let (digits, unit) = text.split_at(split);
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| "expected a number followed by s, m, h or d".to_string())?;
-        let secs = match unit {
-            "s" => Some(n),
-            "m" => n.checked_mul(60),
-            "h" => n.checked_mul(3600),
-            "d" => n.checked_mul(86_400),
-            _ => return Err(format!("unknown unit {unit:?}: expected s, m, h or d")),
-        };
-        let secs = secs
-            .filter(|s| *s <= 10 * 365 * 86_400)
-            .ok_or_else(|| "longer than ten years".to_string())?;
-        Ok(Duration::from_secs(secs))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        parse(&text).map_err(serde::de::Error::custom)
-    }
-}
+pub use sexton_model::duration_text;
 
 #[cfg(test)]
 mod tests {
@@ -763,7 +741,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            crate::nats::server_urls(&config.nats.url),
+            server_urls(&config.nats.url),
             ["nats://a:4222", "nats://b:4222", "nats://c:4222"]
         );
     }

@@ -1,7 +1,9 @@
-//! What two or more Sexton services share: the domain records kept in the catalog, the
-//! versioned wire types, the NATS topology (subjects, streams, consumers, buckets), the
-//! configuration, the object-store client and the telemetry endpoint.
+//! What two or more Sexton services share at their I/O edges: the NATS topology (subjects,
+//! streams, consumers, buckets), catalog access and views, the configuration, the object-store
+//! client, the audit publisher and the telemetry endpoint.
 //!
+//! The values they carry (names, records, wire messages, API requests, `metadata.json`, the
+//! binlog index format, digests) are `sexton-model`'s, re-exported here under their old paths.
 //! Nothing here decides policy: retention lives in `sexton-retention`, schedule arithmetic in
 //! `sexton-schedule`. This crate only carries values between those pure cores and the world.
 
@@ -13,22 +15,18 @@ pub mod build;
 pub mod catalog;
 pub mod catalog_view;
 pub mod config;
-pub mod digest;
 pub mod guard;
 pub mod leader_read;
-pub mod metadata;
-pub mod names;
 pub mod nats;
 pub mod object_store;
 pub mod outcome;
 pub mod planning;
-pub mod records;
 pub mod schedules_view;
 pub mod service;
 pub mod shutdown;
 pub mod stream_read;
 pub mod telemetry;
 pub mod topology;
-pub mod wire;
 
+pub use sexton_model::{digest, metadata, names, records, wire};
 pub use shutdown::Shutdown;

@@ -93,14 +93,8 @@ async fn connect_with(
         .with_context(|| format!("connecting to nats at {}", config.url))
 }
 
-/// The servers of `nats.url`: one URL, or several separated by commas (as `nats` and the Go
-/// client take them), so a service can reach a cluster whichever node is up when it starts.
-pub fn server_urls(url: &str) -> Vec<&str> {
-    url.split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .collect()
-}
+/// The servers of `nats.url` (configuration, kept with it so `config` needs nothing from here).
+pub use crate::config::server_urls;
 
 /// Publishes `payload` with a `Nats-Msg-Id`, so a retry or a second replica publishing the
 /// same logical message is dropped by the stream. Returns whether it was a duplicate.

@@ -8,7 +8,8 @@
 //! ([`sexton_retention::judge`]); the functions here are its adapters to the catalog's records.
 //!
 //! A group's policy comes from the schedules of that cluster and plan. A group without one, or
-//! whose schedules disagree, is not planned at all: everything is kept.
+//! whose schedules disagree, is not planned at all: everything is kept
+//! ([`sexton_retention::group`] says so; this loads the schedules it reads).
 
 use std::collections::BTreeMap;
 
@@ -72,32 +73,22 @@ pub async fn load_cluster(
     Ok(ClusterState { schedules, records })
 }
 
-/// The distinct policies each plan's schedules give it.
+/// The distinct policies each plan's schedules give it ([`sexton_retention::group`]).
 pub fn group_policies(schedules: &[ScheduleRecord]) -> BTreeMap<PlanName, Vec<Policy>> {
-    let mut policies: BTreeMap<PlanName, Vec<Policy>> = BTreeMap::new();
-    for schedule in schedules {
-        let list = policies.entry(schedule.plan.clone()).or_default();
-        if !list.contains(&schedule.policy) {
-            list.push(schedule.policy.clone());
-        }
-    }
-    policies
+    sexton_retention::group::group_policies(
+        schedules
+            .iter()
+            .map(|schedule| (schedule.plan.clone(), &schedule.policy)),
+    )
 }
 
-/// The one policy of `plan`, or why the group is not planned (everything kept).
+/// The one policy of `plan`, or why the group is not planned (everything kept): the rule is
+/// [`sexton_retention::group::group_policy`].
 pub fn policy_for<'a>(
     policies: &'a BTreeMap<PlanName, Vec<Policy>>,
     plan: &PlanName,
 ) -> Result<&'a Policy, String> {
-    match policies.get(plan).map(Vec::as_slice) {
-        None | Some([]) => {
-            Err("no schedule gives this plan a retention policy: keeping everything".into())
-        }
-        Some([policy]) => Ok(policy),
-        Some(_) => {
-            Err("schedules disagree on this plan's retention policy: keeping everything".into())
-        }
-    }
+    sexton_retention::group::group_policy(policies.get(plan).map_or(&[], Vec::as_slice))
 }
 
 /// The records of a cluster by plan (a retention group), in catalog order.

@@ -91,8 +91,9 @@ pub fn binlog_job_subject(cluster: &ClusterName) -> String {
 /// keeps such a message; the deleter reads it by sequence, records the failure and removes it.
 pub const DELETER_MAX_DELIVERIES_ADVISORY: &str =
     "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.SEXTON_JOBS.deleter";
-/// Delete plugins answer requests on subjects under this prefix (seed 004).
-pub const PLUGIN_SUBJECT_PREFIX: &str = "sexton.v1.plugin.";
+/// Delete plugins answer requests on subjects under this prefix (seed 004); the model checks a
+/// plugin's subject against it.
+pub use sexton_model::api::PLUGIN_SUBJECT_PREFIX;
 /// `kind` is one of a small fixed set: `retention`, `incident`.
 pub fn event_subject(kind: &str, cluster: &str) -> String {
     format!("{SUBJECT_ROOT}.event.{kind}.{cluster}")

@@ -18,7 +18,11 @@ const MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     ("sexton-schedule", &[]),
     ("sexton-retention", &[]),
     ("sexton-simulate", &["sexton-retention", "sexton-schedule"]),
-    ("sexton-shared", &["sexton-retention", "sexton-schedule"]),
+    ("sexton-model", &["sexton-retention", "sexton-schedule"]),
+    (
+        "sexton-shared",
+        &["sexton-model", "sexton-retention", "sexton-schedule"],
+    ),
     (
         "sexton-scheduler",
         &["sexton-shared", "sexton-retention", "sexton-schedule"],

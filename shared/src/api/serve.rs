@@ -10,7 +10,10 @@ use futures::StreamExt as _;
 use serde::Serialize;
 
 use super::{ApiError, ErrorCode, Reply};
-use crate::{audit::Actor, topology, wire, Shutdown};
+use crate::{
+    audit::{Actor, ActorHeaders as _},
+    topology, wire, Shutdown,
+};
 
 /// One request as it came: the verb it was sent to (`<area>.<verb>`, such as
 /// `schedule.create`), its body as sent, and who asked.

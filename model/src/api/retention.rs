@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use sexton_retention::breaker::Trip;
 
 use super::v1;
-use crate::audit::Actor;
+use crate::actor::Actor;
 use crate::names::{ClusterName, PlanName};
 use crate::wire::Message;
 

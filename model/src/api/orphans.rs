@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::v1;
-use crate::config::duration_text;
+use crate::duration_text;
+use crate::keys::ObjectInfo;
 use crate::names::ClusterName;
-use crate::object_store::ObjectInfo;
 use crate::wire::Message;
 
 /// The grace period when the request gives none.

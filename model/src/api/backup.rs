@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::v1;
+use crate::checks::check_hold_reason;
 use crate::names::{BackupId, ClusterName};
 use crate::records::VerifyTimeout;
 use crate::records::{BackupKind, BackupRecord};
@@ -38,49 +39,12 @@ pub struct BackupHold {
     pub reason: String,
 }
 
-/// The most holds one backup carries.
-pub const MAX_HOLDS: usize = 32;
-
 impl Message for BackupHold {
     const KIND: &'static str = "request";
 
     fn validate(&self) -> Result<(), String> {
         check_hold_reason(&self.reason)
     }
-}
-
-/// A hold reason is `<what>:<id>`, such as `restore:r-42` or `clone:db2`: a lowercase word,
-/// a colon, and an id of letters, digits, `.`, `-` and `_`; at most 160 characters.
-pub fn check_hold_reason(reason: &str) -> Result<(), String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "invalid hold reason {:?}: {why} (expected <what>:<id>, such as restore:r-42)",
-            reason.chars().take(160).collect::<String>()
-        ))
-    };
-    if reason.len() > 160 {
-        return bad("longer than 160 characters");
-    }
-    let Some((what, id)) = reason.split_once(':') else {
-        return bad("no ':'");
-    };
-    if what.is_empty()
-        || !what.as_bytes()[0].is_ascii_lowercase()
-        || !what
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
-        return bad("what comes before ':' must be a lowercase word");
-    }
-    if id.is_empty()
-        || !id.as_bytes()[0].is_ascii_alphanumeric()
-        || !id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-    {
-        return bad("the id after ':' may hold only letters, digits, '.', '-' and '_'");
-    }
-    Ok(())
 }
 
 /// `backup.delete` (`sexton backup delete ID --cluster C [--remote] [--force]`).

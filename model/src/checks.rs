@@ -1,9 +1,10 @@
 //! The checks at the door of a schedule's settings: Kubernetes label keys and values,
-//! annotations, volume names, the starting deadline and the failures before a pause.
+//! annotations, volume names, the starting deadline and the failures before a pause; and of a
+//! backup's holds. Below `wire` and `api`, which both use them (re-exported at `api::*`).
 
 use sexton_schedule::Span;
 
-pub(super) fn validate_labels<'a>(
+pub(crate) fn validate_labels<'a>(
     labels: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> Result<(), String> {
     for (n, (key, value)) in labels.into_iter().enumerate() {
@@ -21,7 +22,7 @@ pub const MAX_ANNOTATION_BYTES: usize = 64 * 1024;
 
 /// Annotations: Kubernetes' rules, label-style keys and values of any text (no control
 /// characters: they end up in logs).
-pub(super) fn validate_annotations<'a>(
+pub(crate) fn validate_annotations<'a>(
     annotations: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> Result<(), String> {
     let mut bytes = 0;
@@ -133,7 +134,7 @@ pub fn validate_volumes<'a>(volumes: impl IntoIterator<Item = &'a String>) -> Re
     Ok(())
 }
 
-pub(super) fn validate_deadline(seconds: Option<u64>) -> Result<(), String> {
+pub(crate) fn validate_deadline(seconds: Option<u64>) -> Result<(), String> {
     if seconds.is_some_and(|s| s == 0 || s > 366 * 86_400) {
         return Err(
             "starting_deadline_seconds must be between 1 and 31622400 (starting_deadline: 1s to 366d)"
@@ -144,7 +145,7 @@ pub(super) fn validate_deadline(seconds: Option<u64>) -> Result<(), String> {
 }
 
 /// Both spellings of the starting deadline may be given only if they agree.
-pub(super) fn validate_deadline_spellings(
+pub(crate) fn validate_deadline_spellings(
     span: Option<Span>,
     seconds: Option<u64>,
 ) -> Result<(), String> {
@@ -159,11 +160,48 @@ pub(super) fn validate_deadline_spellings(
 /// The most consecutive failures a schedule may wait for before it pauses.
 pub const MAX_PAUSE_AFTER_FAILURES: u32 = 1_000;
 
-pub(super) fn validate_pause_after_failures(n: Option<u32>) -> Result<(), String> {
+pub(crate) fn validate_pause_after_failures(n: Option<u32>) -> Result<(), String> {
     if n.is_some_and(|n| n == 0 || n > MAX_PAUSE_AFTER_FAILURES) {
         return Err(format!(
             "pause_after_failures must be between 1 and {MAX_PAUSE_AFTER_FAILURES}"
         ));
+    }
+    Ok(())
+}
+
+/// The most holds one backup carries.
+pub const MAX_HOLDS: usize = 32;
+
+/// A hold reason is `<what>:<id>`, such as `restore:r-42` or `clone:db2`: a lowercase word,
+/// a colon, and an id of letters, digits, `.`, `-` and `_`; at most 160 characters.
+pub fn check_hold_reason(reason: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "invalid hold reason {:?}: {why} (expected <what>:<id>, such as restore:r-42)",
+            reason.chars().take(160).collect::<String>()
+        ))
+    };
+    if reason.len() > 160 {
+        return bad("longer than 160 characters");
+    }
+    let Some((what, id)) = reason.split_once(':') else {
+        return bad("no ':'");
+    };
+    if what.is_empty()
+        || !what.as_bytes()[0].is_ascii_lowercase()
+        || !what
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return bad("what comes before ':' must be a lowercase word");
+    }
+    if id.is_empty()
+        || !id.as_bytes()[0].is_ascii_alphanumeric()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    {
+        return bad("the id after ':' may hold only letters, digits, '.', '-' and '_'");
     }
     Ok(())
 }

@@ -198,7 +198,7 @@ impl TryFrom<String> for VerifyTimeout {
 
     fn try_from(text: String) -> Result<VerifyTimeout, String> {
         let timeout = VerifyTimeout(
-            crate::config::duration_text::parse(&text)
+            crate::duration_text::parse(&text)
                 .map_err(|why| format!("verify timeout {text:?}: {why}"))?,
         );
         timeout.check()?;

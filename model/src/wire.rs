@@ -9,7 +9,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 use crate::names::{BackupId, ClusterName, PlanName, ScheduleName};
-use crate::records::BackupKind;
+use sexton_retention::BackupKind;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -164,8 +164,8 @@ fn check_volume_entries<'a>(
 ) -> Result<(), String> {
     let mut seen = std::collections::BTreeSet::new();
     for (n, (name, kind, has_parent, failed)) in entries.enumerate() {
-        if n >= crate::api::MAX_VOLUMES {
-            return Err(format!("more than {} volumes", crate::api::MAX_VOLUMES));
+        if n >= crate::checks::MAX_VOLUMES {
+            return Err(format!("more than {} volumes", crate::checks::MAX_VOLUMES));
         }
         crate::names::check_name("volume name", name).map_err(|e| e.to_string())?;
         if !seen.insert(name) {
@@ -185,7 +185,7 @@ impl DueBackup {
     pub fn check_object_prefix(&self, prefix: &str) -> Result<(), String> {
         let own = format!(
             "{}{}/{}/",
-            crate::object_store::cluster_prefix(prefix, &self.cluster),
+            crate::keys::cluster_prefix(prefix, &self.cluster),
             self.backup_name,
             self.backup_id
         );
@@ -417,11 +417,11 @@ impl Message for Report {
         {
             return Err("every volume of a completed backup must list its keys".into());
         }
-        if self.holds.len() > crate::api::MAX_HOLDS {
-            return Err(format!("more than {} holds", crate::api::MAX_HOLDS));
+        if self.holds.len() > crate::checks::MAX_HOLDS {
+            return Err(format!("more than {} holds", crate::checks::MAX_HOLDS));
         }
         for hold in &self.holds {
-            crate::api::check_hold_reason(hold)?;
+            crate::checks::check_hold_reason(hold)?;
         }
         if self.volumes.iter().map(|v| v.keys.len()).sum::<usize>() > 10_000 {
             return Err("more than 10000 volume keys".into());
@@ -577,7 +577,7 @@ impl Message for Verdict {
 /// message id).
 pub fn check_request_id(id: &str) -> Result<(), String> {
     crate::names::check_name("request id", id).map_err(|e| e.to_string())?;
-    crate::api::check_hold_reason(&format!("verify:{id}"))
+    crate::checks::check_hold_reason(&format!("verify:{id}"))
 }
 
 /// Scheduler → retention-worker: a backup of this cluster/plan completed.

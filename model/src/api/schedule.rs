@@ -8,11 +8,11 @@ use serde::{Deserialize, Serialize};
 use sexton_retention::FullEvery;
 use sexton_schedule::{OnBlackout, Span, WindowSpec};
 
-use super::checks::{
+use super::{present, v1};
+use crate::checks::{
     validate_annotations, validate_deadline, validate_deadline_spellings, validate_labels,
     validate_pause_after_failures, validate_volumes,
 };
-use super::{present, v1};
 use crate::names::{ClusterName, PlanName, ScheduleName};
 use crate::records::{BackupOwner, OverlapPolicy, Policy, ScheduleRecord, MAX_BACKFILL_TICKS};
 use crate::wire::Message;
@@ -350,7 +350,7 @@ pub struct ScheduleChangeNotes {
     #[serde(default)]
     pub dry_run: bool,
     #[serde(default)]
-    pub policy_change: Option<crate::guard::PolicyEffect>,
+    pub policy_change: Option<crate::policy_change::PolicyEffect>,
     #[serde(default)]
     pub warnings: Vec<String>,
 }

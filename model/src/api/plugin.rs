@@ -8,8 +8,11 @@ use serde::{Deserialize, Serialize};
 
 use super::v1;
 use crate::names::check_name;
-use crate::topology::PLUGIN_SUBJECT_PREFIX;
 use crate::wire::Message;
+
+/// Delete plugins answer requests on subjects under this prefix (seed 004; re-exported by
+/// `sexton_shared::topology` with the other subjects).
+pub const PLUGIN_SUBJECT_PREFIX: &str = "sexton.v1.plugin.";
 
 /// `plugin.register`: a plugin as its author declares it; also what the bucket stores.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

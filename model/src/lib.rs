@@ -1,0 +1,27 @@
+//! The vocabulary every Sexton service speaks: validated names, the records kept in the
+//! catalog and the schedules bucket, the versioned wire messages and API requests and replies,
+//! `metadata.json`, the binlog index format, the object key layout, digests.
+//!
+//! Values only: this crate does no I/O (no async runtime, no NATS, no S3, no CLI parser;
+//! `tests/tests/crate_rules_model.rs` holds it to that). `sexton-shared` carries these values
+//! between the world and the pure cores, `sexton-retention` and `sexton-schedule`, whose types
+//! the records embed.
+//!
+//! The modules form floors, each using only those below it: `names`, `digest`,
+//! `duration_text`, `actor`, `breaker`; `keys`, `checks`; `wire`; `records`; `metadata`,
+//! `binlog`, `policy_change`; `api`. `tests/tests/crate_rules_model.rs` checks there is no
+//! circle.
+
+pub mod actor;
+pub mod api;
+pub mod binlog;
+pub mod breaker;
+pub mod checks;
+pub mod digest;
+pub mod duration_text;
+pub mod keys;
+pub mod metadata;
+pub mod names;
+pub mod policy_change;
+pub mod records;
+pub mod wire;
