@@ -20,11 +20,7 @@
 //! never rewritten: the job is refused, recorded as an incident, and deletes nothing.
 
 use crate::view::CatalogViews;
-use std::{
-    collections::{BTreeSet, HashMap},
-    sync::Arc,
-    time::Duration,
-};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 use tracing::Instrument as _;
 
 use anyhow::Context as _;
@@ -87,6 +83,9 @@ impl BinlogMetrics {
     }
 }
 
+/// How many cluster locks the collector keeps (see [`Collector`]).
+const CLUSTER_LOCKS: usize = 64;
+
 #[derive(Clone)]
 pub struct Collector {
     topology: Topology,
@@ -95,10 +94,10 @@ pub struct Collector {
     store: ObjectStore,
     prefix: String,
     metrics: Arc<BinlogMetrics>,
-    /// One job of a cluster at a time: each cluster's lock, taken for the whole pass.
-    clusters: Arc<
-        std::sync::Mutex<HashMap<sexton_shared::names::ClusterName, Arc<tokio::sync::Mutex<()>>>>,
-    >,
+    /// One job of a cluster at a time: a fixed set of locks, a cluster's chosen by the hash of
+    /// its name and taken for the whole pass. Fixed, so that jobs naming ever new clusters (a
+    /// job's cluster is a claim) cannot grow it; two clusters sharing a lock only take turns.
+    clusters: Arc<[tokio::sync::Mutex<()>]>,
 }
 
 /// Consumes binlog jobs until `shutdown` trips: up to `deleter.concurrency` at once, one of
@@ -122,7 +121,9 @@ pub async fn run(
         store,
         prefix: config.s3.prefix.clone(),
         metrics,
-        clusters: Arc::default(),
+        clusters: (0..CLUSTER_LOCKS)
+            .map(|_| tokio::sync::Mutex::new(()))
+            .collect(),
     };
     let in_flight = config.deleter.concurrency.max(1);
     let jetstream = topology.jetstream.clone();
@@ -206,14 +207,13 @@ impl Collector {
     /// One pass over a cluster's binlog folder; see the module documentation for the order.
     pub async fn collect(&self, job: &BinlogGcJob, delivered: i64) -> anyhow::Result<Outcome> {
         let cluster = &job.cluster;
-        let lock = self
-            .clusters
-            .lock()
-            .expect("binlog cluster locks")
-            .entry(cluster.clone())
-            .or_default()
-            .clone();
-        let _one_at_a_time = lock.lock().await;
+        let slot = {
+            use std::hash::{Hash as _, Hasher as _};
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            cluster.hash(&mut hasher);
+            hasher.finish() as usize % self.clusters.len()
+        };
+        let _one_at_a_time = self.clusters[slot].lock().await;
         let folder = binlog::binlog_prefix(&self.prefix, cluster);
         let index_key = binlog::index_key(&self.prefix, cluster);
         for key in &job.delete {
