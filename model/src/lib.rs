@@ -8,7 +8,7 @@
 //! the records embed.
 //!
 //! The modules form floors, each using only those below it: `names`, `digest`,
-//! `duration_text`, `actor`, `breaker`; `keys`, `checks`; `wire`; `records`; `metadata`,
+//! `duration_text`, `actor`, `breaker`; `keys`, `checks`; `wire`; `copies`; `records`; `metadata`,
 //! `binlog`, `policy_change`; `api`. `tests/tests/crate_rules_model.rs` checks there is no
 //! circle.
 
@@ -17,6 +17,7 @@ pub mod api;
 pub mod binlog;
 pub mod breaker;
 pub mod checks;
+pub mod copies;
 pub mod digest;
 pub mod duration_text;
 pub mod keys;

@@ -105,6 +105,21 @@ name_type!(
     BackupId,
     "backup id"
 );
+name_type!(
+    /// A named object store (issue 28): `primary` is the `[s3]` store, others are the
+    /// configuration's `[locations.<name>]`.
+    LocationName,
+    "location name"
+);
+
+impl LocationName {
+    /// The location every backup is taken to: the configuration's `[s3]` store.
+    pub const PRIMARY: &'static str = "primary";
+
+    pub fn is_primary(&self) -> bool {
+        self.0 == Self::PRIMARY
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -85,6 +85,10 @@ pub struct ScheduleRecord {
     /// server's defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<crate::breaker::BreakerSpec>,
+    /// Copy rules (issue 28): each completed backup is copied to these locations, each with
+    /// its own retention policy.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<crate::copies::CopyRule>,
     pub created_at: DateTime<Utc>,
     #[serde(default)]
     pub status: ScheduleStatus,
@@ -512,6 +516,14 @@ pub struct BackupRecord {
     /// history and the test under way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
+    /// The locations the schedule's copy rules send this backup to (issue 28), set when it is
+    /// recorded completed. While a location here has no copy, the backup is held at its source
+    /// ([`crate::copies::awaiting_hold`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copy_to: Vec<crate::names::LocationName>,
+    /// The copies that count, by location.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub copies: BTreeMap<crate::names::LocationName, crate::copies::LocationCopy>,
 }
 
 /// What restore tests say of a backup.
@@ -639,7 +651,7 @@ impl BackupRecord {
             parent: self.parent.as_ref().map(|p| p.to_string()),
             tags: self.tags.clone(),
             legal_hold: self.legal_hold,
-            holds: self.holds.clone(),
+            holds: self.holds_with_copies(),
             immutable: self.immutable,
             delete_requested: self.delete_requested || self.delete_request.is_some(),
             volumes: self.volumes.clone(),
@@ -648,6 +660,21 @@ impl BackupRecord {
                 .as_ref()
                 .map_or(VerificationState::Unverified, |v| v.state),
         }
+    }
+
+    /// The record's holds and one per location a copy rule still has to copy it to: the
+    /// source never deletes what a copy still needs (issue 28).
+    pub fn holds_with_copies(&self) -> Vec<String> {
+        let mut holds = self.holds.clone();
+        holds.extend(self.awaiting_copy().map(crate::copies::awaiting_hold));
+        holds
+    }
+
+    /// The locations a copy rule sends this backup to that hold no copy of it yet.
+    pub fn awaiting_copy(&self) -> impl Iterator<Item = &crate::names::LocationName> {
+        self.copy_to
+            .iter()
+            .filter(|location| !self.copies.contains_key(*location))
     }
 
     /// The engine's view of this record as it was before it was marked `expiring`: what a

@@ -17,7 +17,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// on these subjects is abuse, not a backup report.
 pub const MAX_BODY_BYTES: usize = 512 * 1024;
 
-fn v1() -> u32 {
+pub(crate) fn v1() -> u32 {
     SCHEMA_VERSION
 }
 

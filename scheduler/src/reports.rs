@@ -420,6 +420,8 @@ async fn record_report(
             ReportStatus::Failed => BackupStatus::Failed,
         };
         let seen_at = (!seen.is_empty()).then(Utc::now);
+        let copy_to = copy_targets(schedule.as_ref(), report, new_status);
+        let written: Option<BackupRecord>;
         let result = match &existing {
             None => {
                 let record = BackupRecord {
@@ -457,14 +459,18 @@ async fn record_report(
                     plugin_errors: Vec::new(),
                     volume_deletion: None,
                     verification: Default::default(),
+                    copy_to,
+                    copies: Default::default(),
                 };
-                catalog.create(&record).await.map(|_| ())
+                let result = catalog.create(&record).await.map(|_| ());
+                written = Some(record);
+                result
             }
             Some(current) => {
                 let record = &current.value;
                 match (record.status, new_status) {
                     // The same news again, or news older than what we know: nothing to do.
-                    (a, b) if a == b => return finish(topology, report).await,
+                    (a, b) if a == b => return finish(topology, report, Some(record)).await,
                     (BackupStatus::InProgress, BackupStatus::Completed | BackupStatus::Failed) => {
                         let mut record = record.clone();
                         record.status = new_status;
@@ -485,7 +491,10 @@ async fn record_report(
                         }
                         record.tags = report.tags.clone();
                         record.last_error = report.error.clone();
-                        catalog.update(&record, current.revision).await.map(|_| ())
+                        record.copy_to = copy_to;
+                        let result = catalog.update(&record, current.revision).await.map(|_| ());
+                        written = Some(record);
+                        result
                     }
                     (_, BackupStatus::InProgress) => return Ok(Outcome::Done),
                     (current_status, _) => {
@@ -509,7 +518,7 @@ async fn record_report(
                     }
                     None => {}
                 }
-                return finish(topology, report).await;
+                return finish(topology, report, written.as_ref()).await;
             }
             Err(CasError::Conflict) => continue,
             Err(CasError::Other(err)) => return Err(err),
@@ -1109,11 +1118,56 @@ async fn announce_pause(
     Ok(())
 }
 
-/// After a completed report is recorded, tell retention; de-duplicated per backup.
-async fn finish(topology: &Topology, report: &Report) -> anyhow::Result<Outcome> {
+/// The locations a completed backup is to be copied to: its schedule's copy rules that pick
+/// its kind (issue 28). A backup recorded failed or in progress goes nowhere.
+fn copy_targets(
+    schedule: Option<&ScheduleRecord>,
+    report: &Report,
+    status: BackupStatus,
+) -> Vec<sexton_shared::names::LocationName> {
+    if status != BackupStatus::Completed {
+        return Vec::new();
+    }
+    schedule
+        .map(|schedule| {
+            schedule
+                .copies
+                .iter()
+                .filter(|rule| rule.select.picks(report.kind, !report.volumes.is_empty()))
+                .map(|rule| rule.to.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// After a completed report is recorded, tell retention and the copier; de-duplicated per
+/// backup (and location). `record` is the backup as recorded, when this delivery knows it.
+async fn finish(
+    topology: &Topology,
+    report: &Report,
+    record: Option<&BackupRecord>,
+) -> anyhow::Result<Outcome> {
     track_in_flight(topology, report).await?;
     if report.status != ReportStatus::Completed {
         return Ok(Outcome::Done);
+    }
+    if let Some(record) = record.filter(|r| r.status == BackupStatus::Completed) {
+        for location in record.awaiting_copy() {
+            let job = sexton_shared::copies::CopyJob {
+                schema_version: wire::SCHEMA_VERSION,
+                cluster: record.cluster.clone(),
+                backup_id: record.id.clone(),
+                uid: record.uid.clone(),
+                location: location.clone(),
+            };
+            publish_once(
+                &topology.jetstream,
+                topology::copy_job_subject(&record.cluster),
+                &format!("copy.{}.{}", record.uid, location),
+                wire::encode(&job),
+            )
+            .await?;
+        }
     }
     let event = CheckpointComplete {
         schema_version: wire::SCHEMA_VERSION,

@@ -35,6 +35,80 @@ pub struct Config {
     pub deleter: DeleterConfig,
     pub audit: AuditConfig,
     pub breaker: BreakerConfig,
+    /// Other object stores copies go to (issue 28), by name; `[s3]` is the location
+    /// `primary`. Each has its own credentials, which no other location's client sees.
+    pub locations: std::collections::BTreeMap<String, LocationConfig>,
+    pub copier: CopierConfig,
+}
+
+/// A location copies go to: an S3 store of its own. Written in the file as the `[s3]` table's
+/// keys plus `storage_class`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(from = "LocationFile")]
+pub struct LocationConfig {
+    pub s3: S3Config,
+    /// The storage class copies are written in unless their rule names one.
+    pub storage_class: Option<String>,
+}
+
+/// `[locations.<name>]` as written (serde cannot refuse unknown keys of a flattened table).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LocationFile {
+    endpoint: Option<String>,
+    region: Option<String>,
+    bucket: Option<String>,
+    prefix: Option<String>,
+    access_key_id: Option<String>,
+    secret_access_key: Option<String>,
+    force_path_style: Option<bool>,
+    storage_class: Option<String>,
+}
+
+impl From<LocationFile> for LocationConfig {
+    fn from(file: LocationFile) -> LocationConfig {
+        let defaults = S3Config::default();
+        LocationConfig {
+            s3: S3Config {
+                endpoint: file.endpoint,
+                region: file.region.unwrap_or(defaults.region),
+                bucket: file.bucket.unwrap_or(defaults.bucket),
+                prefix: file.prefix.unwrap_or(defaults.prefix),
+                access_key_id: file.access_key_id,
+                secret_access_key: file.secret_access_key,
+                force_path_style: file.force_path_style.unwrap_or(defaults.force_path_style),
+            },
+            storage_class: file.storage_class,
+        }
+    }
+}
+
+/// The copier (`sexton-copier`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CopierConfig {
+    /// How many backups one replica copies at once.
+    pub concurrency: usize,
+    /// Bytes per part of a multipart copy (5 MiB to 5 GiB).
+    pub part_size: u64,
+    /// Parts of one object in memory at once: memory is about `concurrency × part_size ×
+    /// parts_in_flight` whatever the objects' sizes.
+    pub parts_in_flight: usize,
+    /// How long a copy job may go unacknowledged before it is delivered again; a running copy
+    /// keeps its job with progress acks.
+    #[serde(with = "duration_text")]
+    pub ack_wait: Duration,
+}
+
+impl Default for CopierConfig {
+    fn default() -> Self {
+        CopierConfig {
+            concurrency: 2,
+            part_size: 8 * 1024 * 1024,
+            parts_in_flight: 4,
+            ack_wait: Duration::from_secs(60),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -289,6 +363,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("SEXTON_DELETER_PLUGIN_TIMEOUT", "deleter.plugin_timeout"),
     ("SEXTON_DELETER_ACK_WAIT", "deleter.ack_wait"),
     ("SEXTON_AUDIT_RETENTION", "audit.retention"),
+    ("SEXTON_COPIER_CONCURRENCY", "copier.concurrency"),
+    ("SEXTON_COPIER_PART_SIZE", "copier.part_size"),
+    ("SEXTON_COPIER_PARTS_IN_FLIGHT", "copier.parts_in_flight"),
+    ("SEXTON_COPIER_ACK_WAIT", "copier.ack_wait"),
     ("SEXTON_BREAKER_ENABLED", "breaker.enabled"),
     (
         "SEXTON_BREAKER_MAX_DELETE_FRACTION",
@@ -353,6 +431,21 @@ impl Config {
             if let Some(value) = env.get(*var) {
                 self.set(key, value)?;
             }
+        }
+        let mut locations: Vec<(&String, &String)> = env
+            .iter()
+            .filter(|(var, _)| var.starts_with("SEXTON_LOCATION_"))
+            .collect();
+        locations.sort();
+        for (var, value) in locations {
+            let key = Self::location_variable(var).ok_or_else(|| ConfigError::Value {
+                key: var.clone(),
+                value: value.clone(),
+                why: "expected SEXTON_LOCATION_<NAME>_<ENDPOINT|REGION|BUCKET|PREFIX|\
+                      ACCESS_KEY_ID|SECRET_ACCESS_KEY|FORCE_PATH_STYLE|STORAGE_CLASS>"
+                    .into(),
+            })?;
+            self.set(&key, value)?;
         }
         Ok(())
     }
@@ -445,9 +538,71 @@ impl Config {
                 self.breaker.stale_after_intervals =
                     value.parse().map_err(|_| bad("expected a whole number"))?
             }
-            _ => return Err(bad("unknown configuration key")),
+            "copier.concurrency" => {
+                self.copier.concurrency =
+                    value.parse().map_err(|_| bad("expected a whole number"))?
+            }
+            "copier.part_size" => {
+                self.copier.part_size = value
+                    .parse()
+                    .map_err(|_| bad("expected a whole number of bytes"))?
+            }
+            "copier.parts_in_flight" => {
+                self.copier.parts_in_flight =
+                    value.parse().map_err(|_| bad("expected a whole number"))?
+            }
+            "copier.ack_wait" => {
+                self.copier.ack_wait = duration_text::parse(value).map_err(|why| bad(&why))?
+            }
+            other => {
+                let Some((name, field)) = other
+                    .strip_prefix("locations.")
+                    .and_then(|rest| rest.split_once('.'))
+                else {
+                    return Err(bad("unknown configuration key"));
+                };
+                if crate::names::LocationName::new(name).is_err() {
+                    return Err(bad("a location's name holds letters, digits, '-' and '_'"));
+                }
+                let location = self.locations.entry(name.to_string()).or_default();
+                match field {
+                    "endpoint" => location.s3.endpoint = opt(value),
+                    "region" => location.s3.region = value.to_string(),
+                    "bucket" => location.s3.bucket = value.to_string(),
+                    "prefix" => location.s3.prefix = value.to_string(),
+                    "access_key_id" => location.s3.access_key_id = opt(value),
+                    "secret_access_key" => location.s3.secret_access_key = opt(value),
+                    "force_path_style" => location.s3.force_path_style = parse_bool(value)?,
+                    "storage_class" => location.storage_class = opt(value),
+                    _ => return Err(bad("unknown configuration key")),
+                }
+            }
         }
         Ok(())
+    }
+
+    /// `SEXTON_LOCATION_<NAME>_<FIELD>`: the location key it sets (`locations.<name>.<field>`,
+    /// the name lower-cased), if the variable is one.
+    pub fn location_variable(var: &str) -> Option<String> {
+        const FIELDS: &[&str] = &[
+            "SECRET_ACCESS_KEY",
+            "ACCESS_KEY_ID",
+            "FORCE_PATH_STYLE",
+            "STORAGE_CLASS",
+            "ENDPOINT",
+            "REGION",
+            "BUCKET",
+            "PREFIX",
+        ];
+        let rest = var.strip_prefix("SEXTON_LOCATION_")?;
+        FIELDS.iter().find_map(|field| {
+            let name = rest.strip_suffix(field)?.strip_suffix('_')?;
+            Some(format!(
+                "locations.{}.{}",
+                name.to_ascii_lowercase(),
+                field.to_ascii_lowercase()
+            ))
+        })
     }
 
     /// Cross-field checks that serde cannot express.
@@ -485,39 +640,8 @@ impl Config {
                 "a client certificate needs its key and the key its certificate",
             ));
         }
-        if self.s3.bucket.is_empty() {
-            return Err(bad("s3.bucket", String::new(), "must not be empty"));
-        }
-        if self.s3.prefix.starts_with('/')
-            || self.s3.prefix.ends_with('/')
-            || self
-                .s3
-                .prefix
-                .split('/')
-                .any(|part| part == ".." || part == ".")
-        {
-            return Err(bad(
-                "s3.prefix",
-                self.s3.prefix.clone(),
-                "must be a relative path without a leading or trailing '/' and without '.' or '..'",
-            ));
-        }
-        if let Some(endpoint) = &self.s3.endpoint {
-            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-                return Err(bad(
-                    "s3.endpoint",
-                    endpoint.clone(),
-                    "expected an http:// or https:// url",
-                ));
-            }
-        }
-        if self.s3.access_key_id.is_some() != self.s3.secret_access_key.is_some() {
-            return Err(bad(
-                "s3.access_key_id",
-                String::new(),
-                "an access key id needs its secret key and the secret its id",
-            ));
-        }
+        check_store("s3", &self.s3)?;
+        self.validate_locations()?;
         if self.scheduler.retention_sweep_interval < Duration::from_secs(1) {
             return Err(bad(
                 "scheduler.retention_sweep_interval",
@@ -591,6 +715,151 @@ impl Config {
 /// Durations as people write them in a config file: `90s`, `15m`, `1h`, `2d`.
 pub use sexton_model::duration_text;
 
+/// The checks of one store's settings, `[s3]` or a location's (`root` names it in errors).
+fn check_store(root: &str, s3: &S3Config) -> Result<(), ConfigError> {
+    let bad = |key: &str, value: String, why: &str| ConfigError::Value {
+        key: format!("{root}.{key}"),
+        value,
+        why: why.into(),
+    };
+    if s3.bucket.is_empty() {
+        return Err(bad("bucket", String::new(), "must not be empty"));
+    }
+    if s3.prefix.starts_with('/')
+        || s3.prefix.ends_with('/')
+        || s3.prefix.split('/').any(|part| part == ".." || part == ".")
+    {
+        return Err(bad(
+            "prefix",
+            s3.prefix.clone(),
+            "must be a relative path without a leading or trailing '/' and without '.' or '..'",
+        ));
+    }
+    if let Some(endpoint) = &s3.endpoint {
+        if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+            return Err(bad(
+                "endpoint",
+                endpoint.clone(),
+                "expected an http:// or https:// url",
+            ));
+        }
+    }
+    if s3.access_key_id.is_some() != s3.secret_access_key.is_some() {
+        return Err(bad(
+            "access_key_id",
+            String::new(),
+            "an access key id needs its secret key and the secret its id",
+        ));
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Each location: a valid name other than `primary`, a store of its own (not the `[s3]`
+    /// store under another name), credentials of its own, a known storage class.
+    fn validate_locations(&self) -> Result<(), ConfigError> {
+        for (name, location) in &self.locations {
+            let root = format!("locations.{name}");
+            let bad = |key: &str, value: String, why: String| ConfigError::Value {
+                key: format!("{root}.{key}"),
+                value,
+                why,
+            };
+            if let Err(err) = crate::names::LocationName::new(name.as_str()) {
+                return Err(bad("name", name.clone(), err.why.to_string()));
+            }
+            if name == crate::names::LocationName::PRIMARY {
+                return Err(bad(
+                    "name",
+                    name.clone(),
+                    "primary is the [s3] store; name the other location differently".into(),
+                ));
+            }
+            check_store(&root, &location.s3)?;
+            if location.s3.access_key_id.is_none() {
+                let var = format!("SEXTON_LOCATION_{}", name.to_ascii_uppercase());
+                return Err(bad(
+                    "access_key_id",
+                    String::new(),
+                    format!(
+                        "location {name} has no credentials: give it access_key_id and \
+                         secret_access_key ({var}_ACCESS_KEY_ID, {var}_SECRET_ACCESS_KEY); a \
+                         location never borrows another's"
+                    ),
+                ));
+            }
+            let same_place = |a: &S3Config, b: &S3Config| {
+                a.endpoint == b.endpoint && a.bucket == b.bucket && a.prefix == b.prefix
+            };
+            if same_place(&location.s3, &self.s3) {
+                return Err(bad(
+                    "bucket",
+                    location.s3.bucket.clone(),
+                    format!(
+                        "location {name} is the primary store (same endpoint, bucket and \
+                         prefix): a copy there would be no copy"
+                    ),
+                ));
+            }
+            if let Some((other, _)) = self
+                .locations
+                .iter()
+                .find(|(other, o)| *other < name && same_place(&o.s3, &location.s3))
+            {
+                return Err(bad(
+                    "bucket",
+                    location.s3.bucket.clone(),
+                    format!("locations {other} and {name} are the same store"),
+                ));
+            }
+            if let Some(class) = &location.storage_class {
+                sexton_model::copies::storage_class(class)
+                    .map_err(|why| bad("storage_class", class.clone(), why))?;
+            }
+        }
+        let copier = &self.copier;
+        let bad = |key: &str, value: String, why: &str| ConfigError::Value {
+            key: key.into(),
+            value,
+            why: why.into(),
+        };
+        if !(1..=64).contains(&copier.concurrency) {
+            return Err(bad(
+                "copier.concurrency",
+                copier.concurrency.to_string(),
+                "expected 1 to 64",
+            ));
+        }
+        let upload = crate::object_store::transfer::UploadSettings {
+            part_size: copier.part_size,
+            concurrency: copier.parts_in_flight,
+        };
+        if let Err(why) = upload.validate() {
+            return Err(bad(
+                "copier.part_size",
+                format!("{} × {}", copier.part_size, copier.parts_in_flight),
+                &why,
+            ));
+        }
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&copier.ack_wait) {
+            return Err(bad(
+                "copier.ack_wait",
+                format!("{:?}", copier.ack_wait),
+                "expected 1s to 1h",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The location called `name`: `primary` is the `[s3]` store.
+    pub fn location(&self, name: &str) -> Option<S3Config> {
+        if name == crate::names::LocationName::PRIMARY {
+            return Some(self.s3.clone());
+        }
+        self.locations.get(name).map(|location| location.s3.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,6 +874,103 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         Config::default().validate().unwrap();
+    }
+
+    const DR: &str = "[locations.dr]\nendpoint = \"http://dr.example:8333\"\nbucket = \"dr\"\n\
+                      access_key_id = \"k\"\nsecret_access_key = \"s\"\n";
+
+    #[test]
+    fn a_location_is_read_from_the_file_and_the_environment() {
+        let mut config = Config::from_toml(DR).unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.locations["dr"].s3.bucket, "dr");
+        assert_eq!(config.location("primary"), Some(config.s3.clone()));
+        config
+            .apply_env(&env(&[
+                ("SEXTON_LOCATION_DR_PREFIX", "copies"),
+                ("SEXTON_LOCATION_DR_STORAGE_CLASS", "STANDARD_IA"),
+                ("SEXTON_LOCATION_COLD_STORE_ENDPOINT", "http://cold:1"),
+                ("SEXTON_LOCATION_COLD_STORE_ACCESS_KEY_ID", "c"),
+                ("SEXTON_LOCATION_COLD_STORE_SECRET_ACCESS_KEY", "d"),
+            ]))
+            .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.locations["dr"].s3.prefix, "copies");
+        assert_eq!(
+            config.locations["dr"].storage_class.as_deref(),
+            Some("STANDARD_IA")
+        );
+        assert_eq!(
+            config.locations["cold_store"].s3.access_key_id.as_deref(),
+            Some("c")
+        );
+    }
+
+    #[test]
+    fn malformed_locations_are_refused_with_the_key_named() {
+        let refused = |text: &str, env_pairs: &[(&str, &str)], why: &str| {
+            let result = Config::from_toml(text)
+                .map_err(|e| e.to_string())
+                .and_then(|mut c| {
+                    c.apply_env(&env(env_pairs)).map_err(|e| e.to_string())?;
+                    c.validate().map_err(|e| e.to_string())
+                });
+            let err = result.expect_err(&format!("{text} {env_pairs:?} accepted"));
+            assert!(err.contains(why), "{text} {env_pairs:?}: {err}");
+        };
+        refused(
+            "[locations.dr]\nendpoint = \"http://dr:1\"\nbucket = \"dr\"\n",
+            &[],
+            "has no credentials",
+        );
+        refused(
+            &DR.replace("[locations.dr]", "[locations.primary]"),
+            &[],
+            "primary is the [s3] store",
+        );
+        refused(
+            &DR.replace("[locations.dr]", "[locations.\"d r\"]"),
+            &[],
+            "locations.d r",
+        );
+        refused(&format!("{DR}colour = \"red\"\n"), &[], "unknown field");
+        refused(
+            &format!("{DR}storage_class = \"COLD\"\n"),
+            &[],
+            "unknown storage class",
+        );
+        refused(
+            "[locations.dr]\nbucket = \"sexton\"\naccess_key_id = \"k\"\nsecret_access_key = \"s\"\n",
+            &[],
+            "is the primary store",
+        );
+        refused(
+            &DR.replace("http://dr.example:8333", "ftp://dr"),
+            &[],
+            "locations.dr.endpoint",
+        );
+        refused(
+            DR,
+            &[("SEXTON_LOCATION_DR_COLOUR", "red")],
+            "SEXTON_LOCATION_DR_COLOUR",
+        );
+        refused(DR, &[("SEXTON_LOCATION__BUCKET", "x")], "locations..bucket");
+        refused(
+            DR,
+            &[("SEXTON_LOCATION_DR_FORCE_PATH_STYLE", "maybe")],
+            "expected true or false",
+        );
+        refused(
+            DR,
+            &[("SEXTON_COPIER_PART_SIZE", "1024")],
+            "copier.part_size",
+        );
+        refused(
+            DR,
+            &[("SEXTON_COPIER_CONCURRENCY", "0")],
+            "copier.concurrency",
+        );
+        refused(DR, &[("SEXTON_COPIER_ACK_WAIT", "soon")], "copier.ack_wait");
     }
 
     #[test]

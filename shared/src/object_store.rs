@@ -15,6 +15,7 @@ use aws_sdk_s3::{
 use crate::config::S3Config;
 
 mod conditional;
+pub mod copy;
 pub mod transfer;
 use crate::names::ClusterName;
 pub use conditional::{DeleteReport, Precondition, PutError, Tagged};

@@ -28,6 +28,8 @@ pub const STREAM_DEAD_LETTERS: &str = "SEXTON_DEAD_LETTERS";
 pub const STREAM_VERIFY: &str = "SEXTON_VERIFY";
 /// The audit trail (docs/safety.md): append-only, kept `audit.retention` (default a year).
 pub const STREAM_AUDIT: &str = "SEXTON_AUDIT";
+/// Copy jobs (issue 28): `sexton.v1.copy.<cluster>`, a work queue the copier drains.
+pub const STREAM_COPIES: &str = "SEXTON_COPIES";
 
 pub const BUCKET_SCHEDULES: &str = "sexton-schedules";
 pub const BUCKET_CATALOG: &str = "sexton-catalog";
@@ -52,6 +54,7 @@ pub const CONSUMER_EXECUTOR: &str = "reference-executor";
 pub const CONSUMER_EXECUTOR_VERIFY: &str = "reference-executor-verify";
 /// The scheduler's durable on verdicts.
 pub const CONSUMER_VERDICTS: &str = "scheduler-verdicts";
+pub const CONSUMER_COPIER: &str = "copier";
 
 /// How long JetStream remembers a message id for de-duplication. A replica that publishes a
 /// due tick and dies before recording it is replaced well within this window.
@@ -71,6 +74,9 @@ pub fn report_subject(cluster: &ClusterName) -> String {
 }
 pub fn checkpoint_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.retention.checkpoint.{cluster}")
+}
+pub fn copy_job_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.copy.{cluster}")
 }
 pub fn sweep_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.retention.sweep.{cluster}")
@@ -180,6 +186,12 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             vec![format!("{SUBJECT_ROOT}.verify.*.*")],
             RetentionPolicy::Limits,
             week,
+        ),
+        base(
+            STREAM_COPIES,
+            vec![format!("{SUBJECT_ROOT}.copy.*")],
+            RetentionPolicy::WorkQueue,
+            Duration::ZERO,
         ),
         audit_stream_config(replicas, AUDIT_RETENTION),
     ]

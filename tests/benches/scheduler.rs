@@ -107,6 +107,7 @@ fn record(name: String, cluster: u64, cron: String, created_at: DateTime<Utc>) -
         backup_owner: Default::default(),
         verify: None,
         breaker: None,
+        copies: Vec::new(),
         created_at,
         status: ScheduleStatus {
             // As the API stores a new schedule that has been evaluated once.

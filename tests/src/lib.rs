@@ -295,9 +295,15 @@ impl S3 {
     /// test's server can bind one before this one does (weed then exits with "Port allocation
     /// failed"); only that case is retried, on a new range.
     pub fn start() -> S3 {
+        Self::start_as(ACCESS_KEY, SECRET_KEY)
+    }
+
+    /// [`S3::start`] with credentials of its own: a second location whose keys are not the
+    /// primary's (issue 28).
+    pub fn start_as(access_key: &str, secret_key: &str) -> S3 {
         const ATTEMPTS: usize = 3;
         for attempt in 1..=ATTEMPTS {
-            match Self::try_start() {
+            match Self::try_start(access_key, secret_key) {
                 Ok(s3) => return s3,
                 Err(why) if why.lost_a_port() && attempt < ATTEMPTS => {
                     eprintln!("seaweedfs lost a port to another process; new ports");
@@ -308,14 +314,14 @@ impl S3 {
         unreachable!("the last attempt returns or panics")
     }
 
-    fn try_start() -> Result<S3, NotReady> {
+    fn try_start(access_key: &str, secret_key: &str) -> Result<S3, NotReady> {
         let bin = tools_bin().join("weed");
         let dir = tempfile::tempdir().expect("tempdir");
         let config = dir.path().join("s3.json");
         std::fs::write(
             &config,
             serde_json::json!({"identities": [{"name": "test",
-                "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                "credentials": [{"accessKey": access_key, "secretKey": secret_key}],
                 "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]})
             .to_string(),
         )
@@ -389,6 +395,25 @@ pub fn config(nats: &Nats, s3: &S3) -> Config {
     config.http.listen = "127.0.0.1:0".into();
     config.validate().expect("test config is valid");
     config
+}
+
+/// Adds `s3` to `config` as the location `name`, with its own credentials.
+pub fn add_location(config: &mut Config, name: &str, s3: &S3, access_key: &str, secret_key: &str) {
+    let location = sexton_shared::config::LocationConfig {
+        s3: sexton_shared::config::S3Config {
+            endpoint: Some(s3.endpoint()),
+            bucket: BUCKET.into(),
+            prefix: format!("{name}-copies"),
+            access_key_id: Some(access_key.into()),
+            secret_access_key: Some(secret_key.into()),
+            ..Default::default()
+        },
+        storage_class: None,
+    };
+    config.locations.insert(name.to_string(), location);
+    config
+        .validate()
+        .expect("test config with a location is valid");
 }
 
 /// A configuration for services that need only NATS (the scheduler, the CLI): no S3 server to
@@ -703,6 +728,39 @@ pub fn config_env(config: &Config) -> Vec<(String, String)> {
             .into(),
         ),
     ];
+    for (name, location) in &config.locations {
+        let var = |field: &str| format!("SEXTON_LOCATION_{}_{field}", name.to_ascii_uppercase());
+        let s3 = &location.s3;
+        env.push((var("BUCKET"), s3.bucket.clone()));
+        env.push((var("PREFIX"), s3.prefix.clone()));
+        env.push((var("REGION"), s3.region.clone()));
+        for (field, value) in [
+            ("ENDPOINT", &s3.endpoint),
+            ("ACCESS_KEY_ID", &s3.access_key_id),
+            ("SECRET_ACCESS_KEY", &s3.secret_access_key),
+            ("STORAGE_CLASS", &location.storage_class),
+        ] {
+            if let Some(value) = value {
+                env.push((var(field), value.clone()));
+            }
+        }
+    }
+    env.push((
+        "SEXTON_COPIER_CONCURRENCY".into(),
+        config.copier.concurrency.to_string(),
+    ));
+    env.push((
+        "SEXTON_COPIER_PART_SIZE".into(),
+        config.copier.part_size.to_string(),
+    ));
+    env.push((
+        "SEXTON_COPIER_PARTS_IN_FLIGHT".into(),
+        config.copier.parts_in_flight.to_string(),
+    ));
+    env.push((
+        "SEXTON_COPIER_ACK_WAIT".into(),
+        format!("{}s", config.copier.ack_wait.as_secs()),
+    ));
     let optional = [
         ("SEXTON_S3_ENDPOINT", &config.s3.endpoint),
         ("SEXTON_S3_ACCESS_KEY_ID", &config.s3.access_key_id),

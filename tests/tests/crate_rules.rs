@@ -39,6 +39,7 @@ const MAY_DEPEND_ON: &[(&str, &[&str])] = &[
         "sexton-executor",
         &["sexton-shared", "sexton-retention", "sexton-schedule"],
     ),
+    ("sexton-copier", &["sexton-shared"]),
     (
         "sexton-cli",
         &[
@@ -62,6 +63,7 @@ const MAY_DEPEND_ON: &[(&str, &[&str])] = &[
             "sexton-scheduler",
             "sexton-retention-worker",
             "sexton-deleter",
+            "sexton-copier",
             "sexton-executor",
             "sexton-cli",
         ],

@@ -664,6 +664,15 @@ pub(super) fn parse_breaker(text: &str) -> Result<sexton_shared::breaker::Breake
     serde_json::from_str(text).map_err(|err| format!("invalid breaker settings: {err}"))
 }
 
+/// A schedule's copy rules, checked here for a quick error (the server checks again, against
+/// its configured locations).
+pub(super) fn parse_copies(text: &str) -> Result<Vec<sexton_shared::copies::CopyRule>, String> {
+    let rules: Vec<sexton_shared::copies::CopyRule> =
+        serde_json::from_str(text).map_err(|err| format!("invalid copy rules: {err}"))?;
+    sexton_shared::copies::validate_copy_rules(&rules, None)?;
+    Ok(rules)
+}
+
 fn parse_hold_reason(text: &str) -> Result<String, String> {
     sexton_shared::api::check_hold_reason(text).map(|()| text.to_string())
 }

@@ -75,6 +75,10 @@ pub struct ScheduleSpec {
     /// The circuit breaker's settings for the schedule's group (docs/safety.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<crate::breaker::BreakerSpec>,
+    /// Copy rules: the locations each completed backup is copied to, each with its own
+    /// retention policy (issue 28; docs/copies.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<crate::copies::CopyRule>,
     /// Create it even though its policy deletes backups of the group at once (the reply of a
     /// request without it says which, and nothing is created).
     #[serde(default)]
@@ -207,6 +211,10 @@ pub struct ScheduleUpdate {
         skip_serializing_if = "Option::is_none"
     )]
     pub breaker: Option<Option<crate::breaker::BreakerSpec>>,
+    /// Replaces the copy rules (`[]` removes them). Backups recorded before keep the locations
+    /// they were to be copied to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copies: Option<Vec<crate::copies::CopyRule>>,
     /// Apply a policy change even though it deletes backups at once (the reply of a request
     /// without it says which, and nothing changes).
     #[serde(default)]

@@ -197,6 +197,8 @@ pub fn record_from(
         plugin_errors: Vec::new(),
         volume_deletion: None,
         verification: Default::default(),
+        copy_to: Vec::new(),
+        copies: Default::default(),
     })
 }
 

@@ -62,9 +62,11 @@ impl Api {
             backup_owner: spec.backup_owner,
             verify: spec.verify,
             breaker: spec.breaker,
+            copies: spec.copies,
             created_at: now,
             status: ScheduleStatus::default(),
         };
+        self.check_copies(&record)?;
         record.status.phase = if record.paused {
             SchedulePhase::Paused
         } else {
@@ -139,6 +141,31 @@ impl Api {
             }
             Err(err) => Err(unavailable(err)),
         }
+    }
+}
+
+impl Api {
+    /// A schedule's copy rules against this configuration: each names a configured location
+    /// (not `primary`), keeps something, and, given the schedule's interval, a storage class
+    /// whose minimum duration the policy outlasts (docs/copies.md).
+    pub(super) fn check_copies(&self, record: &ScheduleRecord) -> Result<(), ApiError> {
+        for rule in &record.copies {
+            if !rule.to.is_primary() && !self.config.locations.contains_key(rule.to.as_str()) {
+                let known: Vec<&str> = self.config.locations.keys().map(String::as_str).collect();
+                return Err(invalid(format!(
+                    "copy rule to {}: no such location; this fleet has {}",
+                    rule.to,
+                    if known.is_empty() {
+                        "none besides primary (configure [locations.<name>])".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            }
+        }
+        let interval_days = sexton_shared::breaker::schedule_interval(record, Utc::now())
+            .map(|interval| interval.num_seconds() as f64 / 86_400.0);
+        sexton_shared::copies::validate_copy_rules(&record.copies, interval_days).map_err(invalid)
     }
 }
 

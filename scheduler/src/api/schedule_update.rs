@@ -97,6 +97,9 @@ impl Api {
         let (current, revision) = self.read(req.name.as_str()).await?;
         let mut preview = current.clone();
         apply_update(&mut preview, &req).map_err(invalid)?;
+        if preview.copies != current.copies || preview.cron != current.cron {
+            self.check_copies(&preview)?;
+        }
         let timing_changed = preview.cron != current.cron
             || preview.jitter != current.jitter
             || preview.exclude != current.exclude;
@@ -211,6 +214,9 @@ fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) -> Result<(),
     }
     if let Some(owner) = req.backup_owner {
         record.backup_owner = owner;
+    }
+    if let Some(copies) = &req.copies {
+        record.copies = copies.clone();
     }
     Ok(())
 }

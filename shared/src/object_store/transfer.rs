@@ -144,13 +144,13 @@ impl Reader {
 /// buffer per part made glibc keep freed buffers in its heap (its mmap threshold rises to the
 /// size of a freed buffer), which cost about 16 MiB of resident memory on top of the parts in
 /// flight.
-struct Buffers {
-    free: std::sync::Mutex<Vec<BytesMut>>,
-    size: usize,
+pub(super) struct Buffers {
+    pub(super) free: std::sync::Mutex<Vec<BytesMut>>,
+    pub(super) size: usize,
 }
 
 impl Buffers {
-    fn take(&self) -> BytesMut {
+    pub(super) fn take(&self) -> BytesMut {
         self.free
             .lock()
             .expect("the buffer pool's lock is never poisoned")
@@ -159,7 +159,7 @@ impl Buffers {
     }
 
     /// Takes a sent part's buffer back, if the client kept no reference to it.
-    fn give(&self, sent: Bytes) {
+    pub(super) fn give(&self, sent: Bytes) {
         if let Ok(buffer) = sent.try_into_mut() {
             self.free
                 .lock()

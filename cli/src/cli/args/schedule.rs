@@ -287,6 +287,10 @@ pub struct UpdateArgs {
     /// {"max_delete_fraction": 0.3, "max_delete_count": 50, "stale_after": "3d", "enabled": true}.
     #[arg(long, value_parser = parse_breaker, conflicts_with = "breaker_defaults")]
     pub breaker: Option<sexton_shared::breaker::BreakerSpec>,
+    /// Replaces the copy rules, as JSON (`[]` removes them; docs/copies.md):
+    /// [{"to": "dr", "policy": {"keep_monthly": 12}, "select": "fulls", "storage_class": "STANDARD_IA"}].
+    #[arg(long, value_parser = parse_copies)]
+    pub copies: Option<Vec<sexton_shared::copies::CopyRule>>,
     /// Back to the server's breaker defaults.
     #[arg(long)]
     pub breaker_defaults: bool,
@@ -431,6 +435,11 @@ pub struct CreateArgs {
     /// The circuit breaker's settings for this schedule's group, as JSON (see schedule update).
     #[arg(long, value_parser = parse_breaker)]
     pub breaker: Option<sexton_shared::breaker::BreakerSpec>,
+    /// Copy rules, as JSON: each completed backup is copied to these locations, each keeping
+    /// what its own policy keeps (docs/copies.md):
+    /// [{"to": "dr", "policy": {"keep_monthly": 12}}].
+    #[arg(long, value_parser = parse_copies)]
+    pub copies: Option<Vec<sexton_shared::copies::CopyRule>>,
     /// Go ahead although the policy deletes backups of the group kept now (shown first).
     #[arg(long)]
     pub yes: bool,

@@ -1,0 +1,556 @@
+//! The copier (issue 28): takes copy jobs from `SEXTON_COPIES` and copies a backup from the
+//! primary store to another location, objects through bounded memory, `metadata.json` last,
+//! each checked against the size and SHA-256 intake recorded, ancestors first. Only once every
+//! object is written does it record the copy in the catalog (a compare-and-set on the record),
+//! so a copier killed at any point leaves nothing that counts; the next delivery of the job
+//! copies again. It deletes nothing anywhere.
+//!
+//! A job is a claim: the copier copies only a backup the catalog holds, with the uid the job
+//! names, completed, that a copy rule sends to the job's location, to a location of its own
+//! configuration. Anything else is refused as poison (an incident, nothing copied).
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use anyhow::Context as _;
+use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use chrono::Utc;
+use sexton_shared::{
+    catalog::{CasError, Catalog},
+    config::Config,
+    copies::{destination_key, CopyJob, CopyState, LocationCopy},
+    names::{BackupId, ClusterName, LocationName},
+    object_store::{copy::CopyError, transfer::UploadSettings, ObjectStore},
+    outcome::{publish_incident, settle, Outcome},
+    records::{BackupRecord, BackupStatus, ScheduleRecord},
+    service::TaskGroup,
+    telemetry, topology,
+    topology::Topology,
+    wire::{self, Incident},
+    Shutdown,
+};
+use tracing::Instrument as _;
+
+pub mod metrics;
+
+/// How deep a chain the copier follows to copy missing ancestors first.
+const MAX_CHAIN: usize = 10_000;
+
+/// A location the copier writes to: its client (its own credentials) and default class.
+#[derive(Clone)]
+struct Location {
+    store: ObjectStore,
+    storage_class: Option<String>,
+}
+
+/// What every copy job shares.
+struct Copier {
+    topology: Topology,
+    catalog: Catalog,
+    source: ObjectStore,
+    locations: BTreeMap<LocationName, Location>,
+    settings: UploadSettings,
+    metrics: Arc<metrics::Metrics>,
+}
+
+pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
+    let mut tasks = TaskGroup::new("copier", shutdown);
+    let shutdown = tasks.shutdown();
+    let client = sexton_shared::nats::connect(&config.nats, "sexton-copier").await?;
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let topology = topology::ensure_for(&jetstream, &config)
+        .await
+        .context("creating the nats topology")?;
+    let source = ObjectStore::connect(&config.s3).await?;
+    let mut locations = BTreeMap::new();
+    for (name, location) in &config.locations {
+        let name = LocationName::new(name.as_str()).context("a location's name")?;
+        // Each location's client is built from its own settings alone: no credentials of
+        // another location (nor the primary's) reach it.
+        let store = ObjectStore::connect(&location.s3)
+            .await
+            .with_context(|| format!("the client of location {name}"))?;
+        locations.insert(
+            name,
+            Location {
+                store,
+                storage_class: location.storage_class.clone(),
+            },
+        );
+    }
+    let metrics = Arc::new(metrics::Metrics::new());
+    let readiness = {
+        let client = client.clone();
+        Arc::new(move || {
+            let client = client.clone();
+            // Ready with NATS: a location (or the primary) being down delays copies, it does
+            // not make the copier unready, so one store's outage never restarts the service.
+            Box::pin(async move { telemetry::nats_connected(&client) })
+                as std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
+        })
+    };
+    let addr = telemetry::serve(
+        &config.http.listen,
+        metrics.registry.clone(),
+        readiness,
+        shutdown.clone(),
+    )
+    .await?;
+    sexton_shared::build::start(&client, "copier", &metrics.registry, shutdown.clone()).await?;
+    tracing::info!(metrics = %telemetry::listen_text(addr), locations = ?locations.keys().collect::<Vec<_>>(), "copier started");
+    let stream = jetstream
+        .get_stream(topology::STREAM_COPIES)
+        .await
+        .context("opening the copies stream")?;
+    let consumer: PullConsumer = stream
+        .get_or_create_consumer(
+            topology::CONSUMER_COPIER,
+            async_nats::jetstream::consumer::pull::Config {
+                // A copy waits out an outage of its destination however long it lasts: the
+                // backup is held at its source meanwhile, and the lag shows in the metrics
+                // and the alert. Poison jobs are terminated, so none is retried for ever.
+                max_deliver: -1,
+                // No backoff: JetStream would apply it to acknowledgement timeouts too. A
+                // failed copy is naked with its own growing delay (`retry_delay`), and a long
+                // one keeps its job with progress acks.
+                backoff: Vec::new(),
+                max_ack_pending: (4 * config.copier.concurrency) as i64,
+                ..topology::consumer_config(
+                    topology::CONSUMER_COPIER,
+                    Some(format!("{}.copy.*", topology::SUBJECT_ROOT)),
+                    config.copier.ack_wait,
+                )
+            },
+        )
+        .await
+        .context("creating the copier consumer")?;
+    metrics.consumer.spawn_poller(
+        jetstream.clone(),
+        topology::STREAM_COPIES,
+        topology::CONSUMER_COPIER,
+        Duration::from_secs(5),
+        shutdown.clone(),
+    );
+    let copier = Arc::new(Copier {
+        catalog: Catalog::new(topology.catalog.clone()),
+        topology,
+        source,
+        locations,
+        settings: UploadSettings {
+            part_size: config.copier.part_size,
+            concurrency: config.copier.parts_in_flight,
+        },
+        metrics,
+    });
+    tasks.spawn(
+        "copy jobs",
+        consume(
+            copier,
+            consumer,
+            config.copier.concurrency,
+            config.copier.ack_wait,
+            shutdown,
+        ),
+    );
+    tasks.join(Duration::from_secs(30)).await
+}
+
+async fn consume(
+    copier: Arc<Copier>,
+    consumer: PullConsumer,
+    concurrency: usize,
+    ack_wait: Duration,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    let mut messages = consumer
+        .stream()
+        .expires(topology::PULL_EXPIRES)
+        .messages()
+        .await
+        .context("reading copy jobs")?;
+    let permits = Arc::new(tokio::sync::Semaphore::new(concurrency));
+    let mut in_flight = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            biased;
+            _ = shutdown.wait() => break,
+            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        };
+        while in_flight.try_join_next().is_some() {}
+        let Some(message) =
+            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "copy jobs").await?
+        else {
+            break;
+        };
+        let copier = copier.clone();
+        in_flight.spawn(async move {
+            let span = telemetry::message_span(&message);
+            async {
+                // The job stays this replica's while it copies, however long that takes.
+                let keep = {
+                    let message = message.clone();
+                    tokio::spawn(async move {
+                        let mut tick = tokio::time::interval(ack_wait / 3);
+                        tick.tick().await;
+                        loop {
+                            tick.tick().await;
+                            let _ = message.ack_with(AckKind::Progress).await;
+                        }
+                    })
+                };
+                let (location, outcome) = handle(&copier, &message).await;
+                keep.abort();
+                copier
+                    .metrics
+                    .copies
+                    .with_label_values(&[&location, outcome_label(&outcome)])
+                    .inc();
+                settle(&copier.topology.jetstream, "copier", &message, &outcome).await;
+                copier.metrics.consumer.observe(&outcome);
+            }
+            .instrument(span)
+            .await;
+            drop(permit);
+        });
+    }
+    while in_flight.join_next().await.is_some() {}
+    Ok(())
+}
+
+fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Done => "copied",
+        Outcome::RetryAfter(_) => "retry",
+        Outcome::Poison(_) => "refused",
+    }
+}
+
+/// One copy job: the location's label for the metrics and the outcome.
+async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, Outcome) {
+    let job: CopyJob = match wire::decode(&message.payload) {
+        Ok(job) => job,
+        Err(err) => return ("unknown".into(), Outcome::Poison(err.to_string())),
+    };
+    let label = job.location.to_string();
+    if message.subject.as_str() != topology::copy_job_subject(&job.cluster) {
+        return (
+            "unknown".into(),
+            Outcome::Poison(format!(
+                "a copy job for cluster {} on subject {}",
+                job.cluster, message.subject
+            )),
+        );
+    }
+    let Some(location) = copier.locations.get(&job.location) else {
+        return (
+            "unknown".into(),
+            Outcome::Poison(format!(
+                "copy job for backup {} of {}: location {} is not configured here",
+                job.backup_id, job.cluster, job.location
+            )),
+        );
+    };
+    let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
+    let outcome = match copy_backup(copier, &job, location).await {
+        Ok(()) => Outcome::Done,
+        Err(Failure::Refused(why)) => Outcome::Poison(why),
+        Err(Failure::Wait(why)) => {
+            let delay = retry_delay(delivered);
+            tracing::warn!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, delay_s = delay.as_secs(), "copy not finished: {why}");
+            Outcome::RetryAfter(delay)
+        }
+        Err(Failure::Bad(incident)) => {
+            let delay = retry_delay(delivered);
+            tracing::error!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, "copy refused: {}", incident.reason);
+            publish_incident(&copier.topology.jetstream, incident).await;
+            Outcome::RetryAfter(delay)
+        }
+    };
+    (label, outcome)
+}
+
+/// Doubling from 2 s to 5 minutes: a destination down for hours is tried every few minutes.
+fn retry_delay(delivered: i64) -> Duration {
+    let exponent = delivered.clamp(1, 10) as u32 - 1;
+    Duration::from_secs(2u64.saturating_mul(1 << exponent).min(300))
+}
+
+/// Why a copy did not finish.
+enum Failure {
+    /// The job can never succeed (forged, stale, not asked for): refused, nothing copied.
+    Refused(String),
+    /// Try again later (a store that did not answer, a record that changed).
+    Wait(String),
+    /// The data is not what intake recorded (corrupt, missing): an incident, then retried
+    /// slowly, since someone may mend the source.
+    Bad(Incident),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(err: anyhow::Error) -> Failure {
+        Failure::Wait(format!("{err:#}"))
+    }
+}
+
+async fn copy_backup(copier: &Copier, job: &CopyJob, location: &Location) -> Result<(), Failure> {
+    let Some(entry) = copier.catalog.get(&job.cluster, &job.backup_id).await? else {
+        return Err(Failure::Refused(format!(
+            "backup {} of {} is not in the catalog",
+            job.backup_id, job.cluster
+        )));
+    };
+    let record = entry.value;
+    if record.uid != job.uid {
+        return Err(Failure::Refused(format!(
+            "backup {} of {} has uid {}, not the job's {}: the job is for another backup of that id",
+            record.id, record.cluster, record.uid, job.uid
+        )));
+    }
+    if !record.copy_to.contains(&job.location) {
+        return Err(Failure::Refused(format!(
+            "no copy rule sends backup {} of {} to {}",
+            record.id, record.cluster, job.location
+        )));
+    }
+    if record.copies.contains_key(&job.location) {
+        return Ok(());
+    }
+    if record.status != BackupStatus::Completed {
+        return Err(Failure::Refused(format!(
+            "backup {} of {} is {:?}, not completed: it is not copied",
+            record.id, record.cluster, record.status
+        )));
+    }
+    // The chain first: an incremental counts at a location only with its ancestors there.
+    let chain = ancestors_missing(copier, &record, &job.location).await?;
+    let class = storage_class(copier, &record, &job.location, location).await?;
+    for ancestor in chain.iter().rev() {
+        copy_record(copier, ancestor, &job.location, location, class.as_deref()).await?;
+    }
+    copy_record(copier, &record, &job.location, location, class.as_deref()).await
+}
+
+/// The ancestors of `record` not yet copied to `location`, nearest first.
+async fn ancestors_missing(
+    copier: &Copier,
+    record: &BackupRecord,
+    location: &LocationName,
+) -> Result<Vec<BackupRecord>, Failure> {
+    let mut missing = Vec::new();
+    let mut queue: Vec<BackupId> = parents(record);
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(id) = queue.pop() {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        if seen.len() > MAX_CHAIN {
+            return Err(Failure::Refused(format!(
+                "the chain of backup {} is longer than {MAX_CHAIN}",
+                record.id
+            )));
+        }
+        let Some(parent) = copier.catalog.get(&record.cluster, &id).await? else {
+            return Err(Failure::Bad(incident(
+                &record.cluster,
+                &record.id,
+                "copy-chain-broken",
+                format!(
+                    "backup {} needs {id}, which the catalog does not hold: its chain cannot \
+                     be copied to {location} whole",
+                    record.id
+                ),
+            )));
+        };
+        let parent = parent.value;
+        if parent.copies.contains_key(location) {
+            continue;
+        }
+        if parent.status != BackupStatus::Completed && parent.status != BackupStatus::Expiring {
+            return Err(Failure::Wait(format!(
+                "ancestor {} is {:?}",
+                parent.id, parent.status
+            )));
+        }
+        queue.extend(parents(&parent));
+        missing.push(parent);
+    }
+    Ok(missing)
+}
+
+fn parents(record: &BackupRecord) -> Vec<BackupId> {
+    let mut parents: Vec<BackupId> = record.parent.iter().cloned().collect();
+    for volume in &record.volumes {
+        if let Some(parent) = volume.parent.as_deref().and_then(|p| BackupId::new(p).ok()) {
+            if !parents.contains(&parent) {
+                parents.push(parent);
+            }
+        }
+    }
+    parents
+}
+
+/// The class the copy is written in: its rule's, else the location's default.
+async fn storage_class(
+    copier: &Copier,
+    record: &BackupRecord,
+    name: &LocationName,
+    location: &Location,
+) -> Result<Option<String>, Failure> {
+    let Some(schedule) = &record.schedule else {
+        return Ok(location.storage_class.clone());
+    };
+    let rule_class =
+        match sexton_shared::leader_read::value(&copier.topology.schedules, schedule.as_str())
+            .await?
+        {
+            Some(body) => serde_json::from_slice::<ScheduleRecord>(&body)
+                .ok()
+                .and_then(|s| s.copies.into_iter().find(|rule| &rule.to == name))
+                .and_then(|rule| rule.storage_class),
+            None => None,
+        };
+    Ok(rule_class.or_else(|| location.storage_class.clone()))
+}
+
+/// Copies one backup's objects (`metadata.json` last), then records the copy.
+async fn copy_record(
+    copier: &Copier,
+    record: &BackupRecord,
+    name: &LocationName,
+    location: &Location,
+    class: Option<&str>,
+) -> Result<(), Failure> {
+    if record.objects.is_empty() {
+        return Err(Failure::Bad(incident(
+            &record.cluster,
+            &record.id,
+            "copy-unprovable",
+            format!(
+                "backup {} has no sizes and checksums recorded (it predates intake): a copy of \
+                 it to {name} could not be proven whole, so none is made",
+                record.id
+            ),
+        )));
+    }
+    let started = std::time::Instant::now();
+    let mut objects = record.objects.clone();
+    // metadata.json last: a copy without it is not a backup to anyone who lists the location.
+    objects.sort_by_key(|object| BackupRecord::is_metadata_key(&object.key));
+    let mut written = Vec::with_capacity(objects.len());
+    for object in &objects {
+        if copier
+            .source
+            .check_key(&record.cluster, &object.key)
+            .is_err()
+        {
+            return Err(Failure::Refused(format!(
+                "backup {} lists {:?}, outside its cluster's prefix",
+                record.id, object.key
+            )));
+        }
+        let Some(target) =
+            destination_key(copier.source.prefix(), location.store.prefix(), &object.key)
+        else {
+            return Err(Failure::Refused(format!(
+                "backup {} lists {:?}, outside the source's prefix",
+                record.id, object.key
+            )));
+        };
+        match copier
+            .source
+            .copy_object_to(object, &location.store, &target, copier.settings, class)
+            .await
+        {
+            Ok(digest) => {
+                copier
+                    .metrics
+                    .bytes
+                    .with_label_values(&[name.as_str()])
+                    .inc_by(digest.size);
+                copier
+                    .metrics
+                    .objects
+                    .with_label_values(&[name.as_str()])
+                    .inc();
+                written.push(digest);
+            }
+            Err(err @ (CopyError::Corrupt { .. } | CopyError::Missing { .. })) => {
+                return Err(Failure::Bad(incident(
+                    &record.cluster,
+                    &record.id,
+                    "copy-refused",
+                    format!(
+                        "backup {} not copied to {name}: {err}; nothing of it counts there",
+                        record.id
+                    ),
+                )))
+            }
+            Err(err) => return Err(Failure::Wait(err.to_string())),
+        }
+    }
+    record_copy(copier, record, name, written, class).await?;
+    copier
+        .metrics
+        .seconds
+        .with_label_values(&[name.as_str()])
+        .observe(started.elapsed().as_secs_f64());
+    tracing::info!(cluster = %record.cluster, backup = %record.id, location = %name, objects = objects.len(), "backup copied");
+    Ok(())
+}
+
+/// Records the copy on the backup's record (compare-and-set), unless the record is gone or is
+/// another backup now: then the objects written stay at the location uncounted, and say so.
+async fn record_copy(
+    copier: &Copier,
+    copied: &BackupRecord,
+    name: &LocationName,
+    objects: Vec<sexton_shared::wire::ObjectDigest>,
+    class: Option<&str>,
+) -> Result<(), Failure> {
+    for _ in 0..16 {
+        let Some(entry) = copier.catalog.get(&copied.cluster, &copied.id).await? else {
+            return Err(Failure::Refused(format!(
+                "backup {} of {} left the catalog while it was copied to {name}; its objects \
+                 there are not counted",
+                copied.id, copied.cluster
+            )));
+        };
+        let mut record = entry.value;
+        if record.uid != copied.uid {
+            return Err(Failure::Refused(format!(
+                "backup {} of {} was replaced while it was copied to {name}",
+                copied.id, copied.cluster
+            )));
+        }
+        if record.copies.contains_key(name) {
+            return Ok(());
+        }
+        record.copies.insert(
+            name.clone(),
+            LocationCopy {
+                state: CopyState::Copied,
+                copied_at: Utc::now(),
+                objects: objects.clone(),
+                storage_class: class.map(str::to_string),
+            },
+        );
+        match copier.catalog.update(&record, entry.revision).await {
+            Ok(_) => return Ok(()),
+            Err(CasError::Conflict) => continue,
+            Err(CasError::Other(err)) => return Err(err.into()),
+        }
+    }
+    Err(Failure::Wait("the record kept changing".into()))
+}
+
+fn incident(cluster: &ClusterName, backup: &BackupId, kind: &str, reason: String) -> Incident {
+    Incident {
+        schema_version: wire::SCHEMA_VERSION,
+        service: "copier".into(),
+        kind: kind.into(),
+        cluster: Some(cluster.to_string()),
+        backup_id: Some(backup.to_string()),
+        subject: topology::copy_job_subject(cluster),
+        reason,
+        at: Utc::now(),
+    }
+}

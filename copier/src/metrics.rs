@@ -1,0 +1,79 @@
+//! The copier's metrics, defined in one place.
+
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
+
+pub struct Metrics {
+    pub registry: Registry,
+    /// Every metric name this service exports.
+    pub names: Vec<String>,
+    pub consumer: sexton_shared::telemetry::ConsumerMetrics,
+    /// Copy jobs by location and outcome (`copied`, `retry`, `refused`).
+    pub copies: IntCounterVec,
+    pub bytes: IntCounterVec,
+    pub objects: IntCounterVec,
+    pub seconds: HistogramVec,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let (consumer, consumer_collectors) =
+            sexton_shared::telemetry::ConsumerMetrics::new("copier");
+        let copies = IntCounterVec::new(
+            Opts::new(
+                "sexton_copier_copies_total",
+                "copy jobs handled, by location and outcome (copied, retry, refused)",
+            ),
+            &["location", "outcome"],
+        )
+        .expect("valid metric");
+        let bytes = IntCounterVec::new(
+            Opts::new(
+                "sexton_copier_bytes_total",
+                "bytes written to a location, each checked against intake's digest",
+            ),
+            &["location"],
+        )
+        .expect("valid metric");
+        let objects = IntCounterVec::new(
+            Opts::new(
+                "sexton_copier_objects_total",
+                "objects written to a location",
+            ),
+            &["location"],
+        )
+        .expect("valid metric");
+        let seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "sexton_copier_copy_seconds",
+                "time to copy one backup's objects and record the copy",
+            )
+            .buckets(vec![0.1, 0.5, 1.0, 5.0, 30.0, 120.0, 600.0, 3600.0]),
+            &["location"],
+        )
+        .expect("valid metric");
+        let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(copies.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(bytes.clone()),
+            Box::new(objects.clone()),
+            Box::new(seconds.clone()),
+        ];
+        collectors.extend(consumer_collectors);
+        let names = sexton_shared::telemetry::register_all(&registry, collectors);
+        Metrics {
+            registry,
+            names,
+            consumer,
+            copies,
+            bytes,
+            objects,
+            seconds,
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

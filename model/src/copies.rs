@@ -1,0 +1,414 @@
+//! Copies of backups at other locations (issue 28): the copy rules a schedule carries, what a
+//! backup record keeps of each copy, and the copy job the copier takes.
+//!
+//! A copy keeps the source's object keys below the destination's prefix and the source's
+//! times: a backup is the instant it captured, wherever it lives (AWS Backup's copies do the
+//! same, and count their expiry from the source's creation date).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use sexton_retention::{BackupKind, KeepCount, Policy};
+
+use crate::names::{BackupId, ClusterName, LocationName};
+use crate::wire::{v1, Message, ObjectDigest};
+
+/// The most copy rules one schedule may have.
+pub const MAX_COPY_RULES: usize = 8;
+
+/// One copy rule of a schedule: `copies: [{to: dr, policy: {keep_monthly: 12}}]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CopyRule {
+    /// The destination: a location of the configuration, never `primary`.
+    pub to: LocationName,
+    /// What the destination keeps of the copies it holds, judged over them alone.
+    pub policy: Policy,
+    /// Which backups are copied: `all` (default) or `fulls`.
+    #[serde(default, skip_serializing_if = "CopySelect::is_all")]
+    pub select: CopySelect,
+    /// The storage class the copies are written in; unset: the location's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+}
+
+/// Which backups a copy rule copies.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CopySelect {
+    /// Every completed backup, incrementals after their parents.
+    #[default]
+    All,
+    /// Full backups only (and backups with volumes, whose volumes may be fulls): what an
+    /// archive class that cannot serve a chain's reads takes.
+    Fulls,
+}
+
+impl CopySelect {
+    fn is_all(&self) -> bool {
+        *self == CopySelect::All
+    }
+
+    /// Whether a completed backup of this kind is copied.
+    pub fn picks(self, kind: BackupKind, has_volumes: bool) -> bool {
+        match self {
+            CopySelect::All => true,
+            CopySelect::Fulls => kind == BackupKind::Full && !has_volumes,
+        }
+    }
+}
+
+/// An S3 storage class Sexton knows: its name and the minimum storage duration the provider
+/// charges for (deleting earlier costs the rest of it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StorageClass {
+    pub name: &'static str,
+    pub minimum_days: u32,
+    /// An object in it must be restored before it can be read (Glacier Flexible Retrieval,
+    /// Deep Archive): no chain's incrementals, no restore test without a restore.
+    pub needs_restore: bool,
+}
+
+/// The classes of AWS S3 (the names other stores accept too), with their minimum durations.
+pub const STORAGE_CLASSES: &[StorageClass] = &[
+    StorageClass {
+        name: "STANDARD",
+        minimum_days: 0,
+        needs_restore: false,
+    },
+    StorageClass {
+        name: "INTELLIGENT_TIERING",
+        minimum_days: 0,
+        needs_restore: false,
+    },
+    StorageClass {
+        name: "STANDARD_IA",
+        minimum_days: 30,
+        needs_restore: false,
+    },
+    StorageClass {
+        name: "ONEZONE_IA",
+        minimum_days: 30,
+        needs_restore: false,
+    },
+    StorageClass {
+        name: "GLACIER_IR",
+        minimum_days: 90,
+        needs_restore: false,
+    },
+    StorageClass {
+        name: "GLACIER",
+        minimum_days: 90,
+        needs_restore: true,
+    },
+    StorageClass {
+        name: "DEEP_ARCHIVE",
+        minimum_days: 180,
+        needs_restore: true,
+    },
+];
+
+/// The storage class called `name`, or an error naming the ones there are.
+pub fn storage_class(name: &str) -> Result<&'static StorageClass, String> {
+    STORAGE_CLASSES
+        .iter()
+        .find(|class| class.name == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = STORAGE_CLASSES.iter().map(|c| c.name).collect();
+            format!(
+                "unknown storage class {name:?}: expected one of {}",
+                names.join(", ")
+            )
+        })
+}
+
+/// The longest a policy can keep a backup, in days, when that is bounded: the longest of its
+/// rules, each counted generously (a count of buckets as that many buckets, or that many
+/// backups `interval` apart when backups are rarer than the bucket). `None` when a rule keeps
+/// without bound (an unlimited count, a tag, `keep_last` without a known interval).
+pub fn longest_keep_days(policy: &Policy, interval_days: Option<f64>) -> Option<f64> {
+    let mut longest: f64 = 0.0;
+    let interval = interval_days.unwrap_or(0.0);
+    let counts = [
+        (policy.keep_last, 0.0),
+        (policy.keep_hourly, 1.0 / 24.0),
+        (policy.keep_daily, 1.0),
+        (policy.keep_weekly, 7.0),
+        (policy.keep_monthly, 31.0),
+        (policy.keep_yearly, 366.0),
+    ];
+    for (count, bucket_days) in counts {
+        match count {
+            None => {}
+            Some(KeepCount::Unlimited) => return None,
+            Some(KeepCount::Limited(n)) => {
+                if bucket_days == 0.0 && interval_days.is_none() {
+                    return None;
+                }
+                longest = longest.max(f64::from(n.get()) * f64::max(bucket_days, interval));
+            }
+        }
+    }
+    if let Some(n) = policy.keep_verified {
+        match (n, interval_days) {
+            (KeepCount::Limited(n), Some(interval)) => {
+                longest = longest.max(f64::from(n.get()) * interval)
+            }
+            _ => return None,
+        }
+    }
+    if !policy.keep_tags.is_empty() {
+        return None;
+    }
+    let within = std::iter::once(policy.keep_within).chain(policy.within_buckets());
+    for duration in within.flatten() {
+        let days = f64::from(duration.years) * 366.0
+            + f64::from(duration.months) * 31.0
+            + f64::from(duration.days)
+            + f64::from(duration.hours) / 24.0;
+        longest = longest.max(days);
+    }
+    if let Some(days) = policy.retention_duration {
+        longest = longest.max(f64::from(days.0.get()));
+    }
+    if let Some(window) = policy.recovery_window {
+        use sexton_retention::WindowUnit;
+        let unit = match window.unit {
+            WindowUnit::Seconds => 1.0 / 86_400.0,
+            WindowUnit::Minutes => 1.0 / 1_440.0,
+            WindowUnit::Hours => 1.0 / 24.0,
+            WindowUnit::Days => 1.0,
+            WindowUnit::Weeks => 7.0,
+            WindowUnit::Months => 30.0,
+        };
+        // The window plus the backup before it, which recovery to its start needs.
+        longest = longest.max(f64::from(window.amount.get()) * unit + interval);
+    }
+    Some(longest)
+}
+
+impl CopyRule {
+    /// The checks that need nothing but the rule and the schedule's backup interval (in days,
+    /// when the cron has one): a copy to the source itself, a policy that keeps nothing, an
+    /// unknown storage class, one whose minimum duration outlasts what the policy keeps, an
+    /// archive class for a chain.
+    pub fn validate(&self, interval_days: Option<f64>) -> Result<(), String> {
+        let to = &self.to;
+        if to.is_primary() {
+            return Err(format!(
+                "copy rule to {to}: a backup is already at primary, its source; a copy goes to \
+                 another location"
+            ));
+        }
+        if self.policy.has_no_rule() {
+            return Err(format!(
+                "copy rule to {to}: its policy keeps nothing; give it a rule (keep_last, \
+                 keep_daily, keep_within, ...) or remove the rule"
+            ));
+        }
+        if let Some(name) = &self.storage_class {
+            let class = storage_class(name).map_err(|why| format!("copy rule to {to}: {why}"))?;
+            if class.needs_restore && self.select == CopySelect::All {
+                return Err(format!(
+                    "copy rule to {to}: storage class {name} must be restored before it is \
+                     read, so it cannot serve a chain's incrementals; use select: fulls"
+                ));
+            }
+            if let Some(days) = longest_keep_days(&self.policy, interval_days) {
+                if days < f64::from(class.minimum_days) {
+                    return Err(format!(
+                        "copy rule to {to}: storage class {name} charges for at least {} days, \
+                         but the policy keeps a copy at most about {} days: every deletion would \
+                         be early; keep longer or choose another class",
+                        class.minimum_days,
+                        days.ceil()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a schedule's copy rules together: each valid, at most [`MAX_COPY_RULES`], no
+/// location twice.
+pub fn validate_copy_rules(rules: &[CopyRule], interval_days: Option<f64>) -> Result<(), String> {
+    if rules.len() > MAX_COPY_RULES {
+        return Err(format!(
+            "{} copy rules: at most {MAX_COPY_RULES}",
+            rules.len()
+        ));
+    }
+    for (i, rule) in rules.iter().enumerate() {
+        rule.validate(interval_days)?;
+        if rules[..i].iter().any(|earlier| earlier.to == rule.to) {
+            return Err(format!(
+                "two copy rules to {}: one rule per location",
+                rule.to
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A backup's copy at one location, once it counts there: every object written with the size
+/// and SHA-256 intake recorded at the source, `metadata.json` last.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LocationCopy {
+    pub state: CopyState,
+    /// When the copier finished it.
+    pub copied_at: DateTime<Utc>,
+    /// Each object as written at the location (its key there).
+    #[serde(default)]
+    pub objects: Vec<ObjectDigest>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+}
+
+/// Where a copy stands.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CopyState {
+    /// Whole at the location: it counts there.
+    Copied,
+}
+
+/// The hold a backup carries at its source while a copy rule still has to copy it.
+pub fn awaiting_hold(location: &LocationName) -> String {
+    format!("awaiting copy to {location}")
+}
+
+/// A key at the source as it lies at a destination: the same path below the destination's
+/// prefix. `None` when the key is not under the source's prefix.
+pub fn destination_key(source_prefix: &str, destination_prefix: &str, key: &str) -> Option<String> {
+    let rest = key.strip_prefix(source_prefix.trim_end_matches('/'))?;
+    let rest = rest.strip_prefix('/')?;
+    let destination = destination_prefix.trim_end_matches('/');
+    Some(if destination.is_empty() {
+        rest.to_string()
+    } else {
+        format!("{destination}/{rest}")
+    })
+}
+
+/// Scheduler (or a sweep) → copier: copy this backup to this location. A claim to check: the
+/// copier copies only what the catalog says a rule asks for, with the uid the job names.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CopyJob {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub backup_id: BackupId,
+    /// The record's uid: a job for an earlier backup of the same id copies nothing.
+    pub uid: String,
+    pub location: LocationName,
+}
+
+impl Message for CopyJob {
+    const KIND: &'static str = "copy job";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.uid.is_empty() || self.uid.len() > 64 {
+            return Err("uid holds 1 to 64 characters".into());
+        }
+        if self.location.is_primary() {
+            return Err("a copy job's location is never primary".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(json: serde_json::Value) -> Result<CopyRule, String> {
+        serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_rule_to_primary_or_keeping_nothing_is_refused() {
+        let to_primary =
+            rule(serde_json::json!({"to": "primary", "policy": {"keep_last": 3}})).unwrap();
+        assert!(to_primary
+            .validate(Some(1.0))
+            .unwrap_err()
+            .contains("primary"));
+        // The policy's own decoding refuses a policy without a rule; a rule built in code is
+        // refused too.
+        assert!(rule(serde_json::json!({"to": "dr", "policy": {}})).is_err());
+        let nothing = CopyRule {
+            policy: Policy::default(),
+            ..to_primary.clone()
+        };
+        let nothing = CopyRule {
+            to: LocationName::new("dr").unwrap(),
+            ..nothing
+        };
+        assert!(nothing
+            .validate(Some(1.0))
+            .unwrap_err()
+            .contains("keeps nothing"));
+        assert!(
+            rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3}, "extra": 1})).is_err()
+        );
+        assert!(rule(serde_json::json!({"to": "d/r", "policy": {"keep_last": 3}})).is_err());
+    }
+
+    #[test]
+    fn a_class_whose_minimum_outlasts_the_policy_is_refused() {
+        let short = rule(serde_json::json!({"to": "dr", "policy": {"keep_daily": 7},
+            "storage_class": "GLACIER_IR"}))
+        .unwrap();
+        let err = short.validate(Some(1.0)).unwrap_err();
+        assert!(err.contains("at least 90 days"), "{err}");
+        let long = rule(
+            serde_json::json!({"to": "dr", "policy": {"keep_monthly": 12},
+            "storage_class": "GLACIER_IR"}),
+        )
+        .unwrap();
+        long.validate(Some(1.0)).unwrap();
+        // keep_last without a known interval: cannot judge, so not refused.
+        let unknown = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
+            "storage_class": "STANDARD_IA"}))
+        .unwrap();
+        unknown.validate(None).unwrap();
+        assert!(unknown.validate(Some(1.0)).is_err());
+        let bogus = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
+            "storage_class": "COLD"}))
+        .unwrap();
+        assert!(bogus
+            .validate(None)
+            .unwrap_err()
+            .contains("unknown storage class"));
+        let archive = rule(serde_json::json!({"to": "dr", "policy": {"keep_yearly": 7},
+            "storage_class": "DEEP_ARCHIVE"}))
+        .unwrap();
+        assert!(archive
+            .validate(Some(1.0))
+            .unwrap_err()
+            .contains("select: fulls"));
+    }
+
+    #[test]
+    fn two_rules_to_one_location_are_refused() {
+        let a = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3}})).unwrap();
+        assert!(validate_copy_rules(&[a.clone(), a], Some(1.0))
+            .unwrap_err()
+            .contains("two copy rules"));
+    }
+
+    #[test]
+    fn destination_keys_keep_the_path_below_the_prefix() {
+        assert_eq!(
+            destination_key("backups", "dr-copies", "backups/c1/s/id/metadata.json").as_deref(),
+            Some("dr-copies/c1/s/id/metadata.json")
+        );
+        assert_eq!(
+            destination_key("backups/", "", "backups/c1/x").as_deref(),
+            Some("c1/x")
+        );
+        assert_eq!(destination_key("backups", "dr", "other/c1/x"), None);
+        assert_eq!(destination_key("backups", "dr", "backupsX/c1/x"), None);
+    }
+}

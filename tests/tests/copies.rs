@@ -1,0 +1,620 @@
+//! Copies to a second location (issue 28), against two SeaweedFS servers as two regions, each
+//! with its own credentials: copies land whole (chains and `metadata.json` last), the source
+//! keeps what awaits a copy, a corrupt source object is refused and copied once mended, forged
+//! jobs copy and count nothing, a copier killed mid-object and mid-chain leaves nothing counted
+//! that is not whole, and copy rules that cannot work are refused where they are written.
+
+mod support;
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use chrono::{DateTime, FixedOffset};
+use serde_json::json;
+use sexton_shared::{
+    catalog::Catalog,
+    config::Config,
+    copies::CopyJob,
+    names::{BackupId, ClusterName, LocationName},
+    nats::publish_once,
+    object_store::ObjectStore,
+    records::BackupRecord,
+    topology,
+    wire::{self, ObjectDigest, Report, ReportStatus, RetentionSweep},
+};
+use sexton_tests::*;
+use support::*;
+
+const DR_KEY: &str = "dr-only-key";
+const DR_SECRET: &str = "dr-only-secret";
+
+fn at(text: &str) -> DateTime<FixedOffset> {
+    DateTime::parse_from_rfc3339(text).unwrap()
+}
+
+/// The primary and `dr` servers, the configuration naming both, and the fleet without an
+/// executor or a copier (each test starts its copier when it wants one).
+struct Regions {
+    nats: Nats,
+    _primary: S3,
+    _dr: S3,
+    config: Config,
+    fleet: Option<Fleet>,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    catalog: Catalog,
+    source: ObjectStore,
+    dr: ObjectStore,
+}
+
+const FLEET: Members = Members {
+    scheduler: true,
+    retention_worker: true,
+    deleter: true,
+    executor: false,
+};
+
+async fn regions(change: impl FnOnce(&mut Config)) -> Regions {
+    let nats = Nats::start();
+    let primary = S3::start();
+    let dr_server = S3::start_as(DR_KEY, DR_SECRET);
+    let mut config = config(&nats, &primary);
+    add_location(&mut config, "dr", &dr_server, DR_KEY, DR_SECRET);
+    change(&mut config);
+    let fleet = Fleet::start(&config, FLEET);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topology = topology::ensure(&js, 1).await.unwrap();
+    let source = object_store(&config).await;
+    let dr = ObjectStore::connect(&config.locations["dr"].s3)
+        .await
+        .unwrap();
+    Regions {
+        nats,
+        _primary: primary,
+        _dr: dr_server,
+        config,
+        fleet: Some(fleet),
+        client,
+        js,
+        catalog: Catalog::new(topology.catalog),
+        source,
+        dr,
+    }
+}
+
+/// A copier running in this process until the returned trigger fires.
+fn start_copier(
+    config: &Config,
+) -> (
+    sexton_shared::shutdown::ShutdownTrigger,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let (trigger, shutdown) = sexton_shared::Shutdown::new();
+    let task = tokio::spawn(sexton_copier::run(config.clone(), shutdown));
+    (trigger, task)
+}
+
+async fn create_copying_schedule(
+    client: &async_nats::Client,
+    name: &str,
+    cluster: &str,
+    keep_last: u32,
+) {
+    create_schedule(
+        client,
+        json!({"name": name, "cluster": cluster, "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": keep_last},
+               "copies": [{"to": "dr", "policy": {"keep_last": 10}}]}),
+    )
+    .await;
+}
+
+fn id(text: &str) -> BackupId {
+    BackupId::new(text).unwrap()
+}
+
+async fn record(catalog: &Catalog, cluster_name: &str, backup: &str) -> Option<BackupRecord> {
+    catalog
+        .get(&cluster(cluster_name), &id(backup))
+        .await
+        .unwrap()
+        .map(|entry| entry.value)
+}
+
+/// Waits until backup `backup` counts at `dr`, and returns its record.
+async fn copied(catalog: &Catalog, cluster_name: &str, backup: &str) -> BackupRecord {
+    let dr = LocationName::new("dr").unwrap();
+    eventually(
+        &format!("backup {backup} copied to dr"),
+        Duration::from_secs(90),
+        || async {
+            record(catalog, cluster_name, backup)
+                .await
+                .filter(|r| r.copies.contains_key(&dr))
+        },
+    )
+    .await
+}
+
+/// Every object the record counts at dr is there with the size and SHA-256 intake recorded
+/// at the source, under the same path below dr's prefix.
+async fn check_whole_at_dr(dr: &ObjectStore, record: &BackupRecord) {
+    let dr_name = LocationName::new("dr").unwrap();
+    let copy = &record.copies[&dr_name];
+    assert_eq!(copy.objects.len(), record.objects.len(), "{record:?}");
+    for source in &record.objects {
+        let key = sexton_shared::copies::destination_key("backups", "dr-copies", &source.key)
+            .expect("under the source's prefix");
+        let body = dr.get(&key).await.unwrap().unwrap_or_else(|| {
+            panic!(
+                "{key} is not at dr though backup {} counts there",
+                record.id
+            )
+        });
+        assert_eq!(body.len() as u64, source.size, "{key}");
+        assert_eq!(
+            Some(sexton_shared::digest::sha256_hex(&body)),
+            source.sha256,
+            "{key} at dr is not the object intake recorded"
+        );
+        assert!(
+            copy.objects.iter().any(|o| o.key == key),
+            "{key} not in the copy's objects"
+        );
+    }
+}
+
+async fn sweep(js: &jetstream::Context, cluster_name: &str, n: usize) {
+    publish_once(
+        js,
+        topology::sweep_subject(&cluster(cluster_name)),
+        &format!("test-sweep.{cluster_name}.{n}"),
+        wire::encode(&RetentionSweep {
+            schema_version: 1,
+            cluster: cluster(cluster_name),
+            requested_at: chrono::Utc::now(),
+            scrub: false,
+        }),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn copies_land_whole_and_the_source_keeps_what_awaits_them() {
+    let world = regions(|_| {}).await;
+    // The two stores do not share credentials: the primary's keys are refused at dr.
+    let mut borrowed = world.config.locations["dr"].s3.clone();
+    borrowed.access_key_id = world.config.s3.access_key_id.clone();
+    borrowed.secret_access_key = world.config.s3.secret_access_key.clone();
+    let borrowed = ObjectStore::connect(&borrowed).await.unwrap();
+    assert!(borrowed.put("dr-copies/probe", "x".into()).await.is_err());
+
+    create_copying_schedule(&world.client, "db", "c1", 1).await;
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    let b2 = Backup::incremental("b2", "b1", at("2026-03-02T00:00:00Z"), 10);
+    let b3 = Backup::full("b3", at("2026-03-03T00:00:00Z"), 10);
+    for backup in [&b1, &b2, &b3] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", backup).await;
+    }
+    wait_for_completed(&world.catalog, "c1", 3).await;
+    let first = record(&world.catalog, "c1", "b1").await.unwrap();
+    assert_eq!(first.copy_to, vec![LocationName::new("dr").unwrap()]);
+
+    // No copier yet: keep_last 1 would delete b1 and b2, but both await their copy to dr.
+    sweep(&world.js, "c1", 1).await;
+    let preview = api(
+        &world.client,
+        "retention",
+        "preview",
+        json!({"schema_version": 1, "cluster": "c1"}),
+    )
+    .await
+    .unwrap();
+    let kept = preview[0]["decision"]["keep"].to_string();
+    assert!(kept.contains("awaiting copy to dr"), "{preview:#}");
+    assert_eq!(preview[0]["decision"]["delete"], json!([]), "{preview:#}");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for backup in ["b1", "b2", "b3"] {
+        assert!(
+            record(&world.catalog, "c1", backup).await.is_some(),
+            "{backup} was deleted while it awaited its copy"
+        );
+    }
+
+    let (stop, copier) = start_copier(&world.config);
+    for backup in ["b1", "b2", "b3"] {
+        let record = copied(&world.catalog, "c1", backup).await;
+        check_whole_at_dr(&world.dr, &record).await;
+    }
+
+    // Copied, they are the source's policy's again: keep_last 1 keeps b3 alone there, and the
+    // copies at dr stay.
+    sweep(&world.js, "c1", 2).await;
+    eventually(
+        "b1 and b2 deleted at the source",
+        Duration::from_secs(60),
+        || async {
+            (record(&world.catalog, "c1", "b1").await.is_none()
+                && record(&world.catalog, "c1", "b2").await.is_none())
+            .then_some(())
+        },
+    )
+    .await;
+    let at_dr = object_keys(&world.dr, "dr-copies/c1/").await;
+    for backup in ["b1", "b2", "b3"] {
+        assert!(
+            at_dr.contains(&format!("dr-copies/c1/db/{backup}/metadata.json")),
+            "{backup}'s copy left dr: {at_dr:?}"
+        );
+    }
+    let primary = object_keys(&world.source, "backups/c1/").await;
+    assert!(!primary.iter().any(|k| k.contains("/b1/")), "{primary:?}");
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_copy_jobs_copy_and_count_nothing() {
+    let world = regions(|_| {}).await;
+    create_copying_schedule(&world.client, "db", "c1", 5).await;
+    // A schedule without copy rules: its backups go nowhere.
+    create_policy_schedule(
+        &world.client,
+        "plain",
+        "c2",
+        "base",
+        json!({"keep_last": 5}),
+    )
+    .await;
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    report_backup(&world.js, &world.source, "c2", "base", "plain", &b1).await;
+    wait_for_completed(&world.catalog, "c2", 1).await;
+    let real = record(&world.catalog, "c2", "b1").await.unwrap();
+    assert!(real.copy_to.is_empty());
+
+    let job = |cluster_name: &str, backup: &str, uid: &str, location: &str| CopyJob {
+        schema_version: 1,
+        cluster: ClusterName::new(cluster_name).unwrap(),
+        backup_id: id(backup),
+        uid: uid.into(),
+        location: LocationName::new(location).unwrap(),
+    };
+    let forged: Vec<(String, bytes::Bytes)> = vec![
+        // A backup that was never recorded.
+        (
+            "c1".into(),
+            wire::encode(&job("c1", "ghost", "u-ghost", "dr")),
+        ),
+        // A real backup whose schedule has no copy rule.
+        ("c2".into(), wire::encode(&job("c2", "b1", &real.uid, "dr"))),
+        // The right backup with another uid.
+        (
+            "c2".into(),
+            wire::encode(&job("c2", "b1", "not-its-uid", "dr")),
+        ),
+        // A location this fleet does not have.
+        (
+            "c2".into(),
+            wire::encode(&job("c2", "b1", &real.uid, "elsewhere")),
+        ),
+        // The body names another cluster than the subject.
+        ("c1".into(), wire::encode(&job("c2", "b1", &real.uid, "dr"))),
+        // Not a copy job at all.
+        (
+            "c1".into(),
+            bytes::Bytes::from_static(b"{\"schema_version\": 1, \"cluster\": 5}"),
+        ),
+        ("c1".into(), bytes::Bytes::from_static(b"not json")),
+    ];
+    let count = forged.len();
+    for (n, (subject_cluster, body)) in forged.into_iter().enumerate() {
+        publish_once(
+            &world.js,
+            topology::copy_job_subject(&cluster(&subject_cluster)),
+            &format!("forged.{n}"),
+            body,
+        )
+        .await
+        .unwrap();
+    }
+    let (stop, copier) = start_copier(&world.config);
+    // Each is refused once (terminated, an incident), never retried for ever.
+    eventually(
+        "the forged jobs refused",
+        Duration::from_secs(60),
+        || async {
+            let refused = incidents(&world.js)
+                .await
+                .iter()
+                .filter(|i| i.contains("\"service\":\"copier\""))
+                .count();
+            let backlog = consumer_backlog(
+                &world.js,
+                topology::STREAM_COPIES,
+                topology::CONSUMER_COPIER,
+            )
+            .await
+            .unwrap_or(u64::MAX);
+            (refused >= count && backlog == 0).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        object_keys(&world.dr, "").await.is_empty(),
+        "forged jobs wrote at dr"
+    );
+    let after = record(&world.catalog, "c2", "b1").await.unwrap();
+    assert_eq!(after, real, "a forged job changed the record");
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_corrupt_source_object_is_refused_then_copied_once_mended() {
+    let world = regions(|_| {}).await;
+    create_copying_schedule(&world.client, "db", "c1", 5).await;
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    report_backup(&world.js, &world.source, "c1", "base", "db", &b1).await;
+    wait_for_completed(&world.catalog, "c1", 1).await;
+    let data_key = b1.artifacts("c1", "db")[0].clone();
+    let genuine = world.source.get(&data_key).await.unwrap().unwrap();
+    // Same size, other bytes: only the checksum can tell.
+    let mut rotten = genuine.to_vec();
+    rotten[0] ^= 0xff;
+    world.source.put(&data_key, rotten.into()).await.unwrap();
+
+    let (stop, copier) = start_copier(&world.config);
+    eventually(
+        "the corrupt object refused",
+        Duration::from_secs(60),
+        || async {
+            incidents(&world.js)
+                .await
+                .iter()
+                .any(|i| i.contains("copy-refused") && i.contains("b1"))
+                .then_some(())
+        },
+    )
+    .await;
+    let record_now = record(&world.catalog, "c1", "b1").await.unwrap();
+    assert!(record_now.copies.is_empty(), "a corrupt copy counted");
+    assert!(
+        object_keys(&world.dr, "").await.is_empty(),
+        "a refused object was written at dr"
+    );
+    // Mended at the source: the job, retried, copies it.
+    world.source.put(&data_key, genuine).await.unwrap();
+    let record = copied(&world.catalog, "c1", "b1").await;
+    check_whole_at_dr(&world.dr, &record).await;
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+}
+
+/// Writes a backup with one large object (a multipart copy) and reports it.
+async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size: usize) {
+    let [data_key, metadata_key] = backup.artifacts(cluster_name, "db");
+    let mut body = vec![0u8; size];
+    let mut rng = Rng::seeded(size as u64 ^ backup.id.len() as u64);
+    for chunk in body.chunks_mut(8) {
+        let n = rng.next_u64().to_le_bytes();
+        chunk.copy_from_slice(&n[..chunk.len()]);
+    }
+    let digest = ObjectDigest {
+        key: data_key.clone(),
+        size: body.len() as u64,
+        sha256: Some(sexton_shared::digest::sha256_hex(&body)),
+    };
+    world.source.put(&data_key, body.into()).await.unwrap();
+    let mut report = Report {
+        schema_version: 1,
+        backup_id: id(&backup.id),
+        cluster: cluster(cluster_name),
+        plan: "base".parse().unwrap(),
+        schedule: Some("db".parse().unwrap()),
+        backup_name: "db".into(),
+        status: ReportStatus::Completed,
+        kind: if backup.full {
+            sexton_shared::records::BackupKind::Full
+        } else {
+            sexton_shared::records::BackupKind::Incremental
+        },
+        parent: backup.parent.as_ref().map(|p| id(p)),
+        started_at: Some(backup.started),
+        completed_at: Some(backup.completed),
+        tick: None,
+        artifacts: vec![data_key.clone(), metadata_key.clone()],
+        size_bytes: Some(size as u64),
+        labels: Default::default(),
+        tags: vec![],
+        error: None,
+        volumes: Vec::new(),
+        holds: Vec::new(),
+        merge: None,
+        objects: vec![digest],
+    };
+    let document = sexton_shared::metadata::BackupMetadata::describe(&report).encode();
+    report.objects.push(ObjectDigest {
+        key: metadata_key.clone(),
+        size: document.len() as u64,
+        sha256: Some(sexton_shared::digest::sha256_hex(&document)),
+    });
+    world
+        .source
+        .put(&metadata_key, document.into())
+        .await
+        .unwrap();
+    publish_once(
+        &world.js,
+        topology::report_subject(&cluster(cluster_name)),
+        &format!("large-report.{}", backup.id),
+        wire::encode(&report),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_copier_killed_mid_object_and_mid_chain_leaves_nothing_counted_that_is_not_whole() {
+    let world = regions(|config| {
+        // 5 MiB parts, two in flight: a 12 MiB object is a three-part upload.
+        config.copier.part_size = 5 * 1024 * 1024;
+        config.copier.parts_in_flight = 2;
+        config.copier.concurrency = 1;
+        config.copier.ack_wait = Duration::from_secs(5);
+    })
+    .await;
+    create_copying_schedule(&world.client, "db", "c1", 10).await;
+    let chain = [
+        Backup::full("k1", at("2026-03-01T00:00:00Z"), 10),
+        Backup::incremental("k2", "k1", at("2026-03-02T00:00:00Z"), 10),
+        Backup::incremental("k3", "k2", at("2026-03-03T00:00:00Z"), 10),
+        Backup::full("k4", at("2026-03-04T00:00:00Z"), 10),
+    ];
+    // The chain's tip reported first: its job must copy k1 and k2 before it.
+    for backup in chain.iter().rev() {
+        report_large(&world, "c1", backup, 12 * 1024 * 1024).await;
+    }
+    wait_for_completed(&world.catalog, "c1", chain.len()).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut copier = ServiceProcess::start("sexton-copier", &[], &world.config, dir.path());
+    let mut rng = Rng::from_env();
+    let dr_name = LocationName::new("dr").unwrap();
+    for round in 0..6 {
+        tokio::time::sleep(rng.millis(300, 2500)).await;
+        copier.kill();
+        // Whatever counts at dr now is whole there; a chain counts only with its ancestors.
+        for backup in &chain {
+            let record = record(&world.catalog, "c1", &backup.id).await.unwrap();
+            if record.copies.contains_key(&dr_name) {
+                check_whole_at_dr(&world.dr, &record).await;
+                if let Some(parent) = &record.parent {
+                    let parent = self::record(&world.catalog, "c1", parent.as_str())
+                        .await
+                        .unwrap();
+                    assert!(
+                        parent.copies.contains_key(&dr_name),
+                        "round {round}: {} counts at dr without its parent {}",
+                        record.id,
+                        parent.id
+                    );
+                }
+            }
+        }
+        copier.restart();
+    }
+    for backup in &chain {
+        let record = copied(&world.catalog, "c1", &backup.id).await;
+        check_whole_at_dr(&world.dr, &record).await;
+    }
+    copier.kill();
+    world.fleet.unwrap().stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_rules_that_cannot_work_are_refused_where_they_are_written() {
+    let nats = Nats::start();
+    let dr = S3::start_as(DR_KEY, DR_SECRET);
+    let mut config = nats_config(&nats);
+    add_location(&mut config, "dr", &dr, DR_KEY, DR_SECRET);
+    let fleet = Fleet::start(&config, SCHEDULER_ONLY);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    // The API answers once the scheduler runs.
+    create_schedule(
+        &client,
+        json!({"name": "other", "cluster": "c0", "plan": "base",
+                                    "cron": "@daily"}),
+    )
+    .await;
+    let refused = [
+        (
+            json!([{"to": "moon", "policy": {"keep_last": 3}}]),
+            "no such location",
+        ),
+        (
+            json!([{"to": "primary", "policy": {"keep_last": 3}}]),
+            "already at primary",
+        ),
+        (json!([{"to": "dr", "policy": {}}]), "no retention rule"),
+        (
+            json!([{"to": "dr", "policy": {"keep_daily": 7}, "storage_class": "GLACIER_IR"}]),
+            "at least 90 days",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_yearly": 7}, "storage_class": "DEEP_ARCHIVE"}]),
+            "select: fulls",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_last": 3}, "storage_class": "COLD"}]),
+            "unknown storage class",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_last": 3}, "colour": "red"}]),
+            "unknown field",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_last": 3}}, {"to": "dr", "policy": {"keep_last": 4}}]),
+            "two copy rules",
+        ),
+    ];
+    for (copies, why) in &refused {
+        let err = api(
+            &client,
+            "schedule",
+            "create",
+            json!({"schema_version": 1, "name": "db", "cluster": "c1", "plan": "base",
+                   "cron": "@daily", "policy": {"keep_last": 3}, "copies": copies}),
+        )
+        .await
+        .expect_err(&format!("{copies} accepted"));
+        assert!(err.to_string().contains(why), "{copies}: {err}");
+        assert!(
+            api(
+                &client,
+                "schedule",
+                "get",
+                json!({"schema_version": 1, "name": "db"})
+            )
+            .await
+            .is_err(),
+            "{copies}: a refused schedule was created"
+        );
+    }
+    // A good rule is taken; an update to a bad one is refused and changes nothing.
+    api(
+        &client,
+        "schedule",
+        "create",
+        json!({"schema_version": 1, "name": "db", "cluster": "c1", "plan": "base",
+               "cron": "@daily", "policy": {"keep_last": 3},
+               "copies": [{"to": "dr", "policy": {"keep_monthly": 12}, "storage_class": "GLACIER_IR"}]}),
+    )
+    .await
+    .unwrap();
+    for (copies, why) in &refused {
+        let err = api(
+            &client,
+            "schedule",
+            "update",
+            json!({"schema_version": 1, "name": "db", "copies": copies}),
+        )
+        .await
+        .expect_err(&format!("update to {copies} accepted"));
+        assert!(err.to_string().contains(why), "update {copies}: {err}");
+    }
+    let js = jetstream::new(client.clone());
+    let (stored, _) = schedule_record(&js, "db").await.expect("the schedule");
+    assert_eq!(stored.copies.len(), 1);
+    assert_eq!(
+        stored.copies[0].storage_class.as_deref(),
+        Some("GLACIER_IR")
+    );
+    fleet.stop().await.unwrap();
+}
