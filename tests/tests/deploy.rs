@@ -206,12 +206,13 @@ fn the_alert_rules_name_only_exported_metrics_and_existing_runbooks() {
 
 // --- NATS users and permissions ---------------------------------------------------------------
 
-const ROLES: [&str; 5] = [
+const ROLES: [&str; 6] = [
     "scheduler",
     "retention-worker",
     "deleter",
     "executor",
     "operator",
+    "copier",
 ];
 
 fn password(user: &str) -> String {
@@ -347,7 +348,7 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
         .await
         .expect("the scheduler may create the streams and buckets");
     // No other role may: a stream creation by the deleter or an executor is refused.
-    for role in ["retention-worker", "deleter", "executor"] {
+    for role in ["retention-worker", "deleter", "executor", "copier"] {
         assert_publish_refused(
             role,
             &connections[role],
@@ -358,10 +359,16 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
 
     let delete_job = "sexton.v1.job.delete.c1";
     let due_backup = "sexton.v1.due.c1";
-    for role in ["executor", "deleter", "scheduler", "operator"] {
+    for role in ["executor", "deleter", "scheduler", "operator", "copier"] {
         assert_publish_refused(role, &connections[role], delete_job).await;
     }
-    for role in ["executor", "retention-worker", "deleter", "operator"] {
+    for role in [
+        "executor",
+        "retention-worker",
+        "deleter",
+        "operator",
+        "copier",
+    ] {
         assert_publish_refused(role, &connections[role], due_backup).await;
     }
     let operator = &connections["operator"];
@@ -479,6 +486,7 @@ async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
         ("scheduler", "scheduler"),
         ("retention-worker", "retention-worker"),
         ("deleter", "deleter"),
+        ("copier", "copier"),
     ] {
         assert_stream_accepts(
             role,
@@ -488,7 +496,7 @@ async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
         .await;
     }
     let operator = &connections["operator"];
-    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 3);
+    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 4);
 
     for role in ROLES {
         let connection = &connections[role];
@@ -519,10 +527,12 @@ async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
         ("scheduler", "sexton.v1.audit.retention-worker.c1"),
         ("executor", "sexton.v1.audit.deleter.c1"),
         ("operator", "sexton.v1.audit.scheduler.c1"),
+        ("copier", "sexton.v1.audit.deleter.c1"),
+        ("deleter", "sexton.v1.audit.copier.c1"),
     ] {
         assert_publish_refused(role, &connections[role], subject).await;
     }
-    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 3);
+    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 4);
     // The stream refuses deletes and purges by its own configuration too.
     let mut stream = operator
         .jetstream()
@@ -542,7 +552,7 @@ async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
         "sexton.v1.audit.>",
     )
     .await;
-    assert_eq!(entries.len(), 3);
+    assert_eq!(entries.len(), 4);
 }
 
 /// A service configuration that connects as `user`.
