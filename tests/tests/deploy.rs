@@ -25,12 +25,13 @@ fn deploy_file(path: &str) -> PathBuf {
     repo_root().join("deploy").join(path)
 }
 
-/// Every metric name the three services export.
+/// Every metric name the four services export.
 fn exported_metric_names() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     names.extend(sexton_scheduler::metrics::Metrics::new().names);
     names.extend(sexton_retention_worker::metrics::Metrics::new().names);
     names.extend(sexton_deleter::metrics::Metrics::new().names);
+    names.extend(sexton_copier::metrics::Metrics::new().names);
     // What every service exports besides its own (shared/src/build.rs).
     let registry = prometheus::Registry::new();
     sexton_shared::build::register(&registry, "any").unwrap();
@@ -386,6 +387,32 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
     assert_eq!(stored_messages(operator, topology::STREAM_JOBS).await, 1);
     assert_eq!(stored_messages(operator, topology::STREAM_DUE).await, 1);
     assert_eq!(stored_messages(operator, topology::STREAM_REPORTS).await, 1);
+
+    // Copy jobs (issue 28): the scheduler alone publishes them; the copier, which takes them,
+    // may not publish one, not even to itself.
+    let copy_job = "sexton.v1.copy.c1";
+    for role in [
+        "executor",
+        "retention-worker",
+        "deleter",
+        "operator",
+        "copier",
+    ] {
+        assert_publish_refused(role, &connections[role], copy_job).await;
+    }
+    assert_stream_accepts("scheduler", &connections["scheduler"], copy_job).await;
+    assert_eq!(stored_messages(operator, topology::STREAM_COPIES).await, 1);
+    // The copier's durable is its own: no other name, no delete jobs.
+    let copier = &connections["copier"];
+    for subject in [
+        "$JS.API.CONSUMER.CREATE.SEXTON_COPIES.peek",
+        "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.deleter",
+        "$JS.API.CONSUMER.MSG.NEXT.SEXTON_JOBS.deleter",
+        "$JS.API.CONSUMER.DELETE.SEXTON_COPIES.copier",
+        "$KV.sexton-schedules.s1",
+    ] {
+        assert_publish_refused("copier", copier, subject).await;
+    }
 
     // An executor reads due-backups only: not delete jobs, not the catalog, and it cannot
     // listen in on delete jobs as they are published.
