@@ -25,12 +25,13 @@ fn deploy_file(path: &str) -> PathBuf {
     repo_root().join("deploy").join(path)
 }
 
-/// Every metric name the three services export.
+/// Every metric name the four services export.
 fn exported_metric_names() -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     names.extend(sexton_scheduler::metrics::Metrics::new().names);
     names.extend(sexton_retention_worker::metrics::Metrics::new().names);
     names.extend(sexton_deleter::metrics::Metrics::new().names);
+    names.extend(sexton_copier::metrics::Metrics::new().names);
     // What every service exports besides its own (shared/src/build.rs).
     let registry = prometheus::Registry::new();
     sexton_shared::build::register(&registry, "any").unwrap();
@@ -206,12 +207,13 @@ fn the_alert_rules_name_only_exported_metrics_and_existing_runbooks() {
 
 // --- NATS users and permissions ---------------------------------------------------------------
 
-const ROLES: [&str; 5] = [
+const ROLES: [&str; 6] = [
     "scheduler",
     "retention-worker",
     "deleter",
     "executor",
     "operator",
+    "copier",
 ];
 
 fn password(user: &str) -> String {
@@ -347,7 +349,7 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
         .await
         .expect("the scheduler may create the streams and buckets");
     // No other role may: a stream creation by the deleter or an executor is refused.
-    for role in ["retention-worker", "deleter", "executor"] {
+    for role in ["retention-worker", "deleter", "executor", "copier"] {
         assert_publish_refused(
             role,
             &connections[role],
@@ -358,10 +360,16 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
 
     let delete_job = "sexton.v1.job.delete.c1";
     let due_backup = "sexton.v1.due.c1";
-    for role in ["executor", "deleter", "scheduler", "operator"] {
+    for role in ["executor", "deleter", "scheduler", "operator", "copier"] {
         assert_publish_refused(role, &connections[role], delete_job).await;
     }
-    for role in ["executor", "retention-worker", "deleter", "operator"] {
+    for role in [
+        "executor",
+        "retention-worker",
+        "deleter",
+        "operator",
+        "copier",
+    ] {
         assert_publish_refused(role, &connections[role], due_backup).await;
     }
     let operator = &connections["operator"];
@@ -379,6 +387,32 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
     assert_eq!(stored_messages(operator, topology::STREAM_JOBS).await, 1);
     assert_eq!(stored_messages(operator, topology::STREAM_DUE).await, 1);
     assert_eq!(stored_messages(operator, topology::STREAM_REPORTS).await, 1);
+
+    // Copy jobs (issue 28): the scheduler alone publishes them; the copier, which takes them,
+    // may not publish one, not even to itself.
+    let copy_job = "sexton.v1.copy.c1";
+    for role in [
+        "executor",
+        "retention-worker",
+        "deleter",
+        "operator",
+        "copier",
+    ] {
+        assert_publish_refused(role, &connections[role], copy_job).await;
+    }
+    assert_stream_accepts("scheduler", &connections["scheduler"], copy_job).await;
+    assert_eq!(stored_messages(operator, topology::STREAM_COPIES).await, 1);
+    // The copier's durable is its own: no other name, no delete jobs.
+    let copier = &connections["copier"];
+    for subject in [
+        "$JS.API.CONSUMER.CREATE.SEXTON_COPIES.peek",
+        "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.deleter",
+        "$JS.API.CONSUMER.MSG.NEXT.SEXTON_JOBS.deleter",
+        "$JS.API.CONSUMER.DELETE.SEXTON_COPIES.copier",
+        "$KV.sexton-schedules.s1",
+    ] {
+        assert_publish_refused("copier", copier, subject).await;
+    }
 
     // An executor reads due-backups only: not delete jobs, not the catalog, and it cannot
     // listen in on delete jobs as they are published.
@@ -479,6 +513,7 @@ async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
         ("scheduler", "scheduler"),
         ("retention-worker", "retention-worker"),
         ("deleter", "deleter"),
+        ("copier", "copier"),
     ] {
         assert_stream_accepts(
             role,
@@ -488,7 +523,7 @@ async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
         .await;
     }
     let operator = &connections["operator"];
-    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 3);
+    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 4);
 
     for role in ROLES {
         let connection = &connections[role];
@@ -519,10 +554,12 @@ async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
         ("scheduler", "sexton.v1.audit.retention-worker.c1"),
         ("executor", "sexton.v1.audit.deleter.c1"),
         ("operator", "sexton.v1.audit.scheduler.c1"),
+        ("copier", "sexton.v1.audit.deleter.c1"),
+        ("deleter", "sexton.v1.audit.copier.c1"),
     ] {
         assert_publish_refused(role, &connections[role], subject).await;
     }
-    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 3);
+    assert_eq!(stored_messages(operator, topology::STREAM_AUDIT).await, 4);
     // The stream refuses deletes and purges by its own configuration too.
     let mut stream = operator
         .jetstream()
@@ -542,7 +579,7 @@ async fn no_sexton_user_can_purge_or_delete_from_the_audit_stream() {
         "sexton.v1.audit.>",
     )
     .await;
-    assert_eq!(entries.len(), 3);
+    assert_eq!(entries.len(), 4);
 }
 
 /// A service configuration that connects as `user`.
