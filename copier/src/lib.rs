@@ -197,12 +197,12 @@ async fn consume(
                         }
                     })
                 };
-                let (location, outcome) = handle(&copier, &message).await;
+                let (location, label, outcome) = handle(&copier, &message).await;
                 keep.abort();
                 copier
                     .metrics
                     .copies
-                    .with_label_values(&[&location, outcome_label(&outcome)])
+                    .with_label_values(&[&location, label])
                     .inc();
                 settle(&copier.topology.jetstream, "copier", &message, &outcome).await;
                 copier.metrics.consumer.observe(&outcome);
@@ -216,24 +216,23 @@ async fn consume(
     Ok(())
 }
 
-fn outcome_label(outcome: &Outcome) -> &'static str {
-    match outcome {
-        Outcome::Done => "copied",
-        Outcome::RetryAfter(_) => "retry",
-        Outcome::Poison(_) => "refused",
-    }
-}
-
-/// One copy job: the location's label for the metrics and the outcome.
-async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, Outcome) {
+/// One copy job: the location and outcome labels for the metrics, and the outcome.
+async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'static str, Outcome) {
     let job: CopyJob = match wire::decode(&message.payload) {
         Ok(job) => job,
-        Err(err) => return ("unknown".into(), Outcome::Poison(err.to_string())),
+        Err(err) => {
+            return (
+                "unknown".into(),
+                "refused",
+                Outcome::Poison(err.to_string()),
+            )
+        }
     };
     let label = job.location.to_string();
     if message.subject.as_str() != topology::copy_job_subject(&job.cluster) {
         return (
             "unknown".into(),
+            "refused",
             Outcome::Poison(format!(
                 "a copy job for cluster {} on subject {}",
                 job.cluster, message.subject
@@ -243,6 +242,7 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, Outco
     let Some(location) = copier.locations.get(&job.location) else {
         return (
             "unknown".into(),
+            "refused",
             Outcome::Poison(format!(
                 "copy job for backup {} of {}: location {} is not configured here",
                 job.backup_id, job.cluster, job.location
@@ -250,22 +250,22 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, Outco
         );
     };
     let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
-    let outcome = match copy_backup(copier, &job, location).await {
-        Ok(()) => Outcome::Done,
-        Err(Failure::Refused(why)) => Outcome::Poison(why),
+    let (outcome_label, outcome) = match copy_backup(copier, &job, location).await {
+        Ok(()) => ("copied", Outcome::Done),
+        Err(Failure::Refused(why)) => ("refused", Outcome::Poison(why)),
         Err(Failure::Wait(why)) => {
             let delay = retry_delay(delivered);
             tracing::warn!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, delay_s = delay.as_secs(), "copy not finished: {why}");
-            Outcome::RetryAfter(delay)
+            ("retry", Outcome::RetryAfter(delay))
         }
         Err(Failure::Bad(incident)) => {
             let delay = retry_delay(delivered);
             tracing::error!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, "copy refused: {}", incident.reason);
             publish_incident(&copier.topology.jetstream, incident).await;
-            Outcome::RetryAfter(delay)
+            ("refused", Outcome::RetryAfter(delay))
         }
     };
-    (label, outcome)
+    (label, outcome_label, outcome)
 }
 
 /// Doubling from 2 s to 5 minutes: a destination down for hours is tried every few minutes.

@@ -38,8 +38,8 @@ pub enum CopySelect {
     /// Every completed backup, incrementals after their parents.
     #[default]
     All,
-    /// Full backups only (and backups with volumes, whose volumes may be fulls): what an
-    /// archive class that cannot serve a chain's reads takes.
+    /// Full backups only (a backup with volumes is not one: its volumes may be incrementals):
+    /// what an archive class that cannot serve a chain's reads takes.
     Fulls,
 }
 
@@ -275,6 +275,11 @@ pub enum CopyState {
 /// The hold a backup carries at its source while a copy rule still has to copy it.
 pub fn awaiting_hold(location: &LocationName) -> String {
     format!("awaiting copy to {location}")
+}
+
+/// The location an [`awaiting_hold`] names, if `hold` is one.
+pub fn awaited_location(hold: &str) -> Option<&str> {
+    hold.strip_prefix("awaiting copy to ")
 }
 
 /// A key at the source as it lies at a destination: the same path below the destination's

@@ -28,6 +28,15 @@ pub struct Metrics {
     pub breaker_held: IntGaugeVec,
     /// Audit entries published (`stored`, `failed`).
     pub audit_entries: IntCounterVec,
+    /// Completed backups held at their source for a copy still to make, by location.
+    pub copies_awaiting: IntGaugeVec,
+    /// Age of the oldest of them (0: none awaits).
+    pub copy_lag: prometheus::GaugeVec,
+    /// The locations each group's gauges were set for, so a location that no backup awaits
+    /// any more reads 0 rather than its last value.
+    copy_locations: std::sync::Mutex<
+        std::collections::HashMap<(String, String), std::collections::BTreeSet<String>>,
+    >,
 }
 
 impl Metrics {
@@ -145,6 +154,22 @@ impl Metrics {
         )
         .expect("valid metric");
         let audit_entries = sexton_shared::audit::Audit::counter();
+        let copies_awaiting = IntGaugeVec::new(
+            Opts::new(
+                "sexton_copies_awaiting",
+                "completed backups held at their source until a copy rule's location holds them",
+            ),
+            &["cluster", "plan", "location"],
+        )
+        .expect("valid metric");
+        let copy_lag = prometheus::GaugeVec::new(
+            Opts::new(
+                "sexton_copy_lag_seconds",
+                "age of the oldest completed backup still awaiting its copy to the location (0: none)",
+            ),
+            &["cluster", "plan", "location"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(run_duration.clone()),
@@ -161,6 +186,8 @@ impl Metrics {
             Box::new(breaker_trips.clone()),
             Box::new(breaker_held.clone()),
             Box::new(audit_entries.clone()),
+            Box::new(copies_awaiting.clone()),
+            Box::new(copy_lag.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -183,6 +210,37 @@ impl Metrics {
             breaker_trips,
             breaker_held,
             audit_entries,
+            copies_awaiting,
+            copy_lag,
+            copy_locations: Default::default(),
+        }
+    }
+
+    /// Sets a group's copy gauges: for each location, how many completed backups await their
+    /// copy there and the age in seconds of the oldest; locations set before and absent now
+    /// read 0.
+    pub fn observe_copies(
+        &self,
+        cluster: &str,
+        plan: &str,
+        awaiting: &std::collections::BTreeMap<String, (i64, f64)>,
+    ) {
+        let mut known = self
+            .copy_locations
+            .lock()
+            .expect("the copy gauges' lock is never poisoned");
+        let locations = known
+            .entry((cluster.to_string(), plan.to_string()))
+            .or_default();
+        locations.extend(awaiting.keys().cloned());
+        for location in locations.iter() {
+            let (count, lag) = awaiting.get(location).copied().unwrap_or((0, 0.0));
+            self.copies_awaiting
+                .with_label_values(&[cluster, plan, location])
+                .set(count);
+            self.copy_lag
+                .with_label_values(&[cluster, plan, location])
+                .set(lag);
         }
     }
 }

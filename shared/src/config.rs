@@ -830,15 +830,20 @@ impl Config {
                 "expected 1 to 64",
             ));
         }
-        let upload = crate::object_store::transfer::UploadSettings {
-            part_size: copier.part_size,
-            concurrency: copier.parts_in_flight,
-        };
-        if let Err(why) = upload.validate() {
+        // S3's bounds on a part (the object store's `transfer::MIN_PART_SIZE`, `MAX_PART_SIZE`).
+        const MIB: u64 = 1024 * 1024;
+        if !(5 * MIB..=5 * 1024 * MIB).contains(&copier.part_size) {
             return Err(bad(
                 "copier.part_size",
-                format!("{} × {}", copier.part_size, copier.parts_in_flight),
-                &why,
+                copier.part_size.to_string(),
+                "expected 5 MiB to 5 GiB (5242880 to 5368709120 bytes)",
+            ));
+        }
+        if !(1..=64).contains(&copier.parts_in_flight) {
+            return Err(bad(
+                "copier.parts_in_flight",
+                copier.parts_in_flight.to_string(),
+                "expected 1 to 64",
             ));
         }
         if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&copier.ack_wait) {

@@ -262,6 +262,27 @@ impl Worker {
             .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
             .set(promised);
         let backups = &group.members.engine.backups;
+        // Copies still to make (issue 28): the holds `BackupRecord::holds_with_copies` gave.
+        let mut awaiting: std::collections::BTreeMap<String, (i64, f64)> = Default::default();
+        for backup in backups
+            .iter()
+            .filter(|b| b.status == BackupStatus::Completed)
+        {
+            let age = backup.completed_at.map_or(0.0, |t| {
+                (now - t.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3
+            });
+            for location in backup
+                .holds
+                .iter()
+                .filter_map(|hold| sexton_shared::copies::awaited_location(hold))
+            {
+                let entry = awaiting.entry(location.to_string()).or_default();
+                entry.0 += 1;
+                entry.1 = entry.1.max(age);
+            }
+        }
+        self.metrics
+            .observe_copies(group.cluster.as_str(), group.plan.as_str(), &awaiting);
         let newest = backups
             .iter()
             .filter(|b| b.status == BackupStatus::Completed)
