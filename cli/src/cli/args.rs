@@ -666,12 +666,17 @@ pub(super) fn parse_breaker(text: &str) -> Result<sexton_shared::breaker::Breake
 
 /// A schedule's copy rules, checked here for a quick error (the server checks again, against
 /// its configured locations).
-pub(super) fn parse_copies(text: &str) -> Result<Vec<sexton_shared::copies::CopyRule>, String> {
+pub(super) fn parse_copies(text: &str) -> Result<CopyRules, String> {
     let rules: Vec<sexton_shared::copies::CopyRule> =
         serde_json::from_str(text).map_err(|err| format!("invalid copy rules: {err}"))?;
     sexton_shared::copies::validate_copy_rules(&rules, None)?;
-    Ok(rules)
+    Ok(CopyRules(rules))
 }
+
+/// `--copies JSON`: one value holding the whole list (clap would take a `Vec` for a flag given
+/// several times).
+#[derive(Debug, Clone)]
+pub struct CopyRules(pub Vec<sexton_shared::copies::CopyRule>);
 
 fn parse_hold_reason(text: &str) -> Result<String, String> {
     sexton_shared::api::check_hold_reason(text).map(|()| text.to_string())

@@ -73,7 +73,7 @@ pub(super) fn create(args: &CreateArgs) -> Result<ScheduleSpec, Failure> {
         pause_after_failures: args.pause_after_failures,
         annotations: args.annotations.iter().cloned().collect(),
         breaker: args.breaker.clone(),
-        copies: args.copies.clone().unwrap_or_default(),
+        copies: args.copies.clone().map(|c| c.0).unwrap_or_default(),
         confirm: args.yes,
         dry_run: args.dry_run,
     })
@@ -154,7 +154,7 @@ pub(super) fn update(args: &UpdateArgs) -> Result<ScheduleUpdate, Failure> {
             .clone()
             .map(Some)
             .or(cleared(args.breaker_defaults)),
-        copies: args.copies.clone(),
+        copies: args.copies.clone().map(|c| c.0),
         confirm: args.yes,
         dry_run: args.dry_run,
     })

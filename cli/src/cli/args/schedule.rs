@@ -290,7 +290,7 @@ pub struct UpdateArgs {
     /// Replaces the copy rules, as JSON (`[]` removes them; docs/copies.md):
     /// [{"to": "dr", "policy": {"keep_monthly": 12}, "select": "fulls", "storage_class": "STANDARD_IA"}].
     #[arg(long, value_parser = parse_copies)]
-    pub copies: Option<Vec<sexton_shared::copies::CopyRule>>,
+    pub copies: Option<CopyRules>,
     /// Back to the server's breaker defaults.
     #[arg(long)]
     pub breaker_defaults: bool,
@@ -439,7 +439,7 @@ pub struct CreateArgs {
     /// what its own policy keeps (docs/copies.md):
     /// [{"to": "dr", "policy": {"keep_monthly": 12}}].
     #[arg(long, value_parser = parse_copies)]
-    pub copies: Option<Vec<sexton_shared::copies::CopyRule>>,
+    pub copies: Option<CopyRules>,
     /// Go ahead although the policy deletes backups of the group kept now (shown first).
     #[arg(long)]
     pub yes: bool,
