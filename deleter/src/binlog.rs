@@ -153,35 +153,24 @@ pub async fn run(
         .messages()
         .await
         .context("reading binlog jobs")?;
-    let slots = Arc::new(tokio::sync::Semaphore::new(in_flight));
-    let mut jobs = tokio::task::JoinSet::new();
-    loop {
-        let slot = slots
-            .clone()
-            .acquire_owned()
-            .await
-            .context("binlog job slots closed")?;
-        let Some(message) =
-            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "binlog jobs").await?
-        else {
-            break;
-        };
-        // Each job is finished even during shutdown: each step is short and idempotent.
-        let collector = collector.clone();
-        let jetstream = jetstream.clone();
-        let span = sexton_shared::telemetry::message_span(&message);
-        jobs.spawn(
+    // Each job is finished even during shutdown: each step is short and idempotent.
+    sexton_shared::nats::handle_concurrently(
+        &mut messages,
+        &mut shutdown,
+        "binlog jobs",
+        in_flight,
+        |message| {
+            let collector = collector.clone();
+            let jetstream = jetstream.clone();
+            let span = sexton_shared::telemetry::message_span(&message);
             async move {
                 let outcome = collector.handle(&message).await;
                 settle(&jetstream, "deleter", &message, &outcome).await;
-                drop(slot);
             }
-            .instrument(span),
-        );
-        while jobs.try_join_next().is_some() {}
-    }
-    while jobs.join_next().await.is_some() {}
-    Ok(())
+            .instrument(span)
+        },
+    )
+    .await
 }
 
 impl Collector {

@@ -83,52 +83,40 @@ pub async fn run(
         config,
         metrics,
     });
-    let permits = Arc::new(tokio::sync::Semaphore::new(REPORTS_IN_FLIGHT));
-    let mut in_flight = tokio::task::JoinSet::new();
-    loop {
-        let permit = tokio::select! {
-            // Stopping wins over work that is ready: a random pick would start more.
-            biased;
-            _ = shutdown.wait() => break,
-            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-        };
-        while in_flight.try_join_next().is_some() {}
-        let Some(message) =
-            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "executor reports")
-                .await?
-        else {
-            break;
-        };
-        let state = state.clone();
-        in_flight.spawn(async move {
-            let span = sexton_shared::telemetry::message_span(&message);
-            let outcome = async {
-                let (status, outcome) = handle(
-                    &state.topology,
-                    &state.clusters_bucket,
-                    &state.catalog,
-                    &state.gate,
-                    &state.config,
-                    &message,
-                )
+    sexton_shared::nats::handle_concurrently(
+        &mut messages,
+        &mut shutdown,
+        "executor reports",
+        REPORTS_IN_FLIGHT,
+        |message| {
+            let state = state.clone();
+            async move {
+                let span = sexton_shared::telemetry::message_span(&message);
+                let outcome = async {
+                    let (status, outcome) = handle(
+                        &state.topology,
+                        &state.clusters_bucket,
+                        &state.catalog,
+                        &state.gate,
+                        &state.config,
+                        &message,
+                    )
+                    .await;
+                    state
+                        .metrics
+                        .reports
+                        .with_label_values(&[status, outcome.label()])
+                        .inc();
+                    settle(&state.topology.jetstream, "scheduler", &message, &outcome).await;
+                    outcome
+                }
+                .instrument(span)
                 .await;
-                state
-                    .metrics
-                    .reports
-                    .with_label_values(&[status, outcome.label()])
-                    .inc();
-                settle(&state.topology.jetstream, "scheduler", &message, &outcome).await;
-                outcome
+                state.metrics.consumer.observe(&outcome);
             }
-            .instrument(span)
-            .await;
-            state.metrics.consumer.observe(&outcome);
-            drop(permit);
-        });
-    }
-    // Finish what is in hand; what was pulled and not started comes back after its ack wait.
-    while in_flight.join_next().await.is_some() {}
-    Ok(())
+        },
+    )
+    .await
 }
 
 /// Reports handled at once by one replica.

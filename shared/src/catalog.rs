@@ -207,64 +207,37 @@ impl Catalog {
     }
 
     async fn list_subjects(&self, filter: String) -> anyhow::Result<Vec<Versioned<BackupRecord>>> {
-        let consumer = self
-            .store
-            .stream
-            .create_consumer(OrderedConfig {
-                filter_subject: filter,
-                deliver_policy: DeliverPolicy::LastPerSubject,
-                ..Default::default()
-            })
-            .await
-            .context("opening a catalog listing")?;
-        let _delete =
-            crate::nats::EphemeralConsumer::new(&self.store.stream, &consumer.cached_info().name);
-        let mut pending = consumer.cached_info().num_pending;
-        if pending == 0 {
-            return Ok(Vec::new());
-        }
-        let mut records: Vec<Option<Versioned<BackupRecord>>> =
-            Vec::with_capacity(pending as usize);
-        let mut seen: std::collections::HashMap<String, usize> =
-            std::collections::HashMap::with_capacity(pending as usize);
-        let mut messages = consumer
-            .messages()
-            .await
-            .context("reading a catalog listing")?;
-        while pending > 0 {
-            let message = messages
-                .next()
-                .await
-                .context("catalog listing ended early")?
-                .context("reading a catalog listing")?;
-            let info = message
-                .info()
-                .map_err(|err| anyhow::anyhow!("catalog listing metadata: {err}"))?;
-            pending = info.pending;
-            let revision = info.stream_sequence;
-            let deleted = crate::leader_read::is_removal(message.headers.as_ref());
+        let mut records: Vec<Option<Versioned<BackupRecord>>> = Vec::new();
+        let mut seen: std::collections::HashMap<String, usize> = Default::default();
+        crate::stream_read::list_last_per_key(&self.store, &filter, "a catalog listing", |entry| {
+            let deleted = entry.is_removal();
             // A record written while the listing runs arrives again, newer: it replaces the
             // one read before (or removes it, when deleted). Two versions of one backup would
             // make retention refuse the whole group ("duplicate id").
-            let slot = match seen.get(message.subject.as_str()) {
+            let slot = match seen.get(entry.subject) {
                 Some(&slot) => slot,
-                None if deleted => continue,
+                None if deleted => return Ok(()),
                 None => {
-                    seen.insert(message.subject.to_string(), records.len());
+                    seen.insert(entry.subject.to_string(), records.len());
                     records.push(None);
                     records.len() - 1
                 }
             };
             if deleted {
                 records[slot] = None;
-                continue;
+                return Ok(());
             }
             // One unreadable entry fails the whole listing: retention over a partial view could
             // delete the parent of a backup it cannot see. Keeping everything is the safe answer.
-            let value = decode_record(&message.payload)
-                .with_context(|| format!("catalog entry {}", message.subject))?;
-            records[slot] = Some(Versioned { value, revision });
-        }
+            let value = decode_record(entry.payload)
+                .with_context(|| format!("catalog entry {}", entry.subject))?;
+            records[slot] = Some(Versioned {
+                value,
+                revision: entry.sequence,
+            });
+            Ok(())
+        })
+        .await?;
         Ok(records.into_iter().flatten().collect())
     }
 }

@@ -855,14 +855,6 @@ impl Config {
         }
         Ok(())
     }
-
-    /// The location called `name`: `primary` is the `[s3]` store.
-    pub fn location(&self, name: &str) -> Option<S3Config> {
-        if name == crate::names::LocationName::PRIMARY {
-            return Some(self.s3.clone());
-        }
-        self.locations.get(name).map(|location| location.s3.clone())
-    }
 }
 
 #[cfg(test)]
@@ -889,7 +881,6 @@ mod tests {
         let mut config = Config::from_toml(DR).unwrap();
         config.validate().unwrap();
         assert_eq!(config.locations["dr"].s3.bucket, "dr");
-        assert_eq!(config.location("primary"), Some(config.s3.clone()));
         config
             .apply_env(&env(&[
                 ("SEXTON_LOCATION_DR_PREFIX", "copies"),

@@ -164,6 +164,46 @@ impl Drop for EphemeralConsumer {
     }
 }
 
+/// Hands each message of a service's consumer to `handle`, in a task of its own, at most
+/// `limit` at once, until `shutdown` trips; then waits for the ones in hand (what was pulled
+/// and not started comes back after its ack wait). `handle` settles its message. `what` names
+/// the messages as for [`next_message`].
+pub async fn handle_concurrently<F, Fut>(
+    messages: &mut jetstream::consumer::pull::Stream,
+    shutdown: &mut crate::Shutdown,
+    what: &str,
+    limit: usize,
+    handle: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(jetstream::Message) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(limit));
+    let mut in_flight = tokio::task::JoinSet::new();
+    loop {
+        let permit = tokio::select! {
+            // Stopping wins over work that is ready: a random pick would start more.
+            biased;
+            _ = shutdown.wait() => break,
+            permit = permits.clone().acquire_owned() => {
+                permit.expect("the semaphore is never closed")
+            }
+        };
+        while in_flight.try_join_next().is_some() {}
+        let Some(message) = next_message(messages, shutdown, what).await? else {
+            break;
+        };
+        let work = handle(message);
+        in_flight.spawn(async move {
+            work.await;
+            drop(permit);
+        });
+    }
+    while in_flight.join_next().await.is_some() {}
+    Ok(())
+}
+
 /// The next message of a service's consumer, or `None` once `shutdown` trips. A read error is
 /// logged and the read retried after a pause; the stream ending is an error. `what` names the
 /// messages in both (`"executor reports"`).

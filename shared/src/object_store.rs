@@ -122,7 +122,12 @@ impl ObjectStore {
         Ok(())
     }
 
-    pub async fn get(&self, key: &str) -> Result<Option<bytes::Bytes>, ObjectError> {
+    /// `GetObject` at `key`, its body not read yet: `None` when there is no such object. Every
+    /// read of an object starts here.
+    pub(crate) async fn open(
+        &self,
+        key: &str,
+    ) -> Result<Option<aws_sdk_s3::operation::get_object::GetObjectOutput>, ObjectError> {
         match self
             .client
             .get_object()
@@ -131,36 +136,30 @@ impl ObjectStore {
             .send()
             .await
         {
-            Ok(out) => {
-                let body = out.body.collect().await.map_err(|err| ObjectError {
-                    operation: "get",
-                    key: key.to_string(),
-                    code: "Body".into(),
-                    message: err.to_string(),
-                    permanent: false,
-                })?;
-                Ok(Some(body.into_bytes()))
-            }
+            Ok(out) => Ok(Some(out)),
             Err(err) if err.code() == Some("NoSuchKey") => Ok(None),
             Err(err) => Err(object_error("get", key, err)),
         }
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<bytes::Bytes>, ObjectError> {
+        let Some(out) = self.open(key).await? else {
+            return Ok(None);
+        };
+        let body = out
+            .body
+            .collect()
+            .await
+            .map_err(|err| body_error(key, err))?;
+        Ok(Some(body.into_bytes()))
     }
 
     /// Reads `key` back in a stream (never whole in memory) and returns its size and SHA-256
     /// in hex; `None` when there is no such object. What verification recomputes.
     pub async fn digest(&self, key: &str) -> Result<Option<(u64, String)>, ObjectError> {
         use sha2::Digest as _;
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(err) if err.code() == Some("NoSuchKey") => return Ok(None),
-            Err(err) => return Err(object_error("get", key, err)),
+        let Some(out) = self.open(key).await? else {
+            return Ok(None);
         };
         let mut body = out.body;
         let mut hasher = sha2::Sha256::new();
@@ -172,15 +171,7 @@ impl ObjectStore {
                     hasher.update(&chunk);
                 }
                 Ok(None) => break,
-                Err(err) => {
-                    return Err(ObjectError {
-                        operation: "get",
-                        key: key.to_string(),
-                        code: "Body".into(),
-                        message: err.to_string(),
-                        permanent: false,
-                    })
-                }
+                Err(err) => return Err(body_error(key, err)),
             }
         }
         Ok(Some((size, crate::digest::hex(&hasher.finalize()))))
@@ -394,6 +385,17 @@ impl ObjectStore {
             .map_err(|err| anyhow::anyhow!(object_error("head", &self.bucket, err)))
             .context("object store not reachable")?;
         Ok(())
+    }
+}
+
+/// A body that broke off while it was read: worth another try.
+fn body_error(key: &str, err: impl std::fmt::Display) -> ObjectError {
+    ObjectError {
+        operation: "get",
+        key: key.to_string(),
+        code: "Body".into(),
+        message: err.to_string(),
+        permanent: false,
     }
 }
 

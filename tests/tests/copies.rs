@@ -20,7 +20,7 @@ use sexton_shared::{
     object_store::ObjectStore,
     records::BackupRecord,
     topology,
-    wire::{self, ObjectDigest, Report, ReportStatus, RetentionSweep},
+    wire::{self, ObjectDigest, RetentionSweep},
 };
 use sexton_tests::*;
 use support::*;
@@ -412,33 +412,9 @@ async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size
         sha256: Some(sexton_shared::digest::sha256_hex(&body)),
     };
     world.source.put(&data_key, body.into()).await.unwrap();
-    let mut report = Report {
-        schema_version: 1,
-        backup_id: id(&backup.id),
-        cluster: cluster(cluster_name),
-        plan: "base".parse().unwrap(),
-        schedule: Some("db".parse().unwrap()),
-        backup_name: "db".into(),
-        status: ReportStatus::Completed,
-        kind: if backup.full {
-            sexton_shared::records::BackupKind::Full
-        } else {
-            sexton_shared::records::BackupKind::Incremental
-        },
-        parent: backup.parent.as_ref().map(|p| id(p)),
-        started_at: Some(backup.started),
-        completed_at: Some(backup.completed),
-        tick: None,
-        artifacts: vec![data_key.clone(), metadata_key.clone()],
-        size_bytes: Some(size as u64),
-        labels: Default::default(),
-        tags: vec![],
-        error: None,
-        volumes: Vec::new(),
-        holds: Vec::new(),
-        merge: None,
-        objects: vec![digest],
-    };
+    let mut report = completed_report(cluster_name, "base", "db", backup);
+    report.size_bytes = Some(size as u64);
+    report.objects = vec![digest];
     let document = sexton_shared::metadata::BackupMetadata::describe(&report).encode();
     report.objects.push(ObjectDigest {
         key: metadata_key.clone(),

@@ -10,7 +10,7 @@ use aws_sdk_s3::{
     types::{Delete, ObjectIdentifier},
 };
 
-use super::{object_error, ObjectError, ObjectStore, DELETE_BATCH, PERMANENT_CODES};
+use super::{body_error, object_error, ObjectError, ObjectStore, DELETE_BATCH, PERMANENT_CODES};
 
 /// An object's body with the ETag it was read at.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,41 +48,29 @@ pub struct DeleteReport {
 impl ObjectStore {
     /// Reads an object with its ETag; `None` if it does not exist.
     pub async fn get_tagged(&self, key: &str) -> Result<Option<Tagged>, ObjectError> {
-        match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
+        let Some(out) = self.open(key).await? else {
+            return Ok(None);
+        };
+        let etag = out.e_tag().unwrap_or_default().to_string();
+        let body = out
+            .body
+            .collect()
             .await
-        {
-            Ok(out) => {
-                let etag = out.e_tag().unwrap_or_default().to_string();
-                let body = out.body.collect().await.map_err(|err| ObjectError {
-                    operation: "get",
-                    key: key.to_string(),
-                    code: "Body".into(),
-                    message: err.to_string(),
-                    permanent: false,
-                })?;
-                if etag.is_empty() {
-                    // Without an ETag no conditional write can follow this read.
-                    return Err(ObjectError {
-                        operation: "get",
-                        key: key.to_string(),
-                        code: "NoETag".into(),
-                        message: "the object store returned no ETag".into(),
-                        permanent: true,
-                    });
-                }
-                Ok(Some(Tagged {
-                    body: body.into_bytes(),
-                    etag,
-                }))
-            }
-            Err(err) if err.code() == Some("NoSuchKey") => Ok(None),
-            Err(err) => Err(object_error("get", key, err)),
+            .map_err(|err| body_error(key, err))?;
+        if etag.is_empty() {
+            // Without an ETag no conditional write can follow this read.
+            return Err(ObjectError {
+                operation: "get",
+                key: key.to_string(),
+                code: "NoETag".into(),
+                message: "the object store returned no ETag".into(),
+                permanent: true,
+            });
         }
+        Ok(Some(Tagged {
+            body: body.into_bytes(),
+            etag,
+        }))
     }
 
     /// Writes `body` at `key` if `condition` holds; returns the new ETag (empty if the store

@@ -1,25 +1,19 @@
 //! Copying one object from one store to another through bounded memory (issue 28): the body
-//! of a `GetObject` is cut into parts as it arrives, each part hashed and sent on, at most
-//! [`UploadSettings::concurrency`] parts in memory at once. An object that fits in one part is
-//! written with one `PutObject` only after all of it was read and its size and SHA-256 matched
-//! what the caller expects; a larger one is a multipart upload that is completed only after
-//! the whole object matched, and aborted otherwise. So a copy never leaves a wrong object, nor a
-//! partial one: a process killed mid-object leaves at most an unfinished multipart upload,
-//! which is not an object (a bucket lifecycle rule reaps such uploads).
+//! of a `GetObject` is the [`PartSource`] of an upload to the destination
+//! ([`ObjectStore::upload_from`], the one `put_file` uses), each part hashed on the way. The
+//! whole object's size and SHA-256 are checked before anything at the destination counts: an
+//! object that fits in one part is written only after the check, a larger one is a multipart
+//! upload completed only after it (and aborted otherwise). So a copy never leaves a wrong
+//! object, nor a partial one: a process killed mid-object leaves at most an unfinished
+//! multipart upload, which is not an object (a bucket lifecycle rule reaps such uploads).
 
-use std::sync::Arc;
-
-use aws_sdk_s3::{
-    primitives::ByteStream,
-    types::{CompletedMultipartUpload, CompletedPart, StorageClass},
-};
+use aws_sdk_s3::primitives::ByteStream;
 use bytes::BytesMut;
 use sha2::Digest as _;
-use tokio::{sync::Semaphore, task::JoinSet};
 
 use super::{
-    object_error,
-    transfer::{Buffers, UploadSettings, MAX_PARTS},
+    body_error,
+    transfer::{PartSource, UploadSettings, MAX_PARTS},
     ObjectError, ObjectStore,
 };
 use crate::wire::ObjectDigest;
@@ -45,15 +39,6 @@ pub enum CopyError {
     Object(#[from] ObjectError),
 }
 
-impl CopyError {
-    /// Whether trying again may help: a store that did not answer; a corrupt or missing
-    /// source stays so until someone mends it, but is tried again too (slowly), since a copy
-    /// that gives up would leave the backup waiting at its source for ever.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, CopyError::Object(err) if !err.permanent)
-    }
-}
-
 /// The reading side: the source's body, the digest so far and the bytes read.
 struct Source {
     body: ByteStream,
@@ -64,8 +49,9 @@ struct Source {
     carry: bytes::Bytes,
 }
 
-impl Source {
-    /// Fills `part` with up to `size` bytes (fewer only at the end of the object).
+impl PartSource for Source {
+    type Error = CopyError;
+
     async fn next_part(&mut self, mut part: BytesMut, size: usize) -> Result<BytesMut, CopyError> {
         part.clear();
         loop {
@@ -82,19 +68,20 @@ impl Source {
             match self.body.next().await {
                 None => return Ok(part),
                 Some(Ok(chunk)) => self.carry = chunk,
-                Some(Err(err)) => {
-                    return Err(CopyError::Object(ObjectError {
-                        operation: "get",
-                        key: self.key.clone(),
-                        code: "Body".into(),
-                        message: err.to_string(),
-                        permanent: false,
-                    }))
-                }
+                Some(Err(err)) => return Err(body_error(&self.key, err).into()),
             }
         }
     }
 
+    fn too_many_parts(&self, key: &str, _part_size: u64) -> CopyError {
+        CopyError::TooManyParts {
+            key: key.to_string(),
+        }
+    }
+}
+
+impl Source {
+    /// The whole object read: is it what `expected` says?
     fn check(&mut self, expected: &ObjectDigest) -> Result<(), CopyError> {
         let found = crate::digest::hex(&std::mem::take(&mut self.hasher).finalize());
         let sha_matches = expected.sha256.as_deref().is_none_or(|sha| sha == found);
@@ -124,23 +111,11 @@ impl ObjectStore {
         settings: UploadSettings,
         storage_class: Option<&str>,
     ) -> Result<ObjectDigest, CopyError> {
-        use aws_sdk_s3::error::ProvideErrorMetadata as _;
         let key = expected.key.as_str();
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(err) if err.code() == Some("NoSuchKey") => {
-                return Err(CopyError::Missing {
-                    key: key.to_string(),
-                })
-            }
-            Err(err) => return Err(object_error("get", key, err).into()),
+        let Some(out) = self.open(key).await? else {
+            return Err(CopyError::Missing {
+                key: key.to_string(),
+            });
         };
         let mut source = Source {
             body: out.body,
@@ -149,192 +124,21 @@ impl ObjectStore {
             read: 0,
             carry: bytes::Bytes::new(),
         };
-        let part_size = settings.part_size_for(expected.size);
-        let buffers = Arc::new(Buffers {
-            free: Default::default(),
-            size: part_size as usize,
-        });
-        let class = storage_class.map(StorageClass::from);
-        let first = source.next_part(buffers.take(), part_size as usize).await?;
-        if (first.len() as u64) < part_size {
-            // The whole object in one part: checked before a byte is written.
-            source.check(expected)?;
-            destination
-                .client
-                .put_object()
-                .bucket(&destination.bucket)
-                .key(destination_key)
-                .content_length(first.len() as i64)
-                .set_storage_class(class)
-                .body(ByteStream::from(first.freeze()))
-                .send()
-                .await
-                .map_err(|err| object_error("put", destination_key, err))?;
-        } else {
-            let upload_id = destination
-                .client
-                .create_multipart_upload()
-                .bucket(&destination.bucket)
-                .key(destination_key)
-                .set_storage_class(class)
-                .send()
-                .await
-                .map_err(|err| object_error("create multipart upload", destination_key, err))?
-                .upload_id()
-                .unwrap_or_default()
-                .to_string();
-            let sent = destination
-                .send_parts(
-                    destination_key,
-                    &upload_id,
-                    &mut source,
-                    first,
-                    &buffers,
-                    settings,
-                )
-                .await
-                .and_then(|parts| source.check(expected).map(|()| parts));
-            match sent {
-                Ok(parts) => {
-                    destination
-                        .client
-                        .complete_multipart_upload()
-                        .bucket(&destination.bucket)
-                        .key(destination_key)
-                        .upload_id(&upload_id)
-                        .multipart_upload(
-                            CompletedMultipartUpload::builder()
-                                .set_parts(Some(parts))
-                                .build(),
-                        )
-                        .send()
-                        .await
-                        .map_err(|err| {
-                            object_error("complete multipart upload", destination_key, err)
-                        })?;
-                }
-                Err(err) => {
-                    if let Err(abort) = destination
-                        .client
-                        .abort_multipart_upload()
-                        .bucket(&destination.bucket)
-                        .key(destination_key)
-                        .upload_id(&upload_id)
-                        .send()
-                        .await
-                    {
-                        tracing::warn!(key = destination_key, error = %object_error("abort multipart upload", destination_key, abort), "multipart upload not aborted");
-                    }
-                    return Err(err);
-                }
-            }
-        }
+        destination
+            .upload_from(
+                destination_key,
+                &mut source,
+                settings.part_size_for(expected.size),
+                settings,
+                storage_class,
+                |source| source.check(expected),
+            )
+            .await?;
         Ok(ObjectDigest {
             key: destination_key.to_string(),
             size: source.read,
             sha256: expected.sha256.clone(),
         })
-    }
-
-    /// Sends `first` and the rest of `source` as the parts of `upload_id`, at most
-    /// `settings.concurrency` parts in memory at once; the parts in order.
-    async fn send_parts(
-        &self,
-        key: &str,
-        upload_id: &str,
-        source: &mut Source,
-        first: BytesMut,
-        buffers: &Arc<Buffers>,
-        settings: UploadSettings,
-    ) -> Result<Vec<CompletedPart>, CopyError> {
-        let part_size = buffers.size;
-        let permits = Arc::new(Semaphore::new(settings.concurrency));
-        let acquire = || async {
-            permits
-                .clone()
-                .acquire_owned()
-                .await
-                .expect("the semaphore is never closed")
-        };
-        // Dropped on an early return, which aborts the parts still being sent.
-        let mut sending: JoinSet<Result<CompletedPart, ObjectError>> = JoinSet::new();
-        let mut parts = Vec::new();
-        let mut part = first;
-        let mut permit = acquire().await;
-        let mut number: u64 = 0;
-        loop {
-            number += 1;
-            if number > MAX_PARTS {
-                return Err(CopyError::TooManyParts {
-                    key: key.to_string(),
-                });
-            }
-            let last = part.len() < part_size;
-            let body = std::mem::take(&mut part).freeze();
-            let sent = body.clone();
-            let request = self
-                .client
-                .upload_part()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(upload_id)
-                .part_number(number as i32)
-                .content_length(body.len() as i64)
-                .body(ByteStream::from(body));
-            let key_for_errors = key.to_string();
-            let held = permit;
-            let pool = buffers.clone();
-            sending.spawn(async move {
-                let out = request
-                    .send()
-                    .await
-                    .map_err(|err| object_error("upload part", &key_for_errors, err));
-                pool.give(sent);
-                drop(held);
-                out.map(|out| {
-                    CompletedPart::builder()
-                        .part_number(number as i32)
-                        .set_e_tag(out.e_tag().map(str::to_string))
-                        .build()
-                })
-            });
-            while let Some(done) = sending.try_join_next() {
-                parts.push(done.expect("an upload task never panics")?);
-            }
-            if last {
-                break;
-            }
-            permit = acquire().await;
-            let next = source.next_part(buffers.take(), part_size).await?;
-            if next.is_empty() {
-                break;
-            }
-            part = next;
-        }
-        while let Some(done) = sending.join_next().await {
-            parts.push(done.expect("an upload task never panics")?);
-        }
-        parts.sort_by_key(|p| p.part_number());
-        Ok(parts)
-    }
-
-    /// The size of the object at `key`, `None` if there is none.
-    pub async fn size_of(&self, key: &str) -> Result<Option<u64>, ObjectError> {
-        use aws_sdk_s3::error::ProvideErrorMetadata as _;
-        match self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => Ok(Some(out.content_length().unwrap_or(0).max(0) as u64)),
-            Err(err) if err.code() == Some("NotFound") || err.code() == Some("NoSuchKey") => {
-                Ok(None)
-            }
-            Err(err) => Err(object_error("head", key, err)),
-        }
     }
 
     /// The prefix objects are kept under (`s3.prefix`, or a location's).

@@ -16,12 +16,12 @@ use bytes::{Bytes, BytesMut};
 
 use aws_sdk_s3::{
     primitives::ByteStream,
-    types::{CompletedMultipartUpload, CompletedPart},
+    types::{CompletedMultipartUpload, CompletedPart, StorageClass},
 };
 use sha2::Digest as _;
 use tokio::{sync::Semaphore, task::JoinSet};
 
-use super::{object_error, ObjectError, ObjectStore};
+use super::{body_error, object_error, ObjectError, ObjectStore};
 use crate::wire::ObjectDigest;
 
 /// S3's smallest part (every part but the last) and its largest.
@@ -144,13 +144,13 @@ impl Reader {
 /// buffer per part made glibc keep freed buffers in its heap (its mmap threshold rises to the
 /// size of a freed buffer), which cost about 16 MiB of resident memory on top of the parts in
 /// flight.
-pub(super) struct Buffers {
-    pub(super) free: std::sync::Mutex<Vec<BytesMut>>,
-    pub(super) size: usize,
+struct Buffers {
+    free: std::sync::Mutex<Vec<BytesMut>>,
+    size: usize,
 }
 
 impl Buffers {
-    pub(super) fn take(&self) -> BytesMut {
+    fn take(&self) -> BytesMut {
         self.free
             .lock()
             .expect("the buffer pool's lock is never poisoned")
@@ -159,12 +159,45 @@ impl Buffers {
     }
 
     /// Takes a sent part's buffer back, if the client kept no reference to it.
-    pub(super) fn give(&self, sent: Bytes) {
+    fn give(&self, sent: Bytes) {
         if let Ok(buffer) = sent.try_into_mut() {
             self.free
                 .lock()
                 .expect("the buffer pool's lock is never poisoned")
                 .push(buffer);
+        }
+    }
+}
+
+/// Where an upload's parts come from: a local file ([`ObjectStore::put_file`]) or another
+/// object's body (`copy::copy_object_to`). A source adds each part to its digest as it reads it.
+pub(super) trait PartSource: Send {
+    type Error: From<ObjectError> + Send;
+    /// Fills `part` with up to `size` bytes, fewer only at the end (none: nothing is left).
+    async fn next_part(&mut self, part: BytesMut, size: usize) -> Result<BytesMut, Self::Error>;
+    /// The error of a source longer than one multipart upload holds.
+    fn too_many_parts(&self, key: &str, part_size: u64) -> Self::Error;
+}
+
+/// A file as a [`PartSource`]: each part is read on the blocking pool.
+struct FileParts(Option<Reader>);
+
+impl PartSource for FileParts {
+    type Error = TransferError;
+
+    async fn next_part(&mut self, part: BytesMut, size: usize) -> Result<BytesMut, TransferError> {
+        let reader = self.0.take().expect("a file is read one part at a time");
+        let (reader, part) = tokio::task::spawn_blocking(move || reader.next_part(part, size))
+            .await
+            .expect("reading a part never panics")?;
+        self.0 = Some(reader);
+        Ok(part)
+    }
+
+    fn too_many_parts(&self, key: &str, part_size: u64) -> TransferError {
+        TransferError::TooManyParts {
+            key: key.to_string(),
+            part_size,
         }
     }
 }
@@ -182,47 +215,84 @@ impl ObjectStore {
         size_hint: u64,
         settings: UploadSettings,
     ) -> Result<ObjectDigest, TransferError> {
-        let part_size = settings.part_size_for(size_hint);
-        let reader = Reader {
+        let mut source = FileParts(Some(Reader {
             file,
             path: path.to_string(),
             hasher: sha2::Sha256::new(),
             read: 0,
-        };
+        }));
+        self.upload_from(
+            key,
+            &mut source,
+            settings.part_size_for(size_hint),
+            settings,
+            None,
+            |_| Ok(()),
+        )
+        .await?;
+        let reader = source
+            .0
+            .expect("the file's reader is back after the upload");
+        Ok(finish(key, reader))
+    }
+
+    /// Writes `source` at `key`: one `PutObject` when it fits in one part, else a multipart
+    /// upload with at most `settings.concurrency` parts in memory at once (counting the one
+    /// being read), so memory is bounded by `part_size × concurrency` whatever the size.
+    /// `check` judges the whole source once it is read: before the `PutObject`, or before the
+    /// multipart upload is completed; its error leaves nothing at `key`. A failed multipart
+    /// upload is aborted, so no half-written object or stray parts stay behind.
+    pub(super) async fn upload_from<S: PartSource>(
+        &self,
+        key: &str,
+        source: &mut S,
+        part_size: u64,
+        settings: UploadSettings,
+        storage_class: Option<&str>,
+        check: impl FnOnce(&mut S) -> Result<(), S::Error> + Send,
+    ) -> Result<(), S::Error> {
+        let class = storage_class.map(StorageClass::from);
         let buffers = Arc::new(Buffers {
             free: Default::default(),
             size: part_size as usize,
         });
-        let (reader, first) = read_part(reader, buffers.take(), part_size).await?;
+        let first = source.next_part(buffers.take(), part_size as usize).await?;
         if (first.len() as u64) < part_size {
-            // The whole file in one part: one PutObject.
+            // The whole source in one part: judged before a byte is written.
+            check(source)?;
             self.client
                 .put_object()
                 .bucket(&self.bucket)
                 .key(key)
                 .content_length(first.len() as i64)
+                .set_storage_class(class)
                 .body(ByteStream::from(first.freeze()))
                 .send()
                 .await
                 .map_err(|err| object_error("put", key, err))?;
-            return Ok(finish(key, reader));
+            return Ok(());
         }
         let upload_id = self
             .client
             .create_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
+            .set_storage_class(class)
             .send()
             .await
             .map_err(|err| object_error("create multipart upload", key, err))?
             .upload_id()
             .unwrap_or_default()
             .to_string();
-        match self
-            .upload_parts(key, &upload_id, reader, first, &buffers, settings)
+        let sent = match self
+            .upload_parts(key, &upload_id, source, first, &buffers, settings)
             .await
         {
-            Ok((reader, parts)) => {
+            Ok(parts) => check(source).map(|()| parts),
+            Err(err) => Err(err),
+        };
+        match sent {
+            Ok(parts) => {
                 self.client
                     .complete_multipart_upload()
                     .bucket(&self.bucket)
@@ -236,7 +306,7 @@ impl ObjectStore {
                     .send()
                     .await
                     .map_err(|err| object_error("complete multipart upload", key, err))?;
-                Ok(finish(key, reader))
+                Ok(())
             }
             Err(err) => {
                 // Best effort: a store that kept the parts charges for them until aborted.
@@ -256,18 +326,18 @@ impl ObjectStore {
         }
     }
 
-    /// Sends `first` and every further part of `reader` (parts of `buffers.size` bytes) as parts
-    /// of `upload_id`, at most `settings.concurrency` in memory at once, and returns the parts
-    /// in order.
-    async fn upload_parts(
+    /// Sends `first` and every further part of `source` (parts of `buffers.size` bytes) as
+    /// parts of `upload_id`, at most `settings.concurrency` in memory at once, and returns the
+    /// parts in order.
+    async fn upload_parts<S: PartSource>(
         &self,
         key: &str,
         upload_id: &str,
-        reader: Reader,
+        source: &mut S,
         first: BytesMut,
         buffers: &Arc<Buffers>,
         settings: UploadSettings,
-    ) -> Result<(Reader, Vec<CompletedPart>), TransferError> {
+    ) -> Result<Vec<CompletedPart>, S::Error> {
         let part_size = buffers.size as u64;
         let permits = Arc::new(Semaphore::new(settings.concurrency));
         let acquire = || async {
@@ -280,7 +350,6 @@ impl ObjectStore {
         // Dropped on an early return, which aborts the parts still being sent.
         let mut sending: JoinSet<Result<CompletedPart, ObjectError>> = JoinSet::new();
         let mut parts = Vec::new();
-        let mut reader = reader;
         let mut part = first;
         // A permit stands for one part's buffer, from before it is read until it is sent.
         let mut permit = acquire().await;
@@ -288,10 +357,7 @@ impl ObjectStore {
         loop {
             number += 1;
             if number > MAX_PARTS {
-                return Err(TransferError::TooManyParts {
-                    key: key.to_string(),
-                    part_size,
-                });
+                return Err(source.too_many_parts(key, part_size));
             }
             let last = (part.len() as u64) < part_size;
             let body = std::mem::take(&mut part).freeze();
@@ -330,8 +396,7 @@ impl ObjectStore {
                 break;
             }
             permit = acquire().await;
-            let (next_reader, next) = read_part(reader, buffers.take(), part_size).await?;
-            reader = next_reader;
+            let next = source.next_part(buffers.take(), part_size as usize).await?;
             if next.is_empty() {
                 break;
             }
@@ -341,18 +406,8 @@ impl ObjectStore {
             parts.push(done.expect("an upload task never panics")?);
         }
         parts.sort_by_key(|p| p.part_number());
-        Ok((reader, parts))
+        Ok(parts)
     }
-}
-
-async fn read_part(
-    reader: Reader,
-    buffer: BytesMut,
-    part_size: u64,
-) -> Result<(Reader, BytesMut), TransferError> {
-    tokio::task::spawn_blocking(move || reader.next_part(buffer, part_size as usize))
-        .await
-        .expect("reading a part never panics")
 }
 
 fn finish(key: &str, reader: Reader) -> ObjectDigest {
@@ -371,18 +426,8 @@ impl ObjectStore {
         key: &str,
         path: &std::path::Path,
     ) -> Result<Option<u64>, TransferError> {
-        use aws_sdk_s3::error::ProvideErrorMetadata as _;
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(err) if err.code() == Some("NoSuchKey") => return Ok(None),
-            Err(err) => return Err(object_error("get", key, err).into()),
+        let Some(out) = self.open(key).await? else {
+            return Ok(None);
         };
         let local = |err: std::io::Error| TransferError::Local {
             path: path.display().to_string(),
@@ -392,13 +437,7 @@ impl ObjectStore {
         let mut body = out.body.into_async_read();
         let written = tokio::io::copy(&mut body, &mut file)
             .await
-            .map_err(|err| ObjectError {
-                operation: "get",
-                key: key.to_string(),
-                code: "Body".into(),
-                message: err.to_string(),
-                permanent: false,
-            })?;
+            .map_err(|err| body_error(key, err))?;
         tokio::io::AsyncWriteExt::flush(&mut file)
             .await
             .map_err(local)?;

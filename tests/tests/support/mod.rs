@@ -109,17 +109,10 @@ pub async fn create_policy_schedule(
     .await;
 }
 
-/// Writes the backup's objects and publishes its completed report.
-pub async fn report_backup(
-    js: &jetstream::Context,
-    store: &ObjectStore,
-    cluster: &str,
-    plan: &str,
-    schedule: &str,
-    backup: &Backup,
-) {
+/// The completed report of `backup` of `schedule`, its objects not written yet.
+pub fn completed_report(cluster: &str, plan: &str, schedule: &str, backup: &Backup) -> Report {
     let artifacts = backup.artifacts(cluster, schedule);
-    let mut report = Report {
+    Report {
         schema_version: 1,
         backup_id: backup.id.parse().unwrap(),
         cluster: cluster.parse().unwrap(),
@@ -145,7 +138,19 @@ pub async fn report_backup(
         holds: Vec::new(),
         merge: None,
         objects: Vec::new(),
-    };
+    }
+}
+
+/// Writes the backup's objects and publishes its completed report.
+pub async fn report_backup(
+    js: &jetstream::Context,
+    store: &ObjectStore,
+    cluster: &str,
+    plan: &str,
+    schedule: &str,
+    backup: &Backup,
+) {
+    let mut report = completed_report(cluster, plan, schedule, backup);
     sexton_tests::fixtures::upload_genuine(store, &mut report).await;
     js.send_publish(
         format!("sexton.v1.report.{cluster}"),
