@@ -78,20 +78,12 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         );
     }
     let metrics = Arc::new(metrics::Metrics::new());
-    let readiness = {
-        let client = client.clone();
-        Arc::new(move || {
-            let client = client.clone();
-            // Ready with NATS: a location (or the primary) being down delays copies, it does
-            // not make the copier unready, so one store's outage never restarts the service.
-            Box::pin(async move { telemetry::nats_connected(&client) })
-                as std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>
-        })
-    };
+    // Ready with NATS: a location (or the primary) being down delays copies, it does not make
+    // the copier unready, so one store's outage never restarts the service.
     let addr = telemetry::serve(
         &config.http.listen,
         metrics.registry.clone(),
-        readiness,
+        telemetry::nats_readiness(client.clone()),
         shutdown.clone(),
     )
     .await?;
@@ -167,24 +159,15 @@ async fn consume(
         .messages()
         .await
         .context("reading copy jobs")?;
-    let permits = Arc::new(tokio::sync::Semaphore::new(concurrency));
-    let mut in_flight = tokio::task::JoinSet::new();
-    loop {
-        let permit = tokio::select! {
-            biased;
-            _ = shutdown.wait() => break,
-            permit = permits.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
-        };
-        while in_flight.try_join_next().is_some() {}
-        let Some(message) =
-            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "copy jobs").await?
-        else {
-            break;
-        };
-        let copier = copier.clone();
-        in_flight.spawn(async move {
+    sexton_shared::nats::handle_concurrently(
+        &mut messages,
+        &mut shutdown,
+        "copy jobs",
+        concurrency,
+        |message| {
+            let copier = copier.clone();
             let span = telemetry::message_span(&message);
-            async {
+            async move {
                 // The job stays this replica's while it copies, however long that takes.
                 let keep = {
                     let message = message.clone();
@@ -208,12 +191,9 @@ async fn consume(
                 copier.metrics.consumer.observe(&outcome);
             }
             .instrument(span)
-            .await;
-            drop(permit);
-        });
-    }
-    while in_flight.join_next().await.is_some() {}
-    Ok(())
+        },
+    )
+    .await
 }
 
 /// One copy job: the location and outcome labels for the metrics, and the outcome.
@@ -487,6 +467,7 @@ async fn copy_record(
             Err(err) => return Err(Failure::Wait(err.to_string())),
         }
     }
+    seen_at(&location.store, record, name, &written).await?;
     record_copy(copier, record, name, written, class).await?;
     copier
         .metrics
@@ -495,6 +476,63 @@ async fn copy_record(
         .observe(started.elapsed().as_secs_f64());
     tracing::info!(cluster = %record.cluster, backup = %record.id, location = %name, objects = objects.len(), "backup copied");
     Ok(())
+}
+
+/// Every object written is listed at the location with the size written: a copy counts only
+/// once Sexton has seen it there, not on the strength of the store's answers to the writes.
+/// One listing of the objects' common directory.
+async fn seen_at(
+    store: &ObjectStore,
+    record: &BackupRecord,
+    name: &LocationName,
+    written: &[sexton_shared::wire::ObjectDigest],
+) -> Result<(), Failure> {
+    let directory = common_directory(written.iter().map(|o| o.key.as_str()));
+    let listed: BTreeMap<String, i64> = store
+        .list(&directory)
+        .await
+        .map_err(|err| Failure::Wait(err.to_string()))?
+        .into_iter()
+        .map(|info| (info.key, info.size))
+        .collect();
+    for object in written {
+        if listed.get(&object.key) != Some(&(object.size as i64)) {
+            return Err(Failure::Bad(incident(
+                &record.cluster,
+                &record.id,
+                "copy-not-seen",
+                format!(
+                    "backup {} at {name}: {} was written ({} bytes) but is not listed there with \
+                     that size; the copy does not count",
+                    record.id, object.key, object.size
+                ),
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The longest directory (ending in `/`, or empty) that holds every key.
+fn common_directory<'a>(mut keys: impl Iterator<Item = &'a str>) -> String {
+    let Some(first) = keys.next() else {
+        return String::new();
+    };
+    let mut common = first;
+    for key in keys {
+        let mut shared = common
+            .bytes()
+            .zip(key.bytes())
+            .take_while(|(a, b)| a == b)
+            .count();
+        while !common.is_char_boundary(shared) {
+            shared -= 1;
+        }
+        common = &common[..shared];
+    }
+    match common.rfind('/') {
+        Some(end) => common[..=end].to_string(),
+        None => String::new(),
+    }
 }
 
 /// Records the copy on the backup's record (compare-and-set), unless the record is gone or is
@@ -552,5 +590,23 @@ fn incident(cluster: &ClusterName, backup: &BackupId, kind: &str, reason: String
         subject: topology::copy_job_subject(cluster),
         reason,
         at: Utc::now(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_directory;
+
+    #[test]
+    fn the_common_directory_ends_at_a_slash() {
+        let keys = ["dr/c1/db/b1/backup.xbstream", "dr/c1/db/b1/metadata.json"];
+        assert_eq!(common_directory(keys.into_iter()), "dr/c1/db/b1/");
+        let keys = ["dr/c1/db/b1/vol-a/x", "dr/c1/db/b1/vol-b/y"];
+        assert_eq!(common_directory(keys.into_iter()), "dr/c1/db/b1/");
+        assert_eq!(common_directory(["dr/c1/db/b1"].into_iter()), "dr/c1/db/");
+        assert_eq!(common_directory(["a", "b"].into_iter()), "");
+        // Keys that part inside a character part before it.
+        assert_eq!(common_directory(["d/\u{e9}", "d/\u{e8}"].into_iter()), "d/");
+        assert_eq!(common_directory(std::iter::empty()), "");
     }
 }

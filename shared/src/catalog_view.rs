@@ -134,7 +134,17 @@ impl<S: ViewState> CatalogView<S> {
             *view = ClusterView::default();
             return Err(err);
         }
+        if view.applied() == 0 {
+            // Nothing of this cluster was ever stored: no view is kept for it, so jobs and
+            // requests naming clusters that do not exist cannot grow the map without bound.
+            self.clusters.lock().await.remove(cluster);
+        }
         Ok(view)
+    }
+
+    /// How many clusters' views this replica holds.
+    pub async fn clusters_held(&self) -> usize {
+        self.clusters.lock().await.len()
     }
 
     /// [`CatalogView::current`], and the view has applied stream sequence `through` (a

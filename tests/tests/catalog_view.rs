@@ -89,6 +89,15 @@ async fn a_view_is_refused_until_it_has_applied_the_revision_asked_for() {
     );
     let view = views.current_through(&cluster, second).await.unwrap();
     assert_eq!(view.0, ["b1", "b2"]);
+    drop(view);
+
+    // Clusters nothing was ever stored for (a forged job may name any) are read, found
+    // empty and not kept: the views held stay those of real clusters.
+    for n in 0..20 {
+        let ghost = ClusterName::new(format!("ghost-{n}")).unwrap();
+        assert!(views.current(&ghost).await.unwrap().0.is_empty());
+    }
+    assert_eq!(views.clusters_held().await, 1);
 }
 
 /// The consumers the server created since the last call, from its advisories.
