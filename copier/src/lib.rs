@@ -345,9 +345,17 @@ async fn ancestors_missing(
             continue;
         }
         if parent.status != BackupStatus::Completed && parent.status != BackupStatus::Expiring {
-            return Err(Failure::Wait(format!(
-                "ancestor {} is {:?}",
-                parent.id, parent.status
+            // A completed backup's ancestor that is not completed never will be: the chain
+            // cannot be whole anywhere, which is news, not lag.
+            return Err(Failure::Bad(incident(
+                &record.cluster,
+                &record.id,
+                "copy-chain-broken",
+                format!(
+                    "backup {} needs {}, which is {:?}: its chain cannot be copied to \
+                     {location} whole",
+                    record.id, parent.id, parent.status
+                ),
             )));
         }
         queue.extend(parents(&parent));
