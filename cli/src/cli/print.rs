@@ -355,6 +355,7 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
         ("tags", shown(&backup.tags)),
         ("holds", shown(&backup.holds)),
         ("legal hold", shown(&backup.legal_hold)),
+        ("copies", copies_text(backup)),
         ("last error", shown(&backup.last_error)),
     ] {
         println!("{:<12}{value}", format!("{label}:"));
@@ -443,6 +444,32 @@ pub(super) fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> Strin
 
 /// How long ago a restore test proved the backup, `failed`, `testing` while one runs, `-` when
 /// never tested.
+/// Where a backup's copies stand (issue 28): each location a copy rule sends it to, copied
+/// (when) or awaiting its copy (the backup is held at its source meanwhile); `-` for none.
+pub(super) fn copies_text(backup: &sexton_shared::records::BackupRecord) -> String {
+    let mut parts: Vec<String> = backup
+        .copies
+        .iter()
+        .map(|(location, copy)| {
+            format!(
+                "{location}: copied {}",
+                copy.copied_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )
+        })
+        .collect();
+    parts.extend(
+        backup
+            .awaiting_copy()
+            .map(|location| format!("{location}: awaiting copy (held here)")),
+    );
+    if parts.is_empty() {
+        "-".to_string()
+    } else {
+        parts.join(", ")
+    }
+}
+
 pub(super) fn verified_text(
     verification: Option<&Verification>,
     now: chrono::DateTime<Utc>,
@@ -658,4 +685,27 @@ impl PlannedRunView {
 /// Reasons as one cell: each as the tables show text, `; ` between.
 fn join_reasons(reasons: &[String]) -> String {
     reasons.iter().map(shown).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod copies_tests {
+    use super::copies_text;
+
+    #[test]
+    fn copies_say_where_a_backup_lives_and_what_it_awaits() {
+        let mut record: sexton_shared::records::BackupRecord =
+            serde_json::from_value(serde_json::json!({
+                "id": "b1", "uid": "u1", "cluster": "c1", "plan": "p", "backup_name": "s",
+                "kind": "full", "status": "completed", "copy_to": ["dr", "vault"],
+                "copies": {"dr": {"state": "copied", "copied_at": "2026-03-01T00:00:00Z"}},
+            }))
+            .unwrap();
+        assert_eq!(
+            copies_text(&record),
+            "dr: copied 2026-03-01T00:00:00Z, vault: awaiting copy (held here)"
+        );
+        record.copy_to.clear();
+        record.copies.clear();
+        assert_eq!(copies_text(&record), "-");
+    }
 }
