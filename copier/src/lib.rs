@@ -50,6 +50,10 @@ struct Copier {
     locations: BTreeMap<LocationName, Location>,
     settings: UploadSettings,
     metrics: Arc<metrics::Metrics>,
+    /// One copy job of a cluster at a time: a chain's jobs copy the same ancestors, and two of
+    /// them at once wrote one backup twice, the second still writing after the location's
+    /// retention had deleted the first (objects left there that no copy counts).
+    clusters: sexton_shared::service::ClusterLocks,
 }
 
 pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
@@ -62,18 +66,16 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .context("creating the nats topology")?;
     let source = ObjectStore::connect(&config.s3).await?;
     let mut locations = BTreeMap::new();
-    for (name, location) in &config.locations {
-        let name = LocationName::new(name.as_str()).context("a location's name")?;
-        // Each location's client is built from its own settings alone: no credentials of
-        // another location (nor the primary's) reach it.
-        let store = ObjectStore::connect(&location.s3)
-            .await
-            .with_context(|| format!("the client of location {name}"))?;
+    for (name, store) in ObjectStore::connect_locations(&config).await? {
+        let storage_class = config
+            .locations
+            .get(name.as_str())
+            .and_then(|location| location.storage_class.clone());
         locations.insert(
             name,
             Location {
                 store,
-                storage_class: location.storage_class.clone(),
+                storage_class,
             },
         );
     }
@@ -132,6 +134,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             concurrency: config.copier.parts_in_flight,
         },
         metrics,
+        clusters: sexton_shared::service::ClusterLocks::new(64),
     });
     tasks.spawn(
         "copy jobs",
@@ -230,7 +233,10 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'sta
         );
     };
     let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
-    let (outcome_label, outcome) = match copy_backup(copier, &job, location).await {
+    let one_at_a_time = copier.clusters.lock(&job.cluster).await;
+    let copied = copy_backup(copier, &job, location).await;
+    drop(one_at_a_time);
+    let (outcome_label, outcome) = match copied {
         Ok(()) => ("copied", Outcome::Done),
         Err(Failure::Refused(why)) => ("refused", Outcome::Poison(why)),
         Err(Failure::Wait(why)) => {
@@ -341,8 +347,22 @@ async fn ancestors_missing(
             )));
         };
         let parent = parent.value;
-        if parent.copies.contains_key(location) {
-            continue;
+        match parent.copies.get(location) {
+            Some(copy) if copy.state == CopyState::Copied => continue,
+            // Deleted there before this backup needed it: copied again.
+            Some(copy) if copy.state == CopyState::Deleted => {}
+            // Its copy there is being deleted (the location's retention let it go before
+            // this backup was there to need it): once it is gone, it is copied again.
+            Some(copy) => {
+                return Err(Failure::Wait(format!(
+                    "the copy of {} at {location}, which backup {} needs, is {}; it is copied \
+                     again once its deletion finished",
+                    parent.id,
+                    record.id,
+                    copy.state.as_str()
+                )))
+            }
+            None => {}
         }
         if parent.status != BackupStatus::Completed && parent.status != BackupStatus::Expiring {
             // A completed backup's ancestor that is not completed never will be: the chain
@@ -567,9 +587,19 @@ async fn record_copy(
                 copied.id, copied.cluster
             )));
         }
-        if record.copies.contains_key(name) {
+        if record.copies.get(name).is_some_and(LocationCopy::is_held) {
             return Ok(());
         }
+        // A copy deleted at the location since this one began (another copier's, deleted by
+        // the location's retention) may have taken objects this one wrote: nothing is
+        // counted that was not seen after that, so the copy is made again.
+        if record.copies.get(name) != copied.copies.get(name) {
+            return Err(Failure::Wait(format!(
+                "the copy of backup {} at {name} changed while it was copied; copying again",
+                copied.id
+            )));
+        }
+        record.keep_mark(entry.revision);
         record.copies.insert(
             name.clone(),
             LocationCopy {
@@ -577,6 +607,10 @@ async fn record_copy(
                 copied_at: Utc::now(),
                 objects: objects.clone(),
                 storage_class: class.map(str::to_string),
+                expiring_revision: None,
+                delete_reasons: Vec::new(),
+                delete_policy: None,
+                deleted_at: None,
             },
         );
         match copier.catalog.update(&record, entry.revision).await {

@@ -158,6 +158,15 @@ impl Deleter {
         &self.audit
     }
 
+    /// The schedules as this replica last read them.
+    pub fn schedules(&self) -> &SchedulesView {
+        &self.schedules
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
     }
@@ -715,11 +724,18 @@ impl Deleter {
             let _ = self.catalog.update(&record, work.revision).await;
             return (Outcome::RetryAfter(job::retry_delay(delivered)), false);
         }
-        let outcome = match self
-            .catalog
-            .remove(&work.record.cluster, &work.record.id, work.revision)
-            .await
-        {
+        // Copies of it stay at other locations (issue 28): the record stays for them, gone
+        // from primary, until the last location's retention deletes its copy.
+        let removed = if work.record.held_elsewhere() {
+            let mut kept = work.record.clone();
+            kept.primary_deleted_at = Some(Utc::now());
+            self.catalog.update(&kept, work.revision).await.map(|_| ())
+        } else {
+            self.catalog
+                .remove(&work.record.cluster, &work.record.id, work.revision)
+                .await
+        };
+        let outcome = match removed {
             Ok(()) => {
                 self.metrics.backups_deleted.inc();
                 if let Some(bytes) = work.record.size_bytes {

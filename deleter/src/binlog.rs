@@ -97,7 +97,7 @@ pub struct Collector {
     /// One job of a cluster at a time: a fixed set of locks, a cluster's chosen by the hash of
     /// its name and taken for the whole pass. Fixed, so that jobs naming ever new clusters (a
     /// job's cluster is a claim) cannot grow it; two clusters sharing a lock only take turns.
-    clusters: Arc<[tokio::sync::Mutex<()>]>,
+    clusters: sexton_shared::service::ClusterLocks,
 }
 
 /// Consumes binlog jobs until `shutdown` trips: up to `deleter.concurrency` at once, one of
@@ -121,9 +121,7 @@ pub async fn run(
         store,
         prefix: config.s3.prefix.clone(),
         metrics,
-        clusters: (0..CLUSTER_LOCKS)
-            .map(|_| tokio::sync::Mutex::new(()))
-            .collect(),
+        clusters: sexton_shared::service::ClusterLocks::new(CLUSTER_LOCKS),
     };
     let in_flight = config.deleter.concurrency.max(1);
     let jetstream = topology.jetstream.clone();
@@ -196,13 +194,7 @@ impl Collector {
     /// One pass over a cluster's binlog folder; see the module documentation for the order.
     pub async fn collect(&self, job: &BinlogGcJob, delivered: i64) -> anyhow::Result<Outcome> {
         let cluster = &job.cluster;
-        let slot = {
-            use std::hash::{Hash as _, Hasher as _};
-            let mut hasher = std::collections::hash_map::DefaultHasher::new();
-            cluster.hash(&mut hasher);
-            hasher.finish() as usize % self.clusters.len()
-        };
-        let _one_at_a_time = self.clusters[slot].lock().await;
+        let _one_at_a_time = self.clusters.lock(cluster).await;
         let folder = binlog::binlog_prefix(&self.prefix, cluster);
         let index_key = binlog::index_key(&self.prefix, cluster);
         for key in &job.delete {

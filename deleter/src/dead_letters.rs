@@ -193,7 +193,7 @@ async fn record_failure(deleter: &Deleter, job: &DeleteJob, gave_up: &str) -> an
         }
         let this_job = record.uid == job.uid
             && match record.status {
-                BackupStatus::Expiring => current.revision == job.revision,
+                BackupStatus::Expiring => record.mark_revision(current.revision) == job.revision,
                 BackupStatus::Deleting => record.expiring_revision == Some(job.revision),
                 _ => false,
             };

@@ -73,8 +73,13 @@ pub fn verify(job: &DeleteJob, current: Option<&Versioned<BackupRecord>>, prefix
             job.cluster, job.backup_id, record.cluster, record.id
         ));
     }
-    let marked_for_this_job =
-        record.status == BackupStatus::Expiring && current.revision == job.revision;
+    // Its objects at primary are gone and the record stays for its copies elsewhere (issue
+    // 28): an earlier delivery finished this job's work.
+    if !record.held_at_primary() {
+        return Verdict::AlreadyDone;
+    }
+    let marked_for_this_job = record.status == BackupStatus::Expiring
+        && record.mark_revision(current.revision) == job.revision;
     if let Some(why) = planning::protection(record) {
         return Verdict::Refuse(Refusal {
             reason: why,
@@ -99,7 +104,9 @@ pub fn verify(job: &DeleteJob, current: Option<&Versioned<BackupRecord>>, prefix
         BackupStatus::Expiring if marked_for_this_job => Verdict::Claim,
         BackupStatus::Expiring => refuse(format!(
             "stale job: backup {} was marked expiring at revision {}, the job names {}",
-            record.id, current.revision, job.revision
+            record.id,
+            record.mark_revision(current.revision),
+            job.revision
         )),
         BackupStatus::Deleting if record.expiring_revision == Some(job.revision) => Verdict::Resume,
         status => refuse(format!(
@@ -211,7 +218,7 @@ pub fn verify_all(
     let kept_keys: HashSet<&str> = view
         .records
         .values()
-        .filter(|r| !r.value.status.is_being_deleted())
+        .filter(|r| r.value.held_at_primary() && !r.value.status.is_being_deleted())
         .flat_map(|r| {
             r.value
                 .artifacts
@@ -244,7 +251,11 @@ pub fn verify_all(
             let others: HashSet<&str> = view
                 .records
                 .values()
-                .filter(|r| r.value.id != record.id && !r.value.status.is_being_deleted())
+                .filter(|r| {
+                    r.value.id != record.id
+                        && r.value.held_at_primary()
+                        && !r.value.status.is_being_deleted()
+                })
                 .flat_map(|r| r.value.all_keys_iter())
                 .collect();
             if let Some(key) = going
@@ -277,7 +288,7 @@ pub fn verify_all(
                 .records
                 .values()
                 .map(|r| &r.value)
-                .filter(|r| r.plan == *plan)
+                .filter(|r| r.plan == *plan && r.held_at_primary())
                 .collect();
             let answer = match &policy {
                 Ok(policy) => {
@@ -298,7 +309,7 @@ pub fn verify_all(
             .records
             .values()
             .map(|r| &r.value)
-            .filter(|r| r.plan == *plan)
+            .filter(|r| r.plan == *plan && r.held_at_primary())
             .collect();
         let candidates: Vec<&BackupRecord> = indices
             .iter()
@@ -407,6 +418,39 @@ mod tests {
 
     fn refused(verdict: &Verdict) -> bool {
         matches!(verdict, Verdict::Refuse(_))
+    }
+
+    #[test]
+    fn a_write_about_copies_keeps_the_marks_job_and_a_record_gone_from_primary_is_done() {
+        // Marked at revision 7; the copier then records a copy (revision 8), keeping the mark.
+        let mut record = record("b1", BackupStatus::Expiring);
+        record.keep_mark(7);
+        assert_eq!(
+            verify(&job("b1", 7), Some(&at(record.clone(), 8)), "pre"),
+            Verdict::Claim
+        );
+        // A later such write keeps the same mark; an older job stays stale.
+        record.keep_mark(8);
+        assert_eq!(
+            verify(&job("b1", 7), Some(&at(record.clone(), 9)), "pre"),
+            Verdict::Claim
+        );
+        assert!(refused(&verify(
+            &job("b1", 6),
+            Some(&at(record.clone(), 9)),
+            "pre"
+        )));
+        // Without the mark kept, a write after the mark makes the job stale (as before).
+        let plain = super::tests::record("b1", BackupStatus::Expiring);
+        assert!(refused(&verify(&job("b1", 7), Some(&at(plain, 8)), "pre")));
+        // Its objects at primary deleted, the record kept for copies: nothing left to do.
+        let mut away = super::tests::record("b1", BackupStatus::Deleting);
+        away.expiring_revision = Some(7);
+        away.primary_deleted_at = Some("2026-01-02T00:00:00Z".parse().unwrap());
+        assert_eq!(
+            verify(&job("b1", 7), Some(&at(away, 12)), "pre"),
+            Verdict::AlreadyDone
+        );
     }
 
     #[test]

@@ -7,11 +7,13 @@
 //! a crash finishes the work. Jobs that run out of deliveries are recorded from the
 //! max-deliveries advisory ([`dead_letters`]). It also answers the plugin and orphan API
 //! ([`api`]). Beside the delete jobs it garbage-collects binlog segments on a queue of its own
-//! ([`binlog`]), rewriting each cluster's binlog index last with a conditional write.
+//! ([`binlog`]), rewriting each cluster's binlog index last with a conditional write, and
+//! deletes copies at other locations that their retention let go ([`copies`]).
 
 pub mod api;
 pub mod batch;
 pub mod binlog;
+pub mod copies;
 pub mod dead_letters;
 pub mod job;
 pub mod metrics;
@@ -136,6 +138,20 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     tasks.spawn(
         "dead letters",
         dead_letters::run(deleter.clone(), shutdown.clone()),
+    );
+    // Copies at other locations that their retention let go (issue 28), on a durable of
+    // their own, with a client per location built from that location's settings alone.
+    let locations = ObjectStore::connect_locations(&config).await?;
+    tasks.spawn(
+        "copy deletions",
+        copies::run(
+            deleter.clone(),
+            locations,
+            jetstream.clone(),
+            config.deleter.concurrency.max(1),
+            config.deleter.ack_wait,
+            shutdown.clone(),
+        ),
     );
     for _ in 0..batch::Deleter::workers(&config) {
         let batches = work(

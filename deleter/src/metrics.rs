@@ -17,6 +17,10 @@ pub struct Metrics {
     pub batch_jobs: Histogram,
     /// Audit entries published (`stored`, `failed`).
     pub audit_entries: IntCounterVec,
+    /// Copy delete jobs handled, by location and outcome (issue 28).
+    pub copy_deletions: IntCounterVec,
+    /// Objects of copies removed at other locations, by location.
+    pub copy_objects_deleted: IntCounterVec,
 }
 
 impl Metrics {
@@ -84,6 +88,22 @@ impl Metrics {
             delete_failures.with_label_values(&[kind]);
         }
         let audit_entries = sexton_shared::audit::Audit::counter();
+        let copy_deletions = IntCounterVec::new(
+            Opts::new(
+                "sexton_copy_deletions_total",
+                "copy delete jobs handled, by location and outcome (deleted, refused, retry)",
+            ),
+            &["location", "outcome"],
+        )
+        .expect("valid metric");
+        let copy_objects_deleted = IntCounterVec::new(
+            Opts::new(
+                "sexton_copy_objects_deleted_total",
+                "objects of copies removed at other locations, by location",
+            ),
+            &["location"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(jobs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(objects_deleted.clone()),
@@ -94,6 +114,8 @@ impl Metrics {
             Box::new(plugin_calls.clone()),
             Box::new(batch_jobs.clone()),
             Box::new(audit_entries.clone()),
+            Box::new(copy_deletions.clone()),
+            Box::new(copy_objects_deleted.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -110,6 +132,8 @@ impl Metrics {
             plugin_calls,
             batch_jobs,
             audit_entries,
+            copy_deletions,
+            copy_objects_deleted,
         }
     }
 }

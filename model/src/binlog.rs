@@ -362,7 +362,12 @@ pub fn safe_horizon(job_horizon: DateTime<FixedOffset>, records: &[BackupRecord]
         };
     }
     for record in records {
-        if !record.counts_as_full() || record.status == BackupStatus::Failed {
+        // A backup whose objects at primary are gone (its copies elsewhere keep the record,
+        // issue 28) needs nothing of the primary's binlog archive.
+        if !record.counts_as_full()
+            || record.status == BackupStatus::Failed
+            || !record.held_at_primary()
+        {
             continue;
         }
         let Some(start) = record.started_at.or(record.completed_at) else {
@@ -697,6 +702,13 @@ mod tests {
         // A newer catalog never pushes it forward; a full without a time stops everything.
         let safe = safe_horizon(t("2026-01-01T00:00:00Z"), std::slice::from_ref(&kept));
         assert_eq!(safe.horizon, Some(t("2026-01-01T00:00:00Z")));
+        // Gone from primary, kept for its copies elsewhere (issue 28): nothing here waits
+        // for it, and it needs nothing of this archive.
+        let mut copies_only = full("away", BackupStatus::Deleting, Some("2026-01-02T00:00:00Z"));
+        copies_only.primary_deleted_at = Some("2026-01-09T00:00:00Z".parse().unwrap());
+        let safe = safe_horizon(job, &[kept.clone(), copies_only]);
+        assert_eq!(safe.horizon, Some(job));
+        assert!(safe.waiting_for.is_empty());
         let undated = full("undated", BackupStatus::DeleteFailed, None);
         assert_eq!(safe_horizon(job, &[kept, undated]).horizon, None);
     }

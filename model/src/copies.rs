@@ -262,6 +262,26 @@ pub struct LocationCopy {
     pub objects: Vec<ObjectDigest>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class: Option<String>,
+    /// The catalog revision at which the location's retention marked this copy `expiring`;
+    /// its delete job carries the same number. Kept through `deleting`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiring_revision: Option<u64>,
+    /// Why the location's retention deletes it (the plan's reasons).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delete_reasons: Vec<String>,
+    /// The hash of the rule's policy whose plan marked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_policy: Option<String>,
+    /// When a deleter finished deleting it (`deleted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+impl LocationCopy {
+    /// Whether the location holds (some of) the copy's objects: every state but `deleted`.
+    pub fn is_held(&self) -> bool {
+        self.state != CopyState::Deleted
+    }
 }
 
 /// Where a copy stands.
@@ -270,6 +290,100 @@ pub struct LocationCopy {
 pub enum CopyState {
     /// Whole at the location: it counts there.
     Copied,
+    /// The location's retention chose to delete it and marked it; a deleter is on it. It
+    /// counts no more at the location (as an `expiring` backup counts no more at its source).
+    Expiring,
+    /// A deleter claimed it and is removing its objects: it is never judged again, only
+    /// finished (a redelivered job resumes).
+    Deleting,
+    /// The location's retention deleted it: nothing of it is there any more. Kept on the record
+    /// so that the copy rule counts as served (no copy is awaited, a late copy job copies
+    /// nothing); a descendant that needs it there again has it copied again.
+    Deleted,
+}
+
+impl CopyState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CopyState::Copied => "copied",
+            CopyState::Expiring => "expiring",
+            CopyState::Deleting => "deleting",
+            CopyState::Deleted => "deleted",
+        }
+    }
+
+    /// The status the retention engine sees for a copy in this state; `None` once deleted
+    /// (the location's groups hold it no more).
+    pub fn engine_status(self) -> Option<sexton_retention::BackupStatus> {
+        match self {
+            CopyState::Copied => Some(sexton_retention::BackupStatus::Completed),
+            CopyState::Expiring => Some(sexton_retention::BackupStatus::Expiring),
+            CopyState::Deleting => Some(sexton_retention::BackupStatus::Deleting),
+            CopyState::Deleted => None,
+        }
+    }
+}
+
+/// Retention-worker → deleter: delete this backup's copy at this location. A claim to check:
+/// the deleter deletes only a copy the catalog marks `expiring` at the job's revision, with the
+/// uid the job names, that the rule's plan made now still lets go.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CopyDeleteJob {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub backup_id: BackupId,
+    pub uid: String,
+    pub location: LocationName,
+    /// The catalog revision at which the copy was marked expiring.
+    pub revision: u64,
+    #[serde(default)]
+    pub reasons: Vec<String>,
+}
+
+impl Message for CopyDeleteJob {
+    const KIND: &'static str = "copy delete job";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.uid.is_empty() || self.uid.len() > 64 {
+            return Err("uid holds 1 to 64 characters".into());
+        }
+        if self.location.is_primary() {
+            return Err(
+                "a copy delete job's location is never primary (a delete job deletes there)".into(),
+            );
+        }
+        if self.revision == 0 {
+            return Err("revision must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// The one copy policy of `plan` at `location`, given the copy rules of the plan's schedules:
+/// every schedule of the plan that copies there must give the same policy (as a group's own
+/// policy must be one). `Err`: why the location's copies of the group are not planned
+/// (everything kept there).
+pub fn copy_policy<'a>(
+    rules: impl IntoIterator<Item = &'a CopyRule>,
+    location: &LocationName,
+) -> Result<&'a Policy, String> {
+    let mut found: Option<&'a Policy> = None;
+    for rule in rules.into_iter().filter(|rule| rule.to == *location) {
+        match found {
+            None => found = Some(&rule.policy),
+            Some(policy) if *policy == rule.policy => {}
+            Some(_) => {
+                return Err(format!(
+                    "the schedules of this plan give different policies for copies at                      {location}; keeping every copy there"
+                ))
+            }
+        }
+    }
+    found.ok_or_else(|| {
+        format!("no schedule of this plan has a copy rule to {location}; keeping every copy there")
+    })
 }
 
 /// The hold a backup carries at its source while a copy rule still has to copy it.

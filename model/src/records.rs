@@ -521,9 +521,16 @@ pub struct BackupRecord {
     /// ([`crate::copies::awaiting_hold`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copy_to: Vec<crate::names::LocationName>,
-    /// The copies that count, by location.
+    /// The copies at other locations, by location: those that count (`copied`) and those the
+    /// location's retention is deleting.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub copies: BTreeMap<crate::names::LocationName, crate::copies::LocationCopy>,
+    /// When a deleter removed the backup's objects at primary while copies of it stayed
+    /// elsewhere (issue 28): the record stays, for those copies, until the last location's
+    /// retention deletes its copy. Such a record is in no retention group at primary, is
+    /// never scrubbed, tested or copied from there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_deleted_at: Option<DateTime<Utc>>,
 }
 
 /// What restore tests say of a backup.
@@ -670,6 +677,104 @@ impl BackupRecord {
         holds
     }
 
+    /// Keeps the delete job of a mark at primary valid across a write that is not about that
+    /// mark (a copy landing, a location's own mark or deletion of its copy): the job names the
+    /// revision the mark was written at, and without this any later write of the record would
+    /// make it stale. Called on the record about to be written, with the revision it was read
+    /// at; the first such write after the mark records that revision as the mark's.
+    pub fn keep_mark(&mut self, read_revision: u64) {
+        if self.status == BackupStatus::Expiring && self.expiring_revision.is_none() {
+            self.expiring_revision = Some(read_revision);
+        }
+    }
+
+    /// The revision the delete job of this record's `expiring` mark carries, the record being
+    /// at `revision`: the mark's own, as [`BackupRecord::keep_mark`] kept it, else `revision`
+    /// (nothing has written the record since the mark).
+    pub fn mark_revision(&self, revision: u64) -> u64 {
+        self.expiring_revision.unwrap_or(revision)
+    }
+
+    /// Whether the backup's objects are still at primary (its source): the records a retention
+    /// group at primary plans over, and that a scrub, a restore test or a copy reads from.
+    pub fn held_at_primary(&self) -> bool {
+        self.primary_deleted_at.is_none()
+    }
+
+    /// Whether any location other than primary holds a copy (in any state but `deleted`): the
+    /// record must stay while one does.
+    pub fn held_elsewhere(&self) -> bool {
+        self.copies
+            .values()
+            .any(crate::copies::LocationCopy::is_held)
+    }
+
+    /// The status as a person reads it: `copies-only` once the objects at primary are gone and
+    /// only copies elsewhere remain.
+    pub fn status_text(&self) -> &'static str {
+        if self.held_at_primary() {
+            self.status.as_str()
+        } else {
+            "copies-only"
+        }
+    }
+
+    /// The retention engine's view of this backup's copy at `location`, if the location holds
+    /// one or awaits one: the source's id, times, kind, parent, tags, volumes and verification
+    /// (a copy is the same bytes, checked against intake's digests), the record's holds, and
+    /// the status of the copy there. A copy awaited (the location is in `copy_to`, no copy
+    /// yet) is `in-progress` there: never counted, never deleted, and its ancestors' copies
+    /// are kept for it, so a location never lets a parent go that a copy on its way needs.
+    /// Not the holds that only the source carries (copies awaited), nor a user's delete
+    /// request (it asks for the backup at its source).
+    pub fn to_engine_at(
+        &self,
+        location: &crate::names::LocationName,
+    ) -> Option<sexton_retention::BackupRecord> {
+        let status = match self.copies.get(location) {
+            Some(copy) => copy.state.engine_status()?,
+            None if self.copy_to.contains(location) && self.held_at_primary() => {
+                BackupStatus::InProgress
+            }
+            None => return None,
+        };
+        let mut volumes = self.volumes.clone();
+        for volume in &mut volumes {
+            volume.expiring = false;
+        }
+        Some(sexton_retention::BackupRecord {
+            id: self.id.to_string(),
+            completed_at: self.completed_at,
+            started_at: self.started_at,
+            status,
+            kind: self.kind,
+            parent: self.parent.as_ref().map(|p| p.to_string()),
+            tags: self.tags.clone(),
+            legal_hold: self.legal_hold,
+            holds: self.holds.clone(),
+            immutable: self.immutable,
+            delete_requested: false,
+            volumes,
+            verification: self
+                .verification
+                .as_ref()
+                .map_or(VerificationState::Unverified, |v| v.state),
+        })
+    }
+
+    /// The engine's view of the copy at `location` with its `expiring` mark taken off: what a
+    /// plan made now would have seen had nobody marked it (the deleter's re-check).
+    pub fn to_engine_at_unmarked(
+        &self,
+        location: &crate::names::LocationName,
+    ) -> Option<sexton_retention::BackupRecord> {
+        let mut engine = self.to_engine_at(location)?;
+        if engine.status == BackupStatus::Expiring {
+            engine.status = BackupStatus::Completed;
+        }
+        Some(engine)
+    }
+
     /// The locations a copy rule sends this backup to that hold no copy of it yet.
     pub fn awaiting_copy(&self) -> impl Iterator<Item = &crate::names::LocationName> {
         self.copy_to
@@ -765,6 +870,65 @@ pub fn volume_artifacts(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copy_is_seen_at_its_location_in_its_own_state() {
+        let dr = crate::names::LocationName::new("dr").unwrap();
+        let mut record: BackupRecord = serde_json::from_value(serde_json::json!({
+            "id": "b1", "uid": "u1", "cluster": "c1", "plan": "p", "backup_name": "s",
+            "kind": "full", "status": "expiring", "holds": ["case-7"],
+            "completed_at": "2026-01-01T00:00:00Z", "delete_requested": true,
+        }))
+        .unwrap();
+        assert_eq!(record.to_engine_at(&dr), None, "not copied, not awaited");
+        record.copy_to = vec![dr.clone()];
+        let awaited = record.to_engine_at(&dr).unwrap();
+        assert_eq!(awaited.status, BackupStatus::InProgress);
+        assert_eq!(
+            record.holds_with_copies(),
+            ["case-7", "awaiting copy to dr"]
+        );
+        // Copied: completed there whatever the source's status, the record's own holds and
+        // not the source's wait, no user request.
+        record.copies.insert(
+            dr.clone(),
+            serde_json::from_value(serde_json::json!({
+                "state": "copied", "copied_at": "2026-01-01T01:00:00Z"
+            }))
+            .unwrap(),
+        );
+        let copy = record.to_engine_at(&dr).unwrap();
+        assert_eq!(copy.status, BackupStatus::Completed);
+        assert_eq!(copy.holds, ["case-7"]);
+        assert!(!copy.delete_requested);
+        assert!(record.held_elsewhere());
+        for (state, seen) in [
+            (
+                crate::copies::CopyState::Expiring,
+                Some(BackupStatus::Expiring),
+            ),
+            (
+                crate::copies::CopyState::Deleting,
+                Some(BackupStatus::Deleting),
+            ),
+            (crate::copies::CopyState::Deleted, None),
+        ] {
+            record.copies.get_mut(&dr).unwrap().state = state;
+            assert_eq!(
+                record.to_engine_at(&dr).map(|e| e.status),
+                seen,
+                "{state:?}"
+            );
+        }
+        assert!(!record.held_elsewhere(), "a deleted copy holds nothing");
+        assert!(
+            record.awaiting_copy().next().is_none(),
+            "served, not awaited"
+        );
+        assert_eq!(record.status_text(), "expiring");
+        record.primary_deleted_at = Some("2026-01-03T00:00:00Z".parse().unwrap());
+        assert_eq!(record.status_text(), "copies-only");
+    }
 
     #[test]
     fn metadata_key_is_recognised_by_its_last_segment() {

@@ -420,3 +420,33 @@ pub fn nothing_held(cluster: &ClusterName, plan: &PlanName, why: &str) -> ApiErr
         format!("retention of cluster {cluster} plan {plan} is not held: {why}"),
     )
 }
+
+/// The breaker's verdict on a location's plan for its copies (issue 28): the same judgement
+/// and limits as the group's plan at primary. No approval lets a held location plan through
+/// yet (approvals name a cluster and plan, the primary's): a held location keeps every copy
+/// until its plan no longer trips, which its log line and the `held` runs metric say.
+#[allow(clippy::too_many_arguments)]
+pub fn location_verdict(
+    cluster: &ClusterName,
+    plan: &PlanName,
+    location: &sexton_shared::names::LocationName,
+    limits: &BreakerLimits,
+    catalog: &sexton_retention::Catalog,
+    decision: &sexton_retention::Plan,
+    now: DateTime<Utc>,
+) -> Option<BreakerState> {
+    let verdict = breaker::judge(catalog, decision, limits, now);
+    if !verdict.holds() {
+        return None;
+    }
+    Some(BreakerState {
+        held: true,
+        trips: verdict.trips,
+        deleting: verdict.deleting,
+        approval: None,
+        approve_with: format!(
+            "no approval for copies yet: the copies of {cluster}/{plan} at {location} are kept \
+             until the plan no longer trips the breaker"
+        ),
+    })
+}

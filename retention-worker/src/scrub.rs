@@ -79,6 +79,11 @@ pub fn judge(
     let mut owned: BTreeSet<&str> = BTreeSet::new();
     for record in records {
         let backup = &record.value;
+        // A record whose objects at primary were deleted (its copies elsewhere keep it, issue
+        // 28) owns nothing here and is not judged here.
+        if !backup.held_at_primary() {
+            continue;
+        }
         owned.extend(backup.all_keys_iter());
         let judged = matches!(
             backup.status,

@@ -21,20 +21,94 @@
 //! compare-and-set conflict, as a mark written on the view's revision would have been. The
 //! deleter keeps whole records instead (`deleter/src/view.rs`): it judges every job on them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use sexton_shared::{
     catalog::Versioned,
     catalog_view::{self, ViewState},
-    names::{BackupId, ClusterName, PlanName},
+    names::{BackupId, ClusterName, LocationName, PlanName},
     records::{BackupRecord, BackupStatus},
 };
 
 /// Every cluster's view on this replica.
-pub type CatalogView = catalog_view::CatalogView<ClusterGroups>;
+pub type CatalogView = catalog_view::CatalogView<ClusterPlaces>;
 
-/// One cluster's records by plan.
+/// One cluster's records by place: at primary (the backups whose objects are still there), and
+/// at each other location its copies there (issue 28). A record is in the primary groups while
+/// it is held at primary and in a location's groups while that location holds a copy of it, in
+/// the engine form it has there ([`BackupRecord::to_engine_at`]).
+#[derive(Default)]
+pub struct ClusterPlaces {
+    pub primary: ClusterGroups,
+    pub locations: BTreeMap<LocationName, ClusterGroups>,
+}
+
+impl ClusterPlaces {
+    /// Records at primary.
+    pub fn len(&self) -> usize {
+        self.primary.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.primary.is_empty()
+    }
+}
+
+impl ViewState for ClusterPlaces {
+    fn apply(
+        &mut self,
+        cluster: &ClusterName,
+        id: BackupId,
+        change: Option<Versioned<BackupRecord>>,
+    ) -> anyhow::Result<()> {
+        if let Some(record) = &change {
+            // Retention groups records by the fields inside them; one filed under another
+            // backup's key (or cluster) would be planned as something it is not.
+            anyhow::ensure!(
+                record.value.id == id && record.value.cluster == *cluster,
+                "catalog entry {cluster}.{id} holds backup {}.{}",
+                record.value.cluster,
+                record.value.id
+            );
+        }
+        let at_primary = change
+            .as_ref()
+            .filter(|record| record.value.held_at_primary())
+            .map(|record| Form {
+                plan: record.value.plan.clone(),
+                engine: record.value.to_engine(),
+                entry: Entry::of(record),
+            });
+        self.primary.apply_form(id.clone(), at_primary);
+        if let Some(record) = &change {
+            for location in record.value.copies.keys().chain(&record.value.copy_to) {
+                self.locations.entry(location.clone()).or_default();
+            }
+        }
+        for (location, groups) in &mut self.locations {
+            let form = change.as_ref().and_then(|record| {
+                let engine = record.value.to_engine_at(location)?;
+                Some(Form {
+                    plan: record.value.plan.clone(),
+                    engine,
+                    entry: Entry::at_location(record),
+                })
+            });
+            groups.apply_form(id.clone(), form);
+        }
+        Ok(())
+    }
+}
+
+/// A record's place in one place's groups: its plan, engine form there and entry.
+struct Form {
+    plan: PlanName,
+    engine: sexton_retention::BackupRecord,
+    entry: Entry,
+}
+
+/// One place's records of a cluster, by plan.
 #[derive(Default)]
 pub struct ClusterGroups {
     groups: Vec<GroupView>,
@@ -87,6 +161,18 @@ impl Entry {
             expired_from: record.value.expired_from,
         }
     }
+
+    /// The entry of a copy at a location: a user's request and a volume deletion are the
+    /// source's, never a location's.
+    fn at_location(record: &Versioned<BackupRecord>) -> Entry {
+        Entry {
+            revision: record.revision,
+            delete_request: false,
+            tested: record.value.verification.is_some(),
+            volume_deletion: false,
+            expired_from: None,
+        }
+    }
 }
 
 impl Members {
@@ -126,16 +212,12 @@ impl ClusterGroups {
         self.location.is_empty()
     }
 
-    fn insert(&mut self, id: BackupId, record: Versioned<BackupRecord>) {
-        let slot = match self
-            .groups
-            .iter()
-            .position(|group| group.plan == record.value.plan)
-        {
+    fn insert(&mut self, id: BackupId, form: Form) {
+        let slot = match self.groups.iter().position(|group| group.plan == form.plan) {
             Some(slot) => slot,
             None => {
                 self.groups.push(GroupView {
-                    plan: record.value.plan.clone(),
+                    plan: form.plan.clone(),
                     members: Arc::default(),
                 });
                 self.groups.len() - 1
@@ -144,8 +226,8 @@ impl ClusterGroups {
         let members = Arc::make_mut(&mut self.groups[slot].members);
         self.location
             .insert(id, (slot as u32, members.entries.len() as u32));
-        members.engine.backups.push(record.value.to_engine());
-        members.entries.push(Entry::of(&record));
+        members.engine.backups.push(form.engine);
+        members.entries.push(form.entry);
     }
 
     fn remove_at(&mut self, slot: u32, index: u32) {
@@ -166,43 +248,25 @@ impl ClusterGroups {
     }
 }
 
-impl ViewState for ClusterGroups {
-    /// Applies one change of the entry `<cluster>.<id>`: the record now stored there, or `None`
-    /// when it was removed.
-    fn apply(
-        &mut self,
-        cluster: &ClusterName,
-        id: BackupId,
-        change: Option<Versioned<BackupRecord>>,
-    ) -> anyhow::Result<()> {
-        if let Some(record) = &change {
-            // Retention groups records by the fields inside them; one filed under another
-            // backup's key (or cluster) would be planned as something it is not.
-            anyhow::ensure!(
-                record.value.id == id && record.value.cluster == *cluster,
-                "catalog entry {cluster}.{id} holds backup {}.{}",
-                record.value.cluster,
-                record.value.id
-            );
-        }
+impl ClusterGroups {
+    /// Applies one change of the entry `<cluster>.<id>` to this place: the record's form here
+    /// now, or `None` when it is no longer here (removed, or gone from this place).
+    fn apply_form(&mut self, id: BackupId, change: Option<Form>) {
         let existing = self.location.get(&id).copied();
         match (existing, change) {
             (None, None) => {}
             (Some((slot, index)), None) => self.remove_at(slot, index),
-            (Some((slot, index)), Some(record))
-                if self.groups[slot as usize].plan == record.value.plan =>
-            {
+            (Some((slot, index)), Some(form)) if self.groups[slot as usize].plan == form.plan => {
                 let members = Arc::make_mut(&mut self.groups[slot as usize].members);
-                members.engine.backups[index as usize] = record.value.to_engine();
-                members.entries[index as usize] = Entry::of(&record);
+                members.engine.backups[index as usize] = form.engine;
+                members.entries[index as usize] = form.entry;
             }
-            (Some((slot, index)), Some(record)) => {
+            (Some((slot, index)), Some(form)) => {
                 self.remove_at(slot, index);
-                self.insert(id, record);
+                self.insert(id, form);
             }
-            (None, Some(record)) => self.insert(id, record),
+            (None, Some(form)) => self.insert(id, form),
         }
-        Ok(())
     }
 }
 
@@ -252,7 +316,7 @@ mod tests {
     #[test]
     fn changes_in_any_order_leave_the_view_equal_to_the_catalog() {
         let cluster = ClusterName::new("c1").unwrap();
-        let mut view = ClusterGroups::default();
+        let mut view = ClusterPlaces::default();
         let mut model: BTreeMap<String, (String, u64)> = BTreeMap::new();
         let mut state = 0x2545_f491_4f6c_dd1d_u64;
         let mut next = || {
@@ -274,14 +338,14 @@ mod tests {
                     .unwrap();
                 model.insert(id, (plan.to_string(), revision));
             }
-            check(&view, &model);
+            check(&view.primary, &model);
         }
     }
 
     #[test]
     fn a_record_under_another_backups_key_is_refused() {
         let cluster = ClusterName::new("c1").unwrap();
-        let mut view = ClusterGroups::default();
+        let mut view = ClusterPlaces::default();
         let refused = view.apply(
             &cluster,
             BackupId::new("b2").unwrap(),
@@ -296,5 +360,56 @@ mod tests {
                 Some(record("b1", "daily", 0, 1))
             )
             .is_err());
+    }
+
+    #[test]
+    fn a_copy_is_in_its_locations_groups_and_a_record_gone_from_primary_only_there() {
+        let cluster = ClusterName::new("c1").unwrap();
+        let dr = LocationName::new("dr").unwrap();
+        let mut view = ClusterPlaces::default();
+        let id = BackupId::new("b1").unwrap();
+        let mut stored = record("b1", "daily", 0, 1);
+        view.apply(&cluster, id.clone(), Some(stored.clone()))
+            .unwrap();
+        assert_eq!(view.primary.len(), 1);
+        assert!(view.locations.is_empty(), "no copy yet");
+
+        stored.revision = 2;
+        stored.value.copies.insert(
+            dr.clone(),
+            serde_json::from_value(serde_json::json!({
+                "state": "copied", "copied_at": "2026-01-01T01:00:00Z"
+            }))
+            .unwrap(),
+        );
+        view.apply(&cluster, id.clone(), Some(stored.clone()))
+            .unwrap();
+        assert_eq!(view.primary.len(), 1);
+        let at_dr = &view.locations[&dr];
+        assert_eq!(at_dr.len(), 1);
+        let (slot, index) = at_dr.location[&id];
+        let members = &at_dr.groups[slot as usize].members;
+        assert_eq!(
+            members.engine.backups[index as usize],
+            stored.value.to_engine_at(&dr).unwrap()
+        );
+        assert_eq!(members.entries[index as usize].revision, 2);
+
+        // The source's objects deleted, the copy stays: at dr only.
+        stored.revision = 3;
+        stored.value.primary_deleted_at = Some("2026-01-02T00:00:00Z".parse().unwrap());
+        view.apply(&cluster, id.clone(), Some(stored.clone()))
+            .unwrap();
+        assert!(view.primary.is_empty());
+        assert_eq!(view.locations[&dr].len(), 1);
+
+        // The copy deleted too: the record leaves every place.
+        stored.revision = 4;
+        stored.value.copies.clear();
+        view.apply(&cluster, id.clone(), Some(stored)).unwrap();
+        assert!(view.primary.is_empty());
+        assert!(view.locations[&dr].is_empty());
+        view.apply(&cluster, id, None).unwrap();
+        assert!(view.locations[&dr].is_empty());
     }
 }

@@ -17,6 +17,7 @@
 //! This module neither plans nor writes the catalog itself.
 
 mod api;
+mod copies;
 mod groups;
 mod marks;
 mod plan;

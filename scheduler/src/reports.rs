@@ -449,6 +449,7 @@ async fn record_report(
                     verification: Default::default(),
                     copy_to,
                     copies: Default::default(),
+                    primary_deleted_at: None,
                 };
                 let result = catalog.create(&record).await.map(|_| ());
                 written = Some(record);

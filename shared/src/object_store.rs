@@ -94,6 +94,23 @@ impl ObjectStore {
         &self.bucket
     }
 
+    /// A client per configured location (issue 28), each built from that location's settings
+    /// alone: no credentials of another location (nor the primary's) reach it.
+    pub async fn connect_locations(
+        config: &crate::config::Config,
+    ) -> anyhow::Result<std::collections::BTreeMap<crate::names::LocationName, ObjectStore>> {
+        let mut locations = std::collections::BTreeMap::new();
+        for (name, location) in &config.locations {
+            let name = crate::names::LocationName::new(name.as_str())
+                .map_err(|err| anyhow::anyhow!("location {name:?}: {err}"))?;
+            let store = ObjectStore::connect(&location.s3)
+                .await
+                .map_err(|err| anyhow::anyhow!("the client of location {name}: {err:#}"))?;
+            locations.insert(name, store);
+        }
+        Ok(locations)
+    }
+
     /// `<prefix>/<cluster>/`
     pub fn cluster_prefix(&self, cluster: &ClusterName) -> String {
         cluster_prefix(&self.prefix, cluster)

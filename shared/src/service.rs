@@ -240,3 +240,31 @@ mod tests {
         group.join(Duration::from_secs(5)).await.unwrap();
     }
 }
+
+/// One piece of work per cluster at a time, within a replica: a fixed set of locks, a
+/// cluster's chosen by the hash of its name. Fixed, so that messages naming ever new clusters
+/// (a message's cluster is a claim) cannot grow it; two clusters sharing a lock only take turns.
+#[derive(Clone)]
+pub struct ClusterLocks(Arc<[tokio::sync::Mutex<()>]>);
+
+impl ClusterLocks {
+    pub fn new(locks: usize) -> ClusterLocks {
+        ClusterLocks(
+            (0..locks.max(1))
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+        )
+    }
+
+    /// Waits for `cluster`'s turn; the turn lasts as long as the guard.
+    pub async fn lock(
+        &self,
+        cluster: &crate::names::ClusterName,
+    ) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        cluster.hash(&mut hasher);
+        let slot = hasher.finish() as usize % self.0.len();
+        self.0[slot].lock().await
+    }
+}

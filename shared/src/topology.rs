@@ -48,6 +48,8 @@ pub const CONSUMER_DELETER: &str = "deleter";
 /// The deleter's second durable on SEXTON_JOBS: binlog garbage collection, apart from backup
 /// deletions so neither queue waits behind the other.
 pub const CONSUMER_DELETER_BINLOG: &str = "deleter-binlog";
+/// The deleter's durable for copy delete jobs (`sexton.v1.job.copy-delete.*`).
+pub const CONSUMER_DELETER_COPIES: &str = "deleter-copies";
 pub const CONSUMER_DEAD_LETTERS: &str = "deleter-dead-letters";
 pub const CONSUMER_EXECUTOR: &str = "reference-executor";
 /// The reference executor's durable on verify-due events.
@@ -83,6 +85,11 @@ pub fn sweep_subject(cluster: &ClusterName) -> String {
 }
 pub fn delete_job_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.job.delete.{cluster}")
+}
+/// Copy delete jobs (issue 28): delete a backup's copy at another location, as that
+/// location's retention decided. The deleter takes them on a durable of their own.
+pub fn copy_delete_job_subject(cluster: &ClusterName) -> String {
+    format!("{SUBJECT_ROOT}.job.copy-delete.{cluster}")
 }
 /// Merge jobs (`chain_mode: merge`) for executors: fold a chain's expired head into the
 /// oldest kept backup.

@@ -2,7 +2,9 @@
 //! with its own credentials: copies land whole (chains and `metadata.json` last), the source
 //! keeps what awaits a copy, a corrupt source object is refused and copied once mended, forged
 //! jobs copy and count nothing, a copier killed mid-object and mid-chain leaves nothing counted
-//! that is not whole, and copy rules that cannot work are refused where they are written.
+//! that is not whole, copy rules that cannot work are refused where they are written, each
+//! location keeps what its own policy keeps (a record goes with the last place that holds its
+//! backup), and forged copy delete jobs delete nothing.
 
 mod support;
 
@@ -14,7 +16,7 @@ use serde_json::json;
 use sexton_shared::{
     catalog::Catalog,
     config::Config,
-    copies::CopyJob,
+    copies::{CopyDeleteJob, CopyJob, CopyState},
     names::{BackupId, ClusterName, LocationName},
     nats::publish_once,
     object_store::ObjectStore,
@@ -230,18 +232,24 @@ async fn copies_land_whole_and_the_source_keeps_what_awaits_them() {
     }
 
     // Copied, they are the source's policy's again: keep_last 1 keeps b3 alone there, and the
-    // copies at dr stay.
+    // copies at dr stay, their records with them (dr's keep_last 10 keeps all three).
     sweep(&world.js, "c1", 2).await;
     eventually(
         "b1 and b2 deleted at the source",
         Duration::from_secs(60),
         || async {
-            (record(&world.catalog, "c1", "b1").await.is_none()
-                && record(&world.catalog, "c1", "b2").await.is_none())
-            .then_some(())
+            let b1 = record(&world.catalog, "c1", "b1").await?;
+            let b2 = record(&world.catalog, "c1", "b2").await?;
+            (!b1.held_at_primary() && !b2.held_at_primary()).then_some(())
         },
     )
     .await;
+    let dr_name = LocationName::new("dr").unwrap();
+    for backup in ["b1", "b2"] {
+        let kept = record(&world.catalog, "c1", backup).await.unwrap();
+        assert_eq!(kept.status_text(), "copies-only");
+        assert_eq!(kept.copies[&dr_name].state, CopyState::Copied, "{backup}");
+    }
     let at_dr = object_keys(&world.dr, "dr-copies/c1/").await;
     for backup in ["b1", "b2", "b3"] {
         assert!(
@@ -593,4 +601,201 @@ async fn copy_rules_that_cannot_work_are_refused_where_they_are_written() {
         Some("GLACIER_IR")
     );
     fleet.stop().await.unwrap();
+}
+
+/// The keys of backup `backup` of c1 at dr.
+async fn at_dr(world: &Regions, backup: &str) -> Vec<String> {
+    object_keys(&world.dr, &format!("dr-copies/c1/db/{backup}/"))
+        .await
+        .into_iter()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_location_keeps_by_its_own_policy_and_a_record_goes_with_its_last_place() {
+    let world = regions(|_| {}).await;
+    // primary keeps the newest; dr the newest two.
+    create_schedule(
+        &world.client,
+        json!({"name": "db", "cluster": "c1", "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 1},
+               "copies": [{"to": "dr", "policy": {"keep_last": 2}}]}),
+    )
+    .await;
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    let b2 = Backup::incremental("b2", "b1", at("2026-03-02T00:00:00Z"), 10);
+    let b3 = Backup::full("b3", at("2026-03-03T00:00:00Z"), 10);
+    let b4 = Backup::full("b4", at("2026-03-04T00:00:00Z"), 10);
+    for backup in [&b1, &b2, &b3, &b4] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", backup).await;
+    }
+    wait_for_completed(&world.catalog, "c1", 4).await;
+    let (stop, copier) = start_copier(&world.config);
+    for backup in ["b1", "b2", "b3", "b4"] {
+        copied(&world.catalog, "c1", backup).await;
+    }
+
+    // The next runs: primary lets b1..b3 go, dr lets b1 and b2 go (b2's chain with it).
+    sweep(&world.js, "c1", 1).await;
+    eventually(
+        "each place down to what its policy keeps",
+        Duration::from_secs(90),
+        || async {
+            let gone = record(&world.catalog, "c1", "b1").await.is_none()
+                && record(&world.catalog, "c1", "b2").await.is_none();
+            let b3 = record(&world.catalog, "c1", "b3").await?;
+            (gone && !b3.held_at_primary()).then_some(())
+        },
+    )
+    .await;
+    let dr = LocationName::new("dr").unwrap();
+    let b3_record = record(&world.catalog, "c1", "b3").await.unwrap();
+    assert_eq!(b3_record.copies[&dr].state, CopyState::Copied);
+    let b4_record = record(&world.catalog, "c1", "b4").await.unwrap();
+    assert!(b4_record.held_at_primary());
+    assert_eq!(b4_record.copies[&dr].state, CopyState::Copied);
+    let primary = object_keys(&world.source, "backups/c1/").await;
+    for backup in ["b1", "b2", "b3"] {
+        assert!(
+            !primary.iter().any(|k| k.contains(&format!("/{backup}/"))),
+            "{backup} still at primary: {primary:?}"
+        );
+        if backup != "b3" {
+            assert!(at_dr(&world, backup).await.is_empty(), "{backup} at dr");
+        }
+    }
+    assert!(primary.iter().any(|k| k.contains("/b4/")));
+    check_whole_at_dr(&world.dr, &b3_record).await;
+    check_whole_at_dr(&world.dr, &b4_record).await;
+
+    // dr now keeps one: b3's copy goes, and with it the record (nothing holds b3 any more).
+    let update = api(
+        &world.client,
+        "schedule",
+        "update",
+        json!({"schema_version": 1, "name": "db",
+               "copies": [{"to": "dr", "policy": {"keep_last": 1}}]}),
+    )
+    .await;
+    update.unwrap();
+    sweep(&world.js, "c1", 2).await;
+    eventually(
+        "b3's record gone with its last copy",
+        Duration::from_secs(60),
+        || async {
+            record(&world.catalog, "c1", "b3")
+                .await
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(at_dr(&world, "b3").await.is_empty(), "b3's copy left at dr");
+    let b4_after = record(&world.catalog, "c1", "b4").await.unwrap();
+    assert!(b4_after.held_at_primary());
+    assert_eq!(b4_after.copies[&dr].state, CopyState::Copied);
+    check_whole_at_dr(&world.dr, &b4_after).await;
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_copy_delete_jobs_delete_nothing() {
+    let world = regions(|_| {}).await;
+    create_copying_schedule(&world.client, "db", "c1", 5).await;
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    report_backup(&world.js, &world.source, "c1", "base", "db", &b1).await;
+    wait_for_completed(&world.catalog, "c1", 1).await;
+    let (stop, copier) = start_copier(&world.config);
+    let real = copied(&world.catalog, "c1", "b1").await;
+    let before = at_dr(&world, "b1").await;
+    assert!(!before.is_empty());
+    let revision = world
+        .catalog
+        .get(&cluster("c1"), &id("b1"))
+        .await
+        .unwrap()
+        .unwrap()
+        .revision;
+
+    let job = |backup: &str, uid: &str, location: &str, revision: u64| CopyDeleteJob {
+        schema_version: 1,
+        cluster: cluster("c1"),
+        backup_id: id(backup),
+        uid: uid.into(),
+        location: LocationName::new(location).unwrap(),
+        revision,
+        reasons: vec!["forged".into()],
+    };
+    let forged: Vec<(String, bytes::Bytes)> = vec![
+        // The copy is not marked: a real revision claims a mark that was never made.
+        (
+            "c1".into(),
+            wire::encode(&job("b1", &real.uid, "dr", revision)),
+        ),
+        // A revision never stored.
+        (
+            "c1".into(),
+            wire::encode(&job("b1", &real.uid, "dr", revision + 1000)),
+        ),
+        // Another uid.
+        (
+            "c1".into(),
+            wire::encode(&job("b1", "not-its-uid", "dr", revision)),
+        ),
+        // A location this fleet does not have.
+        (
+            "c1".into(),
+            wire::encode(&job("b1", &real.uid, "elsewhere", revision)),
+        ),
+        // The body names another cluster than the subject.
+        (
+            "c2".into(),
+            wire::encode(&job("b1", &real.uid, "dr", revision)),
+        ),
+        ("c1".into(), bytes::Bytes::from_static(b"not json")),
+    ];
+    let count = forged.len();
+    for (n, (subject_cluster, body)) in forged.into_iter().enumerate() {
+        publish_once(
+            &world.js,
+            topology::copy_delete_job_subject(&cluster(&subject_cluster)),
+            &format!("forged-delete.{n}"),
+            body,
+        )
+        .await
+        .unwrap();
+    }
+    eventually(
+        "the forged copy delete jobs refused",
+        Duration::from_secs(60),
+        || async {
+            let refused = incidents(&world.js)
+                .await
+                .iter()
+                .filter(|i| i.contains("\"service\":\"deleter\"") && i.contains("copy-delete"))
+                .count();
+            let backlog = consumer_backlog(
+                &world.js,
+                topology::STREAM_JOBS,
+                topology::CONSUMER_DELETER_COPIES,
+            )
+            .await
+            .unwrap_or(u64::MAX);
+            (refused >= count && backlog == 0).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        at_dr(&world, "b1").await,
+        before,
+        "a forged job deleted at dr"
+    );
+    let after = record(&world.catalog, "c1", "b1").await.unwrap();
+    assert_eq!(after, real, "a forged job changed the record");
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
 }

@@ -402,12 +402,27 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
     }
     assert_stream_accepts("scheduler", &connections["scheduler"], copy_job).await;
     assert_eq!(stored_messages(operator, topology::STREAM_COPIES).await, 1);
+    // Copy delete jobs: the retention-worker alone publishes them; the copier, which writes
+    // copies, may neither publish one nor take them (the deleter's durable deleter-copies).
+    let copy_delete_job = "sexton.v1.job.copy-delete.c1";
+    for role in ["executor", "deleter", "scheduler", "operator", "copier"] {
+        assert_publish_refused(role, &connections[role], copy_delete_job).await;
+    }
+    assert_stream_accepts(
+        "retention-worker",
+        &connections["retention-worker"],
+        copy_delete_job,
+    )
+    .await;
+    assert_eq!(stored_messages(operator, topology::STREAM_JOBS).await, 2);
     // The copier's durable is its own: no other name, no delete jobs.
     let copier = &connections["copier"];
     for subject in [
         "$JS.API.CONSUMER.CREATE.SEXTON_COPIES.peek",
         "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.deleter",
         "$JS.API.CONSUMER.MSG.NEXT.SEXTON_JOBS.deleter",
+        "$JS.API.CONSUMER.CREATE.SEXTON_JOBS.deleter-copies",
+        "$JS.API.CONSUMER.MSG.NEXT.SEXTON_JOBS.deleter-copies",
         "$JS.API.CONSUMER.DELETE.SEXTON_COPIES.copier",
         "$KV.sexton-schedules.s1",
     ] {
@@ -479,7 +494,7 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
     .unwrap();
     assert_stream_accepts("scheduler", &connections["scheduler"], due_backup).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(stored_messages(operator, topology::STREAM_JOBS).await, 1);
+    assert_eq!(stored_messages(operator, topology::STREAM_JOBS).await, 2);
 
     // And without a password, or with another user's, nobody connects at all.
     let anonymous = async_nats::ConnectOptions::new().connect(nats.url()).await;

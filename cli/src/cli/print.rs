@@ -51,7 +51,7 @@ pub(super) fn print_answer(
                 if table {
                     let now = crate::output::now();
                     for row in rows.iter_mut() {
-                        row["verified_cell"] = Value::String(verified_cell(row, now));
+                        backup_cells(row, now);
                     }
                 }
             }
@@ -187,7 +187,7 @@ pub(super) fn print_changes(
     let shown = |row: &Value| {
         let mut row = row.clone();
         if matches!(command, Command::Backup(_)) {
-            row["verified_cell"] = Value::String(verified_cell(&row, crate::output::now()));
+            backup_cells(&mut row, crate::output::now());
         }
         row
     };
@@ -345,7 +345,7 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
         ("cluster", shown(&backup.cluster)),
         ("plan", shown(&backup.plan)),
         ("schedule", shown(&backup.schedule)),
-        ("status", shown(&backup.status)),
+        ("status", backup.status_text().to_string()),
         ("kind", shown(&backup.kind)),
         ("parent", shown(&backup.parent)),
         ("started", shown(&backup.started_at)),
@@ -434,6 +434,18 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
 }
 
 /// The VERIFIED cell of one row of `backup list` (a record as the server sent it).
+/// A backup row's cells worked out for the table: VERIFIED, and STATUS `copies-only` once its
+/// objects at primary are gone and only copies elsewhere hold it (issue 28).
+fn backup_cells(row: &mut Value, now: chrono::DateTime<Utc>) {
+    row["verified_cell"] = Value::String(verified_cell(row, now));
+    if row
+        .get("primary_deleted_at")
+        .is_some_and(|at| !at.is_null())
+    {
+        row["status"] = Value::String("copies-only".into());
+    }
+}
+
 pub(super) fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> String {
     let verification = record
         .get("verification")
@@ -451,13 +463,36 @@ pub(super) fn copies_text(backup: &sexton_shared::records::BackupRecord) -> Stri
         .copies
         .iter()
         .map(|(location, copy)| {
-            format!(
-                "{location}: copied {}",
-                copy.copied_at
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            )
+            let at = copy
+                .copied_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            match copy.state {
+                sexton_shared::copies::CopyState::Copied => format!("{location}: copied {at}"),
+                sexton_shared::copies::CopyState::Deleted => format!(
+                    "{location}: deleted {} ({})",
+                    copy.deleted_at.map_or_else(
+                        || "-".to_string(),
+                        |t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    ),
+                    copy.delete_reasons.join("; ")
+                ),
+                state => format!(
+                    "{location}: {} (copied {at}; {})",
+                    state.as_str(),
+                    copy.delete_reasons.join("; ")
+                ),
+            }
         })
         .collect();
+    if let Some(at) = backup.primary_deleted_at {
+        parts.insert(
+            0,
+            format!(
+                "primary: deleted {}",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        );
+    }
     parts.extend(
         backup
             .awaiting_copy()

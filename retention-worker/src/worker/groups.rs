@@ -58,7 +58,7 @@ impl Worker {
         let refresh = view.last_refresh;
         tracing::debug!(%cluster, records = view.len(), ?refresh, "catalog view current");
         let mut plans = Vec::new();
-        for group in view.groups_mut() {
+        for group in view.primary.groups_mut() {
             if only_plan.is_some_and(|p| *p != group.plan) {
                 continue;
             }
@@ -91,6 +91,41 @@ impl Worker {
                     .await;
             }
             plans.push(plan);
+        }
+        // A run plans each location's copies too (issue 28): per plan, over the copies that
+        // location holds, with the policy the plan's copy rules give it there.
+        if render == Render::Run && only_plan.is_none() {
+            for (location, groups) in &mut view.locations {
+                for group in groups.groups_mut() {
+                    let rules = schedules
+                        .iter()
+                        .filter(|schedule| schedule.plan == group.plan)
+                        .flat_map(|schedule| &schedule.copies);
+                    let policy = sexton_shared::copies::copy_policy(rules, location);
+                    let mut plan = GroupPlan::decide(
+                        cluster,
+                        &group.plan,
+                        group.members.clone(),
+                        policy.map_err(|why| why.to_string()),
+                        now,
+                        render,
+                    );
+                    plan.location = Some(location.clone());
+                    if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
+                        let limits = self.envelope.limits(&schedules, &plan.plan, now);
+                        plan.breaker = crate::safety::location_verdict(
+                            cluster,
+                            &plan.plan,
+                            location,
+                            &limits,
+                            &plan.members.engine,
+                            owned,
+                            now,
+                        );
+                    }
+                    plans.push(plan);
+                }
+            }
         }
         Ok(plans)
     }

@@ -79,6 +79,8 @@ impl Worker {
                 });
                 marked.delete_reasons = reasons.to_vec();
                 marked.delete_policy = Some(policy_hash.to_string());
+                // The mark's revision is the one this write makes (the job carries it).
+                marked.expiring_revision = None;
                 match self.catalog.update(&marked, record.revision).await {
                     Ok(revision) => {
                         tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, reasons = ?reasons, policy = policy_hash, "backup marked expiring");
@@ -91,7 +93,7 @@ impl Worker {
             }
             // Marked by an earlier run whose job may have been lost: publish it again; the
             // message id makes a second copy a no-op.
-            BackupStatus::Expiring => record.revision,
+            BackupStatus::Expiring => record.value.mark_revision(record.revision),
             _ => return Ok(false),
         };
         self.publish_delete(&record.value, revision, reasons, &[])

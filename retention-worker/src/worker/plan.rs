@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sexton_shared::{
-    names::{ClusterName, PlanName},
+    names::{ClusterName, LocationName, PlanName},
     records::Policy,
 };
 
@@ -21,6 +21,9 @@ use crate::view::Members;
 pub struct GroupPlan {
     pub cluster: ClusterName,
     pub plan: PlanName,
+    /// The location whose copies the group holds (issue 28); `None`: the backups at primary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub location: Option<LocationName>,
     /// Why nothing is deleted in this group, when that is the case for a reason other than
     /// the policy (no policy, conflicting policies).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -72,6 +75,7 @@ impl GroupPlan {
         let mut group = GroupPlan {
             cluster: cluster.clone(),
             plan: plan.clone(),
+            location: None,
             hold_reason: None,
             decision: None,
             policy_hash: None,

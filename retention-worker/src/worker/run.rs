@@ -30,10 +30,17 @@ impl Worker {
         let groups = self
             .plan_groups(cluster, None, now, &binlog, Render::Run)
             .await?;
-        for group in &groups {
+        let (at_locations, at_primary): (Vec<GroupPlan>, Vec<GroupPlan>) = groups
+            .into_iter()
+            .partition(|group| group.location.is_some());
+        for group in &at_primary {
             self.run_group(group, now).await?;
         }
-        self.publish_binlog(cluster, &groups, &binlog).await
+        for group in &at_locations {
+            self.run_location_group(group).await?;
+        }
+        // The binlog archive is at primary: only the primary's plans say what it needs.
+        self.publish_binlog(cluster, &at_primary, &binlog).await
     }
 
     /// Carries out one group's plan: everything a run does for it, in order.

@@ -199,6 +199,7 @@ pub fn record_from(
         verification: Default::default(),
         copy_to: Vec::new(),
         copies: Default::default(),
+        primary_deleted_at: None,
     })
 }
 

@@ -1,0 +1,135 @@
+//! A run's work at the other locations (issue 28): each location's plan over the copies it
+//! holds marks the copies it lets go `expiring` (compare-and-set on the revision planned on)
+//! and publishes a copy delete job for each; the deleter re-judges and deletes. Only whole
+//! copies go: a plan that would trim a copy's volumes keeps the copy whole (the safe side; a
+//! copy is deleted as one). Merges and the binlog archive are the primary's alone.
+
+use sexton_retention::Reason;
+use sexton_shared::{
+    catalog::{CasError, Versioned},
+    copies::{CopyDeleteJob, CopyState},
+    names::LocationName,
+    nats::publish_once,
+    records::BackupRecord,
+    topology, wire,
+};
+
+use super::plan::GroupPlan;
+use super::Worker;
+
+impl Worker {
+    /// Carries out one location group's plan: the copies it deletes marked, their jobs
+    /// published (again, for marks an earlier run made).
+    pub(super) async fn run_location_group(&self, group: &GroupPlan) -> anyhow::Result<()> {
+        let cluster = &group.cluster;
+        let Some(location) = &group.location else {
+            return Ok(());
+        };
+        let Some(decision) = &group.run else {
+            if let Some(reason) = &group.hold_reason {
+                tracing::debug!(%cluster, plan = %group.plan, %location, reason, "copies kept");
+            }
+            return Ok(());
+        };
+        if let Some(breaker) = group.breaker.as_ref().filter(|b| b.held) {
+            tracing::warn!(%cluster, plan = %group.plan, %location, trips = ?breaker.trips, "the circuit breaker holds the plan of the copies at this location: nothing is marked");
+            self.metrics
+                .runs
+                .with_label_values(&["copies", "held"])
+                .inc();
+            return Ok(());
+        }
+        let policy_hash = group.policy_hash.clone().unwrap_or_default();
+        for (index, delete) in &decision.delete {
+            let status = group.members.engine.backups[*index].status;
+            let writes = match status {
+                sexton_retention::BackupStatus::Completed => true,
+                sexton_retention::BackupStatus::Expiring => false,
+                _ => continue,
+            };
+            let Some(record) = self.record_at(group, *index, writes).await? else {
+                continue;
+            };
+            let reasons = Reason::texts(&delete.reasons);
+            if self
+                .expire_copy(&record, location, &reasons, &policy_hash)
+                .await?
+            {
+                self.metrics
+                    .decisions
+                    .with_label_values(&["delete", Reason::label_of_first(&delete.reasons)])
+                    .inc();
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the copy of `record` at `location` expiring (if it is not already) and publishes
+    /// its delete job. The mark is named by the revision it was written over (the copy's
+    /// `expiring_revision`): a later change of the record elsewhere (a mark at primary, a
+    /// scrub) leaves the job valid. Returns whether a job is now on its way.
+    async fn expire_copy(
+        &self,
+        record: &Versioned<BackupRecord>,
+        location: &LocationName,
+        reasons: &[String],
+        policy_hash: &str,
+    ) -> anyhow::Result<bool> {
+        let Some(copy) = record.value.copies.get(location) else {
+            return Ok(false);
+        };
+        let mark = match copy.state {
+            CopyState::Copied => {
+                let mut marked = record.value.clone();
+                marked.keep_mark(record.revision);
+                let entry = marked
+                    .copies
+                    .get_mut(location)
+                    .expect("the copy was just read");
+                entry.state = CopyState::Expiring;
+                entry.expiring_revision = Some(record.revision);
+                entry.delete_reasons = reasons.to_vec();
+                entry.delete_policy = Some(policy_hash.to_string());
+                match self.catalog.update(&marked, record.revision).await {
+                    Ok(_) => {
+                        tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, %location, reasons = ?reasons, policy = policy_hash, "copy marked expiring");
+                        record.revision
+                    }
+                    Err(CasError::Conflict) => {
+                        self.conflicts
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        return Ok(false);
+                    }
+                    Err(CasError::Other(err)) => return Err(err),
+                }
+            }
+            // Marked by an earlier run whose job may have been lost: publish it again.
+            CopyState::Expiring => match copy.expiring_revision {
+                Some(mark) => mark,
+                None => return Ok(false),
+            },
+            CopyState::Deleting | CopyState::Deleted => return Ok(false),
+        };
+        let job = CopyDeleteJob {
+            schema_version: wire::SCHEMA_VERSION,
+            cluster: record.value.cluster.clone(),
+            backup_id: record.value.id.clone(),
+            uid: record.value.uid.clone(),
+            location: location.clone(),
+            revision: mark,
+            reasons: reasons.to_vec(),
+        };
+        publish_once(
+            &self.topology.jetstream,
+            topology::copy_delete_job_subject(&record.value.cluster),
+            &format!("cdel.{}.{location}.{mark}", record.value.uid),
+            wire::encode(&job),
+        )
+        .await?;
+        self.metrics
+            .jobs_published
+            .with_label_values(&["copy"])
+            .inc();
+        Ok(true)
+    }
+}
