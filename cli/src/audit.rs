@@ -78,7 +78,10 @@ fn details(entry: &AuditEntry, id: &str) -> Vec<String> {
         AuditEvent::BackupsMarked { backups, .. }
         | AuditEvent::BackupsClaimed { backups }
         | AuditEvent::ObjectsDeleted { backups }
-        | AuditEvent::RecordsRemoved { backups } => backups.as_slice(),
+        | AuditEvent::RecordsRemoved { backups }
+        | AuditEvent::CopiesMarked { backups, .. }
+        | AuditEvent::CopyClaimed { backups, .. }
+        | AuditEvent::CopyDeleted { backups, .. } => backups.as_slice(),
         AuditEvent::RetentionDecision { decisions, .. } => {
             return decisions
                 .iter()

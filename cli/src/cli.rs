@@ -601,9 +601,24 @@ async fn run_online(
                     .and_then(|d| d.get("preview"))
                     .cloned()
                     .unwrap_or(Value::Null);
-                let preview: Option<PolicyEffect> = decode_reply(&subject, preview)?;
-                if let Some(preview) = &preview {
-                    crate::safety::print_policy_change("the new policy", preview);
+                // A change of copy rules previews each location it deletes copies at.
+                let is_copies = preview
+                    .as_object()
+                    .is_some_and(|fields| !fields.contains_key("deleted"));
+                if is_copies {
+                    let per_location: std::collections::BTreeMap<String, PolicyEffect> =
+                        decode_reply(&subject, preview)?;
+                    for (location, effect) in &per_location {
+                        crate::safety::print_policy_change(
+                            &format!("the copy rule at {location}"),
+                            effect,
+                        );
+                    }
+                } else {
+                    let preview: Option<PolicyEffect> = decode_reply(&subject, preview)?;
+                    if let Some(preview) = &preview {
+                        crate::safety::print_policy_change("the new policy", preview);
+                    }
                 }
                 crate::safety::confirm(&format!("{}.", refusal.message), false)?;
                 body.confirm();
@@ -633,6 +648,9 @@ async fn run_online(
                 || notes.dry_run
         }) {
             crate::safety::print_policy_change("policy change", change);
+        }
+        for (location, change) in &notes.copy_changes {
+            crate::safety::print_policy_change(&format!("copy rule change at {location}"), change);
         }
         let said_already = announced
             .as_ref()

@@ -22,6 +22,7 @@ use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
 use chrono::{DateTime, Utc};
 use sexton_retention::judge;
 use sexton_shared::{
+    audit::{AuditBackup, AuditEvent, AuditObject},
     catalog::{CasError, Versioned},
     copies::{copy_policy, CopyDeleteJob, CopyState},
     names::{BackupId, LocationName},
@@ -364,6 +365,35 @@ async fn delete_copy(
         .copies
         .get(&job.location)
         .context("the claimed copy")?;
+    let audited = AuditBackup {
+        id: claimed.id.to_string(),
+        uid: claimed.uid.clone(),
+        revision: Some(job.revision),
+        reasons: copy.delete_reasons.clone(),
+        policy_hash: copy.delete_policy.clone(),
+        volumes: Vec::new(),
+        objects: copy
+            .objects
+            .iter()
+            .map(|object| AuditObject {
+                key: object.key.clone(),
+                size: Some(object.size),
+            })
+            .collect(),
+    };
+    // In the audit before anything goes (a claim that cannot be recorded waits).
+    let audit = deleter.audit();
+    audit
+        .record(vec![audit.entry(
+            Some(&claimed.cluster),
+            Some(&claimed.plan),
+            AuditEvent::CopyClaimed {
+                location: job.location.to_string(),
+                backups: vec![audited.clone()],
+            },
+        )])
+        .await
+        .map_err(|err| anyhow::anyhow!("recording the claim in the audit: {err}"))?;
     // Data first, `metadata.json` last: a copy half deleted never looks whole at the location.
     let (metadata, data): (Vec<String>, Vec<String>) = copy
         .objects
@@ -387,21 +417,32 @@ async fn delete_copy(
             deleted += batch.len() as u64;
         }
     }
-    forget_copy(deleter, job).await?;
+    let record_removed = forget_copy(deleter, job).await?;
+    let _ = audit
+        .record(vec![audit.entry(
+            Some(&claimed.cluster),
+            Some(&claimed.plan),
+            AuditEvent::CopyDeleted {
+                location: job.location.to_string(),
+                backups: vec![audited],
+                record_removed,
+            },
+        )])
+        .await;
     tracing::info!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, objects = deleted, reasons = ?job.reasons, "copy deleted");
     Ok(Step::Deleted(deleted))
 }
 
 /// The record says the copy at the job's location is deleted; the record goes when no place
 /// holds the backup any more.
-async fn forget_copy(deleter: &Deleter, job: &CopyDeleteJob) -> anyhow::Result<()> {
+async fn forget_copy(deleter: &Deleter, job: &CopyDeleteJob) -> anyhow::Result<bool> {
     for _ in 0..5 {
         let Some(current) = deleter.catalog().get(&job.cluster, &job.backup_id).await? else {
-            return Ok(());
+            return Ok(false);
         };
         let mut record = current.value;
         if record.uid != job.uid {
-            return Ok(());
+            return Ok(false);
         }
         record.keep_mark(current.revision);
         // The copy stays on the record as `deleted`: the rule counts as served (nothing
@@ -411,9 +452,10 @@ async fn forget_copy(deleter: &Deleter, job: &CopyDeleteJob) -> anyhow::Result<(
                 copy.state = CopyState::Deleted;
                 copy.deleted_at = Some(Utc::now());
             }
-            _ => return Ok(()),
+            _ => return Ok(false),
         }
-        let written = if !record.held_at_primary() && !record.held_elsewhere() {
+        let removing = !record.held_at_primary() && !record.held_elsewhere();
+        let written = if removing {
             deleter
                 .catalog()
                 .remove(&record.cluster, &record.id, current.revision)
@@ -426,7 +468,7 @@ async fn forget_copy(deleter: &Deleter, job: &CopyDeleteJob) -> anyhow::Result<(
                 .map(|_| ())
         };
         match written {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(removing),
             Err(CasError::Conflict) => continue,
             Err(CasError::Other(err)) => return Err(err),
         }

@@ -326,6 +326,30 @@ impl Envelope {
         let _ = self.audit.record(entries).await;
     }
 
+    /// The copies at `location` a run marked (issue 28), as one audit entry (or parts).
+    pub async fn record_copy_marks(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        location: &str,
+        policy_hash: &str,
+        backups: Vec<AuditBackup>,
+    ) {
+        if backups.is_empty() {
+            return;
+        }
+        let entries = self
+            .audit
+            .entries(Some(cluster), Some(plan), backups, |backups| {
+                AuditEvent::CopiesMarked {
+                    location: location.to_string(),
+                    policy_hash: policy_hash.to_string(),
+                    backups,
+                }
+            });
+        let _ = self.audit.record(entries).await;
+    }
+
     /// `retention.approve`: the run `state` describes (held now) may go once. Stores the
     /// approval and the audit entry (with who asked); the caller asks for a run.
     pub async fn approve(

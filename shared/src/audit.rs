@@ -164,6 +164,26 @@ pub enum AuditEvent {
         #[serde(default)]
         after: Option<serde_json::Value>,
     },
+    /// Copies at a location that its retention run marked `expiring` (issue 28), at the
+    /// revisions their jobs name.
+    CopiesMarked {
+        location: String,
+        policy_hash: String,
+        backups: Vec<AuditBackup>,
+    },
+    /// A copy a deleter claimed at a location, with the objects it is about to delete there.
+    CopyClaimed {
+        location: String,
+        backups: Vec<AuditBackup>,
+    },
+    /// A copy's objects deleted at a location; `record_removed`: the record went with it (no
+    /// place held the backup any more).
+    CopyDeleted {
+        location: String,
+        backups: Vec<AuditBackup>,
+        #[serde(default)]
+        record_removed: bool,
+    },
     #[serde(other)]
     Unknown,
 }
@@ -183,6 +203,9 @@ impl AuditEvent {
             AuditEvent::PluginCalls { .. } => "plugin-calls",
             AuditEvent::UserAction { .. } => "user-action",
             AuditEvent::ScheduleChanged { .. } => "schedule-changed",
+            AuditEvent::CopiesMarked { .. } => "copies-marked",
+            AuditEvent::CopyClaimed { .. } => "copy-claimed",
+            AuditEvent::CopyDeleted { .. } => "copy-deleted",
             AuditEvent::Unknown => "unknown",
         }
     }
@@ -246,7 +269,10 @@ impl AuditEntry {
             AuditEvent::BackupsMarked { backups, .. }
             | AuditEvent::BackupsClaimed { backups }
             | AuditEvent::ObjectsDeleted { backups }
-            | AuditEvent::RecordsRemoved { backups } => in_backups(backups),
+            | AuditEvent::RecordsRemoved { backups }
+            | AuditEvent::CopiesMarked { backups, .. }
+            | AuditEvent::CopyClaimed { backups, .. }
+            | AuditEvent::CopyDeleted { backups, .. } => in_backups(backups),
             AuditEvent::BreakerHeld { deleting, .. }
             | AuditEvent::BreakerApproved { deleting, .. }
             | AuditEvent::BreakerReleased { deleting, .. } => deleting.iter().any(|d| d == id),
@@ -336,6 +362,28 @@ impl AuditEntry {
                 (Some(_), None) => format!("schedule {schedule} deleted"),
                 _ => format!("schedule {schedule} changed"),
             },
+            AuditEvent::CopiesMarked {
+                location, backups, ..
+            } => format!("copies at {location} marked expiring: {}", ids(backups)),
+            AuditEvent::CopyClaimed { location, backups } => {
+                format!("copy at {location} claimed: {}", ids(backups))
+            }
+            AuditEvent::CopyDeleted {
+                location,
+                backups,
+                record_removed,
+            } => {
+                let objects: usize = backups.iter().map(|b| b.objects.len()).sum();
+                format!(
+                    "{objects} object(s) of the copy at {location} deleted: {}{}",
+                    ids(backups),
+                    if *record_removed {
+                        "; record removed (no place holds it)"
+                    } else {
+                        ""
+                    }
+                )
+            }
             AuditEvent::Unknown => "an entry of a kind this build does not know".into(),
         };
         if let Some(actor) = &self.actor {

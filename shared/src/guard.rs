@@ -52,6 +52,35 @@ pub fn policy_effect(
         backups: records.iter().map(|r| r.to_engine()).collect(),
         binlog_segments: Vec::new(),
     };
+    effect_over(catalog, before, after, now)
+}
+
+/// What replacing the policy of the group's copies at `location` (issue 28) does to the copies
+/// there, `records` being the group's: the same judgement over the copies that location holds,
+/// in their form there ([`BackupRecord::to_engine_at`]).
+pub fn copy_policy_effect(
+    records: &[&BackupRecord],
+    location: &crate::names::LocationName,
+    before: Result<&Policy, String>,
+    after: Result<&Policy, String>,
+    now: DateTime<Utc>,
+) -> Result<PolicyEffect, PlanError> {
+    let catalog = sexton_retention::Catalog {
+        backups: records
+            .iter()
+            .filter_map(|r| r.to_engine_at(location))
+            .collect(),
+        binlog_segments: Vec::new(),
+    };
+    effect_over(catalog, before, after, now)
+}
+
+fn effect_over(
+    catalog: sexton_retention::Catalog,
+    before: Result<&Policy, String>,
+    after: Result<&Policy, String>,
+    now: DateTime<Utc>,
+) -> Result<PolicyEffect, PlanError> {
     let change = compare_group_policies(
         &catalog,
         before.as_ref().ok().copied(),
@@ -118,6 +147,56 @@ mod tests {
         let deleted: Vec<&str> = effect.deleted.iter().map(|b| b.id.as_str()).collect();
         assert_eq!(deleted, expected_deleted, "{before:?} -> {after:?}");
         assert_eq!(effect.deletes(), !expected_deleted.is_empty());
+    }
+
+    #[test]
+    fn a_copy_rule_change_is_judged_over_the_copies_its_location_holds() {
+        let dr = crate::names::LocationName::new("dr").unwrap();
+        let mut records = records(4);
+        // b00 (newest) and b02 are copied to dr, b01 awaits its copy, b03 was never copied.
+        for (record, state) in records
+            .iter_mut()
+            .zip([Some("copied"), None, Some("copied")])
+        {
+            record.copy_to = vec![dr.clone()];
+            if let Some(state) = state {
+                record.copies.insert(
+                    dr.clone(),
+                    serde_json::from_value(serde_json::json!({
+                        "state": state, "copied_at": "2026-03-28T04:00:00Z"
+                    }))
+                    .unwrap(),
+                );
+            }
+        }
+        let refs: Vec<&BackupRecord> = records.iter().collect();
+        let now: DateTime<Utc> = "2026-03-29T00:00:00Z".parse().unwrap();
+        let effect = |before: Result<&str, &str>, after: Result<&str, &str>| {
+            let before = before.map(policy).map_err(str::to_string);
+            let after = after.map(policy).map_err(str::to_string);
+            let effect = copy_policy_effect(
+                &refs,
+                &dr,
+                before.as_ref().map_err(Clone::clone),
+                after.as_ref().map_err(Clone::clone),
+                now,
+            )
+            .unwrap();
+            effect
+                .deleted
+                .iter()
+                .map(|b| b.id.clone())
+                .collect::<Vec<_>>()
+        };
+        // keep_last 1 at dr: of its two copies the older goes; the awaited one is never
+        // deleted there, nor is b03, which dr does not hold.
+        assert_eq!(
+            effect(Ok(r#"{"keep_last": 5}"#), Ok(r#"{"keep_last": 1}"#)),
+            ["b02"]
+        );
+        // Removing the rule keeps every copy there.
+        assert!(effect(Ok(r#"{"keep_last": 5}"#), Err("no rule")).is_empty());
+        assert_eq!(effect(Err("no rule"), Ok(r#"{"keep_last": 1}"#)), ["b02"]);
     }
 
     #[test]

@@ -669,15 +669,28 @@ async fn each_location_keeps_by_its_own_policy_and_a_record_goes_with_its_last_p
     check_whole_at_dr(&world.dr, &b4_record).await;
 
     // dr now keeps one: b3's copy goes, and with it the record (nothing holds b3 any more).
-    let update = api(
-        &world.client,
-        "schedule",
-        "update",
-        json!({"schema_version": 1, "name": "db",
-               "copies": [{"to": "dr", "policy": {"keep_last": 1}}]}),
-    )
-    .await;
-    update.unwrap();
+    // The change deletes a copy at once, so it needs a confirmation, as a policy change does.
+    let change = json!({"schema_version": 1, "name": "db",
+                        "copies": [{"to": "dr", "policy": {"keep_last": 1}}]});
+    let refused = api(&world.client, "schedule", "update", change.clone())
+        .await
+        .unwrap_err();
+    assert!(refused.needs_confirmation(), "{refused:?}");
+    assert!(
+        refused.message.contains("copies at dr") && refused.message.contains("b3"),
+        "{refused:?}"
+    );
+    assert!(record(&world.catalog, "c1", "b3").await.is_some());
+    let mut confirmed = change;
+    confirmed["confirm"] = json!(true);
+    let reply = api(&world.client, "schedule", "update", confirmed)
+        .await
+        .unwrap();
+    assert_eq!(
+        reply["copy_changes"]["dr"]["deleted"][0]["id"],
+        json!("b3"),
+        "{reply:#}"
+    );
     sweep(&world.js, "c1", 2).await;
     eventually(
         "b3's record gone with its last copy",
@@ -695,6 +708,36 @@ async fn each_location_keeps_by_its_own_policy_and_a_record_goes_with_its_last_p
     assert!(b4_after.held_at_primary());
     assert_eq!(b4_after.copies[&dr].state, CopyState::Copied);
     check_whole_at_dr(&world.dr, &b4_after).await;
+
+    // The audit says what went where: marks, claims before anything went, deletions.
+    let audit: Vec<sexton_shared::audit::AuditEntry> =
+        read_stream(&world.js, topology::STREAM_AUDIT, "sexton.v1.audit.>")
+            .await
+            .iter()
+            .map(|m| serde_json::from_slice(&m.payload).unwrap())
+            .collect();
+    // In order; a run that publishes a mark's job again says so again.
+    let kinds_for = |id: &str| -> Vec<&str> {
+        let mut kinds: Vec<&str> = audit
+            .iter()
+            .filter(|e| e.mentions(id) && e.event.kind().starts_with("cop"))
+            .map(|e| e.event.kind())
+            .collect();
+        kinds.dedup();
+        kinds
+    };
+    for backup in ["b1", "b2", "b3"] {
+        assert_eq!(
+            kinds_for(backup),
+            ["copies-marked", "copy-claimed", "copy-deleted"],
+            "{backup}"
+        );
+    }
+    assert!(kinds_for("b4").is_empty());
+    let removed_with_b3 = audit.iter().any(|e| {
+        matches!(&e.event, sexton_shared::audit::AuditEvent::CopyDeleted { record_removed: true, backups, .. } if backups[0].id == "b3")
+    });
+    assert!(removed_with_b3, "b3's record went with its last copy");
     stop.trigger();
     copier.await.unwrap().unwrap();
     world.fleet.unwrap().stop().await.unwrap();

@@ -359,6 +359,10 @@ pub struct ScheduleChangeNotes {
     pub dry_run: bool,
     #[serde(default)]
     pub policy_change: Option<crate::policy_change::PolicyEffect>,
+    /// What a change of the copy rules does to the copies at each location it touches (issue
+    /// 28), by location.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub copy_changes: BTreeMap<crate::names::LocationName, crate::policy_change::PolicyEffect>,
     #[serde(default)]
     pub warnings: Vec<String>,
 }

@@ -40,6 +40,7 @@ impl Worker {
             return Ok(());
         }
         let policy_hash = group.policy_hash.clone().unwrap_or_default();
+        let mut marked = Vec::new();
         for (index, delete) in &decision.delete {
             let status = group.members.engine.backups[*index].status;
             let writes = match status {
@@ -51,7 +52,7 @@ impl Worker {
                 continue;
             };
             let reasons = Reason::texts(&delete.reasons);
-            if self
+            if let Some(mark) = self
                 .expire_copy(&record, location, &reasons, &policy_hash)
                 .await?
             {
@@ -59,24 +60,36 @@ impl Worker {
                     .decisions
                     .with_label_values(&["delete", Reason::label_of_first(&delete.reasons)])
                     .inc();
+                let mut entry = crate::safety::marked(&record.value, &reasons, &[], &policy_hash);
+                entry.revision = Some(mark);
+                marked.push(entry);
             }
         }
+        self.envelope
+            .record_copy_marks(
+                cluster,
+                &group.plan,
+                location.as_str(),
+                &policy_hash,
+                marked,
+            )
+            .await;
         Ok(())
     }
 
     /// Marks the copy of `record` at `location` expiring (if it is not already) and publishes
     /// its delete job. The mark is named by the revision it was written over (the copy's
     /// `expiring_revision`): a later change of the record elsewhere (a mark at primary, a
-    /// scrub) leaves the job valid. Returns whether a job is now on its way.
+    /// scrub) leaves the job valid. Returns the mark when a job is now on its way.
     async fn expire_copy(
         &self,
         record: &Versioned<BackupRecord>,
         location: &LocationName,
         reasons: &[String],
         policy_hash: &str,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<u64>> {
         let Some(copy) = record.value.copies.get(location) else {
-            return Ok(false);
+            return Ok(None);
         };
         let mark = match copy.state {
             CopyState::Copied => {
@@ -98,7 +111,7 @@ impl Worker {
                     Err(CasError::Conflict) => {
                         self.conflicts
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        return Ok(false);
+                        return Ok(None);
                     }
                     Err(CasError::Other(err)) => return Err(err),
                 }
@@ -106,9 +119,9 @@ impl Worker {
             // Marked by an earlier run whose job may have been lost: publish it again.
             CopyState::Expiring => match copy.expiring_revision {
                 Some(mark) => mark,
-                None => return Ok(false),
+                None => return Ok(None),
             },
-            CopyState::Deleting | CopyState::Deleted => return Ok(false),
+            CopyState::Deleting | CopyState::Deleted => return Ok(None),
         };
         let job = CopyDeleteJob {
             schema_version: wire::SCHEMA_VERSION,
@@ -130,6 +143,6 @@ impl Worker {
             .jobs_published
             .with_label_values(&["copy"])
             .inc();
-        Ok(true)
+        Ok(Some(mark))
     }
 }

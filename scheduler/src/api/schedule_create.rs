@@ -84,6 +84,23 @@ impl Api {
                 json!(effect),
             ));
         }
+        // Its copy rules beside another schedule's of the plan may delete copies at once.
+        let copy_changes = if record.copies.is_empty() {
+            Default::default()
+        } else {
+            self.copies_effect(&record).await?
+        };
+        if let Some((location, effect)) = copy_changes.iter().find(|(_, e)| e.deletes()) {
+            if !confirm && !dry_run {
+                return Err(ApiError::unconfirmed(
+                    effect.refusal(&format!(
+                        "creating schedule {} (copies at {location})",
+                        record.name
+                    )),
+                    json!(copy_changes),
+                ));
+            }
+        }
         if dry_run {
             let mut reply = describe(&record, 0, self.config.scheduler.skip_immediately_default);
             reply["dry_run"] = json!(true);

@@ -9,12 +9,16 @@
 //! its schedules agree on one policy, so adding or changing one schedule can also make a group
 //! unplanned, which keeps everything).
 
+use std::collections::BTreeMap;
+
 use chrono::Utc;
 use serde_json::{json, Value};
 use sexton_shared::{
     api::{ApiError, ScheduleUpdate},
     audit::Actor,
+    copies::{copy_policy, CopyRule},
     guard::{self, PolicyEffect},
+    names::LocationName,
     planning,
     records::{BackupRecord, Policy, SchedulePhase, ScheduleRecord},
 };
@@ -78,6 +82,63 @@ impl Api {
         Ok(effect)
     }
 
+    /// What the copy rules of `after` do to the copies of its group at each location, if
+    /// `after` replaced the stored schedule of its name (or joined the group): per location a
+    /// rule names before or after, the effect of the plan's copy policy there changing (issue
+    /// 28). A location left without a rule keeps every copy.
+    pub(super) async fn copies_effect(
+        &self,
+        after: &ScheduleRecord,
+    ) -> Result<BTreeMap<LocationName, PolicyEffect>, ApiError> {
+        let state = planning::load_cluster(&self.topology.schedules, &self.catalog, &after.cluster)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        let of_plan = |schedules: &[ScheduleRecord]| -> Vec<CopyRule> {
+            schedules
+                .iter()
+                .filter(|s| s.plan == after.plan)
+                .flat_map(|s| s.copies.iter().cloned())
+                .collect()
+        };
+        let before_rules = of_plan(&state.schedules);
+        let mut changed: Vec<ScheduleRecord> = state
+            .schedules
+            .iter()
+            .filter(|s| s.name != after.name)
+            .cloned()
+            .collect();
+        changed.push(after.clone());
+        let after_rules = of_plan(&changed);
+        let records: Vec<&BackupRecord> = state
+            .records
+            .iter()
+            .map(|r| &r.value)
+            .filter(|r| r.plan == after.plan)
+            .collect();
+        let now = Utc::now();
+        let mut effects = BTreeMap::new();
+        let locations: std::collections::BTreeSet<&LocationName> = before_rules
+            .iter()
+            .chain(&after_rules)
+            .map(|rule| &rule.to)
+            .collect();
+        for location in locations {
+            let before = copy_policy(&before_rules, location);
+            let after_policy = copy_policy(&after_rules, location);
+            if before.is_ok() && before == after_policy {
+                continue;
+            }
+            let effect = guard::copy_policy_effect(&records, location, before, after_policy, now)
+                .map_err(|err| {
+                unavailable(format!(
+                    "cannot say what the copy rule does to the copies at {location}: {err}"
+                ))
+            })?;
+            effects.insert(location.clone(), effect);
+        }
+        Ok(effects)
+    }
+
     pub(super) async fn schedule_update(
         &self,
         mut req: ScheduleUpdate,
@@ -125,6 +186,22 @@ impl Api {
                 ));
             }
         }
+        let copy_changes = if preview.copies != current.copies {
+            self.copies_effect(&preview).await?
+        } else {
+            BTreeMap::new()
+        };
+        if let Some((location, effect)) = copy_changes.iter().find(|(_, e)| e.deletes()) {
+            if !req.confirm && !req.dry_run {
+                return Err(ApiError::unconfirmed(
+                    effect.refusal(&format!(
+                        "changing the copy rules of schedule {} (copies at {location})",
+                        req.name
+                    )),
+                    json!(copy_changes),
+                ));
+            }
+        }
         if req.dry_run {
             let mut reply = describe(
                 &preview,
@@ -133,6 +210,9 @@ impl Api {
             );
             reply["dry_run"] = json!(true);
             reply["policy_change"] = json!(effect);
+            if !copy_changes.is_empty() {
+                reply["copy_changes"] = json!(copy_changes);
+            }
             reply["warnings"] = json!(warnings);
             return Ok(reply);
         }
@@ -145,6 +225,9 @@ impl Api {
             .await?;
         reply["warnings"] = json!(warnings);
         reply["policy_change"] = json!(effect);
+        if !copy_changes.is_empty() {
+            reply["copy_changes"] = json!(copy_changes);
+        }
         Ok(reply)
     }
 }
