@@ -667,6 +667,35 @@ async fn each_location_keeps_by_its_own_policy_and_a_record_goes_with_its_last_p
     assert!(primary.iter().any(|k| k.contains("/b4/")));
     check_whole_at_dr(&world.dr, &b3_record).await;
     check_whole_at_dr(&world.dr, &b4_record).await;
+    // describe says where b3 is and what each place decides about it.
+    let described = api(
+        &world.client,
+        "backup",
+        "describe",
+        json!({"schema_version": 1, "cluster": "c1", "id": "b3"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        described["retention"]["verdict"],
+        json!("gone"),
+        "{described:#}"
+    );
+    assert_eq!(
+        described["copies_retention"]["dr"]["verdict"],
+        json!("keep"),
+        "{described:#}"
+    );
+    // A user's delete of a backup gone from primary is refused, and names where it is.
+    let refused = api(
+        &world.client,
+        "backup",
+        "delete",
+        json!({"schema_version": 1, "cluster": "c1", "id": "b3", "remote": true}),
+    )
+    .await
+    .unwrap_err();
+    assert!(refused.message.contains("copies at dr"), "{refused:?}");
 
     // dr now keeps one: b3's copy goes, and with it the record (nothing holds b3 any more).
     // The change deletes a copy at once, so it needs a confirmation, as a policy change does.

@@ -369,6 +369,14 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
         shown(&retention.verdict),
         join_reasons(&retention.reasons)
     );
+    for (location, verdict) in &described.copies_retention {
+        println!(
+            "{:<12}{} ({})",
+            format!("at {location}:"),
+            shown(&verdict.verdict),
+            join_reasons(&verdict.reasons)
+        );
+    }
     if !described.volumes.is_empty() {
         println!();
         let rows: Vec<Vec<String>> = described

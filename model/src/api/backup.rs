@@ -144,8 +144,14 @@ pub struct VerifyAsked {
 pub struct BackupDescription {
     pub backup: BackupRecord,
     pub revision: u64,
+    /// At primary: `keep`, `partial`, `delete`, or `gone` once its objects there are deleted
+    /// and only copies elsewhere keep the record.
     pub retention: RetentionVerdict,
     pub volumes: Vec<VolumeFate>,
+    /// What each location holding a copy decides about it (issue 28), by location: the plan's
+    /// verdict there, or the copy's state (`expiring`, `deleting`) with its reasons.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub copies_retention: std::collections::BTreeMap<crate::names::LocationName, RetentionVerdict>,
 }
 
 /// What retention decides about one backup now: `keep`, `partial` or `delete`, with the

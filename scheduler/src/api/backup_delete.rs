@@ -52,11 +52,26 @@ impl Api {
                 .await?;
             let current = &state.records[at];
             let target = &current.value;
+            if !target.held_at_primary() {
+                let held: Vec<String> = target
+                    .copies
+                    .iter()
+                    .filter(|(_, copy)| copy.is_held())
+                    .map(|(location, _)| location.to_string())
+                    .collect();
+                return Err(invalid(format!(
+                    "refused: backup {} is deleted at primary already; its record stays for its \
+                     copies at {}, which each location's copy rule keeps or lets go (deleting a \
+                     copy by hand is not built yet)",
+                    target.id,
+                    held.join(", ")
+                )));
+            }
             let group: Vec<&BackupRecord> = state
                 .records
                 .iter()
                 .map(|r| &r.value)
-                .filter(|r| r.plan == target.plan)
+                .filter(|r| r.plan == target.plan && r.held_at_primary())
                 .collect();
             let remote = remote_cleanup(&request, target, &state.schedules);
             let now = Utc::now();

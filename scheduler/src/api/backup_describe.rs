@@ -21,45 +21,67 @@ impl Api {
         let current = &state.records[at];
         let record = &current.value;
         let policies = planning::group_policies(&state.schedules);
+        let now = Utc::now();
+        // The primary's group: the backups whose objects are still there.
         let group: Vec<_> = state
             .records
             .iter()
-            .filter(|r| r.value.plan == record.plan)
+            .filter(|r| r.value.plan == record.plan && r.value.held_at_primary())
             .map(|r| r.value.to_engine())
             .collect();
-        let (verdict, reasons, volumes_keep, volumes_delete) =
-            match planning::policy_for(&policies, &record.plan) {
-                Err(reason) => ("keep", vec![reason], Vec::new(), Vec::new()),
-                Ok(policy) => {
-                    let catalog = sexton_retention::Catalog {
-                        backups: group,
-                        binlog_segments: Vec::new(),
-                    };
-                    match sexton_retention::plan(&catalog, policy, Utc::now()) {
-                        Err(err) => (
-                            "keep",
-                            vec![format!(
-                                "retention refused to plan: {err}; keeping everything"
-                            )],
-                            Vec::new(),
-                            Vec::new(),
-                        ),
-                        Ok(plan) => match plan.decision(record.id.as_str()) {
-                            None => ("keep", Vec::new(), Vec::new(), Vec::new()),
-                            Some((verdict, decision)) => (
-                                match verdict {
-                                    sexton_retention::Verdict::Keep => "keep",
-                                    sexton_retention::Verdict::Partial => "partial",
-                                    sexton_retention::Verdict::Delete => "delete",
-                                },
-                                Reason::texts(&decision.reasons),
-                                decision.volumes_keep.clone(),
-                                decision.volumes_delete.clone(),
-                            ),
-                        },
-                    }
-                }
+        let (verdict, reasons, volumes_keep, volumes_delete) = if record.held_at_primary() {
+            verdict_of(
+                record,
+                group,
+                planning::policy_for(&policies, &record.plan),
+                now,
+            )
+        } else {
+            (
+                "gone",
+                vec![format!(
+                    "deleted at primary{}; the record stays for its copies elsewhere",
+                    record
+                        .primary_deleted_at
+                        .map(|at| format!(
+                            " {}",
+                            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                        ))
+                        .unwrap_or_default()
+                )],
+                Vec::new(),
+                Vec::new(),
+            )
+        };
+        // What each location holding a copy decides about it (issue 28), over its own copies.
+        let rules: Vec<_> = state
+            .schedules
+            .iter()
+            .filter(|s| s.plan == record.plan)
+            .flat_map(|s| s.copies.iter())
+            .collect();
+        let mut copies_retention = std::collections::BTreeMap::new();
+        for (location, copy) in record.copies.iter().filter(|(_, copy)| copy.is_held()) {
+            let group: Vec<_> = state
+                .records
+                .iter()
+                .filter(|r| r.value.plan == record.plan)
+                .filter_map(|r| r.value.to_engine_at(location))
+                .collect();
+            let policy = sexton_shared::copies::copy_policy(rules.iter().copied(), location);
+            let (verdict, reasons, _, _) = verdict_of(record, group, policy, now);
+            let (verdict, reasons) = match copy.state {
+                sexton_shared::copies::CopyState::Copied => (verdict, reasons),
+                state => (state.as_str(), copy.delete_reasons.clone()),
             };
+            copies_retention.insert(
+                location.clone(),
+                RetentionVerdict {
+                    verdict: verdict.to_string(),
+                    reasons,
+                },
+            );
+        }
         // One row per volume still in the record: kept or going, and why.
         let volumes: Vec<VolumeFate> = record
             .volumes
@@ -95,6 +117,53 @@ impl Api {
                 reasons,
             },
             volumes,
+            copies_retention,
         })
+    }
+}
+
+/// The verdict of the plan `policy` (or why there is none) makes over `group` about `record`:
+/// the verdict word, the reasons, the volumes kept and deleted.
+fn verdict_of(
+    record: &sexton_shared::records::BackupRecord,
+    group: Vec<sexton_retention::BackupRecord>,
+    policy: Result<&sexton_shared::records::Policy, String>,
+    now: chrono::DateTime<Utc>,
+) -> (
+    &'static str,
+    Vec<String>,
+    Vec<sexton_retention::VolumeDecision>,
+    Vec<sexton_retention::VolumeDecision>,
+) {
+    let policy = match policy {
+        Err(reason) => return ("keep", vec![reason], Vec::new(), Vec::new()),
+        Ok(policy) => policy,
+    };
+    let catalog = sexton_retention::Catalog {
+        backups: group,
+        binlog_segments: Vec::new(),
+    };
+    match sexton_retention::plan(&catalog, policy, now) {
+        Err(err) => (
+            "keep",
+            vec![format!(
+                "retention refused to plan: {err}; keeping everything"
+            )],
+            Vec::new(),
+            Vec::new(),
+        ),
+        Ok(plan) => match plan.decision(record.id.as_str()) {
+            None => ("keep", Vec::new(), Vec::new(), Vec::new()),
+            Some((verdict, decision)) => (
+                match verdict {
+                    sexton_retention::Verdict::Keep => "keep",
+                    sexton_retention::Verdict::Partial => "partial",
+                    sexton_retention::Verdict::Delete => "delete",
+                },
+                Reason::texts(&decision.reasons),
+                decision.volumes_keep.clone(),
+                decision.volumes_delete.clone(),
+            ),
+        },
     }
 }

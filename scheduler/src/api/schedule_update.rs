@@ -52,7 +52,7 @@ impl Api {
             .records
             .iter()
             .map(|r| &r.value)
-            .filter(|r| r.plan == after.plan)
+            .filter(|r| r.plan == after.plan && r.held_at_primary())
             .collect();
         let now = Utc::now();
         let cannot = |err: sexton_retention::PlanError| {
