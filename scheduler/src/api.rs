@@ -52,6 +52,11 @@ use schedule_get::describe;
 pub struct Edges {
     pub store: sexton_shared::object_store::ObjectStore,
     pub verifier: crate::verify::Verifier,
+    /// The other locations (issue 28), read only: `catalog.import --from` lists one.
+    pub locations: std::collections::BTreeMap<
+        sexton_shared::names::LocationName,
+        sexton_shared::object_store::ObjectStore,
+    >,
 }
 
 /// Subscribes to the API's subjects and returns once the server has the subscriptions: from
@@ -89,7 +94,11 @@ pub async fn run(
     metrics: std::sync::Arc<crate::metrics::Metrics>,
     shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let Edges { store, verifier } = edges;
+    let Edges {
+        store,
+        verifier,
+        locations,
+    } = edges;
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
         audit: sexton_shared::audit::Audit::new(
@@ -101,6 +110,7 @@ pub async fn run(
         clusters_bucket,
         store,
         verifier,
+        locations,
         config,
         metrics,
     };
@@ -116,6 +126,11 @@ struct Api {
     store: sexton_shared::object_store::ObjectStore,
     /// Asks for restore tests (`backup.verify`).
     verifier: crate::verify::Verifier,
+    /// The other locations, read only: `catalog.import --from`.
+    locations: std::collections::BTreeMap<
+        sexton_shared::names::LocationName,
+        sexton_shared::object_store::ObjectStore,
+    >,
     config: Config,
     catalog: Catalog,
     metrics: std::sync::Arc<crate::metrics::Metrics>,

@@ -123,6 +123,8 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             api::Edges {
                 store: store.clone(),
                 verifier,
+                locations: sexton_shared::object_store::ObjectStore::connect_locations(&config)
+                    .await?,
             },
             config.clone(),
             metrics.clone(),

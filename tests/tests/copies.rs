@@ -871,3 +871,127 @@ async fn forged_copy_delete_jobs_delete_nothing() {
     copier.await.unwrap().unwrap();
     world.fleet.unwrap().stop().await.unwrap();
 }
+
+/// A fleet on a fresh NATS server (a lost catalog) over the same two stores: its client,
+/// catalog and fleet; the caller keeps the server.
+async fn on_fresh_nats(world: &Regions) -> (Nats, async_nats::Client, Catalog, Fleet) {
+    let nats = Nats::start();
+    let mut config = world.config.clone();
+    config.nats.url = nats.url();
+    let fleet = Fleet::start(&config, FLEET);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let topology = topology::ensure(&jetstream::new(client.clone()), 1)
+        .await
+        .unwrap();
+    (nats, client, Catalog::new(topology.catalog), fleet)
+}
+
+async fn import(
+    client: &async_nats::Client,
+    from: Option<&str>,
+) -> Result<serde_json::Value, sexton_shared::api::ApiError> {
+    let mut body = json!({"schema_version": 1, "cluster": "c1"});
+    if let Some(from) = from {
+        body["from"] = json!(from);
+    }
+    // A fleet just started answers once its scheduler has subscribed.
+    for _ in 0..120 {
+        match api(client, "catalog", "import", body.clone()).await {
+            Err(err) if err.message.contains("no responders") => {
+                tokio::time::sleep(Duration::from_millis(500)).await
+            }
+            answer => return answer,
+        }
+    }
+    panic!("the scheduler never answered catalog.import")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_catalog_rebuilt_from_a_location_after_the_primary_and_the_catalog_are_lost() {
+    let mut world = regions(|_| {}).await;
+    create_copying_schedule(&world.client, "db", "c1", 5).await;
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    let b2 = Backup::incremental("b2", "b1", at("2026-03-02T00:00:00Z"), 10);
+    for backup in [&b1, &b2] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", backup).await;
+    }
+    wait_for_completed(&world.catalog, "c1", 2).await;
+    let (stop, copier) = start_copier(&world.config);
+    let originals = [
+        copied(&world.catalog, "c1", "b1").await,
+        copied(&world.catalog, "c1", "b2").await,
+    ];
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.take().unwrap().stop().await.unwrap();
+
+    // The catalog is lost, the primary still there: a location's copies are not imported as
+    // the only place while the primary holds them; imported from primary, then from dr, the
+    // records get their copies back.
+    {
+        let (_nats, client, catalog, fleet) = on_fresh_nats(&world).await;
+        let from_dr = import(&client, Some("dr")).await.unwrap();
+        assert_eq!(from_dr["imported"], json!([]), "{from_dr:#}");
+        assert_eq!(
+            from_dr["skipped"].as_array().unwrap().len(),
+            2,
+            "{from_dr:#}"
+        );
+        assert!(from_dr["skipped"][0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("at primary too"));
+        let from_primary = import(&client, None).await.unwrap();
+        assert_eq!(from_primary["imported"].as_array().unwrap().len(), 2);
+        let attach = import(&client, Some("dr")).await.unwrap();
+        assert_eq!(attach["attached"], json!(["b1", "b2"]), "{attach:#}");
+        let dr = LocationName::new("dr").unwrap();
+        for original in &originals {
+            let rebuilt = record(&catalog, "c1", original.id.as_str()).await.unwrap();
+            assert!(rebuilt.held_at_primary());
+            assert_eq!(rebuilt.copies[&dr].objects, original.copies[&dr].objects);
+            check_whole_at_dr(&world.dr, &rebuilt).await;
+        }
+        // A location this fleet does not have is refused, naming the ones it has.
+        let unknown = import(&client, Some("vault")).await.unwrap_err();
+        assert!(unknown.message.contains("dr"), "{unknown:?}");
+        fleet.stop().await.unwrap();
+    }
+
+    // Now the primary is lost too: every object there gone, and the catalog again. dr alone
+    // rebuilds the records, held there only, whole.
+    let primary_keys: Vec<String> = object_keys(&world.source, "").await.into_iter().collect();
+    assert!(world
+        .source
+        .delete_batch(&primary_keys)
+        .await
+        .unwrap()
+        .is_empty());
+    let (_nats, client, catalog, fleet) = on_fresh_nats(&world).await;
+    let rebuilt = import(&client, Some("dr")).await.unwrap();
+    let imported: Vec<&str> = rebuilt["imported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(imported, ["b1", "b2"], "{rebuilt:#}");
+    assert_eq!(rebuilt["imported"][0]["status"], json!("copies-only"));
+    let dr = LocationName::new("dr").unwrap();
+    for original in &originals {
+        let record = record(&catalog, "c1", original.id.as_str()).await.unwrap();
+        assert!(!record.held_at_primary());
+        assert_eq!(record.status_text(), "copies-only");
+        assert_eq!(record.objects, original.objects);
+        assert_eq!(record.parent, original.parent);
+        assert_eq!(record.copies[&dr].state, CopyState::Copied);
+        check_whole_at_dr(&world.dr, &record).await;
+    }
+    // What dr holds of them is dr's policy's; with no schedule (the schedules were lost with
+    // the catalog) every copy is kept.
+    sweep(&jetstream::new(client.clone()), "c1", 9).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(at_dr(&world, "b1").await.len(), 2);
+    assert!(record(&catalog, "c1", "b2").await.is_some());
+    fleet.stop().await.unwrap();
+}

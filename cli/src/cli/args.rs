@@ -330,7 +330,8 @@ pub enum CatalogCommand {
     /// on purpose, are left alone; a document whose objects are not all there is skipped.
     #[command(after_help = "Examples:
   sexton catalog import --cluster db1 --dry-run
-  sexton catalog import --cluster db1")]
+  sexton catalog import --cluster db1
+  sexton catalog import --cluster db1 --from dr     # the copies at location dr")]
     Import {
         /// The cluster whose records are rebuilt.
         #[arg(long)]
@@ -338,6 +339,9 @@ pub enum CatalogCommand {
         /// Only say what would be imported; write nothing.
         #[arg(long)]
         dry_run: bool,
+        /// Read the copies at this location (docs/copies.md) instead of the primary bucket.
+        #[arg(long, value_name = "LOCATION")]
+        from: Option<String>,
     },
 }
 

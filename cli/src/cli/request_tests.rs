@@ -243,6 +243,7 @@ fn every_online_command_sends_what_its_service_decodes() {
         ],
         &["catalog", "scrub", "--cluster", "c"],
         &["catalog", "import", "--cluster", "c", "--dry-run"],
+        &["catalog", "import", "--cluster", "c", "--from", "dr"],
         &["binlog", "status", "--cluster", "c"],
         &["cluster", "forget", "--cluster", "c", "--remote"],
     ];
@@ -302,6 +303,10 @@ fn a_name_the_service_refuses_is_refused_before_sending_in_its_words() {
             "verify timeout",
         ),
         (&["cluster", "forget", "--cluster", "a/../b"], "--cluster"),
+        (
+            &["catalog", "import", "--cluster", "c", "--from", "d/r"],
+            "location",
+        ),
         (
             &[
                 "schedule",

@@ -206,12 +206,17 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 "unowned_objects",
             ],
         ),
-        Command::Catalog(CatalogCommand::Import { cluster, dry_run }) => (
+        Command::Catalog(CatalogCommand::Import {
+            cluster,
+            dry_run,
+            from,
+        }) => (
             topology::api_subject("catalog", "import"),
             Body::ImportRequest(ImportRequest {
                 schema_version: SCHEMA_VERSION,
                 cluster: parsed::<ImportRequest, _>(cluster)?,
                 dry_run: *dry_run,
+                from: parsed_opt::<ImportRequest, _>(from.as_ref())?,
             }),
             &[
                 "cluster",
@@ -219,6 +224,7 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 "directories",
                 "known",
                 "imported",
+                "attached",
                 "skipped",
             ],
         ),

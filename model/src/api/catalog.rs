@@ -17,6 +17,11 @@ pub struct ImportRequest {
     /// Say what would be imported, write nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// Import from this location's copies (issue 28) instead of the primary bucket: records
+    /// the catalog lacks come back as held there only (`copies-only`), and records it holds get
+    /// back a copy there that their record lost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<crate::names::LocationName>,
 }
 
 impl Message for ImportRequest {

@@ -25,9 +25,10 @@ use serde_json::Value;
 use sexton_shared::{
     api::ApiError,
     catalog::{CasError, Lookup},
+    copies::{CopyState, LocationCopy},
     digest,
     metadata::{self, BackupMetadata},
-    names::{BackupId, ClusterName},
+    names::{BackupId, ClusterName, LocationName},
     nats::publish_once,
     records::{BackupRecord, BackupStatus, RECORD_SCHEMA_VERSION},
     topology,
@@ -48,6 +49,10 @@ pub struct ImportReport {
     /// Backups the catalog already holds.
     pub known: usize,
     pub imported: Vec<Imported>,
+    /// Importing from a location: backups the catalog holds whose copy there the record had
+    /// lost, attached again (their objects there as the record lists them, sizes equal).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attached: Vec<String>,
     pub skipped: Vec<Skipped>,
 }
 
@@ -205,18 +210,41 @@ pub fn record_from(
 
 impl Api {
     pub(super) async fn catalog_import(&self, req: ImportRequest) -> Result<Value, ApiError> {
-        let store = &self.store;
+        let primary_prefix = self.config.s3.prefix.as_str();
+        let store = match &req.from {
+            None => &self.store,
+            Some(location) => self.locations.get(location).ok_or_else(|| {
+                let known: Vec<&str> = self.locations.keys().map(|l| l.as_str()).collect();
+                invalid(format!(
+                    "no location {location} in this scheduler's configuration; it has {}",
+                    if known.is_empty() {
+                        "none besides primary".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ))
+            })?,
+        };
         let cluster = &req.cluster;
         let cluster_prefix = store.cluster_prefix(cluster);
-        let binlog_prefix = sexton_shared::binlog::binlog_prefix(&self.config.s3.prefix, cluster);
+        let binlog_prefix = sexton_shared::binlog::binlog_prefix(store.prefix(), cluster);
         let listing = store
             .list(&cluster_prefix)
             .await
             .map_err(|err| unavailable(format!("listing {cluster_prefix}: {err}")))?;
+        // At a location, a copy lies under the primary's key below the location's prefix: the
+        // directories are judged under the primary's keys (the ones metadata.json names).
+        let to_primary = |key: String| match &req.from {
+            None => Some(key),
+            Some(_) => sexton_shared::copies::destination_key(store.prefix(), primary_prefix, &key),
+        };
         let found = directories(
-            &cluster_prefix,
-            &binlog_prefix,
-            listing.into_iter().map(|o| (o.key, o.size.max(0) as u64)),
+            &self.store.cluster_prefix(cluster),
+            &sexton_shared::binlog::binlog_prefix(primary_prefix, cluster),
+            listing
+                .into_iter()
+                .filter(|o| !o.key.starts_with(&binlog_prefix))
+                .filter_map(|o| Some((to_primary(o.key)?, o.size.max(0) as u64))),
         );
         let now = Utc::now();
         let mut report = ImportReport {
@@ -241,10 +269,37 @@ impl Api {
                 skip(&mut report, path, "not a valid backup id".into());
                 continue;
             };
+            // Where the document lies in the store read (the location's key for a copy).
+            let read_key = match &req.from {
+                None => metadata_key.clone(),
+                Some(_) => sexton_shared::copies::destination_key(
+                    primary_prefix,
+                    store.prefix(),
+                    &metadata_key,
+                )
+                .ok_or_else(|| unavailable(format!("{metadata_key}: not under the prefix")))?,
+            };
             match self.catalog.lookup(cluster, &id).await {
                 Err(err) => return Err(unavailable(format!("{err:#}"))),
-                Ok(Lookup::Live(_)) => {
+                Ok(Lookup::Live(live)) => {
                     report.known += 1;
+                    if let Some(location) = &req.from {
+                        match self
+                            .attach_copy(
+                                *live,
+                                location,
+                                store.prefix(),
+                                directory,
+                                req.dry_run,
+                                now,
+                            )
+                            .await?
+                        {
+                            Ok(true) => report.attached.push(id.to_string()),
+                            Ok(false) => {}
+                            Err(why) => skip(&mut report, path, why),
+                        }
+                    }
                     continue;
                 }
                 Ok(Lookup::Removed) => {
@@ -266,7 +321,7 @@ impl Api {
                 );
                 continue;
             }
-            let body = match store.get(&metadata_key).await {
+            let body = match store.get(&read_key).await {
                 Ok(Some(body)) => body,
                 Ok(None) => {
                     skip(
@@ -278,13 +333,41 @@ impl Api {
                 }
                 Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
             };
-            let record = match record_from(cluster, directory, &metadata_key, &body, now) {
+            let mut record = match record_from(cluster, directory, &metadata_key, &body, now) {
                 Ok(record) => record,
                 Err(why) => {
                     skip(&mut report, path, why);
                     continue;
                 }
             };
+            if let Some(location) = &req.from {
+                if record.status != BackupStatus::Completed {
+                    skip(
+                        &mut report,
+                        path,
+                        "a failed backup at a location is no recovery point".into(),
+                    );
+                    continue;
+                }
+                // Held at primary too: the record must say so, or the primary's retention
+                // would never see it there.
+                match self.store.exists(&metadata_key).await {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        skip(
+                            &mut report,
+                            path,
+                            format!(
+                                "it is at primary too: import from primary first, then from \
+                                 {location} to attach its copy"
+                            ),
+                        );
+                        continue;
+                    }
+                    Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
+                }
+                held_only_at(&mut record, location, store.prefix(), primary_prefix, now);
+            }
             if !req.dry_run {
                 match self.catalog.create(&record).await {
                     Ok(_) => {}
@@ -298,7 +381,7 @@ impl Api {
             }
             report.imported.push(Imported {
                 id: record.id.to_string(),
-                status: record.status.as_str().to_string(),
+                status: record.status_text().to_string(),
                 kind: record.kind.as_str().to_string(),
                 parent: record.parent.as_ref().map(|p| p.to_string()),
                 completed_at: record
@@ -326,6 +409,111 @@ impl Api {
         }
         serde_json::to_value(report).map_err(invalid)
     }
+
+    /// A backup the catalog holds whose record lost its copy at `location` (or never had it,
+    /// a catalog rebuilt from primary): the copy counts again when every object the record
+    /// lists lies at the location with the size the record gives. `Ok(true)`: attached.
+    async fn attach_copy(
+        &self,
+        live: sexton_shared::catalog::Versioned<BackupRecord>,
+        location: &LocationName,
+        location_prefix: &str,
+        directory: &Directory,
+        dry_run: bool,
+        now: DateTime<Utc>,
+    ) -> Result<Result<bool, String>, ApiError> {
+        let mut record = live.value;
+        if record
+            .copies
+            .get(location)
+            .is_some_and(LocationCopy::is_held)
+        {
+            return Ok(Ok(false));
+        }
+        if record.objects.is_empty() {
+            return Ok(Err(format!(
+                "backup {} has no sizes recorded: its copy at {location} cannot be checked",
+                record.id
+            )));
+        }
+        for object in &record.objects {
+            match directory.objects.get(&object.key) {
+                Some(&size) if size == object.size => {}
+                Some(&size) => {
+                    return Ok(Err(format!(
+                        "the copy of {} at {location} holds {size} bytes, the record {}",
+                        object.key, object.size
+                    )))
+                }
+                None => {
+                    return Ok(Err(format!(
+                        "the copy of backup {} at {location} lacks {}",
+                        record.id, object.key
+                    )))
+                }
+            }
+        }
+        if dry_run {
+            return Ok(Ok(true));
+        }
+        record.keep_mark(live.revision);
+        let primary_prefix = self.config.s3.prefix.clone();
+        let held = record.primary_deleted_at;
+        held_only_at(&mut record, location, location_prefix, &primary_prefix, now);
+        record.primary_deleted_at = held;
+        match self.catalog.update(&record, live.revision).await {
+            Ok(_) => Ok(Ok(true)),
+            Err(CasError::Conflict) => Ok(Err(format!(
+                "backup {} changed while its copy at {location} was attached; import again",
+                record.id
+            ))),
+            Err(CasError::Other(err)) => Err(unavailable(format!("{err:#}"))),
+        }
+    }
+}
+
+/// Makes `record` (built from a document at `location`) one whose backup is held at
+/// `location`: its copy there counts, with the objects under the location's keys; it is not at
+/// primary. [`Api::attach_copy`] keeps the record's own word on primary.
+fn held_only_at(
+    record: &mut BackupRecord,
+    location: &LocationName,
+    location_prefix: &str,
+    primary_prefix: &str,
+    now: DateTime<Utc>,
+) {
+    let objects = record
+        .objects
+        .iter()
+        .filter_map(|object| {
+            Some(ObjectDigest {
+                key: sexton_shared::copies::destination_key(
+                    primary_prefix,
+                    location_prefix,
+                    &object.key,
+                )?,
+                size: object.size,
+                sha256: object.sha256.clone(),
+            })
+        })
+        .collect();
+    record.copies.insert(
+        location.clone(),
+        LocationCopy {
+            state: CopyState::Copied,
+            copied_at: now,
+            objects,
+            storage_class: None,
+            expiring_revision: None,
+            delete_reasons: Vec::new(),
+            delete_policy: None,
+            deleted_at: None,
+        },
+    );
+    if !record.copy_to.contains(location) {
+        record.copy_to.push(location.clone());
+    }
+    record.primary_deleted_at = Some(now);
 }
 
 #[cfg(test)]
