@@ -4,7 +4,9 @@
 //! jobs copy and count nothing, a copier killed mid-object and mid-chain leaves nothing counted
 //! that is not whole, copy rules that cannot work are refused where they are written, each
 //! location keeps what its own policy keeps (a record goes with the last place that holds its
-//! backup), and forged copy delete jobs delete nothing.
+//! backup), forged copy delete jobs delete nothing, the catalog comes back from a location
+//! after the primary and the catalog are lost, and a location down for a while (minutes under
+//! SEXTON_SOAK=1) delays copies and loses nothing.
 
 mod support;
 
@@ -39,7 +41,7 @@ fn at(text: &str) -> DateTime<FixedOffset> {
 struct Regions {
     nats: Nats,
     _primary: S3,
-    _dr: S3,
+    dr_server: S3,
     config: Config,
     fleet: Option<Fleet>,
     client: async_nats::Client,
@@ -74,7 +76,7 @@ async fn regions(change: impl FnOnce(&mut Config)) -> Regions {
     Regions {
         nats,
         _primary: primary,
-        _dr: dr_server,
+        dr_server,
         config,
         fleet: Some(fleet),
         client,
@@ -994,4 +996,89 @@ async fn a_catalog_rebuilt_from_a_location_after_the_primary_and_the_catalog_are
     assert_eq!(at_dr(&world, "b1").await.len(), 2);
     assert!(record(&catalog, "c1", "b2").await.is_some());
     fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_location_down_for_minutes_delays_copies_and_loses_nothing() {
+    let mut world = regions(|_| {}).await;
+    create_copying_schedule(&world.client, "db", "c1", 1).await;
+    // dr goes down before anything is copied; it stays down 20 s here, 3 minutes in the
+    // soak variant (SEXTON_SOAK=1).
+    world.dr_server.stop();
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    let b2 = Backup::full("b2", at("2026-03-02T00:00:00Z"), 10);
+    for backup in [&b1, &b2] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", backup).await;
+    }
+    wait_for_completed(&world.catalog, "c1", 2).await;
+    let (stop, copier) = start_copier(&world.config);
+    let down = sexton_tests::fault::pick(Duration::from_secs(20), Duration::from_secs(180));
+    let until = tokio::time::Instant::now() + down;
+    let mut n = 0;
+    while tokio::time::Instant::now() < until {
+        // The source's keep_last 1 would delete b1, but b1 awaits its copy: it stays.
+        n += 1;
+        sweep(&world.js, "c1", 100 + n).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let b1 = record(&world.catalog, "c1", "b1").await.expect("b1 kept");
+        assert!(b1.held_at_primary(), "b1 deleted while it awaited its copy");
+        assert!(b1.copies.is_empty(), "a copy counted while dr was down");
+    }
+    let preview = api(
+        &world.client,
+        "retention",
+        "preview",
+        json!({"schema_version": 1, "cluster": "c1"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        preview[0]["decision"]["keep"]
+            .to_string()
+            .contains("awaiting copy to dr"),
+        "{preview:#}"
+    );
+    assert!(
+        consumer_backlog(
+            &world.js,
+            topology::STREAM_COPIES,
+            topology::CONSUMER_COPIER
+        )
+        .await
+        .unwrap()
+            > 0,
+        "the copy jobs are still there, waiting"
+    );
+
+    // dr back: the copies land by themselves (the copier's retries reach it within its
+    // longest delay), whole; then the source lets b1 go and dr keeps both.
+    world.dr_server.start_again();
+    for backup in ["b1", "b2"] {
+        let landed = eventually(
+            &format!("{backup} copied once dr is back"),
+            Duration::from_secs(330),
+            || async {
+                record(&world.catalog, "c1", backup)
+                    .await
+                    .filter(|r| !r.copies.is_empty())
+            },
+        )
+        .await;
+        check_whole_at_dr(&world.dr, &landed).await;
+    }
+    sweep(&world.js, "c1", 1).await;
+    eventually(
+        "b1 deleted at the source once copied",
+        Duration::from_secs(60),
+        || async {
+            let b1 = record(&world.catalog, "c1", "b1").await?;
+            (!b1.held_at_primary()).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(at_dr(&world, "b1").await.len(), 2);
+    assert_eq!(at_dr(&world, "b2").await.len(), 2);
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.take().unwrap().stop().await.unwrap();
 }
