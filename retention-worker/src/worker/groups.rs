@@ -112,7 +112,21 @@ impl Worker {
                     );
                     plan.location = Some(location.clone());
                     if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
-                        let limits = self.envelope.limits(&schedules, &plan.plan, now);
+                        let mut limits = self.envelope.limits(&schedules, &plan.plan, now);
+                        // Full backups only: the newest copy there is as old as the last
+                        // full, many of the schedule's intervals, which says nothing of
+                        // failing backups; the staleness check would hold every run there.
+                        let fulls_only = schedules
+                            .iter()
+                            .filter(|schedule| schedule.plan == group.plan)
+                            .flat_map(|schedule| &schedule.copies)
+                            .any(|rule| {
+                                rule.to == *location
+                                    && rule.select == sexton_shared::copies::CopySelect::Fulls
+                            });
+                        if fulls_only {
+                            limits.stale_after = None;
+                        }
                         plan.breaker = crate::safety::location_verdict(
                             cluster,
                             &plan.plan,
