@@ -12,7 +12,7 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::Utc;
 use sexton_shared::{
     catalog::{CasError, Catalog},
@@ -172,19 +172,9 @@ async fn consume(
             let span = telemetry::message_span(&message);
             async move {
                 // The job stays this replica's while it copies, however long that takes.
-                let keep = {
-                    let message = message.clone();
-                    tokio::spawn(async move {
-                        let mut tick = tokio::time::interval(ack_wait / 3);
-                        tick.tick().await;
-                        loop {
-                            tick.tick().await;
-                            let _ = message.ack_with(AckKind::Progress).await;
-                        }
-                    })
-                };
+                let keep = sexton_shared::nats::KeepInProgress::start(&message, ack_wait / 3);
                 let (location, label, outcome) = handle(&copier, &message).await;
-                keep.abort();
+                drop(keep);
                 copier
                     .metrics
                     .copies
@@ -240,24 +230,18 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'sta
         Ok(()) => ("copied", Outcome::Done),
         Err(Failure::Refused(why)) => ("refused", Outcome::Poison(why)),
         Err(Failure::Wait(why)) => {
-            let delay = retry_delay(delivered);
+            let delay = sexton_shared::nats::patient_retry_delay(delivered);
             tracing::warn!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, delay_s = delay.as_secs(), "copy not finished: {why}");
             ("retry", Outcome::RetryAfter(delay))
         }
         Err(Failure::Bad(incident)) => {
-            let delay = retry_delay(delivered);
+            let delay = sexton_shared::nats::patient_retry_delay(delivered);
             tracing::error!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, "copy refused: {}", incident.reason);
             publish_incident(&copier.topology.jetstream, incident).await;
             ("refused", Outcome::RetryAfter(delay))
         }
     };
     (label, outcome_label, outcome)
-}
-
-/// Doubling from 2 s to 5 minutes: a destination down for hours is tried every few minutes.
-fn retry_delay(delivered: i64) -> Duration {
-    let exponent = delivered.clamp(1, 10) as u32 - 1;
-    Duration::from_secs(2u64.saturating_mul(1 << exponent).min(300))
 }
 
 /// Why a copy did not finish.

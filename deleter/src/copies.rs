@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
+use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::{DateTime, Utc};
 use sexton_retention::judge;
 use sexton_shared::{
@@ -208,19 +208,9 @@ pub async fn run(
             let locations = locations.clone();
             let span = telemetry::message_span(&message);
             async move {
-                let keep = {
-                    let message = message.clone();
-                    tokio::spawn(async move {
-                        let mut tick = tokio::time::interval(ack_wait / 3);
-                        tick.tick().await;
-                        loop {
-                            tick.tick().await;
-                            let _ = message.ack_with(AckKind::Progress).await;
-                        }
-                    })
-                };
+                let keep = sexton_shared::nats::KeepInProgress::start(&message, ack_wait / 3);
                 let (location, label, outcome) = handle(&deleter, &locations, &message).await;
-                keep.abort();
+                drop(keep);
                 deleter
                     .metrics()
                     .copy_deletions
@@ -232,12 +222,6 @@ pub async fn run(
         },
     )
     .await
-}
-
-/// Doubling from 1 s to 5 minutes.
-fn retry_delay(delivered: i64) -> Duration {
-    let exponent = delivered.clamp(1, 10) as u32 - 1;
-    Duration::from_secs((1u64 << exponent).min(300))
 }
 
 /// One job: the location and outcome labels, and the outcome.
@@ -295,7 +279,7 @@ async fn handle(
         }
         Ok(Step::Refused(why)) => (label, "refused", Outcome::Poison(why)),
         Err(err) => {
-            let delay = retry_delay(delivered);
+            let delay = sexton_shared::nats::patient_retry_delay(delivered);
             tracing::warn!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, delay_s = delay.as_secs(), error = format!("{err:#}"), "copy not deleted yet; will retry");
             (label, "retry", Outcome::RetryAfter(delay))
         }

@@ -312,17 +312,29 @@ impl Envelope {
         policy_hash: &str,
         backups: Vec<AuditBackup>,
     ) {
+        self.record_backups(cluster, plan, backups, |backups| {
+            AuditEvent::BackupsMarked {
+                policy_hash: policy_hash.to_string(),
+                backups,
+            }
+        })
+        .await;
+    }
+
+    /// Entries of `event` over `backups` (parts when they do not fit one); none for none.
+    async fn record_backups(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        backups: Vec<AuditBackup>,
+        event: impl Fn(Vec<AuditBackup>) -> AuditEvent,
+    ) {
         if backups.is_empty() {
             return;
         }
         let entries = self
             .audit
-            .entries(Some(cluster), Some(plan), backups, |backups| {
-                AuditEvent::BackupsMarked {
-                    policy_hash: policy_hash.to_string(),
-                    backups,
-                }
-            });
+            .entries(Some(cluster), Some(plan), backups, event);
         let _ = self.audit.record(entries).await;
     }
 
@@ -335,19 +347,12 @@ impl Envelope {
         policy_hash: &str,
         backups: Vec<AuditBackup>,
     ) {
-        if backups.is_empty() {
-            return;
-        }
-        let entries = self
-            .audit
-            .entries(Some(cluster), Some(plan), backups, |backups| {
-                AuditEvent::CopiesMarked {
-                    location: location.to_string(),
-                    policy_hash: policy_hash.to_string(),
-                    backups,
-                }
-            });
-        let _ = self.audit.record(entries).await;
+        self.record_backups(cluster, plan, backups, |backups| AuditEvent::CopiesMarked {
+            location: location.to_string(),
+            policy_hash: policy_hash.to_string(),
+            backups,
+        })
+        .await;
     }
 
     /// `retention.approve`: the run `state` describes (held now) may go once. Stores the

@@ -164,6 +164,38 @@ impl Drop for EphemeralConsumer {
     }
 }
 
+/// Keeps a message this consumer's while its work runs, however long that takes: a progress
+/// ack every `every` (a third of the ack wait) until the guard is dropped.
+pub struct KeepInProgress(tokio::task::JoinHandle<()>);
+
+impl KeepInProgress {
+    pub fn start(message: &jetstream::Message, every: Duration) -> KeepInProgress {
+        let message = message.clone();
+        KeepInProgress(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let _ = message.ack_with(jetstream::AckKind::Progress).await;
+            }
+        }))
+    }
+}
+
+impl Drop for KeepInProgress {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The delay before a failed job that waits on something outside (a store down, a location
+/// unreachable) is delivered again: 2 s doubling with each delivery to 5 minutes, so a
+/// destination down for hours is tried every few minutes and no job is dropped.
+pub fn patient_retry_delay(delivered: i64) -> Duration {
+    let exponent = delivered.clamp(1, 10) as u32 - 1;
+    Duration::from_secs(2u64.saturating_mul(1 << exponent).min(300))
+}
+
 /// Hands each message of a service's consumer to `handle`, in a task of its own, at most
 /// `limit` at once, until `shutdown` trips; then waits for the ones in hand (what was pulled
 /// and not started comes back after its ack wait). `handle` settles its message. `what` names
