@@ -854,11 +854,13 @@ fn typed_names<'a>(command: &'a Command, answer: &Value) -> Option<Typed<'a>> {
             cluster: cluster.as_deref(),
             ..Typed::default()
         },
-        Command::Retention(RetentionCommand::Preview { cluster, plan }) if empty_list => Typed {
-            cluster: Some(cluster),
-            plan: plan.as_deref(),
-            ..Typed::default()
-        },
+        Command::Retention(RetentionCommand::Preview { cluster, plan, .. }) if empty_list => {
+            Typed {
+                cluster: Some(cluster),
+                plan: plan.as_deref(),
+                ..Typed::default()
+            }
+        }
         Command::Catalog(CatalogCommand::Scrub { cluster, .. }) => Typed {
             cluster: Some(cluster),
             ..Typed::default()

@@ -201,9 +201,13 @@ pub fn print_preview(groups: &[PreviewGroup]) {
         let decision = group.decision.as_ref();
         let count = |list: fn(&Plan) -> &Vec<Decision>| decision.map_or(0, |d| list(d).len());
         println!(
-            "{}/{}: keep {}, trim {}, delete {}  (policy {})",
+            "{}/{}{}: keep {}, trim {}, delete {}  (policy {})",
             group.cluster,
             group.plan,
+            group
+                .location
+                .as_ref()
+                .map_or_else(String::new, |location| format!(" at {location}")),
             count(|d| &d.keep),
             count(|d| &d.partial),
             count(|d| &d.delete),

@@ -21,9 +21,9 @@ use sexton_retention::Reason;
 use sexton_shared::{
     api::{ApiError, ApproveRequest, ErrorCode},
     audit::{self, Actor, Audit, AuditBackup, AuditEvent, Decided},
-    breaker::{approval_key, group_limits, ApprovalRecord},
+    breaker::{approval_key_at, group_limits, ApprovalRecord},
     config::BreakerConfig,
-    names::{ClusterName, PlanName},
+    names::{ClusterName, LocationName, PlanName},
     nats::publish_once,
     records::{Policy, ScheduleRecord},
     topology,
@@ -88,6 +88,7 @@ impl Envelope {
         &self,
         cluster: &ClusterName,
         plan: &PlanName,
+        location: Option<&LocationName>,
         limits: &BreakerLimits,
         catalog: &sexton_retention::Catalog,
         decision: &sexton_retention::Plan,
@@ -97,7 +98,7 @@ impl Envelope {
         if !verdict.holds() {
             return None;
         }
-        let approval = match self.read_approval(cluster, plan).await {
+        let approval = match self.read_approval(cluster, plan, location).await {
             Ok(approval) => approval,
             Err(err) => {
                 tracing::warn!(%cluster, %plan, error = format!("{err:#}"), "cannot read the breaker's approvals; the run stays held");
@@ -119,7 +120,12 @@ impl Envelope {
             trips: verdict.trips,
             deleting: verdict.deleting,
             approval,
-            approve_with: format!("sexton retention approve --cluster {cluster} --plan {plan}"),
+            approve_with: match location {
+                None => format!("sexton retention approve --cluster {cluster} --plan {plan}"),
+                Some(location) => format!(
+                    "sexton retention approve --cluster {cluster} --plan {plan} --location {location}"
+                ),
+            },
         })
     }
 
@@ -127,11 +133,14 @@ impl Envelope {
         &self,
         cluster: &ClusterName,
         plan: &PlanName,
+        location: Option<&LocationName>,
     ) -> anyhow::Result<Option<(ApprovalRecord, u64)>> {
-        let Some(entry) =
-            sexton_shared::leader_read::latest(&self.approvals, &approval_key(cluster, plan))
-                .await
-                .context("reading the approval")?
+        let Some(entry) = sexton_shared::leader_read::latest(
+            &self.approvals,
+            &approval_key_at(cluster, plan, location),
+        )
+        .await
+        .context("reading the approval")?
         else {
             return Ok(None);
         };
@@ -240,6 +249,7 @@ impl Envelope {
         &self,
         cluster: &ClusterName,
         plan: &PlanName,
+        location: Option<&LocationName>,
         state: &BreakerState,
     ) -> anyhow::Result<()> {
         let Some(approval) = &state.approval else {
@@ -251,10 +261,11 @@ impl Envelope {
             AuditEvent::BreakerReleased {
                 approved_at: approval.approved_at,
                 deleting: state.deleting.clone(),
+                location: location.map(ToString::to_string),
             },
         );
         self.audit.record(vec![entry]).await?;
-        let key = approval_key(cluster, plan);
+        let key = approval_key_at(cluster, plan, location);
         if let Err(err) = self
             .approvals
             .delete_expect_revision(&key, Some(approval.revision))
@@ -262,8 +273,10 @@ impl Envelope {
         {
             tracing::info!(%cluster, %plan, error = %err, "approval already used or replaced");
         }
-        tracing::warn!(%cluster, %plan, deleting = state.deleting.len(), approved_by = %approval.by.describe(), "held retention run goes through on its approval");
-        self.passed(cluster, plan);
+        tracing::warn!(%cluster, %plan, location = ?location, deleting = state.deleting.len(), approved_by = %approval.by.describe(), "held retention run goes through on its approval");
+        if location.is_none() {
+            self.passed(cluster, plan);
+        }
         Ok(())
     }
 
@@ -357,10 +370,12 @@ impl Envelope {
 
     /// `retention.approve`: the run `state` describes (held now) may go once. Stores the
     /// approval and the audit entry (with who asked); the caller asks for a run.
+    #[allow(clippy::too_many_arguments)]
     pub async fn approve(
         &self,
         cluster: &ClusterName,
         plan: &PlanName,
+        location: Option<&LocationName>,
         state: &BreakerState,
         actor: Actor,
         now: DateTime<Utc>,
@@ -382,13 +397,14 @@ impl Envelope {
             AuditEvent::BreakerApproved {
                 trips: state.trips.clone(),
                 deleting: state.deleting.clone(),
+                location: location.map(ToString::to_string),
             },
         );
         entry.actor = Some(actor.clone());
         self.audit.record(vec![entry]).await?;
         self.approvals
             .put(
-                approval_key(cluster, plan),
+                approval_key_at(cluster, plan, location),
                 serde_json::to_vec(&record)
                     .expect("approvals serialise")
                     .into(),
@@ -418,7 +434,11 @@ pub async fn serve_approvals(
         shutdown,
         |req: ApproveRequest, actor| {
             let worker = worker.clone();
-            async move { worker.approve(&req.cluster, &req.plan, actor).await }
+            async move {
+                worker
+                    .approve(&req.cluster, &req.plan, req.location.as_ref(), actor)
+                    .await
+            }
         },
     )
     .await
@@ -448,34 +468,4 @@ pub fn nothing_held(cluster: &ClusterName, plan: &PlanName, why: &str) -> ApiErr
         ErrorCode::NotFound,
         format!("retention of cluster {cluster} plan {plan} is not held: {why}"),
     )
-}
-
-/// The breaker's verdict on a location's plan for its copies (issue 28): the same judgement
-/// and limits as the group's plan at primary. No approval lets a held location plan through
-/// yet (approvals name a cluster and plan, the primary's): a held location keeps every copy
-/// until its plan no longer trips, which its log line and the `held` runs metric say.
-#[allow(clippy::too_many_arguments)]
-pub fn location_verdict(
-    cluster: &ClusterName,
-    plan: &PlanName,
-    location: &sexton_shared::names::LocationName,
-    limits: &BreakerLimits,
-    catalog: &sexton_retention::Catalog,
-    decision: &sexton_retention::Plan,
-    now: DateTime<Utc>,
-) -> Option<BreakerState> {
-    let verdict = breaker::judge(catalog, decision, limits, now);
-    if !verdict.holds() {
-        return None;
-    }
-    Some(BreakerState {
-        held: true,
-        trips: verdict.trips,
-        deleting: verdict.deleting,
-        approval: None,
-        approve_with: format!(
-            "no approval for copies yet: the copies of {cluster}/{plan} at {location} are kept \
-             until the plan no longer trips the breaker"
-        ),
-    })
 }

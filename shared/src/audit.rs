@@ -133,11 +133,16 @@ pub enum AuditEvent {
     BreakerApproved {
         trips: Vec<Trip>,
         deleting: Vec<String>,
+        /// The location whose copies' plan was approved (issue 28); none: primary.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        location: Option<String>,
     },
     /// A held run went through on an approval, which is used up.
     BreakerReleased {
         approved_at: DateTime<Utc>,
         deleting: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        location: Option<String>,
     },
     /// Backups a deleter claimed (`deleting`), with the objects it is about to delete.
     BackupsClaimed { backups: Vec<AuditBackup> },

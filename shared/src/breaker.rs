@@ -116,6 +116,20 @@ pub fn approval_key(cluster: &ClusterName, plan: &PlanName) -> String {
     format!("{cluster}.{plan}")
 }
 
+/// The key of the approval of a held plan at `location` (issue 28: the plan of the group's
+/// copies there), or at primary ([`approval_key`]) for `None`. Names hold no dots, so the
+/// two never meet.
+pub fn approval_key_at(
+    cluster: &ClusterName,
+    plan: &PlanName,
+    location: Option<&crate::names::LocationName>,
+) -> String {
+    match location {
+        None => approval_key(cluster, plan),
+        Some(location) => format!("{cluster}.{plan}.at.{location}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

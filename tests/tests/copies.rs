@@ -1082,3 +1082,97 @@ async fn a_location_down_for_minutes_delays_copies_and_loses_nothing() {
     copier.await.unwrap().unwrap();
     world.fleet.take().unwrap().stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_location_plan_the_breaker_holds_goes_through_on_its_own_approval() {
+    // A run may delete one backup of a group at most.
+    let world = regions(|config| config.breaker.max_delete_count = 1).await;
+    create_schedule(
+        &world.client,
+        json!({"name": "db", "cluster": "c1", "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 5},
+               "copies": [{"to": "dr", "policy": {"keep_last": 1}}]}),
+    )
+    .await;
+    for (id, day) in [("b1", 1), ("b2", 2), ("b3", 3)] {
+        let backup = Backup::full(id, at(&format!("2026-03-0{day}T00:00:00Z")), 10);
+        report_backup(&world.js, &world.source, "c1", "base", "db", &backup).await;
+    }
+    wait_for_completed(&world.catalog, "c1", 3).await;
+    let (stop, copier) = start_copier(&world.config);
+    for backup in ["b1", "b2", "b3"] {
+        copied(&world.catalog, "c1", backup).await;
+    }
+    // dr's keep_last 1 would delete two copies in one run: held, nothing marked there.
+    sweep(&world.js, "c1", 1).await;
+    let dr = LocationName::new("dr").unwrap();
+    let preview = eventually("dr's plan held", Duration::from_secs(30), || async {
+        let preview = api(
+            &world.client,
+            "retention",
+            "preview",
+            json!({"schema_version": 1, "cluster": "c1", "location": "dr"}),
+        )
+        .await
+        .ok()?;
+        (preview[0]["breaker"]["held"] == json!(true)).then_some(preview)
+    })
+    .await;
+    assert_eq!(preview[0]["location"], json!("dr"), "{preview:#}");
+    assert!(
+        preview[0]["breaker"]["approve_with"]
+            .as_str()
+            .unwrap()
+            .contains("--location dr"),
+        "{preview:#}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for backup in ["b1", "b2", "b3"] {
+        let held = record(&world.catalog, "c1", backup).await.unwrap();
+        assert_eq!(held.copies[&dr].state, CopyState::Copied, "{backup}");
+    }
+    // The primary's approval is not dr's: there is nothing held at primary.
+    let at_primary = api(
+        &world.client,
+        "retention",
+        "approve",
+        json!({"schema_version": 1, "cluster": "c1", "plan": "base"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(at_primary.message.contains("not held"), "{at_primary:?}");
+    api(
+        &world.client,
+        "retention",
+        "approve",
+        json!({"schema_version": 1, "cluster": "c1", "plan": "base", "location": "dr"}),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the approved deletions at dr",
+        Duration::from_secs(60),
+        || async {
+            let b1 = record(&world.catalog, "c1", "b1").await?;
+            let b2 = record(&world.catalog, "c1", "b2").await?;
+            (b1.copies[&dr].state == CopyState::Deleted
+                && b2.copies[&dr].state == CopyState::Deleted)
+                .then_some(())
+        },
+    )
+    .await;
+    let b3 = record(&world.catalog, "c1", "b3").await.unwrap();
+    assert_eq!(b3.copies[&dr].state, CopyState::Copied);
+    assert!(at_dr(&world, "b1").await.is_empty());
+    assert_eq!(at_dr(&world, "b3").await.len(), 2);
+    // All three stay whole at primary, whose keep_last 5 keeps them.
+    for backup in ["b1", "b2", "b3"] {
+        assert!(record(&world.catalog, "c1", backup)
+            .await
+            .unwrap()
+            .held_at_primary());
+    }
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+}

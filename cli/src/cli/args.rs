@@ -395,12 +395,16 @@ pub enum RetentionCommand {
         /// Only this plan's group.
         #[arg(long)]
         plan: Option<String>,
+        /// The plans of the copies at this location (docs/copies.md) instead of primary's.
+        #[arg(long, value_name = "LOCATION")]
+        location: Option<String>,
     },
     /// Let a retention run the circuit breaker holds go through, once: exactly what the
     /// preview shows it deleting (asks first; --yes without a terminal).
     #[command(after_help = "Examples:
   sexton retention approve --cluster db1 --plan full --dry-run
-  sexton retention approve --cluster db1 --plan full --yes")]
+  sexton retention approve --cluster db1 --plan full --yes
+  sexton retention approve --cluster db1 --plan full --location dr   # copies at dr")]
     Approve {
         /// The cluster whose held run to let through.
         #[arg(long)]
@@ -408,6 +412,9 @@ pub enum RetentionCommand {
         /// The plan (group) whose held run to let through.
         #[arg(long)]
         plan: String,
+        /// The held plan of the group's copies at this location (docs/copies.md).
+        #[arg(long, value_name = "LOCATION")]
+        location: Option<String>,
         /// Approve without asking.
         #[arg(long)]
         yes: bool,

@@ -239,6 +239,17 @@ fn every_online_command_sends_what_its_service_decodes() {
             "c",
             "--plan",
             "p",
+            "--location",
+            "dr",
+        ],
+        &["retention", "preview", "--cluster", "c", "--location", "dr"],
+        &[
+            "retention",
+            "approve",
+            "--cluster",
+            "c",
+            "--plan",
+            "p",
             "--dry-run",
         ],
         &["catalog", "scrub", "--cluster", "c"],
@@ -305,6 +316,17 @@ fn a_name_the_service_refuses_is_refused_before_sending_in_its_words() {
         (&["cluster", "forget", "--cluster", "a/../b"], "--cluster"),
         (
             &["catalog", "import", "--cluster", "c", "--from", "d/r"],
+            "location",
+        ),
+        (
+            &[
+                "retention",
+                "preview",
+                "--cluster",
+                "c",
+                "--location",
+                "primary ",
+            ],
             "location",
         ),
         (

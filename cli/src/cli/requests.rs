@@ -68,6 +68,7 @@ impl Body {
                     schema_version: request.schema_version,
                     cluster: request.cluster.clone(),
                     plan: Some(request.plan.clone()),
+                    location: request.location.clone(),
                 })
             }
             other => unreachable!("no dry run of {other:?}"),
@@ -158,18 +159,24 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
         Command::Schedule(command) => return schedule_request(command),
         Command::Backup(command) => return backup_request(command),
         Command::Plugin(command) => return plugin_request(command),
-        Command::Retention(RetentionCommand::Preview { cluster, plan }) => (
+        Command::Retention(RetentionCommand::Preview {
+            cluster,
+            plan,
+            location,
+        }) => (
             topology::api_subject("retention", "preview"),
             Body::PreviewRequest(PreviewRequest {
                 schema_version: SCHEMA_VERSION,
                 cluster: parsed::<PreviewRequest, _>(cluster)?,
                 plan: parsed_opt::<PreviewRequest, _>(plan.as_ref())?,
+                location: parsed_opt::<PreviewRequest, _>(location.as_ref())?,
             }),
             &[],
         ),
         Command::Retention(RetentionCommand::Approve {
             cluster,
             plan,
+            location,
             dry_run,
             ..
         }) => {
@@ -177,6 +184,7 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 schema_version: SCHEMA_VERSION,
                 cluster: parsed::<ApproveRequest, _>(cluster)?,
                 plan: parsed::<ApproveRequest, PlanName>(plan)?,
+                location: parsed_opt::<ApproveRequest, _>(location.as_ref())?,
             };
             if *dry_run {
                 // A dry run shows the held run as the preview does, and approves nothing.

@@ -21,6 +21,9 @@ pub struct PreviewRequest {
     pub cluster: ClusterName,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanName>,
+    /// The plans of the group's copies at this location (issue 28) instead of primary's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
 }
 
 impl Message for PreviewRequest {
@@ -35,6 +38,10 @@ pub struct ApproveRequest {
     pub schema_version: u32,
     pub cluster: ClusterName,
     pub plan: PlanName,
+    /// Approve the held plan of the group's copies at this location (issue 28) instead of
+    /// the plan at primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
 }
 
 impl Message for ApproveRequest {
@@ -47,6 +54,9 @@ impl Message for ApproveRequest {
 pub struct PreviewGroup {
     pub cluster: ClusterName,
     pub plan: PlanName,
+    /// The location whose copies the plan is of (issue 28); none: primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

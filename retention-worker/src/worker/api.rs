@@ -10,7 +10,7 @@ use chrono::Utc;
 use sexton_shared::{
     api::{ApiError, ErrorCode, PreviewRequest, ScrubRequest},
     catalog::{CasError, Versioned},
-    names::{ClusterName, PlanName},
+    names::{ClusterName, LocationName, PlanName},
     outcome::publish_incident,
     records::{BackupRecord, BackupStatus},
     wire, Shutdown,
@@ -140,16 +140,20 @@ impl Worker {
         &self,
         cluster: &ClusterName,
         plan: &PlanName,
+        location: Option<&LocationName>,
         actor: sexton_shared::audit::Actor,
     ) -> Result<serde_json::Value, ApiError> {
         let now = Utc::now();
         let unavailable =
             |err: anyhow::Error| ApiError::new(ErrorCode::Unavailable, format!("{err:#}"));
         let groups = self
-            .plan_cluster(cluster, Some(plan), now)
+            .plan_places(cluster, Some(plan), now)
             .await
             .map_err(unavailable)?;
-        let Some(group) = groups.into_iter().next() else {
+        let Some(group) = groups
+            .into_iter()
+            .find(|group| group.location.as_ref() == location)
+        else {
             return Err(safety::nothing_held(
                 cluster,
                 plan,
@@ -168,7 +172,7 @@ impl Worker {
         };
         let record = self
             .envelope
-            .approve(cluster, plan, state, actor, now)
+            .approve(cluster, plan, location, state, actor, now)
             .await
             .map_err(unavailable)?;
         self.rerun(cluster, now).await.map_err(unavailable)?;
@@ -178,10 +182,23 @@ impl Worker {
 
     /// `retention.preview`: the plan of one group, or of every group of the cluster, made now.
     async fn preview(&self, req: &PreviewRequest) -> Result<serde_json::Value, ApiError> {
-        let plans = self
-            .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
+        let unavailable =
+            |err: anyhow::Error| ApiError::new(ErrorCode::Unavailable, format!("{err:#}"));
+        let Some(location) = &req.location else {
+            let plans = self
+                .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
+                .await
+                .map_err(unavailable)?;
+            return sexton_shared::api::reply_value(plans);
+        };
+        // The plans of the copies at one location (issue 28).
+        let plans: Vec<_> = self
+            .plan_places(&req.cluster, req.plan.as_ref(), Utc::now())
             .await
-            .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
+            .map_err(unavailable)?
+            .into_iter()
+            .filter(|group| group.location.as_ref() == Some(location))
+            .collect();
         sexton_shared::api::reply_value(plans)
     }
 

@@ -31,13 +31,22 @@ impl Worker {
             }
             return Ok(());
         };
-        if let Some(breaker) = group.breaker.as_ref().filter(|b| b.held) {
-            tracing::warn!(%cluster, plan = %group.plan, %location, trips = ?breaker.trips, "the circuit breaker holds the plan of the copies at this location: nothing is marked");
-            self.metrics
-                .runs
-                .with_label_values(&["copies", "held"])
-                .inc();
-            return Ok(());
+        match &group.breaker {
+            Some(breaker) if breaker.held => {
+                tracing::warn!(%cluster, plan = %group.plan, %location, trips = ?breaker.trips, approve_with = breaker.approve_with, "the circuit breaker holds the plan of the copies at this location: nothing is marked");
+                self.metrics
+                    .runs
+                    .with_label_values(&["copies", "held"])
+                    .inc();
+                return Ok(());
+            }
+            // Tripped, and a person's approval lets it through once: used up now.
+            Some(breaker) => {
+                self.envelope
+                    .release(cluster, &group.plan, Some(location), breaker)
+                    .await?
+            }
+            None => {}
         }
         let policy_hash = group.policy_hash.clone().unwrap_or_default();
         let mut marked = Vec::new();

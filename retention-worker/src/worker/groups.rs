@@ -15,7 +15,29 @@ use super::plan::{GroupPlan, Render};
 use super::Worker;
 use crate::binlog::{self, BinlogInput};
 
+/// Which places' groups to plan: the primary's (previews, `binlog.status`), or every
+/// location's copies too (runs, and approvals of a location's held plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Places {
+    Primary,
+    All,
+}
+
 impl Worker {
+    /// The plans of every group of `cluster` (or one plan's) at every place (primary, then
+    /// each location holding copies), decided at `now`: what a location's preview shows and
+    /// its approval judges.
+    pub(super) async fn plan_places(
+        &self,
+        cluster: &ClusterName,
+        only_plan: Option<&PlanName>,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Vec<GroupPlan>> {
+        let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
+        self.plan_groups(cluster, only_plan, now, &binlog, Render::Plan, Places::All)
+            .await
+    }
+
     /// The plans for every group of `cluster` (or one plan), decided at `now`, with the
     /// cluster's binlog segments from its index.
     pub async fn plan_cluster(
@@ -25,8 +47,15 @@ impl Worker {
         now: DateTime<Utc>,
     ) -> anyhow::Result<Vec<GroupPlan>> {
         let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
-        self.plan_groups(cluster, only_plan, now, &binlog, Render::Plan)
-            .await
+        self.plan_groups(
+            cluster,
+            only_plan,
+            now,
+            &binlog,
+            Render::Plan,
+            Places::Primary,
+        )
+        .await
     }
 
     /// `binlog.status`: the index and the horizon every group's plan gives now.
@@ -37,7 +66,7 @@ impl Worker {
     ) -> anyhow::Result<binlog::Status> {
         let input = binlog::load(&self.store, &self.prefix, cluster).await;
         let groups = self
-            .plan_groups(cluster, None, now, &input, Render::Plan)
+            .plan_groups(cluster, None, now, &input, Render::Plan, Places::Primary)
             .await?;
         Ok(binlog::status(cluster, &input, &groups, now))
     }
@@ -51,6 +80,7 @@ impl Worker {
         now: DateTime<Utc>,
         binlog: &BinlogInput,
         render: Render,
+        places: Places,
     ) -> anyhow::Result<Vec<GroupPlan>> {
         let schedules = self.schedules.of_cluster(cluster).await?;
         let policies = planning::group_policies(&schedules);
@@ -83,6 +113,7 @@ impl Worker {
                     .judge(
                         cluster,
                         &plan.plan,
+                        None,
                         &limits,
                         &plan.members.engine,
                         owned,
@@ -94,9 +125,12 @@ impl Worker {
         }
         // A run plans each location's copies too (issue 28): per plan, over the copies that
         // location holds, with the policy the plan's copy rules give it there.
-        if render == Render::Run && only_plan.is_none() {
+        if places == Places::All {
             for (location, groups) in &mut view.locations {
                 for group in groups.groups_mut() {
+                    if only_plan.is_some_and(|p| *p != group.plan) {
+                        continue;
+                    }
                     let rules = schedules
                         .iter()
                         .filter(|schedule| schedule.plan == group.plan)
@@ -127,15 +161,18 @@ impl Worker {
                         if fulls_only {
                             limits.stale_after = None;
                         }
-                        plan.breaker = crate::safety::location_verdict(
-                            cluster,
-                            &plan.plan,
-                            location,
-                            &limits,
-                            &plan.members.engine,
-                            owned,
-                            now,
-                        );
+                        plan.breaker = self
+                            .envelope
+                            .judge(
+                                cluster,
+                                &plan.plan,
+                                Some(location),
+                                &limits,
+                                &plan.members.engine,
+                                owned,
+                                now,
+                            )
+                            .await;
                     }
                     plans.push(plan);
                 }

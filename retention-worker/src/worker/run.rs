@@ -14,6 +14,7 @@ use sexton_shared::{
     wire::{DecisionSummary, PartialSummary},
 };
 
+use super::groups::Places;
 use super::plan::{GroupPlan, Render};
 use super::Worker;
 use crate::binlog;
@@ -28,7 +29,7 @@ impl Worker {
     ) -> anyhow::Result<()> {
         let binlog = binlog::load(&self.store, &self.prefix, cluster).await;
         let groups = self
-            .plan_groups(cluster, None, now, &binlog, Render::Run)
+            .plan_groups(cluster, None, now, &binlog, Render::Run, Places::All)
             .await?;
         let (at_locations, at_primary): (Vec<GroupPlan>, Vec<GroupPlan>) = groups
             .into_iter()
@@ -71,7 +72,11 @@ impl Worker {
                     .await;
                 return Ok(());
             }
-            Some(breaker) => self.envelope.release(cluster, &group.plan, breaker).await?,
+            Some(breaker) => {
+                self.envelope
+                    .release(cluster, &group.plan, None, breaker)
+                    .await?
+            }
             None => self.envelope.passed(cluster, &group.plan),
         }
         // The decision is in the audit before anything of it is marked.
