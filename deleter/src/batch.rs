@@ -744,8 +744,10 @@ impl Deleter {
                 self.metrics
                     .delete_duration
                     .observe(started.elapsed().as_secs_f64());
-                tracing::info!(cluster = %work.record.cluster, plan = %work.record.plan, backup = %work.record.id, objects = work.gone.len(), reasons = ?work.record.delete_reasons, policy = work.record.delete_policy.as_deref().unwrap_or("none"), "backup deleted");
-                return (Outcome::Done, true);
+                tracing::info!(cluster = %work.record.cluster, plan = %work.record.plan, backup = %work.record.id, objects = work.gone.len(), reasons = ?work.record.delete_reasons, policy = work.record.delete_policy.as_deref().unwrap_or("none"), kept_for_copies = work.record.held_elsewhere(), "backup deleted");
+                // A record kept for its copies is not removed: the audit says so only when
+                // it is.
+                return (Outcome::Done, !work.record.held_elsewhere());
             }
             // Changed under us (another deleter finished it, or recorded something): the next
             // delivery finds it gone or resumes.

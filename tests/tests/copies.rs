@@ -769,6 +769,12 @@ async fn each_location_keeps_by_its_own_policy_and_a_record_goes_with_its_last_p
         matches!(&e.event, sexton_shared::audit::AuditEvent::CopyDeleted { record_removed: true, backups, .. } if backups[0].id == "b3")
     });
     assert!(removed_with_b3, "b3's record went with its last copy");
+    assert!(
+        !audit
+            .iter()
+            .any(|e| e.event.kind() == "records-removed" && e.mentions("b3")),
+        "the deleter at primary said it removed b3's record, which stayed for its copy"
+    );
     stop.trigger();
     copier.await.unwrap().unwrap();
     world.fleet.unwrap().stop().await.unwrap();
