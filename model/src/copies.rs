@@ -346,9 +346,7 @@ impl Message for CopyDeleteJob {
     const KIND: &'static str = "copy delete job";
 
     fn validate(&self) -> Result<(), String> {
-        if self.uid.is_empty() || self.uid.len() > 64 {
-            return Err("uid holds 1 to 64 characters".into());
-        }
+        crate::wire::check_uid(&self.uid)?;
         if self.location.is_primary() {
             return Err(
                 "a copy delete job's location is never primary (a delete job deletes there)".into(),
@@ -427,9 +425,7 @@ impl Message for CopyJob {
     const KIND: &'static str = "copy job";
 
     fn validate(&self) -> Result<(), String> {
-        if self.uid.is_empty() || self.uid.len() > 64 {
-            return Err("uid holds 1 to 64 characters".into());
-        }
+        crate::wire::check_uid(&self.uid)?;
         if self.location.is_primary() {
             return Err("a copy job's location is never primary".into());
         }

@@ -364,9 +364,7 @@ impl Message for MergeJob {
             ));
         }
         for backup in self.sources.iter().chain([&self.target]) {
-            if backup.uid.is_empty() || backup.uid.len() > 64 {
-                return Err("uid must hold 1 to 64 characters".into());
-            }
+            check_uid(&backup.uid)?;
         }
         Ok(())
     }
@@ -553,9 +551,7 @@ impl Message for Verdict {
 
     fn validate(&self) -> Result<(), String> {
         check_request_id(&self.request_id)?;
-        if self.uid.is_empty() || self.uid.len() > 64 {
-            return Err("uid must hold 1 to 64 characters".into());
-        }
+        check_uid(&self.uid)?;
         if self.reason.as_ref().is_some_and(|r| r.len() > 4096) {
             return Err("reason longer than 4096 bytes".into());
         }
@@ -641,9 +637,7 @@ impl Message for DeleteJob {
                 .iter()
                 .map(|v| (v.as_str(), BackupKind::Full, false, false)),
         )?;
-        if self.uid.is_empty() || self.uid.len() > 64 {
-            return Err("uid must hold 1 to 64 characters".into());
-        }
+        check_uid(&self.uid)?;
         if self.revision == 0 {
             return Err("revision must be positive".into());
         }
@@ -756,6 +750,15 @@ pub struct Incident {
 
 impl Message for Incident {
     const KIND: &'static str = "incident event";
+}
+
+/// A backup's unique id as a message names it: 1 to 64 characters. Every job and report that
+/// names a backup by uid checks it here.
+pub fn check_uid(uid: &str) -> Result<(), String> {
+    if uid.is_empty() || uid.len() > 64 {
+        return Err("uid must hold 1 to 64 characters".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
