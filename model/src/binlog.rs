@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::keys::{cluster_prefix, ObjectInfo};
-use crate::names::ClusterName;
+use crate::names::{ClusterName, LocationName};
 use crate::records::{BackupRecord, BackupStatus};
 
 /// The one index version this build reads and writes.
@@ -461,6 +461,104 @@ pub fn cluster_binlog<'a>(
     decision.ok_or(NoCollection::NoGroups)
 }
 
+/// How far back a location's copy of the binlog archive must reach (issue 28): the start of the
+/// oldest full backup whose copy the location holds or awaits. The copier copies the segments
+/// that end at or after it; the deleter removes, at that location, those that end before it.
+/// One function for both, so a segment the location collected is never copied back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocationHorizon {
+    /// No full backup is held or awaited there: no segment is needed there now. Nothing is
+    /// copied, and nothing is deleted either: a catalog that lost its records must not empty
+    /// the archive that survived elsewhere.
+    NoFull,
+    /// A full backup there has no start time: every segment may be needed. Everything is
+    /// copied, nothing deleted.
+    Unknown { backup: String },
+    /// Segments ending before this serve no copy there.
+    Since {
+        at: DateTime<FixedOffset>,
+        backup: String,
+    },
+}
+
+/// The [`LocationHorizon`] of `location` over a cluster's records.
+pub fn location_horizon(records: &[BackupRecord], location: &LocationName) -> LocationHorizon {
+    let mut oldest: Option<(DateTime<FixedOffset>, &BackupRecord)> = None;
+    for record in records {
+        if !record.counts_as_full() || record.status == BackupStatus::Failed {
+            continue;
+        }
+        let there = match record.copies.get(location) {
+            Some(copy) => copy.is_held(),
+            None => record.copy_to.contains(location),
+        };
+        if !there {
+            continue;
+        }
+        let Some(start) = record.started_at.or(record.completed_at) else {
+            return LocationHorizon::Unknown {
+                backup: record.id.to_string(),
+            };
+        };
+        if oldest.is_none_or(|(at, _)| start < at) {
+            oldest = Some((start, record));
+        }
+    }
+    match oldest {
+        None => LocationHorizon::NoFull,
+        Some((at, record)) => LocationHorizon::Since {
+            at,
+            backup: record.id.to_string(),
+        },
+    }
+}
+
+/// The segments of the source's index that the location's archive lacks and needs, each as
+/// its entry will read there (`key` below the location's prefix; times, size and SHA-256 as
+/// at the source), in the source's order. Only closed segments (with a `last_event`) are
+/// copied: one still being written would be copied short. A source key outside the source's
+/// prefix is left out (the index was checked against it when read).
+pub fn segments_to_copy(
+    source: &BinlogIndex,
+    destination: &BinlogIndex,
+    source_prefix: &str,
+    destination_prefix: &str,
+    horizon: &LocationHorizon,
+) -> Vec<(IndexSegment, IndexSegment)> {
+    let needed = |segment: &IndexSegment| match (horizon, segment.last_event) {
+        (_, None) | (LocationHorizon::NoFull, _) => false,
+        (LocationHorizon::Unknown { .. }, Some(_)) => true,
+        (LocationHorizon::Since { at, .. }, Some(last)) => last >= *at,
+    };
+    source
+        .segments
+        .iter()
+        .filter(|segment| needed(segment))
+        .filter_map(|segment| {
+            let key =
+                crate::copies::destination_key(source_prefix, destination_prefix, &segment.key)?;
+            if destination.contains(&key) {
+                return None;
+            }
+            let mut there = segment.clone();
+            there.key = key;
+            Some((segment.clone(), there))
+        })
+        .collect()
+}
+
+/// The size and SHA-256 `sexton binlog append` recorded for a segment, if it did.
+pub fn segment_digest(segment: &IndexSegment) -> (Option<u64>, Option<String>) {
+    let size = segment.extra.get("size").and_then(Value::as_u64);
+    let sha256 = segment
+        .extra
+        .get("sha256")
+        .and_then(Value::as_str)
+        .filter(|sha| sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()))
+        .map(str::to_ascii_lowercase);
+    (size, sha256)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -773,5 +871,153 @@ mod tests {
             cluster_binlog(std::iter::empty()),
             Err(NoCollection::NoGroups)
         );
+    }
+
+    fn copied(mut record: BackupRecord, location: &str, state: &str) -> BackupRecord {
+        record.copies.insert(
+            LocationName::new(location).unwrap(),
+            serde_json::from_value(serde_json::json!({
+                "state": state, "copied_at": "2026-01-11T00:00:00Z"
+            }))
+            .unwrap(),
+        );
+        record
+    }
+
+    #[test]
+    fn a_locations_horizon_is_its_oldest_full_held_or_awaited() {
+        let dr = LocationName::new("dr").unwrap();
+        let at = |text: &str| LocationHorizon::Since {
+            at: t(text),
+            backup: String::new(),
+        };
+        let strip = |h: LocationHorizon| match h {
+            LocationHorizon::Since { at, .. } => LocationHorizon::Since {
+                at,
+                backup: String::new(),
+            },
+            other => other,
+        };
+        assert_eq!(location_horizon(&[], &dr), LocationHorizon::NoFull);
+        let old = full("old", BackupStatus::Completed, Some("2026-01-01T00:00:00Z"));
+        let new = full("new", BackupStatus::Completed, Some("2026-01-05T00:00:00Z"));
+        // Only at primary: nothing needed at dr.
+        assert_eq!(
+            location_horizon(&[old.clone(), new.clone()], &dr),
+            LocationHorizon::NoFull
+        );
+        // The newer one copied, the older one's copy deleted there.
+        let records = [
+            copied(old.clone(), "dr", "deleted"),
+            copied(new.clone(), "dr", "copied"),
+        ];
+        assert_eq!(
+            strip(location_horizon(&records, &dr)),
+            at("2026-01-05T00:00:00Z")
+        );
+        // Expiring and deleting copies still hold their objects there.
+        for state in ["expiring", "deleting", "copied"] {
+            let records = [copied(old.clone(), "dr", state), new.clone()];
+            assert_eq!(
+                location_horizon(&records, &dr),
+                LocationHorizon::Since {
+                    at: t("2026-01-01T00:00:00Z"),
+                    backup: "old".into()
+                }
+            );
+        }
+        // Awaited counts (its copy will need the segments); a failed one never will.
+        let mut awaited = old.clone();
+        awaited.copy_to = vec![dr.clone()];
+        assert_eq!(
+            strip(location_horizon(&[awaited.clone(), new.clone()], &dr)),
+            at("2026-01-01T00:00:00Z")
+        );
+        let mut failed = awaited.clone();
+        failed.status = BackupStatus::Failed;
+        assert_eq!(location_horizon(&[failed], &dr), LocationHorizon::NoFull);
+        // Another location's copies do not count here.
+        let elsewhere = copied(old.clone(), "vault", "copied");
+        assert_eq!(location_horizon(&[elsewhere], &dr), LocationHorizon::NoFull);
+        // A full there without a time: everything may be needed.
+        let undated = copied(
+            full("undated", BackupStatus::Completed, None),
+            "dr",
+            "copied",
+        );
+        assert_eq!(
+            location_horizon(&[undated, copied(new, "dr", "copied")], &dr),
+            LocationHorizon::Unknown {
+                backup: "undated".into()
+            }
+        );
+    }
+
+    #[test]
+    fn segments_are_copied_closed_needed_and_once() {
+        let mut source = index(&[
+            (
+                "a",
+                Some("2026-01-01T00:00:00Z"),
+                Some("2026-01-01T23:00:00Z"),
+            ),
+            (
+                "b",
+                Some("2026-01-02T00:00:00Z"),
+                Some("2026-01-02T23:00:00Z"),
+            ),
+            (
+                "c",
+                Some("2026-01-03T00:00:00Z"),
+                Some("2026-01-03T23:00:00Z"),
+            ),
+            ("open", Some("2026-01-04T00:00:00Z"), None),
+        ]);
+        source.segments[2]
+            .extra
+            .insert("sha256".into(), Value::String("ab".repeat(32)));
+        source.segments[2]
+            .extra
+            .insert("size".into(), Value::from(42u64));
+        let mut destination = BinlogIndex::empty();
+        destination
+            .segments
+            .push(IndexSegment::new("dr/c1/binlog/c", None, None));
+        let since = LocationHorizon::Since {
+            at: t("2026-01-02T12:00:00Z"),
+            backup: "f".into(),
+        };
+        let copies = segments_to_copy(&source, &destination, "backups", "dr/", &since);
+        // a ends before the horizon, c is there already, open is still being written.
+        assert_eq!(
+            copies
+                .iter()
+                .map(|(from, to)| (from.key.as_str(), to.key.as_str()))
+                .collect::<Vec<_>>(),
+            [("backups/c1/binlog/b", "dr/c1/binlog/b")]
+        );
+        assert_eq!(copies[0].1.last_event, source.segments[1].last_event);
+        // Without c at dr it comes with its digest.
+        let all = segments_to_copy(
+            &source,
+            &BinlogIndex::empty(),
+            "backups",
+            "dr",
+            &LocationHorizon::Unknown { backup: "u".into() },
+        );
+        assert_eq!(all.len(), 3);
+        assert_eq!(segment_digest(&all[2].1), (Some(42), Some("ab".repeat(32))));
+        assert_eq!(segment_digest(&all[0].1), (None, None));
+        assert!(segments_to_copy(
+            &source,
+            &BinlogIndex::empty(),
+            "backups",
+            "dr",
+            &LocationHorizon::NoFull
+        )
+        .is_empty());
+        // A key outside the source's prefix is never mapped anywhere.
+        let stray = index(&[("x", None, Some("2026-01-03T00:00:00Z"))]);
+        assert!(segments_to_copy(&stray, &BinlogIndex::empty(), "other", "dr", &since).is_empty());
     }
 }

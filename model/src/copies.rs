@@ -374,7 +374,7 @@ pub fn copy_policy<'a>(
             Some(policy) if *policy == rule.policy => {}
             Some(_) => {
                 return Err(format!(
-                    "the schedules of this plan give different policies for copies at                      {location}; keeping every copy there"
+                    "the schedules of this plan give different policies for copies at {location}; keeping every copy there"
                 ))
             }
         }
