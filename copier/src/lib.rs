@@ -30,6 +30,7 @@ use sexton_shared::{
 };
 use tracing::Instrument as _;
 
+mod binlog;
 pub mod metrics;
 
 /// How deep a chain the copier follows to copy missing ancestors first.
@@ -54,6 +55,12 @@ struct Copier {
     /// them at once wrote one backup twice, the second still writing after the location's
     /// retention had deleted the first (objects left there that no copy counts).
     clusters: sexton_shared::service::ClusterLocks,
+    /// Each cluster's records, caught up before each binlog pass (a location's horizon).
+    views: sexton_shared::catalog_view::CatalogView<sexton_shared::catalog_view::Records>,
+    schedules: sexton_shared::schedules_view::SchedulesView,
+    /// The last problem reported per (cluster, location) binlog archive: one incident per
+    /// new problem, not one per pass.
+    binlog_reported: std::sync::Mutex<BTreeMap<(ClusterName, LocationName), String>>,
 }
 
 pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
@@ -126,6 +133,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     );
     let copier = Arc::new(Copier {
         catalog: Catalog::new(topology.catalog.clone()),
+        views: sexton_shared::catalog_view::CatalogView::new(topology.catalog.clone()),
+        schedules: sexton_shared::schedules_view::SchedulesView::new(topology.schedules.clone()),
+        binlog_reported: Default::default(),
         topology,
         source,
         locations,
@@ -136,6 +146,14 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         metrics,
         clusters: sexton_shared::service::ClusterLocks::new(64),
     });
+    tasks.spawn(
+        "binlog copies",
+        binlog_passes(
+            copier.clone(),
+            config.copier.binlog_interval,
+            shutdown.clone(),
+        ),
+    );
     tasks.spawn(
         "copy jobs",
         consume(
@@ -225,6 +243,11 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'sta
     let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
     let one_at_a_time = copier.clusters.lock(&job.cluster).await;
     let copied = copy_backup(copier, &job, location).await;
+    if copied.is_ok() {
+        // The binlog archive follows each backup there, so a restore from the location can
+        // reach past the backup as soon as it counts.
+        binlog_pass(copier, &job.cluster, &job.location, location).await;
+    }
     drop(one_at_a_time);
     let (outcome_label, outcome) = match copied {
         Ok(()) => ("copied", Outcome::Done),
@@ -242,6 +265,118 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'sta
         }
     };
     (label, outcome_label, outcome)
+}
+
+/// Every `interval`, a binlog pass for each (cluster, location) that a schedule's copy rule
+/// names and this copier can write to.
+async fn binlog_passes(
+    copier: Arc<Copier>,
+    interval: Duration,
+    mut shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = shutdown.wait() => return Ok(()),
+        }
+        let schedules = match copier.schedules.all().await {
+            Ok(schedules) => schedules,
+            Err(err) => {
+                tracing::warn!(
+                    error = format!("{err:#}"),
+                    "cannot read the schedules; binlog copies wait for the next pass"
+                );
+                continue;
+            }
+        };
+        let pairs: std::collections::BTreeSet<(ClusterName, LocationName)> = schedules
+            .iter()
+            .flat_map(|schedule| {
+                schedule
+                    .copies
+                    .iter()
+                    .map(|rule| (schedule.cluster.clone(), rule.to.clone()))
+            })
+            .collect();
+        for (cluster, name) in pairs {
+            let Some(location) = copier.locations.get(&name) else {
+                continue;
+            };
+            let one_at_a_time = copier.clusters.lock(&cluster).await;
+            binlog_pass(&copier, &cluster, &name, location).await;
+            drop(one_at_a_time);
+        }
+    }
+}
+
+/// One binlog pass, its metrics, and an incident when a new problem stops it.
+async fn binlog_pass(
+    copier: &Copier,
+    cluster: &ClusterName,
+    name: &LocationName,
+    location: &Location,
+) {
+    let result = binlog::sync(copier, cluster, name, location).await;
+    let outcome = match &result {
+        Ok(synced) if synced.segments > 0 => "copied",
+        Ok(_) => "current",
+        Err(binlog::SyncError::Retry(_)) => "retry",
+        Err(binlog::SyncError::Bad { .. }) => "refused",
+    };
+    copier
+        .metrics
+        .binlog_passes
+        .with_label_values(&[name.as_str(), outcome])
+        .inc();
+    let key = (cluster.clone(), name.clone());
+    match result {
+        Ok(synced) => {
+            copier
+                .metrics
+                .binlog_segments
+                .with_label_values(&[name.as_str()])
+                .inc_by(synced.segments as u64);
+            copier
+                .metrics
+                .bytes
+                .with_label_values(&[name.as_str()])
+                .inc_by(synced.bytes);
+            copier
+                .binlog_reported
+                .lock()
+                .expect("not poisoned")
+                .remove(&key);
+        }
+        Err(binlog::SyncError::Retry(err)) => {
+            tracing::warn!(%cluster, location = %name, error = format!("{err:#}"), "binlog archive not copied; the next pass tries again");
+        }
+        Err(binlog::SyncError::Bad { kind, reason }) => {
+            tracing::error!(%cluster, location = %name, "{reason}");
+            let new = copier
+                .binlog_reported
+                .lock()
+                .expect("not poisoned")
+                .insert(key, reason.clone())
+                .as_ref()
+                != Some(&reason);
+            if new {
+                publish_incident(
+                    &copier.topology.jetstream,
+                    Incident {
+                        schema_version: wire::SCHEMA_VERSION,
+                        service: "copier".into(),
+                        kind: kind.into(),
+                        cluster: Some(cluster.to_string()),
+                        backup_id: None,
+                        subject: topology::copy_job_subject(cluster),
+                        reason,
+                        at: Utc::now(),
+                    },
+                )
+                .await;
+            }
+        }
+    }
 }
 
 /// Why a copy did not finish.

@@ -12,6 +12,10 @@ pub struct Metrics {
     pub bytes: IntCounterVec,
     pub objects: IntCounterVec,
     pub seconds: HistogramVec,
+    /// Binlog segments copied (and indexed) at a location.
+    pub binlog_segments: IntCounterVec,
+    /// Binlog passes by location and outcome (`copied`, `current`, `retry`, `refused`).
+    pub binlog_passes: IntCounterVec,
 }
 
 impl Metrics {
@@ -52,11 +56,30 @@ impl Metrics {
             &["location"],
         )
         .expect("valid metric");
+        let binlog_segments = IntCounterVec::new(
+            Opts::new(
+                "sexton_copier_binlog_segments_total",
+                "binlog segments copied to a location and listed in its index there",
+            ),
+            &["location"],
+        )
+        .expect("valid metric");
+        let binlog_passes = IntCounterVec::new(
+            Opts::new(
+                "sexton_copier_binlog_passes_total",
+                "passes over a cluster's binlog archive for a location, by outcome (copied, \
+                 current, retry, refused)",
+            ),
+            &["location", "outcome"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(copies.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(bytes.clone()),
             Box::new(objects.clone()),
             Box::new(seconds.clone()),
+            Box::new(binlog_segments.clone()),
+            Box::new(binlog_passes.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -68,6 +91,8 @@ impl Metrics {
             bytes,
             objects,
             seconds,
+            binlog_segments,
+            binlog_passes,
         }
     }
 }

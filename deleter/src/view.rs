@@ -12,39 +12,10 @@
 //! is as fresh as a full listing made at that moment, and the claim that follows is still a
 //! compare-and-set on the record itself.
 
-use std::collections::HashMap;
-
-use sexton_shared::{
-    catalog::Versioned,
-    catalog_view::{self, ViewState},
-    names::{BackupId, ClusterName},
-    records::BackupRecord,
-};
+use sexton_shared::catalog_view;
 
 /// Every cluster's copy on this replica.
 pub type CatalogViews = catalog_view::CatalogView<ClusterCache>;
 
 /// One cluster's records, by the backup id of their key.
-#[derive(Default)]
-pub struct ClusterCache {
-    pub records: HashMap<BackupId, Versioned<BackupRecord>>,
-}
-
-impl ViewState for ClusterCache {
-    fn apply(
-        &mut self,
-        _cluster: &ClusterName,
-        id: BackupId,
-        change: Option<Versioned<BackupRecord>>,
-    ) -> anyhow::Result<()> {
-        match change {
-            Some(record) => {
-                self.records.insert(id, record);
-            }
-            None => {
-                self.records.remove(&id);
-            }
-        }
-        Ok(())
-    }
-}
+pub use catalog_view::Records as ClusterCache;

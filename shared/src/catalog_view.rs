@@ -61,6 +61,32 @@ pub trait ViewState: Default + Send + 'static {
     ) -> anyhow::Result<()>;
 }
 
+/// The simplest state: every record of the cluster whole, by the backup id of its key (the
+/// deleter judges jobs on it, the copier finds a location's binlog horizon in it).
+#[derive(Default)]
+pub struct Records {
+    pub records: HashMap<BackupId, Versioned<BackupRecord>>,
+}
+
+impl ViewState for Records {
+    fn apply(
+        &mut self,
+        _cluster: &ClusterName,
+        id: BackupId,
+        change: Option<Versioned<BackupRecord>>,
+    ) -> anyhow::Result<()> {
+        match change {
+            Some(record) => {
+                self.records.insert(id, record);
+            }
+            None => {
+                self.records.remove(&id);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Every cluster's view on this replica.
 pub struct CatalogView<S> {
     store: kv::Store,

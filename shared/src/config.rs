@@ -98,6 +98,11 @@ pub struct CopierConfig {
     /// keeps its job with progress acks.
     #[serde(with = "duration_text")]
     pub ack_wait: Duration,
+    /// How often each cluster's binlog archive is copied to the locations its copy rules name
+    /// (also after every backup copied): how far behind the primary a location's
+    /// point-in-time recovery may be, at most.
+    #[serde(with = "duration_text")]
+    pub binlog_interval: Duration,
 }
 
 impl Default for CopierConfig {
@@ -107,6 +112,7 @@ impl Default for CopierConfig {
             part_size: 8 * 1024 * 1024,
             parts_in_flight: 4,
             ack_wait: Duration::from_secs(60),
+            binlog_interval: Duration::from_secs(60),
         }
     }
 }
@@ -367,6 +373,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("SEXTON_COPIER_PART_SIZE", "copier.part_size"),
     ("SEXTON_COPIER_PARTS_IN_FLIGHT", "copier.parts_in_flight"),
     ("SEXTON_COPIER_ACK_WAIT", "copier.ack_wait"),
+    ("SEXTON_COPIER_BINLOG_INTERVAL", "copier.binlog_interval"),
     ("SEXTON_BREAKER_ENABLED", "breaker.enabled"),
     (
         "SEXTON_BREAKER_MAX_DELETE_FRACTION",
@@ -553,6 +560,10 @@ impl Config {
             }
             "copier.ack_wait" => {
                 self.copier.ack_wait = duration_text::parse(value).map_err(|why| bad(&why))?
+            }
+            "copier.binlog_interval" => {
+                self.copier.binlog_interval =
+                    duration_text::parse(value).map_err(|why| bad(&why))?
             }
             other => {
                 let Some((name, field)) = other
@@ -853,6 +864,15 @@ impl Config {
                 "expected 1s to 1h",
             ));
         }
+        if !(Duration::from_secs(1)..=Duration::from_secs(24 * 3600))
+            .contains(&copier.binlog_interval)
+        {
+            return Err(bad(
+                "copier.binlog_interval",
+                format!("{:?}", copier.binlog_interval),
+                "expected 1s to 24h",
+            ));
+        }
         Ok(())
     }
 }
@@ -967,6 +987,16 @@ mod tests {
             "copier.concurrency",
         );
         refused(DR, &[("SEXTON_COPIER_ACK_WAIT", "soon")], "copier.ack_wait");
+        refused(
+            DR,
+            &[("SEXTON_COPIER_BINLOG_INTERVAL", "0s")],
+            "copier.binlog_interval",
+        );
+        refused(
+            DR,
+            &[("SEXTON_COPIER_BINLOG_INTERVAL", "hourly")],
+            "copier.binlog_interval",
+        );
     }
 
     #[test]

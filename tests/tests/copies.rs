@@ -16,6 +16,7 @@ use async_nats::jetstream;
 use chrono::{DateTime, FixedOffset};
 use serde_json::json;
 use sexton_shared::{
+    binlog,
     catalog::Catalog,
     config::Config,
     copies::{CopyDeleteJob, CopyJob, CopyState},
@@ -882,6 +883,188 @@ async fn forged_copy_delete_jobs_delete_nothing() {
 
 /// A fleet on a fresh NATS server (a lost catalog) over the same two stores: its client,
 /// catalog and fleet; the caller keeps the server.
+/// A closed log file as `sexton binlog append` ships it: the object first, then its entry in
+/// the index with its size and SHA-256. `indexed` is the body the entry describes (a corrupt
+/// object differs from it).
+async fn ship_segment(
+    store: &ObjectStore,
+    name: &str,
+    first: &str,
+    last: Option<&str>,
+    body: &[u8],
+    indexed: &[u8],
+) {
+    let key = format!("backups/c1/binlog/{name}");
+    store.put(&key, body.to_vec().into()).await.unwrap();
+    let mut segment = binlog::IndexSegment::new(key, Some(at(first)), last.map(at));
+    segment.extra.insert(
+        "sha256".into(),
+        json!(sexton_shared::digest::sha256_hex(indexed)),
+    );
+    segment
+        .extra
+        .insert("size".into(), json!(indexed.len() as u64));
+    binlog::store::update(
+        store,
+        "backups/c1/binlog/_index.json",
+        "backups/c1/binlog/",
+        |index| index.apply_appends(std::slice::from_ref(&segment)) > 0,
+    )
+    .await
+    .unwrap();
+}
+
+/// The segment names dr's index lists, after checking the index parses there.
+async fn dr_segments(dr: &ObjectStore) -> Vec<String> {
+    match dr.get("dr-copies/c1/binlog/_index.json").await.unwrap() {
+        None => Vec::new(),
+        Some(body) => binlog::BinlogIndex::parse_for(&body, "dr-copies/c1/binlog/")
+            .expect("dr's index parses")
+            .segments
+            .iter()
+            .map(|s| s.key.rsplit('/').next().unwrap().to_string())
+            .collect(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_binlog_archive_follows_its_backups_segment_by_segment_index_last() {
+    let world = regions(|config| {
+        config.copier.binlog_interval = Duration::from_secs(1);
+    })
+    .await;
+    create_copying_schedule(&world.client, "db", "c1", 10).await;
+    let body = |name: &str| format!("binlog events of {name} ").repeat(500).into_bytes();
+    // s1 ends before the only backup starts: no copy there needs it. s4 is still being
+    // written (no last event).
+    for (name, first, last) in [
+        ("s1", "2026-02-28T20:00:00Z", Some("2026-02-28T23:00:00Z")),
+        ("s2", "2026-02-28T23:00:00Z", Some("2026-03-01T12:00:00Z")),
+        ("s3", "2026-03-01T12:00:00Z", Some("2026-03-02T00:00:00Z")),
+        ("s4", "2026-03-02T00:00:00Z", None),
+    ] {
+        ship_segment(&world.source, name, first, last, &body(name), &body(name)).await;
+    }
+    let (stop, copier) = start_copier(&world.config);
+    // No backup at dr yet: no segment is needed there.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(dr_segments(&world.dr).await, Vec::<String>::new());
+
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    report_backup(&world.js, &world.source, "c1", "base", "db", &b1).await;
+    copied(&world.catalog, "c1", "b1").await;
+    eventually(
+        "s2 and s3 indexed at dr",
+        Duration::from_secs(30),
+        || async { (dr_segments(&world.dr).await == ["s2", "s3"]).then_some(()) },
+    )
+    .await;
+    for name in ["s2", "s3"] {
+        let there = world
+            .dr
+            .get(&format!("dr-copies/c1/binlog/{name}"))
+            .await
+            .unwrap()
+            .expect("indexed, so there");
+        assert_eq!(there, body(name), "{name} at dr is not the source's");
+    }
+    let index = world
+        .dr
+        .get("dr-copies/c1/binlog/_index.json")
+        .await
+        .unwrap()
+        .unwrap();
+    let index = binlog::BinlogIndex::parse(&index).unwrap();
+    assert_eq!(
+        index.segments[0].first_event,
+        Some(at("2026-02-28T23:00:00Z"))
+    );
+    assert_eq!(
+        index.segments[1].last_event,
+        Some(at("2026-03-02T00:00:00Z"))
+    );
+    assert_eq!(
+        index.segments[1].extra["sha256"],
+        json!(sexton_shared::digest::sha256_hex(&body("s3")))
+    );
+    assert!(!object_keys(&world.dr, "dr-copies/c1/binlog/")
+        .await
+        .iter()
+        .any(|key| key.ends_with("/s1") || key.ends_with("/s4")));
+
+    // Shipped later, between backups: the periodic pass copies it. s5 is corrupt at the
+    // source (same size, other bytes): refused with an incident, and s6 after it waits, so
+    // the archive at dr never has a hole the source's has not.
+    let good = body("s5");
+    let mut bad = good.clone();
+    bad[7] ^= 1;
+    ship_segment(
+        &world.source,
+        "s5",
+        "2026-03-02T00:00:00Z",
+        Some("2026-03-02T06:00:00Z"),
+        &bad,
+        &good,
+    )
+    .await;
+    ship_segment(
+        &world.source,
+        "s6",
+        "2026-03-02T06:00:00Z",
+        Some("2026-03-02T12:00:00Z"),
+        &body("s6"),
+        &body("s6"),
+    )
+    .await;
+    let incident = eventually(
+        "the corrupt segment refused",
+        Duration::from_secs(30),
+        || async {
+            sexton_tests::fixtures::incidents(&world.js)
+                .await
+                .into_iter()
+                .find(|i| i.kind == "copy-binlog-refused" && i.reason.contains("binlog/s5"))
+        },
+    )
+    .await;
+    assert_eq!(incident.cluster.as_deref(), Some("c1"));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(dr_segments(&world.dr).await, ["s2", "s3"]);
+    // One incident for the problem, not one per pass.
+    let reported = sexton_tests::fixtures::incidents(&world.js)
+        .await
+        .into_iter()
+        .filter(|i| i.kind == "copy-binlog-refused")
+        .count();
+    assert_eq!(reported, 1);
+
+    // Mended at the source: both land, in order.
+    world
+        .source
+        .put("backups/c1/binlog/s5", good.clone().into())
+        .await
+        .unwrap();
+    eventually(
+        "s5 and s6 indexed at dr",
+        Duration::from_secs(30),
+        || async { (dr_segments(&world.dr).await == ["s2", "s3", "s5", "s6"]).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        world
+            .dr
+            .get("dr-copies/c1/binlog/s5")
+            .await
+            .unwrap()
+            .unwrap(),
+        good
+    );
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
 async fn on_fresh_nats(world: &Regions) -> (Nats, async_nats::Client, Catalog, Fleet) {
     let nats = Nats::start();
     let mut config = world.config.clone();
