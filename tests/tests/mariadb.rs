@@ -40,6 +40,8 @@ use sexton_shared::{
 use sexton_tests::{mariadb::MariaDb, *};
 
 const CLUSTER: &str = "db1";
+const DR_KEY: &str = "mariadb-dr-key";
+const DR_SECRET: &str = "mariadb-dr-secret";
 
 fn recipe(script: &str) -> String {
     repo_root()
@@ -137,6 +139,16 @@ async fn index(store: &ObjectStore) -> BinlogIndex {
     BinlogIndex::parse(&body).unwrap()
 }
 
+/// The binlog index at a location whose prefix is `prefix`, once there is one.
+async fn index_at(store: &ObjectStore, prefix: &str) -> Option<BinlogIndex> {
+    let cluster: ClusterName = CLUSTER.parse().unwrap();
+    let body = store
+        .get(&binlog::index_key(prefix, &cluster))
+        .await
+        .unwrap()?;
+    Some(BinlogIndex::parse(&body).unwrap())
+}
+
 async fn download(store: &ObjectStore, key: &str, to: &Path) {
     store
         .get_to_file(key, to)
@@ -182,7 +194,13 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
     sexton_tests::mariadb::ensure_installed();
     let nats = Nats::start();
     let s3 = S3::start();
-    let config = config(&nats, &s3);
+    // A second region (issue 28): every backup and the binlog archive are copied to `dr`,
+    // which keeps all seven; at the end the primary and the catalog are lost, and the oldest
+    // backup is restored from `dr` alone to an instant between two writes.
+    let dr_server = S3::start_as(DR_KEY, DR_SECRET);
+    let mut config = config(&nats, &s3);
+    add_location(&mut config, "dr", &dr_server, DR_KEY, DR_SECRET);
+    config.copier.binlog_interval = Duration::from_secs(1);
     let fleet = Fleet::start(
         &config,
         Members {
@@ -194,6 +212,16 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
     let js = async_nats::jetstream::new(client.clone());
     let catalog = Catalog::new(topology::ensure(&js, 1).await.expect("topology").catalog);
     let store = object_store(&config).await;
+    let dr = ObjectStore::connect(&config.locations["dr"].s3)
+        .await
+        .unwrap();
+    let (stop_copier, copier) = {
+        let (trigger, shutdown) = sexton_shared::Shutdown::new();
+        (
+            trigger,
+            tokio::spawn(sexton_copier::run(config.clone(), shutdown)),
+        )
+    };
     let dir = tempfile::tempdir().unwrap();
 
     let mut db = MariaDb::start(&dir.path().join("db"));
@@ -236,7 +264,8 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
         &client,
         serde_json::json!({"name": "base", "cluster": CLUSTER, "plan": "base",
                            "cron": "@every 1h", "full_every": 3,
-                           "policy": {"keep_last": 3, "recovery_window": "5s"}}),
+                           "policy": {"keep_last": 3, "recovery_window": "5s"},
+                           "copies": [{"to": "dr", "policy": {"keep_last": 10}}]}),
     )
     .await;
     eprintln!("set up in {:?}", test_started.elapsed());
@@ -308,7 +337,11 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
     loop {
         let mut live = BTreeSet::new();
         for r in &taken {
-            if record(&catalog, r.id.as_str()).await.is_some() {
+            // Gone from primary, a record stays for its copy at dr (`copies-only`).
+            if record(&catalog, r.id.as_str())
+                .await
+                .is_some_and(|r| r.held_at_primary())
+            {
                 live.insert(r.id.to_string());
             }
         }
@@ -508,8 +541,140 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
         entry.reason.unwrap_or_default()
     );
 
+    // The primary is lost, and the catalog with it: the oldest backup, which only dr still
+    // holds, comes back from dr alone, to an instant between two writes after it.
+    let dr_target: DateTime<Utc> = (taken[1].completed_at.unwrap().with_timezone(&Utc)
+        + chrono::Duration::seconds(2))
+    .trunc_subsecs(0);
+    let dr_stop = dr_target.format("%Y-%m-%d %H:%M:%S").to_string();
+    let dr_index = eventually(
+        "dr's binlog archive past the last shipped event",
+        Duration::from_secs(60),
+        || async {
+            let index = index_at(&dr, "dr-copies").await?;
+            (index.newest_last_event() >= Some(last_shipped)).then_some(index)
+        },
+    )
+    .await;
     drop(exec);
-    db.stop();
+    stop_copier.trigger();
+    copier.await.unwrap().unwrap();
     fleet.stop().await.unwrap();
+    let everything: Vec<String> = store
+        .list("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    let report = store.delete_keys_each(&everything).await.unwrap();
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    assert!(
+        store.list("").await.unwrap().is_empty(),
+        "the primary is empty"
+    );
+    let recovery_nats = Nats::start();
+    let mut recovery_config = config.clone();
+    recovery_config.nats.url = recovery_nats.url();
+    let recovery = Fleet::start(
+        &recovery_config,
+        Members {
+            scheduler: true,
+            retention_worker: false,
+            deleter: false,
+            executor: false,
+        },
+    );
+    let recovery_client = async_nats::connect(recovery_nats.url()).await.unwrap();
+    let recovery_catalog = Catalog::new(
+        topology::ensure(&async_nats::jetstream::new(recovery_client.clone()), 1)
+            .await
+            .unwrap()
+            .catalog,
+    );
+    let imported = eventually(
+        "catalog import from dr",
+        Duration::from_secs(60),
+        || async {
+            api(
+                &recovery_client,
+                "catalog",
+                "import",
+                serde_json::json!({"schema_version": 1, "cluster": CLUSTER, "from": "dr"}),
+            )
+            .await
+            .ok()
+        },
+    )
+    .await;
+    let imported: BTreeSet<String> = imported["imported"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().or(i.as_str()).unwrap().to_string())
+        .collect();
+    let all: BTreeSet<String> = taken.iter().map(|r| r.id.to_string()).collect();
+    assert_eq!(imported, all, "every backup comes back from dr");
+    let first = record(&recovery_catalog, taken[0].id.as_str())
+        .await
+        .expect("imported");
+    assert_eq!(first.status_text(), "copies-only");
+    let dr_name = sexton_shared::names::LocationName::new("dr").unwrap();
+    let data = first.copies[&dr_name]
+        .objects
+        .iter()
+        .find(|o| o.key.ends_with("/backup.xbstream"))
+        .expect("the copy's data object");
+    let from_dr = dir.path().join("from-dr");
+    let dr_binlogs = from_dr.join("binlog");
+    std::fs::create_dir_all(&dr_binlogs).unwrap();
+    let dr_full = from_dr.join("full.xbstream");
+    download(&dr, &data.key, &dr_full).await;
+    assert_eq!(
+        sexton_shared::digest::sha256_hex(&std::fs::read(&dr_full).unwrap()),
+        data.sha256.clone().unwrap(),
+        "the copy at dr is the backup intake recorded"
+    );
+    for segment in &dr_index.segments {
+        let name = segment.key.rsplit('/').next().unwrap();
+        download(&dr, &segment.key, &dr_binlogs.join(name)).await;
+    }
+    let expected = ids(&db.sql(&format!(
+        "SELECT id FROM shop.w WHERE ts < '{dr_stop}' ORDER BY id"
+    )));
+    let after = ids(&db.sql(&format!(
+        "SELECT id FROM shop.w WHERE ts >= '{dr_stop}' ORDER BY id"
+    )));
+    assert!(!expected.is_empty() && !after.is_empty());
+    let restored = ids(&restore_verify(
+        &from_dr.join("pitr"),
+        &[
+            "--check-query",
+            check,
+            "--binlog-dir",
+            dr_binlogs.to_str().unwrap(),
+            "--stop-datetime",
+            &dr_stop,
+        ],
+        &[&dr_full],
+    ));
+    assert_eq!(
+        restored,
+        expected,
+        "restored from dr to {dr_stop}: {} rows, {} expected; extra {:?}, missing {:?}",
+        restored.len(),
+        expected.len(),
+        restored.difference(&expected).collect::<Vec<_>>(),
+        expected.difference(&restored).collect::<Vec<_>>()
+    );
+    eprintln!(
+        "restored {} from dr alone to {dr_stop}: {} rows, by {:?}",
+        taken[0].id,
+        restored.len(),
+        test_started.elapsed()
+    );
+
+    db.stop();
+    recovery.stop().await.unwrap();
     eprintln!("whole test: {:?}", test_started.elapsed());
 }
