@@ -20,7 +20,11 @@
 //! never rewritten: the job is refused, recorded as an incident, and deletes nothing.
 
 use crate::view::CatalogViews;
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
 use tracing::Instrument as _;
 
 use anyhow::Context as _;
@@ -30,8 +34,10 @@ use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 use sexton_shared::{
     binlog::{self, check_segment_key, safe_horizon, select_orphans, store},
     config::Config,
+    names::{ClusterName, LocationName},
     object_store::ObjectStore,
     outcome::{publish_incident, settle, Outcome},
+    records::BackupRecord,
     topology::{self, Topology},
     wire::{self, BinlogGcJob, Incident},
     Shutdown,
@@ -98,6 +104,9 @@ pub struct Collector {
     /// its name and taken for the whole pass. Fixed, so that jobs naming ever new clusters (a
     /// job's cluster is a claim) cannot grow it; two clusters sharing a lock only take turns.
     clusters: sexton_shared::service::ClusterLocks,
+    /// The other locations, read for their binlog indexes: a segment a location needs and
+    /// lacks stays here until the copier copied it (issue 28).
+    locations: Arc<BTreeMap<LocationName, ObjectStore>>,
 }
 
 /// Consumes binlog jobs until `shutdown` trips: up to `deleter.concurrency` at once, one of
@@ -110,6 +119,7 @@ pub async fn run(
     topology: Topology,
     views: Arc<CatalogViews>,
     store: ObjectStore,
+    locations: Arc<BTreeMap<LocationName, ObjectStore>>,
     config: Config,
     registry: Registry,
     mut shutdown: Shutdown,
@@ -122,6 +132,7 @@ pub async fn run(
         prefix: config.s3.prefix.clone(),
         metrics,
         clusters: sexton_shared::service::ClusterLocks::new(CLUSTER_LOCKS),
+        locations,
     };
     let in_flight = config.deleter.concurrency.max(1);
     let jetstream = topology.jetstream.clone();
@@ -172,6 +183,62 @@ pub async fn run(
 }
 
 impl Collector {
+    /// The segments of `expired` that some location holding or awaiting a full copy of the
+    /// cluster still needs and lacks ([`binlog::awaiting_copy`]). A location this deleter
+    /// cannot read (down, an unreadable index, not configured here) keeps everything its
+    /// horizon needs.
+    async fn awaiting_copies(
+        &self,
+        cluster: &ClusterName,
+        records: &[BackupRecord],
+        index: &binlog::BinlogIndex,
+        expired: &[String],
+    ) -> BTreeSet<String> {
+        let mut awaited = BTreeSet::new();
+        if expired.is_empty() {
+            return awaited;
+        }
+        let named: BTreeSet<&LocationName> = records
+            .iter()
+            .flat_map(|record| record.copy_to.iter().chain(record.copies.keys()))
+            .collect();
+        for name in named {
+            let horizon = binlog::location_horizon(records, name);
+            if horizon == binlog::LocationHorizon::NoFull {
+                continue;
+            }
+            let there = match self.locations.get(name) {
+                None => {
+                    tracing::warn!(%cluster, location = %name, "location not configured here: its binlog needs are unknown, the segments it may need are kept");
+                    None
+                }
+                Some(store_there) => {
+                    let folder = binlog::binlog_prefix(store_there.prefix(), cluster);
+                    let key = binlog::index_key(store_there.prefix(), cluster);
+                    match store::read(store_there, &key, &folder).await {
+                        Ok(snapshot) => Some((snapshot.index, store_there.prefix())),
+                        Err(err) => {
+                            tracing::warn!(%cluster, location = %name, error = %err, "cannot read the location's binlog index; the segments it may need are kept");
+                            None
+                        }
+                    }
+                }
+            };
+            awaited.extend(match &there {
+                Some((there, prefix)) => binlog::awaiting_copy(
+                    index,
+                    expired,
+                    &horizon,
+                    Some(there),
+                    &self.prefix,
+                    prefix,
+                ),
+                None => binlog::awaiting_copy(index, expired, &horizon, None, &self.prefix, ""),
+            });
+        }
+        awaited
+    }
+
     pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
         let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
         let outcome = match wire::decode::<BinlogGcJob>(&message.payload) {
@@ -242,7 +309,14 @@ impl Collector {
             Err(err) => return Err(err.into()),
         };
         let candidates: BTreeSet<String> = job.delete.iter().cloned().collect();
-        let expired = snapshot.index.select_expired(&candidates, horizon);
+        let mut expired = snapshot.index.select_expired(&candidates, horizon);
+        let awaited = self
+            .awaiting_copies(cluster, &records, &snapshot.index, &expired)
+            .await;
+        if !awaited.is_empty() {
+            tracing::info!(%cluster, segments = awaited.len(), "binlog segments kept: a location still needs them and has no copy yet");
+            expired.retain(|key| !awaited.contains(key));
+        }
         let objects = self
             .store
             .list(&folder)
@@ -322,6 +396,13 @@ impl Collector {
         if let Some(failure) = report.failed.first() {
             tracing::warn!(%cluster, error = %failure, "transient binlog delete failure; will retry");
             return Ok(Outcome::RetryAfter(Duration::from_secs(5)));
+        }
+        if !awaited.is_empty() && delivered < MAX_WAITING_DELIVERIES {
+            // A location's copy of them is on its way (the copier's next pass): once it is
+            // there they go. The same decision is published again only after the duplicate
+            // window, so the job itself waits, with growing delays (2 s to a minute).
+            let delay = Duration::from_secs((1u64 << delivered.clamp(1, 6) as u32).min(60));
+            return Ok(Outcome::RetryAfter(delay));
         }
         if !safe.waiting_for.is_empty() && delivered < MAX_WAITING_DELIVERIES {
             // Older full backups are being deleted right now: once they are gone this job can

@@ -84,6 +84,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         &config,
         metrics.clone(),
     ));
+    // Each other location's client, built from that location's settings alone: copy
+    // deletions (issue 28), and the binlog collector reads each location's index.
+    let locations = ObjectStore::connect_locations(&config).await?;
     // The binlog collector runs beside the delete jobs on a queue of its own, judging with the
     // same catalog views.
     tasks.spawn(
@@ -92,6 +95,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             topology.clone(),
             deleter.views(),
             store,
+            Arc::new(locations.clone()),
             config.clone(),
             metrics.registry.clone(),
             shutdown.clone(),
@@ -140,8 +144,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         dead_letters::run(deleter.clone(), shutdown.clone()),
     );
     // Copies at other locations that their retention let go (issue 28), on a durable of
-    // their own, with a client per location built from that location's settings alone.
-    let locations = ObjectStore::connect_locations(&config).await?;
+    // their own.
     tasks.spawn(
         "copy deletions",
         copies::run(

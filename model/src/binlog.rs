@@ -547,6 +547,37 @@ pub fn segments_to_copy(
         .collect()
 }
 
+/// The keys among `expired` (segments of `source` that the source's collection would delete)
+/// that a location still needs and does not hold yet (issue 28): the source keeps them until
+/// the copier copied them, as it keeps a backup that awaits its copy. `there` is the
+/// location's index, `None` when it could not be read (down, unreadable, not configured
+/// here): then every segment the location's horizon needs is kept.
+pub fn awaiting_copy(
+    source: &BinlogIndex,
+    expired: &[String],
+    horizon: &LocationHorizon,
+    there: Option<&BinlogIndex>,
+    source_prefix: &str,
+    destination_prefix: &str,
+) -> BTreeSet<String> {
+    let empty = BinlogIndex::empty();
+    let needed: HashSet<String> = segments_to_copy(
+        source,
+        there.unwrap_or(&empty),
+        source_prefix,
+        destination_prefix,
+        horizon,
+    )
+    .into_iter()
+    .map(|(from, _)| from.key)
+    .collect();
+    expired
+        .iter()
+        .filter(|key| needed.contains(*key))
+        .cloned()
+        .collect()
+}
+
 /// The size and SHA-256 `sexton binlog append` recorded for a segment, if it did.
 pub fn segment_digest(segment: &IndexSegment) -> (Option<u64>, Option<String>) {
     let size = segment.extra.get("size").and_then(Value::as_u64);
@@ -1019,5 +1050,68 @@ mod tests {
         // A key outside the source's prefix is never mapped anywhere.
         let stray = index(&[("x", None, Some("2026-01-03T00:00:00Z"))]);
         assert!(segments_to_copy(&stray, &BinlogIndex::empty(), "other", "dr", &since).is_empty());
+    }
+
+    #[test]
+    fn the_source_keeps_what_a_location_still_lacks() {
+        let source = index(&[
+            (
+                "a",
+                Some("2026-01-01T00:00:00Z"),
+                Some("2026-01-01T23:00:00Z"),
+            ),
+            (
+                "b",
+                Some("2026-01-02T00:00:00Z"),
+                Some("2026-01-02T23:00:00Z"),
+            ),
+            (
+                "c",
+                Some("2026-01-03T00:00:00Z"),
+                Some("2026-01-03T23:00:00Z"),
+            ),
+        ]);
+        let expired = vec![key("a"), key("b")];
+        let since = LocationHorizon::Since {
+            at: t("2026-01-02T12:00:00Z"),
+            backup: "f".into(),
+        };
+        // dr needs b (it ends after dr's oldest full starts) and does not have it.
+        assert_eq!(
+            awaiting_copy(
+                &source,
+                &expired,
+                &since,
+                Some(&BinlogIndex::empty()),
+                "backups",
+                "dr"
+            ),
+            BTreeSet::from([key("b")])
+        );
+        // Once dr lists it, nothing waits.
+        let mut there = BinlogIndex::empty();
+        there
+            .segments
+            .push(IndexSegment::new("dr/c1/binlog/b", None, None));
+        assert!(awaiting_copy(&source, &expired, &since, Some(&there), "backups", "dr").is_empty());
+        // dr unreadable: everything its horizon needs stays; with no full there, nothing.
+        assert_eq!(
+            awaiting_copy(&source, &expired, &since, None, "backups", "dr"),
+            BTreeSet::from([key("b")])
+        );
+        let unknown = LocationHorizon::Unknown { backup: "u".into() };
+        assert_eq!(
+            awaiting_copy(&source, &expired, &unknown, None, "backups", "dr"),
+            BTreeSet::from([key("a"), key("b")])
+        );
+        assert!(awaiting_copy(
+            &source,
+            &expired,
+            &LocationHorizon::NoFull,
+            None,
+            "backups",
+            "dr"
+        )
+        .is_empty());
     }
 }

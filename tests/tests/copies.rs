@@ -1065,6 +1065,122 @@ async fn the_binlog_archive_follows_its_backups_segment_by_segment_index_last() 
     drop(world.nats);
 }
 
+/// Whether the primary's binlog index lists segment `name`.
+async fn primary_lists(source: &ObjectStore, name: &str) -> bool {
+    let body = source
+        .get("backups/c1/binlog/_index.json")
+        .await
+        .unwrap()
+        .unwrap();
+    binlog::BinlogIndex::parse(&body)
+        .unwrap()
+        .contains(&format!("backups/c1/binlog/{name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_source_keeps_binlog_segments_a_location_still_lacks() {
+    let world = regions(|config| {
+        config.copier.binlog_interval = Duration::from_secs(1);
+    })
+    .await;
+    create_copying_schedule(&world.client, "db", "c1", 1).await;
+    let body = |name: &str| format!("events of {name} ").repeat(300).into_bytes();
+    // s1 is corrupt at the source: the copier cannot copy it, so dr lacks it.
+    let good = body("s1");
+    let mut bad = good.clone();
+    bad[3] ^= 1;
+    ship_segment(
+        &world.source,
+        "s1",
+        "2026-02-28T23:00:00Z",
+        Some("2026-03-01T12:00:00Z"),
+        &bad,
+        &good,
+    )
+    .await;
+    ship_segment(
+        &world.source,
+        "s2",
+        "2026-03-01T12:00:00Z",
+        Some("2026-03-02T12:00:00Z"),
+        &body("s2"),
+        &body("s2"),
+    )
+    .await;
+    let (stop, copier) = start_copier(&world.config);
+    for backup in [
+        Backup::full("b1", at("2026-03-01T00:00:00Z"), 10),
+        Backup::full("b2", at("2026-03-02T00:00:00Z"), 10),
+    ] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", &backup).await;
+        copied(&world.catalog, "c1", &backup.id).await;
+    }
+    // keep_last 1 lets b1 go at the source (its copy at dr stays), and with it the segments
+    // that end before b2 started: s1. dr still needs s1 (its b1 started before s1 ended) and
+    // has no copy of it, so the source keeps it.
+    sweep(&world.js, "c1", 1).await;
+    eventually(
+        "b1 gone from the source",
+        Duration::from_secs(60),
+        || async { (!record(&world.catalog, "c1", "b1").await?.held_at_primary()).then_some(()) },
+    )
+    .await;
+    // Without the hold the collector's job (retried every 2 s while b1 was being deleted)
+    // would take s1 within seconds of b1's deletion.
+    for _ in 0..16 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            primary_lists(&world.source, "s1").await,
+            "s1 collected while dr lacks it"
+        );
+    }
+    assert!(world
+        .source
+        .get("backups/c1/binlog/s1")
+        .await
+        .unwrap()
+        .is_some());
+    assert!(dr_segments(&world.dr).await.is_empty());
+
+    // Mended, s1 and s2 land at dr; the next collection at the source lets s1 go.
+    world
+        .source
+        .put("backups/c1/binlog/s1", good.clone().into())
+        .await
+        .unwrap();
+    eventually("s1 and s2 at dr", Duration::from_secs(30), || async {
+        (dr_segments(&world.dr).await == ["s1", "s2"]).then_some(())
+    })
+    .await;
+    // The collector's job waited for it (growing delays): s1 goes at the source now.
+    eventually(
+        "s1 collected at the source",
+        Duration::from_secs(90),
+        || async { (!primary_lists(&world.source, "s1").await).then_some(()) },
+    )
+    .await;
+    assert!(world
+        .source
+        .get("backups/c1/binlog/s1")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(primary_lists(&world.source, "s2").await);
+    assert_eq!(
+        world
+            .dr
+            .get("dr-copies/c1/binlog/s1")
+            .await
+            .unwrap()
+            .unwrap(),
+        good
+    );
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
 async fn on_fresh_nats(world: &Regions) -> (Nats, async_nats::Client, Catalog, Fleet) {
     let nats = Nats::start();
     let mut config = world.config.clone();
