@@ -32,6 +32,7 @@ use tracing::Instrument as _;
 
 mod binlog;
 pub mod metrics;
+mod transitions;
 
 /// How deep a chain the copier follows to copy missing ancestors first.
 const MAX_CHAIN: usize = 10_000;
@@ -267,8 +268,8 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'sta
     (label, outcome_label, outcome)
 }
 
-/// Every `interval`, a binlog pass for each (cluster, location) that a schedule's copy rule
-/// names and this copier can write to.
+/// Every `interval`, for each (cluster, location) that a schedule's copy rule names and this
+/// copier can write to: a binlog pass, then the storage-class transitions due.
 async fn binlog_passes(
     copier: Arc<Copier>,
     interval: Duration,
@@ -304,6 +305,20 @@ async fn binlog_passes(
             };
             let one_at_a_time = copier.clusters.lock(&cluster).await;
             binlog_pass(&copier, &cluster, &name, location).await;
+            match transitions::pass(&copier, &cluster, &name, location, &schedules).await {
+                Ok(moved) => {
+                    for (outcome, n) in [("moved", moved.copies), ("retry", moved.failed)] {
+                        copier
+                            .metrics
+                            .transitions
+                            .with_label_values(&[name.as_str(), outcome])
+                            .inc_by(n as u64);
+                    }
+                }
+                Err(err) => {
+                    tracing::warn!(%cluster, location = %name, error = format!("{err:#}"), "storage-class transitions not done; the next pass tries again")
+                }
+            }
             drop(one_at_a_time);
         }
     }
@@ -730,6 +745,7 @@ async fn record_copy(
                 delete_reasons: Vec::new(),
                 delete_policy: None,
                 deleted_at: None,
+                transitioned_at: None,
             },
         );
         match copier.catalog.update(&record, entry.revision).await {

@@ -16,6 +16,8 @@ pub struct Metrics {
     pub binlog_segments: IntCounterVec,
     /// Binlog passes by location and outcome (`copied`, `current`, `retry`, `refused`).
     pub binlog_passes: IntCounterVec,
+    /// Copies moved to another storage class, by location and outcome (`moved`, `retry`).
+    pub transitions: IntCounterVec,
 }
 
 impl Metrics {
@@ -73,6 +75,15 @@ impl Metrics {
             &["location", "outcome"],
         )
         .expect("valid metric");
+        let transitions = IntCounterVec::new(
+            Opts::new(
+                "sexton_copier_transitions_total",
+                "copies moved to the storage class of their rule's transition, by location and \
+                 outcome (moved, retry)",
+            ),
+            &["location", "outcome"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(copies.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(bytes.clone()),
@@ -80,6 +91,7 @@ impl Metrics {
             Box::new(seconds.clone()),
             Box::new(binlog_segments.clone()),
             Box::new(binlog_passes.clone()),
+            Box::new(transitions.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -93,6 +105,7 @@ impl Metrics {
             seconds,
             binlog_segments,
             binlog_passes,
+            transitions,
         }
     }
 }

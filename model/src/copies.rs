@@ -29,6 +29,22 @@ pub struct CopyRule {
     /// The storage class the copies are written in; unset: the location's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class: Option<String>,
+    /// Moves to colder classes as copies age (`[{after_days: 30, storage_class:
+    /// "GLACIER_IR"}]`), counted from the backup's own time, in increasing order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transitions: Vec<Transition>,
+}
+
+/// The most transitions one copy rule may have.
+pub const MAX_TRANSITIONS: usize = 4;
+
+/// One step of a copy rule's storage-class lifecycle: once a backup is `after_days` old, its
+/// copy moves to `storage_class` (S3 lifecycle's `Transition`, done by the copier).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Transition {
+    pub after_days: u32,
+    pub storage_class: String,
 }
 
 /// Which backups a copy rule copies.
@@ -187,6 +203,122 @@ pub fn longest_keep_days(policy: &Policy, interval_days: Option<f64>) -> Option<
 }
 
 impl CopyRule {
+    /// The class a copy of a backup `age_days` old belongs in by the rule's transitions:
+    /// the last one reached, `None` before the first (the class it was written in).
+    pub fn class_at(&self, age_days: f64) -> Option<&str> {
+        self.transitions
+            .iter()
+            .rev()
+            .find(|step| f64::from(step.after_days) <= age_days)
+            .map(|step| step.storage_class.as_str())
+    }
+
+    /// The class a copy now in `current` (`None`: the store's default) must move to at `now`,
+    /// if a transition is due. Transitions only move forward: a copy already in the class of
+    /// a later step (written there, or moved by hand) stays.
+    pub fn transition_due(
+        &self,
+        taken: DateTime<Utc>,
+        now: DateTime<Utc>,
+        current: Option<&str>,
+    ) -> Option<&str> {
+        let age_days = (now - taken).num_seconds() as f64 / 86_400.0;
+        let target = self.class_at(age_days)?;
+        let reached = self
+            .transitions
+            .iter()
+            .position(|step| step.storage_class == target)?;
+        let already = current.and_then(|class| {
+            self.transitions
+                .iter()
+                .position(|step| step.storage_class == class)
+        });
+        match already {
+            Some(at) if at >= reached => None,
+            _ if current == Some(target) => None,
+            _ => Some(target),
+        }
+    }
+
+    /// The checks of [`CopyRule::transitions`]: known classes in increasing ages, none that
+    /// the policy deletes every copy before reaching or soon after (its minimum duration
+    /// charged for nothing), archive classes only for fulls, none leaving the class before
+    /// it was charged for in full.
+    fn validate_transitions(&self, interval_days: Option<f64>) -> Result<(), String> {
+        let to = &self.to;
+        if self.transitions.len() > MAX_TRANSITIONS {
+            return Err(format!(
+                "copy rule to {to}: {} transitions, at most {MAX_TRANSITIONS}",
+                self.transitions.len()
+            ));
+        }
+        let longest = longest_keep_days(&self.policy, interval_days);
+        let mut previous: Option<(u32, &str, u32)> = match &self.storage_class {
+            Some(name) => Some((0, name.as_str(), storage_class(name)?.minimum_days)),
+            None => None,
+        };
+        for step in &self.transitions {
+            let name = &step.storage_class;
+            let class = storage_class(name).map_err(|why| format!("copy rule to {to}: {why}"))?;
+            if step.after_days == 0 {
+                return Err(format!(
+                    "copy rule to {to}: a transition after 0 days; write the copies in \
+                     {name} (storage_class) instead"
+                ));
+            }
+            if let Some((after, from, minimum)) = previous {
+                if step.after_days <= after {
+                    return Err(format!(
+                        "copy rule to {to}: transitions must be in increasing after_days ({} \
+                         after {after})",
+                        step.after_days
+                    ));
+                }
+                if from == name {
+                    return Err(format!(
+                        "copy rule to {to}: a transition to {name}, where copies already are"
+                    ));
+                }
+                if step.after_days - after < minimum {
+                    return Err(format!(
+                        "copy rule to {to}: {from} charges for at least {minimum} days, but \
+                         copies leave it for {name} after {} days: every transition would pay \
+                         for days not stored",
+                        step.after_days - after
+                    ));
+                }
+            }
+            if class.needs_restore && self.select == CopySelect::All {
+                return Err(format!(
+                    "copy rule to {to}: storage class {name} must be restored before it is \
+                     read, so it cannot serve a chain's incrementals; use select: fulls"
+                ));
+            }
+            if let Some(days) = longest {
+                if days <= f64::from(step.after_days) {
+                    return Err(format!(
+                        "copy rule to {to}: the policy keeps a copy at most about {} days, so \
+                         the transition to {name} after {} days never happens",
+                        days.ceil(),
+                        step.after_days
+                    ));
+                }
+                if days < f64::from(step.after_days) + f64::from(class.minimum_days) {
+                    return Err(format!(
+                        "copy rule to {to}: storage class {name} charges for at least {} days, \
+                         but a copy moved there after {} days is kept at most about {} days: \
+                         every deletion would be early; keep longer or transition later",
+                        class.minimum_days,
+                        step.after_days,
+                        days.ceil()
+                    ));
+                }
+            }
+            previous = Some((step.after_days, name.as_str(), class.minimum_days));
+        }
+        Ok(())
+    }
+
     /// The checks that need nothing but the rule and the schedule's backup interval (in days,
     /// when the cron has one): a copy to the source itself, a policy that keeps nothing, an
     /// unknown storage class, one whose minimum duration outlasts what the policy keeps, an
@@ -225,7 +357,7 @@ impl CopyRule {
                 }
             }
         }
-        Ok(())
+        self.validate_transitions(interval_days)
     }
 }
 
@@ -275,6 +407,9 @@ pub struct LocationCopy {
     /// When a deleter finished deleting it (`deleted`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deleted_at: Option<DateTime<Utc>>,
+    /// When the copier last moved it to another class (`storage_class` is the class now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transitioned_at: Option<DateTime<Utc>>,
 }
 
 impl LocationCopy {
@@ -525,5 +660,106 @@ mod tests {
         );
         assert_eq!(destination_key("backups", "dr", "other/c1/x"), None);
         assert_eq!(destination_key("backups", "dr", "backupsX/c1/x"), None);
+    }
+
+    #[test]
+    fn transitions_are_checked_where_they_are_written() {
+        let with = |transitions: serde_json::Value, policy: serde_json::Value, select: &str| {
+            rule(
+                serde_json::json!({"to": "dr", "policy": policy, "select": select,
+                "transitions": transitions}),
+            )
+            .unwrap()
+            .validate(Some(1.0))
+        };
+        let yearly = serde_json::json!({"keep_yearly": 7});
+        with(
+            serde_json::json!([{"after_days": 30, "storage_class": "STANDARD_IA"},
+                               {"after_days": 90, "storage_class": "GLACIER_IR"}]),
+            yearly.clone(),
+            "all",
+        )
+        .unwrap();
+        let refused = |transitions, policy, select, needle: &str| {
+            let err = with(transitions, policy, select).unwrap_err();
+            assert!(err.contains(needle), "{err}");
+        };
+        refused(
+            serde_json::json!([{"after_days": 90, "storage_class": "GLACIER_IR"},
+                               {"after_days": 30, "storage_class": "STANDARD_IA"}]),
+            yearly.clone(),
+            "all",
+            "increasing",
+        );
+        refused(
+            serde_json::json!([{"after_days": 30, "storage_class": "STANDARD_IA"},
+                               {"after_days": 40, "storage_class": "GLACIER_IR"}]),
+            yearly.clone(),
+            "all",
+            "charges for at least 30 days",
+        );
+        refused(
+            serde_json::json!([{"after_days": 30, "storage_class": "DEEP_ARCHIVE"}]),
+            yearly.clone(),
+            "all",
+            "select: fulls",
+        );
+        with(
+            serde_json::json!([{"after_days": 30, "storage_class": "DEEP_ARCHIVE"}]),
+            yearly,
+            "fulls",
+        )
+        .unwrap();
+        refused(
+            serde_json::json!([{"after_days": 30, "storage_class": "GLACIER_IR"}]),
+            serde_json::json!({"keep_daily": 14}),
+            "all",
+            "never happens",
+        );
+        refused(
+            serde_json::json!([{"after_days": 30, "storage_class": "GLACIER_IR"}]),
+            serde_json::json!({"keep_daily": 60}),
+            "all",
+            "every deletion would be early",
+        );
+        refused(
+            serde_json::json!([{"after_days": 0, "storage_class": "GLACIER_IR"}]),
+            serde_json::json!({"keep_monthly": 24}),
+            "all",
+            "after 0 days",
+        );
+        refused(
+            serde_json::json!([{"after_days": 30, "storage_class": "COLD"}]),
+            serde_json::json!({"keep_monthly": 24}),
+            "all",
+            "unknown storage class",
+        );
+        assert!(
+            rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
+            "transitions": [{"after_days": 30, "class": "X"}]}))
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn a_transition_is_due_once_and_only_forward() {
+        let r = rule(serde_json::json!({"to": "dr", "policy": {"keep_yearly": 7},
+            "transitions": [{"after_days": 30, "storage_class": "STANDARD_IA"},
+                            {"after_days": 90, "storage_class": "GLACIER_IR"}]}))
+        .unwrap();
+        let taken: DateTime<Utc> = "2026-01-01T00:00:00Z".parse().unwrap();
+        let day = |n: i64| taken + chrono::Duration::days(n);
+        assert_eq!(r.transition_due(taken, day(29), None), None);
+        assert_eq!(r.transition_due(taken, day(30), None), Some("STANDARD_IA"));
+        assert_eq!(r.transition_due(taken, day(31), Some("STANDARD_IA")), None);
+        assert_eq!(
+            r.transition_due(taken, day(95), Some("STANDARD_IA")),
+            Some("GLACIER_IR")
+        );
+        // Written late (day 95) in the first class: straight to the class of its age.
+        assert_eq!(r.transition_due(taken, day(95), None), Some("GLACIER_IR"));
+        assert_eq!(r.transition_due(taken, day(95), Some("GLACIER_IR")), None);
+        // Never back to an earlier step.
+        assert_eq!(r.transition_due(taken, day(40), Some("GLACIER_IR")), None);
     }
 }

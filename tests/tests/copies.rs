@@ -547,6 +547,22 @@ async fn copy_rules_that_cannot_work_are_refused_where_they_are_written() {
             "unknown field",
         ),
         (
+            json!([{"to": "dr", "policy": {"keep_daily": 14},
+                    "transitions": [{"after_days": 30, "storage_class": "STANDARD_IA"}]}]),
+            "never happens",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_yearly": 7},
+                    "transitions": [{"after_days": 30, "storage_class": "GLACIER"}]}]),
+            "select: fulls",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_yearly": 7},
+                    "transitions": [{"after_days": 90, "storage_class": "GLACIER_IR"},
+                                    {"after_days": 30, "storage_class": "STANDARD_IA"}]}]),
+            "increasing",
+        ),
+        (
             json!([{"to": "dr", "policy": {"keep_last": 3}}, {"to": "dr", "policy": {"keep_last": 4}}]),
             "two copy rules",
         ),
@@ -1175,6 +1191,62 @@ async fn the_source_keeps_binlog_segments_a_location_still_lacks() {
             .unwrap(),
         good
     );
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn copies_move_to_colder_classes_as_their_backups_age() {
+    let world = regions(|config| {
+        config.copier.binlog_interval = Duration::from_secs(1);
+    })
+    .await;
+    create_schedule(
+        &world.client,
+        json!({"name": "db", "cluster": "c1", "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 10},
+               "copies": [{"to": "dr", "policy": {"keep_yearly": 7},
+                           "transitions": [{"after_days": 30, "storage_class": "STANDARD_IA"}]}]}),
+    )
+    .await;
+    let (stop, copier) = start_copier(&world.config);
+    // Taken long ago: its copy is due to move as soon as it lands. One taken now is not.
+    let old = Backup::full("old", at("2026-03-01T00:00:00Z"), 10);
+    let now = chrono::Utc::now().fixed_offset();
+    let young = Backup::incremental("young", "old", now - chrono::Duration::minutes(20), 10);
+    for backup in [&old, &young] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", backup).await;
+    }
+    let dr_name = LocationName::new("dr").unwrap();
+    let moved = eventually(
+        "old's copy moved to STANDARD_IA",
+        Duration::from_secs(60),
+        || async {
+            record(&world.catalog, "c1", "old").await.filter(|r| {
+                r.copies
+                    .get(&dr_name)
+                    .is_some_and(|c| c.storage_class.as_deref() == Some("STANDARD_IA"))
+            })
+        },
+    )
+    .await;
+    let copy = &moved.copies[&dr_name];
+    assert!(copy.transitioned_at.is_some());
+    // Moved in place: every object still there, the same bytes, in the class asked for
+    // (SeaweedFS stores and reports the class it is given, though it stores every class
+    // alike).
+    check_whole_at_dr(&world.dr, &moved).await;
+    for object in &copy.objects {
+        let class = world.dr.storage_class_of(&object.key).await.unwrap();
+        assert_eq!(class.as_deref(), Some("STANDARD_IA"), "{}", object.key);
+    }
+    let young = copied(&world.catalog, "c1", "young").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let young = record(&world.catalog, "c1", "young").await.unwrap_or(young);
+    assert_eq!(young.copies[&dr_name].storage_class, None, "moved too soon");
+    assert_eq!(young.copies[&dr_name].transitioned_at, None);
     stop.trigger();
     copier.await.unwrap().unwrap();
     world.fleet.unwrap().stop().await.unwrap();

@@ -508,6 +508,7 @@ fn held_only_at(
             delete_reasons: Vec::new(),
             delete_policy: None,
             deleted_at: None,
+            transitioned_at: None,
         },
     );
     if !record.copy_to.contains(location) {

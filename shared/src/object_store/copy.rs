@@ -146,3 +146,187 @@ impl ObjectStore {
         &self.prefix
     }
 }
+
+/// The largest object one `CopyObject` copies; a larger one is copied in parts
+/// (`UploadPartCopy`).
+pub const MAX_COPY_OBJECT: u64 = 5 * 1024 * 1024 * 1024;
+
+/// The part size of a multipart server-side copy.
+const COPY_PART: u64 = 512 * 1024 * 1024;
+
+impl ObjectStore {
+    /// Moves the object at `key` (`size` bytes) to `storage_class` without its bytes leaving
+    /// the store: a server-side copy onto itself with the new class (`CopyObject`, or
+    /// `UploadPartCopy` parts of 512 MiB above 5 GiB). Its metadata and content type are read
+    /// first and written again (`REPLACE`): a store may refuse a copy onto itself whose
+    /// metadata directive is `COPY` (SeaweedFS does, whatever the class). The object is whole
+    /// throughout: the store swaps it when the copy completes.
+    pub async fn change_storage_class(
+        &self,
+        key: &str,
+        size: u64,
+        storage_class: &str,
+    ) -> Result<(), ObjectError> {
+        use aws_sdk_s3::types::{
+            CompletedMultipartUpload, CompletedPart, MetadataDirective, StorageClass,
+        };
+        let source = format!("{}/{}", self.bucket, copy_source_key(key));
+        let class = StorageClass::from(storage_class);
+        let head = self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|err| super::object_error("head", key, err))?;
+        let metadata = head.metadata().cloned();
+        let content_type = head.content_type().map(str::to_string);
+        if size <= MAX_COPY_OBJECT {
+            self.client
+                .copy_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .copy_source(&source)
+                .metadata_directive(MetadataDirective::Replace)
+                .set_metadata(metadata)
+                .set_content_type(content_type)
+                .storage_class(class)
+                .send()
+                .await
+                .map_err(|err| super::object_error("copy", key, err))?;
+            return Ok(());
+        }
+        let upload_id = self
+            .client
+            .create_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_metadata(metadata)
+            .set_content_type(content_type)
+            .storage_class(class)
+            .send()
+            .await
+            .map_err(|err| super::object_error("create multipart upload", key, err))?
+            .upload_id()
+            .unwrap_or_default()
+            .to_string();
+        let mut parts = Vec::new();
+        let mut failed = None;
+        let mut start = 0;
+        while start < size {
+            let end = (start + COPY_PART).min(size) - 1;
+            let number = parts.len() as i32 + 1;
+            match self
+                .client
+                .upload_part_copy()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .part_number(number)
+                .copy_source(&source)
+                .copy_source_range(format!("bytes={start}-{end}"))
+                .send()
+                .await
+            {
+                Ok(out) => parts.push(
+                    CompletedPart::builder()
+                        .part_number(number)
+                        .set_e_tag(
+                            out.copy_part_result()
+                                .and_then(|r| r.e_tag().map(str::to_string)),
+                        )
+                        .build(),
+                ),
+                Err(err) => {
+                    failed = Some(super::object_error("copy part", key, err));
+                    break;
+                }
+            }
+            start = end + 1;
+        }
+        let completed = match failed {
+            Some(err) => Err(err),
+            None => self
+                .client
+                .complete_multipart_upload()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .multipart_upload(
+                    CompletedMultipartUpload::builder()
+                        .set_parts(Some(parts))
+                        .build(),
+                )
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|err| super::object_error("complete multipart upload", key, err)),
+        };
+        if completed.is_err() {
+            // Best effort: the object itself is untouched until the upload completes.
+            let _ = self
+                .client
+                .abort_multipart_upload()
+                .bucket(&self.bucket)
+                .key(key)
+                .upload_id(&upload_id)
+                .send()
+                .await;
+        }
+        completed
+    }
+
+    /// The storage class the store reports for `key` (`None`: its default, which S3 leaves
+    /// out of the answer, or no such object).
+    pub async fn storage_class_of(&self, key: &str) -> Result<Option<String>, ObjectError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.storage_class().map(|class| class.as_str().to_string())),
+            Err(err) => {
+                let err = super::object_error("head", key, err);
+                if err.code == "NotFound" || err.code == "NoSuchKey" {
+                    Ok(None)
+                } else {
+                    Err(err)
+                }
+            }
+        }
+    }
+}
+
+/// A key as `x-amz-copy-source` wants it: each path segment percent-encoded, the `/`s kept.
+fn copy_source_key(key: &str) -> String {
+    key.split('/')
+        .map(|segment| {
+            segment
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[cfg(test)]
+mod copy_source_tests {
+    #[test]
+    fn copy_sources_are_percent_encoded_per_segment() {
+        assert_eq!(
+            super::copy_source_key("dr/c1/s/b 1/meta+data.json"),
+            "dr/c1/s/b%201/meta%2Bdata.json"
+        );
+        assert_eq!(super::copy_source_key("a/\u{e9}"), "a/%C3%A9");
+    }
+}
