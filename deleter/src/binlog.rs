@@ -29,13 +29,13 @@ use tracing::Instrument as _;
 
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
-use chrono::Utc;
+use chrono::{DateTime, FixedOffset, Utc};
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 use sexton_shared::{
     binlog::{self, check_segment_key, safe_horizon, select_orphans, store},
     config::Config,
     names::{ClusterName, LocationName},
-    object_store::ObjectStore,
+    object_store::{ObjectError, ObjectStore},
     outcome::{publish_incident, settle, Outcome},
     records::BackupRecord,
     topology::{self, Topology},
@@ -275,14 +275,7 @@ impl Collector {
 
         // The view, brought up to date from the catalog's leader, not a listing per job (issue
         // 32): as fresh as a listing made now, without a consumer.
-        let records: Vec<_> = self
-            .views
-            .current(cluster)
-            .await?
-            .records
-            .values()
-            .map(|record| record.value.clone())
-            .collect();
+        let records = self.views.current_records(cluster).await?;
         let safe = safe_horizon(job.horizon, &records);
         if let Some(reason) = &safe.reason {
             tracing::info!(
@@ -317,83 +310,48 @@ impl Collector {
             tracing::info!(%cluster, segments = awaited.len(), "binlog segments kept: a location still needs them and has no copy yet");
             expired.retain(|key| !awaited.contains(key));
         }
-        let objects = self
-            .store
-            .list(&folder)
+        let swept = match sweep(&self.store, &index_key, &folder, &snapshot.index, expired, horizon)
             .await
-            .context("listing the binlog folder")?;
-        let orphans = select_orphans(&objects, &snapshot.index, &folder, horizon);
-
-        let mut doomed = expired.clone();
-        doomed.extend(orphans.iter().cloned());
-        let report = self
-            .store
-            .delete_keys_each(&doomed)
-            .await
-            .context("deleting binlog segments")?;
-        let deleted: BTreeSet<String> = report.deleted.iter().cloned().collect();
-        let removals: BTreeSet<String> = expired
-            .iter()
-            .filter(|key| deleted.contains(*key))
-            .cloned()
-            .collect();
-        let n_orphans = orphans.iter().filter(|key| deleted.contains(*key)).count();
-        self.metrics.orphans_deleted.inc_by(n_orphans as u64);
-
-        // The index last: only entries whose objects are gone leave it.
-        if !removals.is_empty() {
-            let updated = store::update(&self.store, &index_key, &folder, |index| {
-                index.apply_removals(&removals) > 0
-            })
-            .await;
-            match updated {
-                Ok(updated) => {
-                    self.metrics
-                        .index_conflicts
-                        .inc_by(u64::from(updated.conflicts));
-                    self.metrics.segments_deleted.inc_by(removals.len() as u64);
-                    tracing::info!(
-                        %cluster,
-                        %horizon,
-                        segments = removals.len(),
-                        orphans = n_orphans,
-                        conflicts = updated.conflicts,
-                        generation = updated.generation,
-                        "binlog segments deleted and index rewritten"
-                    );
-                }
-                Err(err @ store::StoreError::Malformed { .. }) => {
-                    return Ok(Outcome::Poison(format!(
-                        "binlog index of {cluster} became unreadable after its segments were deleted: {err}"
-                    )))
-                }
-                Err(err) => return Err(err.into()),
+        {
+            Ok(swept) => swept,
+            Err(SweepError::MalformedAfter(err)) => {
+                return Ok(Outcome::Poison(format!(
+                    "binlog index of {cluster} became unreadable after its segments were deleted: {err}"
+                )))
             }
-        } else if n_orphans > 0 {
-            tracing::info!(%cluster, orphans = n_orphans, "binlog orphans deleted");
+            Err(SweepError::Failed(err)) => return Err(err),
+        };
+        self.metrics.orphans_deleted.inc_by(swept.orphans as u64);
+        self.metrics
+            .index_conflicts
+            .inc_by(u64::from(swept.conflicts));
+        self.metrics.segments_deleted.inc_by(swept.segments as u64);
+        if let Some(generation) = swept.generation {
+            tracing::info!(
+                %cluster,
+                %horizon,
+                segments = swept.segments,
+                orphans = swept.orphans,
+                conflicts = swept.conflicts,
+                generation,
+                "binlog segments deleted and index rewritten"
+            );
+        } else if swept.orphans > 0 {
+            tracing::info!(%cluster, orphans = swept.orphans, "binlog orphans deleted");
         }
-
-        if let Some(failure) = report.failed.iter().find(|f| f.permanent) {
-            publish_incident(
-                &self.topology.jetstream,
-                Incident {
-                    schema_version: wire::SCHEMA_VERSION,
-                    service: "deleter".into(),
-                    kind: "binlog-delete-failed".into(),
-                    cluster: Some(cluster.to_string()),
-                    backup_id: None,
-                    subject: topology::binlog_job_subject(cluster),
-                    reason: format!(
-                        "{} binlog objects could not be deleted (kept in the index): {failure}",
-                        report.failed.len()
-                    ),
-                    at: Utc::now(),
-                },
-            )
-            .await;
+        if publish_permanent_failure(
+            &self.topology.jetstream,
+            "binlog-delete-failed",
+            cluster,
+            topology::binlog_job_subject(cluster),
+            "binlog objects",
+            &swept.failed,
+        )
+        .await
+        {
             return Ok(Outcome::Done);
         }
-        if let Some(failure) = report.failed.first() {
+        if let Some(failure) = swept.failed.first() {
             tracing::warn!(%cluster, error = %failure, "transient binlog delete failure; will retry");
             return Ok(Outcome::RetryAfter(Duration::from_secs(5)));
         }
@@ -412,4 +370,121 @@ impl Collector {
         }
         Ok(Outcome::Done)
     }
+}
+
+/// What one [`sweep`] did.
+#[derive(Debug, Default)]
+pub struct Swept {
+    /// Segments whose objects went and that left the index.
+    pub segments: usize,
+    /// Objects no index listed, deleted.
+    pub orphans: usize,
+    /// Objects that could not be deleted (kept in the index).
+    pub failed: Vec<ObjectError>,
+    /// Conditional writes of the index lost to other writers on the way.
+    pub conflicts: u32,
+    /// The index's generation once rewritten; `None` when it was not rewritten.
+    pub generation: Option<u64>,
+}
+
+#[derive(Debug)]
+pub enum SweepError {
+    /// The index became unreadable after objects were deleted: it is not rewritten.
+    MalformedAfter(store::StoreError),
+    /// The store failed (retry later).
+    Failed(anyhow::Error),
+}
+
+/// The deleting half of a pass over a binlog folder, the primary's or a location's, in the
+/// order the module documentation gives. The caller took the cluster's lock, read `index`
+/// (refusing a malformed one), decided the horizon and chose `expired` among the segments it
+/// lists (each with a last event before `horizon`). Here the orphans older than the horizon are
+/// added, those objects deleted (per-key errors in [`Swept::failed`]), and the index rewritten
+/// **last**, conditionally, without the entries whose objects are gone.
+pub async fn sweep(
+    store: &ObjectStore,
+    index_key: &str,
+    folder: &str,
+    index: &binlog::BinlogIndex,
+    expired: Vec<String>,
+    horizon: DateTime<FixedOffset>,
+) -> Result<Swept, SweepError> {
+    let objects = store
+        .list(folder)
+        .await
+        .context("listing the binlog folder")
+        .map_err(SweepError::Failed)?;
+    let orphans = select_orphans(&objects, index, folder, horizon);
+
+    let mut doomed = expired.clone();
+    doomed.extend(orphans.iter().cloned());
+    let report = store
+        .delete_keys_each(&doomed)
+        .await
+        .context("deleting binlog segments")
+        .map_err(SweepError::Failed)?;
+    let deleted: BTreeSet<String> = report.deleted.iter().cloned().collect();
+    let removals: BTreeSet<String> = expired
+        .iter()
+        .filter(|key| deleted.contains(*key))
+        .cloned()
+        .collect();
+    let mut swept = Swept {
+        orphans: orphans.iter().filter(|key| deleted.contains(*key)).count(),
+        failed: report.failed,
+        ..Swept::default()
+    };
+
+    // The index last: only entries whose objects are gone leave it.
+    if !removals.is_empty() {
+        let updated = store::update(store, index_key, folder, |index| {
+            index.apply_removals(&removals) > 0
+        })
+        .await;
+        match updated {
+            Ok(updated) => {
+                swept.segments = removals.len();
+                swept.conflicts = updated.conflicts;
+                swept.generation = Some(updated.generation);
+            }
+            Err(err @ store::StoreError::Malformed { .. }) => {
+                return Err(SweepError::MalformedAfter(err))
+            }
+            Err(err) => return Err(SweepError::Failed(err.into())),
+        }
+    }
+    Ok(swept)
+}
+
+/// Records an incident when one of `failed` is permanent (retrying cannot help: Object Lock, a
+/// legal hold): an operator must look. Says whether it did.
+pub async fn publish_permanent_failure(
+    jetstream: &jetstream::Context,
+    kind: &str,
+    cluster: &ClusterName,
+    subject: String,
+    what: &str,
+    failed: &[ObjectError],
+) -> bool {
+    let Some(failure) = failed.iter().find(|f| f.permanent) else {
+        return false;
+    };
+    publish_incident(
+        jetstream,
+        Incident {
+            schema_version: wire::SCHEMA_VERSION,
+            service: "deleter".into(),
+            kind: kind.into(),
+            cluster: Some(cluster.to_string()),
+            backup_id: None,
+            subject,
+            reason: format!(
+                "{} {what} could not be deleted (kept in the index): {failure}",
+                failed.len()
+            ),
+            at: Utc::now(),
+        },
+    )
+    .await;
+    true
 }

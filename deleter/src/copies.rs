@@ -12,6 +12,10 @@
 //!
 //! The jobs have a durable of their own (`deleter-copies`), beside the delete and binlog jobs:
 //! a location that is down delays its copies' deletions, never a backup's at primary.
+//!
+//! After a job's copy is deleted (or the job finds it deleted), the location's binlog archive of
+//! the cluster is collected up to its new horizon ([`crate::copies_binlog`]); that pass never
+//! fails the job.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -34,7 +38,7 @@ use sexton_shared::{
 };
 use tracing::Instrument as _;
 
-use crate::batch::Deleter;
+use crate::{batch::Deleter, copies_binlog::LocationCollector};
 
 /// What the catalog says of a copy delete job, decided without I/O.
 #[derive(Debug, Clone, PartialEq)]
@@ -198,6 +202,7 @@ pub async fn run(
         .await
         .context("reading copy delete jobs")?;
     let locations = Arc::new(locations);
+    let binlogs = crate::copies_binlog::LocationCollector::new();
     sexton_shared::nats::handle_concurrently(
         &mut messages,
         &mut shutdown,
@@ -206,10 +211,12 @@ pub async fn run(
         |message| {
             let deleter = deleter.clone();
             let locations = locations.clone();
+            let binlogs = binlogs.clone();
             let span = telemetry::message_span(&message);
             async move {
                 let keep = sexton_shared::nats::KeepInProgress::start(&message, ack_wait / 3);
-                let (location, label, outcome) = handle(&deleter, &locations, &message).await;
+                let (location, label, outcome) =
+                    handle(&deleter, &locations, &binlogs, &message).await;
                 drop(keep);
                 deleter
                     .metrics()
@@ -228,6 +235,7 @@ pub async fn run(
 async fn handle(
     deleter: &Deleter,
     locations: &BTreeMap<LocationName, ObjectStore>,
+    binlogs: &LocationCollector,
     message: &jetstream::Message,
 ) -> (String, &'static str, Outcome) {
     let job: CopyDeleteJob = match wire::decode(&message.payload) {
@@ -271,10 +279,18 @@ async fn handle(
                 .copy_objects_deleted
                 .with_label_values(&[&label])
                 .inc_by(objects);
+            // The copy went: the location may need fewer binlog segments now.
+            binlogs
+                .collect(deleter, &job.location, store, &job.cluster)
+                .await;
             (label, "deleted", Outcome::Done)
         }
         Ok(Step::Nothing(why)) => {
             tracing::info!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, "copy delete job: nothing to do: {why}");
+            // An earlier delivery deleted the copy and may have stopped before its pass.
+            binlogs
+                .collect(deleter, &job.location, store, &job.cluster)
+                .await;
             (label, "done", Outcome::Done)
         }
         Ok(Step::Refused(why)) => (label, "refused", Outcome::Poison(why)),

@@ -8,12 +8,14 @@
 //! max-deliveries advisory ([`dead_letters`]). It also answers the plugin and orphan API
 //! ([`api`]). Beside the delete jobs it garbage-collects binlog segments on a queue of its own
 //! ([`binlog`]), rewriting each cluster's binlog index last with a conditional write, and
-//! deletes copies at other locations that their retention let go ([`copies`]).
+//! deletes copies at other locations that their retention let go ([`copies`]), collecting
+//! each such location's binlog archive after its copies go ([`copies_binlog`]).
 
 pub mod api;
 pub mod batch;
 pub mod binlog;
 pub mod copies;
+pub mod copies_binlog;
 pub mod dead_letters;
 pub mod job;
 pub mod metrics;

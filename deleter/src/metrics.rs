@@ -21,6 +21,13 @@ pub struct Metrics {
     pub copy_deletions: IntCounterVec,
     /// Objects of copies removed at other locations, by location.
     pub copy_objects_deleted: IntCounterVec,
+    /// Binlog segments removed from a location's archive and index, by location.
+    pub location_binlog_segments_deleted: IntCounterVec,
+    /// Objects no index listed removed from a location's binlog archive, by location.
+    pub location_binlog_orphans_deleted: IntCounterVec,
+    /// Passes over a location's binlog archive after a copy deletion, by location and outcome
+    /// (collected, nothing, refused, failed).
+    pub location_binlog_passes: IntCounterVec,
 }
 
 impl Metrics {
@@ -104,6 +111,31 @@ impl Metrics {
             &["location"],
         )
         .expect("valid metric");
+        let location_binlog_segments_deleted = IntCounterVec::new(
+            Opts::new(
+                "sexton_location_binlog_segments_deleted_total",
+                "binlog segments removed from a location's archive and index, by location",
+            ),
+            &["location"],
+        )
+        .expect("valid metric");
+        let location_binlog_orphans_deleted = IntCounterVec::new(
+            Opts::new(
+                "sexton_location_binlog_orphans_deleted_total",
+                "objects no index listed removed from a location's binlog archive, by location",
+            ),
+            &["location"],
+        )
+        .expect("valid metric");
+        let location_binlog_passes = IntCounterVec::new(
+            Opts::new(
+                "sexton_location_binlog_gc_passes_total",
+                "passes over a location's binlog archive after a copy deletion, by location and \
+                 outcome (collected, nothing, refused, failed)",
+            ),
+            &["location", "outcome"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(jobs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(objects_deleted.clone()),
@@ -116,6 +148,9 @@ impl Metrics {
             Box::new(audit_entries.clone()),
             Box::new(copy_deletions.clone()),
             Box::new(copy_objects_deleted.clone()),
+            Box::new(location_binlog_segments_deleted.clone()),
+            Box::new(location_binlog_orphans_deleted.clone()),
+            Box::new(location_binlog_passes.clone()),
         ];
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
@@ -134,6 +169,9 @@ impl Metrics {
             audit_entries,
             copy_deletions,
             copy_objects_deleted,
+            location_binlog_segments_deleted,
+            location_binlog_orphans_deleted,
+            location_binlog_passes,
         }
     }
 }

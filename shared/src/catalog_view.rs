@@ -133,6 +133,24 @@ pub struct Refresh {
     pub change_bytes: u64,
 }
 
+impl CatalogView<Records> {
+    /// Every record of `cluster`, whole, as [`CatalogView::current`] holds them: as fresh as a
+    /// listing made now, without one (the deleter's binlog collectors decide their horizons on
+    /// it).
+    pub async fn current_records(
+        &self,
+        cluster: &ClusterName,
+    ) -> anyhow::Result<Vec<BackupRecord>> {
+        Ok(self
+            .current(cluster)
+            .await?
+            .records
+            .values()
+            .map(|record| record.value.clone())
+            .collect())
+    }
+}
+
 impl<S: ViewState> CatalogView<S> {
     pub fn new(store: kv::Store) -> CatalogView<S> {
         CatalogView {

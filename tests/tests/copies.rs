@@ -1553,3 +1553,222 @@ async fn a_location_plan_the_breaker_holds_goes_through_on_its_own_approval() {
     copier.await.unwrap().unwrap();
     world.fleet.unwrap().stop().await.unwrap();
 }
+
+/// Writes `cluster_name`'s binlog archive at dr as the copier would: each segment's object,
+/// then the index listing them; `orphans` are objects the index does not list.
+async fn write_dr_archive(
+    dr: &ObjectStore,
+    cluster_name: &str,
+    segments: &[sexton_shared::binlog::IndexSegment],
+    orphans: &[String],
+) {
+    use sexton_shared::binlog::{self, store};
+    let c = cluster(cluster_name);
+    for key in segments.iter().map(|s| &s.key).chain(orphans) {
+        dr.put(key, "binlog events".into()).await.unwrap();
+    }
+    let segments = segments.to_vec();
+    store::update(
+        dr,
+        &binlog::index_key(dr.prefix(), &c),
+        &binlog::binlog_prefix(dr.prefix(), &c),
+        move |index| index.apply_appends(&segments) > 0,
+    )
+    .await
+    .unwrap();
+}
+
+/// The keys `cluster_name`'s index at dr lists (it must parse), and the objects of its folder.
+async fn dr_archive(
+    dr: &ObjectStore,
+    cluster_name: &str,
+) -> (
+    std::collections::BTreeSet<String>,
+    std::collections::BTreeSet<String>,
+) {
+    let folder = sexton_shared::binlog::binlog_prefix(dr.prefix(), &cluster(cluster_name));
+    (
+        index_keys_at(dr, dr.prefix(), cluster_name).await,
+        object_keys(dr, &folder).await,
+    )
+}
+
+/// A location's binlog archive is collected when its retention deletes a copy there: the
+/// segments that end before the oldest full backup whose copy the location still holds go
+/// (objects, then index entries), with an orphan older than that; the others, and segments
+/// whose end is unknown, stay, and the index still parses. A malformed index there is left
+/// alone and recorded; where the catalog holds no full at the location, nothing goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_locations_binlog_archive_is_collected_up_to_its_oldest_full_copy() {
+    use sexton_shared::binlog::{self, IndexSegment};
+    let world = regions(|_| {}).await;
+    let hours = chrono::Duration::hours;
+    // primary keeps everything; dr the newest copy. c2 is never copied.
+    create_schedule(
+        &world.client,
+        json!({"name": "db", "cluster": "c1", "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 10},
+               "copies": [{"to": "dr", "policy": {"keep_last": 1}}]}),
+    )
+    .await;
+    create_schedule(
+        &world.client,
+        json!({"name": "db2", "cluster": "c2", "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 10}}),
+    )
+    .await;
+    // f2, the full that stays at dr, "starts" 5 min 15 s from now, so the orphan written now
+    // is older than the horizon less the orphan margin (the object store's clock cannot be
+    // turned back); intake takes a start up to 5 minutes ahead, so f2 is reported in 25 s.
+    let t0 = chrono::Utc::now().fixed_offset();
+    let s1 = t0 - chrono::Duration::days(2);
+    let s2 = t0 + chrono::Duration::seconds(5 * 60 + 15);
+    let f1 = Backup::full("f1", s1, 10);
+    let f2 = Backup::full("f2", s2, 0);
+    let g1 = Backup::full("g1", s1, 10);
+    report_backup(&world.js, &world.source, "c1", "base", "db", &f1).await;
+    report_backup(&world.js, &world.source, "c2", "base", "db2", &g1).await;
+
+    let key = |c: &str, name: &str| {
+        format!(
+            "{}{name}",
+            binlog::binlog_prefix(world.dr.prefix(), &cluster(c))
+        )
+    };
+    let segment = |c: &str, name: &str, first, last| IndexSegment::new(key(c, name), first, last);
+    let c1_segments = [
+        segment("c1", "seg-1", Some(s1 - hours(1)), Some(s1 + hours(1))),
+        segment("c1", "seg-2", Some(s1 + hours(1)), Some(t0 - hours(1))),
+        segment("c1", "seg-3", Some(t0 - hours(1)), Some(s2 + hours(1))),
+        segment("c1", "seg-open-old", Some(s1 - hours(2)), None),
+        segment("c1", "seg-open", Some(s2 + hours(1)), None),
+    ];
+    write_dr_archive(&world.dr, "c1", &c1_segments, &[key("c1", "orphan-1")]).await;
+    // c2's archive at dr: a segment ending before g1 (which is only at primary) started.
+    let c2_segments = [segment(
+        "c2",
+        "seg-0",
+        Some(s1 - hours(3)),
+        Some(s1 - hours(2)),
+    )];
+    write_dr_archive(&world.dr, "c2", &c2_segments, &[key("c2", "orphan-1")]).await;
+    let c2_before = dr_archive(&world.dr, "c2").await;
+
+    let wait = (t0 + chrono::Duration::seconds(25)) - chrono::Utc::now().fixed_offset();
+    tokio::time::sleep(wait.to_std().unwrap_or_default()).await;
+    report_backup(&world.js, &world.source, "c1", "base", "db", &f2).await;
+    wait_for_completed(&world.catalog, "c1", 2).await;
+    wait_for_completed(&world.catalog, "c2", 1).await;
+    let (stop, copier) = start_copier(&world.config);
+    copied(&world.catalog, "c1", "f1").await;
+    copied(&world.catalog, "c1", "f2").await;
+
+    // dr's retention lets f1's copy go; the pass after it collects dr's archive up to f2.
+    sweep(&world.js, "c1", 1).await;
+    let dr = LocationName::new("dr").unwrap();
+    eventually(
+        "f1's copy deleted at dr",
+        Duration::from_secs(90),
+        || async {
+            let f1 = record(&world.catalog, "c1", "f1").await?;
+            (f1.copies.get(&dr)?.state == CopyState::Deleted).then_some(())
+        },
+    )
+    .await;
+    assert!(at_dr(&world, "f1").await.is_empty(), "f1's copy left at dr");
+    let kept: std::collections::BTreeSet<String> = ["seg-3", "seg-open-old", "seg-open"]
+        .iter()
+        .map(|name| key("c1", name))
+        .collect();
+    let mut kept_objects = kept.clone();
+    kept_objects.insert(binlog::index_key(world.dr.prefix(), &cluster("c1")));
+    settles_to(
+        "dr's archive of c1 collected up to f2's start",
+        Duration::from_secs(60),
+        &(kept.clone(), kept_objects.clone()),
+        || dr_archive(&world.dr, "c1"),
+    )
+    .await;
+    // f1 is kept at primary: the primary's copy of it is untouched.
+    assert!(record(&world.catalog, "c1", "f1")
+        .await
+        .unwrap()
+        .held_at_primary());
+
+    // A malformed index at dr: a job that finds its copy deleted runs the pass again, which
+    // rewrites nothing, deletes nothing, and records an incident.
+    let c1_index = binlog::index_key(world.dr.prefix(), &cluster("c1"));
+    let garbage = br#"{"schema_version":1,"segments":[{"key":"dr-copies/c1/binlog/seg-3""#;
+    world
+        .dr
+        .put(&c1_index, garbage.to_vec().into())
+        .await
+        .unwrap();
+    let f1_record = record(&world.catalog, "c1", "f1").await.unwrap();
+    let again = |c: &str, backup: &str, uid: &str| CopyDeleteJob {
+        schema_version: 1,
+        cluster: cluster(c),
+        backup_id: id(backup),
+        uid: uid.into(),
+        location: dr.clone(),
+        revision: 1,
+        reasons: vec!["again".into()],
+    };
+    publish_once(
+        &world.js,
+        topology::copy_delete_job_subject(&cluster("c1")),
+        "lgc-again.c1",
+        wire::encode(&again("c1", "f1", &f1_record.uid)),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "the malformed index at dr recorded",
+        Duration::from_secs(60),
+        || async {
+            incidents(&world.js)
+                .await
+                .iter()
+                .any(|i| i.contains("location-binlog-index-malformed") && i.contains("dr"))
+                .then_some(())
+        },
+    )
+    .await;
+    assert_eq!(
+        world.dr.get(&c1_index).await.unwrap().unwrap().as_ref(),
+        garbage,
+        "the malformed index was rewritten"
+    );
+    assert_eq!(
+        object_keys(
+            &world.dr,
+            &binlog::binlog_prefix(world.dr.prefix(), &cluster("c1"))
+        )
+        .await,
+        kept_objects
+    );
+
+    // No full backup of c2 is held or awaited at dr: a copy delete job there deletes nothing of
+    // its archive (a catalog that lost its records must not empty what survived elsewhere).
+    publish_once(
+        &world.js,
+        topology::copy_delete_job_subject(&cluster("c2")),
+        "lgc-ghost.c2",
+        wire::encode(&again("c2", "ghost", "u-ghost")),
+    )
+    .await
+    .unwrap();
+    drained(
+        &world.js,
+        topology::STREAM_JOBS,
+        topology::CONSUMER_DELETER_COPIES,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(dr_archive(&world.dr, "c2").await, c2_before);
+    assert_eq!(c2_before.0.len(), 1);
+
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+}

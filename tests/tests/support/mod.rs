@@ -208,11 +208,21 @@ pub fn segment_key(cluster_name: &str, name: &str) -> String {
 
 /// The keys the cluster's index lists (the index must parse).
 pub async fn index_keys(store: &ObjectStore, cluster_name: &str) -> BTreeSet<String> {
+    index_keys_at(store, PREFIX, cluster_name).await
+}
+
+/// The keys the cluster's index under `prefix` lists (the index must parse): the primary's
+/// (`PREFIX`) or a location's.
+pub async fn index_keys_at(
+    store: &ObjectStore,
+    prefix: &str,
+    cluster_name: &str,
+) -> BTreeSet<String> {
     let c = cluster(cluster_name);
     store::read(
         store,
-        &binlog::index_key(PREFIX, &c),
-        &binlog::binlog_prefix(PREFIX, &c),
+        &binlog::index_key(prefix, &c),
+        &binlog::binlog_prefix(prefix, &c),
     )
     .await
     .expect("the index parses")
