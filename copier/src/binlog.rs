@@ -73,14 +73,7 @@ pub async fn sync(
     name: &LocationName,
     location: &Location,
 ) -> Result<Synced, SyncError> {
-    let records: Vec<BackupRecord> = copier
-        .views
-        .current(cluster)
-        .await?
-        .records
-        .values()
-        .map(|entry| entry.value.clone())
-        .collect();
+    let records: Vec<BackupRecord> = copier.views.current_records(cluster).await?;
     let horizon = location_horizon(&records, name);
     if horizon == LocationHorizon::NoFull {
         return Ok(Synced::default());

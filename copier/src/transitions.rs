@@ -77,14 +77,7 @@ pub async fn pass(
     location: &Location,
     schedules: &[ScheduleRecord],
 ) -> anyhow::Result<Moved> {
-    let records: Vec<BackupRecord> = copier
-        .views
-        .current(cluster)
-        .await?
-        .records
-        .values()
-        .map(|entry| entry.value.clone())
-        .collect();
+    let records: Vec<BackupRecord> = copier.views.current_records(cluster).await?;
     let mut moved = Moved::default();
     for (record, class) in due(&records, schedules, name, Utc::now()) {
         let copy = &record.copies[name];
