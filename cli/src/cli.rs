@@ -1046,7 +1046,14 @@ async fn wait_for_verdict(
             print_value(
                 output,
                 &shown,
-                &["request_id", "outcome", "at", "duration_ms", "reason"],
+                &[
+                    "request_id",
+                    "outcome",
+                    "location",
+                    "at",
+                    "duration_ms",
+                    "reason",
+                ],
             );
             return match entry.outcome.as_str() {
                 "verified" => Ok(()),

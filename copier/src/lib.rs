@@ -746,6 +746,7 @@ async fn record_copy(
                 delete_policy: None,
                 deleted_at: None,
                 transitioned_at: None,
+                verification: None,
             },
         );
         match copier.catalog.update(&record, entry.revision).await {

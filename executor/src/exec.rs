@@ -160,6 +160,8 @@ pub struct Context {
     pub store: ObjectStore,
     /// `s3.prefix`.
     pub prefix: String,
+    /// The copy locations this executor can read (restore tests at a location, issue 28).
+    pub locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
     pub options: ExecOptions,
 }
 
@@ -289,6 +291,7 @@ pub async fn run(
         jetstream,
         store,
         prefix: config.s3.prefix.clone(),
+        locations: ObjectStore::connect_locations(&config).await?,
         options,
     });
     let ledger = Arc::new(Mutex::new(Ledger {

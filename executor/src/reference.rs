@@ -51,6 +51,7 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     topology::await_created(&js).await?;
     let store = ObjectStore::connect(&config.s3).await?;
     let prefix = config.s3.prefix.clone();
+    let locations = ObjectStore::connect_locations(&config).await?;
     let stream = js
         .get_stream(topology::STREAM_DUE)
         .await
@@ -118,12 +119,22 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             due = verifications.next() => {
                 match due {
                     Some(Ok(message)) => {
+                        // A test at a location reads the copies there, with that location's
+                        // own client (issue 28).
                         let outcome = match wire::decode::<VerifyDue>(&message.payload)
                             .map_err(|e| e.to_string())
-                            .and_then(|due| check_verify_keys(&prefix, &due).map(|()| due))
+                            .and_then(|due| {
+                                let store = match &due.location {
+                                    None => &store,
+                                    Some(name) => locations.get(name).ok_or_else(|| {
+                                        format!("location {name} is not configured for this executor")
+                                    })?,
+                                };
+                                check_verify_keys(store.prefix(), &due).map(|()| (due, store))
+                            })
                         {
                             Err(why) => Outcome::Poison(why),
-                            Ok(due) => match verify(&js, &store, &due).await {
+                            Ok((due, store)) => match verify(&js, store, &due).await {
                                 Ok(()) => Outcome::Done,
                                 Err(err) => {
                                     tracing::warn!(backup = %due.backup_id, error = format!("{err:#}"), "restore test not answered; will retry");

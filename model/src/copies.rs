@@ -410,6 +410,10 @@ pub struct LocationCopy {
     /// When the copier last moved it to another class (`storage_class` is the class now).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transitioned_at: Option<DateTime<Utc>>,
+    /// The last restore test of this copy (`sexton backup verify --location`): read from the
+    /// location, checked against intake's digests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<crate::records::VerificationEntry>,
 }
 
 impl LocationCopy {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 pub use sexton_retention::{BackupKind, BackupStatus, Policy, VerificationState};
 
-use crate::names::{BackupId, ClusterName, PlanName, ScheduleName};
+use crate::names::{BackupId, ClusterName, LocationName, PlanName, ScheduleName};
 
 /// The one schema version this build writes and reads.
 pub const RECORD_SCHEMA_VERSION: u32 = 1;
@@ -106,6 +106,10 @@ pub struct VerifySpec {
     /// default 1h.
     #[serde(default)]
     pub timeout: VerifyTimeout,
+    /// Test the copies at this location instead of the primary's objects (issue 28): one of
+    /// the schedule's copy rules must copy there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<LocationName>,
 }
 
 impl VerifySpec {
@@ -574,6 +578,9 @@ pub struct VerificationEntry {
     pub duration_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<BackupId>,
+    /// The location whose copy was tested (issue 28); absent: the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<LocationName>,
 }
 
 /// A restore test under way.
@@ -582,6 +589,9 @@ pub struct PendingVerification {
     pub request_id: String,
     pub since: DateTime<Utc>,
     pub deadline: DateTime<Utc>,
+    /// The location whose copy is under test; absent: the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<LocationName>,
 }
 
 impl Verification {
@@ -593,7 +603,10 @@ impl Verification {
     /// Records a verdict: the state (a timeout leaves it), the history, the pending test
     /// answered.
     pub fn record(&mut self, entry: VerificationEntry) {
+        // A test of a copy elsewhere proves (or fails) that copy, not the primary's objects:
+        // it goes into the history and onto the copy, and leaves the backup's state alone.
         let state = match entry.outcome.as_str() {
+            _ if entry.location.is_some() => None,
             "verified" => Some(VerificationState::Verified),
             "failed" => Some(VerificationState::Failed),
             _ => None,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, FixedOffset, Utc};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use crate::names::{BackupId, ClusterName, PlanName, ScheduleName};
+use crate::names::{BackupId, ClusterName, LocationName, PlanName, ScheduleName};
 use sexton_retention::BackupKind;
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -467,6 +467,10 @@ pub struct VerifyDue {
     pub deadline: DateTime<Utc>,
     /// What a restore of the target reads, oldest first, the target last.
     pub chain: Vec<VerifyBackup>,
+    /// The location whose copies the test reads (issue 28): the chain's keys are the copies'
+    /// keys there, read with that location's client. Absent: the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<LocationName>,
 }
 
 /// One backup of a chain to restore, with its objects as intake saw them.

@@ -125,6 +125,23 @@ async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Re
             verdict.request_id, verdict.backup_id
         )));
     }
+    // Where the test read: the place asked for (the record's, not the verdict's claim).
+    let location = record
+        .verification
+        .as_ref()
+        .and_then(|v| {
+            v.pending
+                .as_ref()
+                .filter(|p| p.request_id == verdict.request_id)
+                .map(|p| p.location.clone())
+                .or_else(|| {
+                    v.history
+                        .iter()
+                        .find(|e| e.request_id == verdict.request_id)
+                        .map(|e| e.location.clone())
+                })
+        })
+        .flatten();
     let now = Utc::now();
     let outcome = match verdict.outcome {
         VerdictOutcome::Verified => "verified",
@@ -137,6 +154,7 @@ async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Re
         reason: verdict.reason.clone(),
         duration_ms: Some(verdict.duration_ms),
         via: None,
+        location,
     };
     let already = record
         .verification

@@ -29,8 +29,9 @@ use futures::StreamExt;
 use sexton_schedule::CronSpec;
 use sexton_shared::{
     catalog::{CasError, Catalog, Lookup, Versioned},
+    copies::CopyState,
     digest,
-    names::{BackupId, ClusterName, ScheduleName},
+    names::{BackupId, ClusterName, LocationName, ScheduleName},
     nats::publish_once_acked,
     outcome::publish_incident,
     records::{
@@ -149,20 +150,32 @@ pub(crate) fn parents(record: &BackupRecord) -> Vec<String> {
     out
 }
 
-/// A backup of a chain as the event carries it: its objects with what intake recorded.
-fn verify_backup(record: &BackupRecord) -> VerifyBackup {
-    let objects = record
-        .all_keys()
-        .into_iter()
-        .map(|key| {
-            let seen = record.objects.iter().find(|o| o.key == key);
-            VerifyObject {
-                size: seen.map(|o| o.size),
-                sha256: seen.and_then(|o| o.sha256.clone()),
-                key,
-            }
-        })
-        .collect();
+/// A backup of a chain as the event carries it: its objects with what intake recorded; at a
+/// location, its copy's objects there (each with the size and SHA-256 intake recorded).
+fn verify_backup(record: &BackupRecord, location: Option<&LocationName>) -> VerifyBackup {
+    let objects = match location.and_then(|name| record.copies.get(name)) {
+        Some(copy) => copy
+            .objects
+            .iter()
+            .map(|object| VerifyObject {
+                key: object.key.clone(),
+                size: Some(object.size),
+                sha256: object.sha256.clone(),
+            })
+            .collect(),
+        None => record
+            .all_keys()
+            .into_iter()
+            .map(|key| {
+                let seen = record.objects.iter().find(|o| o.key == key);
+                VerifyObject {
+                    size: seen.map(|o| o.size),
+                    sha256: seen.and_then(|o| o.sha256.clone()),
+                    key,
+                }
+            })
+            .collect(),
+    };
     VerifyBackup {
         id: record.id.clone(),
         uid: record.uid.clone(),
@@ -173,12 +186,38 @@ fn verify_backup(record: &BackupRecord) -> VerifyBackup {
     }
 }
 
-/// The verify-due event of `request_id` for `target` (its chain already worked out).
+/// Whether every backup of `chain` counts at `location` (its copy there `copied`): a test
+/// there reads nothing else. `Err` names the first that does not.
+pub fn chain_at(chain: &[&BackupRecord], location: &LocationName) -> Result<(), String> {
+    for record in chain {
+        match record.copies.get(location) {
+            Some(copy) if copy.state == CopyState::Copied => {}
+            Some(copy) => {
+                return Err(format!(
+                    "the copy of {} at {location} is {}, so the chain cannot be restored there",
+                    record.id,
+                    copy.state.as_str()
+                ))
+            }
+            None => {
+                return Err(format!(
+                    "{} has no copy at {location}, so the chain cannot be restored there",
+                    record.id
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The verify-due event of `request_id` for `target` (its chain already worked out), reading
+/// the copies at `location` when one is named.
 pub fn event(
     request_id: &str,
     chain: &[&BackupRecord],
     requested_at: DateTime<Utc>,
     timeout: chrono::Duration,
+    location: Option<&LocationName>,
 ) -> VerifyDue {
     let target = chain.last().expect("a chain ends with its target");
     VerifyDue {
@@ -191,7 +230,8 @@ pub fn event(
         uid: target.uid.clone(),
         requested_at,
         deadline: requested_at + timeout,
-        chain: chain.iter().map(|r| verify_backup(r)).collect(),
+        chain: chain.iter().map(|r| verify_backup(r, location)).collect(),
+        location: location.cloned(),
     }
 }
 
@@ -265,12 +305,17 @@ impl Verifier {
         request_id: &str,
         timeout: chrono::Duration,
         now: DateTime<Utc>,
+        location: Option<&LocationName>,
     ) -> anyhow::Result<Option<Asked>> {
         let by_id: BTreeMap<&str, &BackupRecord> = records
             .iter()
             .map(|r| (r.value.id.as_str(), &r.value))
             .collect();
-        let chain = match chain_of(&by_id, target) {
+        let chain = chain_of(&by_id, target).and_then(|chain| match location {
+            Some(name) => chain_at(&chain, name).map(|()| chain),
+            None => Ok(chain),
+        });
+        let chain = match chain {
             Ok(chain) => chain,
             Err(why) => {
                 self.metrics
@@ -288,6 +333,7 @@ impl Verifier {
                         reason: Some(why.clone()),
                         duration_ms: None,
                         via: None,
+                        location: location.cloned(),
                     },
                 )
                 .await?;
@@ -296,7 +342,7 @@ impl Verifier {
                 return Ok(None);
             }
         };
-        let event = event(request_id, &chain, now, timeout);
+        let event = event(request_id, &chain, now, timeout, location);
         // Held before the event goes out: an executor may answer at once, and a verdict counts
         // only for a test the catalog knows was asked for.
         self.hold(&event).await?;
@@ -372,6 +418,7 @@ impl Verifier {
                 request_id: event.request_id.clone(),
                 since: event.requested_at,
                 deadline: event.deadline,
+                location: event.location.clone(),
             });
             record.holds.push(hold.clone());
             match self.catalog.update(&record, current.revision).await {
@@ -449,6 +496,13 @@ impl Verifier {
             {
                 return Ok(true);
             }
+            if let Some(copy) = entry
+                .location
+                .as_ref()
+                .and_then(|name| record.copies.get_mut(name))
+            {
+                copy.verification = Some(entry.clone());
+            }
             verification.record(entry.clone());
             record.holds.retain(|h| *h != hold);
             match self.catalog.update(&record, current.revision).await {
@@ -494,15 +548,16 @@ impl Verifier {
         let Ok(Lookup::Live(current)) = self.catalog.lookup(cluster, id).await else {
             return;
         };
-        let still = current
+        let Some(pending) = current
             .value
             .verification
             .as_ref()
             .and_then(|v| v.pending.as_ref())
-            .is_some_and(|p| p.request_id == request && p.deadline <= now);
-        if !still {
+            .filter(|p| p.request_id == request && p.deadline <= now)
+        else {
             return;
-        }
+        };
+        let location = pending.location.clone();
         let why = format!("no verdict for restore test {request} by its deadline");
         let entry = VerificationEntry {
             request_id: request.to_string(),
@@ -511,6 +566,7 @@ impl Verifier {
             reason: Some(why.clone()),
             duration_ms: None,
             via: None,
+            location,
         };
         match self.settle(cluster, id, &current.value.uid, entry).await {
             Ok(_) => {
@@ -559,16 +615,32 @@ impl Verifier {
             .expect("only schedules with tests fire");
         let records = self.catalog.list_cluster(&schedule.cluster).await?;
         self.expire(&records, now).await;
+        let location = spec.location.as_ref();
         let mine: Vec<&BackupRecord> = records
             .iter()
             .map(|r| &r.value)
             .filter(|r| r.schedule.as_ref() == Some(&schedule.name))
+            // A test at a location picks among the copies that count there.
+            .filter(|r| {
+                location.is_none_or(|name| {
+                    r.copies
+                        .get(name)
+                        .is_some_and(|copy| copy.state == CopyState::Copied)
+                })
+            })
             .collect();
         let request = request_id(&schedule.name, tick);
         match pick(&mine, spec.pick, &request) {
             Some(target) => {
-                self.ask(&records, target, &request, spec.timeout.as_delta(), now)
-                    .await?;
+                self.ask(
+                    &records,
+                    target,
+                    &request,
+                    spec.timeout.as_delta(),
+                    now,
+                    location,
+                )
+                .await?;
             }
             None => {
                 tracing::info!(schedule = %schedule.name, tick = %tick, "restore test due, but no backup to test");
@@ -711,6 +783,7 @@ mod tests {
                 reason: None,
                 duration_ms: None,
                 via: None,
+                location: None,
             }],
             ..Verification::default()
         });
@@ -768,6 +841,76 @@ mod tests {
         let mut broken = by_id.clone();
         broken.insert("f", &failed_f);
         assert!(chain_of(&broken, &i2).unwrap_err().contains("f is missing"));
+    }
+
+    fn copy_at(mut record: BackupRecord, state: &str) -> BackupRecord {
+        record.copies.insert(
+            LocationName::new("dr").unwrap(),
+            serde_json::from_value(serde_json::json!({
+                "state": state, "copied_at": "2026-01-02T00:00:00Z",
+                "objects": [{"key": format!("dr/c1/s/{}/data", record.id), "size": 4,
+                             "sha256": "ab".repeat(32)}]
+            }))
+            .unwrap(),
+        );
+        record
+    }
+
+    #[test]
+    fn a_test_at_a_location_reads_the_copies_and_needs_the_chain_there() {
+        let dr = LocationName::new("dr").unwrap();
+        let f = copy_at(record("f", 1, None), "copied");
+        let i1 = copy_at(record("i1", 2, Some("f")), "copied");
+        let chain = [&f, &i1];
+        chain_at(&chain, &dr).unwrap();
+        let now: DateTime<Utc> = "2026-01-03T00:00:00Z".parse().unwrap();
+        let due = event("r", &chain, now, chrono::Duration::hours(1), Some(&dr));
+        assert_eq!(due.location.as_ref(), Some(&dr));
+        assert_eq!(due.chain[0].objects[0].key, "dr/c1/s/f/data");
+        assert_eq!(due.chain[1].objects[0].size, Some(4));
+        // At primary: the primary's keys.
+        let due = event("r", &chain, now, chrono::Duration::hours(1), None);
+        assert_eq!(due.chain[0].objects[0].key, "b/c1/s/f/data");
+        assert_eq!(due.location, None);
+        // The parent's copy being deleted there, or never made: no test there.
+        let leaving = copy_at(record("f", 1, None), "expiring");
+        assert!(chain_at(&[&leaving, &i1], &dr)
+            .unwrap_err()
+            .contains("f at dr is expiring"));
+        let never = record("f", 1, None);
+        assert!(chain_at(&[&never, &i1], &dr)
+            .unwrap_err()
+            .contains("f has no copy at dr"));
+    }
+
+    #[test]
+    fn a_verdict_on_a_copy_leaves_the_backups_own_state() {
+        let mut verification = Verification::default();
+        let entry = |outcome: &str, location: Option<&str>| VerificationEntry {
+            request_id: format!("r-{outcome}-{location:?}"),
+            outcome: outcome.into(),
+            at: Utc::now(),
+            reason: None,
+            duration_ms: None,
+            via: None,
+            location: location.map(|l| LocationName::new(l).unwrap()),
+        };
+        verification.record(entry("failed", Some("dr")));
+        assert_eq!(
+            verification.state,
+            sexton_shared::records::VerificationState::Unverified
+        );
+        assert_eq!(verification.history.len(), 1);
+        verification.record(entry("verified", None));
+        assert_eq!(
+            verification.state,
+            sexton_shared::records::VerificationState::Verified
+        );
+        verification.record(entry("failed", Some("dr")));
+        assert_eq!(
+            verification.state,
+            sexton_shared::records::VerificationState::Verified
+        );
     }
 
     #[test]

@@ -513,6 +513,7 @@ fn verify_due() {
         requested_at: at("2026-03-01T06:00:00Z").into(),
         deadline: at("2026-03-01T07:00:00Z").into(),
         chain: vec![backup("b1", BackupKind::Full, None, bare.clone())],
+        location: None,
     };
     let every = VerifyDue {
         request_id: "s-20260301060000".into(),
@@ -532,6 +533,7 @@ fn verify_due() {
                 },
             ),
         ],
+        location: Some(sexton_shared::names::LocationName::new("dr").unwrap()),
         ..least.clone()
     };
     let root = check("verify-due", &[json!(least), json!(every)]);

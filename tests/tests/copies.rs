@@ -1253,6 +1253,157 @@ async fn copies_move_to_colder_classes_as_their_backups_age() {
     drop(world.nats);
 }
 
+/// The restore test of `request` on backup `id` once recorded.
+async fn verdict_of(
+    catalog: &Catalog,
+    id: &str,
+    request: &str,
+) -> sexton_shared::records::VerificationEntry {
+    eventually(
+        &format!("the verdict of {request}"),
+        Duration::from_secs(60),
+        || async {
+            record(catalog, "c1", id)
+                .await?
+                .verification?
+                .history
+                .into_iter()
+                .find(|e| e.request_id == request && e.via.is_none())
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restore_test_at_a_location_reads_the_copies_there() {
+    use sexton_shared::records::VerificationState;
+    let world = regions(|_| {}).await;
+    create_copying_schedule(&world.client, "db", "c1", 10).await;
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    let b2 = Backup::incremental("b2", "b1", at("2026-03-02T00:00:00Z"), 10);
+    for backup in [&b1, &b2] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", backup).await;
+    }
+    let (stop, copier) = start_copier(&world.config);
+    let b1_copy = copied(&world.catalog, "c1", "b1").await;
+    copied(&world.catalog, "c1", "b2").await;
+    // The reference executor, with dr's settings: it reads the copies with dr's keys.
+    let (stop_executor, executor) = {
+        let (trigger, shutdown) = sexton_shared::Shutdown::new();
+        (
+            trigger,
+            tokio::spawn(sexton_executor::reference::run(
+                world.config.clone(),
+                shutdown,
+            )),
+        )
+    };
+    let verify = |id: &'static str, location: serde_json::Value| {
+        let client = world.client.clone();
+        async move {
+            api(
+                &client,
+                "backup",
+                "verify",
+                json!({"schema_version": 1, "cluster": "c1", "id": id, "location": location}),
+            )
+            .await
+        }
+    };
+    let dr = LocationName::new("dr").unwrap();
+
+    // Bad input first: a location the fleet does not have.
+    let err = verify("b2", json!("moon")).await.unwrap_err();
+    assert!(err.message.contains("no such location"), "{err:?}");
+    let err = api(
+        &world.client,
+        "schedule",
+        "create",
+        json!({"schema_version": 1, "name": "tested", "cluster": "c1", "plan": "other",
+               "cron": "@daily", "policy": {"keep_last": 3},
+               "verify": {"cron": "@daily", "location": "dr"}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.message.contains("no copy rule"), "{err:?}");
+
+    let asked = verify("b2", json!("dr")).await.unwrap();
+    let request = asked["request_id"].as_str().unwrap().to_string();
+    let entry = verdict_of(&world.catalog, "b2", &request).await;
+    assert_eq!(entry.outcome, "verified", "{entry:?}");
+    assert_eq!(entry.location.as_ref(), Some(&dr));
+    let b2 = record(&world.catalog, "c1", "b2").await.unwrap();
+    assert_eq!(
+        b2.copies[&dr]
+            .verification
+            .as_ref()
+            .map(|v| v.outcome.as_str()),
+        Some("verified")
+    );
+    // A test of the copy is not a test of the primary's objects.
+    assert_eq!(
+        b2.verification.as_ref().unwrap().state,
+        VerificationState::Unverified
+    );
+    let b1 = record(&world.catalog, "c1", "b1").await.unwrap();
+    assert!(b1
+        .verification
+        .unwrap()
+        .history
+        .iter()
+        .any(|e| e.request_id == request && e.location.as_ref() == Some(&dr)));
+
+    // b1's data gone at dr (behind Sexton's back): the test there fails, naming the key at
+    // dr; the primary's objects still restore.
+    let data = b1_copy.copies[&dr]
+        .objects
+        .iter()
+        .find(|o| o.key.ends_with("/backup.xbstream"))
+        .unwrap()
+        .key
+        .clone();
+    assert!(data.starts_with("dr-copies/"), "{data}");
+    world.dr.delete_keys_each(&[data.clone()]).await.unwrap();
+    let asked = verify("b2", json!("dr")).await.unwrap();
+    let request = asked["request_id"].as_str().unwrap().to_string();
+    let entry = verdict_of(&world.catalog, "b2", &request).await;
+    assert_eq!(entry.outcome, "failed", "{entry:?}");
+    assert!(
+        entry.reason.as_deref().unwrap_or_default().contains(&data),
+        "{entry:?}"
+    );
+    let b2 = record(&world.catalog, "c1", "b2").await.unwrap();
+    assert_eq!(
+        b2.copies[&dr]
+            .verification
+            .as_ref()
+            .map(|v| v.outcome.as_str()),
+        Some("failed")
+    );
+    assert_ne!(
+        b2.verification.as_ref().unwrap().state,
+        VerificationState::Failed,
+        "a failed copy is not a failed backup at primary"
+    );
+    let asked = verify("b2", serde_json::Value::Null).await.unwrap();
+    let request = asked["request_id"].as_str().unwrap().to_string();
+    let entry = verdict_of(&world.catalog, "b2", &request).await;
+    assert_eq!(entry.outcome, "verified", "{entry:?}");
+    assert_eq!(entry.location, None);
+    let b2 = record(&world.catalog, "c1", "b2").await.unwrap();
+    assert_eq!(
+        b2.verification.as_ref().unwrap().state,
+        VerificationState::Verified
+    );
+
+    stop_executor.trigger();
+    executor.await.unwrap().unwrap();
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
 async fn on_fresh_nats(world: &Regions) -> (Nats, async_nats::Client, Catalog, Fleet) {
     let nats = Nats::start();
     let mut config = world.config.clone();

@@ -245,7 +245,8 @@ pub enum BackupCommand {
     /// answers; the backup is held until then. With --wait, wait for the verdict.
     #[command(after_help = "Examples:
   sexton backup verify nightly-20261123030000 --cluster db1 --wait
-  sexton backup verify nightly-20261123030000 --cluster db1 --timeout 2h")]
+  sexton backup verify nightly-20261123030000 --cluster db1 --timeout 2h
+  sexton backup verify nightly-20261123030000 --cluster db1 --location dr --wait")]
     Verify {
         /// The backup's id.
         id: String,
@@ -255,6 +256,9 @@ pub enum BackupCommand {
         /// How long the executor has (1m to 7d; default 1h).
         #[arg(long)]
         timeout: Option<String>,
+        /// Test the backup's copy at this location (read from there) instead of the primary's.
+        #[arg(long)]
+        location: Option<String>,
         /// Wait for the verdict (up to the timeout) and print it; exit 1 if it failed.
         #[arg(long)]
         wait: bool,

@@ -452,6 +452,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             id,
             cluster,
             timeout,
+            location,
             wait: _,
         } => (
             topology::api_subject("backup", "verify"),
@@ -462,6 +463,10 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
                 timeout: timeout
                     .as_deref()
                     .map(choice::<VerifyRequest, _>)
+                    .transpose()?,
+                location: location
+                    .as_deref()
+                    .map(parsed::<VerifyRequest, _>)
                     .transpose()?,
             }),
             &["request_id", "backup_id", "deadline", "recorded"],

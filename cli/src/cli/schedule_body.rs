@@ -409,6 +409,8 @@ impl<'a> VerifyFlags<'a> {
             cron: self.cron.to_string(),
             pick,
             timeout,
+            // Restore tests at a location are set through the API's `verify.location`.
+            location: None,
         })
     }
 }

@@ -33,18 +33,40 @@ pub async fn verify(
     payload: &[u8],
     shutdown: &mut Shutdown,
 ) -> Result<Outcome, JobError> {
-    if let Err(why) = check_verify_keys(&ctx.prefix, due) {
-        return Ok(Outcome::Poison(why));
-    }
-    let dir = JobDir::create(
-        &ctx.options.work_dir,
-        &format!("{}.{}.verify", due.cluster, due.backup_id),
-    )
-    .map_err(|err| JobError::Transient(err.into()))?;
+    // A test at a location reads the copies there, with that location's own client.
+    let store = match &due.location {
+        None => Some(&ctx.store),
+        Some(name) => ctx.locations.get(name),
+    };
     let started = Instant::now();
-    let result = verify_in(ctx, verify_command, due, payload, &dir, shutdown).await;
-    dir.remove();
-    let (outcome, reason, checked, bytes_read) = result?;
+    let (outcome, reason, checked, bytes_read) = match store {
+        None => (
+            VerdictOutcome::VerifyFailed,
+            format!(
+                "location {} is not configured for this executor (give it \
+                 SEXTON_LOCATION_<NAME>_* settings with read keys there)",
+                due.location
+                    .as_ref()
+                    .map(|n| n.as_str())
+                    .unwrap_or_default()
+            ),
+            Vec::new(),
+            0,
+        ),
+        Some(store) => {
+            if let Err(why) = check_verify_keys(store.prefix(), due) {
+                return Ok(Outcome::Poison(why));
+            }
+            let dir = JobDir::create(
+                &ctx.options.work_dir,
+                &format!("{}.{}.verify", due.cluster, due.backup_id),
+            )
+            .map_err(|err| JobError::Transient(err.into()))?;
+            let result = verify_in(ctx, store, verify_command, due, payload, &dir, shutdown).await;
+            dir.remove();
+            result?
+        }
+    };
     let verdict = Verdict {
         schema_version: wire::SCHEMA_VERSION,
         request_id: due.request_id.clone(),
@@ -74,6 +96,7 @@ type Answer = (VerdictOutcome, String, Vec<String>, u64);
 
 async fn verify_in(
     ctx: &Context,
+    store: &sexton_shared::object_store::ObjectStore,
     verify_command: &str,
     due: &VerifyDue,
     payload: &[u8],
@@ -86,9 +109,7 @@ async fn verify_in(
     let mut checked = Vec::new();
     let mut bytes_read = 0u64;
     for (n, backup) in due.chain.iter().enumerate() {
-        let own = ctx
-            .store
-            .backup_prefix(&due.cluster, &backup.backup_name, backup.id.as_str());
+        let own = store.backup_prefix(&due.cluster, &backup.backup_name, backup.id.as_str());
         let into = dir.paths.inputs.join(format!("{n:02}-{}", backup.id));
         for object in &backup.objects {
             let name = object
@@ -99,7 +120,7 @@ async fn verify_in(
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|err| JobError::Transient(err.into()))?;
             }
-            let size = match ctx.store.get_to_file(&object.key, &path).await {
+            let size = match store.get_to_file(&object.key, &path).await {
                 Ok(Some(size)) => size,
                 Ok(None) => {
                     return failed(
@@ -155,9 +176,7 @@ async fn verify_in(
         .chain
         .last()
         .expect("a verify-due event names its chain");
-    let target_prefix =
-        ctx.store
-            .backup_prefix(&due.cluster, &target.backup_name, target.id.as_str());
+    let target_prefix = store.backup_prefix(&due.cluster, &target.backup_name, target.id.as_str());
     let finished = command::run(
         CommandSpec {
             command: verify_command,

@@ -81,6 +81,9 @@ pub struct VerifyRequest {
     /// How long an executor has (1m to 7d); default 1h.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<VerifyTimeout>,
+    /// Test the backup's copy at this location (issue 28); absent: the primary's objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
 }
 
 impl Message for VerifyRequest {

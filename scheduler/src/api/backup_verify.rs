@@ -7,6 +7,7 @@ use chrono::Utc;
 use serde_json::Value;
 use sexton_shared::{
     api::{ApiError, ErrorCode, VerifyAsked},
+    copies::CopyState,
     records::BackupStatus,
 };
 
@@ -48,6 +49,34 @@ impl Api {
                 ),
             ));
         }
+        // A test at a location reads the copy there: the location must be this fleet's, and
+        // the backup's copy there must count.
+        let location = req.location.as_ref().filter(|name| !name.is_primary());
+        if let Some(name) = location {
+            if !self.config.locations.contains_key(name.as_str()) {
+                let known: Vec<&str> = self.config.locations.keys().map(String::as_str).collect();
+                return Err(invalid(format!(
+                    "no such location {name}; this fleet has {}",
+                    if known.is_empty() {
+                        "none besides primary".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            }
+            let state = target.copies.get(name).map(|copy| copy.state);
+            if state != Some(CopyState::Copied) {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "backup {} has no copy at {name} that counts ({}): there is nothing \
+                         there to test",
+                        req.id,
+                        state.map_or("never copied there", CopyState::as_str)
+                    ),
+                ));
+            }
+        }
         let now = Utc::now();
         let request_id = format!(
             "manual-{}-{}",
@@ -57,7 +86,7 @@ impl Api {
         let timeout = req.timeout.unwrap_or_default().as_delta();
         let asked = self
             .verifier
-            .ask(&records, target, &request_id, timeout, now)
+            .ask(&records, target, &request_id, timeout, now, location)
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
         let answer = match asked {

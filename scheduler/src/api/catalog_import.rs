@@ -509,6 +509,7 @@ fn held_only_at(
             delete_policy: None,
             deleted_at: None,
             transitioned_at: None,
+            verification: None,
         },
     );
     if !record.copy_to.contains(location) {

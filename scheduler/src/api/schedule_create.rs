@@ -182,7 +182,17 @@ impl Api {
         }
         let interval_days = sexton_shared::breaker::schedule_interval(record, Utc::now())
             .map(|interval| interval.num_seconds() as f64 / 86_400.0);
-        sexton_shared::copies::validate_copy_rules(&record.copies, interval_days).map_err(invalid)
+        sexton_shared::copies::validate_copy_rules(&record.copies, interval_days)
+            .map_err(invalid)?;
+        if let Some(location) = record.verify.as_ref().and_then(|v| v.location.as_ref()) {
+            if !record.copies.iter().any(|rule| rule.to == *location) {
+                return Err(invalid(format!(
+                    "verify: location {location}: no copy rule of this schedule copies there, \
+                     so there is nothing of it to test there"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
