@@ -1363,7 +1363,11 @@ async fn a_restore_test_at_a_location_reads_the_copies_there() {
         .key
         .clone();
     assert!(data.starts_with("dr-copies/"), "{data}");
-    world.dr.delete_keys_each(&[data.clone()]).await.unwrap();
+    world
+        .dr
+        .delete_keys_each(std::slice::from_ref(&data))
+        .await
+        .unwrap();
     let asked = verify("b2", json!("dr")).await.unwrap();
     let request = asked["request_id"].as_str().unwrap().to_string();
     let entry = verdict_of(&world.catalog, "b2", &request).await;
