@@ -475,7 +475,20 @@ pub(super) fn copies_text(backup: &sexton_shared::records::BackupRecord) -> Stri
                 .copied_at
                 .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             match copy.state {
-                sexton_shared::copies::CopyState::Copied => format!("{location}: copied {at}"),
+                sexton_shared::copies::CopyState::Copied => {
+                    let mut text = format!("{location}: copied {at}");
+                    if let Some(class) = &copy.storage_class {
+                        text.push_str(&format!(" in {class}"));
+                    }
+                    if let Some(test) = &copy.verification {
+                        let when = test.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                        text.push_str(&match test.outcome.as_str() {
+                            "verified" => format!(", restore-tested there {when}"),
+                            other => format!(", restore test there {other} {when}"),
+                        });
+                    }
+                    text
+                }
                 sexton_shared::copies::CopyState::Deleted => format!(
                     "{location}: deleted {} ({})",
                     copy.deleted_at.map_or_else(
@@ -746,6 +759,21 @@ mod copies_tests {
         assert_eq!(
             copies_text(&record),
             "dr: copied 2026-03-01T00:00:00Z, vault: awaiting copy (held here)"
+        );
+        let dr = sexton_shared::names::LocationName::new("dr").unwrap();
+        let copy = record.copies.get_mut(&dr).unwrap();
+        copy.storage_class = Some("STANDARD_IA".into());
+        copy.verification = Some(
+            serde_json::from_value(serde_json::json!({
+                "request_id": "r", "outcome": "failed", "at": "2026-03-02T00:00:00Z",
+                "location": "dr"
+            }))
+            .unwrap(),
+        );
+        assert_eq!(
+            copies_text(&record),
+            "dr: copied 2026-03-01T00:00:00Z in STANDARD_IA, restore test there failed \
+             2026-03-02T00:00:00Z, vault: awaiting copy (held here)"
         );
         record.copy_to.clear();
         record.copies.clear();
