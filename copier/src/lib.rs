@@ -304,6 +304,7 @@ async fn binlog_passes(
                 continue;
             };
             let one_at_a_time = copier.clusters.lock(&cluster).await;
+            recopy_missing(&copier, &cluster, &name, location).await;
             binlog_pass(&copier, &cluster, &name, location).await;
             match transitions::pass(&copier, &cluster, &name, location, &schedules).await {
                 Ok(moved) => {
@@ -320,6 +321,64 @@ async fn binlog_passes(
                 }
             }
             drop(one_at_a_time);
+        }
+    }
+}
+
+/// Copies again every copy of `cluster` that a scrub of `name` found missing there, while the
+/// source still holds the backup (it keeps it for this: the copy is awaited again). No copy
+/// job brings these: the scrub is the retention-worker's, and only the scheduler publishes
+/// copy jobs.
+async fn recopy_missing(
+    copier: &Copier,
+    cluster: &ClusterName,
+    name: &LocationName,
+    location: &Location,
+) {
+    let records = match copier.views.current_records(cluster).await {
+        Ok(records) => records,
+        Err(err) => {
+            tracing::warn!(%cluster, location = %name, error = format!("{err:#}"), "cannot read the catalog; missing copies wait for the next pass");
+            return;
+        }
+    };
+    for record in records.iter().filter(|record| {
+        record.held_at_primary()
+            && record.status == BackupStatus::Completed
+            && record
+                .copies
+                .get(name)
+                .is_some_and(|copy| copy.state == CopyState::Missing)
+    }) {
+        let job = CopyJob {
+            schema_version: wire::SCHEMA_VERSION,
+            cluster: cluster.clone(),
+            backup_id: record.id.clone(),
+            uid: record.uid.clone(),
+            location: name.clone(),
+        };
+        let (label, result) = match copy_backup(copier, &job, location).await {
+            Ok(()) => ("copied", None),
+            Err(Failure::Refused(why)) => ("refused", Some(why)),
+            Err(Failure::Wait(why)) => ("retry", Some(why)),
+            Err(Failure::Bad(incident)) => {
+                let why = incident.reason.clone();
+                publish_incident(&copier.topology.jetstream, incident).await;
+                ("refused", Some(why))
+            }
+        };
+        copier
+            .metrics
+            .copies
+            .with_label_values(&[name.as_str(), label])
+            .inc();
+        match result {
+            None => {
+                tracing::info!(%cluster, backup = %record.id, location = %name, "copy found missing there copied again")
+            }
+            Some(why) => {
+                tracing::warn!(%cluster, backup = %record.id, location = %name, "copy found missing there not copied again yet: {why}")
+            }
         }
     }
 }
@@ -431,7 +490,13 @@ async fn copy_backup(copier: &Copier, job: &CopyJob, location: &Location) -> Res
             record.id, record.cluster, job.location
         )));
     }
-    if record.copies.contains_key(&job.location) {
+    // Copied (or being deleted, or deleted) there already: nothing to do. A copy a scrub
+    // found missing there is copied again.
+    if record
+        .copies
+        .get(&job.location)
+        .is_some_and(|copy| copy.state != CopyState::Missing)
+    {
         return Ok(());
     }
     if record.status != BackupStatus::Completed {
@@ -483,8 +548,9 @@ async fn ancestors_missing(
         let parent = parent.value;
         match parent.copies.get(location) {
             Some(copy) if copy.state == CopyState::Copied => continue,
-            // Deleted there before this backup needed it: copied again.
-            Some(copy) if copy.state == CopyState::Deleted => {}
+            // Deleted there before this backup needed it, or found missing there by a scrub:
+            // copied again.
+            Some(copy) if matches!(copy.state, CopyState::Deleted | CopyState::Missing) => {}
             // Its copy there is being deleted (the location's retention let it go before
             // this backup was there to need it): once it is gone, it is copied again.
             Some(copy) => {
@@ -721,7 +787,11 @@ async fn record_copy(
                 copied.id, copied.cluster
             )));
         }
-        if record.copies.get(name).is_some_and(LocationCopy::is_held) {
+        if record
+            .copies
+            .get(name)
+            .is_some_and(|copy| copy.is_held() && copy.state != CopyState::Missing)
+        {
             return Ok(());
         }
         // A copy deleted at the location since this one began (another copier's, deleted by
@@ -747,6 +817,7 @@ async fn record_copy(
                 deleted_at: None,
                 transitioned_at: None,
                 verification: None,
+                problems: Vec::new(),
             },
         );
         match copier.catalog.update(&record, entry.revision).await {

@@ -414,6 +414,9 @@ pub struct LocationCopy {
     /// location, checked against intake's digests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<crate::records::VerificationEntry>,
+    /// What the last scrub of the location found wrong (`missing`): one entry per object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl LocationCopy {
@@ -439,6 +442,11 @@ pub enum CopyState {
     /// so that the copy rule counts as served (no copy is awaited, a late copy job copies
     /// nothing); a descendant that needs it there again has it copied again.
     Deleted,
+    /// A scrub of the location found objects of it gone or changed behind Sexton's back: it
+    /// counts no more there (never a parent, never deleted by the location's retention). The
+    /// copier copies it again while the source holds the backup; a scrub that finds it whole
+    /// again makes it `copied`.
+    Missing,
 }
 
 impl CopyState {
@@ -448,6 +456,7 @@ impl CopyState {
             CopyState::Expiring => "expiring",
             CopyState::Deleting => "deleting",
             CopyState::Deleted => "deleted",
+            CopyState::Missing => "missing",
         }
     }
 
@@ -459,6 +468,7 @@ impl CopyState {
             CopyState::Expiring => Some(sexton_retention::BackupStatus::Expiring),
             CopyState::Deleting => Some(sexton_retention::BackupStatus::Deleting),
             CopyState::Deleted => None,
+            CopyState::Missing => Some(sexton_retention::BackupStatus::Missing),
         }
     }
 }

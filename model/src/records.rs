@@ -790,9 +790,13 @@ impl BackupRecord {
 
     /// The locations a copy rule sends this backup to that hold no copy of it yet.
     pub fn awaiting_copy(&self) -> impl Iterator<Item = &crate::names::LocationName> {
-        self.copy_to
-            .iter()
-            .filter(|location| !self.copies.contains_key(*location))
+        // A copy a scrub found missing there is awaited again: the source keeps the backup
+        // until the copier has copied it again.
+        self.copy_to.iter().filter(|location| {
+            self.copies
+                .get(*location)
+                .is_none_or(|copy| copy.state == crate::copies::CopyState::Missing)
+        })
     }
 
     /// The engine's view of this record as it was before it was marked `expiring`: what a

@@ -60,7 +60,14 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     tracing::info!(metrics = %telemetry::listen_text(addr), "retention-worker started");
 
     let store = sexton_shared::object_store::ObjectStore::connect(&config.s3).await?;
-    let worker = worker::Worker::new(topology.clone(), config.clone(), metrics.clone(), store);
+    let locations = sexton_shared::object_store::ObjectStore::connect_locations(&config).await?;
+    let worker = worker::Worker::new(
+        topology.clone(),
+        config.clone(),
+        metrics.clone(),
+        store,
+        locations,
+    );
     let previews = worker
         .clone()
         .serve_previews(client.clone(), shutdown.clone());

@@ -26,8 +26,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 use sexton_shared::{
     catalog::Versioned,
+    copies::CopyState,
     metadata,
-    names::ClusterName,
+    names::{ClusterName, LocationName},
     records::{BackupRecord, BackupStatus},
 };
 
@@ -62,6 +63,83 @@ pub struct ScrubReport {
     pub unowned_objects: usize,
     /// Records that are `missing` after the pass.
     pub missing_after: usize,
+    /// Copies at other locations whose state changes (issue 28): each configured location's
+    /// copies of the cluster compared with that location's listing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<CopyFinding>,
+    /// Locations whose listing failed: their copies were not judged this pass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations_unchecked: Vec<String>,
+}
+
+/// What the pass found for one copy at a location whose state changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CopyFinding {
+    pub id: String,
+    pub location: LocationName,
+    pub revision: u64,
+    /// `missing` (objects of it gone or changed there) or `copied` (whole there again).
+    pub becomes: CopyState,
+    pub problems: Vec<String>,
+}
+
+/// The pure comparison of a cluster's copies at `location` with that location's listing
+/// (key → size). A copy that counts there (`copied`) with an object gone or of another size
+/// becomes `missing`; a `missing` one whose objects are all there as written becomes `copied`
+/// again. Copies in other states (being deleted, deleted) are left alone, and so is a copy
+/// that lists no objects (nothing to compare).
+pub fn judge_copies(
+    records: &[Versioned<BackupRecord>],
+    location: &LocationName,
+    listing: &BTreeMap<String, u64>,
+) -> Vec<CopyFinding> {
+    let mut findings = Vec::new();
+    for record in records {
+        let Some(copy) = record.value.copies.get(location) else {
+            continue;
+        };
+        if !matches!(copy.state, CopyState::Copied | CopyState::Missing) || copy.objects.is_empty()
+        {
+            continue;
+        }
+        let problems: Vec<String> = copy
+            .objects
+            .iter()
+            .filter_map(|object| match listing.get(&object.key) {
+                None => Some(format!("{} is gone", object.key)),
+                Some(size) if *size != object.size => Some(format!(
+                    "{} holds {size} bytes, {} when copied",
+                    object.key, object.size
+                )),
+                Some(_) => None,
+            })
+            .collect();
+        let becomes = match (copy.state, problems.is_empty()) {
+            (CopyState::Copied, false) => CopyState::Missing,
+            (CopyState::Missing, true) => CopyState::Copied,
+            _ => continue,
+        };
+        findings.push(CopyFinding {
+            id: record.value.id.to_string(),
+            location: location.clone(),
+            revision: record.revision,
+            becomes,
+            problems,
+        });
+    }
+    findings
+}
+
+/// The record with a copy finding applied (written with compare-and-set on the finding's
+/// revision).
+pub fn apply_copy(record: &BackupRecord, finding: &CopyFinding) -> BackupRecord {
+    let mut updated = record.clone();
+    updated.keep_mark(finding.revision);
+    if let Some(copy) = updated.copies.get_mut(&finding.location) {
+        copy.state = finding.becomes;
+        copy.problems = finding.problems.clone();
+    }
+    updated
 }
 
 /// The pure comparison of a cluster's records with the listing of its prefix (key → size).
@@ -333,5 +411,58 @@ mod tests {
         assert_eq!(back.status, BackupStatus::Completed);
         assert_eq!(back.last_error, None);
         assert_eq!(back.seen_at, Some(now));
+    }
+
+    #[test]
+    fn a_copy_gone_at_a_location_goes_missing_there_and_comes_back_whole() {
+        let dr = LocationName::new("dr").unwrap();
+        let with_copy = |id: &str, state: &str| -> Versioned<BackupRecord> {
+            let mut record: BackupRecord = serde_json::from_value(serde_json::json!({
+                "id": id, "uid": "u", "cluster": "c1", "plan": "p", "backup_name": "s",
+                "kind": "full", "status": "completed",
+            }))
+            .unwrap();
+            record.copies.insert(
+                dr.clone(),
+                serde_json::from_value(serde_json::json!({
+                    "state": state, "copied_at": "2026-01-01T00:00:00Z",
+                    "objects": [{"key": format!("dr/c1/s/{id}/data"), "size": 10},
+                                {"key": format!("dr/c1/s/{id}/metadata.json"), "size": 3}]
+                }))
+                .unwrap(),
+            );
+            Versioned {
+                value: record,
+                revision: 7,
+            }
+        };
+        let listing = |entries: &[(&str, u64)]| -> BTreeMap<String, u64> {
+            entries.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        let whole = listing(&[("dr/c1/s/b1/data", 10), ("dr/c1/s/b1/metadata.json", 3)]);
+        let copied = with_copy("b1", "copied");
+        assert!(judge_copies(std::slice::from_ref(&copied), &dr, &whole).is_empty());
+        let shrunk = listing(&[("dr/c1/s/b1/data", 9), ("dr/c1/s/b1/metadata.json", 3)]);
+        let found = judge_copies(std::slice::from_ref(&copied), &dr, &shrunk);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].becomes, CopyState::Missing);
+        assert_eq!(found[0].revision, 7);
+        assert!(found[0].problems[0].contains("holds 9 bytes"), "{found:?}");
+        let gone = listing(&[("dr/c1/s/b1/metadata.json", 3)]);
+        let found = judge_copies(std::slice::from_ref(&copied), &dr, &gone);
+        assert!(found[0].problems[0].contains("is gone"));
+        let applied = apply_copy(&copied.value, &found[0]);
+        assert_eq!(applied.copies[&dr].state, CopyState::Missing);
+        assert_eq!(applied.copies[&dr].problems, found[0].problems);
+        // Back whole: copied again; a copy being deleted is never judged; another location's
+        // listing says nothing about dr.
+        let missing = with_copy("b1", "missing");
+        let found = judge_copies(std::slice::from_ref(&missing), &dr, &whole);
+        assert_eq!(found[0].becomes, CopyState::Copied);
+        assert!(found[0].problems.is_empty());
+        let leaving = with_copy("b1", "deleting");
+        assert!(judge_copies(std::slice::from_ref(&leaving), &dr, &gone).is_empty());
+        let vault = LocationName::new("vault").unwrap();
+        assert!(judge_copies(std::slice::from_ref(&copied), &vault, &gone).is_empty());
     }
 }

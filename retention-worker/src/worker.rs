@@ -59,6 +59,9 @@ pub struct Worker {
     metrics: Arc<Metrics>,
     /// Reads the binlog indexes (never writes them: the deleter does).
     store: ObjectStore,
+    /// The other locations this replica can read: the scrub compares each one's copies with
+    /// its listing (issue 28). Read keys suffice.
+    locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
     prefix: String,
     /// When the last successful run of each cluster started (this replica's). A checkpoint or
     /// sweep published well before that is already covered: the run read a catalog that held
@@ -89,6 +92,7 @@ impl Worker {
         config: Config,
         metrics: Arc<Metrics>,
         store: ObjectStore,
+        locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
     ) -> Worker {
         let envelope = Arc::new(Envelope::new(
             topology.jetstream.clone(),
@@ -105,6 +109,7 @@ impl Worker {
             topology,
             metrics,
             store,
+            locations,
             prefix: config.s3.prefix,
             last_runs: Arc::default(),
             conflicts: Arc::default(),

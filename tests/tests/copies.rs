@@ -1408,6 +1408,101 @@ async fn a_restore_test_at_a_location_reads_the_copies_there() {
     drop(world.nats);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scrub_of_a_location_finds_a_copy_gone_there_and_it_is_copied_again() {
+    let world = regions(|config| {
+        config.copier.binlog_interval = Duration::from_secs(1);
+    })
+    .await;
+    create_copying_schedule(&world.client, "db", "c1", 10).await;
+    for backup in [
+        Backup::full("b1", at("2026-03-01T00:00:00Z"), 10),
+        Backup::full("b2", at("2026-03-02T00:00:00Z"), 10),
+    ] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", &backup).await;
+    }
+    let (stop, copier) = start_copier(&world.config);
+    let b1 = copied(&world.catalog, "c1", "b1").await;
+    copied(&world.catalog, "c1", "b2").await;
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+
+    // b1's data at dr deleted behind Sexton's back.
+    let dr = LocationName::new("dr").unwrap();
+    let data = b1.copies[&dr]
+        .objects
+        .iter()
+        .find(|o| o.key.ends_with("/backup.xbstream"))
+        .unwrap()
+        .key
+        .clone();
+    world
+        .dr
+        .delete_keys_each(std::slice::from_ref(&data))
+        .await
+        .unwrap();
+    let scrub = |dry_run: bool| {
+        let client = world.client.clone();
+        async move {
+            api(
+                &client,
+                "catalog",
+                "scrub",
+                json!({"schema_version": 1, "cluster": "c1", "dry_run": dry_run}),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let dry = scrub(true).await;
+    assert_eq!(dry["copies"][0]["id"], "b1", "{dry:#}");
+    assert_eq!(dry["copies"][0]["location"], "dr");
+    assert_eq!(dry["copies"][0]["becomes"], "missing");
+    assert_eq!(
+        record(&world.catalog, "c1", "b1").await.unwrap().copies[&dr].state,
+        CopyState::Copied,
+        "a dry run changes nothing"
+    );
+    let report = scrub(false).await;
+    assert_eq!(report["copies"].as_array().unwrap().len(), 1, "{report:#}");
+    // Missing there, and only there: the backup still counts at primary, and the source keeps
+    // it (the copy is awaited again).
+    let b1 = record(&world.catalog, "c1", "b1").await.unwrap();
+    assert_eq!(b1.copies[&dr].state, CopyState::Missing);
+    assert!(
+        b1.copies[&dr].problems[0].contains(&data),
+        "{:?}",
+        b1.copies[&dr].problems
+    );
+    assert_eq!(b1.status, sexton_shared::records::BackupStatus::Completed);
+    assert!(b1
+        .holds_with_copies()
+        .contains(&"awaiting copy to dr".to_string()));
+    assert!(sexton_tests::fixtures::incidents(&world.js)
+        .await
+        .iter()
+        .any(|i| i.kind == "copy-missing" && i.reason.contains(&data)));
+    // A second pass finds nothing new.
+    let again = scrub(false).await;
+    assert!(again.get("copies").is_none(), "{again:#}");
+
+    // The copier's next pass copies it again from the source.
+    let (stop, copier) = start_copier(&world.config);
+    let b1 = eventually("b1 copied to dr again", Duration::from_secs(30), || async {
+        record(&world.catalog, "c1", "b1")
+            .await
+            .filter(|r| r.copies[&dr].state == CopyState::Copied)
+    })
+    .await;
+    check_whole_at_dr(&world.dr, &b1).await;
+    assert!(b1.copies[&dr].problems.is_empty());
+    assert!(scrub(false).await.get("copies").is_none());
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
 async fn on_fresh_nats(world: &Regions) -> (Nats, async_nats::Client, Catalog, Fleet) {
     let nats = Nats::start();
     let mut config = world.config.clone();

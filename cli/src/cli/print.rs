@@ -497,6 +497,10 @@ pub(super) fn copies_text(backup: &sexton_shared::records::BackupRecord) -> Stri
                     ),
                     copy.delete_reasons.join("; ")
                 ),
+                sexton_shared::copies::CopyState::Missing => format!(
+                    "{location}: missing (copied {at}; {})",
+                    copy.problems.join("; ")
+                ),
                 state => format!(
                     "{location}: {} (copied {at}; {})",
                     state.as_str(),

@@ -10,6 +10,7 @@ use chrono::Utc;
 use sexton_shared::{
     api::{ApiError, ErrorCode, PreviewRequest, ScrubRequest},
     catalog::{CasError, Versioned},
+    copies::CopyState,
     names::{ClusterName, LocationName, PlanName},
     outcome::publish_incident,
     records::{BackupRecord, BackupStatus},
@@ -40,8 +41,66 @@ impl Worker {
         let binlog_prefix = sexton_shared::binlog::binlog_prefix(&self.prefix, cluster);
         let mut report = scrub::judge(cluster, &records, &listing, &binlog_prefix);
         report.dry_run = dry_run;
+        // Each location's copies against that location's own listing: a copy gone at one
+        // place stops counting there, and nowhere else.
+        for (name, store) in &self.locations {
+            match store.list(&store.cluster_prefix(cluster)).await {
+                Ok(objects) => {
+                    let listing: BTreeMap<String, u64> = objects
+                        .into_iter()
+                        .map(|object| (object.key, object.size.max(0) as u64))
+                        .collect();
+                    report
+                        .copies
+                        .extend(scrub::judge_copies(&records, name, &listing));
+                }
+                Err(err) => {
+                    tracing::warn!(%cluster, location = %name, error = %err, "cannot list the location; its copies are judged next pass");
+                    report.locations_unchecked.push(name.to_string());
+                }
+            }
+        }
         if dry_run {
             return Ok(report);
+        }
+        let now_copies = Utc::now();
+        for finding in &report.copies {
+            let Some(current) = records.iter().find(|r| r.value.id.as_str() == finding.id) else {
+                continue;
+            };
+            let updated = scrub::apply_copy(&current.value, finding);
+            match self.catalog.update(&updated, finding.revision).await {
+                Ok(_) if finding.becomes == CopyState::Missing => {
+                    let reason = format!(
+                        "the copy of backup {} at {} no longer counts there: {}",
+                        finding.id,
+                        finding.location,
+                        finding.problems.join("; ")
+                    );
+                    tracing::warn!(%cluster, backup = %finding.id, location = %finding.location, %reason, "copy missing");
+                    publish_incident(
+                        &self.topology.jetstream,
+                        wire::Incident {
+                            schema_version: wire::SCHEMA_VERSION,
+                            service: "retention-worker".into(),
+                            kind: "copy-missing".into(),
+                            cluster: Some(cluster.to_string()),
+                            backup_id: Some(finding.id.clone()),
+                            subject: "scrub".into(),
+                            reason,
+                            at: now_copies,
+                        },
+                    )
+                    .await;
+                }
+                Ok(_) => {
+                    tracing::info!(%cluster, backup = %finding.id, location = %finding.location, "copy found whole again");
+                }
+                Err(CasError::Conflict) => report
+                    .changed_meanwhile
+                    .push(format!("{} at {}", finding.id, finding.location)),
+                Err(CasError::Other(err)) => return Err(err),
+            }
         }
         let now = Utc::now();
         let by_id: BTreeMap<&str, &Versioned<BackupRecord>> =
@@ -125,7 +184,8 @@ impl Worker {
             .scrub(&req.cluster, req.dry_run)
             .await
             .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
-        let changed = !report.dry_run && report.findings.len() > report.changed_meanwhile.len();
+        let changed = !report.dry_run
+            && report.findings.len() + report.copies.len() > report.changed_meanwhile.len();
         if changed {
             if let Err(err) = self.rerun(&req.cluster, Utc::now()).await {
                 tracing::warn!(cluster = %req.cluster, error = format!("{err:#}"), "no retention run asked after the scrub");

@@ -130,7 +130,8 @@ impl Worker {
                 Some(mark) => mark,
                 None => return Ok(None),
             },
-            CopyState::Deleting | CopyState::Deleted => return Ok(None),
+            // A missing copy is never deleted by retention (the engine keeps it too).
+            CopyState::Deleting | CopyState::Deleted | CopyState::Missing => return Ok(None),
         };
         let job = CopyDeleteJob {
             schema_version: wire::SCHEMA_VERSION,

@@ -510,6 +510,7 @@ fn held_only_at(
             deleted_at: None,
             transitioned_at: None,
             verification: None,
+            problems: Vec::new(),
         },
     );
     if !record.copy_to.contains(location) {
