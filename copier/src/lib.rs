@@ -818,6 +818,7 @@ async fn record_copy(
                 transitioned_at: None,
                 verification: None,
                 problems: Vec::new(),
+                delete_requested_at: None,
             },
         );
         match copier.catalog.update(&record, entry.revision).await {

@@ -417,6 +417,10 @@ pub struct LocationCopy {
     /// What the last scrub of the location found wrong (`missing`): one entry per object.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// When a user asked to delete this copy (`sexton backup delete --location`): the
+    /// location's retention deletes it once no copy there builds on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_requested_at: Option<DateTime<Utc>>,
 }
 
 impl LocationCopy {

@@ -744,6 +744,10 @@ impl BackupRecord {
         &self,
         location: &crate::names::LocationName,
     ) -> Option<sexton_retention::BackupRecord> {
+        let delete_requested = self
+            .copies
+            .get(location)
+            .is_some_and(|copy| copy.delete_requested_at.is_some());
         let status = match self.copies.get(location) {
             Some(copy) => copy.state.engine_status()?,
             None if self.copy_to.contains(location) && self.held_at_primary() => {
@@ -766,7 +770,7 @@ impl BackupRecord {
             legal_hold: self.legal_hold,
             holds: self.holds.clone(),
             immutable: self.immutable,
-            delete_requested: false,
+            delete_requested,
             volumes,
             verification: self
                 .verification

@@ -1503,6 +1503,97 @@ async fn a_scrub_of_a_location_finds_a_copy_gone_there_and_it_is_copied_again() 
     drop(world.nats);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_copy_deleted_by_hand_goes_once_no_copy_there_builds_on_it() {
+    let world = regions(|_| {}).await;
+    create_copying_schedule(&world.client, "db", "c1", 10).await;
+    for backup in [
+        Backup::full("b1", at("2026-03-01T00:00:00Z"), 10),
+        Backup::incremental("b2", "b1", at("2026-03-02T00:00:00Z"), 10),
+        Backup::full("b3", at("2026-03-03T00:00:00Z"), 10),
+    ] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", &backup).await;
+    }
+    let (stop, copier) = start_copier(&world.config);
+    for backup in ["b1", "b2", "b3"] {
+        copied(&world.catalog, "c1", backup).await;
+    }
+    let dr = LocationName::new("dr").unwrap();
+    let delete = |id: &'static str, extra: serde_json::Value| {
+        let client = world.client.clone();
+        async move {
+            let mut body =
+                json!({"schema_version": 1, "cluster": "c1", "id": id, "location": "dr"});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            api(&client, "backup", "delete", body).await
+        }
+    };
+    // Bad input: a location it has no copy at; --force for a copy.
+    let mut body = json!({"schema_version": 1, "cluster": "c1", "id": "b1", "location": "vault"});
+    let err = api(&world.client, "backup", "delete", body.clone())
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("no copy at vault"), "{err:?}");
+    body["location"] = json!("dr");
+    body["force"] = json!(true);
+    let err = api(&world.client, "backup", "delete", body)
+        .await
+        .unwrap_err();
+    assert!(err.message.contains("--force"), "{err:?}");
+    let dry = delete("b1", json!({"dry_run": true})).await.unwrap();
+    assert_eq!(dry["location"], "dr", "{dry:#}");
+    assert_eq!(
+        record(&world.catalog, "c1", "b1").await.unwrap().copies[&dr].delete_requested_at,
+        None,
+        "a dry run changes nothing"
+    );
+
+    // b1's copy is asked to go, but b2's copy there builds on it: it stays for now.
+    delete("b1", json!({})).await.unwrap();
+    sweep(&world.js, "c1", 1).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let b1 = record(&world.catalog, "c1", "b1").await.unwrap();
+    assert!(b1.copies[&dr].delete_requested_at.is_some());
+    assert_eq!(b1.copies[&dr].state, CopyState::Copied, "b2 at dr needs it");
+    // With b2's copy asked to go too, both go at dr; nothing changes at primary, and b3's
+    // copy stays.
+    delete("b2", json!({})).await.unwrap();
+    for backup in ["b1", "b2"] {
+        eventually(
+            &format!("{backup}'s copy deleted at dr"),
+            Duration::from_secs(60),
+            || async {
+                record(&world.catalog, "c1", backup)
+                    .await
+                    .filter(|r| r.copies[&dr].state == CopyState::Deleted)
+            },
+        )
+        .await;
+    }
+    let left = object_keys(&world.dr, "dr-copies/c1/db/").await;
+    assert!(
+        left.iter().all(|k| k.contains("/b3/")) && !left.is_empty(),
+        "{left:?}"
+    );
+    for backup in ["b1", "b2", "b3"] {
+        let kept = record(&world.catalog, "c1", backup).await.unwrap();
+        assert!(kept.held_at_primary(), "{backup} left primary");
+        assert_eq!(kept.status, sexton_shared::records::BackupStatus::Completed);
+    }
+    assert_eq!(
+        record(&world.catalog, "c1", "b3").await.unwrap().copies[&dr].state,
+        CopyState::Copied
+    );
+    let again = delete("b1", json!({})).await.unwrap_err();
+    assert!(again.message.contains("deleted already"), "{again:?}");
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
 async fn on_fresh_nats(world: &Regions) -> (Nats, async_nats::Client, Catalog, Fleet) {
     let nats = Nats::start();
     let mut config = world.config.clone();

@@ -240,6 +240,10 @@ pub enum BackupCommand {
         /// Delete the objects (--remote, or remote cleanup) without asking.
         #[arg(long)]
         yes: bool,
+        /// Delete only the backup's copy at this location (its objects there), once no copy
+        /// there builds on it.
+        #[arg(long)]
+        location: Option<String>,
     },
     /// Ask for a restore test of a backup now: an executor restores it (with its chain) and
     /// answers; the backup is held until then. With --wait, wait for the verdict.

@@ -237,6 +237,15 @@ pub(super) fn describe_destructive(
         Command::Backup(BackupCommand::Delete { id, cluster, .. }) => {
             let plan: BackupDeleted = decode_reply(subject, plan)?;
             let reason = plan.reason.as_deref().unwrap_or("-");
+            if let Some(location) = &plan.location {
+                let destroys = plan.action == DeleteAction::Deleting;
+                return Ok((
+                    format!("deleting the copy of backup {id} of cluster {cluster} at {location}: {reason}"),
+                    destroys.then(|| {
+                        format!("Delete the copy of backup {id} of cluster {cluster} at {location} and its objects there?")
+                    }),
+                ));
+            }
             let what = match (plan.action, plan.remote) {
                 (DeleteAction::RecordDeleted, _) => {
                     "removes its catalog record; its objects stay".to_string()

@@ -501,6 +501,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             force,
             dry_run,
             yes: _,
+            location,
         } => (
             topology::api_subject("backup", "delete"),
             Body::BackupDelete(BackupDelete {
@@ -510,6 +511,10 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
                 remote: *remote,
                 force: *force,
                 dry_run: *dry_run,
+                location: location
+                    .as_deref()
+                    .map(parsed::<BackupDelete, _>)
+                    .transpose()?,
             }),
             &["cluster", "id", "action", "remote", "reason", "dry_run"],
         ),

@@ -64,6 +64,9 @@ pub struct BackupDelete {
     /// Say what deleting would do; change nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// Delete only the backup's copy at this location (issue 28); absent: the backup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
 }
 
 impl Message for BackupDelete {
@@ -124,6 +127,9 @@ pub struct BackupDeleted {
     pub force: bool,
     pub reason: Option<String>,
     pub dry_run: bool,
+    /// The location whose copy is deleted, for a copy's deletion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
 }
 
 /// `backup.verify`'s answer: the restore test asked for, with its deadline; or, for a backup

@@ -46,6 +46,9 @@ impl Api {
         request: BackupDelete,
         actor: &sexton_shared::audit::Actor,
     ) -> Result<Value, ApiError> {
+        if let Some(location) = request.location.clone().filter(|l| !l.is_primary()) {
+            return self.copy_delete(request, location).await;
+        }
         for _ in 0..5 {
             let (state, at) = self
                 .cluster_with_backup(&request.cluster, &request.id)
@@ -84,6 +87,7 @@ impl Api {
                     force: request.force,
                     reason,
                     dry_run: request.dry_run,
+                    location: None,
                 })
             };
             let verdict = planning::judge_user_delete(&group, target, request.force, now);
@@ -164,6 +168,122 @@ impl Api {
                 Some(why) => reply(DeleteAction::Deferred, Some(why)),
                 None => reply(DeleteAction::Deleting, None),
             };
+        }
+        Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("backup {} kept changing; try again", request.id),
+        ))
+    }
+
+    /// `backup.delete --location L`: the user's word that the copy at `L` may go. Recorded on
+    /// the copy (`delete_requested_at`); the location's retention then deletes it like a
+    /// backup a user asked to delete at primary: once no copy there builds on it, never while
+    /// the backup is held, through the deleter's re-check. Nothing changes at primary or at
+    /// another location.
+    async fn copy_delete(
+        &self,
+        request: BackupDelete,
+        location: sexton_shared::names::LocationName,
+    ) -> Result<Value, ApiError> {
+        use sexton_shared::copies::CopyState;
+        if request.force || request.remote {
+            return Err(invalid(
+                "--force and --remote are for the backup itself; a copy at a location is \
+                 always deleted with its objects, once no copy there builds on it",
+            ));
+        }
+        for _ in 0..5 {
+            let (state, at) = self
+                .cluster_with_backup(&request.cluster, &request.id)
+                .await?;
+            let current = &state.records[at];
+            let target = &current.value;
+            let reply = |action: DeleteAction, reason: String| {
+                reply_value(BackupDeleted {
+                    cluster: request.cluster.clone(),
+                    id: request.id.clone(),
+                    action,
+                    remote: true,
+                    force: false,
+                    reason: Some(reason),
+                    dry_run: request.dry_run,
+                    location: Some(location.clone()),
+                })
+            };
+            let Some(copy) = target.copies.get(&location) else {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "backup {} has no copy at {location}; there is nothing there to delete",
+                        request.id
+                    ),
+                ));
+            };
+            match copy.state {
+                CopyState::Copied | CopyState::Missing => {}
+                CopyState::Expiring | CopyState::Deleting => {
+                    return reply(
+                        DeleteAction::AlreadyDeleting,
+                        format!("its copy at {location} is being deleted already"),
+                    )
+                }
+                CopyState::Deleted => {
+                    return Err(ApiError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "the copy of backup {} at {location} was deleted already",
+                            request.id
+                        ),
+                    ))
+                }
+            }
+            if target.legal_hold || !target.holds.is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::Conflict,
+                    format!(
+                        "backup {} is on hold ({}): its copies are kept everywhere until the \
+                         hold is released",
+                        request.id,
+                        if target.legal_hold {
+                            "legal hold".to_string()
+                        } else {
+                            target.holds.join(", ")
+                        }
+                    ),
+                ));
+            }
+            let reason = format!(
+                "the copy at {location} goes at the cluster's next retention run, once no copy \
+                 there builds on it; nothing changes elsewhere"
+            );
+            if request.dry_run || copy.delete_requested_at.is_some() {
+                return reply(DeleteAction::Deleting, reason);
+            }
+            let mut requested = target.clone();
+            requested.keep_mark(current.revision);
+            if let Some(copy) = requested.copies.get_mut(&location) {
+                copy.delete_requested_at = Some(Utc::now());
+            }
+            let revision = match self.catalog.update(&requested, current.revision).await {
+                Ok(revision) => revision,
+                Err(CasError::Conflict) => continue,
+                Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
+            };
+            let sweep = RetentionSweep {
+                schema_version: wire::SCHEMA_VERSION,
+                cluster: request.cluster.clone(),
+                requested_at: Utc::now(),
+                scrub: false,
+            };
+            publish_once(
+                &self.topology.jetstream,
+                topology::sweep_subject(&request.cluster),
+                &format!("user-delete.{}.{location}.{revision}", target.uid),
+                wire::encode(&sweep),
+            )
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+            return reply(DeleteAction::Deleting, reason);
         }
         Err(ApiError::new(
             ErrorCode::Conflict,

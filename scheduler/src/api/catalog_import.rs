@@ -511,6 +511,7 @@ fn held_only_at(
             transitioned_at: None,
             verification: None,
             problems: Vec::new(),
+            delete_requested_at: None,
         },
     );
     if !record.copy_to.contains(location) {
