@@ -26,6 +26,8 @@ pub struct Metrics {
     pub breaker_trips: IntCounterVec,
     /// 1 while a group's retention is held for a person's approval.
     pub breaker_held: IntGaugeVec,
+    /// The breaker holds the plan of a group's copies at a location (1) or not (0).
+    pub copies_held: IntGaugeVec,
     /// Audit entries published (`stored`, `failed`).
     pub audit_entries: IntCounterVec,
     /// Completed backups held at their source for a copy still to make, by location.
@@ -153,6 +155,15 @@ impl Metrics {
             &["cluster", "plan"],
         )
         .expect("valid metric");
+        let copies_held = IntGaugeVec::new(
+            Opts::new(
+                "sexton_retention_copies_held",
+                "1 while the last retention run of a group's copies at a location was held for \
+                 approval, else 0",
+            ),
+            &["cluster", "plan", "location"],
+        )
+        .expect("valid metric");
         let audit_entries = sexton_shared::audit::Audit::counter();
         let copies_awaiting = IntGaugeVec::new(
             Opts::new(
@@ -185,6 +196,7 @@ impl Metrics {
             Box::new(scrubs.clone()),
             Box::new(breaker_trips.clone()),
             Box::new(breaker_held.clone()),
+            Box::new(copies_held.clone()),
             Box::new(audit_entries.clone()),
             Box::new(copies_awaiting.clone()),
             Box::new(copy_lag.clone()),
@@ -209,6 +221,7 @@ impl Metrics {
             scrubs,
             breaker_trips,
             breaker_held,
+            copies_held,
             audit_entries,
             copies_awaiting,
             copy_lag,

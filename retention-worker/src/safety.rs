@@ -45,7 +45,7 @@ pub struct Envelope {
     metrics: Arc<Metrics>,
     /// The last held run announced per group (a digest of its trips and backups), so a run
     /// held the same way again (every checkpoint, every sweep) is not announced again.
-    announced: Mutex<HashMap<(ClusterName, PlanName), String>>,
+    announced: Mutex<HashMap<(ClusterName, PlanName, Option<LocationName>), String>>,
 }
 
 impl Envelope {
@@ -159,13 +159,11 @@ impl Envelope {
         &self,
         cluster: &ClusterName,
         plan: &PlanName,
+        location: Option<&LocationName>,
         state: &BreakerState,
         policy_hash: &str,
     ) {
-        self.metrics
-            .breaker_held
-            .with_label_values(&[cluster.as_str(), plan.as_str()])
-            .set(1);
+        self.held_gauge(cluster, plan, location, 1);
         let digest = sexton_shared::digest::short_digest(
             state
                 .trips
@@ -175,7 +173,7 @@ impl Envelope {
         );
         {
             let mut announced = self.announced.lock().expect("not poisoned");
-            let key = (cluster.clone(), plan.clone());
+            let key = (cluster.clone(), plan.clone(), location.cloned());
             if announced.get(&key) == Some(&digest) {
                 return;
             }
@@ -188,14 +186,17 @@ impl Envelope {
                 .inc();
         }
         let reasons: Vec<&str> = state.trips.iter().map(|t| t.reason.as_str()).collect();
-        tracing::warn!(%cluster, %plan, deleting = state.deleting.len(), reasons = ?reasons, approve_with = %state.approve_with, "retention run held by the circuit breaker: nothing marked");
+        tracing::warn!(%cluster, %plan, location = ?location, deleting = state.deleting.len(), reasons = ?reasons, approve_with = %state.approve_with, "retention run held by the circuit breaker: nothing marked");
         let incident = Incident {
             schema_version: wire::SCHEMA_VERSION,
             service: "retention-worker".into(),
             kind: "retention-held".into(),
             cluster: Some(cluster.to_string()),
             backup_id: None,
-            subject: format!("plan {plan}"),
+            subject: match location {
+                Some(location) => format!("plan {plan} at {location}"),
+                None => format!("plan {plan}"),
+            },
             reason: format!(
                 "{}; `{}` lets this run through once",
                 reasons.join("; "),
@@ -203,7 +204,10 @@ impl Envelope {
             ),
             at: Utc::now(),
         };
-        let message_id = format!("held.{cluster}.{plan}.{digest}");
+        let message_id = match location {
+            Some(location) => format!("held.{cluster}.{plan}.at.{location}.{digest}"),
+            None => format!("held.{cluster}.{plan}.{digest}"),
+        };
         if let Err(err) = publish_once(
             &self.jetstream,
             topology::event_subject("incident", cluster.as_str()),
@@ -221,6 +225,7 @@ impl Envelope {
                 policy_hash: policy_hash.to_string(),
                 trips: state.trips.clone(),
                 deleting: state.deleting.clone(),
+                location: location.map(ToString::to_string),
             },
         );
         // Best effort: the held run marks nothing, so there is nothing the entry must precede.
@@ -230,16 +235,37 @@ impl Envelope {
             .await;
     }
 
-    /// The run of `cluster`/`plan` was not held.
-    pub fn passed(&self, cluster: &ClusterName, plan: &PlanName) {
-        self.metrics
-            .breaker_held
-            .with_label_values(&[cluster.as_str(), plan.as_str()])
-            .set(0);
-        self.announced
-            .lock()
-            .expect("not poisoned")
-            .remove(&(cluster.clone(), plan.clone()));
+    /// The run of `cluster`/`plan` (of its copies at `location`) was not held.
+    pub fn passed(&self, cluster: &ClusterName, plan: &PlanName, location: Option<&LocationName>) {
+        self.held_gauge(cluster, plan, location, 0);
+        self.announced.lock().expect("not poisoned").remove(&(
+            cluster.clone(),
+            plan.clone(),
+            location.cloned(),
+        ));
+    }
+
+    /// `sexton_retention_breaker_held{cluster,plan}` at primary,
+    /// `sexton_retention_copies_held{cluster,plan,location}` for a location's copies.
+    fn held_gauge(
+        &self,
+        cluster: &ClusterName,
+        plan: &PlanName,
+        location: Option<&LocationName>,
+        value: i64,
+    ) {
+        match location {
+            None => self
+                .metrics
+                .breaker_held
+                .with_label_values(&[cluster.as_str(), plan.as_str()])
+                .set(value),
+            Some(location) => self
+                .metrics
+                .copies_held
+                .with_label_values(&[cluster.as_str(), plan.as_str(), location.as_str()])
+                .set(value),
+        }
     }
 
     /// A tripped run goes through on an approval: the approval is used up (compare-and-set on
@@ -274,9 +300,7 @@ impl Envelope {
             tracing::info!(%cluster, %plan, error = %err, "approval already used or replaced");
         }
         tracing::warn!(%cluster, %plan, location = ?location, deleting = state.deleting.len(), approved_by = %approval.by.describe(), "held retention run goes through on its approval");
-        if location.is_none() {
-            self.passed(cluster, plan);
-        }
+        self.passed(cluster, plan, location);
         Ok(())
     }
 

@@ -128,6 +128,9 @@ pub enum AuditEvent {
         policy_hash: String,
         trips: Vec<Trip>,
         deleting: Vec<String>,
+        /// The location whose copies' plan was held (issue 28); none: primary.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        location: Option<String>,
     },
     /// A person approved the held run (`sexton retention approve`).
     BreakerApproved {

@@ -1849,6 +1849,15 @@ async fn a_location_plan_the_breaker_holds_goes_through_on_its_own_approval() {
         let held = record(&world.catalog, "c1", backup).await.unwrap();
         assert_eq!(held.copies[&dr].state, CopyState::Copied, "{backup}");
     }
+    // Said once, as at primary: an incident naming the location and how to approve.
+    let said: Vec<_> = sexton_tests::fixtures::incidents(&world.js)
+        .await
+        .into_iter()
+        .filter(|i| i.kind == "retention-held")
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(said[0].subject, "plan base at dr");
+    assert!(said[0].reason.contains("--location dr"), "{:?}", said[0]);
     // The primary's approval is not dr's: there is nothing held at primary.
     let at_primary = api(
         &world.client,

@@ -33,7 +33,15 @@ impl Worker {
         };
         match &group.breaker {
             Some(breaker) if breaker.held => {
-                tracing::warn!(%cluster, plan = %group.plan, %location, trips = ?breaker.trips, approve_with = breaker.approve_with, "the circuit breaker holds the plan of the copies at this location: nothing is marked");
+                self.envelope
+                    .hold(
+                        cluster,
+                        &group.plan,
+                        Some(location),
+                        breaker,
+                        group.policy_hash.as_deref().unwrap_or_default(),
+                    )
+                    .await;
                 self.metrics
                     .runs
                     .with_label_values(&["copies", "held"])
@@ -46,7 +54,7 @@ impl Worker {
                     .release(cluster, &group.plan, Some(location), breaker)
                     .await?
             }
-            None => {}
+            None => self.envelope.passed(cluster, &group.plan, Some(location)),
         }
         let policy_hash = group.policy_hash.clone().unwrap_or_default();
         let mut marked = Vec::new();

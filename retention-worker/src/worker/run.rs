@@ -64,7 +64,7 @@ impl Worker {
             // Held: nothing of the plan is marked; users' own requests still go.
             Some(breaker) if breaker.held => {
                 self.envelope
-                    .hold(cluster, &group.plan, breaker, &policy_hash)
+                    .hold(cluster, &group.plan, None, breaker, &policy_hash)
                     .await;
                 let marked = self.expire_user_requests(group, &[], &[], now).await?;
                 self.envelope
@@ -77,7 +77,7 @@ impl Worker {
                     .release(cluster, &group.plan, None, breaker)
                     .await?
             }
-            None => self.envelope.passed(cluster, &group.plan),
+            None => self.envelope.passed(cluster, &group.plan, None),
         }
         // The decision is in the audit before anything of it is marked.
         if let Some(owned) = group.decision.as_ref().filter(|_| group.deletes()) {
