@@ -33,6 +33,9 @@ use sexton_shared::{
 
 use crate::metrics::Metrics;
 
+/// A group's plan at primary (`None`) or of its copies at a location.
+type HeldGroup = (ClusterName, PlanName, Option<LocationName>);
+
 pub use sexton_shared::api::{ApprovalView, BreakerState};
 
 /// What the envelope needs besides the run: the audit stream, the approvals bucket, the
@@ -45,7 +48,7 @@ pub struct Envelope {
     metrics: Arc<Metrics>,
     /// The last held run announced per group (a digest of its trips and backups), so a run
     /// held the same way again (every checkpoint, every sweep) is not announced again.
-    announced: Mutex<HashMap<(ClusterName, PlanName, Option<LocationName>), String>>,
+    announced: Mutex<HashMap<HeldGroup, String>>,
 }
 
 impl Envelope {
