@@ -96,7 +96,14 @@ async fn setup() -> Setup {
 }
 
 async fn setup_with(members: Members) -> Setup {
-    let world = setup::Setup::new(members).start().await;
+    setup_configured(members, |_| {}).await
+}
+
+async fn setup_configured(
+    members: Members,
+    change: impl FnOnce(&mut sexton_shared::config::Config) + 'static,
+) -> Setup {
+    let world = setup::Setup::new(members).configure(change).start().await;
     let World {
         nats,
         s3,
@@ -655,4 +662,150 @@ async fn a_verify_command_answers_restore_tests() {
         "{reason}"
     );
     drop(exec);
+}
+
+/// A restore test of a backup's copy at another location (issue 28): `sexton exec` reads the
+/// chain's copies there with that location's keys, the same verify command restores them, and
+/// a copy damaged there fails the test naming the object at that location.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_verify_command_reads_the_copies_at_a_location() {
+    let dr = S3::start_as("exec-dr-key", "exec-dr-secret");
+    let endpoint = dr.endpoint();
+    let setup = setup_configured(SCHEDULER_ONLY, move |config| {
+        config.locations.insert(
+            "dr".into(),
+            sexton_shared::config::LocationConfig {
+                s3: sexton_shared::config::S3Config {
+                    endpoint: Some(endpoint),
+                    bucket: BUCKET.into(),
+                    prefix: "dr-copies".into(),
+                    access_key_id: Some("exec-dr-key".into()),
+                    secret_access_key: Some("exec-dr-secret".into()),
+                    ..Default::default()
+                },
+                storage_class: None,
+            },
+        );
+    })
+    .await;
+    create_schedule(
+        &setup.client,
+        serde_json::json!({"name": "good", "cluster": "c1", "plan": "good",
+                           "cron": "@every 1h", "full_every": 2, "policy": {"keep_last": 10},
+                           "copies": [{"to": "dr", "policy": {"keep_last": 10}}]}),
+    )
+    .await;
+    std::fs::write(
+        setup.dir.path().join("verify.sh"),
+        "#!/bin/sh\nset -eu\ntest \"$SEXTON_JOB\" = verify\n\
+         for dir in \"$SEXTON_INPUT_DIR\"/*; do test -s \"$dir/backup.bin\"; done\n",
+    )
+    .unwrap();
+    let verify = format!("sh {}", setup.dir.path().join("verify.sh").display());
+    let exec = setup.exec(&["--verify-command", &verify]);
+    let full = setup.take("good", &exec).await;
+    let incremental = setup.take("good", &exec).await;
+    let (stop, copier) = {
+        let (trigger, shutdown) = sexton_shared::Shutdown::new();
+        (
+            trigger,
+            tokio::spawn(sexton_copier::run(setup.config.clone(), shutdown)),
+        )
+    };
+    let dr_name = sexton_shared::names::LocationName::new("dr").unwrap();
+    let catalog = setup.catalog.clone();
+    let copied = |id: String| {
+        let (catalog, dr_name) = (catalog.clone(), dr_name.clone());
+        async move {
+            eventually("the copy at dr", Duration::from_secs(60), || {
+                let (catalog, id, dr_name) = (catalog.clone(), id.clone(), dr_name.clone());
+                async move {
+                    let record = catalog
+                        .get(&"c1".parse().unwrap(), &id.parse().unwrap())
+                        .await
+                        .ok()??;
+                    record
+                        .value
+                        .copies
+                        .contains_key(&dr_name)
+                        .then_some(record.value)
+                }
+            })
+            .await
+        }
+    };
+    let full_copy = copied(full.id.to_string()).await;
+    copied(incremental.id.to_string()).await;
+    let ask_and_wait = |id: String| {
+        let (client, catalog) = (setup.client.clone(), setup.catalog.clone());
+        async move {
+            let request = api(
+                &client,
+                "backup",
+                "verify",
+                serde_json::json!({"schema_version": 1, "cluster": "c1", "id": id,
+                                   "location": "dr"}),
+            )
+            .await
+            .unwrap()["request_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            eventually("the verdict", Duration::from_secs(60), || {
+                let (catalog, id, request) = (catalog.clone(), id.clone(), request.clone());
+                async move {
+                    catalog
+                        .get(&"c1".parse().unwrap(), &id.parse().unwrap())
+                        .await
+                        .ok()??
+                        .value
+                        .verification?
+                        .history
+                        .into_iter()
+                        .find(|e| e.request_id == request && e.via.is_none())
+                }
+            })
+            .await
+        }
+    };
+    let entry = ask_and_wait(incremental.id.to_string()).await;
+    assert_eq!(entry.outcome, "verified", "{entry:?}\n{}", exec.logs());
+    assert_eq!(entry.location.as_ref(), Some(&dr_name));
+    assert!(
+        entry
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("of 2 backups"),
+        "{entry:?}"
+    );
+    // The full's data damaged at dr only: the test there fails naming the object there.
+    let at_dr = sexton_shared::object_store::ObjectStore::connect(&setup.config.locations["dr"].s3)
+        .await
+        .unwrap();
+    let data = full_copy.copies[&dr_name]
+        .objects
+        .iter()
+        .find(|o| o.key.ends_with("backup.bin"))
+        .unwrap()
+        .clone();
+    assert!(data.key.starts_with("dr-copies/"), "{data:?}");
+    at_dr
+        .put(&data.key, vec![0u8; data.size as usize].into())
+        .await
+        .unwrap();
+    let entry = ask_and_wait(full.id.to_string()).await;
+    assert_eq!(entry.outcome, "failed", "{entry:?}");
+    assert!(
+        entry
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&data.key),
+        "{entry:?}"
+    );
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    drop(exec);
+    drop(dr);
 }
