@@ -14,6 +14,8 @@ pub struct Metrics {
     pub last_run: IntGaugeVec,
     pub newest_backup_age: prometheus::GaugeVec,
     pub recoverable_window: prometheus::GaugeVec,
+    /// The same at each location, over the copies there (issue 28).
+    pub copies_recoverable_window: prometheus::GaugeVec,
     pub policy_window: prometheus::GaugeVec,
     /// Completion time of the newest backup a restore test proved (groups with tests only).
     pub last_verified: prometheus::GaugeVec,
@@ -97,6 +99,14 @@ impl Metrics {
                 "now minus the start of the oldest kept full backup",
             ),
             &["cluster", "plan"],
+        )
+        .expect("valid metric");
+        let copies_recoverable_window = prometheus::GaugeVec::new(
+            Opts::new(
+                "sexton_copies_recoverable_window_seconds",
+                "now minus the start of the oldest full backup whose copy a location keeps",
+            ),
+            &["cluster", "plan", "location"],
         )
         .expect("valid metric");
         let policy_window = prometheus::GaugeVec::new(
@@ -189,6 +199,7 @@ impl Metrics {
             Box::new(last_run.clone()),
             Box::new(newest_backup_age.clone()),
             Box::new(recoverable_window.clone()),
+            Box::new(copies_recoverable_window.clone()),
             Box::new(policy_window.clone()),
             Box::new(last_verified.clone()),
             Box::new(missing.clone()),
@@ -214,6 +225,7 @@ impl Metrics {
             last_run,
             newest_backup_age,
             recoverable_window,
+            copies_recoverable_window,
             policy_window,
             last_verified,
             missing,
