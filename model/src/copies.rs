@@ -35,6 +35,48 @@ pub struct CopyRule {
     pub transitions: Vec<Transition>,
 }
 
+/// A copy the location's plan deletes before its storage class's minimum duration has passed:
+/// the store charges the rest of that minimum anyway (`retention preview --location`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EarlyDeletion {
+    pub id: String,
+    pub storage_class: String,
+    /// Whole days the copy has been in its class (since it was copied, or last moved).
+    pub days_in_class: u32,
+    pub minimum_days: u32,
+    /// Bytes of the copy: charged `minimum_days - days_in_class` more days.
+    pub bytes: u64,
+}
+
+impl EarlyDeletion {
+    /// Days charged for nothing.
+    pub fn days_charged(&self) -> u32 {
+        self.minimum_days.saturating_sub(self.days_in_class)
+    }
+}
+
+/// What deleting `copy` (of backup `id`) at `now` costs beyond what was stored, if anything:
+/// its class (`default_class` when the copy names none, the location's) has a minimum duration
+/// it has not reached.
+pub fn early_deletion(
+    id: &str,
+    copy: &LocationCopy,
+    default_class: Option<&str>,
+    now: DateTime<Utc>,
+) -> Option<EarlyDeletion> {
+    let name = copy.storage_class.as_deref().or(default_class)?;
+    let class = storage_class(name).ok()?;
+    let since = copy.transitioned_at.unwrap_or(copy.copied_at);
+    let days = u32::try_from((now - since).num_days().max(0)).unwrap_or(u32::MAX);
+    (days < class.minimum_days).then(|| EarlyDeletion {
+        id: id.to_string(),
+        storage_class: class.name.to_string(),
+        days_in_class: days,
+        minimum_days: class.minimum_days,
+        bytes: copy.objects.iter().map(|object| object.size).sum(),
+    })
+}
+
 /// The most transitions one copy rule may have.
 pub const MAX_TRANSITIONS: usize = 4;
 
@@ -756,6 +798,49 @@ mod tests {
             rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
             "transitions": [{"after_days": 30, "class": "X"}]}))
             .is_err()
+        );
+    }
+
+    #[test]
+    fn deleting_before_the_class_minimum_is_priced() {
+        let copy: LocationCopy = serde_json::from_value(serde_json::json!({
+            "state": "copied", "copied_at": "2026-01-01T00:00:00Z",
+            "storage_class": "GLACIER_IR",
+            "objects": [{"key": "dr/a", "size": 1000}, {"key": "dr/b", "size": 24}]
+        }))
+        .unwrap();
+        let at = |day: i64| {
+            "2026-01-01T00:00:00Z".parse::<DateTime<Utc>>().unwrap() + chrono::Duration::days(day)
+        };
+        let early = early_deletion("b1", &copy, None, at(10)).unwrap();
+        assert_eq!(
+            (
+                early.days_in_class,
+                early.minimum_days,
+                early.bytes,
+                early.days_charged()
+            ),
+            (10, 90, 1024, 80)
+        );
+        assert_eq!(early_deletion("b1", &copy, None, at(90)), None);
+        // Moved to the class later: counted from the move.
+        let mut moved = copy.clone();
+        moved.transitioned_at = Some(at(85));
+        assert_eq!(
+            early_deletion("b1", &moved, None, at(95))
+                .unwrap()
+                .days_in_class,
+            10
+        );
+        // No class on the copy: the location's default, else the store's (no minimum).
+        let mut plain = copy.clone();
+        plain.storage_class = None;
+        assert_eq!(early_deletion("b1", &plain, None, at(1)), None);
+        assert_eq!(
+            early_deletion("b1", &plain, Some("STANDARD_IA"), at(1))
+                .unwrap()
+                .minimum_days,
+            30
         );
     }
 

@@ -62,6 +62,9 @@ pub struct Worker {
     /// The other locations this replica can read: the scrub compares each one's copies with
     /// its listing (issue 28). Read keys suffice.
     locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
+    /// Each configured location's default storage class (a copy that names none is in it).
+    location_classes:
+        std::collections::BTreeMap<sexton_shared::names::LocationName, Option<String>>,
     prefix: String,
     /// When the last successful run of each cluster started (this replica's). A checkpoint or
     /// sweep published well before that is already covered: the run read a catalog that held
@@ -110,6 +113,16 @@ impl Worker {
             metrics,
             store,
             locations,
+            location_classes: config
+                .locations
+                .iter()
+                .filter_map(|(name, location)| {
+                    Some((
+                        sexton_shared::names::LocationName::new(name).ok()?,
+                        location.storage_class.clone(),
+                    ))
+                })
+                .collect(),
             prefix: config.s3.prefix,
             last_runs: Arc::default(),
             conflicts: Arc::default(),

@@ -1594,6 +1594,70 @@ async fn a_copy_deleted_by_hand_goes_once_no_copy_there_builds_on_it() {
     drop(world.nats);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_preview_prices_copies_deleted_before_their_class_minimum() {
+    let world = regions(|_| {}).await;
+    // dr keeps copies 60 days in STANDARD_IA (30 days minimum): a backup already older than
+    // that is deleted there as soon as it lands, 30 days early.
+    create_schedule(
+        &world.client,
+        json!({"name": "db", "cluster": "c1", "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 10},
+               "copies": [{"to": "dr", "policy": {"keep_within": "60d"},
+                           "storage_class": "STANDARD_IA"}]}),
+    )
+    .await;
+    // keep_within counts back from the newest backup: b1 is three months older than b3.
+    for backup in [
+        Backup::full("b1", at("2025-12-01T00:00:00Z"), 10),
+        Backup::full("b2", at("2026-03-01T00:00:00Z"), 10),
+        Backup::full("b3", at("2026-03-02T00:00:00Z"), 10),
+    ] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", &backup).await;
+    }
+    let (stop, copier) = start_copier(&world.config);
+    for backup in ["b1", "b2", "b3"] {
+        copied(&world.catalog, "c1", backup).await;
+    }
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    let preview = api(
+        &world.client,
+        "retention",
+        "preview",
+        json!({"schema_version": 1, "cluster": "c1", "location": "dr"}),
+    )
+    .await
+    .unwrap();
+    let early = &preview[0]["early_deletions"];
+    let ids: Vec<&str> = early
+        .as_array()
+        .unwrap_or_else(|| panic!("{preview:#}"))
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["b1"], "{preview:#}");
+    assert_eq!(early[0]["storage_class"], "STANDARD_IA");
+    assert_eq!(early[0]["minimum_days"], 30);
+    assert_eq!(early[0]["days_in_class"], 0);
+    assert!(early[0]["bytes"].as_u64().unwrap() > 0);
+    // At primary nothing is priced: its copies' classes are not the source's.
+    let at_primary = api(
+        &world.client,
+        "retention",
+        "preview",
+        json!({"schema_version": 1, "cluster": "c1"}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        at_primary[0].get("early_deletions").is_none(),
+        "{at_primary:#}"
+    );
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
 async fn on_fresh_nats(world: &Regions) -> (Nats, async_nats::Client, Catalog, Fleet) {
     let nats = Nats::start();
     let mut config = world.config.clone();

@@ -73,6 +73,9 @@ pub(super) fn print_answer(
                             crate::safety::held_lines(breaker).join("\n  ")
                         ));
                     }
+                    if !group.early_deletions.is_empty() {
+                        crate::output::emit(&early_deletion_lines(&group));
+                    }
                 }
             }
             crate::output::preview(output, value)
@@ -471,6 +474,39 @@ pub(super) fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> Strin
     verified_text(verification.as_ref(), now)
 }
 
+/// The copies a location's plan deletes before their class's minimum duration, with what that
+/// costs: the days charged for nothing, per copy and in all.
+pub(super) fn early_deletion_lines(group: &sexton_shared::api::PreviewGroup) -> String {
+    let at = group
+        .location
+        .as_ref()
+        .map_or_else(String::new, |location| format!(" at {location}"));
+    let mut text = format!(
+        "{}/{}{at}: {} copy(ies) deleted before their storage class's minimum duration:\n",
+        group.cluster,
+        group.plan,
+        group.early_deletions.len()
+    );
+    let mut byte_days: u128 = 0;
+    for early in &group.early_deletions {
+        byte_days += u128::from(early.bytes) * u128::from(early.days_charged());
+        text.push_str(&format!(
+            "  {}: {} for {} of its {} days; {} more days of {} bytes charged\n",
+            early.id,
+            early.storage_class,
+            early.days_in_class,
+            early.minimum_days,
+            early.days_charged(),
+            early.bytes
+        ));
+    }
+    text.push_str(&format!(
+        "  in all {:.3} GiB-months charged for nothing\n",
+        byte_days as f64 / (1u64 << 30) as f64 / 30.0
+    ));
+    text
+}
+
 /// How long ago a restore test proved the backup, `failed`, `testing` while one runs, `-` when
 /// never tested.
 /// Where a backup's copies stand (issue 28): each location a copy rule sends it to, copied
@@ -759,6 +795,22 @@ fn join_reasons(reasons: &[String]) -> String {
 #[cfg(test)]
 mod copies_tests {
     use super::copies_text;
+
+    #[test]
+    fn early_deletions_are_priced_per_copy_and_in_all() {
+        let group: sexton_shared::api::PreviewGroup = serde_json::from_value(serde_json::json!({
+            "cluster": "c1", "plan": "p", "location": "dr",
+            "early_deletions": [{"id": "b1", "storage_class": "GLACIER_IR", "days_in_class": 10,
+                                 "minimum_days": 90, "bytes": 1073741824u64}]
+        }))
+        .unwrap();
+        assert_eq!(
+            super::early_deletion_lines(&group),
+            "c1/p at dr: 1 copy(ies) deleted before their storage class's minimum duration:\n  \
+             b1: GLACIER_IR for 10 of its 90 days; 80 more days of 1073741824 bytes charged\n  \
+             in all 2.667 GiB-months charged for nothing\n"
+        );
+    }
 
     #[test]
     fn copies_say_where_a_backup_lives_and_what_it_awaits() {

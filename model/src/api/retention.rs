@@ -65,6 +65,9 @@ pub struct PreviewGroup {
     pub policy_hash: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerState>,
+    /// At a location: the copies the plan deletes before their class's minimum duration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub early_deletions: Vec<crate::copies::EarlyDeletion>,
 }
 
 /// The breaker's state of one group's run, as the run and the preview see it.

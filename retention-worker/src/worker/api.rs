@@ -252,13 +252,47 @@ impl Worker {
             return sexton_shared::api::reply_value(plans);
         };
         // The plans of the copies at one location (issue 28).
-        let plans: Vec<_> = self
-            .plan_places(&req.cluster, req.plan.as_ref(), Utc::now())
+        let now = Utc::now();
+        let mut plans: Vec<_> = self
+            .plan_places(&req.cluster, req.plan.as_ref(), now)
             .await
             .map_err(unavailable)?
             .into_iter()
             .filter(|group| group.location.as_ref() == Some(location))
             .collect();
+        // What deleting each copy early costs: its record read whole (the view keeps the
+        // engine's form only), its class and time in it.
+        let default_class = self.location_classes.get(location).cloned().flatten();
+        for group in &mut plans {
+            let deleting: Vec<String> = group
+                .decision
+                .as_ref()
+                .map(|plan| plan.delete.iter().map(|d| d.id.clone()).collect())
+                .unwrap_or_default();
+            for id in deleting {
+                let Ok(id) = sexton_shared::names::BackupId::new(&id) else {
+                    continue;
+                };
+                let Some(entry) = self
+                    .catalog
+                    .get(&req.cluster, &id)
+                    .await
+                    .map_err(unavailable)?
+                else {
+                    continue;
+                };
+                if let Some(early) = entry.value.copies.get(location).and_then(|copy| {
+                    sexton_shared::copies::early_deletion(
+                        id.as_str(),
+                        copy,
+                        default_class.as_deref(),
+                        now,
+                    )
+                }) {
+                    group.early_deletions.push(early);
+                }
+            }
+        }
         sexton_shared::api::reply_value(plans)
     }
 

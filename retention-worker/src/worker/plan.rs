@@ -38,6 +38,10 @@ pub struct GroupPlan {
     /// person's approval covers it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub breaker: Option<BreakerState>,
+    /// At a location, in previews: the copies the plan deletes before their storage class's
+    /// minimum duration, each charged the rest of it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub early_deletions: Vec<sexton_shared::copies::EarlyDeletion>,
     /// What a run acts on ([`crate::decisions`]): runs only, instead of `decision` (which a
     /// run renders too only when it deletes something: the breaker and the audit judge it).
     #[serde(skip)]
@@ -80,6 +84,7 @@ impl GroupPlan {
             decision: None,
             policy_hash: None,
             breaker: None,
+            early_deletions: Vec::new(),
             run: None,
             members,
             policy: None,
