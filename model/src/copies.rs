@@ -455,7 +455,7 @@ pub struct LocationCopy {
     /// The last restore test of this copy (`sexton backup verify --location`): read from the
     /// location, checked against intake's digests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verification: Option<crate::records::VerificationEntry>,
+    pub verification: Option<CopyTest>,
     /// What the last scrub of the location found wrong (`missing`): one entry per object.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
@@ -463,6 +463,18 @@ pub struct LocationCopy {
     /// location's retention deletes it once no copy there builds on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_requested_at: Option<DateTime<Utc>>,
+}
+
+/// The last restore test of a copy at its location: the verdict of the backup's history entry
+/// with the same request id.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CopyTest {
+    pub request_id: String,
+    /// `verified`, `failed` or `timeout`.
+    pub outcome: String,
+    pub at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl LocationCopy {

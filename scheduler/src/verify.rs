@@ -501,7 +501,12 @@ impl Verifier {
                 .as_ref()
                 .and_then(|name| record.copies.get_mut(name))
             {
-                copy.verification = Some(entry.clone());
+                copy.verification = Some(sexton_shared::copies::CopyTest {
+                    request_id: entry.request_id.clone(),
+                    outcome: entry.outcome.clone(),
+                    at: entry.at,
+                    reason: entry.reason.clone(),
+                });
             }
             verification.record(entry.clone());
             record.holds.retain(|h| *h != hold);

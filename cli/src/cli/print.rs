@@ -830,8 +830,7 @@ mod copies_tests {
         copy.storage_class = Some("STANDARD_IA".into());
         copy.verification = Some(
             serde_json::from_value(serde_json::json!({
-                "request_id": "r", "outcome": "failed", "at": "2026-03-02T00:00:00Z",
-                "location": "dr"
+                "request_id": "r", "outcome": "failed", "at": "2026-03-02T00:00:00Z"
             }))
             .unwrap(),
         );
