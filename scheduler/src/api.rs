@@ -178,6 +178,31 @@ fn decode<T: Message>(body: &[u8]) -> Result<T, ApiError> {
 }
 
 impl Api {
+    /// Asks the retention-worker for a run of `cluster` now, so a user's request (a delete, a
+    /// released hold) is acted on without waiting for the next sweep. Published once per
+    /// `message_id`.
+    pub(super) async fn ask_retention_run(
+        &self,
+        cluster: &ClusterName,
+        message_id: &str,
+    ) -> Result<(), ApiError> {
+        let sweep = sexton_shared::wire::RetentionSweep {
+            schema_version: sexton_shared::wire::SCHEMA_VERSION,
+            cluster: cluster.clone(),
+            requested_at: chrono::Utc::now(),
+            scrub: false,
+        };
+        sexton_shared::nats::publish_once(
+            &self.topology.jetstream,
+            sexton_shared::topology::sweep_subject(cluster),
+            message_id,
+            sexton_shared::wire::encode(&sweep),
+        )
+        .await
+        .map_err(|err| unavailable(format!("{err:#}")))?;
+        Ok(())
+    }
+
     /// One request: handled, then audited (with who asked and how it ended) before the reply
     /// goes, so a client that reads the audit after an answer finds its request there.
     async fn answer(&self, incoming: Incoming) -> Result<Value, ApiError> {

@@ -14,11 +14,8 @@ use serde_json::Value;
 use sexton_shared::{
     api::{reply_value, ApiError, BackupDelete, BackupDeleted, DeleteAction, ErrorCode},
     catalog::CasError,
-    nats::publish_once,
     planning::{self, UserDelete},
     records::{BackupRecord, DeleteRequest, ScheduleRecord},
-    topology,
-    wire::{self, RetentionSweep},
 };
 
 use super::{invalid, unavailable, Api};
@@ -150,20 +147,11 @@ impl Api {
                 Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
             };
             // The retention-worker carries requests out; ask it to look at this cluster now.
-            let sweep = RetentionSweep {
-                schema_version: wire::SCHEMA_VERSION,
-                cluster: request.cluster.clone(),
-                requested_at: now,
-                scrub: false,
-            };
-            publish_once(
-                &self.topology.jetstream,
-                topology::sweep_subject(&request.cluster),
+            self.ask_retention_run(
+                &request.cluster,
                 &format!("user-delete.{}.{revision}", target.uid),
-                wire::encode(&sweep),
             )
-            .await
-            .map_err(|err| unavailable(format!("{err:#}")))?;
+            .await?;
             return match deferred_reason {
                 Some(why) => reply(DeleteAction::Deferred, Some(why)),
                 None => reply(DeleteAction::Deleting, None),
@@ -269,20 +257,11 @@ impl Api {
                 Err(CasError::Conflict) => continue,
                 Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
             };
-            let sweep = RetentionSweep {
-                schema_version: wire::SCHEMA_VERSION,
-                cluster: request.cluster.clone(),
-                requested_at: Utc::now(),
-                scrub: false,
-            };
-            publish_once(
-                &self.topology.jetstream,
-                topology::sweep_subject(&request.cluster),
+            self.ask_retention_run(
+                &request.cluster,
                 &format!("user-delete.{}.{location}.{revision}", target.uid),
-                wire::encode(&sweep),
             )
-            .await
-            .map_err(|err| unavailable(format!("{err:#}")))?;
+            .await?;
             return reply(DeleteAction::Deleting, reason);
         }
         Err(ApiError::new(

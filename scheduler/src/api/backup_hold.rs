@@ -6,15 +6,11 @@
 //! the reason. Releasing the last hold asks for a retention sweep of the cluster, so a backup
 //! no rule keeps goes promptly.
 
-use chrono::Utc;
 use serde_json::{json, Value};
 use sexton_shared::{
     api::{ApiError, BackupHold, ErrorCode, MAX_HOLDS},
     catalog::{CasError, Versioned},
-    nats::publish_once,
     records::{BackupRecord, BackupStatus},
-    topology,
-    wire::{self, RetentionSweep},
 };
 
 use super::{backup_not_found, unavailable, Api};
@@ -119,20 +115,11 @@ impl Api {
             };
             tracing::info!(cluster = %released.cluster, backup = %released.id, reason = %request.reason, "hold released");
             if released.holds.is_empty() {
-                let sweep = RetentionSweep {
-                    schema_version: wire::SCHEMA_VERSION,
-                    cluster: request.cluster.clone(),
-                    requested_at: Utc::now(),
-                    scrub: false,
-                };
-                publish_once(
-                    &self.topology.jetstream,
-                    topology::sweep_subject(&request.cluster),
+                self.ask_retention_run(
+                    &request.cluster,
                     &format!("release.{}.{revision}", released.uid),
-                    wire::encode(&sweep),
                 )
-                .await
-                .map_err(|err| unavailable(format!("{err:#}")))?;
+                .await?;
             }
             return Ok(hold_reply(&request, &released, "released"));
         }

@@ -167,9 +167,7 @@ impl ObjectStore {
         size: u64,
         storage_class: &str,
     ) -> Result<(), ObjectError> {
-        use aws_sdk_s3::types::{
-            CompletedMultipartUpload, CompletedPart, MetadataDirective, StorageClass,
-        };
+        use aws_sdk_s3::types::{CompletedPart, MetadataDirective, StorageClass};
         let source = format!("{}/{}", self.bucket, copy_source_key(key));
         let class = StorageClass::from(storage_class);
         let head = self
@@ -247,32 +245,11 @@ impl ObjectStore {
         }
         let completed = match failed {
             Some(err) => Err(err),
-            None => self
-                .client
-                .complete_multipart_upload()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .multipart_upload(
-                    CompletedMultipartUpload::builder()
-                        .set_parts(Some(parts))
-                        .build(),
-                )
-                .send()
-                .await
-                .map(|_| ())
-                .map_err(|err| super::object_error("complete multipart upload", key, err)),
+            None => self.complete_upload(key, &upload_id, parts).await,
         };
         if completed.is_err() {
-            // Best effort: the object itself is untouched until the upload completes.
-            let _ = self
-                .client
-                .abort_multipart_upload()
-                .bucket(&self.bucket)
-                .key(key)
-                .upload_id(&upload_id)
-                .send()
-                .await;
+            // The object itself is untouched until the upload completes.
+            self.abort_upload(key, &upload_id).await;
         }
         completed
     }

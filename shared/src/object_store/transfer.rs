@@ -292,37 +292,50 @@ impl ObjectStore {
             Err(err) => Err(err),
         };
         match sent {
-            Ok(parts) => {
-                self.client
-                    .complete_multipart_upload()
-                    .bucket(&self.bucket)
-                    .key(key)
-                    .upload_id(&upload_id)
-                    .multipart_upload(
-                        CompletedMultipartUpload::builder()
-                            .set_parts(Some(parts))
-                            .build(),
-                    )
-                    .send()
-                    .await
-                    .map_err(|err| object_error("complete multipart upload", key, err))?;
-                Ok(())
-            }
+            Ok(parts) => Ok(self.complete_upload(key, &upload_id, parts).await?),
             Err(err) => {
-                // Best effort: a store that kept the parts charges for them until aborted.
-                if let Err(abort) = self
-                    .client
-                    .abort_multipart_upload()
-                    .bucket(&self.bucket)
-                    .key(key)
-                    .upload_id(&upload_id)
-                    .send()
-                    .await
-                {
-                    tracing::warn!(key, error = %object_error("abort multipart upload", key, abort), "multipart upload not aborted");
-                }
+                self.abort_upload(key, &upload_id).await;
                 Err(err)
             }
+        }
+    }
+
+    /// Completes multipart upload `upload_id` of `key` with `parts`.
+    pub(super) async fn complete_upload(
+        &self,
+        key: &str,
+        upload_id: &str,
+        parts: Vec<aws_sdk_s3::types::CompletedPart>,
+    ) -> Result<(), ObjectError> {
+        self.client
+            .complete_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(parts))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|err| object_error("complete multipart upload", key, err))?;
+        Ok(())
+    }
+
+    /// Aborts multipart upload `upload_id` of `key`, best effort: a store that kept the parts
+    /// charges for them until aborted (a bucket lifecycle rule reaps what is left).
+    pub(super) async fn abort_upload(&self, key: &str, upload_id: &str) {
+        if let Err(abort) = self
+            .client
+            .abort_multipart_upload()
+            .bucket(&self.bucket)
+            .key(key)
+            .upload_id(upload_id)
+            .send()
+            .await
+        {
+            tracing::warn!(key, error = %object_error("abort multipart upload", key, abort), "multipart upload not aborted");
         }
     }
 
