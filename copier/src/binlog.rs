@@ -137,6 +137,7 @@ pub async fn sync(
             key: from.key.clone(),
             size,
             sha256,
+            version_id: None,
         };
         match source
             .copy_object_to(

@@ -819,6 +819,7 @@ async fn record_copy(
                 verification: None,
                 problems: Vec::new(),
                 delete_requested_at: None,
+                locked_until: None,
             },
         );
         match copier.catalog.update(&record, entry.revision).await {

@@ -499,6 +499,7 @@ async fn put_digested(
         key: key.to_string(),
         size: body.len() as u64,
         sha256: Some(sexton_shared::digest::sha256_hex(&body)),
+        version_id: None,
     };
     store.put(key, body.into()).await?;
     Ok(digest)
@@ -554,7 +555,10 @@ async fn verify(
     let mut bytes_read = 0u64;
     for backup in &due.chain {
         for object in &backup.objects {
-            match store.digest(&object.key).await? {
+            match store
+                .digest_at(&object.key, object.version_id.as_deref())
+                .await?
+            {
                 None => problems.push(format!("object {} is missing", object.key)),
                 Some((size, sha256)) => {
                     bytes_read += size;

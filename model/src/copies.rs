@@ -463,6 +463,9 @@ pub struct LocationCopy {
     /// location's retention deletes it once no copy there builds on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_requested_at: Option<DateTime<Utc>>,
+    /// Until when this copy's objects are under S3 Object Lock at the location (issue 29).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked_until: Option<DateTime<Utc>>,
 }
 
 /// The last restore test of a copy at its location: the verdict of the backup's history entry

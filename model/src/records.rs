@@ -535,6 +535,12 @@ pub struct BackupRecord {
     /// never scrubbed, tested or copied from there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub primary_deleted_at: Option<DateTime<Utc>>,
+    /// Until when the backup's objects at primary are under S3 Object Lock (issue 29): the
+    /// latest retain-until date the retention-worker has set on every one of them. Written
+    /// only after the store took it, and only ever later: no request of Sexton shortens a
+    /// lock. Until then retention keeps the backup (`expired, locked until T`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked_until: Option<DateTime<Utc>>,
 }
 
 /// What restore tests say of a backup.
@@ -674,6 +680,7 @@ impl BackupRecord {
             holds: self.holds_with_copies(),
             immutable: self.immutable,
             delete_requested: self.delete_requested || self.delete_request.is_some(),
+            locked_until: self.locked_until,
             volumes: self.volumes.clone(),
             verification: self
                 .verification
@@ -771,6 +778,7 @@ impl BackupRecord {
             holds: self.holds.clone(),
             immutable: self.immutable,
             delete_requested,
+            locked_until: self.copies.get(location).and_then(|copy| copy.locked_until),
             volumes,
             verification: self
                 .verification

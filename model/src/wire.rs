@@ -271,6 +271,11 @@ pub struct ObjectDigest {
     pub size: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// On a versioned bucket, the version Sexton saw at intake (issue 29): the recovery point
+    /// is that version, which locks, restore tests and the deleter name exactly. Only ever
+    /// what Sexton listed itself; a report's claim of a version is ignored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
 }
 
 impl ObjectDigest {
@@ -496,6 +501,11 @@ pub struct VerifyObject {
     pub size: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// The version intake saw, on a versioned bucket (issue 29): the test reads that very
+    /// version, so an object overwritten behind Sexton's back does not fail it while the
+    /// recorded (locked) version is there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
 }
 
 impl Message for VerifyDue {

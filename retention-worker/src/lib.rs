@@ -60,6 +60,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     tracing::info!(metrics = %telemetry::listen_text(addr), "retention-worker started");
 
     let store = sexton_shared::object_store::ObjectStore::connect(&config.s3).await?;
+    if config.s3.lock.is_some() {
+        check_lockable(&store, &config.s3.bucket).await?;
+    }
     let locations = sexton_shared::object_store::ObjectStore::connect_locations(&config).await?;
     let worker = worker::Worker::new(
         topology.clone(),
@@ -125,4 +128,25 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     client.flush().await.ok();
     tracing::info!("retention-worker stopped");
     stopped
+}
+
+/// With `[s3.lock]` set, the bucket must enforce Object Lock: a lock setting that silently
+/// locked nothing would be worse than none. Refuses to start, saying so.
+async fn check_lockable(
+    store: &sexton_shared::object_store::ObjectStore,
+    bucket: &str,
+) -> anyhow::Result<()> {
+    let enabled = store
+        .object_lock_enabled()
+        .await
+        .with_context(|| format!("reading the Object Lock configuration of bucket {bucket}"))?;
+    if !enabled {
+        anyhow::bail!(
+            "s3.lock is set, but bucket {bucket} does not have Object Lock enabled, so no lock \
+             could be set: create the bucket with Object Lock enabled (S3 turns it on only at \
+             creation, or with AWS support for an existing bucket), or remove s3.lock \
+             (docs/immutability.md)"
+        );
+    }
+    Ok(())
 }

@@ -36,6 +36,11 @@ pub struct Metrics {
     pub copies_awaiting: IntGaugeVec,
     /// Age of the oldest of them (0: none awaits).
     pub copy_lag: prometheus::GaugeVec,
+    /// Backups whose Object Lock a run set or lengthened (issue 29), by outcome (`set`:
+    /// first lock, `extended`, `failed`).
+    pub locks: IntCounterVec,
+    /// Backups the policy lets go that only an unexpired Object Lock keeps, per group.
+    pub locked_only: IntGaugeVec,
     /// The locations each group's gauges were set for, so a location that no backup awaits
     /// any more reads 0 rather than its last value.
     copy_locations: std::sync::Mutex<
@@ -191,7 +196,26 @@ impl Metrics {
             &["cluster", "plan", "location"],
         )
         .expect("valid metric");
+        let locks = IntCounterVec::new(
+            Opts::new(
+                "sexton_retention_locks_total",
+                "backups whose Object Lock a retention run set (first lock) or extended, or \
+                 failed to",
+            ),
+            &["cluster", "outcome"],
+        )
+        .expect("valid metric");
+        let locked_only = IntGaugeVec::new(
+            Opts::new(
+                "sexton_retention_locked_only",
+                "backups the policy lets go that only an unexpired Object Lock keeps",
+            ),
+            &["cluster", "plan"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(locks.clone()),
+            Box::new(locked_only.clone()),
             Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(run_duration.clone()),
             Box::new(decisions.clone()),
@@ -234,6 +258,8 @@ impl Metrics {
             breaker_trips,
             breaker_held,
             copies_held,
+            locks,
+            locked_only,
             audit_entries,
             copies_awaiting,
             copy_lag,

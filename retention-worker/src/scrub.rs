@@ -278,6 +278,7 @@ mod tests {
                     key: key.clone(),
                     size,
                     sha256: None,
+                    version_id: None,
                 })
             })
             .collect();

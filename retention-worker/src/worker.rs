@@ -19,6 +19,7 @@
 mod api;
 mod copies;
 mod groups;
+mod locks;
 mod marks;
 mod plan;
 mod publish;
@@ -76,6 +77,8 @@ pub struct Worker {
     conflicts: Arc<std::sync::atomic::AtomicU64>,
     /// The circuit breaker, its approvals and the audit trail (docs/safety.md).
     envelope: Arc<Envelope>,
+    /// Object Lock at primary (`[s3.lock]`, issue 29): runs lock what they keep.
+    lock: Option<sexton_shared::config::LockConfig>,
 }
 
 /// How much earlier than a run's start an event must have been published to count as covered
@@ -123,6 +126,7 @@ impl Worker {
                     ))
                 })
                 .collect(),
+            lock: config.s3.lock.clone(),
             prefix: config.s3.prefix,
             last_runs: Arc::default(),
             conflicts: Arc::default(),

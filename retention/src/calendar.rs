@@ -125,6 +125,22 @@ impl CalendarDuration {
     }
 }
 
+impl CalendarDuration {
+    /// `reference.AddDate(years, months, days).Add(hours)` in Go, in the reference's own
+    /// offset: when a lock of this length set at `reference` expires. `None` when the result is
+    /// outside chrono's range.
+    pub fn after(&self, reference: DateTime<FixedOffset>) -> Option<DateTime<FixedOffset>> {
+        let local = go_add_date(
+            reference.naive_local(),
+            i64::from(self.years),
+            i64::from(self.months),
+            i64::from(self.days),
+        )?;
+        let shifted = local.checked_add_signed(TimeDelta::hours(i64::from(self.hours)))?;
+        shifted.and_local_timezone(*reference.offset()).single()
+    }
+}
+
 impl fmt::Display for CalendarDuration {
     /// Non-zero parts in the order y, m, d, h, like restic (`1m14d`, `13d23h`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

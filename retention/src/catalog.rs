@@ -7,7 +7,7 @@
 //! `BackupRecord` implements `Default` so that callers can build records with
 //! `..Default::default()` and keep compiling when fields are added.
 
-use chrono::{DateTime, FixedOffset};
+use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 
 /// One group's backups and binlog segments.
@@ -66,6 +66,11 @@ pub struct BackupRecord {
     /// Objects under a bucket lock: retention removes the record only, never the objects.
     #[serde(default, skip_serializing_if = "is_false")]
     pub immutable: bool,
+    /// Until when the backup's objects are under S3 Object Lock (issue 29): until then it is
+    /// kept (`expired, locked until T` when nothing else keeps it), whatever the policy says,
+    /// since the store would refuse to delete it anyway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked_until: Option<DateTime<Utc>>,
     /// A user asked to delete it; the delete waits while a kept backup depends on it.
     #[serde(default, skip_serializing_if = "is_false")]
     pub delete_requested: bool,

@@ -12,7 +12,7 @@ use crate::catalog::{BackupStatus, Catalog};
 use crate::error::PlanError;
 use crate::flags::{
     status_of, FACT_CHAIN_NODE, FACT_DELETE_REQUESTED, FACT_FULL, FACT_IMMUTABLE, KEEP_HOLD,
-    KEEP_LEGAL_HOLD, NONE,
+    KEEP_LEGAL_HOLD, KEEP_LOCKED, NONE,
 };
 use crate::id_hash::hash_id;
 
@@ -374,7 +374,7 @@ pub(crate) fn plan_merges(
     let plain_completed = |index: usize| {
         status_of(flags[index]) == BackupStatus::Completed
             && flags[index] & FACT_IMMUTABLE == 0
-            && flags[index] & (KEEP_LEGAL_HOLD | KEEP_HOLD) == 0
+            && flags[index] & (KEEP_LEGAL_HOLD | KEEP_HOLD | KEEP_LOCKED) == 0
     };
     let mut merges = Vec::new();
     for &target in order {

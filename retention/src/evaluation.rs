@@ -192,6 +192,14 @@ impl<'a> Evaluation<'a> {
         if bits & KEEP_MISSING != 0 {
             reasons.push(Reason::Missing);
         }
+        if bits & KEEP_LOCKED != 0 {
+            if let Some(until) = backup.locked_until {
+                reasons.push(Reason::Locked {
+                    until,
+                    only: bits & KEEP_INDEPENDENT == KEEP_LOCKED,
+                });
+            }
+        }
         if bits & KEEP_MERGE_SOURCE != 0 {
             for &(_, target) in pairs_of(&self.merge_target_of, index) {
                 reasons.push(Reason::MergePending(id_of(target)));

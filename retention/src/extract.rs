@@ -8,7 +8,7 @@ use crate::error::PlanError;
 use crate::flags::{
     status_bits, FACT_CHAIN_NODE, FACT_DELETE_REQUESTED, FACT_ELIGIBLE, FACT_FULL, FACT_IMMUTABLE,
     FACT_VERIFIED, FACT_VOLUMES, KEEP_FAILED_GRACE, KEEP_FAILED_NO_TIME, KEEP_HOLD,
-    KEEP_IN_PROGRESS, KEEP_LEGAL_HOLD, KEEP_MISSING,
+    KEEP_IN_PROGRESS, KEEP_LEGAL_HOLD, KEEP_LOCKED, KEEP_MISSING,
 };
 use crate::gfs;
 use crate::id_hash::hash_id;
@@ -198,7 +198,18 @@ pub(crate) fn extract(
             }
         }
     }
-    if bits & (KEEP_LEGAL_HOLD | KEEP_HOLD | KEEP_IN_PROGRESS | KEEP_MISSING) != 0 {
+    // A lock that has not expired keeps whatever the store holds under it (not a failed
+    // backup's leftovers, which no rule counts, nor one still being taken).
+    if !matches!(
+        backup.status,
+        BackupStatus::Failed | BackupStatus::InProgress
+    ) && backup.locked_until.is_some_and(|until| {
+        i128::from(until.timestamp()) * 1_000_000_000 + i128::from(until.timestamp_subsec_nanos())
+            > i128::from(now_key)
+    }) {
+        bits |= KEEP_LOCKED;
+    }
+    if bits & (KEEP_LEGAL_HOLD | KEEP_HOLD | KEEP_IN_PROGRESS | KEEP_MISSING | KEEP_LOCKED) != 0 {
         payload |= PAYLOAD_PROTECTED;
     }
     if !full && backup.status != BackupStatus::Failed {

@@ -34,9 +34,12 @@ pub(crate) const KEEP_MERGE_SOURCE: u32 = 1 << 14;
 pub(crate) const KEEP_NEEDED: u32 = 1 << 15;
 /// A backup with volumes that no rule keeps, but every one of its volumes is needed.
 pub(crate) const KEEP_VOLUMES_NEEDED: u32 = 1 << 16;
+/// Its objects are under an Object Lock that has not expired (issue 29): the store would
+/// refuse to delete them. Out of the run of the other keep bits, which were all taken.
+pub(crate) const KEEP_LOCKED: u32 = 1 << 29;
 /// Kept for a reason of its own, not only because something else needs it.
-pub(crate) const KEEP_INDEPENDENT: u32 = (1 << 14) - 1;
-pub(crate) const KEEP_ANY: u32 = (1 << 17) - 1;
+pub(crate) const KEEP_INDEPENDENT: u32 = ((1 << 14) - 1) | KEEP_LOCKED;
+pub(crate) const KEEP_ANY: u32 = ((1 << 17) - 1) | KEEP_LOCKED;
 /// Not kept, but some of its volumes are: the record and those volumes stay.
 pub(crate) const PARTIAL: u32 = 1 << 17;
 /// In artifact flags only ([`crate::volumes`]): the artifact's backup is kept.

@@ -64,6 +64,20 @@ pub fn protection(record: &BackupRecord) -> Option<String> {
     None
 }
 
+/// Why a backup may not be deleted at `now` because of its Object Lock (issue 29).
+pub fn locked_at(record: &BackupRecord, now: DateTime<Utc>) -> Option<String> {
+    record
+        .locked_until
+        .filter(|until| *until > now)
+        .map(|until| {
+            format!(
+                "backup {} is locked until {}",
+                record.id,
+                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            )
+        })
+}
+
 /// The policy a user's delete is judged by: every completed backup is kept, so a requested
 /// backup goes only if no completed backup needs it and it is not the newest full one.
 pub fn user_delete_policy() -> Policy {
@@ -95,7 +109,17 @@ pub fn may_go(
     let mut answers: Vec<Option<Result<(), String>>> = vec![None; candidates.len()];
     let mut by_retention = Vec::new();
     let mut by_user = Vec::new();
-    for (index, (_, asked)) in candidates.iter().enumerate() {
+    for (index, (id, asked)) in candidates.iter().enumerate() {
+        // Not even a forced delete: the store would refuse it, and the backup would only be
+        // marked as failing to delete.
+        if let Some(locked) = group
+            .iter()
+            .find(|member| member.record.id == *id)
+            .and_then(|member| locked_at(&member.record, now))
+        {
+            answers[index] = Some(Err(locked));
+            continue;
+        }
         match asked {
             Asked::ForcedUser => answers[index] = Some(Ok(())),
             Asked::User => by_user.push(index),

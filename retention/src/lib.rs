@@ -47,6 +47,7 @@ pub mod gfs;
 pub mod group;
 mod id_hash;
 pub mod judge;
+pub mod lock;
 mod plan;
 mod policy;
 mod reason;

@@ -65,6 +65,8 @@ pub enum Rule {
     NoRule,
     /// A deleted immutable backup: its record only.
     RecordOnly,
+    /// Kept by an Object Lock that has not expired (issue 29).
+    Locked,
     /// A reason read back from text the engine does not write.
     Other,
 }
@@ -98,6 +100,7 @@ impl Rule {
             Rule::DeleteRequested => "delete-requested",
             Rule::NoRule => "no-rule",
             Rule::RecordOnly => "record-only",
+            Rule::Locked => "locked",
             Rule::Other => "other",
         }
     }
@@ -215,6 +218,12 @@ pub enum Reason {
     DeleteRequested,
     NoRule,
     RecordOnly,
+    /// Its objects are under an Object Lock until this instant (issue 29). `only`: nothing
+    /// else keeps it (`expired, locked until T`): the policy lets it go, the store does not yet.
+    Locked {
+        until: chrono::DateTime<chrono::Utc>,
+        only: bool,
+    },
     /// A reason read back from text the engine does not write as a fixed text.
     Text(String),
 }
@@ -391,6 +400,9 @@ impl Reason {
             Reason::DeleteRequested => Rule::DeleteRequested,
             Reason::NoRule => Rule::NoRule,
             Reason::RecordOnly => Rule::RecordOnly,
+            Reason::Locked { .. } => Rule::Locked,
+            Reason::Text(text) if text.starts_with("expired, locked until ") => Rule::Locked,
+            Reason::Text(text) if text.starts_with("locked until ") => Rule::Locked,
             Reason::Text(_) => Rule::Other,
         }
     }
@@ -470,6 +482,16 @@ impl fmt::Display for Reason {
             Reason::DeleteRequested => f.write_str("delete requested"),
             Reason::NoRule => f.write_str("no rule keeps it"),
             Reason::RecordOnly => f.write_str("immutable: catalog record only"),
+            Reason::Locked { until, only } => {
+                if *only {
+                    f.write_str("expired, ")?;
+                }
+                write!(
+                    f,
+                    "locked until {}",
+                    until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            }
             Reason::Text(text) => f.write_str(text),
         }
     }

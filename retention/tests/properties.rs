@@ -26,6 +26,8 @@ struct BackupSpec {
     hold: bool,
     immutable: bool,
     delete_requested: bool,
+    /// Under an Object Lock that outlives the plan's `now` (issue 29).
+    locked: bool,
     tags: u8,
     has_start: bool,
     verification: VerificationState,
@@ -65,6 +67,7 @@ fn backup_spec() -> impl Strategy<Value = BackupSpec> {
             proptest::bool::weighted(0.05),
             proptest::bool::weighted(0.15),
             proptest::bool::weighted(0.08),
+            proptest::bool::weighted(0.06),
         ),
         (0u8..8, proptest::bool::weighted(0.8), verification()),
     )
@@ -72,7 +75,7 @@ fn backup_spec() -> impl Strategy<Value = BackupSpec> {
             |(
                 (gap_minutes, offset, full, parent_choice),
                 status,
-                (legal_hold, hold, immutable, delete_requested),
+                (legal_hold, hold, immutable, delete_requested, locked),
                 (tags, has_start, verification),
             )| BackupSpec {
                 gap_minutes,
@@ -84,6 +87,7 @@ fn backup_spec() -> impl Strategy<Value = BackupSpec> {
                 hold,
                 immutable,
                 delete_requested,
+                locked,
                 tags,
                 has_start,
                 verification,
@@ -150,6 +154,9 @@ fn build_catalog(specs: &[BackupSpec], segments: &[SegmentSpec]) -> (Catalog, Da
                 Vec::new()
             },
             immutable: spec.immutable,
+            locked_until: spec
+                .locked
+                .then(|| Utc.with_ymd_and_hms(2100, 1, 1, 0, 0, 0).unwrap()),
             delete_requested: spec.delete_requested,
             volumes: Vec::new(),
             verification: spec.verification,
@@ -365,6 +372,15 @@ proptest! {
         for backup in &catalog.backups {
             if backup.legal_hold || !backup.holds.is_empty() || backup.status == BackupStatus::InProgress {
                 prop_assert!(plan.keeps(&backup.id), "{} deleted", backup.id);
+            }
+        }
+
+        // A backup under an unexpired Object Lock is never deleted: the store would refuse.
+        for backup in &catalog.backups {
+            if backup.locked_until.is_some()
+                && !matches!(backup.status, BackupStatus::Failed | BackupStatus::InProgress)
+            {
+                prop_assert!(plan.keeps(&backup.id), "locked {} deleted", backup.id);
             }
         }
 

@@ -199,6 +199,7 @@ fn build_catalog(specs: &[BackupSpec], joins: &[usize; 4]) -> (Catalog, DateTime
                 Vec::new()
             },
             immutable: spec.immutable,
+            locked_until: None,
             delete_requested: spec.delete_requested,
             volumes,
             verification: Default::default(),

@@ -118,7 +118,18 @@ pub async fn examine(store: &ObjectStore, report: &Report) -> Result<Verdict, Ob
         }
         _ => None,
     };
-    Ok(judge(report, &listing, metadata_body.as_deref()))
+    let mut verdict = judge(report, &listing, metadata_body.as_deref());
+    if let Verdict::Seen(objects) = &mut verdict {
+        // On a versioned bucket the recovery point is the versions seen now (issue 29):
+        // locks, restore tests and the deleter name them exactly.
+        if store.is_versioned().await? {
+            let versions = store.current_versions(&directory).await?;
+            for object in objects.iter_mut() {
+                object.version_id = versions.get(&object.key).cloned();
+            }
+        }
+    }
+    Ok(verdict)
 }
 
 /// Every object key of a report, once each, in the report's order.
@@ -217,6 +228,7 @@ pub fn judge(
                 key: key.clone(),
                 size: listing[key],
                 sha256,
+                version_id: None,
             }
         })
         .collect();

@@ -450,6 +450,7 @@ async fn record_report(
                     copy_to,
                     copies: Default::default(),
                     primary_deleted_at: None,
+                    locked_until: None,
                 };
                 let result = catalog.create(&record).await.map(|_| ());
                 written = Some(record);

@@ -161,6 +161,7 @@ fn verify_backup(record: &BackupRecord, location: Option<&LocationName>) -> Veri
                 key: object.key.clone(),
                 size: Some(object.size),
                 sha256: object.sha256.clone(),
+                version_id: object.version_id.clone(),
             })
             .collect(),
         None => record
@@ -171,6 +172,7 @@ fn verify_backup(record: &BackupRecord, location: Option<&LocationName>) -> Veri
                 VerifyObject {
                     size: seen.map(|o| o.size),
                     sha256: seen.and_then(|o| o.sha256.clone()),
+                    version_id: seen.and_then(|o| o.version_id.clone()),
                     key,
                 }
             })

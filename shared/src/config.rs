@@ -63,6 +63,7 @@ struct LocationFile {
     secret_access_key: Option<String>,
     force_path_style: Option<bool>,
     storage_class: Option<String>,
+    lock: Option<LockConfig>,
 }
 
 impl From<LocationFile> for LocationConfig {
@@ -77,6 +78,7 @@ impl From<LocationFile> for LocationConfig {
                 access_key_id: file.access_key_id,
                 secret_access_key: file.secret_access_key,
                 force_path_style: file.force_path_style.unwrap_or(defaults.force_path_style),
+                lock: file.lock,
             },
             storage_class: file.storage_class,
         }
@@ -147,6 +149,132 @@ pub struct S3Config {
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub force_path_style: bool,
+    /// S3 Object Lock on this store (issue 29): each backup's objects are locked until the
+    /// date its retention keeps it. The bucket must have Object Lock enabled.
+    pub lock: Option<LockConfig>,
+}
+
+/// `[s3.lock]` or `[locations.<name>.lock]`: how long each kind of keep is locked
+/// (docs/immutability.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "LockFile")]
+pub struct LockConfig {
+    pub mode: sexton_retention::lock::LockMode,
+    pub tiers: sexton_retention::lock::LockTiers,
+}
+
+/// A lock setting as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LockFile {
+    mode: Option<String>,
+    /// Compliance locks cannot be undone, not even by the account's root: saying so is part
+    /// of asking for them.
+    #[serde(default)]
+    compliance_confirmed: bool,
+    min: Option<String>,
+    last: Option<String>,
+    hourly: Option<String>,
+    daily: Option<String>,
+    weekly: Option<String>,
+    monthly: Option<String>,
+    yearly: Option<String>,
+}
+
+impl LockConfig {
+    /// A lock setting from one environment variable: `mode=governance,min=1d,daily=14d`, the
+    /// table's keys and values separated by commas. Empty: no lock.
+    pub fn from_pairs(text: &str) -> Result<Option<LockConfig>, String> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        let mut file = LockFile::default();
+        for pair in text.split(',') {
+            let Some((key, value)) = pair.split_once('=') else {
+                return Err(format!(
+                    "{pair:?}: expected key=value pairs separated by commas, such as \
+                     mode=governance,min=1d,daily=14d"
+                ));
+            };
+            let value = Some(value.trim().to_string());
+            match key.trim() {
+                "mode" => file.mode = value,
+                "compliance_confirmed" => {
+                    file.compliance_confirmed = match value.as_deref() {
+                        Some("true") => true,
+                        Some("false") => false,
+                        _ => return Err("compliance_confirmed: expected true or false".into()),
+                    }
+                }
+                "min" => file.min = value,
+                "last" => file.last = value,
+                "hourly" => file.hourly = value,
+                "daily" => file.daily = value,
+                "weekly" => file.weekly = value,
+                "monthly" => file.monthly = value,
+                "yearly" => file.yearly = value,
+                other => {
+                    return Err(format!(
+                        "unknown lock key {other:?}: expected mode, compliance_confirmed, min, \
+                         last, hourly, daily, weekly, monthly or yearly"
+                    ))
+                }
+            }
+        }
+        LockConfig::try_from(file).map(Some)
+    }
+}
+
+impl TryFrom<LockFile> for LockConfig {
+    type Error = String;
+
+    fn try_from(file: LockFile) -> Result<LockConfig, String> {
+        use sexton_retention::lock::{parse_lock_duration, LockMode, LockTiers};
+        let mode = match file.mode.as_deref() {
+            None | Some("governance") => LockMode::Governance,
+            Some("compliance") => LockMode::Compliance,
+            Some(other) => {
+                return Err(format!(
+                    "lock mode {other:?}: expected \"governance\" or \"compliance\""
+                ))
+            }
+        };
+        if mode == LockMode::Compliance && !file.compliance_confirmed {
+            return Err(
+                "lock mode \"compliance\" cannot be undone: nobody, not even the \
+                        account's root user, can delete a locked version or shorten its lock \
+                        before its date, so a wrong tier keeps (and bills) every backup for \
+                        that long; add compliance_confirmed = true to say you mean it, or use \
+                        \"governance\""
+                    .into(),
+            );
+        }
+        let tier = |name: &str, text: &Option<String>| {
+            text.as_deref()
+                .map(|text| {
+                    parse_lock_duration(text)
+                        .map_err(|err| format!("lock {name} {text:?}: {err}"))
+                        .and_then(|duration| {
+                            if duration.is_zero() {
+                                Err(format!("lock {name} {text:?}: a lock of zero locks nothing; leave it out"))
+                            } else {
+                                Ok(duration)
+                            }
+                        })
+                })
+                .transpose()
+        };
+        let tiers = LockTiers {
+            min: tier("min", &file.min)?,
+            last: tier("last", &file.last)?,
+            hourly: tier("hourly", &file.hourly)?,
+            daily: tier("daily", &file.daily)?,
+            weekly: tier("weekly", &file.weekly)?,
+            monthly: tier("monthly", &file.monthly)?,
+            yearly: tier("yearly", &file.yearly)?,
+        };
+        Ok(LockConfig { mode, tiers })
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -289,6 +417,7 @@ impl Default for S3Config {
             access_key_id: None,
             secret_access_key: None,
             force_path_style: true,
+            lock: None,
         }
     }
 }
@@ -350,6 +479,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("SEXTON_S3_ACCESS_KEY_ID", "s3.access_key_id"),
     ("SEXTON_S3_SECRET_ACCESS_KEY", "s3.secret_access_key"),
     ("SEXTON_S3_FORCE_PATH_STYLE", "s3.force_path_style"),
+    ("SEXTON_S3_LOCK", "s3.lock"),
     ("SEXTON_HTTP_LISTEN", "http.listen"),
     ("SEXTON_LOG_FORMAT", "log.format"),
     (
@@ -449,7 +579,7 @@ impl Config {
                 key: var.clone(),
                 value: value.clone(),
                 why: "expected SEXTON_LOCATION_<NAME>_<ENDPOINT|REGION|BUCKET|PREFIX|\
-                      ACCESS_KEY_ID|SECRET_ACCESS_KEY|FORCE_PATH_STYLE|STORAGE_CLASS>"
+                      ACCESS_KEY_ID|SECRET_ACCESS_KEY|FORCE_PATH_STYLE|STORAGE_CLASS|LOCK>"
                     .into(),
             })?;
             self.set(&key, value)?;
@@ -490,6 +620,7 @@ impl Config {
             "s3.access_key_id" => self.s3.access_key_id = opt(value),
             "s3.secret_access_key" => self.s3.secret_access_key = opt(value),
             "s3.force_path_style" => self.s3.force_path_style = parse_bool(value)?,
+            "s3.lock" => self.s3.lock = LockConfig::from_pairs(value).map_err(|why| bad(&why))?,
             "http.listen" => self.http.listen = value.to_string(),
             "log.format" => {
                 self.log.format = match value {
@@ -585,6 +716,9 @@ impl Config {
                     "secret_access_key" => location.s3.secret_access_key = opt(value),
                     "force_path_style" => location.s3.force_path_style = parse_bool(value)?,
                     "storage_class" => location.storage_class = opt(value),
+                    "lock" => {
+                        location.s3.lock = LockConfig::from_pairs(value).map_err(|why| bad(&why))?
+                    }
                     _ => return Err(bad("unknown configuration key")),
                 }
             }
@@ -601,6 +735,7 @@ impl Config {
             "FORCE_PATH_STYLE",
             "STORAGE_CLASS",
             "ENDPOINT",
+            "LOCK",
             "REGION",
             "BUCKET",
             "PREFIX",
@@ -787,6 +922,16 @@ impl Config {
                 ));
             }
             check_store(&root, &location.s3)?;
+            if location.s3.lock.is_some() {
+                return Err(bad(
+                    "lock",
+                    String::new(),
+                    "locks at a copy location are not applied yet (docs/immutability.md): \
+                     refused rather than read and ignored; give the location's bucket a default \
+                     retention meanwhile"
+                        .into(),
+                ));
+            }
             if location.s3.access_key_id.is_none() {
                 let var = format!("SEXTON_LOCATION_{}", name.to_ascii_uppercase());
                 return Err(bad(
@@ -920,6 +1065,73 @@ mod tests {
             config.locations["cold_store"].s3.access_key_id.as_deref(),
             Some("c")
         );
+    }
+
+    #[test]
+    fn lock_settings_are_read_per_location_from_the_file_and_the_environment() {
+        let text = format!(
+            "[s3.lock]\nmode = \"governance\"\nmin = \"1d\"\ndaily = \"2w\"\nmonthly = \
+             \"400d\"\nyearly = \"7y\"\n{DR}[locations.dr.lock]\nmode = \"compliance\"\n\
+             compliance_confirmed = true\nmonthly = \"13m\"\n"
+        );
+        let mut config = Config::from_toml(&text).unwrap();
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("not applied yet"), "{err}");
+        let lock = config.s3.lock.clone().unwrap();
+        assert_eq!(lock.mode, sexton_retention::lock::LockMode::Governance);
+        assert_eq!(lock.tiers.daily.unwrap().days, 14);
+        assert_eq!(lock.tiers.yearly.unwrap().years, 7);
+        assert!(lock.tiers.weekly.is_none());
+        let dr = config.locations["dr"].s3.lock.clone().unwrap();
+        assert_eq!(dr.mode, sexton_retention::lock::LockMode::Compliance);
+        assert_eq!(dr.tiers.monthly.unwrap().months, 13);
+        config
+            .apply_env(&env(&[
+                ("SEXTON_S3_LOCK", "min=3d,last=5d"),
+                ("SEXTON_LOCATION_DR_LOCK", ""),
+            ]))
+            .unwrap();
+        let lock = config.s3.lock.clone().unwrap();
+        assert_eq!(lock.tiers.min.unwrap().days, 3);
+        assert!(
+            lock.tiers.daily.is_none(),
+            "the variable replaces the table"
+        );
+        assert!(config.locations["dr"].s3.lock.is_none(), "empty: no lock");
+    }
+
+    #[test]
+    fn malformed_lock_settings_are_refused_saying_why() {
+        let refused_file = |table: &str, why: &str| {
+            let text = format!("[s3.lock]\n{table}");
+            let err = Config::from_toml(&text).expect_err(&text);
+            assert!(err.contains(why), "{table}: {err}");
+        };
+        refused_file("mode = \"compliance\"\nmin = \"1d\"\n", "cannot be undone");
+        refused_file(
+            "mode = \"compliance\"\ncompliance_confirmed = false\nmin = \"1d\"\n",
+            "compliance_confirmed = true",
+        );
+        refused_file(
+            "mode = \"forever\"\n",
+            "expected \"governance\" or \"compliance\"",
+        );
+        refused_file("daily = \"14 days\"\n", "lock daily");
+        refused_file("daily = \"0d\"\n", "zero");
+        refused_file("weekly = \"8x\"\n", "unknown unit");
+        refused_file("dayly = \"1d\"\n", "unknown field");
+        let refused_env = |value: &str, why: &str| {
+            let mut config = Config::default();
+            let err = config
+                .apply_env(&env(&[("SEXTON_S3_LOCK", value)]))
+                .expect_err(value)
+                .to_string();
+            assert!(err.contains(why), "{value}: {err}");
+        };
+        refused_env("min", "key=value");
+        refused_env("mode=compliance,min=1d", "cannot be undone");
+        refused_env("min=1d,forever=1y", "unknown lock key");
+        refused_env("compliance_confirmed=perhaps", "true or false");
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::config::S3Config;
 
 mod conditional;
 pub mod copy;
+pub mod lock;
 pub mod transfer;
 use crate::names::ClusterName;
 pub use conditional::{DeleteReport, Precondition, PutError, Tagged};
@@ -145,16 +146,36 @@ impl ObjectStore {
         &self,
         key: &str,
     ) -> Result<Option<aws_sdk_s3::operation::get_object::GetObjectOutput>, ObjectError> {
+        self.open_at(key, None).await
+    }
+
+    /// Like [`ObjectStore::open`], of that very `version` when one is given (issue 29: a
+    /// recovery point on a versioned bucket is the version intake saw, whatever was written
+    /// over it since). A version that is not there is `None`, like a missing key.
+    pub(crate) async fn open_at(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<aws_sdk_s3::operation::get_object::GetObjectOutput>, ObjectError> {
         match self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(key)
+            .set_version_id(version.map(str::to_string))
             .send()
             .await
         {
             Ok(out) => Ok(Some(out)),
-            Err(err) if err.code() == Some("NoSuchKey") => Ok(None),
+            Err(err)
+                if matches!(err.code(), Some("NoSuchKey" | "NoSuchVersion"))
+                    || (version.is_some()
+                        && err
+                            .raw_response()
+                            .is_some_and(|raw| raw.status().as_u16() == 404)) =>
+            {
+                Ok(None)
+            }
             Err(err) => Err(object_error("get", key, err)),
         }
     }
@@ -174,8 +195,17 @@ impl ObjectStore {
     /// Reads `key` back in a stream (never whole in memory) and returns its size and SHA-256
     /// in hex; `None` when there is no such object. What verification recomputes.
     pub async fn digest(&self, key: &str) -> Result<Option<(u64, String)>, ObjectError> {
+        self.digest_at(key, None).await
+    }
+
+    /// [`ObjectStore::digest`] of that very `version` when one is given.
+    pub async fn digest_at(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<(u64, String)>, ObjectError> {
         use sha2::Digest as _;
-        let Some(out) = self.open(key).await? else {
+        let Some(out) = self.open_at(key, version).await? else {
             return Ok(None);
         };
         let mut body = out.body;

@@ -348,6 +348,7 @@ fn digest(key: &str) -> ObjectDigest {
         key: key.into(),
         size: 42,
         sha256: Some(sexton_shared::digest::sha256_hex(key.as_bytes())),
+        version_id: None,
     }
 }
 
@@ -501,6 +502,7 @@ fn verify_due() {
         key: "backups/c1/s/b1/backup.xbstream".into(),
         size: None,
         sha256: None,
+        version_id: None,
     };
     let least = VerifyDue {
         schema_version: 1,
@@ -530,6 +532,7 @@ fn verify_due() {
                     key: "backups/c1/s/b2/backup.xbstream".into(),
                     size: Some(42),
                     sha256: Some(sexton_shared::digest::sha256_hex(b"b2")),
+                    version_id: Some("3sL4kqtJlcpXroDTDmJ-rmSpXd3dIbrHY".into()),
                 },
             ),
         ],

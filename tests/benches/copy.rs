@@ -565,6 +565,7 @@ async fn put_large(store: &ObjectStore, key: &str, size: u64, seed: u64) -> Obje
         key: key.to_string(),
         size,
         sha256: Some(digest::hex(&hasher.finalize())),
+        version_id: None,
     }
 }
 
@@ -765,6 +766,7 @@ async fn setup_small(world: &World, args: &Args) -> Case {
                 key: key.clone(),
                 size: size as u64,
                 sha256: Some(digest::sha256_hex(&body)),
+                version_id: None,
             };
             let body = Bytes::from(body);
             for attempt in 0..5 {

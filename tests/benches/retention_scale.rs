@@ -106,6 +106,7 @@ fn record(cluster: &str, n: usize) -> BackupRecord {
             key: key.clone(),
             size: 4096,
             sha256: Some(format!("{:064x}", n as u128 * 0x9e37_79b9_7f4a_7c15)),
+            version_id: None,
         })
         .collect();
     record.size_bytes = Some(8192);

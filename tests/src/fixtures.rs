@@ -257,6 +257,7 @@ pub async fn upload_genuine(store: &ObjectStore, report: &mut sexton_shared::wir
             key: key.clone(),
             size: body.len() as u64,
             sha256: Some(digest::sha256_hex(&body)),
+            version_id: None,
         });
         store.put(key, body.into()).await.unwrap();
     }

@@ -57,6 +57,7 @@ async fn verify_bench() {
             key: key.clone(),
             size,
             sha256: Some(sha.clone()),
+            version_id: None,
         }];
         r
     };

@@ -421,6 +421,7 @@ async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size
         key: data_key.clone(),
         size: body.len() as u64,
         sha256: Some(sexton_shared::digest::sha256_hex(&body)),
+        version_id: None,
     };
     world.source.put(&data_key, body.into()).await.unwrap();
     let mut report = completed_report(cluster_name, "base", "db", backup);
@@ -431,6 +432,7 @@ async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size
         key: metadata_key.clone(),
         size: document.len() as u64,
         sha256: Some(sexton_shared::digest::sha256_hex(&document)),
+        version_id: None,
     });
     world
         .source

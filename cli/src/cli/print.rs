@@ -367,6 +367,18 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
         ("tags", shown(&backup.tags)),
         ("holds", shown(&backup.holds)),
         ("legal hold", shown(&backup.legal_hold)),
+        (
+            "locked",
+            backup.locked_until.map_or_else(
+                || "-".to_string(),
+                |until| {
+                    format!(
+                        "until {} (S3 Object Lock)",
+                        until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                    )
+                },
+            ),
+        ),
         ("copies", copies_text(backup)),
         ("last error", shown(&backup.last_error)),
     ] {

@@ -137,6 +137,7 @@ async fn take_in(
             key: format!("{}{}", due.object_prefix, f.name),
             size: f.size,
             sha256: None,
+            version_id: None,
         })
         .collect();
     if let Err(empty) = report::volumes_taken(due, &names, false) {

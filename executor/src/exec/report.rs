@@ -230,6 +230,7 @@ mod tests {
             key: format!("backups/c1/s/b2/{name}"),
             size,
             sha256: Some(sexton_shared::digest::sha256_hex(name.as_bytes())),
+            version_id: None,
         }
     }
 

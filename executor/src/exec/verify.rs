@@ -120,7 +120,10 @@ async fn verify_in(
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|err| JobError::Transient(err.into()))?;
             }
-            let size = match store.get_to_file(&object.key, &path).await {
+            let size = match store
+                .get_to_file_at(&object.key, object.version_id.as_deref(), &path)
+                .await
+            {
                 Ok(Some(size)) => size,
                 Ok(None) => {
                     return failed(

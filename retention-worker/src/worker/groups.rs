@@ -98,6 +98,11 @@ impl Worker {
                 // segments would copy the whole group.
                 Arc::make_mut(&mut group.members).engine.binlog_segments = binlog.segments();
             }
+            // Locks are set from every kept backup's reasons: a run renders them all.
+            let render = match render {
+                Render::Run if self.lock.is_some() => Render::RunWithPlan,
+                other => other,
+            };
             let mut plan = GroupPlan::decide(
                 cluster,
                 &group.plan,

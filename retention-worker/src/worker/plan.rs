@@ -103,6 +103,10 @@ impl GroupPlan {
                 match render {
                     Render::Plan => group.decision = Some(evaluation.to_plan()),
                     Render::Run => group.run = Some(decisions::for_run(&evaluation)),
+                    Render::RunWithPlan => {
+                        group.run = Some(decisions::for_run(&evaluation));
+                        group.decision = Some(evaluation.to_plan());
+                    }
                 }
                 // A plan that deletes is judged by the circuit breaker, and a run that marks
                 // stores every verdict in the audit first: both read the whole plan, rendered
@@ -136,4 +140,6 @@ impl GroupPlan {
 pub(super) enum Render {
     Plan,
     Run,
+    /// A run that needs every kept backup's reasons too: it sets Object Locks from them.
+    RunWithPlan,
 }

@@ -59,6 +59,9 @@ impl Worker {
             self.expire_user_requests(group, &[], &[], now).await?;
             return Ok(());
         };
+        // Locks first: a backup counts for the plan's deletions only once it is locked, and a
+        // held run still locks what it keeps.
+        self.lock_planned(group, now).await?;
         let policy_hash = group.policy_hash.clone().unwrap_or_default();
         match &group.breaker {
             // Held: nothing of the plan is marked; users' own requests still go.

@@ -146,11 +146,20 @@ pub fn record_from(
     if !problems.is_empty() {
         return Err(problems.join("; "));
     }
-    let mut objects: Vec<ObjectDigest> = document.objects.clone();
+    // A version id in the document is a claim, not something Sexton saw: left out.
+    let mut objects: Vec<ObjectDigest> = document
+        .objects
+        .iter()
+        .map(|object| ObjectDigest {
+            version_id: None,
+            ..object.clone()
+        })
+        .collect();
     objects.push(ObjectDigest {
         key: metadata_key.to_string(),
         size: body.len() as u64,
         sha256: Some(digest::sha256_hex(body)),
+        version_id: None,
     });
     let mut artifacts: Vec<String> = document
         .objects
@@ -205,6 +214,7 @@ pub fn record_from(
         copy_to: Vec::new(),
         copies: Default::default(),
         primary_deleted_at: None,
+        locked_until: None,
     })
 }
 
@@ -493,6 +503,7 @@ fn held_only_at(
                     &object.key,
                 )?,
                 size: object.size,
+                version_id: None,
                 sha256: object.sha256.clone(),
             })
         })
@@ -512,6 +523,7 @@ fn held_only_at(
             verification: None,
             problems: Vec::new(),
             delete_requested_at: None,
+            locked_until: None,
         },
     );
     if !record.copy_to.contains(location) {

@@ -138,6 +138,7 @@ impl ObjectStore {
             key: destination_key.to_string(),
             size: source.read,
             sha256: expected.sha256.clone(),
+            version_id: None,
         })
     }
 

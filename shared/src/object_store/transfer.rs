@@ -428,6 +428,7 @@ fn finish(key: &str, reader: Reader) -> ObjectDigest {
         key: key.to_string(),
         size: reader.read,
         sha256: Some(crate::digest::hex(&reader.hasher.finalize())),
+        version_id: None,
     }
 }
 
@@ -439,7 +440,17 @@ impl ObjectStore {
         key: &str,
         path: &std::path::Path,
     ) -> Result<Option<u64>, TransferError> {
-        let Some(out) = self.open(key).await? else {
+        self.get_to_file_at(key, None, path).await
+    }
+
+    /// [`ObjectStore::get_to_file`] of that very `version` when one is given (issue 29).
+    pub async fn get_to_file_at(
+        &self,
+        key: &str,
+        version: Option<&str>,
+        path: &std::path::Path,
+    ) -> Result<Option<u64>, TransferError> {
+        let Some(out) = self.open_at(key, version).await? else {
             return Ok(None);
         };
         let local = |err: std::io::Error| TransferError::Local {

@@ -1,0 +1,211 @@
+//! Object Lock at primary (issue 29): before a run marks anything, each kept backup's objects
+//! are locked until the date its reasons ask for ([`sexton_retention::lock`]), or their lock is
+//! lengthened when a promotion asks for more. Only dates later than what the record says is set
+//! are asked for, so a run's requests follow new backups and promotions, not the catalog's size.
+//! The record's `locked_until` is written after the store took the lock, never before, and only
+//! ever later.
+
+use std::collections::HashMap;
+
+use anyhow::Context as _;
+use chrono::{DateTime, Utc};
+use sexton_retention::lock::{self, LockMode};
+use sexton_shared::{
+    catalog::CasError,
+    names::{BackupId, ClusterName},
+    object_store::ObjectStore,
+    records::BackupRecord,
+};
+
+use super::plan::GroupPlan;
+use super::Worker;
+
+/// Locks set at once per run: enough to keep the store busy, few enough to be polite.
+const LOCKS_IN_FLIGHT: usize = 8;
+
+impl Worker {
+    /// Sets or lengthens the locks the group's plan asks for. `Err` when one could not be set:
+    /// the run then marks nothing (a backup not yet locked must not push others out), and the
+    /// next run tries again.
+    pub(super) async fn lock_planned(
+        &self,
+        group: &GroupPlan,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        let Some(setting) = &self.lock else {
+            return Ok(());
+        };
+        let Some(plan) = &group.decision else {
+            return Ok(());
+        };
+        let cluster = &group.cluster;
+        let locked_only = plan
+            .keep
+            .iter()
+            .filter(|d| {
+                d.reasons
+                    .iter()
+                    .any(|r| matches!(r, sexton_retention::Reason::Locked { only: true, .. }))
+            })
+            .count();
+        self.metrics
+            .locked_only
+            .with_label_values(&[cluster.as_str(), group.plan.as_str()])
+            .set(locked_only as i64);
+        let wanted = lock::lock_dates(&group.members.engine, plan, &setting.tiers);
+        let current: HashMap<&str, Option<DateTime<Utc>>> = group
+            .members
+            .engine
+            .backups
+            .iter()
+            .map(|b| (b.id.as_str(), b.locked_until))
+            .collect();
+        let extend = lock::extensions(&wanted, |id| current.get(id).copied().flatten(), now);
+        if extend.is_empty() {
+            return Ok(());
+        }
+        let mode = setting.mode;
+        let jobs: Vec<(String, DateTime<Utc>, bool)> = extend
+            .into_iter()
+            .map(|(id, until)| {
+                let first = current.get(id).copied().flatten().is_none();
+                (id.to_string(), until, first)
+            })
+            .collect();
+        for chunk in jobs.chunks(LOCKS_IN_FLIGHT) {
+            let outcomes =
+                futures::future::join_all(chunk.iter().map(|(id, until, first)| {
+                    self.lock_counted(cluster, id, mode, *until, *first)
+                }))
+                .await;
+            outcomes.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
+        }
+        Ok(())
+    }
+
+    /// [`Worker::lock_backup`], counted by outcome.
+    async fn lock_counted(
+        &self,
+        cluster: &ClusterName,
+        id: &str,
+        mode: LockMode,
+        until: DateTime<Utc>,
+        first: bool,
+    ) -> anyhow::Result<()> {
+        let outcome = self.lock_backup(cluster, id, mode, until).await;
+        let label = match (&outcome, first) {
+            (Err(_), _) => "failed",
+            (Ok(()), true) => "set",
+            (Ok(()), false) => "extended",
+        };
+        self.metrics
+            .locks
+            .with_label_values(&[cluster.as_str(), label])
+            .inc();
+        outcome.with_context(|| format!("locking backup {id} until {until}"))
+    }
+
+    /// Locks every object of one backup until `until`, then records it.
+    async fn lock_backup(
+        &self,
+        cluster: &ClusterName,
+        id: &str,
+        mode: LockMode,
+        until: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        let id = BackupId::new(id).map_err(|err| anyhow::anyhow!("backup id {id:?}: {err}"))?;
+        // The store keeps whole seconds: round up, so the lock is never shorter than asked.
+        let until = whole_second_up(until);
+        let Some(record) = self.catalog.get(cluster, &id).await? else {
+            // Gone since the plan: nothing to lock.
+            return Ok(());
+        };
+        let set = lock_objects(&self.store, &record.value, mode, until).await?;
+        self.record_lock(cluster, &id, set).await
+    }
+
+    /// Writes `locked_until` (the later of the record's and `until`), re-reading on a
+    /// conflict: the lock is a fact about the store, true whatever else changed.
+    async fn record_lock(
+        &self,
+        cluster: &ClusterName,
+        id: &BackupId,
+        until: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        for _ in 0..5 {
+            let Some(record) = self.catalog.get(cluster, id).await? else {
+                return Ok(());
+            };
+            if record.value.locked_until.is_some_and(|set| set >= until) {
+                return Ok(());
+            }
+            let mut locked = record.value.clone();
+            locked.locked_until = Some(until);
+            // Not a mark: a job already published for this record stays valid.
+            locked.keep_mark(record.revision);
+            match self.catalog.update(&locked, record.revision).await {
+                Ok(_) => {
+                    tracing::info!(%cluster, backup = %id, %until, "backup locked");
+                    return Ok(());
+                }
+                Err(CasError::Conflict) => continue,
+                Err(CasError::Other(err)) => return Err(err),
+            }
+        }
+        anyhow::bail!("backup {id}: the record kept changing while its lock was recorded")
+    }
+}
+
+/// Locks each object of `record` (the version intake saw, where it saw one) until `until`.
+/// Returns the date every object is now locked until at least: `until`, or later where the
+/// store already held a longer lock (a catalog rebuilt by an import knows no lock; the store
+/// refuses to shorten one, and its own date is then the truth).
+async fn lock_objects(
+    store: &ObjectStore,
+    record: &BackupRecord,
+    mode: LockMode,
+    until: DateTime<Utc>,
+) -> anyhow::Result<DateTime<Utc>> {
+    let mut targets: Vec<(String, Option<String>)> = record
+        .objects
+        .iter()
+        .map(|object| (object.key.clone(), object.version_id.clone()))
+        .collect();
+    // A record written before intake kept its objects: the artifacts, at their current
+    // version.
+    if targets.is_empty() {
+        targets = record
+            .all_keys()
+            .into_iter()
+            .map(|key| (key, None))
+            .collect();
+    }
+    // metadata.json last, as everywhere: a backup is whole only with it.
+    targets.sort_by_key(|(key, _)| BackupRecord::is_metadata_key(key));
+    for (key, version) in &targets {
+        match store
+            .lock_version(key, version.as_deref(), mode, until)
+            .await
+        {
+            Ok(()) => {}
+            Err(err) if err.code == "AccessDenied" => {
+                // Perhaps already locked for longer: read it back, never guess.
+                match store.retention_of(key, version.as_deref()).await? {
+                    Some(held) if held.until >= until => {}
+                    _ => return Err(err.into()),
+                }
+            }
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Ok(until)
+}
+
+/// `at`, or the next whole second when it has a fraction.
+fn whole_second_up(at: DateTime<Utc>) -> DateTime<Utc> {
+    if at.timestamp_subsec_nanos() == 0 {
+        at
+    } else {
+        DateTime::from_timestamp(at.timestamp() + 1, 0).unwrap_or(at)
+    }
+}

@@ -1,0 +1,416 @@
+//! How long each kept backup's objects stay under S3 Object Lock (issue 29), decided from the
+//! plan's reasons: one pure function from (plan, lock settings) to dates. The retention-worker
+//! sets the locks; this module only says until when.
+//!
+//! - A time rule locks to the date it keeps until: `within 7d` → the backup's time + 7 days,
+//!   `hourly within 2d` → + 2 days, `retention_duration 30d` → + 30 days, `recovery_window
+//!   7d` → + 7 days.
+//! - A count or calendar rule (`last`, `hourly` … `yearly`) locks for the tier the user set,
+//!   from the backup's time: how long "the 3rd monthly" lives depends on backups not yet taken,
+//!   so no date follows from the rule itself.
+//! - `min` applies to every kept completed backup, whatever keeps it.
+//! - A chain's ancestor stays locked at least as long as the backups that need it
+//!   (`needed by`), so a locked incremental never outlives its full.
+//! - A reason with no tier (a hold, the floor, tags, …) adds nothing beyond `min`.
+//!
+//! A lock is never shortened: [`extensions`] returns only the dates later than what is set, and
+//! only those still in the future.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, FixedOffset, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::calendar::{CalendarDuration, DurationError};
+use crate::catalog::{BackupStatus, Catalog};
+use crate::plan::{Decision, Plan};
+use crate::reason::{Bucket, Reason};
+
+/// S3 Object Lock's two modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LockMode {
+    /// A holder of `s3:BypassGovernanceRetention` can still delete or shorten it.
+    Governance,
+    /// Nobody can delete or shorten it before its date, not even the account's root.
+    Compliance,
+}
+
+impl LockMode {
+    /// The value S3 takes (`GOVERNANCE`, `COMPLIANCE`).
+    pub fn as_s3(self) -> &'static str {
+        match self {
+            LockMode::Governance => "GOVERNANCE",
+            LockMode::Compliance => "COMPLIANCE",
+        }
+    }
+}
+
+impl std::fmt::Display for LockMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LockMode::Governance => "governance",
+            LockMode::Compliance => "compliance",
+        })
+    }
+}
+
+/// How long each kind of keep is locked. Unset tiers lock nothing of their own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LockTiers {
+    /// Every kept completed backup, at least.
+    pub min: Option<CalendarDuration>,
+    pub last: Option<CalendarDuration>,
+    pub hourly: Option<CalendarDuration>,
+    pub daily: Option<CalendarDuration>,
+    pub weekly: Option<CalendarDuration>,
+    pub monthly: Option<CalendarDuration>,
+    pub yearly: Option<CalendarDuration>,
+}
+
+impl LockTiers {
+    fn of_bucket(&self, bucket: Bucket) -> Option<CalendarDuration> {
+        match bucket {
+            Bucket::Last => self.last,
+            Bucket::Hourly => self.hourly,
+            Bucket::Daily => self.daily,
+            Bucket::Weekly => self.weekly,
+            Bucket::Monthly => self.monthly,
+            Bucket::Yearly => self.yearly,
+        }
+    }
+
+    /// Whether any tier locks anything.
+    pub fn is_empty(&self) -> bool {
+        *self == LockTiers::default()
+    }
+}
+
+/// A lock length as written in a setting: restic's `1y2m3d4h`, or whole weeks (`8w`).
+pub fn parse_lock_duration(text: &str) -> Result<CalendarDuration, DurationError> {
+    let trimmed = text.trim();
+    if let Some(weeks) = trimmed.strip_suffix('w') {
+        if !weeks.is_empty() && weeks.bytes().all(|b| b.is_ascii_digit()) {
+            let days = weeks
+                .parse::<u32>()
+                .ok()
+                .and_then(|weeks| weeks.checked_mul(7))
+                .ok_or_else(|| DurationError::ExpectedNumber {
+                    text: text.to_string(),
+                })?;
+            return Ok(CalendarDuration {
+                days,
+                ..CalendarDuration::default()
+            });
+        }
+    }
+    CalendarDuration::parse(trimmed)
+}
+
+/// The date `reason` alone locks a backup of time `at` until, `None` when it asks for no lock
+/// of its own (chains are resolved by [`lock_dates`]).
+fn reason_lock(
+    reason: &Reason,
+    at: DateTime<FixedOffset>,
+    tiers: &LockTiers,
+) -> Option<DateTime<Utc>> {
+    let after = |duration: CalendarDuration| duration.after(at).map(|t| t.with_timezone(&Utc));
+    match reason {
+        Reason::Within(duration) => after(*duration),
+        Reason::WithinBucket { duration, .. } => after(*duration),
+        Reason::Count { bucket, .. } => tiers.of_bucket(*bucket).and_then(after),
+        Reason::RetentionDuration(days) => Some(at.with_timezone(&Utc) + days.as_delta()),
+        Reason::RecoveryWindow(window) => Some(at.with_timezone(&Utc) + window.as_delta()),
+        Reason::Volume { reason, .. } => reason_lock(reason, at, tiers),
+        _ => None,
+    }
+}
+
+/// Until when each kept, completed backup of `plan` (made over `catalog`) should be locked, by id (those with no
+/// lock at all are left out). Pure: the dates follow from the backups' times, the reasons and
+/// the tiers, never from the clock.
+pub fn lock_dates(
+    catalog: &Catalog,
+    plan: &Plan,
+    tiers: &LockTiers,
+) -> HashMap<String, DateTime<Utc>> {
+    let lockable = |decision: &&Decision| {
+        decision.status == BackupStatus::Completed && decision.completed_at.is_some()
+    };
+    let mut dates: HashMap<String, DateTime<Utc>> = HashMap::new();
+    for decision in plan.keep.iter().filter(lockable) {
+        let at = decision.completed_at.expect("filtered");
+        let own = decision
+            .reasons
+            .iter()
+            .filter_map(|reason| reason_lock(reason, at, tiers))
+            .chain(
+                tiers
+                    .min
+                    .and_then(|min| min.after(at))
+                    .map(|t| t.with_timezone(&Utc)),
+            )
+            .max();
+        if let Some(own) = own {
+            dates.insert(decision.id.clone(), own);
+        }
+    }
+    // Chains: an ancestor is locked at least as long as what builds on it, whatever keeps it
+    // (the floor keeps a full in its own right, and its reasons then name no dependent).
+    // Newest first, a walk stops at an ancestor already locked as long: its own ancestors are
+    // then too, so each link is raised about once.
+    let parents: HashMap<&str, &str> = catalog
+        .backups
+        .iter()
+        .filter(|b| b.kind != crate::BackupKind::Full && b.volumes.is_empty())
+        .filter_map(|b| Some((b.id.as_str(), b.parent.as_deref()?)))
+        .collect();
+    for decision in plan.keep.iter().filter(lockable) {
+        let Some(until) = dates.get(&decision.id).copied() else {
+            continue;
+        };
+        let mut at = decision.id.as_str();
+        let mut steps = 0;
+        while let Some(parent) = parents.get(at).copied() {
+            steps += 1;
+            if steps > parents.len() || !plan.keeps(parent) {
+                break;
+            }
+            let entry = dates.entry(parent.to_string()).or_insert(until);
+            if *entry > until {
+                break;
+            }
+            *entry = until;
+            at = parent;
+        }
+    }
+    dates
+}
+
+/// Of `wanted` dates, those that would lengthen a backup's lock: later than what is set
+/// (`current`) and still in the future at `now`. Never a shorter date: a lock only grows.
+pub fn extensions(
+    wanted: &HashMap<String, DateTime<Utc>>,
+    current: impl Fn(&str) -> Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Vec<(&str, DateTime<Utc>)> {
+    let mut out: Vec<(&str, DateTime<Utc>)> = wanted
+        .iter()
+        .filter(|(id, until)| **until > now && current(id).is_none_or(|set| **until > set))
+        .map(|(id, until)| (id.as_str(), *until))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{evaluate, BackupKind, BackupRecord, KeepCount, Policy};
+    use std::num::NonZeroU32;
+
+    fn at(text: &str) -> DateTime<FixedOffset> {
+        DateTime::parse_from_rfc3339(text).unwrap()
+    }
+
+    fn utc(text: &str) -> DateTime<Utc> {
+        at(text).with_timezone(&Utc)
+    }
+
+    fn backup(id: &str, time: &str) -> BackupRecord {
+        BackupRecord {
+            id: id.into(),
+            completed_at: Some(at(time)),
+            status: BackupStatus::Completed,
+            kind: BackupKind::Full,
+            ..BackupRecord::default()
+        }
+    }
+
+    fn d(text: &str) -> CalendarDuration {
+        parse_lock_duration(text).unwrap()
+    }
+
+    fn count(n: u32) -> Option<KeepCount> {
+        Some(KeepCount::Limited(NonZeroU32::new(n).unwrap()))
+    }
+
+    fn plan_of(backups: Vec<BackupRecord>, policy: &Policy, now: &str) -> (Catalog, Plan) {
+        let catalog = Catalog {
+            backups,
+            binlog_segments: Vec::new(),
+        };
+        let plan = evaluate(&catalog, policy, utc(now)).unwrap().to_plan();
+        (catalog, plan)
+    }
+
+    #[test]
+    fn weeks_and_restic_durations_parse_and_nonsense_does_not() {
+        assert_eq!(d("8w").days, 56);
+        assert_eq!(d("7y").years, 7);
+        assert_eq!(d("400d").days, 400);
+        assert!(parse_lock_duration("w").is_err());
+        assert!(parse_lock_duration("8x").is_err());
+        assert!(parse_lock_duration("").is_err());
+        assert!(parse_lock_duration("99999999999w").is_err());
+    }
+
+    #[test]
+    fn each_tier_locks_from_the_backups_own_time() {
+        // Daily for 3 days, monthly for 2: the newest of each day is a daily, the newest of
+        // each month a monthly.
+        let policy = Policy {
+            keep_daily: count(3),
+            keep_monthly: count(2),
+            ..Policy::default()
+        };
+        let tiers = LockTiers {
+            daily: Some(d("14d")),
+            monthly: Some(d("400d")),
+            ..LockTiers::default()
+        };
+        let (catalog, plan) = plan_of(
+            vec![
+                backup("oct31", "2026-10-31T02:00:00Z"),
+                backup("nov26", "2026-11-26T02:00:00Z"),
+                backup("nov27", "2026-11-27T02:00:00Z"),
+            ],
+            &policy,
+            "2026-11-27T03:00:00Z",
+        );
+        let dates = lock_dates(&catalog, &plan, &tiers);
+        // nov27 is the daily and November's monthly: the longer tier wins.
+        assert_eq!(dates["nov27"], utc("2028-01-01T02:00:00Z"));
+        assert_eq!(dates["nov26"], utc("2026-12-10T02:00:00Z"));
+        assert_eq!(dates["oct31"], utc("2027-12-05T02:00:00Z"));
+    }
+
+    #[test]
+    fn time_rules_lock_to_the_date_they_keep_until_and_min_applies_to_all() {
+        let policy = Policy {
+            keep_within: Some(d("7d")),
+            keep_tags: vec![crate::TagList::new(vec!["gold".into()]).unwrap()],
+            ..Policy::default()
+        };
+        let tiers = LockTiers {
+            min: Some(d("2d")),
+            ..LockTiers::default()
+        };
+        let mut tagged = backup("old", "2026-10-01T00:00:00Z");
+        tagged.tags = vec!["gold".into()];
+        let (catalog, plan) = plan_of(
+            vec![tagged, backup("new", "2026-11-27T00:00:00Z")],
+            &policy,
+            "2026-11-27T01:00:00Z",
+        );
+        let dates = lock_dates(&catalog, &plan, &tiers);
+        assert_eq!(dates["new"], utc("2026-12-04T00:00:00Z"));
+        // Kept by tags, which have no tier: min only.
+        assert_eq!(dates["old"], utc("2026-10-03T00:00:00Z"));
+    }
+
+    #[test]
+    fn a_full_stays_locked_as_long_as_the_incrementals_that_need_it() {
+        let policy = Policy {
+            keep_last: count(1),
+            ..Policy::default()
+        };
+        let tiers = LockTiers {
+            last: Some(d("30d")),
+            ..LockTiers::default()
+        };
+        let mut inc1 = backup("inc1", "2026-11-02T00:00:00Z");
+        inc1.kind = BackupKind::Incremental;
+        inc1.parent = Some("full".into());
+        let mut inc2 = backup("inc2", "2026-11-03T00:00:00Z");
+        inc2.kind = BackupKind::Incremental;
+        inc2.parent = Some("inc1".into());
+        let (catalog, plan) = plan_of(
+            vec![backup("full", "2026-11-01T00:00:00Z"), inc1, inc2],
+            &policy,
+            "2026-11-04T00:00:00Z",
+        );
+        let dates = lock_dates(&catalog, &plan, &tiers);
+        let want = utc("2026-12-03T00:00:00Z");
+        assert_eq!(dates["inc2"], want);
+        assert_eq!(dates["inc1"], want);
+        assert_eq!(dates["full"], want);
+    }
+
+    #[test]
+    fn nothing_is_locked_without_a_tier_and_deleted_backups_never_are() {
+        let policy = Policy {
+            keep_last: count(1),
+            ..Policy::default()
+        };
+        let (catalog, plan) = plan_of(
+            vec![
+                backup("a", "2026-11-01T00:00:00Z"),
+                backup("b", "2026-11-02T00:00:00Z"),
+            ],
+            &policy,
+            "2026-11-03T00:00:00Z",
+        );
+        assert!(lock_dates(&catalog, &plan, &LockTiers::default()).is_empty());
+        let tiers = LockTiers {
+            min: Some(d("1d")),
+            ..LockTiers::default()
+        };
+        let dates = lock_dates(&catalog, &plan, &tiers);
+        assert!(dates.contains_key("b"));
+        assert!(!dates.contains_key("a"), "a deleted backup gets no lock");
+    }
+
+    #[test]
+    fn extensions_only_lengthen_and_only_into_the_future() {
+        let wanted: HashMap<String, DateTime<Utc>> = [
+            ("longer", "2027-01-10T00:00:00Z"),
+            ("same", "2027-01-05T00:00:00Z"),
+            ("shorter", "2027-01-01T00:00:00Z"),
+            ("new", "2027-01-02T00:00:00Z"),
+            ("past", "2026-01-02T00:00:00Z"),
+        ]
+        .into_iter()
+        .map(|(id, t)| (id.to_string(), utc(t)))
+        .collect();
+        let set = |id: &str| match id {
+            "longer" | "same" => Some(utc("2027-01-05T00:00:00Z")),
+            "shorter" => Some(utc("2027-01-09T00:00:00Z")),
+            _ => None,
+        };
+        let got = extensions(&wanted, set, utc("2026-11-28T00:00:00Z"));
+        assert_eq!(
+            got,
+            vec![
+                ("longer", utc("2027-01-10T00:00:00Z")),
+                ("new", utc("2027-01-02T00:00:00Z")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lock_keeps_what_the_policy_lets_go_until_it_expires() {
+        let policy = Policy {
+            keep_last: count(1),
+            ..Policy::default()
+        };
+        let mut old = backup("old", "2026-11-01T00:00:00Z");
+        old.locked_until = Some(utc("2026-11-10T00:00:00Z"));
+        let backups = vec![old, backup("new", "2026-11-02T00:00:00Z")];
+        let (_, plan) = plan_of(backups.clone(), &policy, "2026-11-05T00:00:00Z");
+        assert!(plan.keeps("old"));
+        let (_, decision) = plan.decision("old").unwrap();
+        assert_eq!(
+            decision.reasons,
+            ["expired, locked until 2026-11-10T00:00:00Z"]
+        );
+        assert_eq!(
+            decision.reasons[0].rule(),
+            crate::Rule::Locked,
+            "counted under its own label"
+        );
+        // After the date, nothing keeps it.
+        let (_, plan) = plan_of(backups, &policy, "2026-11-10T00:00:01Z");
+        assert!(plan.deletes("old"));
+    }
+}

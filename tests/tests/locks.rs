@@ -1,0 +1,264 @@
+//! Object Lock (issue 29) against a real SeaweedFS bucket created with Object Lock: the
+//! retention-worker locks each kept backup's exact versions until the date its rule keeps it
+//! (a tier per count rule), lengthens a lock when a wider policy asks for more and never
+//! shortens one; a backup the policy lets go stays `expired, locked until T` and is deleted
+//! after T without anyone's help, its versions gone and no delete marker left behind. A lock
+//! setting on a bucket without Object Lock stops the retention-worker at start.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use sexton_retention::lock::{parse_lock_duration, LockMode, LockTiers};
+use sexton_shared::{
+    catalog::Catalog, config::LockConfig, names::BackupId, object_store::ObjectStore,
+    records::BackupStatus, topology,
+};
+use sexton_tests::*;
+
+fn report(id: &str, completed_at: DateTime<Utc>) -> Value {
+    json!({
+        "schema_version": 1, "backup_id": id, "cluster": "c1", "plan": "full",
+        "schedule": "f", "backup_name": "f", "status": "completed", "kind": "full",
+        "started_at": (completed_at - chrono::Duration::minutes(5)).to_rfc3339(),
+        "completed_at": completed_at.to_rfc3339(),
+        "artifacts": [
+            format!("backups/c1/f/{id}/backup.xbstream"),
+            format!("backups/c1/f/{id}/metadata.json"),
+        ],
+    })
+}
+
+async fn publish(js: &jetstream::Context, body: &Value, id: &str) {
+    js.send_publish(
+        "sexton.v1.report.c1".to_string(),
+        jetstream::message::PublishMessage::build()
+            .payload(serde_json::to_vec(body).unwrap().into())
+            .message_id(id),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+}
+
+/// The bucket `locked`, created with Object Lock on the test's SeaweedFS.
+async fn locked_bucket(config: &mut sexton_shared::config::Config) -> ObjectStore {
+    config.s3.bucket = "locked".into();
+    let store = object_store(config).await;
+    store
+        .client()
+        .create_bucket()
+        .bucket("locked")
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    store
+}
+
+/// Waits for `id`'s record to say it is locked until at least `at_least`, and returns it.
+async fn locked_until(
+    catalog: &Catalog,
+    id: &str,
+    at_least: Option<DateTime<Utc>>,
+) -> DateTime<Utc> {
+    eventually(&format!("{id} locked"), Duration::from_secs(60), || async {
+        let records = fixtures::records_of(catalog, "c1").await;
+        let until = records.get(id)?.value.locked_until?;
+        at_least.is_none_or(|at| until >= at).then_some(until)
+    })
+    .await
+}
+
+async fn retention_of(store: &ObjectStore, key: &str, version: Option<&str>) -> (String, i64) {
+    let held = store
+        .retention_of(key, version)
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{key} has no lock"));
+    (held.mode, held.until.timestamp())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_backup_is_locked_until_its_rule_lets_it_go_then_deleted_version_by_version() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    config.scheduler.retention_sweep_interval = Duration::from_secs(2);
+    let store = locked_bucket(&mut config).await;
+    config.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            last: Some(parse_lock_duration("1h").unwrap()),
+            daily: Some(parse_lock_duration("3h").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 1}}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    // Whole seconds: the store keeps its dates so.
+    let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+
+    // b1's `last` lock (1h from its time) runs out 40 s from now.
+    let b1_time = now - chrono::Duration::hours(1) + chrono::Duration::seconds(40);
+    let mut b1 = report("f-b1", b1_time);
+    fixtures::upload_genuine_json(&store, &mut b1).await;
+    publish(&js, &b1, "b1").await;
+    let b1_until = locked_until(&catalog, "f-b1", None).await;
+    assert_eq!(b1_until, b1_time + chrono::Duration::hours(1));
+    let record = fixtures::records_of(&catalog, "c1").await["f-b1"]
+        .value
+        .clone();
+    assert_eq!(record.objects.len(), 2);
+    for object in &record.objects {
+        let version = object
+            .version_id
+            .as_deref()
+            .unwrap_or_else(|| panic!("intake recorded no version of {}", object.key));
+        assert_eq!(
+            retention_of(&store, &object.key, Some(version)).await,
+            ("GOVERNANCE".to_string(), b1_until.timestamp()),
+            "{} locked to its rule's date",
+            object.key
+        );
+    }
+    // The store enforces it: deleting the exact version is refused.
+    let data = &record.objects[0];
+    let refused = store
+        .client()
+        .delete_object()
+        .bucket("locked")
+        .key(&data.key)
+        .version_id(data.version_id.clone().unwrap())
+        .send()
+        .await;
+    assert!(refused.is_err(), "a locked version was deleted");
+
+    // b2, newer: the policy now lets b1 go, but its lock keeps it.
+    let b2_time = now - chrono::Duration::seconds(30);
+    let mut b2 = report("f-b2", b2_time);
+    fixtures::upload_genuine_json(&store, &mut b2).await;
+    publish(&js, &b2, "b2").await;
+    let b2_until = locked_until(&catalog, "f-b2", None).await;
+    assert_eq!(b2_until, b2_time + chrono::Duration::hours(1));
+    let preview = api(
+        &client,
+        "retention",
+        "preview",
+        json!({"schema_version": 1, "cluster": "c1"}),
+    )
+    .await
+    .unwrap()
+    .to_string();
+    let expected = format!(
+        "expired, locked until {}",
+        b1_until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    assert!(preview.contains(&expected), "{preview}");
+    let b1_now = &fixtures::records_of(&catalog, "c1").await["f-b1"].value;
+    assert_eq!(b1_now.status, BackupStatus::Completed);
+
+    // A wider policy makes b2 a daily too: its lock is lengthened to the daily tier.
+    api(
+        &client,
+        "schedule",
+        "update",
+        json!({"schema_version": 1, "name": "f", "policy": {"keep_last": 1, "keep_daily": 1}}),
+    )
+    .await
+    .unwrap();
+    let b2_daily = b2_time + chrono::Duration::hours(3);
+    assert_eq!(
+        locked_until(&catalog, "f-b2", Some(b2_daily)).await,
+        b2_daily
+    );
+    let b2_record = fixtures::records_of(&catalog, "c1").await["f-b2"]
+        .value
+        .clone();
+    for object in &b2_record.objects {
+        assert_eq!(
+            retention_of(&store, &object.key, object.version_id.as_deref())
+                .await
+                .1,
+            b2_daily.timestamp()
+        );
+    }
+    // Narrowed again: the lock is never shortened.
+    api(
+        &client,
+        "schedule",
+        "update",
+        json!({"schema_version": 1, "name": "f", "policy": {"keep_last": 1}, "confirm": true}),
+    )
+    .await
+    .unwrap();
+
+    // After its date, b1 goes without anyone's help: every version, no delete marker.
+    eventually(
+        "f-b1 deleted after its lock ran out",
+        Duration::from_secs(90),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            (!records.contains_key("f-b1")).then_some(())
+        },
+    )
+    .await;
+    assert!(Utc::now() >= b1_until, "deleted before its lock ran out");
+    let versions = store.versions_of(&record.all_keys()).await.unwrap();
+    assert!(versions.is_empty(), "left behind: {versions:?}");
+    // b2 kept, its lock as long as before.
+    let records = fixtures::records_of(&catalog, "c1").await;
+    assert_eq!(records["f-b2"].value.locked_until, Some(b2_daily));
+    assert_eq!(records["f-b2"].value.status, BackupStatus::Completed);
+    let b2_id = BackupId::new("f-b2").unwrap();
+    assert!(catalog
+        .get(&"c1".parse().unwrap(), &b2_id)
+        .await
+        .unwrap()
+        .is_some());
+    fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_setting_on_a_bucket_without_object_lock_stops_the_retention_worker_saying_so() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    config.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            min: Some(parse_lock_duration("1d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let (_trigger, shutdown) = sexton_shared::shutdown::Shutdown::new();
+    let err = tokio::time::timeout(
+        Duration::from_secs(60),
+        sexton_retention_worker::run(config, shutdown),
+    )
+    .await
+    .expect("the retention-worker stops at start")
+    .expect_err("started on a bucket without Object Lock");
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("does not have Object Lock enabled") && text.contains("s3.lock"),
+        "{text}"
+    );
+}
