@@ -41,6 +41,9 @@ pub struct Metrics {
     pub locks: IntCounterVec,
     /// Backups the policy lets go that only an unexpired Object Lock keeps, per group.
     pub locked_only: IntGaugeVec,
+    /// Backups the last scrub found written over or marked deleted, their recorded versions
+    /// still there (issue 29).
+    pub tampered: IntGaugeVec,
     /// The locations each group's gauges were set for, so a location that no backup awaits
     /// any more reads 0 rather than its last value.
     copy_locations: std::sync::Mutex<
@@ -213,7 +216,17 @@ impl Metrics {
             &["cluster", "plan"],
         )
         .expect("valid metric");
+        let tampered = IntGaugeVec::new(
+            Opts::new(
+                "sexton_tampered_backups",
+                "backups the last scrub found written over or marked deleted behind Sexton's \
+                 back, their recorded versions still there",
+            ),
+            &["cluster"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(tampered.clone()),
             Box::new(locks.clone()),
             Box::new(locked_only.clone()),
             Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
@@ -260,6 +273,7 @@ impl Metrics {
             copies_held,
             locks,
             locked_only,
+            tampered,
             audit_entries,
             copies_awaiting,
             copy_lag,

@@ -18,6 +18,13 @@
 //! existence only, and so is every `metadata.json` (an executor rewrites it when it merges a
 //! chain into the backup; the data objects are what a restore reads).
 //!
+//! On a versioned bucket (Object Lock, issue 29) the recovery point is the version intake
+//! recorded. The pass lists every version and delete marker instead: a recorded version that
+//! is there with its size counts, whatever was written over it; a current version that is not
+//! the recorded one (an overwrite) or a delete marker over it is **tampering**, not loss: the
+//! backup keeps counting, and an incident (`backup-tampered`) and
+//! `sexton_tampered_backups{cluster}` say so. Only a recorded version gone is loss.
+//!
 //! The pass runs when the scheduler's sweep of a cluster asks for it (`scrub: true`, at most
 //! once per `scheduler.scrub_interval`) and on demand (`sexton catalog scrub`).
 
@@ -70,6 +77,58 @@ pub struct ScrubReport {
     /// Locations whose listing failed: their copies were not judged this pass.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub locations_unchecked: Vec<String>,
+    /// Backups written over or marked deleted behind Sexton's back whose recorded versions
+    /// are all still there (a versioned bucket): they keep counting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tampered: Vec<Tampered>,
+}
+
+/// A backup whose recorded versions are all there but that someone wrote over or put a
+/// delete marker on (issue 29): it still counts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tampered {
+    pub id: String,
+    /// One entry per object written over or marked deleted.
+    pub problems: Vec<String>,
+}
+
+/// A versioned bucket's listing, as the scrub reads it: each version's size, and what each
+/// key's newest entry is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Versions {
+    /// (key, version id) → size, for versions (not delete markers).
+    pub sizes: BTreeMap<(String, String), u64>,
+    /// key → its newest entry: `Some(version id)`, or `None` for a delete marker.
+    pub latest: BTreeMap<String, Option<String>>,
+}
+
+impl Versions {
+    /// Builds it from a `ListObjectVersions` listing, and the listing of current objects (key
+    /// → size) a plain `ListObjectsV2` would give.
+    pub fn from_entries(
+        entries: &[sexton_shared::object_store::lock::VersionEntry],
+    ) -> (Versions, BTreeMap<String, u64>) {
+        let mut versions = Versions::default();
+        let mut current = BTreeMap::new();
+        for entry in entries {
+            if !entry.delete_marker {
+                versions
+                    .sizes
+                    .insert((entry.key.clone(), entry.version_id.clone()), entry.size);
+            }
+            if entry.latest {
+                if entry.delete_marker {
+                    versions.latest.insert(entry.key.clone(), None);
+                } else {
+                    versions
+                        .latest
+                        .insert(entry.key.clone(), Some(entry.version_id.clone()));
+                    current.insert(entry.key.clone(), entry.size);
+                }
+            }
+        }
+        (versions, current)
+    }
 }
 
 /// What the pass found for one copy at a location whose state changes.
@@ -147,6 +206,7 @@ pub fn judge(
     cluster: &ClusterName,
     records: &[Versioned<BackupRecord>],
     listing: &BTreeMap<String, u64>,
+    versions: Option<&Versions>,
     binlog_prefix: &str,
 ) -> ScrubReport {
     let mut report = ScrubReport {
@@ -171,7 +231,13 @@ pub fn judge(
             continue;
         }
         report.checked += 1;
-        let problems = problems_of(backup, listing);
+        let (problems, tampering) = problems_of(backup, listing, versions);
+        if !tampering.is_empty() && problems.is_empty() {
+            report.tampered.push(Tampered {
+                id: backup.id.to_string(),
+                problems: tampering,
+            });
+        }
         let becomes = match (backup.status, problems.is_empty()) {
             (BackupStatus::Completed, false) => BackupStatus::Missing,
             (BackupStatus::Missing, true) => BackupStatus::Completed,
@@ -202,29 +268,60 @@ pub fn judge(
     report
 }
 
-/// Every way the bucket differs from what the record says it holds.
-pub fn problems_of(backup: &BackupRecord, listing: &BTreeMap<String, u64>) -> Vec<String> {
-    let recorded: BTreeMap<&str, u64> = backup
+/// Every way the bucket differs from what the record says it holds: the losses (the backup no
+/// longer counts), and, on a versioned bucket, the tampering (a recorded version written over
+/// or marked deleted, still there: it counts).
+pub fn problems_of(
+    backup: &BackupRecord,
+    listing: &BTreeMap<String, u64>,
+    versions: Option<&Versions>,
+) -> (Vec<String>, Vec<String>) {
+    let recorded: BTreeMap<&str, (u64, Option<&str>)> = backup
         .objects
         .iter()
-        .map(|o| (o.key.as_str(), o.size))
+        .map(|o| (o.key.as_str(), (o.size, o.version_id.as_deref())))
         .collect();
-    backup
-        .all_keys()
-        .into_iter()
-        .filter_map(
-            |key| match (listing.get(&key), recorded.get(key.as_str())) {
-                (None, _) => Some(format!("object {key} is gone")),
-                // An executor rewrites metadata.json when it merges a chain into the backup (the
-                // only object the contract lets it rewrite): its size is not the backup's data.
-                (Some(_), _) if metadata::is_metadata_key(&key) => None,
-                (Some(found), Some(&size)) if *found != size => Some(format!(
-                    "object {key} holds {found} bytes, {size} when recorded"
+    let mut problems = Vec::new();
+    let mut tampering = Vec::new();
+    for key in backup.all_keys() {
+        let is_metadata = metadata::is_metadata_key(&key);
+        let by_version = match (versions, recorded.get(key.as_str())) {
+            (Some(versions), Some(&(size, Some(version)))) => Some((versions, size, version)),
+            _ => None,
+        };
+        if let Some((versions, size, version)) = by_version {
+            match versions.sizes.get(&(key.clone(), version.to_string())) {
+                None => problems.push(format!("object {key} version {version} is gone")),
+                Some(found) if *found != size && !is_metadata => problems.push(format!(
+                    "object {key} version {version} holds {found} bytes, {size} when recorded"
                 )),
-                _ => None,
-            },
-        )
-        .collect()
+                Some(_) => match versions.latest.get(&key) {
+                    Some(Some(current)) if current == version => {}
+                    Some(Some(current)) => tampering.push(format!(
+                        "object {key} was written over (current version {current}; the recorded \
+                         version {version} is still there)"
+                    )),
+                    Some(None) => tampering.push(format!(
+                        "object {key} has a delete marker over it (the recorded version \
+                         {version} is still there)"
+                    )),
+                    None => {}
+                },
+            }
+            continue;
+        }
+        match (listing.get(&key), recorded.get(key.as_str())) {
+            (None, _) => problems.push(format!("object {key} is gone")),
+            // An executor rewrites metadata.json when it merges a chain into the backup (the
+            // only object the contract lets it rewrite): its size is not the backup's data.
+            (Some(_), _) if is_metadata => {}
+            (Some(found), Some(&(size, _))) if *found != size => problems.push(format!(
+                "object {key} holds {found} bytes, {size} when recorded"
+            )),
+            _ => {}
+        }
+    }
+    (problems, tampering)
 }
 
 /// A record's new state after a finding: `missing` with why, or `completed` again.
@@ -295,7 +392,13 @@ mod tests {
         listing: &BTreeMap<String, u64>,
         expected: &[(&str, BackupStatus, &[&str])],
     ) -> ScrubReport {
-        let report = judge(&"c1".parse().unwrap(), records, listing, "b/c1/binlog/");
+        let report = judge(
+            &"c1".parse().unwrap(),
+            records,
+            listing,
+            None,
+            "b/c1/binlog/",
+        );
         let found: Vec<(&str, BackupStatus)> = report
             .findings
             .iter()
@@ -310,6 +413,77 @@ mod tests {
             }
         }
         report
+    }
+
+    #[test]
+    fn on_a_versioned_bucket_the_recorded_version_counts_and_what_covers_it_is_tampering() {
+        use sexton_shared::object_store::lock::VersionEntry;
+        let with_versions = |id: &str| {
+            let mut r = record(
+                id,
+                BackupStatus::Completed,
+                &[("data", Some(3)), ("metadata.json", Some(9))],
+            );
+            for (n, object) in r.value.objects.iter_mut().enumerate() {
+                object.version_id = Some(format!("v{n}-{id}"));
+            }
+            r
+        };
+        let entry = |id: &str, name: &str, version: &str, size: u64, latest: bool, marker: bool| {
+            VersionEntry {
+                key: format!("b/c1/s/{id}/{name}"),
+                version_id: version.into(),
+                size,
+                latest,
+                delete_marker: marker,
+            }
+        };
+        let records = [
+            with_versions("intact"),
+            with_versions("covered"),
+            with_versions("lost"),
+        ];
+        let entries = vec![
+            entry("intact", "data", "v0-intact", 3, true, false),
+            entry("intact", "metadata.json", "v1-intact", 9, true, false),
+            // Written over, then a delete marker on the other object: both still there.
+            entry("covered", "data", "v0-covered", 3, false, false),
+            entry("covered", "data", "evil", 5, true, false),
+            entry("covered", "metadata.json", "v1-covered", 9, false, false),
+            entry("covered", "metadata.json", "marker", 0, true, true),
+            // The recorded data version itself is gone (deleted by its id).
+            entry("lost", "data", "other", 3, true, false),
+            entry("lost", "metadata.json", "v1-lost", 9, true, false),
+        ];
+        let (versions, listing) = Versions::from_entries(&entries);
+        let report = judge(
+            &"c1".parse().unwrap(),
+            &records,
+            &listing,
+            Some(&versions),
+            "b/c1/binlog/",
+        );
+        let missing: Vec<&str> = report.findings.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(missing, ["lost"], "{report:#?}");
+        assert!(report.findings[0].problems[0].contains("version v0-lost is gone"));
+        assert_eq!(report.tampered.len(), 1, "{report:#?}");
+        assert_eq!(report.tampered[0].id, "covered");
+        let text = report.tampered[0].problems.join("; ");
+        assert!(
+            text.contains("written over (current version evil"),
+            "{text}"
+        );
+        assert!(text.contains("delete marker over it"), "{text}");
+        // Without the versions, the same bucket reads as loss: the current listing lacks the
+        // marked object.
+        let plain = judge(
+            &"c1".parse().unwrap(),
+            &records,
+            &listing,
+            None,
+            "b/c1/binlog/",
+        );
+        assert!(plain.findings.iter().any(|f| f.id == "covered"));
     }
 
     #[test]

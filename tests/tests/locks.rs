@@ -262,3 +262,145 @@ async fn a_lock_setting_on_a_bucket_without_object_lock_stops_the_retention_work
         "{text}"
     );
 }
+
+/// The attack of issue 29: with the store's admin credentials, an attacker writes over every
+/// object of the cluster and puts a delete marker on each. The locked versions cannot be
+/// deleted; the scrub sees the current versions and the markers differ from the recorded
+/// versions and says so (a `backup-tampered` incident), counts nothing lost, and a restore test
+/// reads the recorded versions and passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attacker_with_the_stores_keys_cannot_take_a_locked_recovery_point() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    let store = locked_bucket(&mut config).await;
+    config.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            min: Some(parse_lock_duration("1d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let fleet = Fleet::start(&config, Members::ALL);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 3}}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let mut body = report("f-b1", Utc::now() - chrono::Duration::minutes(1));
+    fixtures::upload_genuine_json(&store, &mut body).await;
+    publish(&js, &body, "b1").await;
+    locked_until(&catalog, "f-b1", None).await;
+    let record = fixtures::records_of(&catalog, "c1").await["f-b1"]
+        .value
+        .clone();
+
+    // The attack: every object written over, then marked deleted; the recorded versions
+    // deleted by id, which the lock refuses.
+    for object in &record.objects {
+        store
+            .client()
+            .put_object()
+            .bucket("locked")
+            .key(&object.key)
+            .body(aws_sdk_s3::primitives::ByteStream::from_static(b"ransom"))
+            .send()
+            .await
+            .unwrap();
+        store
+            .client()
+            .delete_object()
+            .bucket("locked")
+            .key(&object.key)
+            .send()
+            .await
+            .unwrap();
+        let refused = store
+            .client()
+            .delete_object()
+            .bucket("locked")
+            .key(&object.key)
+            .version_id(object.version_id.clone().unwrap())
+            .send()
+            .await;
+        assert!(
+            refused.is_err(),
+            "the locked version of {} was deleted",
+            object.key
+        );
+    }
+    assert!(
+        fixtures::keys_under(&store, "backups/c1/").await.is_empty(),
+        "a plain listing shows nothing any more"
+    );
+
+    let scrub = api(
+        &client,
+        "catalog",
+        "scrub",
+        json!({"schema_version": 1, "cluster": "c1"}),
+    )
+    .await
+    .unwrap();
+    let text = scrub.to_string();
+    assert!(
+        scrub["findings"].as_array().is_none_or(|f| f.is_empty()),
+        "nothing is counted lost: {text}"
+    );
+    assert_eq!(scrub["tampered"][0]["id"], "f-b1", "{text}");
+    assert!(text.contains("delete marker over it"), "{text}");
+    let record_now = &fixtures::records_of(&catalog, "c1").await["f-b1"].value;
+    assert_eq!(record_now.status, BackupStatus::Completed);
+    let incidents = eventually(
+        "the tampering incident",
+        Duration::from_secs(30),
+        || async {
+            let incidents = fixtures::incidents(&js).await;
+            incidents
+                .iter()
+                .any(|i| i.kind == "backup-tampered" && i.backup_id.as_deref() == Some("f-b1"))
+                .then_some(incidents)
+        },
+    )
+    .await;
+    assert!(
+        !incidents.iter().any(|i| i.kind == "backup-missing"),
+        "{incidents:?}"
+    );
+
+    // A restore test reads the recorded versions, not the ransom note.
+    let asked = api(
+        &client,
+        "backup",
+        "verify",
+        json!({"schema_version": 1, "cluster": "c1", "id": "f-b1"}),
+    )
+    .await
+    .unwrap();
+    let request = asked["request_id"].as_str().unwrap().to_string();
+    let (outcome, reason) = eventually(
+        "the restore test's verdict",
+        Duration::from_secs(60),
+        || async {
+            let record = fixtures::records_of(&catalog, "c1")
+                .await
+                .get("f-b1")?
+                .value
+                .clone();
+            let entry = record
+                .verification?
+                .history
+                .into_iter()
+                .find(|e| e.request_id == request)?;
+            Some((entry.outcome, entry.reason.unwrap_or_default()))
+        },
+    )
+    .await;
+    assert_eq!(outcome, "verified", "{reason}");
+    fleet.stop().await.unwrap();
+}

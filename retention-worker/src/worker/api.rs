@@ -27,19 +27,36 @@ impl Worker {
     /// found again. Only `checked` records whose revision did not move are written.
     pub async fn scrub(&self, cluster: &ClusterName, dry_run: bool) -> anyhow::Result<ScrubReport> {
         let records = self.catalog.list_cluster(cluster).await?;
-        let listing: BTreeMap<String, u64> = self
-            .store
-            .list(&self.store.cluster_prefix(cluster))
-            .await
-            .map_err(|err| {
-                self.metrics.scrubs.with_label_values(&["error"]).inc();
-                anyhow::Error::new(err).context("listing the cluster's objects")
-            })?
-            .into_iter()
-            .map(|object| (object.key, object.size.max(0) as u64))
-            .collect();
+        let failed = |err: sexton_shared::object_store::ObjectError| {
+            self.metrics.scrubs.with_label_values(&["error"]).inc();
+            anyhow::Error::new(err).context("listing the cluster's objects")
+        };
+        let prefix = self.store.cluster_prefix(cluster);
+        // A versioned bucket is listed version by version: the recorded versions are what
+        // counts, whatever was written over them (issue 29).
+        let (listing, versions) = if self.store.is_versioned().await.map_err(failed)? {
+            let entries = self.store.list_versions(&prefix).await.map_err(failed)?;
+            let (versions, listing) = scrub::Versions::from_entries(&entries);
+            (listing, Some(versions))
+        } else {
+            let listing: BTreeMap<String, u64> = self
+                .store
+                .list(&prefix)
+                .await
+                .map_err(failed)?
+                .into_iter()
+                .map(|object| (object.key, object.size.max(0) as u64))
+                .collect();
+            (listing, None)
+        };
         let binlog_prefix = sexton_shared::binlog::binlog_prefix(&self.prefix, cluster);
-        let mut report = scrub::judge(cluster, &records, &listing, &binlog_prefix);
+        let mut report = scrub::judge(
+            cluster,
+            &records,
+            &listing,
+            versions.as_ref(),
+            &binlog_prefix,
+        );
         report.dry_run = dry_run;
         // Each location's copies against that location's own listing: a copy gone at one
         // place stops counting there, and nowhere else.
@@ -103,6 +120,33 @@ impl Worker {
             }
         }
         let now = Utc::now();
+        for tampered in &report.tampered {
+            let reason = format!(
+                "backup {} was tampered with behind Sexton's back; its recorded versions are \
+                 all still there, so it still counts: {}",
+                tampered.id,
+                tampered.problems.join("; ")
+            );
+            tracing::warn!(%cluster, backup = %tampered.id, %reason, "backup tampered with");
+            publish_incident(
+                &self.topology.jetstream,
+                wire::Incident {
+                    schema_version: wire::SCHEMA_VERSION,
+                    service: "retention-worker".into(),
+                    kind: "backup-tampered".into(),
+                    cluster: Some(cluster.to_string()),
+                    backup_id: Some(tampered.id.clone()),
+                    subject: "scrub".into(),
+                    reason,
+                    at: now,
+                },
+            )
+            .await;
+        }
+        self.metrics
+            .tampered
+            .with_label_values(&[cluster.as_str()])
+            .set(report.tampered.len() as i64);
         let by_id: BTreeMap<&str, &Versioned<BackupRecord>> =
             records.iter().map(|r| (r.value.id.as_str(), r)).collect();
         for finding in &report.findings {
