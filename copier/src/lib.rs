@@ -42,6 +42,9 @@ const MAX_CHAIN: usize = 10_000;
 struct Location {
     store: ObjectStore,
     storage_class: Option<String>,
+    /// The location locks what it keeps (`[locations.<name>.lock]`, issue 29): a copy landing
+    /// there asks for a retention run, which locks it at once.
+    locked: bool,
 }
 
 /// What every copy job shares.
@@ -75,15 +78,15 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let source = ObjectStore::connect(&config.s3).await?;
     let mut locations = BTreeMap::new();
     for (name, store) in ObjectStore::connect_locations(&config).await? {
-        let storage_class = config
-            .locations
-            .get(name.as_str())
-            .and_then(|location| location.storage_class.clone());
+        let configured = config.locations.get(name.as_str());
+        let storage_class = configured.and_then(|location| location.storage_class.clone());
+        let locked = configured.is_some_and(|location| location.s3.lock.is_some());
         locations.insert(
             name,
             Location {
                 store,
                 storage_class,
+                locked,
             },
         );
     }
@@ -823,12 +826,53 @@ async fn record_copy(
             },
         );
         match copier.catalog.update(&record, entry.revision).await {
-            Ok(_) => return Ok(()),
+            Ok(revision) => {
+                if copier.locations.get(name).is_some_and(|l| l.locked) {
+                    ask_retention_run(copier, &copied.cluster, &copied.id, name, revision).await;
+                }
+                return Ok(());
+            }
             Err(CasError::Conflict) => continue,
             Err(CasError::Other(err)) => return Err(err.into()),
         }
     }
     Err(Failure::Wait("the record kept changing".into()))
+}
+
+/// Asks for a retention run of `cluster` once a copy counts at a location that locks: the
+/// location's run locks it now (issue 29), not at the next sweep. Best effort: the periodic
+/// sweep comes anyway, and until the copy is locked no run there counts it.
+async fn ask_retention_run(
+    copier: &Copier,
+    cluster: &ClusterName,
+    id: &BackupId,
+    location: &LocationName,
+    revision: u64,
+) {
+    let sweep = wire::RetentionSweep {
+        schema_version: wire::SCHEMA_VERSION,
+        cluster: cluster.clone(),
+        requested_at: Utc::now(),
+        scrub: false,
+    };
+    let body = match serde_json::to_vec(&sweep) {
+        Ok(body) => body,
+        Err(err) => {
+            tracing::warn!(%cluster, error = %err, "cannot encode a retention sweep");
+            return;
+        }
+    };
+    let message_id = format!("copied-{cluster}-{id}-{location}-{revision}");
+    if let Err(err) = sexton_shared::nats::publish_once(
+        &copier.topology.jetstream,
+        topology::sweep_subject(cluster),
+        &message_id,
+        body.into(),
+    )
+    .await
+    {
+        tracing::warn!(%cluster, backup = %id, %location, error = %err, "cannot ask for a retention run; the next sweep does it");
+    }
 }
 
 fn incident(cluster: &ClusterName, backup: &BackupId, kind: &str, reason: String) -> Incident {

@@ -77,8 +77,14 @@ pub async fn pass(
     location: &Location,
     schedules: &[ScheduleRecord],
 ) -> anyhow::Result<Moved> {
-    let records: Vec<BackupRecord> = copier.views.current_records(cluster).await?;
     let mut moved = Moved::default();
+    // A class change is a copy of the object onto itself: on a bucket that locks (issue 29)
+    // it writes a new, unlocked version and leaves the locked one paying in its old class.
+    // Classes at such a location belong to the bucket's lifecycle rules.
+    if location.locked {
+        return Ok(moved);
+    }
+    let records: Vec<BackupRecord> = copier.views.current_records(cluster).await?;
     for (record, class) in due(&records, schedules, name, Utc::now()) {
         let copy = &record.copies[name];
         let mut failed = None;

@@ -242,12 +242,11 @@ async fn scan(
             })
             .collect();
         for chunk in keys.chunks(sexton_shared::object_store::DELETE_BATCH) {
-            match deleter.store().delete_batch(chunk).await {
-                Ok(failures) => {
-                    let bad: std::collections::HashSet<&str> =
-                        failures.iter().map(|f| f.key.as_str()).collect();
-                    deleted.extend(chunk.iter().filter(|k| !bad.contains(k.as_str())).cloned());
-                    failed.extend(failures.iter().map(|f| FailedKey {
+            // Every version of each orphan on a versioned bucket, not a delete marker.
+            match deleter.store().delete_keys_each(chunk).await {
+                Ok(report) => {
+                    deleted.extend(report.deleted);
+                    failed.extend(report.failed.iter().map(|f| FailedKey {
                         key: f.key.clone(),
                         error: f.to_string(),
                     }));

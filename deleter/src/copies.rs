@@ -402,20 +402,20 @@ async fn delete_copy(
         .partition(|key| BackupRecord::is_metadata_key(key));
     let mut deleted = 0u64;
     for keys in [data, metadata] {
-        for batch in keys.chunks(1000) {
-            let failures = store
-                .delete_batch(batch)
-                .await
-                .with_context(|| format!("deleting the copy at {}", job.location))?;
-            if let Some(failure) = failures.first() {
-                anyhow::bail!(
-                    "deleting the copy at {}: {failure} ({} keys refused)",
-                    job.location,
-                    failures.len()
-                );
-            }
-            deleted += batch.len() as u64;
+        // Every version of each key on a versioned location (a key delete there keeps the
+        // bytes): the deleter deletes versions, never bare keys, there.
+        let report = store
+            .delete_keys_each(&keys)
+            .await
+            .with_context(|| format!("deleting the copy at {}", job.location))?;
+        if let Some(failure) = report.failed.first() {
+            anyhow::bail!(
+                "deleting the copy at {}: {failure} ({} refused)",
+                job.location,
+                report.failed.len()
+            );
         }
+        deleted += report.deleted.len() as u64;
     }
     let record_removed = forget_copy(deleter, job).await?;
     let _ = audit

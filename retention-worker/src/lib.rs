@@ -61,9 +61,24 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
 
     let store = sexton_shared::object_store::ObjectStore::connect(&config.s3).await?;
     if config.s3.lock.is_some() {
-        check_lockable(&store, &config.s3.bucket).await?;
+        check_lockable(&store, &config.s3.bucket, "s3.lock").await?;
     }
     let locations = sexton_shared::object_store::ObjectStore::connect_locations(&config).await?;
+    for (name, location) in &config.locations {
+        if location.s3.lock.is_none() {
+            continue;
+        }
+        let store = sexton_shared::names::LocationName::new(name.as_str())
+            .ok()
+            .and_then(|name| locations.get(&name))
+            .with_context(|| format!("location {name} has no client"))?;
+        check_lockable(
+            store,
+            &format!("{} (location {name})", location.s3.bucket),
+            &format!("locations.{name}.lock"),
+        )
+        .await?;
+    }
     let worker = worker::Worker::new(
         topology.clone(),
         config.clone(),
@@ -135,6 +150,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
 async fn check_lockable(
     store: &sexton_shared::object_store::ObjectStore,
     bucket: &str,
+    setting: &str,
 ) -> anyhow::Result<()> {
     let enabled = store
         .object_lock_enabled()
@@ -142,9 +158,9 @@ async fn check_lockable(
         .with_context(|| format!("reading the Object Lock configuration of bucket {bucket}"))?;
     if !enabled {
         anyhow::bail!(
-            "s3.lock is set, but bucket {bucket} does not have Object Lock enabled, so no lock \
-             could be set: create the bucket with Object Lock enabled (S3 turns it on only at \
-             creation, or with AWS support for an existing bucket), or remove s3.lock \
+            "{setting} is set, but bucket {bucket} does not have Object Lock enabled, so no \
+             lock could be set: create the bucket with Object Lock enabled (S3 turns it on only \
+             at creation, or with AWS support for an existing bucket), or remove {setting} \
              (docs/immutability.md)"
         );
     }

@@ -79,6 +79,12 @@ pub struct Worker {
     envelope: Arc<Envelope>,
     /// Object Lock at primary (`[s3.lock]`, issue 29): runs lock what they keep.
     lock: Option<sexton_shared::config::LockConfig>,
+    /// Object Lock at each location that has one (`[locations.<name>.lock]`): a location's
+    /// runs lock the copies they keep there, with `locations`' client.
+    location_locks: std::collections::BTreeMap<
+        sexton_shared::names::LocationName,
+        sexton_shared::config::LockConfig,
+    >,
 }
 
 /// How much earlier than a run's start an event must have been published to count as covered
@@ -127,6 +133,16 @@ impl Worker {
                 })
                 .collect(),
             lock: config.s3.lock.clone(),
+            location_locks: config
+                .locations
+                .iter()
+                .filter_map(|(name, location)| {
+                    Some((
+                        sexton_shared::names::LocationName::new(name).ok()?,
+                        location.s3.lock.clone()?,
+                    ))
+                })
+                .collect(),
             prefix: config.s3.prefix,
             last_runs: Arc::default(),
             conflicts: Arc::default(),

@@ -922,16 +922,6 @@ impl Config {
                 ));
             }
             check_store(&root, &location.s3)?;
-            if location.s3.lock.is_some() {
-                return Err(bad(
-                    "lock",
-                    String::new(),
-                    "locks at a copy location are not applied yet (docs/immutability.md): \
-                     refused rather than read and ignored; give the location's bucket a default \
-                     retention meanwhile"
-                        .into(),
-                ));
-            }
             if location.s3.access_key_id.is_none() {
                 let var = format!("SEXTON_LOCATION_{}", name.to_ascii_uppercase());
                 return Err(bad(
@@ -1075,8 +1065,7 @@ mod tests {
              compliance_confirmed = true\nmonthly = \"13m\"\n"
         );
         let mut config = Config::from_toml(&text).unwrap();
-        let err = config.validate().unwrap_err().to_string();
-        assert!(err.contains("not applied yet"), "{err}");
+        config.validate().unwrap();
         let lock = config.s3.lock.clone().unwrap();
         assert_eq!(lock.mode, sexton_retention::lock::LockMode::Governance);
         assert_eq!(lock.tiers.daily.unwrap().days, 14);

@@ -404,3 +404,92 @@ async fn an_attacker_with_the_stores_keys_cannot_take_a_locked_recovery_point() 
     assert_eq!(outcome, "verified", "{reason}");
     fleet.stop().await.unwrap();
 }
+
+/// Locks are a property of a location: with `[locations.dr.lock]` (and none at primary), each
+/// copy the copier lands at dr is locked there, the exact version it wrote, until the date
+/// dr's own policy keeps it; primary's objects stay unlocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_location_with_a_lock_setting_locks_the_copies_it_keeps() {
+    const DR_KEY: &str = "dr-only-key";
+    const DR_SECRET: &str = "dr-only-secret";
+    let nats = Nats::start();
+    let primary = S3::start();
+    let dr_server = S3::start_as(DR_KEY, DR_SECRET);
+    let mut config = config(&nats, &primary);
+    add_location(&mut config, "dr", &dr_server, DR_KEY, DR_SECRET);
+    let dr_location = config.locations.get_mut("dr").unwrap();
+    dr_location.s3.bucket = "dr-locked".into();
+    let dr = ObjectStore::connect(&dr_location.s3).await.unwrap();
+    dr.client()
+        .create_bucket()
+        .bucket("dr-locked")
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    dr_location.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            last: Some(parse_lock_duration("2d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let (copier_stop, copier) = {
+        let (trigger, shutdown) = sexton_shared::Shutdown::new();
+        (
+            trigger,
+            tokio::spawn(sexton_copier::run(config.clone(), shutdown)),
+        )
+    };
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 5},
+               "copies": [{"to": "dr", "policy": {"keep_last": 3}}]}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let source = object_store(&config).await;
+    let completed = DateTime::from_timestamp(Utc::now().timestamp() - 60, 0).unwrap();
+    let mut body = report("f-b1", completed);
+    fixtures::upload_genuine_json(&source, &mut body).await;
+    publish(&js, &body, "b1").await;
+
+    let dr_name: sexton_shared::names::LocationName = "dr".parse().unwrap();
+    let copy = eventually("the copy at dr locked", Duration::from_secs(90), || async {
+        let records = fixtures::records_of(&catalog, "c1").await;
+        let record = records.get("f-b1")?.value.clone();
+        let copy = record.copies.get(&dr_name)?.clone();
+        copy.locked_until.is_some().then_some(copy)
+    })
+    .await;
+    let until = completed + chrono::Duration::days(2);
+    assert_eq!(copy.locked_until, Some(until));
+
+    assert_eq!(copy.objects.len(), 2);
+    for object in &copy.objects {
+        let version = object
+            .version_id
+            .as_deref()
+            .unwrap_or_else(|| panic!("the copier recorded no version of {}", object.key));
+        assert_eq!(
+            retention_of(&dr, &object.key, Some(version)).await,
+            ("GOVERNANCE".to_string(), until.timestamp())
+        );
+    }
+    let record = &fixtures::records_of(&catalog, "c1").await["f-b1"].value;
+    assert_eq!(record.locked_until, None, "primary has no lock setting");
+    copier_stop.trigger();
+    copier.await.unwrap().unwrap();
+    fleet.stop().await.unwrap();
+}

@@ -65,6 +65,8 @@ impl Worker {
             }
             return Ok(());
         };
+        // Locks first, as at primary: a copy counts for deleting others there once locked.
+        self.lock_planned(group, chrono::Utc::now()).await?;
         match &group.breaker {
             Some(breaker) if breaker.held => {
                 self.envelope

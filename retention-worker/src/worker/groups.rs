@@ -141,6 +141,13 @@ impl Worker {
                         .filter(|schedule| schedule.plan == group.plan)
                         .flat_map(|schedule| &schedule.copies);
                     let policy = sexton_shared::copies::copy_policy(rules, location);
+                    // A location with a lock setting locks from the kept copies' reasons.
+                    let render = match render {
+                        Render::Run if self.location_locks.contains_key(location) => {
+                            Render::RunWithPlan
+                        }
+                        other => other,
+                    };
                     let mut plan = GroupPlan::decide(
                         cluster,
                         &group.plan,

@@ -1,9 +1,10 @@
-//! Object Lock at primary (issue 29): before a run marks anything, each kept backup's objects
-//! are locked until the date its reasons ask for ([`sexton_retention::lock`]), or their lock is
-//! lengthened when a promotion asks for more. Only dates later than what the record says is set
-//! are asked for, so a run's requests follow new backups and promotions, not the catalog's size.
-//! The record's `locked_until` is written after the store took the lock, never before, and only
-//! ever later.
+//! Object Lock (issue 29), at primary and at each location with a lock setting: before a run
+//! marks anything in a group, each kept backup's objects there are locked until the date its
+//! reasons ask for ([`sexton_retention::lock`]), or their lock is lengthened when a promotion
+//! asks for more. Only dates later than what the record says is set are asked for, so a run's
+//! requests follow new backups and promotions, not the catalog's size. The record's
+//! `locked_until` (a copy's, at a location) is written after the store took the lock, never
+//! before, and only ever later.
 
 use std::collections::HashMap;
 
@@ -12,7 +13,7 @@ use chrono::{DateTime, Utc};
 use sexton_retention::lock::{self, LockMode};
 use sexton_shared::{
     catalog::CasError,
-    names::{BackupId, ClusterName},
+    names::{BackupId, ClusterName, LocationName},
     object_store::ObjectStore,
     records::BackupRecord,
 };
@@ -23,35 +24,52 @@ use super::Worker;
 /// Locks set at once per run: enough to keep the store busy, few enough to be polite.
 const LOCKS_IN_FLIGHT: usize = 8;
 
+/// Where a group's backups are locked: primary's store, or a location's with the copies there.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    store: &'a ObjectStore,
+    location: Option<&'a LocationName>,
+}
+
 impl Worker {
     /// Sets or lengthens the locks the group's plan asks for. `Err` when one could not be set:
-    /// the run then marks nothing (a backup not yet locked must not push others out), and the
-    /// next run tries again.
+    /// the run then marks nothing in the group (a backup not yet locked must not push others
+    /// out), and the next run tries again.
     pub(super) async fn lock_planned(
         &self,
         group: &GroupPlan,
         now: DateTime<Utc>,
     ) -> anyhow::Result<()> {
-        let Some(setting) = &self.lock else {
+        let (setting, store) = match &group.location {
+            None => (self.lock.as_ref(), Some(&self.store)),
+            Some(location) => (
+                self.location_locks.get(location),
+                self.locations.get(location),
+            ),
+        };
+        let (Some(setting), Some(store), Some(plan)) = (setting, store, &group.decision) else {
             return Ok(());
         };
-        let Some(plan) = &group.decision else {
-            return Ok(());
+        let target = Target {
+            store,
+            location: group.location.as_ref(),
         };
         let cluster = &group.cluster;
-        let locked_only = plan
-            .keep
-            .iter()
-            .filter(|d| {
-                d.reasons
-                    .iter()
-                    .any(|r| matches!(r, sexton_retention::Reason::Locked { only: true, .. }))
-            })
-            .count();
-        self.metrics
-            .locked_only
-            .with_label_values(&[cluster.as_str(), group.plan.as_str()])
-            .set(locked_only as i64);
+        if target.location.is_none() {
+            let locked_only = plan
+                .keep
+                .iter()
+                .filter(|d| {
+                    d.reasons
+                        .iter()
+                        .any(|r| matches!(r, sexton_retention::Reason::Locked { only: true, .. }))
+                })
+                .count();
+            self.metrics
+                .locked_only
+                .with_label_values(&[cluster.as_str(), group.plan.as_str()])
+                .set(locked_only as i64);
+        }
         let wanted = lock::lock_dates(&group.members.engine, plan, &setting.tiers);
         let current: HashMap<&str, Option<DateTime<Utc>>> = group
             .members
@@ -73,11 +91,10 @@ impl Worker {
             })
             .collect();
         for chunk in jobs.chunks(LOCKS_IN_FLIGHT) {
-            let outcomes =
-                futures::future::join_all(chunk.iter().map(|(id, until, first)| {
-                    self.lock_counted(cluster, id, mode, *until, *first)
-                }))
-                .await;
+            let outcomes = futures::future::join_all(chunk.iter().map(|(id, until, first)| {
+                self.lock_counted(cluster, target, id, mode, *until, *first)
+            }))
+            .await;
             outcomes.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
         }
         Ok(())
@@ -87,12 +104,13 @@ impl Worker {
     async fn lock_counted(
         &self,
         cluster: &ClusterName,
+        target: Target<'_>,
         id: &str,
         mode: LockMode,
         until: DateTime<Utc>,
         first: bool,
     ) -> anyhow::Result<()> {
-        let outcome = self.lock_backup(cluster, id, mode, until).await;
+        let outcome = self.lock_backup(cluster, target, id, mode, until).await;
         let label = match (&outcome, first) {
             (Err(_), _) => "failed",
             (Ok(()), true) => "set",
@@ -102,13 +120,18 @@ impl Worker {
             .locks
             .with_label_values(&[cluster.as_str(), label])
             .inc();
-        outcome.with_context(|| format!("locking backup {id} until {until}"))
+        outcome.with_context(|| {
+            let at = target.location.map_or("primary", |l| l.as_str());
+            format!("locking backup {id} at {at} until {until}")
+        })
     }
 
-    /// Locks every object of one backup until `until`, then records it.
+    /// Locks every object of one backup (its copy, at a location) until `until`, then records
+    /// it.
     async fn lock_backup(
         &self,
         cluster: &ClusterName,
+        target: Target<'_>,
         id: &str,
         mode: LockMode,
         until: DateTime<Utc>,
@@ -120,8 +143,12 @@ impl Worker {
             // Gone since the plan: nothing to lock.
             return Ok(());
         };
-        let set = lock_objects(&self.store, &record.value, mode, until).await?;
-        self.record_lock(cluster, &id, set).await
+        let objects = match objects_at(&record.value, target.location) {
+            Some(objects) => objects,
+            None => return Ok(()),
+        };
+        let set = lock_objects(target.store, objects, mode, until).await?;
+        self.record_lock(cluster, target.location, &id, set).await
     }
 
     /// Writes `locked_until` (the later of the record's and `until`), re-reading on a
@@ -129,6 +156,7 @@ impl Worker {
     async fn record_lock(
         &self,
         cluster: &ClusterName,
+        location: Option<&LocationName>,
         id: &BackupId,
         until: DateTime<Utc>,
     ) -> anyhow::Result<()> {
@@ -136,16 +164,24 @@ impl Worker {
             let Some(record) = self.catalog.get(cluster, id).await? else {
                 return Ok(());
             };
-            if record.value.locked_until.is_some_and(|set| set >= until) {
+            let mut locked = record.value.clone();
+            let slot = match location {
+                None => &mut locked.locked_until,
+                Some(location) => match locked.copies.get_mut(location) {
+                    Some(copy) => &mut copy.locked_until,
+                    None => return Ok(()),
+                },
+            };
+            if slot.is_some_and(|set| set >= until) {
                 return Ok(());
             }
-            let mut locked = record.value.clone();
-            locked.locked_until = Some(until);
+            *slot = Some(until);
             // Not a mark: a job already published for this record stays valid.
             locked.keep_mark(record.revision);
             match self.catalog.update(&locked, record.revision).await {
                 Ok(_) => {
-                    tracing::info!(%cluster, backup = %id, %until, "backup locked");
+                    let at = location.map_or("primary", |l| l.as_str());
+                    tracing::info!(%cluster, backup = %id, location = at, %until, "backup locked");
                     return Ok(());
                 }
                 Err(CasError::Conflict) => continue,
@@ -156,30 +192,43 @@ impl Worker {
     }
 }
 
-/// Locks each object of `record` (the version intake saw, where it saw one) until `until`.
-/// Returns the date every object is now locked until at least: `until`, or later where the
-/// store already held a longer lock (a catalog rebuilt by an import knows no lock; the store
-/// refuses to shorten one, and its own date is then the truth).
+/// The objects of `record` at `location` (primary when `None`), each with the version written
+/// there when it was recorded: intake's at primary, the copier's at a location. A record
+/// written before intake kept its objects: its artifacts, at their current version. `None`:
+/// the location holds no copy of it.
+fn objects_at(
+    record: &BackupRecord,
+    location: Option<&LocationName>,
+) -> Option<Vec<(String, Option<String>)>> {
+    let pairs = |objects: &[sexton_shared::wire::ObjectDigest]| {
+        objects
+            .iter()
+            .map(|object| (object.key.clone(), object.version_id.clone()))
+            .collect()
+    };
+    match location {
+        None if record.objects.is_empty() => Some(
+            record
+                .all_keys()
+                .into_iter()
+                .map(|key| (key, None))
+                .collect(),
+        ),
+        None => Some(pairs(&record.objects)),
+        Some(location) => record.copies.get(location).map(|copy| pairs(&copy.objects)),
+    }
+}
+
+/// Locks each of `targets` (a key, and the version recorded where there is one) until
+/// `until`. Returns the date every object is now locked until at least: `until`, also where
+/// the store already held a longer lock (a catalog rebuilt by an import knows no lock; the
+/// store refuses to shorten one, and reading it back proves it is long enough).
 async fn lock_objects(
     store: &ObjectStore,
-    record: &BackupRecord,
+    mut targets: Vec<(String, Option<String>)>,
     mode: LockMode,
     until: DateTime<Utc>,
 ) -> anyhow::Result<DateTime<Utc>> {
-    let mut targets: Vec<(String, Option<String>)> = record
-        .objects
-        .iter()
-        .map(|object| (object.key.clone(), object.version_id.clone()))
-        .collect();
-    // A record written before intake kept its objects: the artifacts, at their current
-    // version.
-    if targets.is_empty() {
-        targets = record
-            .all_keys()
-            .into_iter()
-            .map(|key| (key, None))
-            .collect();
-    }
     // metadata.json last, as everywhere: a backup is whole only with it.
     targets.sort_by_key(|(key, _)| BackupRecord::is_metadata_key(key));
     for (key, version) in &targets {

@@ -115,7 +115,13 @@ impl ObjectStore {
 
     /// Deletes `keys` in batches of 1000 and says which went and which failed (the per-key
     /// errors of a 200 `DeleteObjects` answer). A request that fails as a whole is an `Err`.
+    /// On a versioned bucket every version and delete marker of each key is deleted (a key
+    /// delete there only adds a marker and keeps the bytes): a key went when all of them did,
+    /// and a version under a lock refuses (issue 29).
     pub async fn delete_keys_each(&self, keys: &[String]) -> Result<DeleteReport, ObjectError> {
+        if self.is_versioned().await? {
+            return self.delete_every_version(keys).await;
+        }
         let mut report = DeleteReport::default();
         for batch in keys.chunks(DELETE_BATCH) {
             let build_error = |message: String| ObjectError {
@@ -168,6 +174,35 @@ impl ObjectStore {
                     .filter(|key| !failed_keys.contains(key.as_str()))
                     .cloned(),
             );
+        }
+        Ok(report)
+    }
+
+    /// [`ObjectStore::delete_keys_each`] on a versioned bucket.
+    async fn delete_every_version(&self, keys: &[String]) -> Result<DeleteReport, ObjectError> {
+        let mut report = DeleteReport::default();
+        let versions: Vec<(String, Option<String>)> = self
+            .versions_of(keys)
+            .await?
+            .into_iter()
+            .map(|(key, version)| (key, Some(version)))
+            .collect();
+        let mut failed_keys = std::collections::HashSet::new();
+        let mut unattributed = false;
+        for batch in versions.chunks(DELETE_BATCH) {
+            for failure in self.delete_versions(batch).await? {
+                unattributed |= failure.key.is_empty();
+                failed_keys.insert(failure.key.clone());
+                report.failed.push(failure);
+            }
+        }
+        // An error that names no key could be about any of them: none counts as deleted.
+        if !unattributed {
+            report.deleted = keys
+                .iter()
+                .filter(|key| !failed_keys.contains(key.as_str()))
+                .cloned()
+                .collect();
         }
         Ok(report)
     }

@@ -112,7 +112,9 @@ impl ObjectStore {
         storage_class: Option<&str>,
     ) -> Result<ObjectDigest, CopyError> {
         let key = expected.key.as_str();
-        let Some(out) = self.open(key).await? else {
+        // The version intake recorded, on a versioned source: what was written over it since
+        // is not the backup (issue 29).
+        let Some(out) = self.open_at(key, expected.version_id.as_deref()).await? else {
             return Err(CopyError::Missing {
                 key: key.to_string(),
             });
@@ -124,7 +126,7 @@ impl ObjectStore {
             read: 0,
             carry: bytes::Bytes::new(),
         };
-        destination
+        let version_id = destination
             .upload_from(
                 destination_key,
                 &mut source,
@@ -138,7 +140,7 @@ impl ObjectStore {
             key: destination_key.to_string(),
             size: source.read,
             sha256: expected.sha256.clone(),
-            version_id: None,
+            version_id,
         })
     }
 
@@ -252,7 +254,7 @@ impl ObjectStore {
             // The object itself is untouched until the upload completes.
             self.abort_upload(key, &upload_id).await;
         }
-        completed
+        completed.map(|_| ())
     }
 
     /// The storage class the store reports for `key` (`None`: its default, which S3 leaves

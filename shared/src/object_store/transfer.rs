@@ -250,7 +250,7 @@ impl ObjectStore {
         settings: UploadSettings,
         storage_class: Option<&str>,
         check: impl FnOnce(&mut S) -> Result<(), S::Error> + Send,
-    ) -> Result<(), S::Error> {
+    ) -> Result<Option<String>, S::Error> {
         let class = storage_class.map(StorageClass::from);
         let buffers = Arc::new(Buffers {
             free: Default::default(),
@@ -260,7 +260,8 @@ impl ObjectStore {
         if (first.len() as u64) < part_size {
             // The whole source in one part: judged before a byte is written.
             check(source)?;
-            self.client
+            let out = self
+                .client
                 .put_object()
                 .bucket(&self.bucket)
                 .key(key)
@@ -270,7 +271,7 @@ impl ObjectStore {
                 .send()
                 .await
                 .map_err(|err| object_error("put", key, err))?;
-            return Ok(());
+            return Ok(out.version_id().map(str::to_string));
         }
         let upload_id = self
             .client
@@ -300,14 +301,16 @@ impl ObjectStore {
         }
     }
 
-    /// Completes multipart upload `upload_id` of `key` with `parts`.
+    /// Completes multipart upload `upload_id` of `key` with `parts`; returns the version it
+    /// made, on a versioned bucket.
     pub(super) async fn complete_upload(
         &self,
         key: &str,
         upload_id: &str,
         parts: Vec<aws_sdk_s3::types::CompletedPart>,
-    ) -> Result<(), ObjectError> {
-        self.client
+    ) -> Result<Option<String>, ObjectError> {
+        let out = self
+            .client
             .complete_multipart_upload()
             .bucket(&self.bucket)
             .key(key)
@@ -320,7 +323,7 @@ impl ObjectStore {
             .send()
             .await
             .map_err(|err| object_error("complete multipart upload", key, err))?;
-        Ok(())
+        Ok(out.version_id().map(str::to_string))
     }
 
     /// Aborts multipart upload `upload_id` of `key`, best effort: a store that kept the parts
