@@ -7,7 +7,11 @@
 //!   7d` → + 7 days.
 //! - A count or calendar rule (`last`, `hourly` … `yearly`) locks for the tier the user set,
 //!   from the backup's time: how long "the 3rd monthly" lives depends on backups not yet taken,
-//!   so no date follows from the rule itself.
+//!   so no date follows from the rule itself. A calendar pick is locked by its tier only once
+//!   its period is over: the newest backup is the pick of the current hour, day, week, month
+//!   and year, and loses each to the next backup of that period, so locking it for the yearly
+//!   tier would lock every backup for years. When its period ends (a backup of the next period
+//!   exists), the pick is final and its lock is extended: the daily that becomes the monthly.
 //! - `min` applies to every kept completed backup, whatever keeps it.
 //! - A chain's ancestor stays locked at least as long as the backups that need it
 //!   (`needed by`), so a locked incremental never outlives its full.
@@ -107,21 +111,51 @@ pub fn parse_lock_duration(text: &str) -> Result<CalendarDuration, DurationError
     CalendarDuration::parse(trimmed)
 }
 
+/// A calendar period of `bucket` (restic's bucket value), read in the backup's own offset as
+/// the engine reads it. `None` for `last`, which is no period.
+fn period(bucket: Bucket, at: DateTime<FixedOffset>) -> Option<(i32, u32, u32)> {
+    use chrono::{Datelike, Timelike};
+    let local = at.naive_local();
+    match bucket {
+        Bucket::Last => None,
+        Bucket::Hourly => Some((local.year(), local.ordinal(), local.hour())),
+        Bucket::Daily => Some((local.year(), local.ordinal(), 0)),
+        Bucket::Weekly => {
+            let week = local.iso_week();
+            Some((week.year(), week.week(), 0))
+        }
+        Bucket::Monthly => Some((local.year(), local.month(), 0)),
+        Bucket::Yearly => Some((local.year(), 0, 0)),
+    }
+}
+
 /// The date `reason` alone locks a backup of time `at` until, `None` when it asks for no lock
-/// of its own (chains are resolved by [`lock_dates`]).
+/// of its own (chains are resolved by [`lock_dates`]). `newest` is the time of the group's
+/// newest completed backup: a calendar rule's pick in a period that `newest` is still in is
+/// provisional (the next backup of that day, month or year takes its place), so it gets no
+/// tier yet; the tier comes when the period is over, as an extension.
 fn reason_lock(
     reason: &Reason,
     at: DateTime<FixedOffset>,
+    newest: DateTime<FixedOffset>,
     tiers: &LockTiers,
 ) -> Option<DateTime<Utc>> {
     let after = |duration: CalendarDuration| duration.after(at).map(|t| t.with_timezone(&Utc));
     match reason {
         Reason::Within(duration) => after(*duration),
         Reason::WithinBucket { duration, .. } => after(*duration),
-        Reason::Count { bucket, .. } => tiers.of_bucket(*bucket).and_then(after),
+        Reason::Count { bucket, .. } => {
+            let provisional =
+                period(*bucket, at).is_some_and(|own| period(*bucket, newest) == Some(own));
+            if provisional {
+                None
+            } else {
+                tiers.of_bucket(*bucket).and_then(after)
+            }
+        }
         Reason::RetentionDuration(days) => Some(at.with_timezone(&Utc) + days.as_delta()),
         Reason::RecoveryWindow(window) => Some(at.with_timezone(&Utc) + window.as_delta()),
-        Reason::Volume { reason, .. } => reason_lock(reason, at, tiers),
+        Reason::Volume { reason, .. } => reason_lock(reason, at, newest, tiers),
         _ => None,
     }
 }
@@ -138,12 +172,21 @@ pub fn lock_dates(
         decision.status == BackupStatus::Completed && decision.completed_at.is_some()
     };
     let mut dates: HashMap<String, DateTime<Utc>> = HashMap::new();
+    let Some(newest) = catalog
+        .backups
+        .iter()
+        .filter(|b| b.status == BackupStatus::Completed)
+        .filter_map(|b| b.completed_at)
+        .max_by_key(|t| t.with_timezone(&Utc))
+    else {
+        return dates;
+    };
     for decision in plan.keep.iter().filter(lockable) {
         let at = decision.completed_at.expect("filtered");
         let own = decision
             .reasons
             .iter()
-            .filter_map(|reason| reason_lock(reason, at, tiers))
+            .filter_map(|reason| reason_lock(reason, at, newest, tiers))
             .chain(
                 tiers
                     .min
@@ -279,10 +322,59 @@ mod tests {
             "2026-11-27T03:00:00Z",
         );
         let dates = lock_dates(&catalog, &plan, &tiers);
-        // nov27 is the daily and November's monthly: the longer tier wins.
-        assert_eq!(dates["nov27"], utc("2028-01-01T02:00:00Z"));
+        // nov27 is the pick of its day and of November, both still under way: provisional.
+        assert!(!dates.contains_key("nov27"), "{dates:?}");
+        // nov26's day is over: a daily. October is over: oct31 is its monthly.
         assert_eq!(dates["nov26"], utc("2026-12-10T02:00:00Z"));
         assert_eq!(dates["oct31"], utc("2027-12-05T02:00:00Z"));
+    }
+
+    #[test]
+    fn the_newest_backup_is_locked_by_min_and_its_tiers_come_when_its_periods_end() {
+        let policy = Policy {
+            keep_daily: count(7),
+            keep_monthly: count(12),
+            keep_yearly: count(7),
+            ..Policy::default()
+        };
+        let tiers = LockTiers {
+            min: Some(d("1d")),
+            daily: Some(d("14d")),
+            monthly: Some(d("400d")),
+            yearly: Some(d("7y")),
+            ..LockTiers::default()
+        };
+        let mut backups = vec![
+            backup("nov30a", "2026-11-30T01:00:00Z"),
+            backup("nov30b", "2026-11-30T02:00:00Z"),
+        ];
+        let (catalog, plan) = plan_of(backups.clone(), &policy, "2026-11-30T03:00:00Z");
+        let dates = lock_dates(&catalog, &plan, &tiers);
+        // The newest is the day's, the month's and the year's pick so far: min only, not 7 years.
+        assert_eq!(dates["nov30b"], utc("2026-12-01T02:00:00Z"));
+        // nov30a is kept as the oldest pick (restic keeps the oldest while a count is not
+        // reached), in the same day and month: provisional too.
+        assert_eq!(dates["nov30a"], utc("2026-12-01T01:00:00Z"));
+        // December begins: nov30b is now November's daily and monthly for good; 2026 is not over.
+        backups.push(backup("dec01", "2026-12-01T02:00:00Z"));
+        let (catalog, plan) = plan_of(backups.clone(), &policy, "2026-12-01T03:00:00Z");
+        let dates = lock_dates(&catalog, &plan, &tiers);
+        assert_eq!(dates["nov30b"], utc("2028-01-04T02:00:00Z"));
+        assert_eq!(dates["dec01"], utc("2026-12-02T02:00:00Z"));
+        let longer = extensions(
+            &dates,
+            |id| (id == "nov30b").then(|| utc("2026-12-01T02:00:00Z")),
+            utc("2026-12-01T03:00:00Z"),
+        );
+        assert!(
+            longer.contains(&("nov30b", utc("2028-01-04T02:00:00Z"))),
+            "{longer:?}"
+        );
+        // A new year: December's last backup is 2026's yearly.
+        backups.push(backup("jan01", "2027-01-01T02:00:00Z"));
+        let (catalog, plan) = plan_of(backups, &policy, "2027-01-01T03:00:00Z");
+        let dates = lock_dates(&catalog, &plan, &tiers);
+        assert_eq!(dates["dec01"], utc("2033-12-01T02:00:00Z"));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Object Lock (issue 29) against a real SeaweedFS bucket created with Object Lock: the
 //! retention-worker locks each kept backup's exact versions until the date its rule keeps it
-//! (a tier per count rule), lengthens a lock when a wider policy asks for more and never
-//! shortens one; a backup the policy lets go stays `expired, locked until T` and is deleted
+//! (a tier per count rule), lengthens a lock when a calendar pick's period ends (the daily
+//! whose day is over) and never shortens one; a backup the policy lets go stays `expired, locked until T` and is deleted
 //! after T without anyone's help, its versions gone and no delete marker left behind. A lock
 //! setting on a bucket without Object Lock stops the retention-worker at start.
 
@@ -92,7 +92,6 @@ async fn each_backup_is_locked_until_its_rule_lets_it_go_then_deleted_version_by
         mode: LockMode::Governance,
         tiers: LockTiers {
             last: Some(parse_lock_duration("1h").unwrap()),
-            daily: Some(parse_lock_duration("3h").unwrap()),
             ..LockTiers::default()
         },
     });
@@ -175,41 +174,6 @@ async fn each_backup_is_locked_until_its_rule_lets_it_go_then_deleted_version_by
     let b1_now = &fixtures::records_of(&catalog, "c1").await["f-b1"].value;
     assert_eq!(b1_now.status, BackupStatus::Completed);
 
-    // A wider policy makes b2 a daily too: its lock is lengthened to the daily tier.
-    api(
-        &client,
-        "schedule",
-        "update",
-        json!({"schema_version": 1, "name": "f", "policy": {"keep_last": 1, "keep_daily": 1}}),
-    )
-    .await
-    .unwrap();
-    let b2_daily = b2_time + chrono::Duration::hours(3);
-    assert_eq!(
-        locked_until(&catalog, "f-b2", Some(b2_daily)).await,
-        b2_daily
-    );
-    let b2_record = fixtures::records_of(&catalog, "c1").await["f-b2"]
-        .value
-        .clone();
-    for object in &b2_record.objects {
-        assert_eq!(
-            retention_of(&store, &object.key, object.version_id.as_deref())
-                .await
-                .1,
-            b2_daily.timestamp()
-        );
-    }
-    // Narrowed again: the lock is never shortened.
-    api(
-        &client,
-        "schedule",
-        "update",
-        json!({"schema_version": 1, "name": "f", "policy": {"keep_last": 1}, "confirm": true}),
-    )
-    .await
-    .unwrap();
-
     // After its date, b1 goes without anyone's help: every version, no delete marker.
     eventually(
         "f-b1 deleted after its lock ran out",
@@ -225,7 +189,7 @@ async fn each_backup_is_locked_until_its_rule_lets_it_go_then_deleted_version_by
     assert!(versions.is_empty(), "left behind: {versions:?}");
     // b2 kept, its lock as long as before.
     let records = fixtures::records_of(&catalog, "c1").await;
-    assert_eq!(records["f-b2"].value.locked_until, Some(b2_daily));
+    assert_eq!(records["f-b2"].value.locked_until, Some(b2_until));
     assert_eq!(records["f-b2"].value.status, BackupStatus::Completed);
     let b2_id = BackupId::new("f-b2").unwrap();
     assert!(catalog
@@ -233,6 +197,120 @@ async fn each_backup_is_locked_until_its_rule_lets_it_go_then_deleted_version_by
         .await
         .unwrap()
         .is_some());
+    fleet.stop().await.unwrap();
+}
+
+/// A calendar pick is provisional while its period lasts (the newest backup is the pick of its
+/// day, month and year until the next one comes) and locked by `min` only; once a backup of
+/// the next day exists, yesterday's pick is final and its lock is lengthened to the daily tier.
+/// A narrower policy then lets it go, but never shortens its lock: it stays, `expired, locked
+/// until T`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pick_is_locked_longer_once_its_day_is_over_and_never_shorter() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    let store = locked_bucket(&mut config).await;
+    config.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            min: Some(parse_lock_duration("2d").unwrap()),
+            daily: Some(parse_lock_duration("5d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_daily": 7}}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+
+    // Yesterday's backup, the newest when it comes: provisional, min only.
+    let yesterday = now - chrono::Duration::days(1);
+    let mut a = report("f-a", yesterday);
+    fixtures::upload_genuine_json(&store, &mut a).await;
+    publish(&js, &a, "a").await;
+    let min_until = yesterday + chrono::Duration::days(2);
+    assert_eq!(locked_until(&catalog, "f-a", None).await, min_until);
+
+    // Today's: yesterday is over, f-a is its daily for good.
+    let mut b = report("f-b", now);
+    fixtures::upload_genuine_json(&store, &mut b).await;
+    publish(&js, &b, "b").await;
+    let daily_until = yesterday + chrono::Duration::days(5);
+    assert_eq!(
+        locked_until(&catalog, "f-a", Some(daily_until)).await,
+        daily_until
+    );
+    let record = fixtures::records_of(&catalog, "c1").await["f-a"]
+        .value
+        .clone();
+    for object in &record.objects {
+        assert_eq!(
+            retention_of(&store, &object.key, object.version_id.as_deref()).await,
+            ("GOVERNANCE".to_string(), daily_until.timestamp()),
+            "{} lengthened in the store",
+            object.key
+        );
+    }
+
+    // Narrowed to one daily: f-a is let go by the policy, kept by its lock, lock unchanged.
+    api(
+        &client,
+        "schedule",
+        "update",
+        json!({"schema_version": 1, "name": "f", "policy": {"keep_daily": 1}, "confirm": true}),
+    )
+    .await
+    .unwrap();
+    let expected = format!(
+        "expired, locked until {}",
+        daily_until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    );
+    let preview = eventually(
+        "the preview says why f-a stays",
+        Duration::from_secs(30),
+        || async {
+            let preview = api(
+                &client,
+                "retention",
+                "preview",
+                json!({"schema_version": 1, "cluster": "c1"}),
+            )
+            .await
+            .ok()?
+            .to_string();
+            preview.contains(&expected).then_some(preview)
+        },
+    )
+    .await;
+    assert!(preview.contains("f-a"), "{preview}");
+    let record = fixtures::records_of(&catalog, "c1").await["f-a"]
+        .value
+        .clone();
+    assert_eq!(record.locked_until, Some(daily_until), "never shortened");
+    assert_eq!(record.status, BackupStatus::Completed);
+    for object in &record.objects {
+        assert_eq!(
+            retention_of(&store, &object.key, object.version_id.as_deref())
+                .await
+                .1,
+            daily_until.timestamp()
+        );
+    }
     fleet.stop().await.unwrap();
 }
 
