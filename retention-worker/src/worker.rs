@@ -85,6 +85,9 @@ pub struct Worker {
         sexton_shared::names::LocationName,
         sexton_shared::config::LockConfig,
     >,
+    /// The binlog segments this replica has locked, and until when: a cache (lost on a
+    /// restart, which costs one request per segment, once).
+    segment_locks: Arc<std::sync::Mutex<std::collections::HashMap<String, DateTime<Utc>>>>,
 }
 
 /// How much earlier than a run's start an event must have been published to count as covered
@@ -133,6 +136,7 @@ impl Worker {
                 })
                 .collect(),
             lock: config.s3.lock.clone(),
+            segment_locks: Arc::default(),
             location_locks: config
                 .locations
                 .iter()

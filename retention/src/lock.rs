@@ -230,6 +230,53 @@ pub fn lock_dates(
     dates
 }
 
+/// Until when each of `segments` should be locked: as long as the longest-locked
+/// base that may replay through it. A base (a full backup, or one with volumes) locked until T
+/// replays from its start to any later point, so it needs every segment that ends at or after
+/// its start; each such segment is locked until at least T. A segment whose end is unknown
+/// may be needed by every base. `locks`: each backup's lock date (those without one are no
+/// base). Segments no locked base needs are left out. Pure, like [`lock_dates`].
+pub fn segment_lock_dates<'a>(
+    backups: impl IntoIterator<Item = &'a crate::BackupRecord>,
+    segments: &[crate::BinlogSegment],
+    locks: &HashMap<String, DateTime<Utc>>,
+) -> HashMap<String, DateTime<Utc>> {
+    // Bases by start, each with the longest lock among those that started no later.
+    let mut bases: Vec<(DateTime<Utc>, DateTime<Utc>)> = backups
+        .into_iter()
+        .filter(|b| b.kind == crate::BackupKind::Full || !b.volumes.is_empty())
+        .filter_map(|b| {
+            let until = *locks.get(&b.id)?;
+            let start = b.started_at.or(b.completed_at)?.with_timezone(&Utc);
+            Some((start, until))
+        })
+        .collect();
+    bases.sort_unstable();
+    let mut longest = Vec::with_capacity(bases.len());
+    let mut so_far: Option<DateTime<Utc>> = None;
+    for (_, until) in &bases {
+        so_far = Some(so_far.map_or(*until, |max| max.max(*until)));
+        longest.push(so_far.expect("set"));
+    }
+    let Some(&all) = longest.last() else {
+        return HashMap::new();
+    };
+    segments
+        .iter()
+        .filter_map(|segment| {
+            let until = match segment.last_event {
+                None => all,
+                Some(end) => {
+                    let end = end.with_timezone(&Utc);
+                    let started = bases.partition_point(|(start, _)| *start <= end);
+                    *longest.get(started.checked_sub(1)?)?
+                }
+            };
+            Some((segment.key.clone(), until))
+        })
+        .collect()
+}
+
 /// Of `wanted` dates, those that would lengthen a backup's lock: later than what is set
 /// (`current`) and still in the future at `now`. Never a shorter date: a lock only grows.
 pub fn extensions(
@@ -451,6 +498,54 @@ mod tests {
         let dates = lock_dates(&catalog, &plan, &tiers);
         assert!(dates.contains_key("b"));
         assert!(!dates.contains_key("a"), "a deleted backup gets no lock");
+    }
+
+    #[test]
+    fn a_segment_is_locked_as_long_as_the_longest_locked_base_that_replays_through_it() {
+        let segment = |key: &str, end: Option<&str>| crate::BinlogSegment {
+            key: key.into(),
+            first_event: None,
+            last_event: end.map(at),
+        };
+        let mut inc = backup("inc", "2026-11-03T00:00:00Z");
+        inc.kind = BackupKind::Incremental;
+        inc.parent = Some("f2".into());
+        let catalog = Catalog {
+            backups: vec![
+                backup("f1", "2026-11-01T00:00:00Z"),
+                backup("f2", "2026-11-02T00:00:00Z"),
+                inc,
+                backup("unlocked", "2026-11-04T00:00:00Z"),
+            ],
+            binlog_segments: vec![
+                segment("before-all", Some("2026-10-31T00:00:00Z")),
+                segment("after-f1", Some("2026-11-01T12:00:00Z")),
+                segment("after-f2", Some("2026-11-02T12:00:00Z")),
+                segment("open", None),
+            ],
+        };
+        let locks: HashMap<String, DateTime<Utc>> = [
+            ("f1", "2027-06-01T00:00:00Z"),
+            ("f2", "2026-12-01T00:00:00Z"),
+            // An incremental is no base: replay starts at a full.
+            ("inc", "2030-01-01T00:00:00Z"),
+        ]
+        .into_iter()
+        .map(|(id, t)| (id.to_string(), utc(t)))
+        .collect();
+        let dates = segment_lock_dates(&catalog.backups, &catalog.binlog_segments, &locks);
+        assert!(
+            !dates.contains_key("before-all"),
+            "no base replays through it"
+        );
+        assert_eq!(dates["after-f1"], utc("2027-06-01T00:00:00Z"));
+        // Needed by f1 (longer) and f2.
+        assert_eq!(dates["after-f2"], utc("2027-06-01T00:00:00Z"));
+        assert_eq!(dates["open"], utc("2027-06-01T00:00:00Z"));
+        assert!(
+            segment_lock_dates(&catalog.backups, &catalog.binlog_segments, &HashMap::new())
+                .is_empty()
+        );
     }
 
     #[test]

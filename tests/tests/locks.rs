@@ -238,8 +238,45 @@ async fn a_pick_is_locked_longer_once_its_day_is_over_and_never_shorter() {
     let catalog = Catalog::new(topo.catalog.clone());
     let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
 
-    // Yesterday's backup, the newest when it comes: provisional, min only.
+    // The binlog archive: a segment that ends before yesterday's backup starts (no base
+    // replays through it), one after it, and the open one being written.
     let yesterday = now - chrono::Duration::days(1);
+    let c1: sexton_shared::names::ClusterName = "c1".parse().unwrap();
+    let segment = |name: &str, first: DateTime<Utc>, last: Option<DateTime<Utc>>| {
+        sexton_shared::binlog::IndexSegment::new(
+            format!("backups/c1/binlog/{name}"),
+            Some(first.fixed_offset()),
+            last.map(|t| t.fixed_offset()),
+        )
+    };
+    let hours = chrono::Duration::hours;
+    let segments = [
+        segment(
+            "mysql-bin.000001",
+            yesterday - hours(3),
+            Some(yesterday - hours(2)),
+        ),
+        segment(
+            "mysql-bin.000002",
+            yesterday - hours(1),
+            Some(yesterday + hours(1)),
+        ),
+        segment("mysql-bin.000003", yesterday + hours(1), None),
+    ];
+    for seg in &segments {
+        store.put(&seg.key, "binlog events".into()).await.unwrap();
+        let seg = seg.clone();
+        sexton_shared::binlog::store::update(
+            &store,
+            &sexton_shared::binlog::index_key("backups", &c1),
+            &sexton_shared::binlog::binlog_prefix("backups", &c1),
+            move |index| index.apply_appends(std::slice::from_ref(&seg)) > 0,
+        )
+        .await
+        .unwrap();
+    }
+
+    // Yesterday's backup, the newest when it comes: provisional, min only.
     let mut a = report("f-a", yesterday);
     fixtures::upload_genuine_json(&store, &mut a).await;
     publish(&js, &a, "a").await;
@@ -266,6 +303,29 @@ async fn a_pick_is_locked_longer_once_its_day_is_over_and_never_shorter() {
             object.key
         );
     }
+
+    // The segments yesterday's backup may replay through are locked as long as it is.
+    for seg in &segments[1..] {
+        let held = eventually(
+            &format!("{} locked", seg.key),
+            Duration::from_secs(30),
+            || async {
+                store
+                    .retention_of(&seg.key, None)
+                    .await
+                    .ok()
+                    .flatten()
+                    .filter(|held| held.until >= daily_until)
+            },
+        )
+        .await;
+        assert_eq!(held.until, daily_until, "{}", seg.key);
+    }
+    let older = store.retention_of(&segments[0].key, None).await;
+    assert!(
+        !matches!(older, Ok(Some(_))),
+        "a segment no locked base needs was locked: {older:?}"
+    );
 
     // Narrowed to one daily: f-a is let go by the policy, kept by its lock, lock unchanged.
     api(

@@ -35,11 +35,13 @@ impl Worker {
     /// Sets or lengthens the locks the group's plan asks for. `Err` when one could not be set:
     /// the run then marks nothing in the group (a backup not yet locked must not push others
     /// out), and the next run tries again.
+    /// Returns each kept backup's lock date now (the later of what was set and what was
+    /// asked), for the binlog segments its bases need ([`Worker::lock_segments`]).
     pub(super) async fn lock_planned(
         &self,
         group: &GroupPlan,
         now: DateTime<Utc>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<HashMap<String, DateTime<Utc>>> {
         let (setting, store) = match &group.location {
             None => (self.lock.as_ref(), Some(&self.store)),
             Some(location) => (
@@ -48,7 +50,7 @@ impl Worker {
             ),
         };
         let (Some(setting), Some(store), Some(plan)) = (setting, store, &group.decision) else {
-            return Ok(());
+            return Ok(HashMap::new());
         };
         let target = Target {
             store,
@@ -79,8 +81,16 @@ impl Worker {
             .map(|b| (b.id.as_str(), b.locked_until))
             .collect();
         let extend = lock::extensions(&wanted, |id| current.get(id).copied().flatten(), now);
+        let mut effective: HashMap<String, DateTime<Utc>> = current
+            .iter()
+            .filter_map(|(id, set)| Some((id.to_string(), (*set)?)))
+            .collect();
+        for (id, until) in &extend {
+            effective.insert(id.to_string(), *until);
+        }
+        effective.retain(|_, until| *until > now);
         if extend.is_empty() {
-            return Ok(());
+            return Ok(effective);
         }
         let mode = setting.mode;
         let jobs: Vec<(String, DateTime<Utc>, bool)> = extend
@@ -97,7 +107,63 @@ impl Worker {
             .await;
             outcomes.into_iter().collect::<anyhow::Result<Vec<()>>>()?;
         }
-        Ok(())
+        Ok(effective)
+    }
+
+    /// Locks the binlog segments that locked bases may replay through (issue 29), as long as
+    /// the longest of those bases' locks ([`lock::segment_lock_dates`]), at their current
+    /// version (the index records no version). Segments already locked as long by this
+    /// replica are skipped: a restart costs one request per segment, once. A failure is
+    /// counted and logged, and never holds back backup retention.
+    pub(super) async fn lock_segments(
+        &self,
+        cluster: &ClusterName,
+        groups: &[GroupPlan],
+        segments: &[sexton_retention::BinlogSegment],
+        locks: &HashMap<String, DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) {
+        let Some(setting) = &self.lock else {
+            return;
+        };
+        let backups = groups.iter().flat_map(|g| g.members.engine.backups.iter());
+        let wanted = lock::segment_lock_dates(backups, segments, locks);
+        let due: Vec<(String, DateTime<Utc>)> = {
+            let done = self.segment_locks.lock().expect("segment locks");
+            wanted
+                .into_iter()
+                .filter(|(key, until)| *until > now && done.get(key).is_none_or(|set| set < until))
+                .map(|(key, until)| (key, whole_second_up(until)))
+                .collect()
+        };
+        for chunk in due.chunks(LOCKS_IN_FLIGHT) {
+            let outcomes = futures::future::join_all(chunk.iter().map(|(key, until)| async move {
+                let outcome =
+                    lock_objects(&self.store, vec![(key.clone(), None)], setting.mode, *until)
+                        .await;
+                (key, until, outcome)
+            }))
+            .await;
+            for (key, until, outcome) in outcomes {
+                let label = match &outcome {
+                    Ok(_) => {
+                        self.segment_locks
+                            .lock()
+                            .expect("segment locks")
+                            .insert(key.clone(), *until);
+                        "segment"
+                    }
+                    Err(err) => {
+                        tracing::warn!(%cluster, segment = %key, %until, error = %format!("{err:#}"), "binlog segment not locked; the next run tries again");
+                        "failed"
+                    }
+                };
+                self.metrics
+                    .locks
+                    .with_label_values(&[cluster.as_str(), label])
+                    .inc();
+            }
+        }
     }
 
     /// [`Worker::lock_backup`], counted by outcome.

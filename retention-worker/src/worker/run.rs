@@ -34,8 +34,14 @@ impl Worker {
         let (at_locations, at_primary): (Vec<GroupPlan>, Vec<GroupPlan>) = groups
             .into_iter()
             .partition(|group| group.location.is_some());
+        let mut locks = std::collections::HashMap::new();
         for group in &at_primary {
-            self.run_group(group, now).await?;
+            locks.extend(self.run_group(group, now).await?);
+        }
+        // Locks on the binlog archive follow the bases locked just now (issue 29).
+        if !locks.is_empty() && binlog.collectable() {
+            self.lock_segments(cluster, &at_primary, &binlog.segments(), &locks, now)
+                .await;
         }
         for group in &at_locations {
             self.run_location_group(group).await?;
@@ -44,8 +50,13 @@ impl Worker {
         self.publish_binlog(cluster, &at_primary, &binlog).await
     }
 
-    /// Carries out one group's plan: everything a run does for it, in order.
-    async fn run_group(&self, group: &GroupPlan, now: DateTime<Utc>) -> anyhow::Result<()> {
+    /// Carries out one group's plan: everything a run does for it, in order. Returns the
+    /// group's lock dates (empty without locks).
+    async fn run_group(
+        &self,
+        group: &GroupPlan,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<std::collections::HashMap<String, DateTime<Utc>>> {
         let cluster = &group.cluster;
         self.metrics
             .last_run
@@ -57,11 +68,11 @@ impl Worker {
                 tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
             }
             self.expire_user_requests(group, &[], &[], now).await?;
-            return Ok(());
+            return Ok(Default::default());
         };
         // Locks first: a backup counts for the plan's deletions only once it is locked, and a
         // held run still locks what it keeps.
-        self.lock_planned(group, now).await?;
+        let locks = self.lock_planned(group, now).await?;
         let policy_hash = group.policy_hash.clone().unwrap_or_default();
         match &group.breaker {
             // Held: nothing of the plan is marked; users' own requests still go.
@@ -73,7 +84,7 @@ impl Worker {
                 self.envelope
                     .record_marks(cluster, &group.plan, &policy_hash, marked)
                     .await;
-                return Ok(());
+                return Ok(locks);
             }
             Some(breaker) => {
                 self.envelope
@@ -116,7 +127,7 @@ impl Worker {
             .await;
         self.announce(group, decision, deleting, trimming, now)
             .await;
-        Ok(())
+        Ok(locks)
     }
 
     /// The plan's whole deletions: each backup marked expiring (or its earlier mark's job
