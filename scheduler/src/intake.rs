@@ -132,6 +132,43 @@ pub async fn examine(store: &ObjectStore, report: &Report) -> Result<Verdict, Ob
     Ok(verdict)
 }
 
+/// Why a completed report is refused for how long after its claimed completion it was
+/// published (`published`, the NATS server's clock), if it is: more than `max_delay` (issue
+/// 29, restic#22057). A merge report keeps its backup's old completion time and is not judged.
+pub fn judge_delay(
+    report: &Report,
+    published: chrono::DateTime<chrono::Utc>,
+    max_delay: std::time::Duration,
+) -> Option<String> {
+    if max_delay.is_zero() || report.merge.is_some() {
+        return None;
+    }
+    let completed = report.completed_at?.with_timezone(&chrono::Utc);
+    let allowed = chrono::Duration::from_std(max_delay).ok()?;
+    let late = published - completed;
+    (late > allowed).then(|| {
+        format!(
+            "completed_at {} is {} before the report was published ({}), more than \
+             scheduler.max_report_delay ({}): a backdated report is not counted",
+            completed.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            spoken(late.to_std().unwrap_or_default()),
+            published.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            spoken(max_delay)
+        )
+    })
+}
+
+/// A duration in the largest whole unit that fits (`3d`, `90m`, `45s`).
+fn spoken(duration: std::time::Duration) -> String {
+    let secs = duration.as_secs();
+    match secs {
+        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
+        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
 /// Every object key of a report, once each, in the report's order.
 pub fn report_keys(report: &Report) -> Vec<String> {
     let mut keys = report.artifacts.clone();
@@ -492,6 +529,41 @@ mod tests {
         bare.artifacts.pop();
         let why = refused(judge(&bare, &listing(&[("a.xb", 3)]), None));
         assert!(why.contains("lists no metadata.json"), "{why}");
+    }
+
+    #[test]
+    fn a_report_published_longer_after_its_completion_than_allowed_is_refused() {
+        let mut report = report(&[("backup.xbstream", 4, b"data"), ("metadata.json", 0, b"")]);
+        let at = |text: &str| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .with_timezone(&chrono::Utc)
+        };
+        report.completed_at = Some(at("2026-03-01T03:00:00Z").fixed_offset());
+        let hour = std::time::Duration::from_secs(3600);
+        assert_eq!(judge_delay(&report, at("2026-03-01T03:59:59Z"), hour), None);
+        assert_eq!(judge_delay(&report, at("2026-03-01T04:00:00Z"), hour), None);
+        let why = judge_delay(&report, at("2026-03-03T03:00:00Z"), hour).expect("refused");
+        assert!(
+            why.contains("is 2d before the report was published"),
+            "{why}"
+        );
+        assert!(why.contains("scheduler.max_report_delay (1h)"), "{why}");
+        // Off, or a merge (its backup completed long ago): never judged.
+        assert_eq!(
+            judge_delay(
+                &report,
+                at("2030-01-01T00:00:00Z"),
+                std::time::Duration::ZERO
+            ),
+            None
+        );
+        report.merge = Some(sexton_shared::wire::MergeDone {
+            target_uid: "u".into(),
+            sources: Vec::new(),
+            volume: None,
+        });
+        assert_eq!(judge_delay(&report, at("2030-01-01T00:00:00Z"), hour), None);
     }
 
     #[test]

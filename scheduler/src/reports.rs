@@ -152,6 +152,14 @@ async fn handle(
         return ("malformed", Outcome::Poison(why));
     }
     let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
+    // When the executor published it, by the server's clock (not when this scheduler reads it:
+    // a report that waited out an outage is as late as it was when sent).
+    let published = message.info().ok().and_then(|info| {
+        chrono::DateTime::from_timestamp(
+            info.published.unix_timestamp(),
+            info.published.nanosecond(),
+        )
+    });
     let status = match report.status {
         ReportStatus::Started => "started",
         ReportStatus::Completed => "completed",
@@ -164,7 +172,10 @@ async fn handle(
         gate,
         config,
         &report,
-        delivered,
+        Delivery {
+            delivered,
+            published,
+        },
     )
     .await
     {
@@ -178,6 +189,14 @@ async fn handle(
         }
     };
     (status, outcome)
+}
+
+/// How a report came: its delivery count, and when the executor published it (the NATS
+/// server's clock).
+#[derive(Clone, Copy)]
+struct Delivery {
+    delivered: i64,
+    published: Option<chrono::DateTime<Utc>>,
 }
 
 /// The cluster a report's subject names must be the one its body names.
@@ -280,8 +299,12 @@ async fn record_report(
     gate: &intake::Intake,
     config: &Config,
     report: &Report,
-    delivered: i64,
+    delivery: Delivery,
 ) -> anyhow::Result<Outcome> {
+    let Delivery {
+        delivered,
+        published,
+    } = delivery;
     let schedule = match &report.schedule {
         Some(name) => {
             match sexton_shared::leader_read::value(&topology.schedules, name.as_str()).await? {
@@ -378,7 +401,18 @@ async fn record_report(
             .is_none_or(|current| current.value.status == BackupStatus::InProgress);
         if writes && report.status == ReportStatus::Completed && verdict.is_none() {
             match intake::examine(&gate.store, report).await {
-                Ok(judged) => verdict = Some(judged),
+                Ok(judged) => {
+                    // A backdated completion (issue 29) is refused like missing objects.
+                    let late = published.and_then(|published| {
+                        intake::judge_delay(report, published, config.scheduler.max_report_delay)
+                    });
+                    verdict = Some(match (judged, late) {
+                        (intake::Verdict::Seen(_), Some(why)) => {
+                            intake::Verdict::Refused(vec![why])
+                        }
+                        (judged, _) => judged,
+                    });
+                }
                 Err(err) => {
                     gate.metrics.with_label_values(&["retry"]).inc();
                     tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, error = %err, "cannot read the backup's objects; the report waits");

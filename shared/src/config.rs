@@ -311,6 +311,13 @@ pub struct SchedulerConfig {
     /// still runs one).
     #[serde(with = "duration_text")]
     pub scrub_interval: Duration,
+    /// The longest a completed backup's report may come after the completion it claims, by
+    /// the NATS server's clock when the executor published it (issue 29): a report whose
+    /// `completed_at` lies further back is refused, so a backdated backup can never become the
+    /// pick of a past day, week or month and push a real one out (restic#22057). Set it to the
+    /// longest a backup takes from completing to its report (upload included). `0s`: off.
+    #[serde(with = "duration_text")]
+    pub max_report_delay: Duration,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -444,6 +451,7 @@ impl Default for SchedulerConfig {
             skip_immediately_default: false,
             retention_sweep_interval: Duration::from_secs(3600),
             scrub_interval: Duration::from_secs(3600),
+            max_report_delay: Duration::ZERO,
         }
     }
 }
@@ -493,6 +501,10 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     (
         "SEXTON_SCHEDULER_SCRUB_INTERVAL",
         "scheduler.scrub_interval",
+    ),
+    (
+        "SEXTON_SCHEDULER_MAX_REPORT_DELAY",
+        "scheduler.max_report_delay",
     ),
     ("SEXTON_DELETER_CONCURRENCY", "deleter.concurrency"),
     ("SEXTON_DELETER_BATCH_JOBS", "deleter.batch_jobs"),
@@ -638,6 +650,10 @@ impl Config {
             }
             "scheduler.scrub_interval" => {
                 self.scheduler.scrub_interval =
+                    duration_text::parse(value).map_err(|why| bad(&why))?
+            }
+            "scheduler.max_report_delay" => {
+                self.scheduler.max_report_delay =
                     duration_text::parse(value).map_err(|why| bad(&why))?
             }
             "deleter.concurrency" => {

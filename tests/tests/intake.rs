@@ -338,3 +338,109 @@ async fn a_report_for_another_cluster_than_its_subject_is_refused() {
     assert!(catalog.list_all().await.unwrap().is_empty());
     fleet.stop().await.unwrap();
 }
+
+/// The restic#22057 shape (issue 29): an executor's key reports real, uploaded backups whose
+/// completion times are forged days into the past, each the last of a day that holds a real
+/// backup, so that `keep_daily` would keep them and let the real ones go. With
+/// `scheduler.max_report_delay` (1h) every one is refused, by the server's clock when the
+/// report was published, and no real backup is deleted. A later deletion that the policy asks
+/// for itself (a fourth, older real backup) shows retention ran over the catalog as the attack
+/// left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_with_forged_past_times_push_no_real_backup_out() {
+    let world = Setup::new(Members {
+        executor: false,
+        ..Members::ALL
+    })
+    .configure(|config| {
+        config.scheduler.retention_sweep_interval = Duration::from_secs(2);
+        config.scheduler.max_report_delay = Duration::from_secs(3600);
+    })
+    .schedule(
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily",
+                     "paused": true, "policy": {"keep_daily": 3}}),
+    )
+    .start()
+    .await;
+    let World {
+        config,
+        fleet,
+        js,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
+    let midnight = Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let day =
+        |n: i64, hour: i64| midnight - chrono::Duration::days(n) + chrono::Duration::hours(hour);
+    let real = |id: &str, at: chrono::DateTime<Utc>| {
+        let mut record = fixtures::backup("c1", "full", id, None, 0, 1);
+        record.schedule = Some("f".parse().unwrap());
+        record.started_at = Some((at - chrono::Duration::minutes(5)).fixed_offset());
+        record.completed_at = Some(at.fixed_offset());
+        record
+    };
+    // Taken on each of the last three days, recorded then.
+    let reals = vec![
+        real("real-d1", day(1, 1)),
+        real("real-d2", day(2, 1)),
+        real("real-d3", day(3, 1)),
+    ];
+    fixtures::put_backups(&catalog, &store, &reals).await;
+
+    // Uploaded now, reported as completed late on each of those days.
+    let forged: Vec<String> = (1..=3).map(|n| format!("f-forged-d{n}")).collect();
+    for (n, id) in forged.iter().enumerate() {
+        let mut body = report("c1", id, day(n as i64 + 1, 23));
+        fixtures::upload_genuine_json(&store, &mut body).await;
+        publish(&js, "sexton.v1.report.c1", &body, id).await;
+    }
+    let records = eventually(
+        "the forged reports judged",
+        Duration::from_secs(60),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            forged
+                .iter()
+                .all(|id| {
+                    records
+                        .get(id)
+                        .is_some_and(|r| r.value.status == BackupStatus::Failed)
+                })
+                .then_some(records)
+        },
+    )
+    .await;
+    for id in &forged {
+        let why = records[id].value.last_error.clone().unwrap_or_default();
+        assert!(why.contains("scheduler.max_report_delay"), "{id}: {why}");
+    }
+
+    // The policy's own deletion: a real backup four days old goes at the next run.
+    let old = real("real-d4", day(4, 1));
+    fixtures::put_backups(&catalog, &store, std::slice::from_ref(&old)).await;
+    eventually(
+        "the oldest real backup deleted",
+        Duration::from_secs(60),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            (!records.contains_key("real-d4")).then_some(())
+        },
+    )
+    .await;
+    let records = fixtures::records_of(&catalog, "c1").await;
+    for real in &reals {
+        let record = &records[real.id.as_str()].value;
+        assert_eq!(
+            record.status,
+            BackupStatus::Completed,
+            "{} not kept",
+            real.id
+        );
+    }
+    fleet.stop().await.unwrap();
+}
