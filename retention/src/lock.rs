@@ -230,6 +230,72 @@ pub fn lock_dates(
     dates
 }
 
+/// Where a count rule of `policy` promises to keep its picks longer than its lock tier protects
+/// them (issue 29): `keep_daily 7` keeps a daily for about 7 days, and a `daily` tier of 3d
+/// leaves it deletable by a stolen key for the other 4. One warning per such rule, for the
+/// API to return where the policy is written. The promise is the rule's count of periods
+/// (a month counted as 28 days, a year as 365, so the warning errs on the quiet side).
+pub fn tier_warnings(policy: &crate::Policy, tiers: &LockTiers) -> Vec<String> {
+    use crate::KeepCount;
+    let rules = [
+        ("keep_hourly", policy.keep_hourly, Bucket::Hourly, 3600i64),
+        ("keep_daily", policy.keep_daily, Bucket::Daily, 86_400),
+        (
+            "keep_weekly",
+            policy.keep_weekly,
+            Bucket::Weekly,
+            7 * 86_400,
+        ),
+        (
+            "keep_monthly",
+            policy.keep_monthly,
+            Bucket::Monthly,
+            28 * 86_400,
+        ),
+        (
+            "keep_yearly",
+            policy.keep_yearly,
+            Bucket::Yearly,
+            365 * 86_400,
+        ),
+    ];
+    let reference = DateTime::parse_from_rfc3339("2001-01-01T00:00:00Z").expect("a valid instant");
+    let mut warnings = Vec::new();
+    for (field, count, bucket, period) in rules {
+        let Some(KeepCount::Limited(n)) = count else {
+            continue;
+        };
+        let Some(tier) = tiers.of_bucket(bucket) else {
+            continue;
+        };
+        let Some(locked) = tier.after(reference) else {
+            continue;
+        };
+        let locked = (locked - reference).num_seconds();
+        let promised = i64::from(n.get()) * period;
+        if locked < promised {
+            warnings.push(format!(
+                "{field} {n} keeps each pick for about {} days, but the lock tier {} is {tier}: \
+                 for the rest of that time a stolen key could delete it (docs/immutability.md)",
+                promised / 86_400,
+                bucket_name(bucket),
+            ));
+        }
+    }
+    warnings
+}
+
+fn bucket_name(bucket: Bucket) -> &'static str {
+    match bucket {
+        Bucket::Last => "last",
+        Bucket::Hourly => "hourly",
+        Bucket::Daily => "daily",
+        Bucket::Weekly => "weekly",
+        Bucket::Monthly => "monthly",
+        Bucket::Yearly => "yearly",
+    }
+}
+
 /// Until when each of `segments` should be locked: as long as the longest-locked
 /// base that may replay through it. A base (a full backup, or one with volumes) locked until T
 /// replays from its start to any later point, so it needs every segment that ends at or after
@@ -546,6 +612,30 @@ mod tests {
             segment_lock_dates(&catalog.backups, &catalog.binlog_segments, &HashMap::new())
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_tier_shorter_than_its_rule_promises_is_warned_about() {
+        let policy = Policy {
+            keep_daily: count(7),
+            keep_monthly: count(12),
+            keep_yearly: Some(KeepCount::Unlimited),
+            ..Policy::default()
+        };
+        let tiers = LockTiers {
+            daily: Some(d("3d")),
+            monthly: Some(d("400d")),
+            yearly: Some(d("1y")),
+            ..LockTiers::default()
+        };
+        let warnings = tier_warnings(&policy, &tiers);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].contains("keep_daily 7 keeps each pick for about 7 days")
+                && warnings[0].contains("daily is 3d"),
+            "{warnings:?}"
+        );
+        assert!(tier_warnings(&policy, &LockTiers::default()).is_empty());
     }
 
     #[test]

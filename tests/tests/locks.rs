@@ -327,6 +327,22 @@ async fn a_pick_is_locked_longer_once_its_day_is_over_and_never_shorter() {
         "a segment no locked base needs was locked: {older:?}"
     );
 
+    // A rule that promises more than its tier locks is warned about where it is written.
+    let widened = api(
+        &client,
+        "schedule",
+        "update",
+        json!({"schema_version": 1, "name": "f", "policy": {"keep_daily": 14}}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        widened.to_string().contains(
+            "keep_daily 14 keeps each pick for about 14 days, but the lock tier daily is 5d"
+        ),
+        "{widened}"
+    );
+
     // Narrowed to one daily: f-a is let go by the policy, kept by its lock, lock unchanged.
     api(
         &client,

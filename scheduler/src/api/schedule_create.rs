@@ -37,6 +37,12 @@ impl Api {
         )?;
         warnings.extend(converted);
         warnings.extend(spec.policy.month_readings());
+        if let Some(lock) = &self.config.s3.lock {
+            warnings.extend(sexton_retention::lock::tier_warnings(
+                &spec.policy,
+                &lock.tiers,
+            ));
+        }
         let starting_deadline_seconds = spec.deadline_seconds();
         let (confirm, dry_run) = (spec.confirm, spec.dry_run);
         let mut record = ScheduleRecord {

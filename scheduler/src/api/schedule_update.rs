@@ -172,6 +172,12 @@ impl Api {
         warnings.extend(converted);
         if preview.policy != current.policy {
             warnings.extend(preview.policy.month_readings());
+            if let Some(lock) = &self.config.s3.lock {
+                warnings.extend(sexton_retention::lock::tier_warnings(
+                    &preview.policy,
+                    &lock.tiers,
+                ));
+            }
         }
         let effect = if preview.policy != current.policy {
             Some(self.policy_effect(&preview).await?)
