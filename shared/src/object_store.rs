@@ -330,42 +330,9 @@ impl ObjectStore {
         directories.dedup();
         let mut out = Vec::new();
         for directory in directories {
-            let mut key_marker: Option<String> = None;
-            let mut version_marker: Option<String> = None;
-            loop {
-                let page = self
-                    .client
-                    .list_object_versions()
-                    .bucket(&self.bucket)
-                    .prefix(directory)
-                    .set_key_marker(key_marker.clone())
-                    .set_version_id_marker(version_marker.clone())
-                    .send()
-                    .await
-                    .map_err(|err| object_error("list versions", directory, err))?;
-                let versions = page
-                    .versions()
-                    .iter()
-                    .map(|v| (v.key(), v.version_id()))
-                    .chain(
-                        page.delete_markers()
-                            .iter()
-                            .map(|m| (m.key(), m.version_id())),
-                    );
-                for (key, version) in versions {
-                    if let (Some(key), Some(version)) = (key, version) {
-                        if wanted.contains(key) {
-                            out.push((key.to_string(), version.to_string()));
-                        }
-                    }
-                }
-                if page.is_truncated() != Some(true) {
-                    break;
-                }
-                key_marker = page.next_key_marker().map(str::to_string);
-                version_marker = page.next_version_id_marker().map(str::to_string);
-                if key_marker.is_none() {
-                    break;
+            for entry in self.list_versions(directory).await? {
+                if wanted.contains(entry.key.as_str()) {
+                    out.push((entry.key, entry.version_id));
                 }
             }
         }

@@ -114,40 +114,14 @@ impl ObjectStore {
         &self,
         prefix: &str,
     ) -> Result<BTreeMap<String, String>, ObjectError> {
-        let mut current = BTreeMap::new();
-        let mut key_marker: Option<String> = None;
-        let mut version_marker: Option<String> = None;
-        loop {
-            let page = self
-                .client
-                .list_object_versions()
-                .bucket(&self.bucket)
-                .prefix(prefix)
-                .set_key_marker(key_marker.clone())
-                .set_version_id_marker(version_marker.clone())
-                .send()
-                .await
-                .map_err(|err| object_error("list versions", prefix, err))?;
-            for version in page.versions() {
-                if version.is_latest() == Some(true) {
-                    if let (Some(key), Some(id)) = (version.key(), version.version_id()) {
-                        // "null" is the version of an object written before versioning.
-                        if id != "null" {
-                            current.insert(key.to_string(), id.to_string());
-                        }
-                    }
-                }
-            }
-            if page.is_truncated() != Some(true) {
-                break;
-            }
-            key_marker = page.next_key_marker().map(str::to_string);
-            version_marker = page.next_version_id_marker().map(str::to_string);
-            if key_marker.is_none() {
-                break;
-            }
-        }
-        Ok(current)
+        Ok(self
+            .list_versions(prefix)
+            .await?
+            .into_iter()
+            // "null" is the version of an object written before versioning.
+            .filter(|entry| entry.latest && !entry.delete_marker && entry.version_id != "null")
+            .map(|entry| (entry.key, entry.version_id))
+            .collect())
     }
 }
 
