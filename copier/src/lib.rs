@@ -423,6 +423,14 @@ async fn binlog_pass(
                 .lock()
                 .expect("not poisoned")
                 .remove(&key);
+            // Segments that landed where copies are locked are locked by the next run there.
+            if synced.segments > 0 && location.locked {
+                let message_id = format!(
+                    "binlog-copied-{cluster}-{name}-{}",
+                    Utc::now().timestamp_micros()
+                );
+                ask_retention_run(copier, cluster, name, &message_id).await;
+            }
         }
         Err(binlog::SyncError::Retry(err)) => {
             tracing::warn!(%cluster, location = %name, error = format!("{err:#}"), "binlog archive not copied; the next pass tries again");
@@ -828,7 +836,9 @@ async fn record_copy(
         match copier.catalog.update(&record, entry.revision).await {
             Ok(revision) => {
                 if copier.locations.get(name).is_some_and(|l| l.locked) {
-                    ask_retention_run(copier, &copied.cluster, &copied.id, name, revision).await;
+                    let message_id =
+                        format!("copied-{}-{}-{name}-{revision}", copied.cluster, copied.id);
+                    ask_retention_run(copier, &copied.cluster, name, &message_id).await;
                 }
                 return Ok(());
             }
@@ -839,15 +849,15 @@ async fn record_copy(
     Err(Failure::Wait("the record kept changing".into()))
 }
 
-/// Asks for a retention run of `cluster` once a copy counts at a location that locks: the
-/// location's run locks it now (issue 29), not at the next sweep. Best effort: the periodic
-/// sweep comes anyway, and until the copy is locked no run there counts it.
+/// Asks for a retention run of `cluster` once a copy counts (or binlog segments landed) at a
+/// location that locks: the location's run locks it now (issue 29), not at the next sweep.
+/// Best effort: the periodic sweep comes anyway, and until a copy is locked no run there
+/// counts it.
 async fn ask_retention_run(
     copier: &Copier,
     cluster: &ClusterName,
-    id: &BackupId,
     location: &LocationName,
-    revision: u64,
+    message_id: &str,
 ) {
     let sweep = wire::RetentionSweep {
         schema_version: wire::SCHEMA_VERSION,
@@ -862,16 +872,15 @@ async fn ask_retention_run(
             return;
         }
     };
-    let message_id = format!("copied-{cluster}-{id}-{location}-{revision}");
     if let Err(err) = sexton_shared::nats::publish_once(
         &copier.topology.jetstream,
         topology::sweep_subject(cluster),
-        &message_id,
+        message_id,
         body.into(),
     )
     .await
     {
-        tracing::warn!(%cluster, backup = %id, %location, error = %err, "cannot ask for a retention run; the next sweep does it");
+        tracing::warn!(%cluster, %location, error = %err, "cannot ask for a retention run; the next sweep does it");
     }
 }
 

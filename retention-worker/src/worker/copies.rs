@@ -53,20 +53,25 @@ impl Worker {
 
     /// Carries out one location group's plan: the copies it deletes marked, their jobs
     /// published (again, for marks an earlier run made).
-    pub(super) async fn run_location_group(&self, group: &GroupPlan) -> anyhow::Result<()> {
+    /// Returns the group's lock dates at its location (empty without locks there), for the
+    /// binlog segments of the location's archive ([`Worker::lock_segments`]).
+    pub(super) async fn run_location_group(
+        &self,
+        group: &GroupPlan,
+    ) -> anyhow::Result<std::collections::HashMap<String, chrono::DateTime<chrono::Utc>>> {
         let cluster = &group.cluster;
         let Some(location) = &group.location else {
-            return Ok(());
+            return Ok(Default::default());
         };
         self.observe_location_group(group, location, chrono::Utc::now());
         let Some(decision) = &group.run else {
             if let Some(reason) = &group.hold_reason {
                 tracing::debug!(%cluster, plan = %group.plan, %location, reason, "copies kept");
             }
-            return Ok(());
+            return Ok(Default::default());
         };
         // Locks first, as at primary: a copy counts for deleting others there once locked.
-        self.lock_planned(group, chrono::Utc::now()).await?;
+        let locks = self.lock_planned(group, chrono::Utc::now()).await?;
         match &group.breaker {
             Some(breaker) if breaker.held => {
                 self.envelope
@@ -82,7 +87,7 @@ impl Worker {
                     .runs
                     .with_label_values(&["copies", "held"])
                     .inc();
-                return Ok(());
+                return Ok(locks);
             }
             // Tripped, and a person's approval lets it through once: used up now.
             Some(breaker) => {
@@ -127,7 +132,7 @@ impl Worker {
                 marked,
             )
             .await;
-        Ok(())
+        Ok(locks)
     }
 
     /// Marks the copy of `record` at `location` expiring (if it is not already) and publishes

@@ -112,35 +112,50 @@ impl Worker {
 
     /// Locks the binlog segments that locked bases may replay through (issue 29), as long as
     /// the longest of those bases' locks ([`lock::segment_lock_dates`]), at their current
-    /// version (the index records no version). Segments already locked as long by this
-    /// replica are skipped: a restart costs one request per segment, once. A failure is
-    /// counted and logged, and never holds back backup retention.
-    pub(super) async fn lock_segments(
+    /// version (the index records no version): the primary's archive, or a location's copy
+    /// of it (`location`, locked as the copies there that need it). Segments already locked
+    /// as long by this replica are skipped: a restart costs one request per segment, once. A
+    /// failure is counted and logged, and never holds back backup retention.
+    pub(super) async fn lock_segments<'g>(
         &self,
         cluster: &ClusterName,
-        groups: &[GroupPlan],
+        location: Option<&LocationName>,
+        groups: impl IntoIterator<Item = &'g GroupPlan>,
         segments: &[sexton_retention::BinlogSegment],
         locks: &HashMap<String, DateTime<Utc>>,
         now: DateTime<Utc>,
     ) {
-        let Some(setting) = &self.lock else {
+        let (setting, store) = match location {
+            None => (self.lock.as_ref(), Some(&self.store)),
+            Some(location) => (
+                self.location_locks.get(location),
+                self.locations.get(location),
+            ),
+        };
+        let (Some(setting), Some(store)) = (setting, store) else {
             return;
         };
-        let backups = groups.iter().flat_map(|g| g.members.engine.backups.iter());
+        let backups = groups
+            .into_iter()
+            .flat_map(|g| g.members.engine.backups.iter());
         let wanted = lock::segment_lock_dates(backups, segments, locks);
+        // Remembered per place: a location's keys may repeat the primary's in another bucket.
+        let place = location.map_or("primary", LocationName::as_str);
+        let remembered = |key: &str| format!("{place}\u{0}{key}");
         let due: Vec<(String, DateTime<Utc>)> = {
             let done = self.segment_locks.lock().expect("segment locks");
             wanted
                 .into_iter()
-                .filter(|(key, until)| *until > now && done.get(key).is_none_or(|set| set < until))
+                .filter(|(key, until)| {
+                    *until > now && done.get(&remembered(key)).is_none_or(|set| set < until)
+                })
                 .map(|(key, until)| (key, whole_second_up(until)))
                 .collect()
         };
         for chunk in due.chunks(LOCKS_IN_FLIGHT) {
             let outcomes = futures::future::join_all(chunk.iter().map(|(key, until)| async move {
                 let outcome =
-                    lock_objects(&self.store, vec![(key.clone(), None)], setting.mode, *until)
-                        .await;
+                    lock_objects(store, vec![(key.clone(), None)], setting.mode, *until).await;
                 (key, until, outcome)
             }))
             .await;
@@ -150,7 +165,7 @@ impl Worker {
                         self.segment_locks
                             .lock()
                             .expect("segment locks")
-                            .insert(key.clone(), *until);
+                            .insert(remembered(key), *until);
                         "segment"
                     }
                     Err(err) => {

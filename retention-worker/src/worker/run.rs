@@ -40,11 +40,40 @@ impl Worker {
         }
         // Locks on the binlog archive follow the bases locked just now (issue 29).
         if !locks.is_empty() && binlog.collectable() {
-            self.lock_segments(cluster, &at_primary, &binlog.segments(), &locks, now)
+            self.lock_segments(cluster, None, &at_primary, &binlog.segments(), &locks, now)
                 .await;
         }
+        let mut location_locks: std::collections::BTreeMap<_, std::collections::HashMap<_, _>> =
+            Default::default();
         for group in &at_locations {
-            self.run_location_group(group).await?;
+            let locks = self.run_location_group(group).await?;
+            if let Some(location) = &group.location {
+                location_locks
+                    .entry(location.clone())
+                    .or_default()
+                    .extend(locks);
+            }
+        }
+        // A location's copy of the archive is locked as the copies there that need it.
+        for (location, locks) in &location_locks {
+            let Some(store) = self.locations.get(location).filter(|_| !locks.is_empty()) else {
+                continue;
+            };
+            let archive = binlog::load(store, store.prefix(), cluster).await;
+            if archive.collectable() {
+                let at_location = at_locations
+                    .iter()
+                    .filter(|g| g.location.as_ref() == Some(location));
+                self.lock_segments(
+                    cluster,
+                    Some(location),
+                    at_location,
+                    &archive.segments(),
+                    locks,
+                    now,
+                )
+                .await;
+            }
         }
         // The binlog archive is at primary: only the primary's plans say what it needs.
         self.publish_binlog(cluster, &at_primary, &binlog).await
