@@ -23,6 +23,7 @@ use sexton_shared::{
 };
 
 mod args;
+mod fetch;
 mod print;
 #[cfg(test)]
 mod request_tests;
@@ -319,6 +320,41 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 _ => sexton_executor::reference::run(config, shutdown).await,
             };
             result.map_err(Failure::runtime)
+        }
+        Command::Backup(BackupCommand::Fetch {
+            id,
+            cluster,
+            location,
+            to,
+            only,
+        }) => {
+            fetch::backup_fetch(
+                cli.output,
+                &load_config,
+                id,
+                cluster,
+                location.as_deref(),
+                to,
+                *only,
+            )
+            .await
+        }
+        Command::Binlog(BinlogCommand::Fetch {
+            cluster,
+            location,
+            since,
+            until,
+            to,
+        }) => {
+            fetch::binlog_fetch(
+                cli.output,
+                &load_config,
+                cluster,
+                location.as_deref(),
+                (since.as_deref(), until.as_deref()),
+                to,
+            )
+            .await
         }
         Command::Audit(args) => audit(cli.output, &load_config, args).await,
         command => run_online(cli.output, &load_config, command).await,

@@ -188,6 +188,8 @@ fn bad_input_exits_2_with_a_clear_message() {
     let g = garbage.to_str().unwrap();
     let e = empty_policy.to_str().unwrap();
     let c = good_catalog.to_str().unwrap();
+    let fetch_dir = dir.path().join("fetched");
+    let d = fetch_dir.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec!["schedule", "next", "--cron", "61 * * * *"],
@@ -746,6 +748,79 @@ fn bad_input_exits_2_with_a_clear_message() {
             vec!["schedule", "describe", "nightly", "--days", "3"],
             "go with --simulate",
         ),
+        // Fetches: refused before any server is asked, nothing written.
+        (
+            vec![
+                "backup",
+                "fetch",
+                "b-1",
+                "--cluster",
+                "../db",
+                "--to",
+                "/tmp/x",
+            ],
+            "cluster",
+        ),
+        (vec!["backup", "fetch", "b-1", "--cluster", "db1"], "--to"),
+        (
+            vec!["backup", "fetch", "b-1", "--cluster", "db1", "--to", g],
+            "not a directory",
+        ),
+        (
+            vec![
+                "backup",
+                "fetch",
+                "b-1",
+                "--cluster",
+                "db1",
+                "--location",
+                "mars",
+                "--to",
+                d,
+            ],
+            "--location mars: no such location",
+        ),
+        (
+            vec![
+                "binlog",
+                "fetch",
+                "--cluster",
+                "db1",
+                "--since",
+                "today",
+                "--to",
+                d,
+            ],
+            "--since \"today\" is not an RFC 3339 time",
+        ),
+        (
+            vec![
+                "binlog",
+                "fetch",
+                "--cluster",
+                "db1",
+                "--since",
+                "2026-11-28T12:00:00Z",
+                "--until",
+                "2026-11-28T11:00:00Z",
+                "--to",
+                d,
+            ],
+            "is after --until",
+        ),
+        (
+            vec![
+                "binlog",
+                "fetch",
+                "--cluster",
+                "db1",
+                "--location",
+                "x/y",
+                "--to",
+                d,
+            ],
+            "--location",
+        ),
         (vec!["schedule", "frobnicate"], "unrecognized subcommand"),
         (vec!["backup", "list", "-o", "xml"], "invalid value"),
         (vec!["--nats-url", "http://x", "backup", "list"], "nats.url"),
@@ -756,6 +831,8 @@ fn bad_input_exits_2_with_a_clear_message() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(expect), "{args:?}: {}", stderr(&out));
     }
+    // A refused fetch wrote nothing where it was pointed.
+    assert!(!fetch_dir.exists(), "a refused fetch wrote into {d}");
 }
 
 /// Velero's and kubectl's habits land on Sexton's flags (issue 26): `--schedule` is `--cron`,

@@ -7,4 +7,5 @@
 pub mod binlog_append;
 pub mod binlog_file;
 pub mod exec;
+pub mod fetch;
 pub mod reference;

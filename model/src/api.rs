@@ -26,7 +26,8 @@ pub use crate::checks::{
 };
 pub use backup::{
     BackupDelete, BackupDeleted, BackupDescription, BackupHold, BackupRef, BackupTaken,
-    DeleteAction, RetentionVerdict, VerifyAsked, VerifyRequest, VolumeFate,
+    ChainRequest, DeleteAction, RestoreChain, RetentionVerdict, VerifyAsked, VerifyRequest,
+    VolumeFate,
 };
 pub use binlog::StatusRequest;
 pub use catalog::{ImportRequest, ScrubRequest};

@@ -20,6 +20,22 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// The SHA-256 of a file in lowercase hex, read in 1 MiB pieces (never whole in memory).
+pub fn file_sha256(path: &std::path::Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buffer[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
 /// Whether `text` looks like a SHA-256 in lowercase hex.
 pub fn is_sha256_hex(text: &str) -> bool {
     text.len() == 64

@@ -28,6 +28,7 @@ use sexton_shared::{
 
 use crate::timers;
 
+mod backup_chain;
 mod backup_create;
 mod backup_delete;
 mod backup_describe;
@@ -238,6 +239,7 @@ impl Api {
             "backup.taken" => self.backup_taken(decode(body)?).await,
             "backup.hold" => self.backup_hold(decode(body)?).await,
             "backup.verify" => self.backup_verify(decode(body)?).await,
+            "backup.chain" => self.backup_chain(decode(body)?).await,
             "backup.release" => self.backup_release(decode(body)?).await,
             "cluster.forget" => self.cluster_forget(decode(body)?, actor).await,
             "catalog.import" => self.catalog_import(decode(body)?).await,

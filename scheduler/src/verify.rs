@@ -150,9 +150,46 @@ pub(crate) fn parents(record: &BackupRecord) -> Vec<String> {
     out
 }
 
+/// What a restore of `target` reads ([`chain_of`]) where it would read it: at `location`, every
+/// link's copy there must count ([`chain_at`]); at primary, every link must still be there (a
+/// backup held only by copies names where it is).
+pub fn restore_chain<'a>(
+    by_id: &BTreeMap<&str, &'a BackupRecord>,
+    target: &'a BackupRecord,
+    location: Option<&LocationName>,
+) -> Result<Vec<&'a BackupRecord>, String> {
+    let chain = chain_of(by_id, target)?;
+    match location {
+        Some(name) => chain_at(&chain, name)?,
+        None => {
+            if let Some(gone) = chain.iter().find(|r| !r.held_at_primary()) {
+                let held: Vec<&str> = gone
+                    .copies
+                    .iter()
+                    .filter(|(_, copy)| copy.state == CopyState::Copied)
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                return Err(format!(
+                    "{} is no longer at primary{}",
+                    gone.id,
+                    if held.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; it is held at {} (name one as the location)",
+                            held.join(", ")
+                        )
+                    }
+                ));
+            }
+        }
+    }
+    Ok(chain)
+}
+
 /// A backup of a chain as the event carries it: its objects with what intake recorded; at a
 /// location, its copy's objects there (each with the size and SHA-256 intake recorded).
-fn verify_backup(record: &BackupRecord, location: Option<&LocationName>) -> VerifyBackup {
+pub fn verify_backup(record: &BackupRecord, location: Option<&LocationName>) -> VerifyBackup {
     let objects = match location.and_then(|name| record.copies.get(name)) {
         Some(copy) => copy
             .objects
@@ -848,6 +885,35 @@ mod tests {
         let mut broken = by_id.clone();
         broken.insert("f", &failed_f);
         assert!(chain_of(&broken, &i2).unwrap_err().contains("f is missing"));
+    }
+
+    #[test]
+    fn a_restore_reads_where_every_link_is_and_names_where_it_went() {
+        let dr = LocationName::new("dr").unwrap();
+        let mut f = copy_at(record("f", 1, None), "copied");
+        let i1 = copy_at(record("i1", 2, Some("f")), "copied");
+        let restored = |f: &BackupRecord, location: Option<&LocationName>| {
+            let by_id: BTreeMap<&str, &BackupRecord> =
+                [f, &i1].into_iter().map(|r| (r.id.as_str(), r)).collect();
+            restore_chain(&by_id, &i1, location)
+                .map(|chain| chain.iter().map(|r| r.id.to_string()).collect::<Vec<_>>())
+        };
+        assert_eq!(restored(&f, None).unwrap(), ["f", "i1"]);
+        assert_eq!(restored(&f, Some(&dr)).unwrap(), ["f", "i1"]);
+        // The full gone from primary, its copy at dr kept: restored from dr only.
+        f.primary_deleted_at = Some("2026-01-02T00:00:00Z".parse().unwrap());
+        let why = restored(&f, None).unwrap_err();
+        assert!(
+            why.contains("f is no longer at primary; it is held at dr"),
+            "{why}"
+        );
+        assert_eq!(restored(&f, Some(&dr)).unwrap(), ["f", "i1"]);
+        // And the copy leaving dr: nowhere.
+        let leaving = copy_at(f.clone(), "expiring");
+        assert!(restored(&leaving, Some(&dr))
+            .unwrap_err()
+            .contains("f at dr is expiring"));
+        assert!(!restored(&leaving, None).unwrap_err().contains("held at"));
     }
 
     fn copy_at(mut record: BackupRecord, state: &str) -> BackupRecord {

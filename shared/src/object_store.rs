@@ -181,7 +181,16 @@ impl ObjectStore {
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<bytes::Bytes>, ObjectError> {
-        let Some(out) = self.open(key).await? else {
+        self.get_at(key, None).await
+    }
+
+    /// [`ObjectStore::get`] of that very `version` when one is given.
+    pub async fn get_at(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<bytes::Bytes>, ObjectError> {
+        let Some(out) = self.open_at(key, version).await? else {
             return Ok(None);
         };
         let body = out

@@ -679,6 +679,19 @@ pub fn service_binary(name: &str) -> PathBuf {
     path
 }
 
+/// Runs the real `sexton` binary with `args` as a person would against the fleet of `config`
+/// (its whole configuration in the environment, nothing else of the test's), and returns its
+/// output.
+pub fn sexton_cli(config: &Config, args: &[&str]) -> std::process::Output {
+    Command::new(service_binary("sexton"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(config_env(config))
+        .output()
+        .expect("running sexton")
+}
+
 /// The environment that hands `config` to a service process (see `shared::config::ENVIRONMENT`).
 pub fn config_env(config: &Config) -> Vec<(String, String)> {
     let mut env = vec![

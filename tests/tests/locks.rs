@@ -453,9 +453,58 @@ async fn an_attacker_with_the_stores_keys_cannot_take_a_locked_recovery_point() 
     let record = fixtures::records_of(&catalog, "c1").await["f-b1"]
         .value
         .clone();
+    // A binlog segment shipped the way an executor ships it, so the archive is attacked too.
+    let dir = tempfile::tempdir().unwrap();
+    let segment_file = dir.path().join("wal.000001");
+    let segment_bytes = b"the only copy of an hour of changes".repeat(100);
+    std::fs::write(&segment_file, &segment_bytes).unwrap();
+    let shipped = sexton_cli(
+        &config,
+        &[
+            "binlog",
+            "append",
+            "--cluster",
+            "c1",
+            "--format",
+            "file",
+            segment_file.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        shipped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shipped.stderr)
+    );
+    let archive = [
+        "backups/c1/binlog/wal.000001".to_string(),
+        "backups/c1/binlog/_index.json".to_string(),
+    ];
 
     // The attack: every object written over, then marked deleted; the recorded versions
     // deleted by id, which the lock refuses.
+    for key in &archive {
+        for step in 0..2 {
+            let request = store.client();
+            if step == 0 {
+                request
+                    .put_object()
+                    .bucket("locked")
+                    .key(key)
+                    .body(aws_sdk_s3::primitives::ByteStream::from_static(b"ransom"))
+                    .send()
+                    .await
+                    .unwrap();
+            } else {
+                request
+                    .delete_object()
+                    .bucket("locked")
+                    .key(key)
+                    .send()
+                    .await
+                    .unwrap();
+            }
+        }
+    }
     for object in &record.objects {
         store
             .client()
@@ -556,6 +605,65 @@ async fn an_attacker_with_the_stores_keys_cannot_take_a_locked_recovery_point() 
     )
     .await;
     assert_eq!(outcome, "verified", "{reason}");
+
+    // A person's restore reads the same: `sexton backup fetch` writes the recorded versions,
+    // checked, and `sexton binlog fetch` finds the recorded segment under the ransom note
+    // (the index too, its newest version that reads).
+    let into = dir.path().join("restore");
+    let fetched = sexton_cli(
+        &config,
+        &[
+            "backup",
+            "fetch",
+            "f-b1",
+            "--cluster",
+            "c1",
+            "--to",
+            into.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&fetched.stderr).to_string();
+    assert!(fetched.status.success(), "{stderr}");
+    let rows: Vec<Value> = serde_json::from_slice(&fetched.stdout).unwrap();
+    assert_eq!(rows.len(), record.objects.len(), "{rows:?}");
+    for object in &record.objects {
+        let name = object.key.rsplit('/').next().unwrap();
+        let bytes = std::fs::read(into.join("f-b1").join(name)).unwrap();
+        assert_eq!(
+            Some(sexton_shared::digest::sha256_hex(&bytes)),
+            object.sha256,
+            "{} fetched is not the recorded version",
+            object.key
+        );
+    }
+    let binlog_into = into.join("binlog");
+    let fetched = sexton_cli(
+        &config,
+        &[
+            "binlog",
+            "fetch",
+            "--cluster",
+            "c1",
+            "--to",
+            binlog_into.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&fetched.stderr).to_string();
+    assert!(fetched.status.success(), "{stderr}");
+    assert!(stderr.contains("current index is unreadable"), "{stderr}");
+    assert!(stderr.contains("written over or deleted"), "{stderr}");
+    let rows: Vec<Value> = serde_json::from_slice(&fetched.stdout).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(rows[0]["version_id"].is_string(), "{rows:?}");
+    assert_eq!(
+        std::fs::read(binlog_into.join("wal.000001")).unwrap(),
+        segment_bytes,
+        "the segment fetched is the one shipped"
+    );
     fleet.stop().await.unwrap();
 }
 

@@ -200,6 +200,27 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
     let dr_server = S3::start_as(DR_KEY, DR_SECRET);
     let mut config = config(&nats, &s3);
     add_location(&mut config, "dr", &dr_server, DR_KEY, DR_SECRET);
+    // dr locks what it keeps (issue 29): a bucket created with Object Lock, each copy locked
+    // for a day, the binlog archive there as long as the copies that need it.
+    let dr_location = config.locations.get_mut("dr").unwrap();
+    dr_location.s3.bucket = "dr-locked".into();
+    ObjectStore::connect(&dr_location.s3)
+        .await
+        .unwrap()
+        .client()
+        .create_bucket()
+        .bucket("dr-locked")
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    dr_location.s3.lock = Some(sexton_shared::config::LockConfig {
+        mode: sexton_retention::lock::LockMode::Governance,
+        tiers: sexton_retention::lock::LockTiers {
+            min: Some(sexton_retention::lock::parse_lock_duration("1d").unwrap()),
+            ..Default::default()
+        },
+    });
     config.copier.binlog_interval = Duration::from_secs(1);
     let fleet = Fleet::start(
         &config,
@@ -556,6 +577,18 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
         },
     )
     .await;
+    // Every segment of dr's archive is locked, as long as the copies there that need it.
+    eventually(
+        "dr's binlog archive locked",
+        Duration::from_secs(60),
+        || async {
+            for segment in &dr_index.segments {
+                dr.retention_of(&segment.key, None).await.ok()??;
+            }
+            Some(())
+        },
+    )
+    .await;
     drop(exec);
     stop_copier.trigger();
     copier.await.unwrap().unwrap();
@@ -625,20 +658,109 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
         .iter()
         .find(|o| o.key.ends_with("/backup.xbstream"))
         .expect("the copy's data object");
+    let data_version = data
+        .version_id
+        .clone()
+        .expect("the import recorded the version it listed at dr");
+
+    // Then an attacker with dr's admin keys writes over every object there and marks each
+    // deleted: the backups, the binlog segments, the index. The locked versions stay.
+    let dr_prefix = format!("dr-copies/{CLUSTER}/");
+    let current: Vec<String> = dr
+        .list_versions(&dr_prefix)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|v| v.latest && !v.delete_marker)
+        .map(|v| v.key)
+        .collect();
+    assert!(current.len() > dr_index.segments.len(), "{current:?}");
+    for key in &current {
+        dr.client()
+            .put_object()
+            .bucket("dr-locked")
+            .key(key)
+            .body(aws_sdk_s3::primitives::ByteStream::from_static(b"ransom"))
+            .send()
+            .await
+            .unwrap();
+        dr.client()
+            .delete_object()
+            .bucket("dr-locked")
+            .key(key)
+            .send()
+            .await
+            .unwrap();
+    }
+    assert!(
+        dr.list(&dr_prefix).await.unwrap().is_empty(),
+        "dr looks empty"
+    );
+    let refused = dr
+        .client()
+        .delete_object()
+        .bucket("dr-locked")
+        .key(&data.key)
+        .version_id(&data_version)
+        .send()
+        .await;
+    assert!(refused.is_err(), "the locked version at dr was deleted");
+
+    // A person's restore from dr: `sexton backup fetch` and `sexton binlog fetch` read the
+    // recorded (locked) versions from under the ransom notes, each checked.
     let from_dr = dir.path().join("from-dr");
     let dr_binlogs = from_dr.join("binlog");
-    std::fs::create_dir_all(&dr_binlogs).unwrap();
-    let dr_full = from_dr.join("full.xbstream");
-    download(&dr, &data.key, &dr_full).await;
+    let fetched = sexton_cli(
+        &recovery_config,
+        &[
+            "backup",
+            "fetch",
+            taken[0].id.as_str(),
+            "--cluster",
+            CLUSTER,
+            "--location",
+            "dr",
+            "--to",
+            from_dr.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    );
+    assert!(
+        fetched.status.success(),
+        "backup fetch: {}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    let dr_full = from_dr.join(taken[0].id.as_str()).join("backup.xbstream");
     assert_eq!(
         sexton_shared::digest::sha256_hex(&std::fs::read(&dr_full).unwrap()),
         data.sha256.clone().unwrap(),
         "the copy at dr is the backup intake recorded"
     );
-    for segment in &dr_index.segments {
-        let name = segment.key.rsplit('/').next().unwrap();
-        download(&dr, &segment.key, &dr_binlogs.join(name)).await;
-    }
+    let fetched = sexton_cli(
+        &recovery_config,
+        &[
+            "binlog",
+            "fetch",
+            "--cluster",
+            CLUSTER,
+            "--location",
+            "dr",
+            "--until",
+            &dr_target.to_rfc3339(),
+            "--to",
+            dr_binlogs.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&fetched.stderr).to_string();
+    assert!(fetched.status.success(), "binlog fetch: {stderr}");
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&fetched.stdout).unwrap();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|r| r["version_id"].is_string()),
+        "every segment read from beneath the ransom note: {rows:?}"
+    );
     let expected = ids(&db.sql(&format!(
         "SELECT id FROM shop.w WHERE ts < '{dr_stop}' ORDER BY id"
     )));

@@ -267,6 +267,30 @@ pub enum BackupCommand {
         #[arg(long)]
         wait: bool,
     },
+    /// Download a backup for a restore: every object of its chain (oldest first), at the
+    /// versions Sexton recorded, each checked against the size and SHA-256 recorded when it
+    /// was taken, into <DIR>/<backup id>/. Objects written over or "deleted" in the bucket
+    /// since are read from the recorded (locked) versions.
+    #[command(after_help = "Examples:
+  sexton backup fetch nightly-20261123030000 --cluster db1 --to /restore
+  sexton backup fetch nightly-20261123030000 --cluster db1 --location dr --to /restore -o json")]
+    Fetch {
+        /// The backup's id.
+        id: String,
+        /// The cluster the backup belongs to.
+        #[arg(long)]
+        cluster: String,
+        /// Read the backup's copies at this location instead of the primary's objects.
+        #[arg(long)]
+        location: Option<String>,
+        /// The directory to write into (created if missing); each backup of the chain gets a
+        /// directory of its own there.
+        #[arg(long)]
+        to: PathBuf,
+        /// Only the backup's own objects, not the backups it builds on.
+        #[arg(long)]
+        only: bool,
+    },
     /// List objects under the cluster's prefix that no catalog record owns.
     #[command(after_help = "Examples:
   sexton backup orphans --cluster db1
@@ -645,6 +669,32 @@ pub enum BinlogCommand {
         /// The files, oldest first.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+    },
+    /// Download the archive's segments for a point-in-time recovery, each checked against the
+    /// size and SHA-256 its index entry records; a segment written over or "deleted" since is
+    /// read from the version that is the recorded one. Files are named as in the archive.
+    #[command(after_help = "Examples:
+  sexton binlog fetch --cluster db1 --to /restore/binlog
+  sexton binlog fetch --cluster db1 --since 2026-11-23T03:00:00Z --until 2026-11-23T09:30:00Z --to /restore/binlog
+  sexton binlog fetch --cluster db1 --location dr --to /restore/binlog")]
+    Fetch {
+        /// The cluster whose archive is read.
+        #[arg(long)]
+        cluster: String,
+        /// Read the archive's copy at this location instead of the primary's.
+        #[arg(long)]
+        location: Option<String>,
+        /// Only segments that may hold events at or after this instant (RFC 3339), such as
+        /// the start of the backup restored.
+        #[arg(long)]
+        since: Option<String>,
+        /// Only segments that may hold events at or before this instant (RFC 3339): the
+        /// point to recover to.
+        #[arg(long)]
+        until: Option<String>,
+        /// The directory to write into (created if missing).
+        #[arg(long)]
+        to: PathBuf,
     },
     /// The binlog index of a cluster: its state and ETag, the PITR horizon retention gives
     /// now, and how many segments it lists, would delete, and keep for want of an end time.

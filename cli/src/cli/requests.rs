@@ -426,6 +426,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
         BackupCommand::Get { .. } => {
             unreachable!("backup get is backup describe or backup list (cli::canonical)")
         }
+        BackupCommand::Fetch { .. } => unreachable!("backup fetch is handled before"),
         BackupCommand::Create { from_schedule } => (
             topology::api_subject("backup", "create"),
             Body::ByName(by_name(from_schedule)?),

@@ -8,9 +8,10 @@
 #                     FULL.xbstream [INCREMENTAL.xbstream ...]
 #
 # The check query's result is printed on stdout (one line per row, tab-separated). The server
-# is stopped before the script ends, whatever happens. The files come from the bucket: the
-# chain's backup.xbstream objects (sexton backup describe shows the chain) and the binlog
-# segments listed in <prefix>/<cluster>/binlog/_index.json from the full's binlog_file on.
+# is stopped before the script ends, whatever happens. The files come from the bucket, checked
+# and at their recorded versions: the chain's backup.xbstream objects (`sexton backup fetch ID
+# --cluster C --to DIR`) and the binlog segments (`sexton binlog fetch --cluster C --until T
+# --to DIR`); files before the backup's own binlog file are skipped.
 set -euo pipefail
 
 work="" port="" check="SELECT 1" binlogs="" stop=""

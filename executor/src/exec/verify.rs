@@ -120,57 +120,20 @@ async fn verify_in(
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(|err| JobError::Transient(err.into()))?;
             }
-            let size = match store
-                .get_to_file_at(&object.key, object.version_id.as_deref(), &path)
-                .await
-            {
-                Ok(Some(size)) => size,
-                Ok(None) => {
-                    return failed(
-                        format!("object {} is missing", object.key),
-                        checked,
-                        bytes_read,
-                    )
+            let size = match crate::fetch::fetch_object(store, object, &path).await {
+                Ok(size) => size,
+                Err(err) if err.is_mismatch() => {
+                    return failed(err.to_string(), checked, bytes_read);
                 }
                 Err(err) if err.is_retryable() => {
                     return Err(JobError::Transient(
                         anyhow::Error::new(err).context("downloading"),
                     ))
                 }
-                Err(err) => {
-                    return failed(
-                        format!("reading {}: {err}", object.key),
-                        checked,
-                        bytes_read,
-                    )
-                }
+                Err(err) => return failed(err.to_string(), checked, bytes_read),
             };
             bytes_read += size;
             checked.push(object.key.clone());
-            if object.size.is_some_and(|recorded| recorded != size) {
-                return failed(
-                    format!(
-                        "object {} holds {size} bytes, {} when taken",
-                        object.key,
-                        object.size.unwrap_or_default()
-                    ),
-                    checked,
-                    bytes_read,
-                );
-            }
-            if let Some(recorded) = &object.sha256 {
-                let sha256 = file_sha256(&path).map_err(|err| JobError::Transient(err.into()))?;
-                if *recorded != sha256 {
-                    return failed(
-                        format!(
-                            "object {} has sha256 {sha256}, {recorded} when taken",
-                            object.key
-                        ),
-                        checked,
-                        bytes_read,
-                    );
-                }
-            }
         }
     }
     std::fs::write(&dir.paths.event_file, payload)
@@ -208,21 +171,4 @@ async fn verify_in(
             bytes_read,
         )),
     }
-}
-
-/// The SHA-256 of a file, read in 1 MiB pieces.
-fn file_sha256(path: &std::path::Path) -> std::io::Result<String> {
-    use sexton_shared::digest::{Digest as _, Sha256};
-    use std::io::Read as _;
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buffer[..n]);
-    }
-    Ok(sexton_shared::digest::hex(&hasher.finalize()))
 }

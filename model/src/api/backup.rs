@@ -93,6 +93,36 @@ impl Message for VerifyRequest {
     const KIND: &'static str = "request";
 }
 
+/// `backup.chain` (`sexton backup fetch ID --cluster C [--location L]`): what a restore of
+/// the backup reads, its chain oldest first, each object with the size, SHA-256 and version
+/// intake (or the copier) recorded: the same list a restore test gets.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChainRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    pub id: BackupId,
+    /// Read the copies at this location; absent: the primary's objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
+}
+
+impl Message for ChainRequest {
+    const KIND: &'static str = "request";
+}
+
+/// `backup.chain`'s answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RestoreChain {
+    pub cluster: ClusterName,
+    pub id: BackupId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
+    /// Oldest first, the backup last.
+    pub chain: Vec<crate::wire::VerifyBackup>,
+}
+
 /// `backup.taken`'s answer: whether the catalog holds the backup, and in which state
 /// (`unknown`, `in-progress`, `recorded`, or `deleted` once retention removed it).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -256,6 +256,22 @@ impl Api {
                 .filter(|o| !o.key.starts_with(&binlog_prefix))
                 .filter_map(|o| Some((to_primary(o.key)?, o.size.max(0) as u64))),
         );
+        // On a versioned bucket the recovery point is the versions listed now (issue 29), as
+        // intake records them: locks, restores and the deleter name them exactly.
+        let versions = match store.is_versioned().await {
+            Ok(false) => std::collections::BTreeMap::new(),
+            Ok(true) => store
+                .current_versions(&cluster_prefix)
+                .await
+                .map_err(|err| {
+                    unavailable(format!("listing versions of {cluster_prefix}: {err}"))
+                })?,
+            Err(err) => {
+                return Err(unavailable(format!(
+                    "reading the bucket's versioning: {err}"
+                )))
+            }
+        };
         let now = Utc::now();
         let mut report = ImportReport {
             cluster: cluster.to_string(),
@@ -298,7 +314,10 @@ impl Api {
                             .attach_copy(
                                 *live,
                                 location,
-                                store.prefix(),
+                                Listed {
+                                    prefix: store.prefix(),
+                                    versions: &versions,
+                                },
                                 directory,
                                 req.dry_run,
                                 now,
@@ -376,7 +395,18 @@ impl Api {
                     }
                     Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
                 }
-                held_only_at(&mut record, location, store.prefix(), primary_prefix, now);
+                held_only_at(
+                    &mut record,
+                    location,
+                    store.prefix(),
+                    primary_prefix,
+                    &versions,
+                    now,
+                );
+            } else {
+                for object in &mut record.objects {
+                    object.version_id = versions.get(&object.key).cloned();
+                }
             }
             if !req.dry_run {
                 match self.catalog.create(&record).await {
@@ -427,7 +457,7 @@ impl Api {
         &self,
         live: sexton_shared::catalog::Versioned<BackupRecord>,
         location: &LocationName,
-        location_prefix: &str,
+        listed: Listed<'_>,
         directory: &Directory,
         dry_run: bool,
         now: DateTime<Utc>,
@@ -469,7 +499,14 @@ impl Api {
         record.keep_mark(live.revision);
         let primary_prefix = self.config.s3.prefix.clone();
         let held = record.primary_deleted_at;
-        held_only_at(&mut record, location, location_prefix, &primary_prefix, now);
+        held_only_at(
+            &mut record,
+            location,
+            listed.prefix,
+            &primary_prefix,
+            listed.versions,
+            now,
+        );
         record.primary_deleted_at = held;
         match self.catalog.update(&record, live.revision).await {
             Ok(_) => Ok(Ok(true)),
@@ -482,6 +519,14 @@ impl Api {
     }
 }
 
+/// Where a location's copies were found: its prefix, and the current version of each key
+/// listed there (empty on a bucket without versions).
+#[derive(Clone, Copy)]
+struct Listed<'a> {
+    prefix: &'a str,
+    versions: &'a std::collections::BTreeMap<String, String>,
+}
+
 /// Makes `record` (built from a document at `location`) one whose backup is held at
 /// `location`: its copy there counts, with the objects under the location's keys; it is not at
 /// primary. [`Api::attach_copy`] keeps the record's own word on primary.
@@ -490,21 +535,23 @@ fn held_only_at(
     location: &LocationName,
     location_prefix: &str,
     primary_prefix: &str,
+    versions: &std::collections::BTreeMap<String, String>,
     now: DateTime<Utc>,
 ) {
     let objects = record
         .objects
         .iter()
         .filter_map(|object| {
+            let key = sexton_shared::copies::destination_key(
+                primary_prefix,
+                location_prefix,
+                &object.key,
+            )?;
             Some(ObjectDigest {
-                key: sexton_shared::copies::destination_key(
-                    primary_prefix,
-                    location_prefix,
-                    &object.key,
-                )?,
                 size: object.size,
-                version_id: None,
+                version_id: versions.get(&key).cloned(),
                 sha256: object.sha256.clone(),
+                key,
             })
         })
         .collect();

@@ -1,0 +1,67 @@
+//! `backup.chain` (`sexton backup fetch ID --cluster C [--location L]`): what a restore of one
+//! backup reads, worked out as a restore test's is ([`crate::verify::chain_of`]): its chain
+//! oldest first, each object with the size, SHA-256 and version intake (or the copier)
+//! recorded. Read-only: the caller downloads and checks.
+
+use serde_json::Value;
+use sexton_shared::{
+    api::{ApiError, ChainRequest, ErrorCode, RestoreChain},
+    records::{BackupRecord, BackupStatus},
+};
+use std::collections::BTreeMap;
+
+use super::{invalid, unavailable, Api};
+
+impl Api {
+    pub(super) async fn backup_chain(&self, req: ChainRequest) -> Result<Value, ApiError> {
+        let location = req.location.as_ref().filter(|name| !name.is_primary());
+        if let Some(name) = location {
+            if !self.config.locations.contains_key(name.as_str()) {
+                let known: Vec<&str> = self.config.locations.keys().map(String::as_str).collect();
+                return Err(invalid(format!(
+                    "no such location {name}; this fleet has {}",
+                    if known.is_empty() {
+                        "none besides primary".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )));
+            }
+        }
+        let records = self
+            .catalog
+            .list_cluster(&req.cluster)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        let Some(target) = records.iter().find(|r| r.value.id == req.id) else {
+            return Err(super::backup_not_found(&req.cluster, &req.id));
+        };
+        let target = &target.value;
+        if target.status != BackupStatus::Completed {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "backup {} is {}: only a completed backup can be restored",
+                    req.id,
+                    target.status.as_str()
+                ),
+            ));
+        }
+        let by_id: BTreeMap<&str, &BackupRecord> = records
+            .iter()
+            .map(|r| (r.value.id.as_str(), &r.value))
+            .collect();
+        let chain = crate::verify::restore_chain(&by_id, target, location)
+            .map_err(|why| ApiError::new(ErrorCode::Conflict, format!("{}: {why}", req.id)))?;
+        let answer = RestoreChain {
+            cluster: req.cluster.clone(),
+            id: req.id.clone(),
+            location: location.cloned(),
+            chain: chain
+                .iter()
+                .map(|r| crate::verify::verify_backup(r, location))
+                .collect(),
+        };
+        serde_json::to_value(answer).map_err(invalid)
+    }
+}
