@@ -36,7 +36,9 @@ pub use orphans::{FailedKey, OrphansFound, OrphansRequest, DEFAULT_GRACE};
 pub use plugin::{
     check_plugin_subject, PluginByName, PluginList, PluginSpec, PLUGIN_SUBJECT_PREFIX,
 };
-pub use retention::{ApprovalView, ApproveRequest, BreakerState, PreviewGroup, PreviewRequest};
+pub use retention::{
+    ApprovalView, ApproveRequest, BreakerState, LockedOnly, PreviewGroup, PreviewRequest,
+};
 pub use schedule::{
     ByName, KeptRecord, LastSkip, ListFilter, ScheduleBackfill, ScheduleChangeNotes,
     ScheduleDelete, ScheduleDeleted, ScheduleDescription, ScheduleSpec, ScheduleUpdate, TimingView,

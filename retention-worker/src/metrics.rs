@@ -41,6 +41,7 @@ pub struct Metrics {
     pub locks: IntCounterVec,
     /// Backups the policy lets go that only an unexpired Object Lock keeps, per group.
     pub locked_only: IntGaugeVec,
+    pub locked_only_bytes: IntGaugeVec,
     /// Backups the last scrub found written over or marked deleted, their recorded versions
     /// still there (issue 29).
     pub tampered: IntGaugeVec,
@@ -216,6 +217,15 @@ impl Metrics {
             &["cluster", "plan"],
         )
         .expect("valid metric");
+        let locked_only_bytes = IntGaugeVec::new(
+            Opts::new(
+                "sexton_retention_locked_only_bytes",
+                "bytes of the backups the policy lets go that only an unexpired Object Lock \
+                 keeps: what the locks cost beyond the policy",
+            ),
+            &["cluster", "plan"],
+        )
+        .expect("valid metric");
         let tampered = IntGaugeVec::new(
             Opts::new(
                 "sexton_tampered_backups",
@@ -229,6 +239,7 @@ impl Metrics {
             Box::new(tampered.clone()),
             Box::new(locks.clone()),
             Box::new(locked_only.clone()),
+            Box::new(locked_only_bytes.clone()),
             Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(run_duration.clone()),
             Box::new(decisions.clone()),
@@ -273,6 +284,7 @@ impl Metrics {
             copies_held,
             locks,
             locked_only,
+            locked_only_bytes,
             tampered,
             audit_entries,
             copies_awaiting,

@@ -149,6 +149,8 @@ pub struct Entry {
     pub volume_deletion: bool,
     /// The status before a mark (`expired_from`), for judging users' requests.
     pub expired_from: Option<BackupStatus>,
+    /// The bytes the backup holds: what the executor reported, else the objects intake saw.
+    pub bytes: u64,
 }
 
 impl Entry {
@@ -159,6 +161,7 @@ impl Entry {
             tested: record.value.verification.is_some(),
             volume_deletion: record.value.volume_deletion.is_some(),
             expired_from: record.value.expired_from,
+            bytes: bytes_of(&record.value),
         }
     }
 
@@ -171,8 +174,15 @@ impl Entry {
             tested: record.value.verification.is_some(),
             volume_deletion: false,
             expired_from: None,
+            bytes: bytes_of(&record.value),
         }
     }
+}
+
+fn bytes_of(record: &BackupRecord) -> u64 {
+    record
+        .size_bytes
+        .unwrap_or_else(|| record.objects.iter().map(|o| o.size).sum())
 }
 
 impl Members {

@@ -58,6 +58,8 @@ pub struct Edges {
         sexton_shared::names::LocationName,
         sexton_shared::object_store::ObjectStore,
     >,
+    /// The issued due-backups: `backup.create` remembers the one it publishes.
+    pub dues: async_nats::jetstream::kv::Store,
 }
 
 /// Subscribes to the API's subjects and returns once the server has the subscriptions: from
@@ -99,6 +101,7 @@ pub async fn run(
         store,
         verifier,
         locations,
+        dues,
     } = edges;
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
@@ -112,6 +115,7 @@ pub async fn run(
         store,
         verifier,
         locations,
+        dues,
         config,
         metrics,
     };
@@ -132,6 +136,7 @@ struct Api {
         sexton_shared::names::LocationName,
         sexton_shared::object_store::ObjectStore,
     >,
+    dues: async_nats::jetstream::kv::Store,
     config: Config,
     catalog: Catalog,
     metrics: std::sync::Arc<crate::metrics::Metrics>,

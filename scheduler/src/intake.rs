@@ -37,6 +37,8 @@ use sexton_shared::{
 #[derive(Clone)]
 pub struct Intake {
     pub store: ObjectStore,
+    /// The due-backups this fleet issued ([`crate::dues`]).
+    pub dues: async_nats::jetstream::kv::Store,
     /// `sexton_intake_checks_total{outcome}`.
     pub metrics: prometheus::IntCounterVec,
     pub jetstream: async_nats::jetstream::Context,

@@ -11,6 +11,7 @@
 //! Decisions come from `sexton-schedule` (pure); this crate only moves values in and out.
 
 pub mod api;
+pub mod dues;
 pub mod intake;
 pub mod metrics;
 pub mod reports;
@@ -41,6 +42,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let clusters_bucket = topology::clusters_bucket(&jetstream, config.nats.replicas)
         .await
         .context("opening the clusters bucket")?;
+    let dues = topology::dues_bucket(&jetstream, config.nats.replicas)
+        .await
+        .context("opening the bucket of issued due-backups")?;
     let metrics = Arc::new(metrics::Metrics::new());
     // Ready once connected and answering the API: a client that waits for /readyz and then
     // calls the API must find a responder.
@@ -80,6 +84,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         "timers",
         timers::run(
             topology.clone(),
+            dues.clone(),
             config.clone(),
             metrics.clone(),
             clusters,
@@ -96,6 +101,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             topology.clone(),
             clusters_bucket.clone(),
             store.clone(),
+            dues.clone(),
             config.clone(),
             metrics.clone(),
             shutdown.clone(),
@@ -125,6 +131,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
                 verifier,
                 locations: sexton_shared::object_store::ObjectStore::connect_locations(&config)
                     .await?,
+                dues,
             },
             config.clone(),
             metrics.clone(),

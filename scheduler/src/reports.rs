@@ -10,7 +10,7 @@ use tracing::Instrument as _;
 
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sexton_retention::VolumeArtifact;
 use sexton_shared::{
     catalog::{CasError, Catalog, Lookup},
@@ -37,12 +37,14 @@ pub async fn run(
     topology: Topology,
     clusters_bucket: async_nats::jetstream::kv::Store,
     store: ObjectStore,
+    dues: async_nats::jetstream::kv::Store,
     config: Config,
     metrics: Arc<Metrics>,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
     let gate = intake::Intake {
         store,
+        dues,
         metrics: metrics.intake_checks.clone(),
         jetstream: topology.jetstream.clone(),
     };
@@ -368,6 +370,10 @@ async fn record_report(
     // Up to a few rounds of read → decide → compare-and-set. A completed report is judged by
     // intake once, when it is about to be written (not for a repeat of what is recorded).
     let mut verdict: Option<intake::Verdict> = None;
+    // A report refused for the times it claims is timed by when Sexton saw it: its failed
+    // record's grace (after which retention removes it and its objects) counts from then,
+    // not from a forged instant long past.
+    let mut refused_at: Option<DateTime<Utc>> = None;
     for _ in 0..5 {
         let existing = match catalog.lookup(&report.cluster, &report.backup_id).await? {
             Lookup::Live(current) => Some(*current),
@@ -402,12 +408,35 @@ async fn record_report(
         if writes && report.status == ReportStatus::Completed && verdict.is_none() {
             match intake::examine(&gate.store, report).await {
                 Ok(judged) => {
-                    // A backdated completion (issue 29) is refused like missing objects.
-                    let late = published.and_then(|published| {
-                        intake::judge_delay(report, published, config.scheduler.max_report_delay)
-                    });
+                    // A backdated completion (issue 29) is refused like missing objects:
+                    // against the due it answers, and by how late it was published.
+                    let due = match crate::dues::recall(
+                        &gate.dues,
+                        &report.cluster,
+                        &report.backup_id,
+                    )
+                    .await
+                    {
+                        Ok(due) => due,
+                        Err(err) => {
+                            tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, error = %format!("{err:#}"), "cannot read the due-backup this report answers; the report waits");
+                            return Ok(Outcome::RetryAfter(intake_retry_delay(delivered)));
+                        }
+                    };
+                    let late =
+                        crate::dues::judge(report, due.as_ref(), config.scheduler.require_due)
+                            .or_else(|| {
+                                published.and_then(|published| {
+                                    intake::judge_delay(
+                                        report,
+                                        published,
+                                        config.scheduler.max_report_delay,
+                                    )
+                                })
+                            });
                     verdict = Some(match (judged, late) {
                         (intake::Verdict::Seen(_), Some(why)) => {
+                            refused_at = Some(published.unwrap_or_else(Utc::now));
                             intake::Verdict::Refused(vec![why])
                         }
                         (judged, _) => judged,
@@ -426,6 +455,9 @@ async fn record_report(
                 std::borrow::Cow::Owned(Report {
                     status: ReportStatus::Failed,
                     error: Some(intake::Verdict::reason(problems)),
+                    started_at: refused_at.map_or(report.started_at, |at| Some(at.fixed_offset())),
+                    completed_at: refused_at
+                        .map_or(report.completed_at, |at| Some(at.fixed_offset())),
                     ..report.clone()
                 }),
                 Vec::new(),

@@ -81,6 +81,7 @@ const RECORD_CONCURRENCY: usize = 256;
 /// What attending a schedule needs besides the schedule.
 struct Firing<'a> {
     topology: &'a Topology,
+    dues: &'a async_nats::jetstream::kv::Store,
     config: &'a Config,
     metrics: &'a Metrics,
     due_stream: &'a Stream,
@@ -88,6 +89,7 @@ struct Firing<'a> {
 
 pub async fn run(
     topology: Topology,
+    dues: async_nats::jetstream::kv::Store,
     config: Config,
     metrics: Arc<Metrics>,
     clusters: ClusterSet,
@@ -137,6 +139,7 @@ pub async fn run(
                 let due = queue.pop_due(Utc::now());
                 let firing = Firing {
                     topology: &topology,
+                    dues: &dues,
                     config: &config,
                     metrics: &metrics,
                     due_stream: &due_stream,
@@ -264,6 +267,7 @@ async fn decide_own(firing: &Firing<'_>, name: &str, slot: &Slot, now: DateTime<
             };
             let published = publish_due(
                 firing.topology,
+                firing.dues,
                 firing.config,
                 &target,
                 &asking,
@@ -341,6 +345,7 @@ async fn backfill_step(firing: &Firing<'_>, name: &str, slot: &Slot, now: DateTi
     };
     let ack = match publish_due(
         firing.topology,
+        firing.dues,
         firing.config,
         &target,
         &asking,
@@ -593,6 +598,7 @@ pub struct DueRequest {
 /// `metrics`, a first publication counts the artifacts it asks for, by kind and reason.
 pub async fn publish_due(
     topology: &Topology,
+    dues: &async_nats::jetstream::kv::Store,
     config: &Config,
     target: &Target<'_>,
     request: &DueRequest,
@@ -637,6 +643,19 @@ pub async fn publish_due(
         annotations: target.annotations.clone(),
         backfill: request.backfill,
     };
+    // Remembered before it is sent (issue 29): intake judges the report against it.
+    crate::dues::remember(
+        dues,
+        target.cluster,
+        &event.backup_id,
+        &crate::dues::IssuedDue {
+            schedule: event.schedule.clone(),
+            plan: event.plan.clone(),
+            tick: event.tick,
+            fired_at: event.fired_at,
+        },
+    )
+    .await?;
     let ack = publish_once_acked(
         &topology.jetstream,
         topology::due_subject(target.cluster),

@@ -318,6 +318,11 @@ pub struct SchedulerConfig {
     /// longest a backup takes from completing to its report (upload included). `0s`: off.
     #[serde(with = "duration_text")]
     pub max_report_delay: Duration,
+    /// Refuse a completed report that answers no due-backup this fleet issued (issue 29):
+    /// with it, every counted backup was asked for by Sexton, and its times are judged
+    /// against the instant it was asked for. Off by default: executors that take backups of
+    /// their own accord (and report them) keep working. `sexton exec` only answers dues.
+    pub require_due: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -452,6 +457,7 @@ impl Default for SchedulerConfig {
             retention_sweep_interval: Duration::from_secs(3600),
             scrub_interval: Duration::from_secs(3600),
             max_report_delay: Duration::ZERO,
+            require_due: false,
         }
     }
 }
@@ -506,6 +512,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
         "SEXTON_SCHEDULER_MAX_REPORT_DELAY",
         "scheduler.max_report_delay",
     ),
+    ("SEXTON_SCHEDULER_REQUIRE_DUE", "scheduler.require_due"),
     ("SEXTON_DELETER_CONCURRENCY", "deleter.concurrency"),
     ("SEXTON_DELETER_BATCH_JOBS", "deleter.batch_jobs"),
     ("SEXTON_DELETER_PLUGIN_TIMEOUT", "deleter.plugin_timeout"),
@@ -656,6 +663,7 @@ impl Config {
                 self.scheduler.max_report_delay =
                     duration_text::parse(value).map_err(|why| bad(&why))?
             }
+            "scheduler.require_due" => self.scheduler.require_due = parse_bool(value)?,
             "deleter.concurrency" => {
                 self.deleter.concurrency =
                     value.parse().map_err(|_| bad("expected a whole number"))?
@@ -1280,6 +1288,11 @@ mod tests {
             ("SEXTON_S3_BUCKET", "", "s3.bucket"),
             ("SEXTON_LOG_FORMAT", "xml", "log.format"),
             ("SEXTON_NATS_TLS_REQUIRED", "maybe", "nats.tls_required"),
+            (
+                "SEXTON_SCHEDULER_REQUIRE_DUE",
+                "sometimes",
+                "scheduler.require_due",
+            ),
             ("SEXTON_DELETER_CONCURRENCY", "0", "deleter.concurrency"),
             ("SEXTON_DELETER_BATCH_JOBS", "0", "deleter.batch_jobs"),
             ("SEXTON_DELETER_BATCH_JOBS", "many", "deleter.batch_jobs"),

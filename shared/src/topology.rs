@@ -38,6 +38,13 @@ pub const BUCKET_PLUGINS: &str = "sexton-plugins";
 /// One key per cluster that a schedule has named: its `last_retention_run`. Only the scheduler
 /// uses it, so it is opened by [`clusters_bucket`], not by [`ensure`].
 pub const BUCKET_CLUSTERS: &str = "sexton-clusters";
+/// The due-backups this fleet issued (issue 29), key = `<cluster>.<backup id>`: what intake
+/// judges a report's times against. Only the scheduler uses it, opened by [`dues_bucket`].
+pub const BUCKET_DUES: &str = "sexton-dues";
+/// How long an issued due-backup is remembered: a report later than this after its due is
+/// judged as one that answers none.
+pub const DUES_REMEMBERED: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
+
 /// The circuit breaker's approvals, key = `<cluster>.<plan>`: a held run a person let through,
 /// until the run that uses it (docs/safety.md).
 pub const BUCKET_BREAKER: &str = "sexton-breaker";
@@ -285,24 +292,50 @@ pub fn clusters_bucket_config(replicas: usize) -> kv::Config {
     }
 }
 
+/// The issued due-backups' bucket's definition: entries expire after [`DUES_REMEMBERED`].
+pub fn dues_bucket_config(replicas: usize) -> kv::Config {
+    kv::Config {
+        bucket: BUCKET_DUES.into(),
+        description: "sexton due-backups issued, for intake".into(),
+        history: 1,
+        max_age: DUES_REMEMBERED,
+        num_replicas: replicas,
+        storage: StorageType::File,
+        ..Default::default()
+    }
+}
+
 /// Opens the clusters bucket, creating it if missing (any replica may be first).
 pub async fn clusters_bucket(
     jetstream: &jetstream::Context,
     replicas: usize,
 ) -> anyhow::Result<kv::Store> {
+    open_or_create(jetstream, clusters_bucket_config(replicas)).await
+}
+
+/// Opens the issued due-backups' bucket, creating it if missing (any replica may be first).
+pub async fn dues_bucket(
+    jetstream: &jetstream::Context,
+    replicas: usize,
+) -> anyhow::Result<kv::Store> {
+    open_or_create(jetstream, dues_bucket_config(replicas)).await
+}
+
+async fn open_or_create(
+    jetstream: &jetstream::Context,
+    config: kv::Config,
+) -> anyhow::Result<kv::Store> {
     use anyhow::Context as _;
-    if let Ok(store) = jetstream.get_key_value(BUCKET_CLUSTERS).await {
+    let name = config.bucket.clone();
+    if let Ok(store) = jetstream.get_key_value(&name).await {
         return Ok(store);
     }
-    match jetstream
-        .create_key_value(clusters_bucket_config(replicas))
-        .await
-    {
+    match jetstream.create_key_value(config).await {
         Ok(store) => Ok(store),
         Err(_) => jetstream
-            .get_key_value(BUCKET_CLUSTERS)
+            .get_key_value(&name)
             .await
-            .with_context(|| format!("opening bucket {BUCKET_CLUSTERS}")),
+            .with_context(|| format!("opening bucket {name}")),
     }
 }
 

@@ -444,3 +444,143 @@ async fn reports_with_forged_past_times_push_no_real_backup_out() {
     }
     fleet.stop().await.unwrap();
 }
+
+/// The same attack with no setting to choose (issue 29): the executor's key answers the
+/// due-backups Sexton really issued, with real uploads, but claims each completed late on a
+/// past day. Intake judges each report against the due it answers (remembered by the
+/// scheduler, out of the executor's reach) and refuses it: it claims to have been taken before
+/// Sexton asked for it. With `scheduler.require_due`, a report that answers no due at all is
+/// refused too; an honest answer counts; no real backup is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_backdated_before_their_due_are_refused_against_it() {
+    let world = Setup::new(Members {
+        executor: false,
+        ..Members::ALL
+    })
+    .configure(|config| {
+        config.scheduler.retention_sweep_interval = Duration::from_secs(2);
+        config.scheduler.require_due = true;
+    })
+    .schedule(
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily",
+                     "paused": true, "policy": {"keep_daily": 4}}),
+    )
+    .start()
+    .await;
+    let World {
+        config,
+        fleet,
+        client,
+        js,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
+    let midnight = Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    let day =
+        |n: i64, hour: i64| midnight - chrono::Duration::days(n) + chrono::Duration::hours(hour);
+    let real = |id: &str, at: chrono::DateTime<Utc>| {
+        let mut record = fixtures::backup("c1", "full", id, None, 0, 1);
+        record.schedule = Some("f".parse().unwrap());
+        record.started_at = Some((at - chrono::Duration::minutes(5)).fixed_offset());
+        record.completed_at = Some(at.fixed_offset());
+        record
+    };
+    let reals = vec![
+        real("real-d1", day(1, 1)),
+        real("real-d2", day(2, 1)),
+        real("real-d3", day(3, 1)),
+    ];
+    fixtures::put_backups(&catalog, &store, &reals).await;
+
+    // Three dues really issued (`backup create`), each answered as if taken late on a past day.
+    let mut forged = Vec::new();
+    for n in 1..=3 {
+        let id = trigger_backup(&client, "f").await;
+        let mut body = report("c1", &id, day(n, 23));
+        fixtures::upload_genuine_json(&store, &mut body).await;
+        publish(&js, "sexton.v1.report.c1", &body, &id).await;
+        forged.push(id);
+    }
+    // One that answers no due, and one honest answer.
+    let mut unsolicited = report("c1", "f-unsolicited", Utc::now());
+    fixtures::upload_genuine_json(&store, &mut unsolicited).await;
+    publish(&js, "sexton.v1.report.c1", &unsolicited, "f-unsolicited").await;
+    let honest = trigger_backup(&client, "f").await;
+    let mut body = report("c1", &honest, Utc::now() + chrono::Duration::seconds(1));
+    fixtures::upload_genuine_json(&store, &mut body).await;
+    publish(&js, "sexton.v1.report.c1", &body, &honest).await;
+
+    let judged: Vec<String> = forged
+        .iter()
+        .cloned()
+        .chain(["f-unsolicited".to_string(), honest.clone()])
+        .collect();
+    let records = eventually("the reports judged", Duration::from_secs(60), || async {
+        let records = fixtures::records_of(&catalog, "c1").await;
+        judged
+            .iter()
+            .all(|id| {
+                records.get(id).is_some_and(|r| {
+                    matches!(
+                        r.value.status,
+                        BackupStatus::Failed | BackupStatus::Completed
+                    )
+                })
+            })
+            .then_some(records)
+    })
+    .await;
+    for id in &forged {
+        let record = &records[id].value;
+        let why = record.last_error.clone().unwrap_or_default();
+        assert_eq!(record.status, BackupStatus::Failed, "{id}");
+        assert!(
+            why.contains("is before Sexton asked for backup"),
+            "{id}: {why}"
+        );
+        // Timed by when Sexton saw it: its failed grace counts from now, not from the past.
+        let at = record.completed_at.unwrap().with_timezone(&Utc);
+        assert!(at > Utc::now() - chrono::Duration::minutes(5), "{id}: {at}");
+    }
+    let why = records["f-unsolicited"]
+        .value
+        .last_error
+        .clone()
+        .unwrap_or_default();
+    assert!(why.contains("scheduler.require_due"), "{why}");
+    assert_eq!(
+        records[honest.as_str()].value.status,
+        BackupStatus::Completed,
+        "{:?}",
+        records[honest.as_str()].value.last_error
+    );
+
+    // The policy's own deletion (today's honest backup and the three real days are the four
+    // dailies) runs over the catalog as the attack left it.
+    let old = real("real-d4", day(4, 1));
+    fixtures::put_backups(&catalog, &store, std::slice::from_ref(&old)).await;
+    eventually(
+        "the oldest real backup deleted",
+        Duration::from_secs(60),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            (!records.contains_key("real-d4")).then_some(())
+        },
+    )
+    .await;
+    let records = fixtures::records_of(&catalog, "c1").await;
+    for real in &reals {
+        assert_eq!(
+            records[real.id.as_str()].value.status,
+            BackupStatus::Completed,
+            "{} not kept",
+            real.id
+        );
+    }
+    fleet.stop().await.unwrap();
+}

@@ -164,15 +164,22 @@ async fn each_backup_is_locked_until_its_rule_lets_it_go_then_deleted_version_by
         json!({"schema_version": 1, "cluster": "c1"}),
     )
     .await
-    .unwrap()
-    .to_string();
+    .unwrap();
     let expected = format!(
         "expired, locked until {}",
         b1_until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
     );
-    assert!(preview.contains(&expected), "{preview}");
+    assert!(preview.to_string().contains(&expected), "{preview}");
     let b1_now = &fixtures::records_of(&catalog, "c1").await["f-b1"].value;
     assert_eq!(b1_now.status, BackupStatus::Completed);
+    // What the lock costs beyond the policy: b1, with the bytes intake saw.
+    let b1_bytes: u64 = b1_now.objects.iter().map(|o| o.size).sum();
+    assert!(b1_bytes > 0);
+    assert_eq!(
+        preview[0]["locked_only"],
+        json!({"backups": 1, "bytes": b1_now.size_bytes.unwrap_or(b1_bytes)}),
+        "{preview}"
+    );
 
     // After its date, b1 goes without anyone's help: every version, no delete marker.
     eventually(

@@ -312,6 +312,7 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
     }
     fleet.stop().await.unwrap();
     let topo = topology::ensure(&js, 1).await.unwrap();
+    let dues = topology::dues_bucket(&js, 1).await.unwrap();
 
     // What a replica does just before dying: publish the next tick, 10 ms after it came due.
     let mut crashed_at = BTreeMap::new();
@@ -330,6 +331,7 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
         );
         let ack = sexton_scheduler::timers::publish_due(
             &topo,
+            &dues,
             &config,
             &(&record).into(),
             &sexton_scheduler::timers::DueRequest {

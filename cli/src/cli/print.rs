@@ -76,6 +76,9 @@ pub(super) fn print_answer(
                     if !group.early_deletions.is_empty() {
                         crate::output::emit(&early_deletion_lines(&group));
                     }
+                    if let Some(line) = locked_only_line(&group) {
+                        crate::output::emit(&line);
+                    }
                 }
             }
             crate::output::preview(output, value)
@@ -487,6 +490,25 @@ pub(super) fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> Strin
 }
 
 /// The copies a location's plan deletes before their class's minimum duration, with what that
+/// What a group keeps only for its Object Locks (issue 29), above the preview's table: the
+/// cost of the locks beyond the policy.
+pub(super) fn locked_only_line(group: &sexton_shared::api::PreviewGroup) -> Option<String> {
+    let locked = group.locked_only.filter(|locked| locked.backups > 0)?;
+    let at = group
+        .location
+        .as_ref()
+        .map_or_else(String::new, |location| format!(" at {location}"));
+    Some(format!(
+        "{}/{}{at}: {} backup(s) the policy lets go are kept only by their Object Locks \
+         (expired, locked until T), {} ({} bytes)\n",
+        group.cluster,
+        group.plan,
+        locked.backups,
+        crate::output::size(locked.bytes),
+        locked.bytes
+    ))
+}
+
 /// costs: the days charged for nothing, per copy and in all.
 pub(super) fn early_deletion_lines(group: &sexton_shared::api::PreviewGroup) -> String {
     let at = group
@@ -822,6 +844,23 @@ mod copies_tests {
              b1: GLACIER_IR for 10 of its 90 days; 80 more days of 1073741824 bytes charged\n  \
              in all 2.667 GiB-months charged for nothing\n"
         );
+    }
+
+    #[test]
+    fn what_only_locks_keep_is_counted_and_priced() {
+        let group: sexton_shared::api::PreviewGroup = serde_json::from_value(serde_json::json!({
+            "cluster": "c1", "plan": "p",
+            "locked_only": {"backups": 2, "bytes": 3221225472u64}
+        }))
+        .unwrap();
+        assert_eq!(
+            super::locked_only_line(&group).unwrap(),
+            "c1/p: 2 backup(s) the policy lets go are kept only by their Object Locks (expired, \
+             locked until T), 3.0GiB (3221225472 bytes)\n"
+        );
+        let none: sexton_shared::api::PreviewGroup =
+            serde_json::from_value(serde_json::json!({"cluster": "c1", "plan": "p"})).unwrap();
+        assert_eq!(super::locked_only_line(&none), None);
     }
 
     #[test]

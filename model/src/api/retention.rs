@@ -68,6 +68,18 @@ pub struct PreviewGroup {
     /// At a location: the copies the plan deletes before their class's minimum duration.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub early_deletions: Vec<crate::copies::EarlyDeletion>,
+    /// What the group keeps only because an Object Lock has not expired (issue 29).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked_only: Option<LockedOnly>,
+}
+
+/// The backups a group's policy lets go that an unexpired Object Lock keeps (`expired, locked
+/// until T`), and the bytes they hold: what the locks cost beyond the policy. Bytes count
+/// what the executors reported (`size_bytes`, else the objects intake saw).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct LockedOnly {
+    pub backups: u64,
+    pub bytes: u64,
 }
 
 /// The breaker's state of one group's run, as the run and the preview see it.

@@ -58,19 +58,16 @@ impl Worker {
         };
         let cluster = &group.cluster;
         if target.location.is_none() {
-            let locked_only = plan
-                .keep
-                .iter()
-                .filter(|d| {
-                    d.reasons
-                        .iter()
-                        .any(|r| matches!(r, sexton_retention::Reason::Locked { only: true, .. }))
-                })
-                .count();
+            let locked = super::plan::locked_only(plan, &group.members);
+            let labels = [cluster.as_str(), group.plan.as_str()];
             self.metrics
                 .locked_only
-                .with_label_values(&[cluster.as_str(), group.plan.as_str()])
-                .set(locked_only as i64);
+                .with_label_values(&labels)
+                .set(locked.backups as i64);
+            self.metrics
+                .locked_only_bytes
+                .with_label_values(&labels)
+                .set(locked.bytes as i64);
         }
         let wanted = lock::lock_dates(&group.members.engine, plan, &setting.tiers);
         let current: HashMap<&str, Option<DateTime<Utc>>> = group

@@ -42,6 +42,10 @@ pub struct GroupPlan {
     /// minimum duration, each charged the rest of it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub early_deletions: Vec<sexton_shared::copies::EarlyDeletion>,
+    /// What the plan keeps only because an Object Lock has not expired (issue 29), when the
+    /// whole plan was rendered and it keeps any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked_only: Option<sexton_shared::api::LockedOnly>,
     /// What a run acts on ([`crate::decisions`]): runs only, instead of `decision` (which a
     /// run renders too only when it deletes something: the breaker and the audit judge it).
     #[serde(skip)]
@@ -85,6 +89,7 @@ impl GroupPlan {
             policy_hash: None,
             breaker: None,
             early_deletions: Vec::new(),
+            locked_only: None,
             run: None,
             members,
             policy: None,
@@ -114,6 +119,11 @@ impl GroupPlan {
                 if group.deletes() {
                     group.decision.get_or_insert_with(|| evaluation.to_plan());
                 }
+                group.locked_only = group
+                    .decision
+                    .as_ref()
+                    .map(|plan| locked_only(plan, &group.members))
+                    .filter(|locked| locked.backups > 0);
             }
             Err(err) => {
                 group.hold_reason = Some(format!(
@@ -132,6 +142,36 @@ impl GroupPlan {
             (None, Some(owned)) => !owned.delete.is_empty() || !owned.partial.is_empty(),
             (None, None) => false,
         }
+    }
+}
+
+/// What `plan` keeps only for an unexpired lock (`Reason::Locked { only: true }`), counted in
+/// backups and in the bytes their records say they hold.
+pub fn locked_only(
+    plan: &sexton_retention::Plan,
+    members: &Members,
+) -> sexton_shared::api::LockedOnly {
+    let ids: std::collections::HashSet<&str> = plan
+        .keep
+        .iter()
+        .filter(|d| {
+            d.reasons
+                .iter()
+                .any(|r| matches!(r, sexton_retention::Reason::Locked { only: true, .. }))
+        })
+        .map(|d| d.id.as_str())
+        .collect();
+    let bytes = members
+        .engine
+        .backups
+        .iter()
+        .zip(&members.entries)
+        .filter(|(b, _)| ids.contains(b.id.as_str()))
+        .map(|(_, entry)| entry.bytes)
+        .sum();
+    sexton_shared::api::LockedOnly {
+        backups: ids.len() as u64,
+        bytes,
     }
 }
 

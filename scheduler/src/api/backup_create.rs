@@ -26,6 +26,7 @@ impl Api {
         };
         let duplicate = timers::publish_due(
             &self.topology,
+            &self.dues,
             &self.config,
             &(&record).into(),
             &request,
