@@ -60,6 +60,10 @@ pub struct SimulationOptions {
     /// switching to it at the end would delete.
     #[arg(long, value_name = "FILE|JSON")]
     pub against: Option<String>,
+    /// The bucket's Object Lock setting, as SEXTON_S3_LOCK writes it (min=1d,daily=35d,...):
+    /// each run locks what it keeps, and the days show what only the locks keep and its cost.
+    #[arg(long, value_name = "TIERS")]
+    pub lock: Option<String>,
 }
 
 impl SimulationOptions {
@@ -74,6 +78,7 @@ impl SimulationOptions {
             || self.sweep_every.is_some()
             || self.rows.is_some()
             || self.against.is_some()
+            || self.lock.is_some()
     }
 }
 
@@ -142,6 +147,19 @@ pub fn scenario(
         Some("off") => None,
         Some(text) => Some(SweepInterval::parse(text).map_err(|e| input(&e))?),
     };
+    if let Some(text) = &options.lock {
+        let setting = sexton_shared::config::LockConfig::from_pairs(text)
+            .map_err(|why| Failure::input(format!("--lock {text:?}: {why}")))?;
+        scenario.lock = match setting {
+            Some(setting) if !setting.tiers.is_empty() => Some(setting.tiers),
+            _ => {
+                return Err(Failure::input(format!(
+                    "--lock {text:?}: no tier set, so nothing would be locked; give at least \
+                     one of min, last, hourly, daily, weekly, monthly, yearly (min=1d,daily=35d)"
+                )))
+            }
+        };
+    }
     scenario.validate().map_err(|e| input(&e))?;
     Ok(scenario)
 }
@@ -150,6 +168,7 @@ pub fn scenario(
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Class {
     Failed,
+    Locked,
     Partial,
     Chain,
     Floor,
@@ -157,6 +176,16 @@ pub enum Class {
 }
 
 impl Class {
+    /// The classes a legend explains: the lock's only when the simulation locks.
+    pub fn shown(locks: bool) -> Vec<Class> {
+        let mut classes = vec![Class::Rule, Class::Floor, Class::Chain, Class::Partial];
+        if locks {
+            classes.push(Class::Locked);
+        }
+        classes.push(Class::Failed);
+        classes
+    }
+
     pub fn of(reasons: &[String]) -> Class {
         let keepers: Vec<Keeper> = reasons.iter().map(|r| keeper_of(r)).collect();
         if keepers
@@ -170,6 +199,8 @@ impl Class {
             Class::Partial
         } else if keepers.contains(&Keeper::Chain) {
             Class::Chain
+        } else if keepers.contains(&Keeper::Lock) {
+            Class::Locked
         } else {
             Class::Failed
         }
@@ -181,6 +212,7 @@ impl Class {
             Class::Floor => 'f',
             Class::Chain => 'c',
             Class::Partial => 'p',
+            Class::Locked => 'l',
             Class::Failed => 'x',
         }
     }
@@ -191,6 +223,7 @@ impl Class {
             Class::Floor => "\x1b[33m",
             Class::Chain => "\x1b[36m",
             Class::Partial => "\x1b[35m",
+            Class::Locked => "\x1b[34m",
             Class::Failed => "\x1b[31m",
         }
     }
@@ -201,6 +234,7 @@ impl Class {
             Class::Floor => "kept by the floor alone",
             Class::Chain => "a kept backup builds on it",
             Class::Partial => "some volumes kept",
+            Class::Locked => "kept only by its Object Lock",
             Class::Failed => "failed, within its grace period",
         }
     }
@@ -212,6 +246,7 @@ impl Class {
             Class::Floor => "floor",
             Class::Chain => "chain",
             Class::Partial => "partial",
+            Class::Locked => "locked",
             Class::Failed => "failed",
         }
     }

@@ -412,3 +412,40 @@ fn chromium_binary() -> PathBuf {
     assert!(status.success(), "apt-get install -y chromium failed");
     find().expect("chromium is on PATH after apt-get install")
 }
+
+/// `--lock` (issue 29): the bucket's lock setting in the simulation. The days count what only
+/// the locks keep and its bytes, the summary says so, and the scenario names the tiers.
+#[test]
+fn locks_show_what_only_they_keep_and_its_cost() {
+    let args = [
+        "retention",
+        "simulate",
+        "--cron",
+        "@hourly",
+        "--policy",
+        r#"{"keep_hourly": 24, "keep_daily": 7}"#,
+        "--days",
+        "40",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--lock",
+        "min=1d,daily=35d",
+    ];
+    let simulation = json_of(&args);
+    assert_eq!(simulation["scenario"]["lock"], "min=1d,daily=35d");
+    let last = simulation["days"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["n_locked_only"], 28);
+    assert_eq!(last["locked_only_bytes"], 28u64 * (10 << 30));
+    let text = ok(&args);
+    assert!(
+        text.contains("only locks keep   at most 29 backups")
+            && text.contains("28 backups, 280 GiB on the last day")
+            && text.contains("Object Locks min=1d,daily=35d"),
+        "{text}"
+    );
+}

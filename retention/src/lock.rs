@@ -72,6 +72,28 @@ pub struct LockTiers {
     pub yearly: Option<CalendarDuration>,
 }
 
+impl std::fmt::Display for LockTiers {
+    /// `min=1d,daily=35d`: the set tiers as a lock setting writes them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut first = true;
+        for (name, tier) in [
+            ("min", self.min),
+            ("last", self.last),
+            ("hourly", self.hourly),
+            ("daily", self.daily),
+            ("weekly", self.weekly),
+            ("monthly", self.monthly),
+            ("yearly", self.yearly),
+        ] {
+            if let Some(tier) = tier {
+                write!(f, "{}{name}={tier}", if first { "" } else { "," })?;
+                first = false;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl LockTiers {
     fn of_bucket(&self, bucket: Bucket) -> Option<CalendarDuration> {
         match bucket {

@@ -28,10 +28,10 @@ pub use scenario::{
     ByteSize, Days, Failures, Scenario, ScenarioError, Sizes, SweepInterval, MAX_DAYS,
 };
 pub use simulation::{
-    simulate, simulate_with_progress, start_of_day, ticks, Day, KeepSpan, SimulatedBackup,
-    Simulation, SimulationError, MAX_EVENTS,
+    is_locked_only, simulate, simulate_with_progress, start_of_day, ticks, Day, KeepSpan,
+    SimulatedBackup, Simulation, SimulationError, MAX_EVENTS,
 };
 pub use summary::{
-    keeper_of, policy_rules, DayGap, DayValue, Keeper, RuleUse, Steady, Summary, Surprise,
-    SurpriseKind,
+    keeper_of, policy_rules, DayGap, DayValue, Keeper, LockedOnly, RuleUse, Steady, Summary,
+    Surprise, SurpriseKind,
 };

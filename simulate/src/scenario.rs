@@ -310,6 +310,20 @@ pub struct Scenario {
     pub sizes: Sizes,
     /// `None`: the engine runs only when a backup completes.
     pub sweep_every: Option<SweepInterval>,
+    /// The bucket's Object Lock tiers (issue 29): each run locks what it keeps as the
+    /// retention-worker does, and a backup the policy lets go stays until its lock's date.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "tiers_text")]
+    pub lock: Option<sexton_retention::lock::LockTiers>,
+}
+
+fn tiers_text<S: Serializer>(
+    tiers: &Option<sexton_retention::lock::LockTiers>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match tiers {
+        Some(tiers) => serializer.collect_str(tiers),
+        None => serializer.serialize_none(),
+    }
 }
 
 impl Scenario {
@@ -327,6 +341,7 @@ impl Scenario {
             failures: Failures::None,
             sizes: Sizes::default(),
             sweep_every: Some(SweepInterval::HOURLY),
+            lock: None,
         }
     }
 

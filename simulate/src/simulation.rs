@@ -145,6 +145,10 @@ pub struct Day {
     pub backups: Vec<usize>,
     /// Completed backups kept whole: the restore points.
     pub count: usize,
+    /// Of what exists, the backups the policy lets go that only an unexpired Object Lock
+    /// keeps (`expired, locked until T`), and the bytes they take: what the locks cost.
+    pub n_locked_only: usize,
+    pub locked_only_bytes: u64,
     /// Backups that keep only some volumes (a kept backup builds on them).
     pub n_partial: usize,
     /// Failed backups not yet cleaned up (within `failed_grace`).
@@ -159,6 +163,11 @@ pub struct Day {
     pub taken: usize,
     pub failed: usize,
     pub deleted: usize,
+}
+
+/// Whether an engine reason says only a lock keeps the backup (`expired, locked until T`).
+pub fn is_locked_only(reason: &str) -> bool {
+    reason.starts_with("expired, locked until ")
 }
 
 /// Runs the scenario. Pure: the same scenario gives the same simulation.
@@ -380,6 +389,8 @@ struct Sample {
     /// (backup index, reasons), newest first.
     backups: Vec<(usize, Vec<String>)>,
     count: usize,
+    n_locked_only: usize,
+    locked_only_bytes: u64,
     n_partial: usize,
     n_failed: usize,
     storage_bytes: u64,
@@ -578,7 +589,37 @@ impl<'s> Fleet<'s> {
             } else {
                 (Vec::new(), Vec::new())
             };
+        // With Object Locks (issue 29): what the run keeps is locked, or its lock lengthened,
+        // as the retention-worker's run does before it marks anything; never shortened.
+        let locks: HashMap<String, DateTime<Utc>> = match &self.scenario.lock {
+            Some(tiers) => {
+                let plan = evaluation.to_plan();
+                let wanted = sexton_retention::lock::lock_dates(&self.catalog, &plan, tiers);
+                let current: HashMap<&str, Option<DateTime<Utc>>> = self
+                    .catalog
+                    .backups
+                    .iter()
+                    .map(|b| (b.id.as_str(), b.locked_until))
+                    .collect();
+                sexton_retention::lock::extensions(
+                    &wanted,
+                    |id| current.get(id).copied().flatten(),
+                    now,
+                )
+                .into_iter()
+                .map(|(id, until)| (id.to_owned(), until))
+                .collect()
+            }
+            None => HashMap::new(),
+        };
         drop(evaluation);
+        if !locks.is_empty() {
+            for backup in &mut self.catalog.backups {
+                if let Some(until) = locks.get(&backup.id) {
+                    backup.locked_until = Some(*until);
+                }
+            }
+        }
 
         for (index, names) in volume_cuts {
             let record = &mut self.catalog.backups[index];
@@ -613,9 +654,16 @@ impl<'s> Fleet<'s> {
                 })
                 .collect();
             let window_start = promised_window_start(self.policy, now);
+            let locked_only: Vec<usize> = kept
+                .iter()
+                .filter(|(_, reasons)| reasons.iter().any(|r| is_locked_only(r)))
+                .map(|&(index, _)| index)
+                .collect();
             Sample {
                 at: Some(now),
                 count,
+                n_locked_only: locked_only.len(),
+                locked_only_bytes: locked_only.iter().map(|&index| self.sizes[index]).sum(),
                 n_partial: kept
                     .iter()
                     .filter(|&&(index, _)| verdicts[index] == Verdict::Partial)
@@ -754,6 +802,8 @@ impl<'s> Fleet<'s> {
             sampled_at: sample.at,
             backups: sample.backups.iter().map(|&(index, _)| index).collect(),
             count: sample.count,
+            n_locked_only: sample.n_locked_only,
+            locked_only_bytes: sample.locked_only_bytes,
             n_partial: sample.n_partial,
             n_failed: sample.n_failed,
             storage_bytes: sample.storage_bytes,

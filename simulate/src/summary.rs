@@ -32,9 +32,22 @@ pub struct Summary {
     pub max_peak_count: DayValue,
     pub max_storage_bytes: DayValue,
     pub max_peak_storage_bytes: DayValue,
+    /// With Object Locks (issue 29): the most backups and bytes kept only by their locks on
+    /// any day, and the last day's; `None` without locks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked_only: Option<LockedOnly>,
     pub max_gap: Option<DayGap>,
     pub rules: Vec<RuleUse>,
     pub surprises: Vec<Surprise>,
+}
+
+/// What Object Locks keep beyond the policy over a simulation.
+#[derive(Clone, Debug, Serialize)]
+pub struct LockedOnly {
+    pub max_count: DayValue,
+    pub max_bytes: DayValue,
+    pub last_count: u64,
+    pub last_bytes: u64,
 }
 
 /// The last day's restore points and storage, and since when the count has not changed (at
@@ -118,6 +131,8 @@ pub enum Keeper {
     Chain,
     /// A failed backup within its grace period.
     Failed,
+    /// An unexpired Object Lock, the policy letting it go (issue 29).
+    Lock,
     /// Holds, legal holds, in progress, anything else.
     Other,
 }
@@ -149,7 +164,7 @@ pub fn keeper_of(reason: &str) -> Keeper {
     {
         return Keeper::Rule(rule);
     }
-    let prefixes: [(&str, Keeper); 10] = [
+    let prefixes: [(&str, Keeper); 12] = [
         ("within ", Keeper::Rule("keep_within")),
         ("has tags ", Keeper::Rule("keep_tags")),
         ("retention_duration ", Keeper::Rule("retention_duration")),
@@ -160,6 +175,8 @@ pub fn keeper_of(reason: &str) -> Keeper {
         ("immutable chain ", Keeper::Chain),
         ("volume ", Keeper::Chain),
         ("failed", Keeper::Failed),
+        ("expired, locked until ", Keeper::Lock),
+        ("locked until ", Keeper::Lock),
     ];
     prefixes
         .iter()
@@ -307,6 +324,12 @@ pub(crate) fn summarise(scenario: &Scenario, backups: &[SimulatedBackup], days: 
         max_peak_count: max_of(&|day| day.peak_count as u64),
         max_storage_bytes: max_of(&|day| day.storage_bytes),
         max_peak_storage_bytes: max_of(&|day| day.peak_storage_bytes),
+        locked_only: scenario.lock.as_ref().map(|_| LockedOnly {
+            max_count: max_of(&|day| day.n_locked_only as u64),
+            max_bytes: max_of(&|day| day.locked_only_bytes),
+            last_count: last_day.n_locked_only as u64,
+            last_bytes: last_day.locked_only_bytes,
+        }),
         max_gap,
         rules: rule_uses,
         surprises: Vec::new(),

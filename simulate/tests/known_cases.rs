@@ -613,3 +613,61 @@ fn progress_is_told_event_by_event_and_changes_nothing() {
         .enumerate()
         .all(|(n, &(done, all))| done == n + 1 && all == total));
 }
+
+/// Object Locks in the simulation (issue 29): hourly backups under `keep_hourly 24,
+/// keep_daily 7` with `min=1d,daily=35d`. Each day's 23:00 backup is its daily pick; once
+/// its day is over its lock is lengthened to 35 days, so it stays that long whatever the
+/// policy says. On the last day (2026-02-09, sampled at 23:00) the policy keeps the 24
+/// hourlies and the dailies of Feb 3 to 8; the dailies of Jan 6 to Feb 2 (28 days, each 35
+/// days from its time still ahead) are kept only by their locks; Jan 5's lock ends at that
+/// very instant and it goes. Nothing goes before its lock's date.
+#[test]
+fn locks_keep_each_daily_pick_for_its_tier_and_price_it() {
+    let policy = r#"{"keep_hourly": 24, "keep_daily": 7}"#;
+    let unlocked = scenario("@hourly", policy, "2026-01-01T00:00:00Z", 40);
+    let mut locked = unlocked.clone();
+    locked.lock = Some(sexton_retention::lock::LockTiers {
+        min: Some("1d".parse().unwrap()),
+        daily: Some("35d".parse().unwrap()),
+        ..Default::default()
+    });
+    let without = simulate(&unlocked).unwrap();
+    let with = simulate(&locked).unwrap();
+    let last = with.days.last().unwrap();
+    assert_eq!(without.days.last().unwrap().count, 30);
+    assert_eq!(last.count, 30 + 28);
+    assert_eq!(last.n_locked_only, 28);
+    assert_eq!(last.locked_only_bytes, 28 * (10u64 << 30));
+    assert_eq!(without.days.last().unwrap().n_locked_only, 0);
+    let summary = with.summary.locked_only.as_ref().expect("a lock summary");
+    assert_eq!(
+        (summary.last_count, summary.last_bytes),
+        (28, 28 * (10u64 << 30))
+    );
+    assert!(without.summary.locked_only.is_none());
+    for backup in &with.backups {
+        let Some(deleted_at) = backup.deleted_at else {
+            continue;
+        };
+        let taken = backup.taken_at();
+        let daily_pick = taken.format("%H").to_string() == "23";
+        let lock = if daily_pick {
+            TimeDelta::days(35)
+        } else {
+            TimeDelta::days(1)
+        };
+        assert!(
+            deleted_at >= taken + lock,
+            "{} deleted at {deleted_at}, before its lock ran out",
+            backup.record.id
+        );
+    }
+    let reasons = reasons_on_last_day(&with);
+    let only_locks = reasons
+        .iter()
+        .filter(|(_, reasons)| {
+            reasons.len() == 1 && reasons[0].starts_with("expired, locked until ")
+        })
+        .count();
+    assert_eq!(only_locks, 28, "{reasons:#?}");
+}

@@ -119,28 +119,7 @@ fn header(simulation: &Simulation, out: &mut String) {
         scenario.cron,
         serde_json::to_string(&scenario.policy).expect("a policy serialises")
     );
-    let mut details = vec![format!(
-        "{} days from {} ({})",
-        simulation.days.len(),
-        scenario.from.to_rfc3339(),
-        simulation.zone
-    )];
-    if let Some(n) = scenario.full_every {
-        details.push(format!("full every {n}"));
-    }
-    if !scenario.volumes.is_empty() {
-        details.push(format!("volumes {}", scenario.volumes.join(",")));
-    }
-    details.push(format!("failures {}", scenario.failures));
-    details.push(format!(
-        "full {}, incremental {}",
-        scenario.sizes.full, scenario.sizes.incremental
-    ));
-    details.push(match scenario.sweep_every {
-        Some(every) => format!("retention after each backup and every {every}"),
-        None => "retention after each backup only".to_owned(),
-    });
-    let _ = writeln!(out, "{}", details.join("; "));
+    let _ = writeln!(out, "{}", super::page::details(simulation));
     let _ = writeln!(out);
 }
 
@@ -212,7 +191,13 @@ pub fn render(simulation: &Simulation, rows: Option<&str>, colour: bool) -> Stri
         let _ = writeln!(out, "{}", line.trim_end());
     }
     let _ = writeln!(out);
-    legend(cap, layout.unit_days, colour, &mut out);
+    legend(
+        cap,
+        layout.unit_days,
+        colour,
+        simulation.scenario.lock.is_some(),
+        &mut out,
+    );
     summary(simulation, &mut out);
     last_day(simulation, &mut out);
     out
@@ -237,25 +222,19 @@ fn axis_width(simulation: &Simulation, layout: &Layout) -> usize {
     (oldest_age + 1).clamp(7, MAX_COLUMNS)
 }
 
-fn legend(cap: usize, unit_days: usize, colour: bool, out: &mut String) {
+fn legend(cap: usize, unit_days: usize, colour: bool, locks: bool, out: &mut String) {
     let unit = if unit_days == 1 { "day" } else { "week" };
-    let marks: Vec<String> = [
-        Class::Rule,
-        Class::Floor,
-        Class::Chain,
-        Class::Partial,
-        Class::Failed,
-    ]
-    .iter()
-    .map(|class| {
-        let mark = if cap == 1 { class.mark() } else { '■' };
-        format!(
-            "{} {}",
-            paint(&mark.to_string(), Some(class.colour()), colour),
-            class.describe()
-        )
-    })
-    .collect();
+    let marks: Vec<String> = Class::shown(locks)
+        .iter()
+        .map(|class| {
+            let mark = if cap == 1 { class.mark() } else { '■' };
+            format!(
+                "{} {}",
+                paint(&mark.to_string(), Some(class.colour()), colour),
+                class.describe()
+            )
+        })
+        .collect();
     if cap == 1 || colour {
         let _ = writeln!(out, "legend: {}", marks.join(", "));
     }
@@ -305,6 +284,18 @@ fn summary(simulation: &Simulation, out: &mut String) {
         ByteSize(summary.max_storage_bytes.value),
         ByteSize(summary.max_peak_storage_bytes.value)
     );
+    if let Some(locked) = &summary.locked_only {
+        let _ = writeln!(
+            out,
+            "  only locks keep   at most {} backups (first on {}), at most {} (first on {}); {} backups, {} on the last day",
+            locked.max_count.value,
+            date(locked.max_count.on),
+            ByteSize(locked.max_bytes.value),
+            date(locked.max_bytes.on),
+            locked.last_count,
+            ByteSize(locked.last_bytes)
+        );
+    }
     match &summary.max_gap {
         Some(gap) => {
             let _ = writeln!(

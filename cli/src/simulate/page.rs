@@ -66,7 +66,9 @@ pub fn render(simulation: &Simulation, comparison: Option<&Comparison>) -> Strin
     page
 }
 
-fn details(simulation: &Simulation) -> String {
+/// The scenario in one line: days, cadence, failures, sizes, sweeps, locks (the calendar's
+/// header too).
+pub(super) fn details(simulation: &Simulation) -> String {
     let scenario = &simulation.scenario;
     let mut parts = vec![format!(
         "{} days from {} ({})",
@@ -89,6 +91,9 @@ fn details(simulation: &Simulation) -> String {
         Some(every) => format!("retention after each backup and every {every}"),
         None => "retention after each backup only".to_owned(),
     });
+    if let Some(tiers) = &scenario.lock {
+        parts.push(format!("Object Locks {tiers}"));
+    }
     parts.join("; ")
 }
 
@@ -145,6 +150,21 @@ fn summary(simulation: &Simulation, page: &mut String) {
                 .unwrap_or_else(|| "none stated (gaps over everything kept)".to_owned()),
         ),
     ];
+    if let Some(locked) = &summary.locked_only {
+        rows.push((
+            "only locks keep",
+            format!(
+                "at most {} backups (first on {}), at most {} (first on {}); {} backups, {} on \
+                 the last day",
+                locked.max_count.value,
+                date(locked.max_count.on),
+                ByteSize(locked.max_bytes.value),
+                date(locked.max_bytes.on),
+                locked.last_count,
+                ByteSize(locked.last_bytes)
+            ),
+        ));
+    }
     for rule in &summary.rules {
         rows.push((
             rule.rule,
@@ -283,21 +303,15 @@ fn timeline(simulation: &Simulation, page: &mut String) {
 </section>
 "#,
         LEFT + PLOT_WIDTH,
-        [
-            Class::Rule,
-            Class::Floor,
-            Class::Chain,
-            Class::Partial,
-            Class::Failed
-        ]
-        .iter()
-        .map(|class| format!(
-            r#"<span class="swatch {}"></span>{}"#,
-            class.css(),
-            escape(class.describe())
-        ))
-        .collect::<Vec<_>>()
-        .join(" ")
+        Class::shown(simulation.scenario.lock.is_some())
+            .iter()
+            .map(|class| format!(
+                r#"<span class="swatch {}"></span>{}"#,
+                class.css(),
+                escape(class.describe())
+            ))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
 }
 
@@ -549,6 +563,7 @@ rect.floor, span.swatch.floor { fill: #d9a400; background: #d9a400; }
 rect.chain, span.swatch.chain { fill: #1e8fb3; background: #1e8fb3; }
 rect.partial, span.swatch.partial { fill: #a04bb3; background: #a04bb3; }
 rect.failed, span.swatch.failed { fill: #cc3333; background: #cc3333; }
+rect.locked, span.swatch.locked { fill: #3355cc; background: #3355cc; }
 li.kept { border-left: 6px solid #2e9e44; padding-left: 4px; margin-bottom: 1px; }
 li.kept.floor { border-color: #d9a400; }
 li.kept.chain { border-color: #1e8fb3; }
