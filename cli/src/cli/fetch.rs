@@ -19,6 +19,21 @@ use crate::client::Client;
 use crate::failure::{parse_time, Failure};
 use crate::output::Output;
 
+/// Where a fetch reads, said first when it fails: the CLI reads the store with its own
+/// settings, not the fleet's, so a missing endpoint or key is the caller's to give.
+fn place(config: &Config, location: Option<&str>) -> String {
+    let (name, s3) = match location.and_then(|name| config.locations.get(name).map(|l| (name, l))) {
+        Some((name, location)) => (name, &location.s3),
+        None => ("primary", &config.s3),
+    };
+    format!(
+        "{name} (bucket {} at {}; the CLI reads it with its own settings: SEXTON_S3_*, \
+         SEXTON_LOCATION_<NAME>_* or SEXTON_CONFIG)",
+        s3.bucket,
+        s3.endpoint.as_deref().unwrap_or("the AWS endpoint")
+    )
+}
+
 /// The store a fetch reads: the primary, or the location named (which must be configured).
 async fn store_for(config: &Config, location: Option<&str>) -> Result<ObjectStore, Failure> {
     let s3 = match location.filter(|name| *name != "primary") {
@@ -85,7 +100,13 @@ pub(super) async fn backup_fetch(
     }
     let fetched = sexton_executor::fetch::fetch_chain(&store, &request.cluster, &answer.chain, to)
         .await
-        .map_err(|err| Failure::runtime(err.context(format!("fetching {}", request.id))))?;
+        .map_err(|err| {
+            Failure::runtime(err.context(format!(
+                "fetching {} from {}",
+                request.id,
+                place(&config, location)
+            )))
+        })?;
     let value = serde_json::to_value(&fetched).expect("fetched objects serialise");
     print_value(
         output,
@@ -131,7 +152,12 @@ pub(super) async fn binlog_fetch(
     let prefix = store.prefix().to_string();
     let fetched = sexton_executor::fetch::fetch_binlog(&store, &prefix, &cluster, since, until, to)
         .await
-        .map_err(|err| Failure::runtime(err.context(format!("fetching {cluster}'s binlog"))))?;
+        .map_err(|err| {
+            Failure::runtime(err.context(format!(
+                "fetching {cluster}'s binlog from {}",
+                place(&config, location)
+            )))
+        })?;
     if let Some(version) = &fetched.index_version {
         eprintln!(
             "warning: the archive's current index is unreadable; read its version {version}, \
