@@ -7,14 +7,14 @@
 //! Every file is written beside its final name, checked (size, SHA-256), then renamed: a file
 //! under its final name is the recorded bytes, whatever lies over them in the bucket.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, FixedOffset};
 use serde::Serialize;
 use sexton_shared::{
     binlog::{self, BinlogIndex, IndexSegment},
     names::ClusterName,
-    object_store::{transfer::TransferError, ObjectStore},
+    object_store::{check_backup_key, lock::VersionEntry, transfer::TransferError, ObjectStore},
     wire::{VerifyBackup, VerifyObject},
 };
 
@@ -149,17 +149,22 @@ fn partial_path(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Where an object of a backup lands under `into`: `<into>/<backup id>/<its path in the
-/// backup's directory>`. `None` for a key outside the backup's directory or one that would
-/// climb out of it (`..`, an absolute path): never written.
-pub fn local_path(into: &Path, backup_prefix: &str, id: &str, key: &str) -> Option<PathBuf> {
-    let relative = key.strip_prefix(backup_prefix)?;
-    let relative = Path::new(relative);
-    let plain = !relative.as_os_str().is_empty()
-        && relative
-            .components()
-            .all(|part| matches!(part, Component::Normal(_)));
-    plain.then(|| into.join(id).join(relative))
+/// Where an object of `backup` lands under `into`: `<into>/<backup id>/<its path in the
+/// backup's directory>`. `None` for a key outside the backup's own directory or one that
+/// would climb out of it ([`check_backup_key`], what every reader of a record's keys checks):
+/// never written.
+pub fn local_path(
+    into: &Path,
+    prefix: &str,
+    cluster: &ClusterName,
+    backup: &VerifyBackup,
+    key: &str,
+) -> Option<PathBuf> {
+    let id = backup.id.as_str();
+    check_backup_key(prefix, cluster, &backup.backup_name, id, key).ok()?;
+    let own = sexton_shared::object_store::cluster_prefix(prefix, cluster);
+    let relative = key.strip_prefix(&format!("{own}{}/{id}/", backup.backup_name))?;
+    Some(into.join(id).join(relative))
 }
 
 /// One object of a backup, downloaded.
@@ -188,16 +193,16 @@ pub async fn fetch_chain(
 ) -> Result<Vec<FetchedObject>, anyhow::Error> {
     let mut fetched = Vec::new();
     for backup in chain {
-        let own = store.backup_prefix(cluster, &backup.backup_name, backup.id.as_str());
         for object in &backup.objects {
-            let path =
-                local_path(into, &own, backup.id.as_str(), &object.key).ok_or_else(|| {
+            let path = local_path(into, store.prefix(), cluster, backup, &object.key).ok_or_else(
+                || {
                     anyhow::anyhow!(
-                        "object {} of backup {} is not under its directory {own}: not written",
+                        "object {} is not under the directory of backup {}: not written",
                         object.key,
                         backup.id
                     )
-                })?;
+                },
+            )?;
             let size = fetch_object(store, object, &path).await?;
             fetched.push(FetchedObject {
                 backup: backup.id.to_string(),
@@ -262,27 +267,38 @@ pub struct FetchedBinlog {
 pub async fn read_index(
     store: &ObjectStore,
     index_key: &str,
+    archive: &str,
 ) -> anyhow::Result<(BinlogIndex, Option<String>)> {
-    let current = store.get(index_key).await?;
-    let why = match current.as_deref().map(BinlogIndex::parse) {
+    // Read as every reader of the index reads it: each key a segment of this archive.
+    let parse = |body: &[u8]| BinlogIndex::parse_for(body, archive);
+    let why = match store.get(index_key).await?.as_deref().map(parse) {
         Some(Ok(index)) => return Ok((index, None)),
         Some(Err(err)) => format!("its current version does not read: {err}"),
         None => "there is none".to_string(),
     };
-    if store.is_versioned().await? {
-        for entry in store.list_versions(index_key).await? {
-            if entry.key != index_key || entry.delete_marker || entry.latest {
-                continue;
-            }
-            let Some(body) = store.get_at(index_key, Some(&entry.version_id)).await? else {
-                continue;
-            };
-            if let Ok(index) = BinlogIndex::parse(&body) {
-                return Ok((index, Some(entry.version_id)));
-            }
+    for entry in older_versions(store, index_key).await? {
+        let Some(body) = store.get_at(index_key, Some(&entry.version_id)).await? else {
+            continue;
+        };
+        if let Ok(index) = parse(&body) {
+            return Ok((index, Some(entry.version_id)));
         }
     }
     anyhow::bail!("the binlog index {index_key} cannot be read: {why}")
+}
+
+/// The versions of `key` beneath its current one, newest first (none on a bucket without
+/// versions): where a recovery point written over or "deleted" still lies.
+async fn older_versions(store: &ObjectStore, key: &str) -> anyhow::Result<Vec<VersionEntry>> {
+    if !store.is_versioned().await? {
+        return Ok(Vec::new());
+    }
+    Ok(store
+        .list_versions(key)
+        .await?
+        .into_iter()
+        .filter(|entry| entry.key == key && !entry.delete_marker && !entry.latest)
+        .collect())
 }
 
 /// Downloads the segments of the archive under `prefix` that may hold events of `[since,
@@ -299,24 +315,16 @@ pub async fn fetch_binlog(
     into: &Path,
 ) -> anyhow::Result<FetchedBinlog> {
     let index_key = binlog::index_key(prefix, cluster);
-    let (index, index_version) = read_index(store, &index_key).await?;
     let archive = binlog::binlog_prefix(prefix, cluster);
+    let (index, index_version) = read_index(store, &index_key, &archive).await?;
     let mut segments = Vec::new();
     for segment in index
         .segments
         .iter()
         .filter(|s| segment_wanted(s, since, until))
     {
-        let name = segment
-            .key
-            .strip_prefix(&archive)
-            .filter(|name| !name.is_empty() && !name.contains('/') && *name != "." && *name != "..")
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "the index names {} outside the archive {archive}: not written",
-                    segment.key
-                )
-            })?;
+        // A direct child of the archive: `parse_for` checked every key.
+        let name = segment.key.strip_prefix(&archive).unwrap_or(&segment.key);
         let path = into.join(name);
         let (size, sha256) = binlog::segment_digest(segment);
         let (held, version_id) =
@@ -351,11 +359,8 @@ async fn fetch_segment(
         Err(err) if err.is_mismatch() => err,
         Err(err) => return Err(err.into()),
     };
-    if sha256.is_some() && store.is_versioned().await? {
-        for entry in store.list_versions(key).await? {
-            if entry.key != key || entry.delete_marker || entry.latest {
-                continue;
-            }
+    if sha256.is_some() {
+        for entry in older_versions(store, key).await? {
             if size.is_some_and(|size| size != entry.size) {
                 continue;
             }
@@ -378,6 +383,15 @@ mod tests {
     #[test]
     fn objects_land_under_their_backup_and_never_outside_it() {
         let into = Path::new("/restore");
+        let cluster: ClusterName = "db1".parse().unwrap();
+        let backup: VerifyBackup = serde_json::from_value(serde_json::json!({
+            "id": "n-1", "uid": "u", "backup_name": "nightly", "kind": "full", "objects": []
+        }))
+        .unwrap();
+        let local_path = |into: &Path, _own: &str, id: &str, key: &str| {
+            assert_eq!(id, backup.id.as_str());
+            local_path(into, "backups", &cluster, &backup, key)
+        };
         let prefix = "backups/db1/nightly/n-1/";
         assert_eq!(
             local_path(into, prefix, "n-1", "backups/db1/nightly/n-1/data/part-0"),

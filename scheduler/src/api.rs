@@ -20,7 +20,7 @@ use sexton_shared::{
     catalog::Catalog,
     config::Config,
     names::ClusterName,
-    records::ScheduleRecord,
+    records::{BackupRecord, ScheduleRecord},
     topology::Topology,
     wire::Message,
     Shutdown,
@@ -160,6 +160,47 @@ fn backup_not_found(cluster: &ClusterName, id: &sexton_shared::names::BackupId) 
 }
 
 impl Api {
+    /// `Err` unless `name` is one of this fleet's locations, naming the ones it has.
+    fn check_location(&self, name: &sexton_shared::names::LocationName) -> Result<(), ApiError> {
+        if self.config.locations.contains_key(name.as_str()) {
+            return Ok(());
+        }
+        Err(invalid(format!(
+            "no such location {name}; this fleet has {}",
+            self.config.location_names()
+        )))
+    }
+
+    /// The cluster's records, and the index of backup `id` among them once it is completed
+    /// (`Err`: not found, or not completed: only a completed backup can be `what`, such as
+    /// tested or restored).
+    async fn completed_backup(
+        &self,
+        cluster: &ClusterName,
+        id: &sexton_shared::names::BackupId,
+        what: &str,
+    ) -> Result<(Vec<sexton_shared::catalog::Versioned<BackupRecord>>, usize), ApiError> {
+        let records = self
+            .catalog
+            .list_cluster(cluster)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        let Some(index) = records.iter().position(|r| r.value.id == *id) else {
+            return Err(backup_not_found(cluster, id));
+        };
+        let status = records[index].value.status;
+        if status != sexton_shared::records::BackupStatus::Completed {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "backup {id} is {}: only a completed backup can be {what}",
+                    status.as_str()
+                ),
+            ));
+        }
+        Ok((records, index))
+    }
+
     /// The cluster's schedules and records, and where backup `id` is among the records.
     async fn cluster_with_backup(
         &self,

@@ -134,6 +134,19 @@ pub async fn examine(store: &ObjectStore, report: &Report) -> Result<Verdict, Ob
     Ok(verdict)
 }
 
+/// Why a completed report is refused for the times it claims, if it is: against the due it
+/// answers ([`crate::dues::judge`]), then by how late it was published ([`judge_delay`]).
+pub fn judge_times(
+    report: &Report,
+    due: Option<&crate::dues::IssuedDue>,
+    published: Option<chrono::DateTime<chrono::Utc>>,
+    settings: &sexton_shared::config::SchedulerConfig,
+) -> Option<String> {
+    crate::dues::judge(report, due, settings.require_due).or_else(|| {
+        published.and_then(|published| judge_delay(report, published, settings.max_report_delay))
+    })
+}
+
 /// Why a completed report is refused for how long after its claimed completion it was
 /// published (`published`, the NATS server's clock), if it is: more than `max_delay` (issue
 /// 29, restic#22057). A merge report keeps its backup's old completion time and is not judged.

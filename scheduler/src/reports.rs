@@ -424,16 +424,7 @@ async fn record_report(
                         }
                     };
                     let late =
-                        crate::dues::judge(report, due.as_ref(), config.scheduler.require_due)
-                            .or_else(|| {
-                                published.and_then(|published| {
-                                    intake::judge_delay(
-                                        report,
-                                        published,
-                                        config.scheduler.max_report_delay,
-                                    )
-                                })
-                            });
+                        intake::judge_times(report, due.as_ref(), published, &config.scheduler);
                     verdict = Some(match (judged, late) {
                         (intake::Verdict::Seen(_), Some(why)) => {
                             refused_at = Some(published.unwrap_or_else(Utc::now));

@@ -540,6 +540,16 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
 ];
 
 impl Config {
+    /// The configured copy locations by name, for an error that says what there is: `dr,
+    /// vault`, or `none besides primary`.
+    pub fn location_names(&self) -> String {
+        if self.locations.is_empty() {
+            "none besides primary".to_string()
+        } else {
+            let names: Vec<&str> = self.locations.keys().map(String::as_str).collect();
+            names.join(", ")
+        }
+    }
     /// Reads the file (if any), then applies the process environment.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let env: HashMap<String, String> = std::env::vars().collect();

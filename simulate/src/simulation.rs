@@ -582,19 +582,15 @@ impl<'s> Fleet<'s> {
                 .map(|index| (index, evaluation.reasons_at(index)))
                 .collect()
         });
-        let (merges, volume_merges) =
-            if self.policy.chain_mode == ChainMode::Merge && evaluation.summary().n_merges > 0 {
-                let plan = evaluation.to_plan();
-                (plan.merges, plan.volume_merges)
-            } else {
-                (Vec::new(), Vec::new())
-            };
+        let merging =
+            self.policy.chain_mode == ChainMode::Merge && evaluation.summary().n_merges > 0;
+        // The whole plan, rendered once, when merges or locks need it.
+        let plan = (merging || self.scenario.lock.is_some()).then(|| evaluation.to_plan());
         // With Object Locks (issue 29): what the run keeps is locked, or its lock lengthened,
         // as the retention-worker's run does before it marks anything; never shortened.
-        let locks: HashMap<String, DateTime<Utc>> = match &self.scenario.lock {
-            Some(tiers) => {
-                let plan = evaluation.to_plan();
-                let wanted = sexton_retention::lock::lock_dates(&self.catalog, &plan, tiers);
+        let locks: HashMap<String, DateTime<Utc>> = match (&self.scenario.lock, &plan) {
+            (Some(tiers), Some(plan)) => {
+                let wanted = sexton_retention::lock::lock_dates(&self.catalog, plan, tiers);
                 let current: HashMap<&str, Option<DateTime<Utc>>> = self
                     .catalog
                     .backups
@@ -610,7 +606,11 @@ impl<'s> Fleet<'s> {
                 .map(|(id, until)| (id.to_owned(), until))
                 .collect()
             }
-            None => HashMap::new(),
+            _ => HashMap::new(),
+        };
+        let (merges, volume_merges) = match plan {
+            Some(plan) if merging => (plan.merges, plan.volume_merges),
+            _ => (Vec::new(), Vec::new()),
         };
         drop(evaluation);
         if !locks.is_empty() {

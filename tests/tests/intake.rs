@@ -339,6 +339,54 @@ async fn a_report_for_another_cluster_than_its_subject_is_refused() {
     fleet.stop().await.unwrap();
 }
 
+/// `hour` o'clock (UTC) `n` days before today.
+fn day(n: i64, hour: i64) -> chrono::DateTime<Utc> {
+    let midnight = Utc::now()
+        .date_naive()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        .and_utc();
+    midnight - chrono::Duration::days(n) + chrono::Duration::hours(hour)
+}
+
+/// A real backup of schedule `f` completed at `at`, as the catalog records it.
+fn real(id: &str, at: chrono::DateTime<Utc>) -> sexton_shared::records::BackupRecord {
+    let mut record = fixtures::backup("c1", "full", id, None, 0, 1);
+    record.schedule = Some("f".parse().unwrap());
+    record.started_at = Some((at - chrono::Duration::minutes(5)).fixed_offset());
+    record.completed_at = Some(at.fixed_offset());
+    record
+}
+
+/// A real backup four days old, which the policy lets go, is deleted by the next run: retention
+/// ran over the catalog as the attack left it; and every one of `reals` is still kept.
+async fn retention_ran_and_kept(
+    catalog: &Catalog,
+    store: &sexton_shared::object_store::ObjectStore,
+    reals: &[sexton_shared::records::BackupRecord],
+) {
+    let old = real("real-d4", day(4, 1));
+    fixtures::put_backups(catalog, store, std::slice::from_ref(&old)).await;
+    eventually(
+        "the oldest real backup deleted",
+        Duration::from_secs(60),
+        || async {
+            let records = fixtures::records_of(catalog, "c1").await;
+            (!records.contains_key("real-d4")).then_some(())
+        },
+    )
+    .await;
+    let records = fixtures::records_of(catalog, "c1").await;
+    for real in reals {
+        assert_eq!(
+            records[real.id.as_str()].value.status,
+            BackupStatus::Completed,
+            "{} not kept",
+            real.id
+        );
+    }
+}
+
 /// The restic#22057 shape (issue 29): an executor's key reports real, uploaded backups whose
 /// completion times are forged days into the past, each the last of a day that holds a real
 /// backup, so that `keep_daily` would keep them and let the real ones go. With
@@ -370,20 +418,6 @@ async fn reports_with_forged_past_times_push_no_real_backup_out() {
         ..
     } = world;
     let store = object_store(&config).await;
-    let midnight = Utc::now()
-        .date_naive()
-        .and_hms_opt(0, 0, 0)
-        .unwrap()
-        .and_utc();
-    let day =
-        |n: i64, hour: i64| midnight - chrono::Duration::days(n) + chrono::Duration::hours(hour);
-    let real = |id: &str, at: chrono::DateTime<Utc>| {
-        let mut record = fixtures::backup("c1", "full", id, None, 0, 1);
-        record.schedule = Some("f".parse().unwrap());
-        record.started_at = Some((at - chrono::Duration::minutes(5)).fixed_offset());
-        record.completed_at = Some(at.fixed_offset());
-        record
-    };
     // Taken on each of the last three days, recorded then.
     let reals = vec![
         real("real-d1", day(1, 1)),
@@ -421,27 +455,7 @@ async fn reports_with_forged_past_times_push_no_real_backup_out() {
     }
 
     // The policy's own deletion: a real backup four days old goes at the next run.
-    let old = real("real-d4", day(4, 1));
-    fixtures::put_backups(&catalog, &store, std::slice::from_ref(&old)).await;
-    eventually(
-        "the oldest real backup deleted",
-        Duration::from_secs(60),
-        || async {
-            let records = fixtures::records_of(&catalog, "c1").await;
-            (!records.contains_key("real-d4")).then_some(())
-        },
-    )
-    .await;
-    let records = fixtures::records_of(&catalog, "c1").await;
-    for real in &reals {
-        let record = &records[real.id.as_str()].value;
-        assert_eq!(
-            record.status,
-            BackupStatus::Completed,
-            "{} not kept",
-            real.id
-        );
-    }
+    retention_ran_and_kept(&catalog, &store, &reals).await;
     fleet.stop().await.unwrap();
 }
 
@@ -476,20 +490,6 @@ async fn reports_backdated_before_their_due_are_refused_against_it() {
         ..
     } = world;
     let store = object_store(&config).await;
-    let midnight = Utc::now()
-        .date_naive()
-        .and_hms_opt(0, 0, 0)
-        .unwrap()
-        .and_utc();
-    let day =
-        |n: i64, hour: i64| midnight - chrono::Duration::days(n) + chrono::Duration::hours(hour);
-    let real = |id: &str, at: chrono::DateTime<Utc>| {
-        let mut record = fixtures::backup("c1", "full", id, None, 0, 1);
-        record.schedule = Some("f".parse().unwrap());
-        record.started_at = Some((at - chrono::Duration::minutes(5)).fixed_offset());
-        record.completed_at = Some(at.fixed_offset());
-        record
-    };
     let reals = vec![
         real("real-d1", day(1, 1)),
         real("real-d2", day(2, 1)),
@@ -562,25 +562,6 @@ async fn reports_backdated_before_their_due_are_refused_against_it() {
 
     // The policy's own deletion (today's honest backup and the three real days are the four
     // dailies) runs over the catalog as the attack left it.
-    let old = real("real-d4", day(4, 1));
-    fixtures::put_backups(&catalog, &store, std::slice::from_ref(&old)).await;
-    eventually(
-        "the oldest real backup deleted",
-        Duration::from_secs(60),
-        || async {
-            let records = fixtures::records_of(&catalog, "c1").await;
-            (!records.contains_key("real-d4")).then_some(())
-        },
-    )
-    .await;
-    let records = fixtures::records_of(&catalog, "c1").await;
-    for real in &reals {
-        assert_eq!(
-            records[real.id.as_str()].value.status,
-            BackupStatus::Completed,
-            "{} not kept",
-            real.id
-        );
-    }
+    retention_ran_and_kept(&catalog, &store, &reals).await;
     fleet.stop().await.unwrap();
 }

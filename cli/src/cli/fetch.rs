@@ -39,18 +39,13 @@ async fn store_for(config: &Config, location: Option<&str>) -> Result<ObjectStor
     let s3 = match location.filter(|name| *name != "primary") {
         None => &config.s3,
         Some(name) => {
-            let known: Vec<&str> = config.locations.keys().map(String::as_str).collect();
             &config
                 .locations
                 .get(name)
                 .ok_or_else(|| {
                     Failure::input(format!(
                         "--location {name}: no such location in the configuration; it has {}",
-                        if known.is_empty() {
-                            "none besides primary".to_string()
-                        } else {
-                            known.join(", ")
-                        }
+                        config.location_names()
                     ))
                 })?
                 .s3

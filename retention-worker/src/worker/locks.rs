@@ -58,7 +58,8 @@ impl Worker {
         };
         let cluster = &group.cluster;
         if target.location.is_none() {
-            let locked = super::plan::locked_only(plan, &group.members);
+            // Counted once, where the plan was decided.
+            let locked = group.locked_only.unwrap_or_default();
             let labels = [cluster.as_str(), group.plan.as_str()];
             self.metrics
                 .locked_only

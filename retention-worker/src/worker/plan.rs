@@ -147,10 +147,7 @@ impl GroupPlan {
 
 /// What `plan` keeps only for an unexpired lock (`Reason::Locked { only: true }`), counted in
 /// backups and in the bytes their records say they hold.
-pub fn locked_only(
-    plan: &sexton_retention::Plan,
-    members: &Members,
-) -> sexton_shared::api::LockedOnly {
+fn locked_only(plan: &sexton_retention::Plan, members: &Members) -> sexton_shared::api::LockedOnly {
     let ids: std::collections::HashSet<&str> = plan
         .keep
         .iter()

@@ -6,47 +6,22 @@
 use serde_json::Value;
 use sexton_shared::{
     api::{ApiError, ChainRequest, ErrorCode, RestoreChain},
-    records::{BackupRecord, BackupStatus},
+    records::BackupRecord,
 };
 use std::collections::BTreeMap;
 
-use super::{invalid, unavailable, Api};
+use super::{invalid, Api};
 
 impl Api {
     pub(super) async fn backup_chain(&self, req: ChainRequest) -> Result<Value, ApiError> {
         let location = req.location.as_ref().filter(|name| !name.is_primary());
         if let Some(name) = location {
-            if !self.config.locations.contains_key(name.as_str()) {
-                let known: Vec<&str> = self.config.locations.keys().map(String::as_str).collect();
-                return Err(invalid(format!(
-                    "no such location {name}; this fleet has {}",
-                    if known.is_empty() {
-                        "none besides primary".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                )));
-            }
+            self.check_location(name)?;
         }
-        let records = self
-            .catalog
-            .list_cluster(&req.cluster)
-            .await
-            .map_err(|err| unavailable(format!("{err:#}")))?;
-        let Some(target) = records.iter().find(|r| r.value.id == req.id) else {
-            return Err(super::backup_not_found(&req.cluster, &req.id));
-        };
-        let target = &target.value;
-        if target.status != BackupStatus::Completed {
-            return Err(ApiError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "backup {} is {}: only a completed backup can be restored",
-                    req.id,
-                    target.status.as_str()
-                ),
-            ));
-        }
+        let (records, index) = self
+            .completed_backup(&req.cluster, &req.id, "restored")
+            .await?;
+        let target = &records[index].value;
         let by_id: BTreeMap<&str, &BackupRecord> = records
             .iter()
             .map(|r| (r.value.id.as_str(), &r.value))

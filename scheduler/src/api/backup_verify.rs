@@ -8,7 +8,6 @@ use serde_json::Value;
 use sexton_shared::{
     api::{ApiError, ErrorCode, VerifyAsked},
     copies::CopyState,
-    records::BackupStatus,
 };
 
 use super::{invalid, unavailable, Api};
@@ -17,25 +16,10 @@ pub use sexton_shared::api::VerifyRequest;
 
 impl Api {
     pub(super) async fn backup_verify(&self, req: VerifyRequest) -> Result<Value, ApiError> {
-        let records = self
-            .catalog
-            .list_cluster(&req.cluster)
-            .await
-            .map_err(|err| unavailable(format!("{err:#}")))?;
-        let Some(target) = records.iter().find(|r| r.value.id == req.id) else {
-            return Err(super::backup_not_found(&req.cluster, &req.id));
-        };
-        let target = &target.value;
-        if target.status != BackupStatus::Completed {
-            return Err(ApiError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "backup {} is {}: only a completed backup can be tested",
-                    req.id,
-                    target.status.as_str()
-                ),
-            ));
-        }
+        let (records, index) = self
+            .completed_backup(&req.cluster, &req.id, "tested")
+            .await?;
+        let target = &records[index].value;
         if let Some(pending) = target
             .verification
             .as_ref()
@@ -53,17 +37,7 @@ impl Api {
         // the backup's copy there must count.
         let location = req.location.as_ref().filter(|name| !name.is_primary());
         if let Some(name) = location {
-            if !self.config.locations.contains_key(name.as_str()) {
-                let known: Vec<&str> = self.config.locations.keys().map(String::as_str).collect();
-                return Err(invalid(format!(
-                    "no such location {name}; this fleet has {}",
-                    if known.is_empty() {
-                        "none besides primary".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                )));
-            }
+            self.check_location(name)?;
             let state = target.copies.get(name).map(|copy| copy.state);
             if state != Some(CopyState::Copied) {
                 return Err(ApiError::new(

@@ -224,14 +224,9 @@ impl Api {
         let store = match &req.from {
             None => &self.store,
             Some(location) => self.locations.get(location).ok_or_else(|| {
-                let known: Vec<&str> = self.locations.keys().map(|l| l.as_str()).collect();
                 invalid(format!(
                     "no location {location} in this scheduler's configuration; it has {}",
-                    if known.is_empty() {
-                        "none besides primary".to_string()
-                    } else {
-                        known.join(", ")
-                    }
+                    self.config.location_names()
                 ))
             })?,
         };
