@@ -17,7 +17,7 @@ use chrono::Utc;
 use sexton_shared::{
     catalog::{CasError, Catalog},
     config::Config,
-    copies::{destination_key, CopyJob, CopyState, LocationCopy},
+    copies::{self, destination_key, CopyJob, CopyState, CopyVerdict, LocationCopy},
     names::{BackupId, ClusterName, LocationName},
     object_store::{copy::CopyError, transfer::UploadSettings, ObjectStore},
     outcome::{publish_incident, settle, Outcome},
@@ -247,14 +247,14 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'sta
     let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
     let one_at_a_time = copier.clusters.lock(&job.cluster).await;
     let copied = copy_backup(copier, &job, location).await;
-    if copied.is_ok() {
+    if matches!(copied, Ok(Done::Copied)) {
         // The binlog archive follows each backup there, so a restore from the location can
         // reach past the backup as soon as it counts.
         binlog_pass(copier, &job.cluster, &job.location, location).await;
     }
     drop(one_at_a_time);
     let (outcome_label, outcome) = match copied {
-        Ok(()) => ("copied", Outcome::Done),
+        Ok(done) => (done.label(), Outcome::Done),
         Err(Failure::Refused(why)) => ("refused", Outcome::Poison(why)),
         Err(Failure::Wait(why)) => {
             let delay = sexton_shared::nats::patient_retry_delay(delivered);
@@ -307,7 +307,7 @@ async fn binlog_passes(
                 continue;
             };
             let one_at_a_time = copier.clusters.lock(&cluster).await;
-            recopy_missing(&copier, &cluster, &name, location).await;
+            copy_awaited(&copier, &cluster, &name, location).await;
             binlog_pass(&copier, &cluster, &name, location).await;
             match transitions::pass(&copier, &cluster, &name, location, &schedules).await {
                 Ok(moved) => {
@@ -328,11 +328,16 @@ async fn binlog_passes(
     }
 }
 
-/// Copies again every copy of `cluster` that a scrub of `name` found missing there, while the
-/// source still holds the backup (it keeps it for this: the copy is awaited again). No copy
-/// job brings these: the scrub is the retention-worker's, and only the scheduler publishes
-/// copy jobs.
-async fn recopy_missing(
+/// Makes the copies of `cluster` at `name` that no job will bring, while the source still
+/// holds the backup (it keeps it for them: they are awaited):
+/// - a copy a scrub of `name` found missing there (the scrub is the retention-worker's, and
+///   only the scheduler publishes copy jobs);
+/// - a copy whose rule's delay has passed (its job came early and was let go);
+/// - any other copy awaited for longer than [`JOB_GRACE`] after it was due (a job lost).
+///
+/// The first copy that must wait (the location or the source not answering) ends the pass
+/// for this location: the next pass tries again.
+async fn copy_awaited(
     copier: &Copier,
     cluster: &ClusterName,
     name: &LocationName,
@@ -345,13 +350,29 @@ async fn recopy_missing(
             return;
         }
     };
+    let schedules = match copier.schedules.of_cluster(cluster).await {
+        Ok(schedules) => schedules,
+        Err(err) => {
+            tracing::warn!(%cluster, location = %name, error = format!("{err:#}"), "cannot read the schedules; delayed copies wait for the next pass");
+            return;
+        }
+    };
+    let now = Utc::now();
     for record in records.iter().filter(|record| {
         record.held_at_primary()
             && record.status == BackupStatus::Completed
-            && record
-                .copies
-                .get(name)
-                .is_some_and(|copy| copy.state == CopyState::Missing)
+            && match record.copies.get(name) {
+                Some(copy) => copy.state == CopyState::Missing,
+                None if record.copy_to.contains(name) => {
+                    let delay = copies::rule_for(&schedules, record, name).and_then(|r| r.delay);
+                    let due = record.completed_at.map_or(now, |completed| {
+                        completed.with_timezone(&Utc)
+                            + delay.map_or(JOB_GRACE, |delay| delay.delta())
+                    });
+                    due <= now
+                }
+                None => false,
+            }
     }) {
         let job = CopyJob {
             schema_version: wire::SCHEMA_VERSION,
@@ -361,7 +382,7 @@ async fn recopy_missing(
             location: name.clone(),
         };
         let (label, result) = match copy_backup(copier, &job, location).await {
-            Ok(()) => ("copied", None),
+            Ok(done) => (done.label(), None),
             Err(Failure::Refused(why)) => ("refused", Some(why)),
             Err(Failure::Wait(why)) => ("retry", Some(why)),
             Err(Failure::Bad(incident)) => {
@@ -377,10 +398,13 @@ async fn recopy_missing(
             .inc();
         match result {
             None => {
-                tracing::info!(%cluster, backup = %record.id, location = %name, "copy found missing there copied again")
+                tracing::info!(%cluster, backup = %record.id, location = %name, "awaited copy {label}")
             }
             Some(why) => {
-                tracing::warn!(%cluster, backup = %record.id, location = %name, "copy found missing there not copied again yet: {why}")
+                tracing::warn!(%cluster, backup = %record.id, location = %name, "awaited copy not made yet: {why}");
+                if label == "retry" {
+                    return;
+                }
             }
         }
     }
@@ -481,7 +505,64 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-async fn copy_backup(copier: &Copier, job: &CopyJob, location: &Location) -> Result<(), Failure> {
+/// How long after a copy was due (its backup completed, plus its rule's delay) the periodic
+/// pass makes it itself when it is still awaited: its job is lost, or failing.
+const JOB_GRACE: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// What a copy job came to, when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Done {
+    /// Whole at the location and recorded (or already there).
+    Copied,
+    /// Its rule's delay has not passed: the job is let go, and the periodic pass copies the
+    /// backup once it has (the source holds it meanwhile).
+    Deferred,
+    /// Its `select: kept` rule's policy would delete the copy at once: recorded `skipped`.
+    Skipped,
+}
+
+impl Done {
+    fn label(self) -> &'static str {
+        match self {
+            Done::Copied => "copied",
+            Done::Deferred => "deferred",
+            Done::Skipped => "skipped",
+        }
+    }
+}
+
+/// What the backup's copy rule asks for it now ([`copies::judge_copy`]): the rule is its
+/// schedule's now; the group (for `select: kept`) the records of its plan as the catalog view
+/// holds them, with `record` as just read.
+async fn judge(
+    copier: &Copier,
+    record: &BackupRecord,
+    location: &LocationName,
+) -> Result<CopyVerdict, Failure> {
+    let schedules = copier.schedules.of_cluster(&record.cluster).await?;
+    let rule = copies::rule_for(&schedules, record, location);
+    let group = match rule {
+        Some(rule) if rule.select == copies::CopySelect::Kept => copier
+            .views
+            .current_records(&record.cluster)
+            .await?
+            .into_iter()
+            .filter(|other| other.plan == record.plan && other.id != record.id)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut members: Vec<&BackupRecord> = group.iter().collect();
+    members.push(record);
+    Ok(copies::judge_copy(
+        &members,
+        record,
+        location,
+        rule,
+        Utc::now(),
+    ))
+}
+
+async fn copy_backup(copier: &Copier, job: &CopyJob, location: &Location) -> Result<Done, Failure> {
     let Some(entry) = copier.catalog.get(&job.cluster, &job.backup_id).await? else {
         return Err(Failure::Refused(format!(
             "backup {} of {} is not in the catalog",
@@ -508,7 +589,7 @@ async fn copy_backup(copier: &Copier, job: &CopyJob, location: &Location) -> Res
         .get(&job.location)
         .is_some_and(|copy| copy.state != CopyState::Missing)
     {
-        return Ok(());
+        return Ok(Done::Copied);
     }
     if record.status != BackupStatus::Completed {
         return Err(Failure::Refused(format!(
@@ -516,13 +597,62 @@ async fn copy_backup(copier: &Copier, job: &CopyJob, location: &Location) -> Res
             record.id, record.cluster, record.status
         )));
     }
+    match judge(copier, &record, &job.location).await? {
+        CopyVerdict::Copy => {}
+        CopyVerdict::NotBefore(due) => {
+            tracing::info!(cluster = %record.cluster, backup = %record.id, location = %job.location, due = %due, "copy delayed by its rule; the periodic pass makes it then");
+            return Ok(Done::Deferred);
+        }
+        CopyVerdict::Skip(reasons) => {
+            record_skip(copier, &record, &job.location, reasons).await?;
+            return Ok(Done::Skipped);
+        }
+    }
     // The chain first: an incremental counts at a location only with its ancestors there.
     let chain = ancestors_missing(copier, &record, &job.location).await?;
     let class = storage_class(copier, &record, &job.location, location).await?;
     for ancestor in chain.iter().rev() {
         copy_record(copier, ancestor, &job.location, location, class.as_deref()).await?;
     }
-    copy_record(copier, &record, &job.location, location, class.as_deref()).await
+    copy_record(copier, &record, &job.location, location, class.as_deref()).await?;
+    Ok(Done::Copied)
+}
+
+/// Records that `judged`'s copy at `name` is never made (compare-and-set, over the record as
+/// judged): its rule's policy there would delete it at once, for `reasons`. The source then
+/// holds it no longer for that location.
+async fn record_skip(
+    copier: &Copier,
+    judged: &BackupRecord,
+    name: &LocationName,
+    reasons: Vec<String>,
+) -> Result<(), Failure> {
+    let Some(entry) = copier.catalog.get(&judged.cluster, &judged.id).await? else {
+        return Err(Failure::Refused(format!(
+            "backup {} of {} left the catalog while its copy to {name} was judged",
+            judged.id, judged.cluster
+        )));
+    };
+    let mut record = entry.value;
+    if record.uid != judged.uid || record.copies.get(name) != judged.copies.get(name) {
+        return Err(Failure::Wait(format!(
+            "backup {} changed while its copy to {name} was judged; judging again",
+            judged.id
+        )));
+    }
+    record.keep_mark(entry.revision);
+    let mut skipped = LocationCopy::new(CopyState::Skipped, Utc::now());
+    skipped.delete_reasons = reasons;
+    tracing::info!(cluster = %record.cluster, backup = %record.id, location = %name, reasons = ?skipped.delete_reasons, "copy skipped: the policy there would not keep it");
+    record.copies.insert(name.clone(), skipped);
+    match copier.catalog.update(&record, entry.revision).await {
+        Ok(_) => Ok(()),
+        Err(CasError::Conflict) => Err(Failure::Wait(format!(
+            "backup {} changed while its copy to {name} was judged; judging again",
+            judged.id
+        ))),
+        Err(CasError::Other(err)) => Err(err.into()),
+    }
 }
 
 /// The ancestors of `record` not yet copied to `location`, nearest first.
@@ -561,7 +691,11 @@ async fn ancestors_missing(
             Some(copy) if copy.state == CopyState::Copied => continue,
             // Deleted there before this backup needed it, or found missing there by a scrub:
             // copied again.
-            Some(copy) if matches!(copy.state, CopyState::Deleted | CopyState::Missing) => {}
+            Some(copy)
+                if matches!(
+                    copy.state,
+                    CopyState::Deleted | CopyState::Missing | CopyState::Skipped
+                ) => {}
             // Its copy there is being deleted (the location's retention let it go before
             // this backup was there to need it): once it is gone, it is copied again.
             Some(copy) => {
@@ -815,24 +949,10 @@ async fn record_copy(
             )));
         }
         record.keep_mark(entry.revision);
-        record.copies.insert(
-            name.clone(),
-            LocationCopy {
-                state: CopyState::Copied,
-                copied_at: Utc::now(),
-                objects: objects.clone(),
-                storage_class: class.map(str::to_string),
-                expiring_revision: None,
-                delete_reasons: Vec::new(),
-                delete_policy: None,
-                deleted_at: None,
-                transitioned_at: None,
-                verification: None,
-                problems: Vec::new(),
-                delete_requested_at: None,
-                locked_until: None,
-            },
-        );
+        let mut copy = LocationCopy::new(CopyState::Copied, Utc::now());
+        copy.objects = objects.clone();
+        copy.storage_class = class.map(str::to_string);
+        record.copies.insert(name.clone(), copy);
         match copier.catalog.update(&record, entry.revision).await {
             Ok(revision) => {
                 if copier.locations.get(name).is_some_and(|l| l.locked) {

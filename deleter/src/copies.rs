@@ -105,6 +105,12 @@ pub fn judge(
             record.id
         ));
     }
+    if copy.state == CopyState::Skipped {
+        return CopyVerdict::AlreadyDone(format!(
+            "backup {} was never copied to {location} (skipped)",
+            record.id
+        ));
+    }
     let ours = copy.expiring_revision == Some(job.revision);
     match copy.state {
         CopyState::Deleting if ours => return CopyVerdict::Resume,

@@ -15,6 +15,9 @@ use crate::wire::{v1, Message, ObjectDigest};
 /// The most copy rules one schedule may have.
 pub const MAX_COPY_RULES: usize = 8;
 
+/// The longest a copy rule may delay its copies: each backup waits that long at its source.
+pub const MAX_COPY_DELAY_DAYS: u64 = 366;
+
 /// One copy rule of a schedule: `copies: [{to: dr, policy: {keep_monthly: 12}}]`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -23,9 +26,15 @@ pub struct CopyRule {
     pub to: LocationName,
     /// What the destination keeps of the copies it holds, judged over them alone.
     pub policy: Policy,
-    /// Which backups are copied: `all` (default) or `fulls`.
+    /// Which backups are copied: `all` (default), `fulls`, or `kept` (only those the rule's
+    /// policy would keep at the location when the copy is due).
     #[serde(default, skip_serializing_if = "CopySelect::is_all")]
     pub select: CopySelect,
+    /// How long after a backup completes its copy is made (`1d`, `36h`): the backup awaits
+    /// its copy at the source meanwhile. With `select: kept`, the wait lets the backups that
+    /// follow show which ones the location's policy keeps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<sexton_schedule::Span>,
     /// The storage class the copies are written in; unset: the location's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class: Option<String>,
@@ -99,6 +108,11 @@ pub enum CopySelect {
     /// Full backups only (a backup with volumes is not one: its volumes may be incrementals):
     /// what an archive class that cannot serve a chain's reads takes.
     Fulls,
+    /// Every completed backup the rule's policy would keep at the location when its copy is
+    /// due: the location's copies, with every backup still awaiting a copy there counted as
+    /// copied, judged by the policy now. What it would delete at once is never copied (the
+    /// copy is recorded `skipped`, with the policy's reasons).
+    Kept,
 }
 
 impl CopySelect {
@@ -109,7 +123,7 @@ impl CopySelect {
     /// Whether a completed backup of this kind is copied.
     pub fn picks(self, kind: BackupKind, has_volumes: bool) -> bool {
         match self {
-            CopySelect::All => true,
+            CopySelect::All | CopySelect::Kept => true,
             CopySelect::Fulls => kind == BackupKind::Full && !has_volumes,
         }
     }
@@ -379,6 +393,30 @@ impl CopyRule {
                  keep_daily, keep_within, ...) or remove the rule"
             ));
         }
+        if let Some(delay) = self.delay {
+            if delay.seconds() > MAX_COPY_DELAY_DAYS * 86_400 {
+                return Err(format!(
+                    "copy rule to {to}: a delay of {} is longer than {MAX_COPY_DELAY_DAYS} \
+                     days; every backup would wait that long at its source for its copy",
+                    delay.in_words()
+                ));
+            }
+            let delay_days = delay.seconds() as f64 / 86_400.0;
+            if self.select == CopySelect::Kept {
+                if let Some(days) = longest_keep_days(&self.policy, interval_days) {
+                    if days <= delay_days {
+                        return Err(format!(
+                            "copy rule to {to}: with select: kept and a delay of {}, nothing \
+                             would ever be copied: the policy keeps a copy at most about {} \
+                             days, so no backup is still kept when its copy is due; shorten \
+                             the delay or keep longer",
+                            delay.in_words(),
+                            days.ceil()
+                        ));
+                    }
+                }
+            }
+        }
         if let Some(name) = &self.storage_class {
             let class = storage_class(name).map_err(|why| format!("copy rule to {to}: {why}"))?;
             if class.needs_restore && self.select == CopySelect::All {
@@ -481,9 +519,29 @@ pub struct CopyTest {
 }
 
 impl LocationCopy {
-    /// Whether the location holds (some of) the copy's objects: every state but `deleted`.
+    /// A copy in `state` as of `at` (`copied_at`), with nothing else known yet.
+    pub fn new(state: CopyState, at: DateTime<Utc>) -> LocationCopy {
+        LocationCopy {
+            state,
+            copied_at: at,
+            objects: Vec::new(),
+            storage_class: None,
+            expiring_revision: None,
+            delete_reasons: Vec::new(),
+            delete_policy: None,
+            deleted_at: None,
+            transitioned_at: None,
+            verification: None,
+            problems: Vec::new(),
+            delete_requested_at: None,
+            locked_until: None,
+        }
+    }
+
+    /// Whether the location holds (some of) the copy's objects: every state but `deleted`
+    /// and `skipped`.
     pub fn is_held(&self) -> bool {
-        self.state != CopyState::Deleted
+        !matches!(self.state, CopyState::Deleted | CopyState::Skipped)
     }
 }
 
@@ -508,6 +566,11 @@ pub enum CopyState {
     /// copier copies it again while the source holds the backup; a scrub that finds it whole
     /// again makes it `copied`.
     Missing,
+    /// Never copied: a `select: kept` rule's policy would have deleted the copy at once when
+    /// it was due (`delete_reasons` says why, `copied_at` when it was judged). The rule counts
+    /// as served; nothing of it is at the location. A descendant copied there later that needs
+    /// it has it copied then.
+    Skipped,
 }
 
 impl CopyState {
@@ -518,6 +581,7 @@ impl CopyState {
             CopyState::Deleting => "deleting",
             CopyState::Deleted => "deleted",
             CopyState::Missing => "missing",
+            CopyState::Skipped => "skipped",
         }
     }
 
@@ -528,7 +592,7 @@ impl CopyState {
             CopyState::Copied => Some(sexton_retention::BackupStatus::Completed),
             CopyState::Expiring => Some(sexton_retention::BackupStatus::Expiring),
             CopyState::Deleting => Some(sexton_retention::BackupStatus::Deleting),
-            CopyState::Deleted => None,
+            CopyState::Deleted | CopyState::Skipped => None,
             CopyState::Missing => Some(sexton_retention::BackupStatus::Missing),
         }
     }
@@ -594,6 +658,96 @@ pub fn copy_policy<'a>(
     })
 }
 
+/// What a copy rule asks for one backup awaiting its copy at a location, now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CopyVerdict {
+    /// Copy it.
+    Copy,
+    /// Not before this instant: the rule's `delay` after the backup completed.
+    NotBefore(DateTime<Utc>),
+    /// Never: the rule's policy (`select: kept`) would delete the copy at once, for these
+    /// reasons.
+    Skip(Vec<String>),
+}
+
+/// The copy rule of `schedules` that sends `record` to `location`: its schedule's rule there,
+/// if the schedule still has one.
+pub fn rule_for<'a>(
+    schedules: &'a [crate::records::ScheduleRecord],
+    record: &crate::records::BackupRecord,
+    location: &LocationName,
+) -> Option<&'a CopyRule> {
+    let name = record.schedule.as_ref()?;
+    schedules
+        .iter()
+        .find(|schedule| schedule.cluster == record.cluster && schedule.name == *name)?
+        .copies
+        .iter()
+        .find(|rule| rule.to == *location)
+}
+
+/// Judges the copy of `candidate` (a backup awaiting its copy at `location`) under `rule` (its
+/// schedule's rule there; `None` once the rule is gone: copy, as the rule asked when the
+/// backup completed). `group` is every record of the candidate's plan (the candidate too).
+///
+/// - `delay`: not before the backup completed plus the delay.
+/// - `select: kept`: the rule's policy judged now over what the location holds of the group
+///   with every backup still awaiting a copy there counted as copied (those are the copies
+///   that will be there); the candidate is copied only if that plan keeps it. A plan that
+///   cannot be made copies it: the copy is a recovery point, and skipping one is never the
+///   guess. A copy found missing there is copied again whatever the policy says (it was kept
+///   when it was copied; the location's retention judges it once it is back).
+pub fn judge_copy(
+    group: &[&crate::records::BackupRecord],
+    candidate: &crate::records::BackupRecord,
+    location: &LocationName,
+    rule: Option<&CopyRule>,
+    now: DateTime<Utc>,
+) -> CopyVerdict {
+    let Some(rule) = rule else {
+        return CopyVerdict::Copy;
+    };
+    if let (Some(delay), Some(completed)) = (rule.delay, candidate.completed_at) {
+        let due = completed.with_timezone(&Utc) + delay.delta();
+        if due > now {
+            return CopyVerdict::NotBefore(due);
+        }
+    }
+    let again = candidate
+        .copies
+        .get(location)
+        .is_some_and(|copy| copy.state == CopyState::Missing);
+    if rule.select != CopySelect::Kept || again {
+        return CopyVerdict::Copy;
+    }
+    let backups: Vec<sexton_retention::BackupRecord> = group
+        .iter()
+        .filter_map(|record| {
+            let mut engine = record.to_engine_at(location)?;
+            let awaited = record.awaiting_copy().any(|awaited| awaited == location);
+            if awaited && record.status == crate::records::BackupStatus::Completed {
+                engine.status = sexton_retention::BackupStatus::Completed;
+            }
+            Some(engine)
+        })
+        .collect();
+    let catalog = sexton_retention::Catalog {
+        backups,
+        binlog_segments: Vec::new(),
+    };
+    let Ok(plan) = sexton_retention::plan(&catalog, &rule.policy, now) else {
+        return CopyVerdict::Copy;
+    };
+    match plan
+        .delete
+        .iter()
+        .find(|decision| decision.id == candidate.id.as_str())
+    {
+        Some(decision) => CopyVerdict::Skip(sexton_retention::Reason::texts(&decision.reasons)),
+        None => CopyVerdict::Copy,
+    }
+}
+
 /// The hold a backup carries at its source while a copy rule still has to copy it.
 pub fn awaiting_hold(location: &LocationName) -> String {
     format!("awaiting copy to {location}")
@@ -649,6 +803,152 @@ mod tests {
 
     fn rule(json: serde_json::Value) -> Result<CopyRule, String> {
         serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+
+    fn awaiting(id: &str, completed: &str, tags: &[&str]) -> crate::records::BackupRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
+            "backup_name": "s", "schedule": "nightly", "kind": "full", "status": "completed",
+            "completed_at": completed, "tags": tags, "copy_to": ["dr"],
+        }))
+        .unwrap()
+    }
+
+    fn copied(mut record: crate::records::BackupRecord) -> crate::records::BackupRecord {
+        record.copies.insert(
+            LocationName::new("dr").unwrap(),
+            serde_json::from_value(serde_json::json!({
+                "state": "copied", "copied_at": "2026-03-01T00:00:00Z"
+            }))
+            .unwrap(),
+        );
+        record
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-03-10T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn a_delayed_copy_waits_for_its_time_then_is_copied() {
+        let dr = LocationName::new("dr").unwrap();
+        let rule = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
+            "delay": "1d"}))
+        .unwrap();
+        let young = awaiting("b2", "2026-03-10T00:00:00Z", &[]);
+        let old = awaiting("b1", "2026-03-09T00:00:00Z", &[]);
+        let group = [&old, &young];
+        assert_eq!(
+            judge_copy(&group, &young, &dr, Some(&rule), now()),
+            CopyVerdict::NotBefore("2026-03-11T00:00:00Z".parse().unwrap())
+        );
+        assert_eq!(
+            judge_copy(&group, &old, &dr, Some(&rule), now()),
+            CopyVerdict::Copy
+        );
+        // The rule gone from the schedule: copied at once, as asked when it completed.
+        assert_eq!(
+            judge_copy(&group, &young, &dr, None, now()),
+            CopyVerdict::Copy
+        );
+    }
+
+    #[test]
+    fn kept_copies_only_what_the_policy_there_keeps_counting_what_awaits() {
+        let dr = LocationName::new("dr").unwrap();
+        let kept = |policy: serde_json::Value| {
+            rule(serde_json::json!({"to": "dr", "policy": policy, "select": "kept"})).unwrap()
+        };
+        let b1 = copied(awaiting("b1", "2026-03-01T00:00:00Z", &[]));
+        let b2 = awaiting("b2", "2026-03-08T00:00:00Z", &[]);
+        let b3 = awaiting("b3", "2026-03-09T00:00:00Z", &["monthly"]);
+        let b4 = awaiting("b4", "2026-03-10T00:00:00Z", &[]);
+        let group = [&b1, &b2, &b3, &b4];
+        // keep_last 2 over b1 (there) and b2..b4 (awaited, counted as there): b2 would go
+        // at once, b3 and b4 stay.
+        let last2 = kept(serde_json::json!({"keep_last": 2}));
+        match judge_copy(&group, &b2, &dr, Some(&last2), now()) {
+            CopyVerdict::Skip(reasons) => assert!(!reasons.is_empty()),
+            other => panic!("b2 should be skipped, got {other:?}"),
+        }
+        for keeper in [&b3, &b4] {
+            assert_eq!(
+                judge_copy(&group, keeper, &dr, Some(&last2), now()),
+                CopyVerdict::Copy
+            );
+        }
+        // A tag policy: only the tagged one.
+        let tagged = kept(serde_json::json!({"keep_tags": [["monthly"]]}));
+        assert_eq!(
+            judge_copy(&group, &b3, &dr, Some(&tagged), now()),
+            CopyVerdict::Copy
+        );
+        assert!(matches!(
+            judge_copy(&group, &b2, &dr, Some(&tagged), now()),
+            CopyVerdict::Skip(_)
+        ));
+        // The newest is kept by the engine's floor whatever the rules say.
+        assert_eq!(
+            judge_copy(&group, &b4, &dr, Some(&tagged), now()),
+            CopyVerdict::Copy,
+        );
+        // `all` copies whatever the policy keeps.
+        let all = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 2}})).unwrap();
+        assert_eq!(
+            judge_copy(&group, &b2, &dr, Some(&all), now()),
+            CopyVerdict::Copy
+        );
+        // A copy found missing there is copied again, whatever the policy says now.
+        let mut lost = copied(awaiting("b2", "2026-03-08T00:00:00Z", &[]));
+        lost.copies.get_mut(&dr).unwrap().state = CopyState::Missing;
+        let group = [&b1, &lost, &b3, &b4];
+        assert_eq!(
+            judge_copy(&group, &lost, &dr, Some(&last2), now()),
+            CopyVerdict::Copy
+        );
+    }
+
+    #[test]
+    fn a_kept_rule_whose_delay_outlasts_what_it_keeps_is_refused() {
+        let never = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
+            "select": "kept", "delay": "5d"}))
+        .unwrap();
+        let err = never.validate(Some(1.0)).unwrap_err();
+        assert!(err.contains("nothing would ever be copied"), "{err}");
+        // Copying all of them after the same delay is fine (the source holds them meanwhile);
+        // so is keeping monthlies.
+        let all = CopyRule {
+            select: CopySelect::All,
+            ..never.clone()
+        };
+        all.validate(Some(1.0)).unwrap();
+        let monthly = rule(
+            serde_json::json!({"to": "dr", "policy": {"keep_monthly": 12},
+            "select": "kept", "delay": "5d"}),
+        )
+        .unwrap();
+        monthly.validate(Some(1.0)).unwrap();
+        let long = rule(
+            serde_json::json!({"to": "dr", "policy": {"keep_monthly": 12},
+            "delay": "400d"}),
+        )
+        .unwrap();
+        assert!(long
+            .validate(Some(1.0))
+            .unwrap_err()
+            .contains("longer than 366"));
+        for bad in ["0s", "soon", "-1d", "5x"] {
+            assert!(
+                rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3}, "delay": bad}))
+                    .is_err(),
+                "{bad}"
+            );
+        }
+        assert!(
+            rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
+            "select": "newest"}))
+            .is_err()
+        );
     }
 
     #[test]

@@ -268,6 +268,95 @@ async fn copies_land_whole_and_the_source_keeps_what_awaits_them() {
     drop(world.nats);
 }
 
+/// A backup reported now (completed `ago` before now), for rules that delay by real time.
+fn recent(id: &str, parent: Option<&str>, ago: Duration) -> Backup {
+    let completed = chrono::Utc::now().fixed_offset() - chrono::Duration::from_std(ago).unwrap();
+    Backup {
+        id: id.into(),
+        full: parent.is_none(),
+        parent: parent.map(str::to_string),
+        started: completed - chrono::Duration::seconds(1),
+        completed,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kept_rule_copies_after_its_delay_only_what_the_policy_there_keeps() {
+    let world = regions(|config| {
+        config.copier.binlog_interval = Duration::from_secs(1);
+    })
+    .await;
+    let dr = LocationName::new("dr").unwrap();
+    create_schedule(
+        &world.client,
+        json!({"name": "db", "cluster": "c1", "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 10},
+               "copies": [{"to": "dr", "policy": {"keep_last": 1}, "select": "kept",
+                           "delay": "8s"}]}),
+    )
+    .await;
+    let (stop, copier) = start_copier(&world.config);
+    let b1 = recent("b1", None, Duration::from_secs(2));
+    let b2 = recent("b2", None, Duration::from_secs(1));
+    for backup in [&b1, &b2] {
+        report_backup(&world.js, &world.source, "c1", "base", "db", backup).await;
+    }
+    wait_for_completed(&world.catalog, "c1", 2).await;
+    // Their jobs came before their time: nothing is copied yet, both await at the source.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for backup in ["b1", "b2"] {
+        let record = record(&world.catalog, "c1", backup).await.unwrap();
+        assert!(
+            record.copies.is_empty(),
+            "{backup} copied before its delay: {record:?}"
+        );
+        assert_eq!(
+            record.awaiting_copy().collect::<Vec<_>>(),
+            [&dr],
+            "{backup}"
+        );
+    }
+    assert!(object_keys(&world.dr, "dr-copies/c1/").await.is_empty());
+
+    // Once due: dr's keep_last 1, over what dr holds and what awaits it, keeps b2 alone, so
+    // b1 is never copied (skipped, with the policy's reasons) and no longer awaited.
+    let b2_copy = copied(&world.catalog, "c1", "b2").await;
+    assert_eq!(b2_copy.copies[&dr].state, CopyState::Copied);
+    check_whole_at_dr(&world.dr, &b2_copy).await;
+    let skipped = copied(&world.catalog, "c1", "b1").await;
+    let copy = &skipped.copies[&dr];
+    assert_eq!(copy.state, CopyState::Skipped, "{skipped:?}");
+    assert!(!copy.delete_reasons.is_empty(), "{copy:?}");
+    assert!(skipped.awaiting_copy().next().is_none());
+    assert!(!skipped.held_elsewhere());
+    let at_dr = object_keys(&world.dr, "dr-copies/c1/").await;
+    assert!(!at_dr.iter().any(|k| k.contains("/b1/")), "{at_dr:?}");
+    let describe = api(
+        &world.client,
+        "backup",
+        "describe",
+        json!({"schema_version": 1, "cluster": "c1", "id": "b1"}),
+    )
+    .await
+    .unwrap();
+    assert!(describe.to_string().contains("skipped"), "{describe:#}");
+
+    // An incremental built on the skipped b1 is the newest, so dr keeps it, and it cannot
+    // count there without its parent: b1 is copied after all, first.
+    let b3 = recent("b3", Some("b1"), Duration::from_secs(1));
+    report_backup(&world.js, &world.source, "c1", "base", "db", &b3).await;
+    let b3_copy = copied(&world.catalog, "c1", "b3").await;
+    check_whole_at_dr(&world.dr, &b3_copy).await;
+    let parent = record(&world.catalog, "c1", "b1").await.unwrap();
+    assert_eq!(parent.copies[&dr].state, CopyState::Copied, "{parent:?}");
+    assert!(parent.copies[&dr].copied_at <= b3_copy.copies[&dr].copied_at);
+    check_whole_at_dr(&world.dr, &parent).await;
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forged_copy_jobs_copy_and_count_nothing() {
     let world = regions(|_| {}).await;
@@ -567,6 +656,18 @@ async fn copy_rules_that_cannot_work_are_refused_where_they_are_written() {
         (
             json!([{"to": "dr", "policy": {"keep_last": 3}}, {"to": "dr", "policy": {"keep_last": 4}}]),
             "two copy rules",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_last": 3}, "select": "kept", "delay": "5d"}]),
+            "nothing would ever be copied",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_last": 3}, "delay": "400d"}]),
+            "longer than 366 days",
+        ),
+        (
+            json!([{"to": "dr", "policy": {"keep_last": 3}, "select": "newest"}]),
+            "unknown variant",
         ),
     ];
     for (copies, why) in &refused {

@@ -576,6 +576,10 @@ pub(super) fn copies_text(backup: &sexton_shared::records::BackupRecord) -> Stri
                     ),
                     copy.delete_reasons.join("; ")
                 ),
+                sexton_shared::copies::CopyState::Skipped => format!(
+                    "{location}: skipped {at} (its policy there would not keep it: {})",
+                    copy.delete_reasons.join("; ")
+                ),
                 sexton_shared::copies::CopyState::Missing => format!(
                     "{location}: missing (copied {at}; {})",
                     copy.problems.join("; ")

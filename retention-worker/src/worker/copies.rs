@@ -180,7 +180,9 @@ impl Worker {
                 None => return Ok(None),
             },
             // A missing copy is never deleted by retention (the engine keeps it too).
-            CopyState::Deleting | CopyState::Deleted | CopyState::Missing => return Ok(None),
+            CopyState::Deleting | CopyState::Deleted | CopyState::Missing | CopyState::Skipped => {
+                return Ok(None)
+            }
         };
         let job = CopyDeleteJob {
             schema_version: wire::SCHEMA_VERSION,

@@ -126,6 +126,7 @@ impl Worker {
                     )
                     .await;
             }
+            plan.copy_delays = copy_delays(&schedules, &plan.plan);
             plans.push(plan);
         }
         // A run plans each location's copies too (issue 28): per plan, over the copies that
@@ -192,4 +193,24 @@ impl Worker {
         }
         Ok(plans)
     }
+}
+
+/// The longest delay the copy rules of `plan`'s schedules give each location: a copy awaited
+/// there is lagging only once it is past it.
+fn copy_delays(
+    schedules: &[sexton_shared::records::ScheduleRecord],
+    plan: &sexton_shared::names::PlanName,
+) -> std::collections::BTreeMap<String, chrono::TimeDelta> {
+    let mut delays = std::collections::BTreeMap::new();
+    for rule in schedules
+        .iter()
+        .filter(|schedule| schedule.plan == *plan)
+        .flat_map(|schedule| &schedule.copies)
+    {
+        if let Some(delay) = rule.delay {
+            let longest = delays.entry(rule.to.to_string()).or_default();
+            *longest = delay.delta().max(*longest);
+        }
+    }
+    delays
 }

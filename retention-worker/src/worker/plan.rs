@@ -56,6 +56,10 @@ pub struct GroupPlan {
     pub members: Arc<Members>,
     #[serde(skip)]
     pub policy: Option<Policy>,
+    /// Per location, the longest delay the plan's copy rules give it (at primary only): the
+    /// copy lag counts from a backup's completion plus it.
+    #[serde(skip)]
+    pub copy_delays: std::collections::BTreeMap<String, chrono::TimeDelta>,
 }
 
 impl GroupPlan {
@@ -93,6 +97,7 @@ impl GroupPlan {
             run: None,
             members,
             policy: None,
+            copy_delays: Default::default(),
         };
         let policy = match policy {
             Ok(policy) => policy,

@@ -323,17 +323,19 @@ impl Worker {
             .iter()
             .filter(|b| b.status == BackupStatus::Completed)
         {
-            let age = backup.completed_at.map_or(0.0, |t| {
-                (now - t.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3
-            });
             for location in backup
                 .holds
                 .iter()
                 .filter_map(|hold| sexton_shared::copies::awaited_location(hold))
             {
+                // Lagging only past the rule's delay: a delayed copy is not late.
+                let delay = group.copy_delays.get(location).copied().unwrap_or_default();
+                let lag = backup.completed_at.map_or(0.0, |t| {
+                    (now - t.with_timezone(&Utc) - delay).num_milliseconds() as f64 / 1e3
+                });
                 let entry = awaiting.entry(location.to_string()).or_default();
                 entry.0 += 1;
-                entry.1 = entry.1.max(age);
+                entry.1 = entry.1.max(lag);
             }
         }
         self.metrics

@@ -224,6 +224,17 @@ impl Api {
                         ),
                     ))
                 }
+                CopyState::Skipped => {
+                    return Err(ApiError::new(
+                        ErrorCode::Conflict,
+                        format!(
+                            "backup {} was never copied to {location} (skipped: {}); there is \
+                             nothing there to delete",
+                            request.id,
+                            copy.delete_reasons.join("; ")
+                        ),
+                    ))
+                }
             }
             if target.legal_hold || !target.holds.is_empty() {
                 return Err(ApiError::new(
