@@ -31,6 +31,7 @@ use sexton_shared::{
 use tracing::Instrument as _;
 
 mod binlog;
+mod lease;
 pub mod metrics;
 mod transitions;
 
@@ -47,6 +48,28 @@ struct Location {
     locked: bool,
 }
 
+/// How long a job waits at most before it comes back when another replica holds its cluster.
+const BUSY_RETRY: Duration = Duration::from_secs(10);
+
+/// A replica's turn at a cluster: the cluster's slot in this process, then its lease across
+/// replicas ([`lease`]). Both go when it is dropped.
+struct Turn<'a> {
+    _lease: lease::Lease,
+    _local: tokio::sync::MutexGuard<'a, ()>,
+}
+
+impl Copier {
+    /// Waits for `cluster`'s turn in this replica, then takes its lease: `None` when another
+    /// replica holds it now.
+    async fn turn(&self, cluster: &ClusterName) -> anyhow::Result<Option<Turn<'_>>> {
+        let local = self.clusters.lock(cluster).await;
+        Ok(self.leases.try_take(cluster).await?.map(|lease| Turn {
+            _lease: lease,
+            _local: local,
+        }))
+    }
+}
+
 /// What every copy job shares.
 struct Copier {
     topology: Topology,
@@ -57,8 +80,10 @@ struct Copier {
     metrics: Arc<metrics::Metrics>,
     /// One copy job of a cluster at a time: a chain's jobs copy the same ancestors, and two of
     /// them at once wrote one backup twice, the second still writing after the location's
-    /// retention had deleted the first (objects left there that no copy counts).
+    /// retention had deleted the first (objects left there that no copy counts). Within this
+    /// replica; `leases` does the same across replicas.
     clusters: sexton_shared::service::ClusterLocks,
+    leases: lease::Leases,
     /// Each cluster's records, caught up before each binlog pass (a location's horizon).
     views: sexton_shared::catalog_view::CatalogView<sexton_shared::catalog_view::Records>,
     schedules: sexton_shared::schedules_view::SchedulesView,
@@ -90,6 +115,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             },
         );
     }
+    let leases = topology::copy_leases_bucket(&jetstream, config.nats.replicas)
+        .await
+        .context("opening the copy leases' bucket")?;
     let metrics = Arc::new(metrics::Metrics::new());
     // Ready with NATS: a location (or the primary) being down delays copies, it does not make
     // the copier unready, so one store's outage never restarts the service.
@@ -149,6 +177,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         },
         metrics,
         clusters: sexton_shared::service::ClusterLocks::new(64),
+        leases: lease::Leases::new(leases),
     });
     tasks.spawn(
         "binlog copies",
@@ -245,7 +274,20 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'sta
         );
     };
     let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
-    let one_at_a_time = copier.clusters.lock(&job.cluster).await;
+    let one_at_a_time = match copier.turn(&job.cluster).await {
+        Ok(Some(turn)) => turn,
+        // Another replica works on the cluster: the job comes back soon, to this replica or
+        // that one.
+        Ok(None) => {
+            let delay = sexton_shared::nats::patient_retry_delay(delivered).min(BUSY_RETRY);
+            return (label, "busy", Outcome::RetryAfter(delay));
+        }
+        Err(err) => {
+            let delay = sexton_shared::nats::patient_retry_delay(delivered);
+            tracing::warn!(cluster = %job.cluster, error = format!("{err:#}"), "cannot take the cluster's copy lease");
+            return (label, "retry", Outcome::RetryAfter(delay));
+        }
+    };
     let copied = copy_backup(copier, &job, location).await;
     if matches!(copied, Ok(Done::Copied)) {
         // The binlog archive follows each backup there, so a restore from the location can
@@ -306,7 +348,15 @@ async fn binlog_passes(
             let Some(location) = copier.locations.get(&name) else {
                 continue;
             };
-            let one_at_a_time = copier.clusters.lock(&cluster).await;
+            let one_at_a_time = match copier.turn(&cluster).await {
+                Ok(Some(turn)) => turn,
+                // Another replica's pass or job is on it: that replica does this pass's work.
+                Ok(None) => continue,
+                Err(err) => {
+                    tracing::warn!(%cluster, error = format!("{err:#}"), "cannot take the cluster's copy lease; the next pass tries again");
+                    continue;
+                }
+            };
             copy_awaited(&copier, &cluster, &name, location).await;
             binlog_pass(&copier, &cluster, &name, location).await;
             match transitions::pass(&copier, &cluster, &name, location, &schedules).await {

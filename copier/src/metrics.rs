@@ -7,7 +7,8 @@ pub struct Metrics {
     /// Every metric name this service exports.
     pub names: Vec<String>,
     pub consumer: sexton_shared::telemetry::ConsumerMetrics,
-    /// Copy jobs by location and outcome (`copied`, `deferred`, `skipped`, `retry`, `refused`).
+    /// Copy jobs by location and outcome (`copied`, `deferred`, `skipped`, `busy`, `retry`,
+    /// `refused`).
     pub copies: IntCounterVec,
     pub bytes: IntCounterVec,
     pub objects: IntCounterVec,
@@ -28,7 +29,8 @@ impl Metrics {
         let copies = IntCounterVec::new(
             Opts::new(
                 "sexton_copier_copies_total",
-                "copy jobs handled, by location and outcome (copied, deferred, skipped, retry, refused)",
+                "copy jobs handled, by location and outcome (copied, deferred, skipped, busy, retry, \
+                 refused)",
             ),
             &["location", "outcome"],
         )

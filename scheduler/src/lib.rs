@@ -45,6 +45,10 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     let dues = topology::dues_bucket(&jetstream, config.nats.replicas)
         .await
         .context("opening the bucket of issued due-backups")?;
+    // The copier's, created here: the copier's user creates nothing.
+    topology::copy_leases_bucket(&jetstream, config.nats.replicas)
+        .await
+        .context("creating the copy leases' bucket")?;
     let metrics = Arc::new(metrics::Metrics::new());
     // Ready once connected and answering the API: a client that waits for /readyz and then
     // calls the API must find a responder.

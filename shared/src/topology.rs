@@ -45,6 +45,11 @@ pub const BUCKET_DUES: &str = "sexton-dues";
 /// judged as one that answers none.
 pub const DUES_REMEMBERED: std::time::Duration = std::time::Duration::from_secs(14 * 86_400);
 
+/// Which copier replica works on a cluster now (issue 28), key = `<cluster>`: a lease its
+/// holder renews while it copies. The scheduler creates it ([`copy_leases_bucket`]); only the
+/// copier reads and writes it.
+pub const BUCKET_COPY_LEASES: &str = "sexton-copy-leases";
+
 /// The circuit breaker's approvals, key = `<cluster>.<plan>`: a held run a person let through,
 /// until the run that uses it (docs/safety.md).
 pub const BUCKET_BREAKER: &str = "sexton-breaker";
@@ -302,6 +307,40 @@ pub fn dues_bucket_config(replicas: usize) -> kv::Config {
         num_replicas: replicas,
         storage: StorageType::File,
         ..Default::default()
+    }
+}
+
+/// The copy leases' bucket's definition: one small entry per cluster; entries of clusters no
+/// copier has touched for a day go.
+pub fn copy_leases_bucket_config(replicas: usize) -> kv::Config {
+    kv::Config {
+        bucket: BUCKET_COPY_LEASES.into(),
+        description: "sexton copier leases, one per cluster".into(),
+        history: 1,
+        max_age: Duration::from_secs(86_400),
+        num_replicas: replicas,
+        storage: StorageType::File,
+        ..Default::default()
+    }
+}
+
+/// Opens the copy leases' bucket, creating it if missing (the scheduler, at start-up). A
+/// service whose user may not create it (the copier) waits up to [`ENSURE_PATIENCE`] for it.
+pub async fn copy_leases_bucket(
+    jetstream: &jetstream::Context,
+    replicas: usize,
+) -> anyhow::Result<kv::Store> {
+    let deadline = tokio::time::Instant::now() + ENSURE_PATIENCE;
+    loop {
+        match open_or_create(jetstream, copy_leases_bucket_config(replicas)).await {
+            Ok(store) => return Ok(store),
+            Err(err) if tokio::time::Instant::now() >= deadline => {
+                return Err(err.context(
+                    "the copy leases' bucket is not there: the scheduler creates it at start-up",
+                ))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
     }
 }
 

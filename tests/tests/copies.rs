@@ -358,6 +358,87 @@ async fn a_kept_rule_copies_after_its_delay_only_what_the_policy_there_keeps() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_copier_replicas_copy_each_backup_once_and_leave_nothing_uncounted() {
+    let world = regions(|config| {
+        config.copier.binlog_interval = Duration::from_secs(1);
+    })
+    .await;
+    // A lease no copier took, claiming the cluster for a year: a claim, not a reason to wait.
+    let leases = topology::copy_leases_bucket(&world.js, 1).await.unwrap();
+    leases
+        .put(
+            "c1",
+            serde_json::to_vec(&json!({"holder": "intruder", "until": "2027-11-28T00:00:00Z"}))
+                .unwrap()
+                .into(),
+        )
+        .await
+        .unwrap();
+    // dr keeps only the newest copy: each copy that lands lets the one before it go, while
+    // both replicas' jobs and passes work on the same cluster.
+    create_schedule(
+        &world.client,
+        json!({"name": "db", "cluster": "c1", "plan": "base",
+               "cron": "0 3 * * *", "paused": true, "policy": {"keep_last": 1},
+               "copies": [{"to": "dr", "policy": {"keep_last": 1}}]}),
+    )
+    .await;
+    let (stop_a, copier_a) = start_copier(&world.config);
+    let (stop_b, copier_b) = start_copier(&world.config);
+    let ids: Vec<String> = (1..=8).map(|n| format!("b{n}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        let backup = Backup::full(
+            id,
+            at("2026-03-01T00:00:00Z") + chrono::Duration::days(n as i64),
+            10,
+        );
+        report_backup(&world.js, &world.source, "c1", "base", "db", &backup).await;
+        if n % 3 == 2 {
+            sweep(&world.js, "c1", n).await;
+        }
+    }
+    let newest = copied(&world.catalog, "c1", "b8").await;
+    check_whole_at_dr(&world.dr, &newest).await;
+    // Settled: each place down to its newest, every record but b8's gone with its places.
+    sweep(&world.js, "c1", 100).await;
+    eventually(
+        "both places down to b8",
+        Duration::from_secs(120),
+        || async {
+            for id in &ids[..7] {
+                if record(&world.catalog, "c1", id).await.is_some() {
+                    return None;
+                }
+            }
+            Some(())
+        },
+    )
+    .await;
+    // Nothing at dr that no copy counts: every object there is b8's.
+    let at_dr = object_keys(&world.dr, "dr-copies/c1/").await;
+    let dr = LocationName::new("dr").unwrap();
+    let counted: Vec<String> = record(&world.catalog, "c1", "b8").await.unwrap().copies[&dr]
+        .objects
+        .iter()
+        .map(|o| o.key.clone())
+        .collect();
+    let uncounted: Vec<&String> = at_dr
+        .iter()
+        .filter(|key| !counted.contains(key) && !key.contains("/binlog/"))
+        .collect();
+    assert!(
+        uncounted.is_empty(),
+        "objects at dr that no copy counts: {uncounted:?}"
+    );
+    for (stop, copier) in [(stop_a, copier_a), (stop_b, copier_b)] {
+        stop.trigger();
+        copier.await.unwrap().unwrap();
+    }
+    world.fleet.unwrap().stop().await.unwrap();
+    drop(world.nats);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn forged_copy_jobs_copy_and_count_nothing() {
     let world = regions(|_| {}).await;
     create_copying_schedule(&world.client, "db", "c1", 5).await;

@@ -415,6 +415,40 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
     )
     .await;
     assert_eq!(stored_messages(operator, topology::STREAM_JOBS).await, 2);
+    // The copier's leases are the copier's: no other role can take a cluster from it (or
+    // hold one, stopping its copies).
+    for role in [
+        "executor",
+        "retention-worker",
+        "deleter",
+        "scheduler",
+        "operator",
+    ] {
+        assert_publish_refused(role, &connections[role], "$KV.sexton-copy-leases.c1").await;
+    }
+    // The scheduler creates the bucket; the copier, with its own user, opens it and takes,
+    // renews and frees a lease there as copier/src/lease.rs does.
+    topology::copy_leases_bucket(&connections["scheduler"].jetstream(), 1)
+        .await
+        .expect("the scheduler creates the copy leases' bucket");
+    let leases = topology::copy_leases_bucket(&connections["copier"].jetstream(), 1)
+        .await
+        .expect("the copier opens the copy leases' bucket");
+    assert!(leases.entry("c1").await.unwrap().is_none());
+    let taken = leases.create("c1", "{}".into()).await.unwrap();
+    let renewed = leases.update("c1", "{}".into(), taken).await.unwrap();
+    leases
+        .delete_expect_revision("c1", Some(renewed))
+        .await
+        .unwrap();
+    assert!(
+        !connections["copier"]
+            .server_errors()
+            .iter()
+            .any(|e| e.contains("copy-leases")),
+        "{:?}",
+        connections["copier"].server_errors()
+    );
     // The copier's durable is its own: no other name, no delete jobs.
     let copier = &connections["copier"];
     for subject in [
