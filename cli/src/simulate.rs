@@ -64,6 +64,11 @@ pub struct SimulationOptions {
     /// each run locks what it keeps, and the days show what only the locks keep and its cost.
     #[arg(long, value_name = "TIERS")]
     pub lock: Option<String>,
+    /// Copy rules, as a schedule's `copies` (a file or inline JSON, `[{"to": "dr", "policy":
+    /// {...}}]`): each location is simulated with its own policy, storage per class and what
+    /// early deletions cost [default with schedule describe: the schedule's].
+    #[arg(long, value_name = "FILE|JSON")]
+    pub copies: Option<String>,
 }
 
 impl SimulationOptions {
@@ -79,6 +84,7 @@ impl SimulationOptions {
             || self.rows.is_some()
             || self.against.is_some()
             || self.lock.is_some()
+            || self.copies.is_some()
     }
 }
 
@@ -91,6 +97,20 @@ pub fn read_policy(flag: &str, text: &str) -> Result<Policy, Failure> {
             .map_err(|err| Failure::input(format!("--{flag}: cannot read {text}: {err}")))?
     };
     Policy::from_json(&json).map_err(|err| Failure::input(format!("invalid --{flag}: {err}")))
+}
+
+/// Copy rules given as a file name or as inline JSON (text starting with `[`), checked as a
+/// schedule's are where they are written.
+pub fn read_copies(text: &str) -> Result<Vec<sexton_shared::copies::CopyRule>, Failure> {
+    let json = if text.trim_start().starts_with('[') {
+        text.to_owned()
+    } else {
+        std::fs::read_to_string(text)
+            .map_err(|err| Failure::input(format!("--copies: cannot read {text}: {err}")))?
+    };
+    let rules: Vec<sexton_shared::copies::CopyRule> = serde_json::from_str(&json)
+        .map_err(|err| Failure::input(format!("invalid --copies: {err}")))?;
+    Ok(rules)
 }
 
 /// The scenario the flags describe. `now` only sets the default `--from`.
@@ -159,6 +179,9 @@ pub fn scenario(
                 )))
             }
         };
+    }
+    if let Some(text) = &options.copies {
+        scenario.copies = read_copies(text)?;
     }
     scenario.validate().map_err(|e| input(&e))?;
     Ok(scenario)

@@ -449,3 +449,49 @@ fn locks_show_what_only_they_keep_and_its_cost() {
         "{text}"
     );
 }
+
+/// `--copies` (issue 28): each copy rule's location simulated with its own policy; storage per
+/// class and what early deletions cost, in the JSON and the text.
+#[test]
+fn copies_show_each_location_with_its_classes_and_early_deletions() {
+    let args = [
+        "retention",
+        "simulate",
+        "--cron",
+        "0 3 * * *",
+        "--policy",
+        r#"{"keep_daily": 7}"#,
+        "--days",
+        "120",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--copies",
+        r#"[{"to": "dr", "policy": {"keep_monthly": 12}, "select": "kept", "delay": "32d",
+             "storage_class": "STANDARD_IA",
+             "transitions": [{"after_days": 60, "storage_class": "GLACIER_IR"}]},
+            {"to": "vault", "policy": {"keep_daily": 7, "keep_monthly": 3},
+             "storage_class": "GLACIER_IR"}]"#,
+    ];
+    let simulation = json_of(&args);
+    let locations = simulation["locations"].as_array().unwrap();
+    assert_eq!(locations.len(), 2);
+    assert_eq!(locations[0]["rule"]["to"], "dr");
+    assert_eq!(locations[0]["summary"]["copied"], 3);
+    assert_eq!(locations[0]["summary"]["skipped"], 85);
+    assert_eq!(
+        locations[0]["summary"]["storage_by_class"]["GLACIER_IR"],
+        30u64 << 30
+    );
+    assert_eq!(locations[1]["summary"]["deleted_early"], 111);
+    let text = ok(&args);
+    assert!(
+        text.contains("At dr (policy {\"keep_monthly\":12}, select kept, delay 32 days, written in STANDARD_IA, to GLACIER_IR after 60 days)")
+            && text.contains("at the end: 3 copies, 30 GiB (GLACIER_IR 30 GiB)")
+            && text.contains("copies made 3, skipped 85")
+            && text.contains("deleted before their class's minimum: 111"),
+        "{text}"
+    );
+    // Without --copies the JSON has no locations at all.
+    let plain = json_of(&args[..args.len() - 2]);
+    assert!(plain.get("locations").is_none());
+}

@@ -16,6 +16,7 @@
 //! calendar, JSON, the HTML page) is the CLI's business.
 
 mod compare;
+mod locations;
 mod measures;
 mod random;
 mod scenario;
@@ -23,6 +24,7 @@ mod simulation;
 mod summary;
 
 pub use compare::{compare, compare_with_progress, Comparison, DayPair, SwitchOver};
+pub use locations::{LocationDay, LocationSimulation, LocationSummary, DEFAULT_CLASS};
 pub use measures::{human_duration, promised_window_start, worst_gap, Gap};
 pub use scenario::{
     ByteSize, Days, Failures, Scenario, ScenarioError, Sizes, SweepInterval, MAX_DAYS,

@@ -32,6 +32,8 @@ pub enum ScenarioError {
     Volume(String),
     #[error("--name {0:?}: a name is letters, digits, '-' and '_'")]
     Name(String),
+    #[error("--copies: {0}")]
+    Copies(String),
 }
 
 impl ScenarioError {
@@ -314,6 +316,10 @@ pub struct Scenario {
     /// retention-worker does, and a backup the policy lets go stays until its lock's date.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "tiers_text")]
     pub lock: Option<sexton_retention::lock::LockTiers>,
+    /// The schedule's copy rules (issue 28): each location is simulated with its own policy,
+    /// and the primary holds a backup until each delayed copy of it is due.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<sexton_model::copies::CopyRule>,
 }
 
 fn tiers_text<S: Serializer>(
@@ -342,6 +348,7 @@ impl Scenario {
             sizes: Sizes::default(),
             sweep_every: Some(SweepInterval::HOURLY),
             lock: None,
+            copies: Vec::new(),
         }
     }
 
@@ -355,6 +362,17 @@ impl Scenario {
         if !name_ok {
             return Err(ScenarioError::Name(self.name.clone()));
         }
+        // Checked as the API checks a schedule's rules, with the cron's longest interval
+        // (what a count of backups spans).
+        let interval_days = self
+            .cron
+            .upcoming(self.from, 8)
+            .windows(2)
+            .map(|pair| pair[1] - pair[0])
+            .max()
+            .map(|interval| interval.num_seconds() as f64 / 86_400.0);
+        sexton_model::copies::validate_copy_rules(&self.copies, interval_days)
+            .map_err(ScenarioError::Copies)?;
         for (position, volume) in self.volumes.iter().enumerate() {
             if volume.is_empty() {
                 return Err(ScenarioError::Volume("a volume name is empty".to_owned()));

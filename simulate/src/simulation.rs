@@ -76,6 +76,10 @@ pub struct Simulation {
     pub backups: Vec<SimulatedBackup>,
     pub days: Vec<Day>,
     pub summary: Summary,
+    /// Each copy rule's location (issue 28): what it holds day by day, storage per class,
+    /// copies made, skipped and deleted, and what early deletions cost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<crate::locations::LocationSimulation>,
     /// What exists after the last run, as the engine sees it.
     #[serde(skip)]
     pub final_catalog: Catalog,
@@ -233,6 +237,17 @@ pub fn simulate_with_progress(
     let n_runs = events.len();
     let backups = fleet.backups;
     let summary = summarise(scenario, &backups, &days);
+    // Each location's retention runs when the primary's does (a run plans every place), and
+    // after each copy lands there.
+    let runs: Vec<DateTime<Utc>> = events.iter().map(|event| event.at).collect();
+    let locations = scenario
+        .copies
+        .iter()
+        .map(|rule| {
+            crate::locations::simulate_location(rule, &backups, &runs, first_date, &day_ends)
+                .map_err(|(at, source)| SimulationError::Engine { at, source })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Simulation {
         scenario: scenario.clone(),
         zone: zone.name().to_owned(),
@@ -242,6 +257,7 @@ pub fn simulate_with_progress(
         backups,
         days,
         summary,
+        locations,
         final_catalog: fleet.catalog,
         final_sizes: fleet.sizes,
     })
@@ -422,6 +438,9 @@ struct Fleet<'s> {
     failed_volumes: Vec<String>,
     random: SplitMix64,
     n_ticks: usize,
+    /// Backups held at the primary until their copy is due (a copy rule's `delay`): the id,
+    /// when the copy is made, and the hold (`awaiting copy to <location>`).
+    awaiting: Vec<(String, DateTime<Utc>, String)>,
 }
 
 impl<'s> Fleet<'s> {
@@ -441,6 +460,7 @@ impl<'s> Fleet<'s> {
             failed_volumes: Vec::new(),
             random: SplitMix64::new(seed),
             n_ticks: 0,
+            awaiting: Vec::new(),
         }
     }
 
@@ -541,6 +561,19 @@ impl<'s> Fleet<'s> {
         } else {
             record.volumes.iter().filter_map(|v| v.size_bytes).sum()
         };
+        // Awaiting its copies: the source holds a backup until each delayed copy is due (an
+        // undelayed one is made at once, in the simulation as good as at the same instant).
+        if !failed {
+            for rule in &scenario.copies {
+                let picked = rule.select.picks(record.kind, !record.volumes.is_empty());
+                if let Some(delay) = rule.delay.filter(|_| picked) {
+                    let hold = sexton_model::copies::awaiting_hold(&rule.to);
+                    record.holds.push(hold.clone());
+                    self.awaiting
+                        .push((record.id.clone(), tick + delay.delta(), hold));
+                }
+            }
+        }
         self.last_backup_failed = failed;
         if failed {
             self.failed_volumes = scenario.volumes.clone();
@@ -563,6 +596,7 @@ impl<'s> Fleet<'s> {
     /// One retention run at `now`: plan, then carry the plan out at once. With `sample`, the
     /// reasons of everything that stays are collected for the day's sample.
     fn run_engine(&mut self, now: DateTime<Utc>, sample: bool) -> Result<RunOutcome, PlanError> {
+        self.release_copied(now);
         let evaluation = evaluate(&self.catalog, self.policy, now)?;
         let n = self.catalog.backups.len();
         let mut verdicts = Vec::with_capacity(n);
@@ -703,6 +737,23 @@ impl<'s> Fleet<'s> {
             count,
             sample,
         })
+    }
+
+    /// The holds of the copies due by `now` go: the copy is made, the source's policy decides
+    /// again (a `select: kept` rule's skipped copy ends its hold the same way).
+    fn release_copied(&mut self, now: DateTime<Utc>) {
+        if self.awaiting.iter().all(|(_, due, _)| *due > now) {
+            return;
+        }
+        let (made, waiting) = std::mem::take(&mut self.awaiting)
+            .into_iter()
+            .partition(|(_, due, _)| *due <= now);
+        self.awaiting = waiting;
+        for (id, _, hold) in made {
+            if let Some(backup) = self.catalog.backups.iter_mut().find(|b| b.id == id) {
+                backup.holds.retain(|held| *held != hold);
+            }
+        }
     }
 
     /// What a merging executor does and the scheduler records (chain_mode merge): the target

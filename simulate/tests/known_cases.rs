@@ -671,3 +671,158 @@ fn locks_keep_each_daily_pick_for_its_tier_and_price_it() {
         .count();
     assert_eq!(only_locks, 28, "{reasons:#?}");
 }
+
+fn copy_rules(json: &str) -> Vec<sexton_model::copies::CopyRule> {
+    serde_json::from_str(json).unwrap_or_else(|error| panic!("{json}: {error}"))
+}
+
+const GIB: u64 = 1 << 30;
+
+#[test]
+fn a_kept_rule_a_month_late_copies_month_ends_while_the_source_holds_the_month() {
+    let mut scenario = scenario(
+        "0 3 * * *",
+        r#"{"keep_daily": 7}"#,
+        "2026-01-01T00:00:00Z",
+        120,
+    );
+    scenario.copies = copy_rules(
+        r#"[{"to": "dr", "policy": {"keep_monthly": 12}, "select": "kept", "delay": "32d",
+             "storage_class": "STANDARD_IA",
+             "transitions": [{"after_days": 60, "storage_class": "GLACIER_IR"}]}]"#,
+    );
+    let simulation = simulate(&scenario).unwrap();
+    let dr = &simulation.locations[0];
+    let ids = |day: usize| -> Vec<&str> {
+        dr.days[day]
+            .backups
+            .iter()
+            .map(|&index| simulation.backups[index].record.id.as_str())
+            .collect()
+    };
+    // Due at dr by the end: the 88 backups taken by Mar 29 (32 days before May 1). Each was
+    // copied or skipped, never copied and then let go.
+    assert_eq!(dr.summary.copied + dr.summary.skipped, 88);
+    assert_eq!(dr.summary.deleted, 0);
+    // What it holds: the last of each whole month and, while its twelve months are not
+    // filled, the oldest (restic's rule, the engine's).
+    assert_eq!(
+        ids(119),
+        [
+            "sim-20260228030000",
+            "sim-20260131030000",
+            "sim-20260101030000"
+        ]
+    );
+    assert_eq!(dr.summary.copied, 3);
+    // Classes: on Mar 5, Jan 1's copy (60 days old since Mar 2) is in GLACIER_IR, Jan 31's
+    // (copied Mar 4) still in STANDARD_IA; at the end all three are in GLACIER_IR.
+    assert_eq!(dr.days[63].date.to_string(), "2026-03-05");
+    assert_eq!(
+        dr.days[63].storage_by_class,
+        std::collections::BTreeMap::from([
+            ("GLACIER_IR".to_owned(), 10 * GIB),
+            ("STANDARD_IA".to_owned(), 10 * GIB)
+        ])
+    );
+    assert_eq!(
+        dr.summary.storage_by_class,
+        std::collections::BTreeMap::from([("GLACIER_IR".to_owned(), 30 * GIB)])
+    );
+    // The source holds each backup until its copy is due: the 32 taken from Mar 30 on.
+    let awaiting = reasons_on_last_day(&simulation)
+        .iter()
+        .filter(|(_, reasons)| reasons.iter().any(|r| r.contains("awaiting copy to dr")))
+        .count();
+    assert_eq!(awaiting, 32);
+    assert_eq!(simulation.days[119].count, 32);
+}
+
+#[test]
+fn deleting_a_copy_before_its_class_minimum_is_charged_the_rest_of_it() {
+    let mut scenario = scenario(
+        "0 3 * * *",
+        r#"{"keep_daily": 7}"#,
+        "2026-01-01T00:00:00Z",
+        120,
+    );
+    scenario.copies = copy_rules(
+        r#"[{"to": "vault", "policy": {"keep_daily": 7, "keep_monthly": 3},
+             "storage_class": "GLACIER_IR"},
+            {"to": "dr", "policy": {"keep_daily": 7, "keep_monthly": 3}}]"#,
+    );
+    let simulation = simulate(&scenario).unwrap();
+    let (vault, dr) = (&simulation.locations[0], &simulation.locations[1]);
+    // Undelayed copies never hold the source: the primary is as without copies.
+    let alone = simulate(&Scenario {
+        copies: Vec::new(),
+        ..scenario.clone()
+    })
+    .unwrap();
+    let counts = |s: &Simulation| s.days.iter().map(|d| d.count).collect::<Vec<_>>();
+    assert_eq!(counts(&simulation), counts(&alone));
+    // Both places hold the same copies; only the class differs.
+    assert_eq!(vault.summary.copied, 120);
+    assert_eq!(vault.summary.deleted, dr.summary.deleted);
+    for day in 0..vault.days.len() {
+        assert_eq!(vault.days[day].backups, dr.days[day].backups, "day {day}");
+    }
+    assert_eq!(
+        dr.summary.deleted_early, 0,
+        "the default class has no minimum"
+    );
+    assert_eq!(dr.summary.early_charged_byte_days, 0);
+    // GLACIER_IR charges 90 days: every copy the policy lets go sooner is charged the rest,
+    // recomputed here from the days each copy was held (copied at its backup's tick, deleted
+    // at a later tick: whole days).
+    let mut expected = 0u64;
+    let mut early = 0;
+    for day in 1..vault.days.len() {
+        for &index in &vault.days[day - 1].backups {
+            if !vault.days[day].backups.contains(&index) {
+                let held_days = day as u64 - taken_day(&simulation, index);
+                if held_days < 90 {
+                    early += 1;
+                    expected += (90 - held_days) * 10 * GIB;
+                }
+            }
+        }
+    }
+    assert!(early > 100, "{early}");
+    assert_eq!(vault.summary.deleted_early, early);
+    assert_eq!(vault.summary.early_charged_byte_days, expected);
+}
+
+/// The day index on which backup `index` was taken.
+fn taken_day(simulation: &Simulation, index: usize) -> u64 {
+    let taken = simulation.backups[index].taken_at().date_naive();
+    (taken - simulation.days[0].date).num_days() as u64
+}
+
+#[test]
+fn copy_rules_that_cannot_work_are_refused_as_the_api_refuses_them() {
+    for (rules, why) in [
+        (
+            r#"[{"to": "primary", "policy": {"keep_last": 3}}]"#,
+            "already at primary",
+        ),
+        (
+            r#"[{"to": "dr", "policy": {"keep_last": 3}, "select": "kept", "delay": "400d"}]"#,
+            "longer than 366 days",
+        ),
+        (
+            r#"[{"to": "dr", "policy": {"keep_last": 3}}, {"to": "dr", "policy": {"keep_last": 1}}]"#,
+            "two copy rules",
+        ),
+    ] {
+        let mut scenario = scenario(
+            "0 3 * * *",
+            r#"{"keep_daily": 7}"#,
+            "2026-01-01T00:00:00Z",
+            10,
+        );
+        scenario.copies = copy_rules(rules);
+        let error = simulate(&scenario).unwrap_err().to_string();
+        assert!(error.contains(why), "{rules}: {error}");
+    }
+}

@@ -17,7 +17,10 @@ use serde_json::Value;
 const MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     ("sexton-schedule", &[]),
     ("sexton-retention", &[]),
-    ("sexton-simulate", &["sexton-retention", "sexton-schedule"]),
+    (
+        "sexton-simulate",
+        &["sexton-retention", "sexton-schedule", "sexton-model"],
+    ),
     ("sexton-model", &["sexton-retention", "sexton-schedule"]),
     (
         "sexton-shared",

@@ -561,7 +561,7 @@ pub(super) fn schedule_scenario(
         TimingView::Parsed { cron, .. } => cron,
         TimingView::Error { .. } => &schedule.cron,
     };
-    crate::simulate::scenario(
+    let mut scenario = crate::simulate::scenario(
         name,
         cron,
         schedule.policy.clone(),
@@ -569,5 +569,10 @@ pub(super) fn schedule_scenario(
         &schedule.volumes,
         options,
         Utc::now(),
-    )
+    )?;
+    // The schedule's own copy rules, unless --copies replaces them.
+    if options.copies.is_none() {
+        scenario.copies = schedule.copies.clone();
+    }
+    Ok(scenario)
 }

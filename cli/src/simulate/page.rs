@@ -47,6 +47,18 @@ pub fn render(simulation: &Simulation, comparison: Option<&Comparison>) -> Strin
         details = escape(&details(simulation)),
     );
     summary(simulation, &mut page);
+    for location in &simulation.locations {
+        let (heading, lines) = super::calendar::location_lines(location);
+        let _ = writeln!(
+            page,
+            "<section class=\"location\"><h2>{}</h2><ul>",
+            escape(&heading)
+        );
+        for line in lines {
+            let _ = writeln!(page, "<li>{}</li>", escape(&line));
+        }
+        page.push_str("</ul></section>\n");
+    }
     timeline(simulation, &mut page);
     curves(simulation, comparison, &mut page);
     if let Some(comparison) = comparison {
