@@ -414,7 +414,8 @@ async fn copy_awaited(
             && match record.copies.get(name) {
                 Some(copy) => copy.state == CopyState::Missing,
                 None if record.copy_to.contains(name) => {
-                    let delay = copies::rule_for(&schedules, record, name).and_then(|r| r.delay);
+                    let delay = sexton_shared::records::rule_for(&schedules, record, name)
+                        .and_then(|r| r.delay);
                     let due = record.completed_at.map_or(now, |completed| {
                         completed.with_timezone(&Utc)
                             + delay.map_or(JOB_GRACE, |delay| delay.delta())
@@ -581,7 +582,7 @@ impl Done {
     }
 }
 
-/// What the backup's copy rule asks for it now ([`copies::judge_copy`]): the rule is its
+/// What the backup's copy rule asks for it now ([`sexton_shared::records::judge_copy`]): the rule is its
 /// schedule's now; the group (for `select: kept`) the records of its plan as the catalog view
 /// holds them, with `record` as just read.
 async fn judge(
@@ -590,7 +591,7 @@ async fn judge(
     location: &LocationName,
 ) -> Result<CopyVerdict, Failure> {
     let schedules = copier.schedules.of_cluster(&record.cluster).await?;
-    let rule = copies::rule_for(&schedules, record, location);
+    let rule = sexton_shared::records::rule_for(&schedules, record, location);
     let group = match rule {
         Some(rule) if rule.select == copies::CopySelect::Kept => copier
             .views
@@ -603,7 +604,7 @@ async fn judge(
     };
     let mut members: Vec<&BackupRecord> = group.iter().collect();
     members.push(record);
-    Ok(copies::judge_copy(
+    Ok(sexton_shared::records::judge_copy(
         &members,
         record,
         location,

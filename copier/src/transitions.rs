@@ -15,7 +15,7 @@
 use chrono::{DateTime, Utc};
 use sexton_shared::{
     catalog::CasError,
-    copies::{CopyRule, CopyState},
+    copies::CopyState,
     names::{ClusterName, LocationName},
     records::{BackupRecord, ScheduleRecord},
 };
@@ -27,21 +27,6 @@ use crate::{Copier, Location};
 pub struct Moved {
     pub copies: usize,
     pub failed: usize,
-}
-
-/// The copy rule of `record`'s schedule to `name`, among `schedules`.
-fn rule_for<'a>(
-    schedules: &'a [ScheduleRecord],
-    record: &BackupRecord,
-    name: &LocationName,
-) -> Option<&'a CopyRule> {
-    let schedule = record.schedule.as_ref()?;
-    schedules
-        .iter()
-        .find(|s| s.name == *schedule && s.cluster == record.cluster)?
-        .copies
-        .iter()
-        .find(|rule| rule.to == *name)
 }
 
 /// The copies of `cluster` at `name` with a transition due at `now`, and the class each goes to.
@@ -62,7 +47,7 @@ pub fn due(
                 .started_at
                 .or(record.completed_at)?
                 .with_timezone(&Utc);
-            let rule = rule_for(schedules, record, name)?;
+            let rule = sexton_shared::records::rule_for(schedules, record, name)?;
             let class = rule.transition_due(taken, now, copy.storage_class.as_deref())?;
             Some((record.clone(), class.to_string()))
         })
