@@ -55,7 +55,10 @@ pub async fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCod
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("error: {}", failure.message);
+            // An empty message: the exit code is the answer (`diff`'s 1).
+            if !failure.message.is_empty() {
+                eprintln!("error: {}", failure.message);
+            }
             ExitCode::from(failure.code)
         }
     }
@@ -357,6 +360,33 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             .await
         }
         Command::Audit(args) => audit(cli.output, &load_config, args).await,
+        Command::Apply(args) => {
+            if args.selector.is_some() && !args.prune {
+                return Err(Failure::input(
+                    "-l selects what --prune deletes; give --prune with it",
+                ));
+            }
+            let desired = crate::apply::read(&args.files)?;
+            let client = Client::connect(&load_config()?).await?;
+            let prune = args.selector.as_ref().filter(|_| args.prune);
+            crate::apply::apply(&client, cli.output, &desired, args.dry_run, args.yes, prune).await
+        }
+        Command::Diff { files } => {
+            let desired = crate::apply::read(files)?;
+            let client = Client::connect(&load_config()?).await?;
+            if crate::apply::diff(&client, &desired).await? {
+                // Differences: exit 1 and nothing more to say (the diff said it).
+                return Err(Failure {
+                    code: 1,
+                    message: String::new(),
+                });
+            }
+            Ok(())
+        }
+        Command::Get { name, selector, .. } => {
+            let client = Client::connect(&load_config()?).await?;
+            crate::apply::get(&client, cli.output, name.as_deref(), selector.as_ref()).await
+        }
         command => run_online(cli.output, &load_config, command).await,
     }
 }

@@ -2,11 +2,13 @@
 //! printing of retention simulations. The executor side (`sexton exec`, `sexton executor`,
 //! `sexton binlog append`) is the `sexton-executor` crate, which these commands call.
 
+pub mod apply;
 pub mod audit;
 pub mod cli;
 pub mod client;
 pub mod failure;
 pub mod listing;
+pub mod manifest;
 pub mod offline_plan;
 pub mod output;
 pub mod safety;

@@ -190,7 +190,27 @@ fn bad_input_exits_2_with_a_clear_message() {
     let c = good_catalog.to_str().unwrap();
     let fetch_dir = dir.path().join("fetched");
     let d = fetch_dir.to_str().unwrap();
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir_all(&manifests).unwrap();
+    std::fs::write(
+        manifests.join("bad.yaml"),
+        "apiVersion: sexton.io/v1\nkind: Schedule\nmetadata: {name: a}\nspec: {cluster: c}\n\
+         ---\nkind: [\n",
+    )
+    .unwrap();
+    let m = manifests.to_str().unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["apply", "-f", m], "bad.yaml:1: schedule a: missing field `plan`"),
+        (vec!["apply", "-f", m], "bad.yaml:7: not YAML"),
+        (vec!["diff", "-f", m], "bad.yaml:7: not YAML"),
+        (vec!["apply", "-f", g], "not YAML: did not find expected"),
+        (vec!["apply", "-f", "/nonexistent/x.yaml"], "cannot read"),
+        (vec!["apply", "-f", c], "catalog.json:1: unknown field \"backups\": a manifest has apiVersion"),
+        (vec!["apply"], "--filename"),
+        (vec!["apply", "-f", m, "--prune"], "--selector"),
+        (vec!["apply", "-f", m, "-l", "team=db"], "give --prune with it"),
+        (vec!["apply", "-f", m, "--prune", "-l", "team"], "selector"),
+        (vec!["get", "backups"], "invalid value"),
         (
             vec!["schedule", "next", "--cron", "61 * * * *"],
             "invalid cron",

@@ -110,6 +110,60 @@ pub enum Command {
   sexton version
   sexton version -o json")]
     Version,
+    /// Create and update schedules to match manifests (YAML or JSON, several documents per
+    /// file, directories read recursively); the whole set is checked before anything changes
+    /// (docs/gitops.md).
+    #[command(after_help = "Examples:
+  sexton apply -f schedules/
+  sexton apply -f nightly.yaml --dry-run
+  sexton apply -f schedules/ --prune -l team=db --yes")]
+    Apply(ApplyArgs),
+    /// What `apply -f` would change: each schedule's spec as a unified diff, and what the
+    /// change deletes now. Exits 1 when anything differs, as `kubectl diff` does.
+    #[command(after_help = "Examples:
+  sexton diff -f schedules/ || echo 'differs from the fleet'")]
+    Diff {
+        /// Manifest files or directories.
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<std::path::PathBuf>,
+    },
+    /// Write the fleet's schedules as manifests that `apply -f` takes back unchanged (YAML
+    /// documents; `-o json`: a List).
+    #[command(after_help = "Examples:
+  sexton get schedules > schedules.yaml
+  sexton get schedule nightly
+  sexton get schedules -l team=db -o json")]
+    Get {
+        /// What to write.
+        #[arg(value_parser = ["schedules", "schedule"])]
+        kind: String,
+        /// One schedule.
+        name: Option<String>,
+        /// Only those whose labels match: key=value or key!=value, comma-separated.
+        #[arg(short = 'l', long = "selector", value_parser = crate::listing::Selector::parse)]
+        selector: Option<crate::listing::Selector>,
+    },
+}
+
+/// `sexton apply`.
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// Manifest files or directories.
+    #[arg(short = 'f', long = "filename", required = true)]
+    pub files: Vec<std::path::PathBuf>,
+    /// Check everything and say what would change; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Apply changes that delete backups kept now (the breaker still judges the run).
+    #[arg(long)]
+    pub yes: bool,
+    /// Also delete the schedules apply manages that match -l and that no manifest names;
+    /// their backups stay with their cluster.
+    #[arg(long, requires = "selector")]
+    pub prune: bool,
+    /// With --prune: which schedules it may delete (key=value or key!=value, comma-separated).
+    #[arg(short = 'l', long = "selector", value_parser = crate::listing::Selector::parse)]
+    pub selector: Option<crate::listing::Selector>,
 }
 
 /// `sexton audit`.

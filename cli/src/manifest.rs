@@ -1,0 +1,704 @@
+//! Manifests (issue 31): schedules kept in files, in the shape GitOps tools and editors know.
+//!
+//! ```yaml
+//! apiVersion: sexton.io/v1
+//! kind: Schedule
+//! metadata:
+//!   name: nightly
+//!   labels: {team: db}
+//! spec:
+//!   cluster: db1
+//!   plan: full
+//!   cron: "0 3 * * *"
+//!   policy: {keep_daily: 7}
+//! ```
+//!
+//! `spec` holds the fields `schedule.create` takes, less those `metadata` holds (name, labels,
+//! annotations) and the request's own switches (confirm, dry_run). This module is pure: it
+//! turns text into checked values, values into text, and says what differs; `crate::apply`
+//! talks to the fleet.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+use sexton_shared::{
+    api::{ScheduleSpec, ScheduleUpdate},
+    records::ScheduleRecord,
+    wire::Message,
+};
+
+/// The one version of the manifests' schema.
+pub const API_VERSION: &str = "sexton.io/v1";
+/// The annotation naming who manages an object: `sexton apply` sets it on what it applies,
+/// and prunes only what carries it.
+pub const MANAGED_BY: &str = "sexton.io/managed-by";
+/// The field manager `sexton apply` writes into [`MANAGED_BY`].
+pub const MANAGER: &str = "sexton-apply";
+
+/// Kinds the schema names that this version cannot apply yet: refused by name.
+const LATER_KINDS: &[&str] = &["DeletePlugin", "Location", "ClusterPolicy"];
+
+/// The keys of a spec that belong elsewhere, and where.
+const NOT_IN_SPEC: &[(&str, &str)] = &[
+    ("name", "metadata.name"),
+    ("labels", "metadata.labels"),
+    ("annotations", "metadata.annotations"),
+    ("schema_version", "apiVersion"),
+    ("confirm", "the --yes flag"),
+    ("dry_run", "the --dry-run flag"),
+];
+
+/// One YAML (or JSON) document of a file: where it starts, its text and its value.
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub file: PathBuf,
+    /// The first line of the document in its file (1-based).
+    pub line: usize,
+    text: String,
+    pub value: Value,
+}
+
+impl Document {
+    /// `file:line` of the document's start.
+    pub fn at(&self) -> String {
+        format!("{}:{}", self.file.display(), self.line)
+    }
+
+    /// `file:line` of the first line of the document that sets `key` (a mapping key at any
+    /// depth), else of the document's start: where an error about that key points.
+    fn at_key(&self, key: &str) -> String {
+        self.at_key_in(None, key)
+    }
+
+    /// [`Document::at_key`], looking only below the top-level key `section` when the
+    /// document has it (`spec`: a spec's `name`, not metadata's).
+    fn at_key_in(&self, section: Option<&str>, key: &str) -> String {
+        let start = section
+            .and_then(|section| {
+                self.text
+                    .lines()
+                    .position(|line| line.starts_with(&format!("{section}:")))
+            })
+            .unwrap_or(0);
+        let found = self.text.lines().skip(start).position(|line| {
+            let line = line.trim_start().trim_start_matches("- ");
+            let bare = line.strip_prefix(key);
+            let quoted = line
+                .strip_prefix(&format!("\"{key}\""))
+                .or_else(|| line.strip_prefix(&format!("'{key}'")));
+            bare.or(quoted)
+                .is_some_and(|rest| rest.trim_start().starts_with(':'))
+        });
+        format!(
+            "{}:{}",
+            self.file.display(),
+            self.line + found.map_or(0, |found| start + found)
+        )
+    }
+}
+
+/// Every document of `paths`: files as given, directories read recursively (their `.yaml`,
+/// `.yml` and `.json` files, in name order). A document that is a `List` (what `sexton get -o
+/// json` writes) gives its items. Every file is read: the documents that parse, and every
+/// problem, `file:line` first.
+pub fn read(paths: &[PathBuf]) -> (Vec<Document>, Vec<String>) {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for path in paths {
+        collect(path, true, &mut files, &mut errors);
+    }
+    let mut documents = Vec::new();
+    for file in files {
+        match std::fs::read_to_string(&file) {
+            Ok(text) => {
+                let (found, problems) = parse(&file, &text);
+                documents.extend(found);
+                errors.extend(problems);
+            }
+            Err(err) => errors.push(format!("{}: cannot read: {err}", file.display())),
+        }
+    }
+    if errors.is_empty() && documents.is_empty() {
+        errors.push(format!(
+            "no manifest in {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    (documents, errors)
+}
+
+fn collect(path: &Path, given: bool, files: &mut Vec<PathBuf>, errors: &mut Vec<String>) {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = match std::fs::read_dir(path) {
+            Ok(entries) => entries.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+            Err(err) => {
+                errors.push(format!("{}: cannot read: {err}", path.display()));
+                return;
+            }
+        };
+        entries.sort();
+        for entry in entries {
+            collect(&entry, false, files, errors);
+        }
+    } else if given
+        || path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+    {
+        files.push(path.to_path_buf());
+    }
+}
+
+/// The documents of one file's text: split at `---` lines, each parsed on its own (so each
+/// error names its line in the file).
+pub fn parse(file: &Path, text: &str) -> (Vec<Document>, Vec<String>) {
+    let mut chunks: Vec<(usize, String)> = vec![(1, String::new())];
+    for (index, line) in text.lines().enumerate() {
+        if line == "---" || line.starts_with("--- ") || line == "..." {
+            chunks.push((index + 2, String::new()));
+        } else {
+            let chunk = &mut chunks.last_mut().expect("one at least").1;
+            chunk.push_str(line);
+            chunk.push('\n');
+        }
+    }
+    let mut documents = Vec::new();
+    let mut errors = Vec::new();
+    for (line, chunk) in chunks {
+        let blank = chunk
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+        if blank {
+            continue;
+        }
+        match serde_norway::from_str::<Value>(&chunk) {
+            Ok(value) => {
+                let document = Document {
+                    file: file.to_path_buf(),
+                    line,
+                    text: chunk,
+                    value,
+                };
+                documents.extend(items(document));
+            }
+            Err(err) => {
+                let at = err.location().map_or(line, |l| line + l.line() - 1);
+                let message = err.to_string();
+                let message = message.split(" at line ").next().unwrap_or(&message);
+                errors.push(format!("{}:{at}: not YAML: {message}", file.display()));
+            }
+        }
+    }
+    (documents, errors)
+}
+
+/// A `List`'s items (each its own document, at the list's place), or the document itself.
+fn items(document: Document) -> Vec<Document> {
+    let is_list = document.value.get("kind").and_then(Value::as_str) == Some("List")
+        && document.value.get("items").is_some_and(Value::is_array);
+    if !is_list {
+        return vec![document];
+    }
+    let items = document.value["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    items
+        .into_iter()
+        .map(|value| Document {
+            value,
+            ..document.clone()
+        })
+        .collect()
+}
+
+/// A schedule as a manifest gives it, checked as `schedule.create` checks its body (the
+/// server checks again, with what it alone knows: locations, other schedules).
+#[derive(Debug, Clone)]
+pub struct ScheduleManifest {
+    /// `file:line` of its document.
+    pub at: String,
+    pub spec: ScheduleSpec,
+}
+
+/// The schedules of `documents`, each checked; every problem listed, `file:line` first.
+pub fn schedules(documents: &[Document]) -> Result<Vec<ScheduleManifest>, Vec<String>> {
+    let mut found: Vec<ScheduleManifest> = Vec::new();
+    let mut errors = Vec::new();
+    for document in documents {
+        match schedule(document) {
+            Ok(manifest) => {
+                if let Some(first) = found.iter().find(|m| m.spec.name == manifest.spec.name) {
+                    errors.push(format!(
+                        "{}: schedule {} is given twice (first at {})",
+                        manifest.at, manifest.spec.name, first.at
+                    ));
+                } else {
+                    found.push(manifest);
+                }
+            }
+            Err(error) => errors.push(error),
+        }
+    }
+    if errors.is_empty() {
+        Ok(found)
+    } else {
+        Err(errors)
+    }
+}
+
+fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
+    let at = document.at();
+    let Value::Object(top) = &document.value else {
+        return Err(format!(
+            "{at}: a manifest is a mapping with apiVersion, kind, metadata and spec"
+        ));
+    };
+    for key in top.keys() {
+        if !matches!(
+            key.as_str(),
+            "apiVersion" | "kind" | "metadata" | "spec" | "status"
+        ) {
+            return Err(format!(
+                "{}: unknown field {key:?}: a manifest has apiVersion, kind, metadata, spec \
+                 (and status, which apply ignores)",
+                document.at_key(key)
+            ));
+        }
+    }
+    match top.get("apiVersion").and_then(Value::as_str) {
+        Some(API_VERSION) => {}
+        Some(other) => {
+            return Err(format!(
+                "{}: apiVersion {other:?} is not one this version knows; use {API_VERSION}",
+                document.at_key("apiVersion")
+            ))
+        }
+        None => return Err(format!("{at}: apiVersion is missing; use {API_VERSION}")),
+    }
+    match top.get("kind").and_then(Value::as_str) {
+        Some("Schedule") => {}
+        Some(kind) if LATER_KINDS.contains(&kind) => {
+            return Err(format!(
+                "{}: kind {kind} cannot be applied by this version yet (only Schedule); \
+                 nothing was applied",
+                document.at_key("kind")
+            ))
+        }
+        Some(kind) => {
+            return Err(format!(
+                "{}: unknown kind {kind:?}; this version applies Schedule",
+                document.at_key("kind")
+            ))
+        }
+        None => return Err(format!("{at}: kind is missing (Schedule)")),
+    }
+    let metadata = match top.get("metadata") {
+        Some(Value::Object(metadata)) => metadata,
+        _ => return Err(format!("{at}: metadata with a name is missing")),
+    };
+    for key in metadata.keys() {
+        if !matches!(key.as_str(), "name" | "labels" | "annotations") {
+            return Err(format!(
+                "{}: unknown field metadata.{key}: metadata has name, labels and annotations",
+                document.at_key_in(Some("metadata"), key)
+            ));
+        }
+    }
+    let Some(name) = metadata.get("name").and_then(Value::as_str) else {
+        return Err(format!("{at}: metadata.name is missing or not a string"));
+    };
+    let mut body = match top.get("spec") {
+        Some(Value::Object(spec)) => spec.clone(),
+        _ => {
+            return Err(format!(
+                "{at}: schedule {name}: spec is missing or not a mapping"
+            ))
+        }
+    };
+    for (key, home) in NOT_IN_SPEC {
+        if body.contains_key(*key) {
+            return Err(format!(
+                "{}: schedule {name}: spec.{key} is not a field of a manifest; it goes in {home}",
+                document.at_key_in(Some("spec"), key)
+            ));
+        }
+    }
+    body.insert("name".into(), Value::String(name.into()));
+    for key in ["labels", "annotations"] {
+        if let Some(value) = metadata.get(key) {
+            body.insert(key.into(), value.clone());
+        }
+    }
+    let annotations = body
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(annotations) = annotations {
+        annotations.insert(MANAGED_BY.into(), Value::String(MANAGER.into()));
+    }
+    let spec: ScheduleSpec = serde_json::from_value(Value::Object(body)).map_err(|err| {
+        let message = spec_fields_only(&err.to_string());
+        // Point at the field serde names, when it names one.
+        let key = message
+            .split('`')
+            .nth(1)
+            .filter(|_| message.starts_with("unknown field") || message.starts_with("missing"))
+            .map(str::to_owned);
+        let place = match key {
+            Some(key) if message.starts_with("unknown field") => {
+                document.at_key_in(Some("spec"), &key)
+            }
+            _ => at.clone(),
+        };
+        format!("{place}: schedule {name}: {message}")
+    })?;
+    spec.validate()
+        .map_err(|why| format!("{at}: schedule {name}: {why}"))?;
+    Ok(ScheduleManifest { at, spec })
+}
+
+/// serde's "expected one of" list without the fields a manifest keeps elsewhere.
+fn spec_fields_only(message: &str) -> String {
+    let Some((head, fields)) = message.split_once(", expected one of ") else {
+        return message.to_string();
+    };
+    let kept: Vec<&str> = fields
+        .split(", ")
+        .filter(|field| {
+            !NOT_IN_SPEC
+                .iter()
+                .any(|(key, _)| field.trim_matches('`') == *key)
+        })
+        .collect();
+    format!("{head}, expected one of {}", kept.join(", "))
+}
+
+/// A live schedule as the spec that would create it as it is.
+pub fn spec_of(record: &ScheduleRecord) -> ScheduleSpec {
+    ScheduleSpec {
+        schema_version: sexton_shared::wire::SCHEMA_VERSION,
+        name: record.name.clone(),
+        cluster: record.cluster.clone(),
+        plan: record.plan.clone(),
+        cron: record.cron.clone(),
+        paused: record.paused,
+        skip_immediately: None,
+        policy: record.policy.clone(),
+        labels: record.labels.clone(),
+        remote_cleanup: record.remote_cleanup,
+        overlap_policy: record.overlap_policy,
+        starting_deadline_seconds: record.starting_deadline_seconds,
+        starting_deadline: None,
+        full_every: record.full_every,
+        volumes: record.volumes.clone(),
+        backup_owner: record.backup_owner,
+        verify: record.verify.clone(),
+        jitter: record.jitter,
+        exclude: record.exclude.clone(),
+        on_blackout: record.on_blackout,
+        pause_after_failures: record.pause_after_failures,
+        annotations: record.annotations.clone(),
+        breaker: record.breaker.clone(),
+        copies: record.copies.clone(),
+        confirm: false,
+        dry_run: false,
+    }
+}
+
+/// A spec in one form whatever its spelling: the deadline as a span, no request switches, no
+/// one-shot `skip_immediately`; as JSON, keys sorted.
+pub fn canonical(spec: &ScheduleSpec) -> Value {
+    let mut spec = spec.clone();
+    spec.starting_deadline = spec.starting_deadline.or_else(|| {
+        spec.starting_deadline_seconds
+            .and_then(|seconds| sexton_schedule::Span::from_seconds(seconds).ok())
+    });
+    spec.starting_deadline_seconds = None;
+    spec.skip_immediately = None;
+    let mut value = serde_json::to_value(&spec).expect("a schedule serialises");
+    if let Value::Object(map) = &mut value {
+        for key in ["schema_version", "confirm", "dry_run"] {
+            map.remove(key);
+        }
+    }
+    value
+}
+
+/// What apply compares: the canonical spec without `paused`, which apply sets only when it
+/// creates a schedule (afterwards pausing is an operation: a person's, or the schedule's own
+/// `pause_after_failures`, which a re-apply must not undo).
+/// Nor apply's own annotation: a schedule made by hand whose manifest matches it is
+/// `unchanged` (apply takes it over only when it changes it).
+pub fn compared(spec: &ScheduleSpec) -> Value {
+    let mut value = canonical(spec);
+    if let Value::Object(map) = &mut value {
+        map.remove("paused");
+    }
+    without_manager(&mut value);
+    value
+}
+
+/// Removes [`MANAGED_BY`] from a spec's (or metadata's) annotations, and the annotations when
+/// that leaves none.
+fn without_manager(value: &mut Value) {
+    let Value::Object(map) = value else {
+        return;
+    };
+    let empty = match map.get_mut("annotations") {
+        Some(Value::Object(annotations)) => {
+            annotations.remove(MANAGED_BY);
+            annotations.is_empty()
+        }
+        _ => false,
+    };
+    if empty {
+        map.remove("annotations");
+    }
+}
+
+/// The manifest of a live schedule: what `sexton get schedules -o yaml` writes, and what
+/// applies back unchanged (without apply's own annotation, which apply adds back).
+pub fn manifest_of(record: &ScheduleRecord) -> Value {
+    let Value::Object(mut spec) = canonical(&spec_of(record)) else {
+        unreachable!("a spec is an object");
+    };
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), spec.remove("name").unwrap_or(Value::Null));
+    for key in ["labels", "annotations"] {
+        if let Some(value) = spec.remove(key) {
+            metadata.insert(key.into(), value);
+        }
+    }
+    let mut manifest = Map::new();
+    manifest.insert("apiVersion".into(), Value::String(API_VERSION.into()));
+    manifest.insert("kind".into(), Value::String("Schedule".into()));
+    let mut metadata = Value::Object(metadata);
+    without_manager(&mut metadata);
+    manifest.insert("metadata".into(), metadata);
+    manifest.insert("spec".into(), Value::Object(spec));
+    Value::Object(manifest)
+}
+
+/// Why a live schedule cannot become `desired` in place, if it cannot (`schedule.update`
+/// changes neither cluster nor plan).
+pub fn immutable_change(live: &ScheduleRecord, desired: &ScheduleSpec) -> Option<String> {
+    let mut changed = Vec::new();
+    if live.cluster != desired.cluster {
+        changed.push(format!("cluster {} → {}", live.cluster, desired.cluster));
+    }
+    if live.plan != desired.plan {
+        changed.push(format!("plan {} → {}", live.plan, desired.plan));
+    }
+    (!changed.is_empty()).then(|| {
+        format!(
+            "schedule {}: {} cannot change in place; delete the schedule (its backups stay \
+             with their cluster) and apply again",
+            desired.name,
+            changed.join(", ")
+        )
+    })
+}
+
+/// The `schedule.update` that makes a live schedule `desired`: every field replaced.
+pub fn update_of(desired: &ScheduleSpec, confirm: bool, dry_run: bool) -> ScheduleUpdate {
+    ScheduleUpdate {
+        schema_version: sexton_shared::wire::SCHEMA_VERSION,
+        name: desired.name.clone(),
+        cron: Some(desired.cron.clone()),
+        policy: Some(desired.policy.clone()),
+        labels: Some(desired.labels.clone()),
+        remote_cleanup: Some(desired.remote_cleanup),
+        overlap_policy: Some(desired.overlap_policy),
+        starting_deadline_seconds: None,
+        full_every: Some(desired.full_every),
+        volumes: Some(desired.volumes.clone()),
+        backup_owner: Some(desired.backup_owner),
+        starting_deadline: Some(desired.starting_deadline.or_else(|| {
+            desired
+                .starting_deadline_seconds
+                .and_then(|seconds| sexton_schedule::Span::from_seconds(seconds).ok())
+        })),
+        jitter: Some(desired.jitter),
+        exclude: Some(desired.exclude.clone()),
+        on_blackout: Some(desired.on_blackout),
+        pause_after_failures: Some(desired.pause_after_failures),
+        annotations: Some(desired.annotations.clone()),
+        verify: Some(desired.verify.clone()),
+        policy_patch: None,
+        breaker: Some(desired.breaker.clone()),
+        copies: Some(desired.copies.clone()),
+        confirm,
+        dry_run,
+    }
+}
+
+/// Manifests as YAML documents, `---` between them (what `-o yaml` writes and apply reads).
+pub fn to_yaml_documents(manifests: &[Value]) -> String {
+    manifests
+        .iter()
+        .map(crate::output::to_yaml)
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// A unified diff of two texts, whole (every line, `-` removed, `+` added, ` ` both), with
+/// the headers `diff -u` writes; empty when they are equal.
+pub fn unified_diff(from_label: &str, to_label: &str, from: &str, to: &str) -> String {
+    if from == to {
+        return String::new();
+    }
+    let a: Vec<&str> = from.lines().collect();
+    let b: Vec<&str> = to.lines().collect();
+    // Longest common subsequence, by dynamic programming (specs are short).
+    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for i in (0..a.len()).rev() {
+        for j in (0..b.len()).rev() {
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
+    }
+    let mut out = format!("--- {from_label}\n+++ {to_label}\n");
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        if i < a.len() && j < b.len() && a[i] == b[j] {
+            out.push_str(&format!(" {}\n", a[i]));
+            i += 1;
+            j += 1;
+        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            out.push_str(&format!("-{}\n", a[i]));
+            i += 1;
+        } else {
+            out.push_str(&format!("+{}\n", b[j]));
+            j += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs(text: &str) -> Result<Vec<Document>, Vec<String>> {
+        match parse(Path::new("s.yaml"), text) {
+            (documents, errors) if errors.is_empty() => Ok(documents),
+            (_, errors) => Err(errors),
+        }
+    }
+
+    const NIGHTLY: &str = "apiVersion: sexton.io/v1
+kind: Schedule
+metadata:
+  name: nightly
+  labels:
+    team: db
+spec:
+  cluster: db1
+  plan: full
+  cron: '0 3 * * *'
+  policy:
+    keep_daily: 7
+";
+
+    #[test]
+    fn a_schedule_manifest_is_the_api_body_with_metadata_apart() {
+        let documents = docs(NIGHTLY).unwrap();
+        let found = schedules(&documents).unwrap();
+        assert_eq!(found.len(), 1);
+        let spec = &found[0].spec;
+        assert_eq!(spec.name.as_str(), "nightly");
+        assert_eq!(spec.labels["team"], "db");
+        assert_eq!(spec.annotations[MANAGED_BY], MANAGER);
+        assert_eq!(found[0].at, "s.yaml:1");
+    }
+
+    #[test]
+    fn several_documents_and_lists_and_json_are_read_with_their_lines() {
+        let two = format!(
+            "{NIGHTLY}---\n# a comment\n{}",
+            NIGHTLY.replace("nightly", "weekly")
+        );
+        let documents = docs(&two).unwrap();
+        assert_eq!(
+            documents.iter().map(Document::at).collect::<Vec<_>>(),
+            ["s.yaml:1", "s.yaml:14"]
+        );
+        let list = r#"{"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "sexton.io/v1", "kind": "Schedule", "metadata": {"name": "a"},
+             "spec": {"cluster": "c", "plan": "p", "cron": "@daily", "policy": {"keep_last": 3}}}]}"#;
+        let found = schedules(&docs(list).unwrap()).unwrap();
+        assert_eq!(found[0].spec.name.as_str(), "a");
+    }
+
+    #[test]
+    fn bad_manifests_are_refused_with_their_file_and_line() {
+        let cases: &[(String, &str)] = &[
+            ("kind: [\n".into(), "s.yaml:2: not YAML"),
+            (
+                NIGHTLY.replace("sexton.io/v1", "sexton.io/v2"),
+                "s.yaml:1: apiVersion \"sexton.io/v2\" is not one",
+            ),
+            (NIGHTLY.replace("Schedule", "Cronjob"), "s.yaml:2: unknown kind"),
+            (
+                NIGHTLY.replace("Schedule", "Location"),
+                "s.yaml:2: kind Location cannot be applied by this version yet",
+            ),
+            (
+                NIGHTLY.replace("  plan: full\n", "  plan: full\n  colour: red\n"),
+                "s.yaml:10: schedule nightly: unknown field `colour`, expected one of `cluster`, `plan`, `cron`, `paused`, `skip_immediately`, `policy`, `remote_cleanup`",
+            ),
+            (
+                NIGHTLY.replace("  plan: full\n", "  plan: full\n  name: other\n"),
+                "s.yaml:10: schedule nightly: spec.name is not a field of a manifest; it goes in metadata.name",
+            ),
+            (
+                NIGHTLY.replace("  plan: full\n", ""),
+                "s.yaml:1: schedule nightly: missing field `plan`",
+            ),
+            (
+                NIGHTLY.replace("keep_daily: 7", "keep_daily: -7"),
+                "s.yaml:1: schedule nightly:",
+            ),
+            (
+                NIGHTLY.replace("  name: nightly\n", ""),
+                "s.yaml:1: metadata.name is missing",
+            ),
+            (
+                NIGHTLY.replace("kind: Schedule\n", "kind: Schedule\nextra: 1\n"),
+                "s.yaml:3: unknown field \"extra\"",
+            ),
+            ("- just\n- a list\n".into(), "s.yaml:1: a manifest is a mapping"),
+            (
+                format!("{NIGHTLY}---\n{NIGHTLY}"),
+                "s.yaml:14: schedule nightly is given twice (first at s.yaml:1)",
+            ),
+        ];
+        for (text, expected) in cases {
+            let errors = match docs(text) {
+                Err(errors) => errors,
+                Ok(documents) => schedules(&documents).unwrap_err(),
+            };
+            assert!(
+                errors.iter().any(|e| e.starts_with(expected)),
+                "{text}\nexpected {expected:?}, got {errors:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_diff_shows_removed_and_added_lines_and_nothing_when_equal() {
+        assert_eq!(unified_diff("a", "b", "x\ny\n", "x\ny\n"), "");
+        assert_eq!(
+            unified_diff("live", "manifest", "a\nb\nc\n", "a\nB\nc\nd\n"),
+            "--- live\n+++ manifest\n a\n-b\n+B\n c\n+d\n"
+        );
+    }
+}

@@ -1,0 +1,369 @@
+//! `sexton apply -f`, `sexton diff -f` and `sexton get schedules` (issue 31) with the real
+//! binary against a real fleet (NATS, SeaweedFS, scheduler, retention-worker, deleter): a
+//! directory applied, applied again (nothing changes), a policy change diffed, refused
+//! without --yes and applied with it, the export applied back byte-stable, pruning that
+//! removes only what apply manages within the selector, and bad manifests refused whole.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use chrono::{DateTime, FixedOffset};
+use sexton_tests::{setup::Setup, *};
+use support::*;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `sexton args...` against `nats_url` in `dir`, off the async runtime.
+async fn sexton(nats_url: &str, dir: &Path, args: &[&str]) -> Run {
+    let binary = service_binary("sexton");
+    let nats_url = nats_url.to_string();
+    let dir = dir.to_path_buf();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let output = Command::new(binary)
+            .args(&args)
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEXTON_NATS_URL", nats_url)
+            .output()
+            .expect("running sexton");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+fn expect(run: &Run, code: i32, what: &str) {
+    assert_eq!(
+        run.code, code,
+        "{what}: exit {} (wanted {code})\nstdout: {}\nstderr: {}",
+        run.code, run.stdout, run.stderr
+    );
+}
+
+fn at(text: &str) -> DateTime<FixedOffset> {
+    DateTime::parse_from_rfc3339(text).unwrap()
+}
+
+fn schedule_yaml(name: &str, team: &str, keep_last: u32) -> String {
+    format!(
+        "apiVersion: sexton.io/v1
+kind: Schedule
+metadata:
+  name: {name}
+  labels:
+    team: {team}
+spec:
+  cluster: c1
+  plan: {name}
+  cron: '0 3 * * *'
+  paused: true
+  policy:
+    keep_last: {keep_last}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: true,
+        deleter: true,
+        executor: false,
+    })
+    .start()
+    .await;
+    let url = world.nats.url();
+    let url = url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    eventually("the scheduler api", Duration::from_secs(30), || async {
+        (sexton(url, root, &["schedule", "list"]).await.code == 0).then_some(())
+    })
+    .await;
+    std::fs::create_dir_all(root.join("schedules/more")).unwrap();
+    std::fs::write(
+        root.join("schedules/db.yaml"),
+        format!(
+            "{}---\n{}",
+            schedule_yaml("nightly", "db", 5),
+            schedule_yaml("weekly", "db", 4)
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("schedules/more/web.json"),
+        r#"{"apiVersion": "sexton.io/v1", "kind": "Schedule",
+            "metadata": {"name": "hourly", "labels": {"team": "web"}},
+            "spec": {"cluster": "c2", "plan": "hourly", "cron": "@hourly", "paused": true,
+                     "policy": {"keep_last": 24}}}"#,
+    )
+    .unwrap();
+    std::fs::write(root.join("schedules/README.md"), "not a manifest").unwrap();
+
+    // Applied: each created; applied again: nothing changes, and it says so.
+    let applied = sexton(url, root, &["apply", "-f", "schedules"]).await;
+    expect(&applied, 0, "apply");
+    for name in ["nightly", "weekly", "hourly"] {
+        assert!(
+            applied.stdout.contains(&format!("schedule/{name} created")),
+            "{}",
+            applied.stdout
+        );
+    }
+    let again = sexton(url, root, &["apply", "-f", "schedules"]).await;
+    expect(&again, 0, "apply again");
+    assert_eq!(
+        again.stdout.matches(" unchanged").count(),
+        3,
+        "{}",
+        again.stdout
+    );
+    expect(
+        &sexton(url, root, &["diff", "-f", "schedules"]).await,
+        0,
+        "diff of what was applied",
+    );
+
+    // Three backups of nightly; a policy that keeps one deletes two of them.
+    let store = object_store(&world.config).await;
+    for (id, day) in [("b1", "01"), ("b2", "02"), ("b3", "03")] {
+        let backup = Backup::full(id, at(&format!("2026-03-{day}T00:00:00Z")), 10);
+        report_backup(&world.js, &store, "c1", "nightly", "nightly", &backup).await;
+    }
+    wait_for_completed(&world.catalog, "c1", 3).await;
+    std::fs::write(
+        root.join("schedules/db.yaml"),
+        format!(
+            "{}---\n{}",
+            schedule_yaml("nightly", "db", 1),
+            schedule_yaml("weekly", "db", 4)
+        ),
+    )
+    .unwrap();
+    let diff = sexton(url, root, &["diff", "-f", "schedules"]).await;
+    expect(&diff, 1, "diff of a changed policy");
+    assert!(
+        diff.stdout.contains("--- live/schedule/nightly")
+            && diff.stdout.contains("-  keep_last: 5")
+            && diff.stdout.contains("+  keep_last: 1")
+            && diff.stdout.contains("# applying it deletes 2 backups"),
+        "{}",
+        diff.stdout
+    );
+    assert!(!diff.stdout.contains("weekly"), "{}", diff.stdout);
+    let refused = sexton(url, root, &["apply", "-f", "schedules"]).await;
+    expect(&refused, 2, "apply of a policy that deletes, without --yes");
+    assert!(
+        refused.stderr.contains("give --yes") && refused.stderr.contains("nothing was applied"),
+        "{}",
+        refused.stderr
+    );
+    let live = sexton(url, root, &["-o", "json", "schedule", "get", "nightly"]).await;
+    assert!(live.stdout.contains("\"keep_last\": 5"), "{}", live.stdout);
+    let confirmed = sexton(url, root, &["apply", "-f", "schedules", "--yes"]).await;
+    expect(&confirmed, 0, "apply --yes");
+    assert!(
+        confirmed.stdout.contains("schedule/nightly configured")
+            && confirmed.stdout.contains("schedule/weekly unchanged"),
+        "{}",
+        confirmed.stdout
+    );
+    // The next run deletes what the new policy lets go: b3 stays.
+    sexton_shared::nats::publish_once(
+        &world.js,
+        sexton_shared::topology::sweep_subject(&cluster("c1")),
+        "test-sweep.c1.1",
+        sexton_shared::wire::encode(&sexton_shared::wire::RetentionSweep {
+            schema_version: 1,
+            cluster: cluster("c1"),
+            requested_at: chrono::Utc::now(),
+            scrub: false,
+        }),
+    )
+    .await
+    .unwrap();
+    eventually(
+        "retention under the applied policy",
+        Duration::from_secs(60),
+        || async {
+            let records = world.catalog.list_cluster(&cluster("c1")).await.ok()?;
+            (records.len() == 1 && records[0].value.id.as_str() == "b3").then_some(())
+        },
+    )
+    .await;
+
+    // Exported, applied back: nothing changes, and a second export is the same bytes.
+    let export = sexton(url, root, &["get", "schedules"]).await;
+    expect(&export, 0, "get schedules");
+    std::fs::write(root.join("export.yaml"), &export.stdout).unwrap();
+    let back = sexton(url, root, &["apply", "-f", "export.yaml"]).await;
+    expect(&back, 0, "apply the export");
+    assert_eq!(
+        back.stdout.matches(" unchanged").count(),
+        3,
+        "{}",
+        back.stdout
+    );
+    let second = sexton(url, root, &["get", "schedules"]).await;
+    assert_eq!(second.stdout, export.stdout, "the export is not stable");
+    let as_json = sexton(url, root, &["-o", "json", "get", "schedules"]).await;
+    std::fs::write(root.join("export.json"), &as_json.stdout).unwrap();
+    let back = sexton(url, root, &["apply", "-f", "export.json"]).await;
+    assert_eq!(
+        back.stdout.matches(" unchanged").count(),
+        3,
+        "{}",
+        back.stdout
+    );
+
+    // Pruning: weekly leaves the directory; a schedule made by hand with the same label
+    // stays, and so does hourly, outside the selector.
+    expect(
+        &sexton(
+            url,
+            root,
+            &[
+                "schedule",
+                "create",
+                "manual",
+                "--cluster",
+                "c1",
+                "--plan",
+                "manual",
+                "--cron",
+                "@daily",
+                "--keep-last",
+                "3",
+                "--label",
+                "team=db",
+            ],
+        )
+        .await,
+        0,
+        "a schedule made by hand",
+    );
+    std::fs::write(
+        root.join("schedules/db.yaml"),
+        schedule_yaml("nightly", "db", 1),
+    )
+    .unwrap();
+    let no_selector = sexton(url, root, &["apply", "-f", "schedules", "--prune"]).await;
+    expect(&no_selector, 2, "--prune without a selector");
+    let pruned = sexton(
+        url,
+        root,
+        &["apply", "-f", "schedules", "--prune", "-l", "team=db"],
+    )
+    .await;
+    expect(&pruned, 0, "apply --prune");
+    assert!(
+        pruned.stdout.contains("schedule/weekly pruned"),
+        "{}",
+        pruned.stdout
+    );
+    assert!(!pruned.stdout.contains("manual"), "{}", pruned.stdout);
+    let listed = sexton(url, root, &["-o", "json", "schedule", "list"]).await;
+    for (name, present) in [
+        ("manual", true),
+        ("hourly", true),
+        ("nightly", true),
+        ("weekly", false),
+    ] {
+        assert_eq!(
+            listed.stdout.contains(&format!("\"name\": \"{name}\"")),
+            present,
+            "{name}: {}",
+            listed.stdout
+        );
+    }
+    // nightly's backup stays with it.
+    assert_eq!(
+        world
+            .catalog
+            .list_cluster(&cluster("c1"))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    // An export holding the hand-made schedule applies back unchanged, and apply does not
+    // take that schedule over (a later prune still leaves it alone).
+    let export = sexton(url, root, &["get", "schedules"]).await;
+    assert!(export.stdout.contains("name: manual"), "{}", export.stdout);
+    assert!(!export.stdout.contains("managed-by"), "{}", export.stdout);
+    std::fs::write(root.join("export.yaml"), &export.stdout).unwrap();
+    let back = sexton(url, root, &["apply", "-f", "export.yaml"]).await;
+    assert_eq!(
+        back.stdout.matches(" unchanged").count(),
+        3,
+        "{}",
+        back.stdout
+    );
+    let pruned = sexton(
+        url,
+        root,
+        &["apply", "-f", "schedules", "--prune", "-l", "team=db"],
+    )
+    .await;
+    expect(&pruned, 0, "apply --prune again");
+    assert!(!pruned.stdout.contains("pruned"), "{}", pruned.stdout);
+
+    // One bad document among good ones: nothing is applied, every problem named.
+    std::fs::write(
+        root.join("schedules/bad.yaml"),
+        format!(
+            "{}---\n{}",
+            schedule_yaml("fresh", "db", 2),
+            schedule_yaml("broken", "db", 2)
+                .replace("  plan: broken\n", "  plan: broken\n  colour: red\n")
+        ),
+    )
+    .unwrap();
+    let bad = sexton(url, root, &["apply", "-f", "schedules"]).await;
+    expect(&bad, 2, "apply with a bad document");
+    assert!(
+        bad.stderr.contains("schedules/bad.yaml:24: schedule broken: unknown field `colour`, expected one of `cluster`, `plan`")
+            && bad.stderr.contains("nothing was applied"),
+        "{}",
+        bad.stderr
+    );
+    let listed = sexton(url, root, &["-o", "json", "schedule", "list"]).await;
+    assert!(
+        !listed.stdout.contains("\"name\": \"fresh\""),
+        "{}",
+        listed.stdout
+    );
+    // A location the fleet does not have is the scheduler's refusal, found by the dry run.
+    std::fs::write(
+        root.join("schedules/bad.yaml"),
+        schedule_yaml("fresh", "db", 2).replace(
+            "    keep_last: 2\n",
+            "    keep_last: 2\n  copies:\n  - to: moon\n    policy: {keep_last: 1}\n",
+        ),
+    )
+    .unwrap();
+    let bad = sexton(url, root, &["apply", "-f", "schedules"]).await;
+    expect(&bad, 2, "apply with an unknown location");
+    assert!(
+        bad.stderr
+            .contains("schedule fresh: copy rule to moon: no such location")
+            && bad.stderr.contains("nothing was applied"),
+        "{}",
+        bad.stderr
+    );
+    world.fleet.stop().await.unwrap();
+}
