@@ -78,9 +78,7 @@ fn steps<'a>(
                     errors.push(format!("{}: {why}", manifest.at));
                     continue;
                 }
-                if manifest::compared(&manifest::spec_of(record))
-                    == manifest::compared(&manifest.spec)
-                {
+                if ScheduleSpec::of_record(record).compared() == manifest.spec.compared() {
                     Action::Unchanged
                 } else {
                     Action::Update
@@ -336,11 +334,11 @@ pub async fn diff(client: &Client, desired: &[ScheduleManifest]) -> Result<bool,
     let mut differs = false;
     for step in &steps {
         let name = &step.manifest.spec.name;
-        let wanted = manifest::to_yaml_documents(&[manifest::compared(&step.manifest.spec)]);
+        let wanted = manifest::to_yaml_documents(&[step.manifest.spec.compared()]);
         let text = match step.live {
             Some(record) => {
                 let have =
-                    manifest::to_yaml_documents(&[manifest::compared(&manifest::spec_of(record))]);
+                    manifest::to_yaml_documents(&[ScheduleSpec::of_record(record).compared()]);
                 manifest::unified_diff(
                     &format!("live/schedule/{name}"),
                     &step.manifest.at,

@@ -29,11 +29,7 @@ use sexton_shared::{
 
 /// The one version of the manifests' schema.
 pub const API_VERSION: &str = "sexton.io/v1";
-/// The annotation naming who manages an object: `sexton apply` sets it on what it applies,
-/// and prunes only what carries it.
-pub const MANAGED_BY: &str = "sexton.io/managed-by";
-/// The field manager `sexton apply` writes into [`MANAGED_BY`].
-pub const MANAGER: &str = "sexton-apply";
+pub use sexton_shared::api::{LAST_APPLIED, MANAGED_BY, MANAGER};
 
 /// Kinds the schema names that this version cannot apply yet: refused by name.
 const LATER_KINDS: &[&str] = &["DeletePlugin", "Location", "ClusterPolicy"];
@@ -357,8 +353,12 @@ fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
         };
         format!("{place}: schedule {name}: {message}")
     })?;
+    let mut spec = spec;
     spec.validate()
         .map_err(|why| format!("{at}: schedule {name}: {why}"))?;
+    // What apply applies, to tell later whether someone changed it by other means.
+    let digest = spec.applied_digest();
+    spec.annotations.insert(LAST_APPLIED.into(), digest);
     Ok(ScheduleManifest { at, spec })
 }
 
@@ -378,93 +378,10 @@ fn spec_fields_only(message: &str) -> String {
     format!("{head}, expected one of {}", kept.join(", "))
 }
 
-/// A live schedule as the spec that would create it as it is.
-pub fn spec_of(record: &ScheduleRecord) -> ScheduleSpec {
-    ScheduleSpec {
-        schema_version: sexton_shared::wire::SCHEMA_VERSION,
-        name: record.name.clone(),
-        cluster: record.cluster.clone(),
-        plan: record.plan.clone(),
-        cron: record.cron.clone(),
-        paused: record.paused,
-        skip_immediately: None,
-        policy: record.policy.clone(),
-        labels: record.labels.clone(),
-        remote_cleanup: record.remote_cleanup,
-        overlap_policy: record.overlap_policy,
-        starting_deadline_seconds: record.starting_deadline_seconds,
-        starting_deadline: None,
-        full_every: record.full_every,
-        volumes: record.volumes.clone(),
-        backup_owner: record.backup_owner,
-        verify: record.verify.clone(),
-        jitter: record.jitter,
-        exclude: record.exclude.clone(),
-        on_blackout: record.on_blackout,
-        pause_after_failures: record.pause_after_failures,
-        annotations: record.annotations.clone(),
-        breaker: record.breaker.clone(),
-        copies: record.copies.clone(),
-        confirm: false,
-        dry_run: false,
-    }
-}
-
-/// A spec in one form whatever its spelling: the deadline as a span, no request switches, no
-/// one-shot `skip_immediately`; as JSON, keys sorted.
-pub fn canonical(spec: &ScheduleSpec) -> Value {
-    let mut spec = spec.clone();
-    spec.starting_deadline = spec.starting_deadline.or_else(|| {
-        spec.starting_deadline_seconds
-            .and_then(|seconds| sexton_schedule::Span::from_seconds(seconds).ok())
-    });
-    spec.starting_deadline_seconds = None;
-    spec.skip_immediately = None;
-    let mut value = serde_json::to_value(&spec).expect("a schedule serialises");
-    if let Value::Object(map) = &mut value {
-        for key in ["schema_version", "confirm", "dry_run"] {
-            map.remove(key);
-        }
-    }
-    value
-}
-
-/// What apply compares: the canonical spec without `paused`, which apply sets only when it
-/// creates a schedule (afterwards pausing is an operation: a person's, or the schedule's own
-/// `pause_after_failures`, which a re-apply must not undo).
-/// Nor apply's own annotation: a schedule made by hand whose manifest matches it is
-/// `unchanged` (apply takes it over only when it changes it).
-pub fn compared(spec: &ScheduleSpec) -> Value {
-    let mut value = canonical(spec);
-    if let Value::Object(map) = &mut value {
-        map.remove("paused");
-    }
-    without_manager(&mut value);
-    value
-}
-
-/// Removes [`MANAGED_BY`] from a spec's (or metadata's) annotations, and the annotations when
-/// that leaves none.
-fn without_manager(value: &mut Value) {
-    let Value::Object(map) = value else {
-        return;
-    };
-    let empty = match map.get_mut("annotations") {
-        Some(Value::Object(annotations)) => {
-            annotations.remove(MANAGED_BY);
-            annotations.is_empty()
-        }
-        _ => false,
-    };
-    if empty {
-        map.remove("annotations");
-    }
-}
-
 /// The manifest of a live schedule: what `sexton get schedules -o yaml` writes, and what
 /// applies back unchanged (without apply's own annotation, which apply adds back).
 pub fn manifest_of(record: &ScheduleRecord) -> Value {
-    let Value::Object(mut spec) = canonical(&spec_of(record)) else {
+    let Value::Object(mut spec) = ScheduleSpec::of_record(record).canonical() else {
         unreachable!("a spec is an object");
     };
     let mut metadata = Map::new();
@@ -478,7 +395,7 @@ pub fn manifest_of(record: &ScheduleRecord) -> Value {
     manifest.insert("apiVersion".into(), Value::String(API_VERSION.into()));
     manifest.insert("kind".into(), Value::String("Schedule".into()));
     let mut metadata = Value::Object(metadata);
-    without_manager(&mut metadata);
+    sexton_shared::api::without_apply_annotations(&mut metadata);
     manifest.insert("metadata".into(), metadata);
     manifest.insert("spec".into(), Value::Object(spec));
     Value::Object(manifest)

@@ -40,9 +40,9 @@ pub use retention::{
     ApprovalView, ApproveRequest, BreakerState, LockedOnly, PreviewGroup, PreviewRequest,
 };
 pub use schedule::{
-    ByName, KeptRecord, LastSkip, ListFilter, ScheduleBackfill, ScheduleChangeNotes,
-    ScheduleDelete, ScheduleDeleted, ScheduleDescription, ScheduleSpec, ScheduleUpdate, TimingView,
-    Unpause, BACKFILL_TICK_LIMIT,
+    drifted, without_apply_annotations, ByName, KeptRecord, LastSkip, ListFilter, ScheduleBackfill,
+    ScheduleChangeNotes, ScheduleDelete, ScheduleDeleted, ScheduleDescription, ScheduleSpec,
+    ScheduleUpdate, TimingView, Unpause, BACKFILL_TICK_LIMIT, LAST_APPLIED, MANAGED_BY, MANAGER,
 };
 
 pub(crate) fn v1() -> u32 {

@@ -29,6 +29,10 @@ pub struct Metrics {
     /// Schedules the scheduler paused after `pause_after_failures` consecutive failed backups,
     /// per cluster, as this replica's timer queue sees them (every replica sees them all).
     pub schedules_paused_after_failures: prometheus::IntGaugeVec,
+    /// `sexton_schedule_drifted{schedule}`: 1 when a schedule `sexton apply` applied has been
+    /// changed since by other means (issue 31); 0 when it is as applied; no series for a
+    /// schedule apply never applied.
+    pub schedule_drifted: prometheus::IntGaugeVec,
     /// Audit entries published (`stored`, `failed`).
     pub audit_entries: IntCounterVec,
 }
@@ -126,6 +130,15 @@ impl Metrics {
             &["cluster"],
         )
         .expect("valid metric");
+        let schedule_drifted = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "sexton_schedule_drifted",
+                "1 when a schedule sexton apply applied was changed since by other means \
+                 (its spec differs from the last applied one), else 0",
+            ),
+            &["schedule"],
+        )
+        .expect("valid metric");
         let audit_entries = sexton_shared::audit::Audit::counter();
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(due_published.clone()) as Box<dyn prometheus::core::Collector>,
@@ -141,6 +154,7 @@ impl Metrics {
             Box::new(verify_requests.clone()),
             Box::new(backfill_ticks.clone()),
             Box::new(schedules_paused_after_failures.clone()),
+            Box::new(schedule_drifted.clone()),
             Box::new(audit_entries.clone()),
         ];
         collectors.extend(consumer_collectors);
@@ -162,6 +176,7 @@ impl Metrics {
             verify_requests,
             backfill_ticks,
             schedules_paused_after_failures,
+            schedule_drifted,
             audit_entries,
         }
     }

@@ -79,13 +79,25 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
     let world = Setup::new(Members {
-        scheduler: true,
+        scheduler: false,
         retention_worker: true,
         deleter: true,
         executor: false,
     })
     .start()
     .await;
+    // The scheduler on a metrics port of its own: its drift gauge is read below.
+    let metrics_port = free_port();
+    let mut scheduler_config = world.config.clone();
+    scheduler_config.http.listen = format!("127.0.0.1:{metrics_port}");
+    let scheduler = Fleet::start(&scheduler_config, SCHEDULER_ONLY);
+    let drifted = |schedule: &str| {
+        let series = format!("sexton_schedule_drifted{{schedule=\"{schedule}\"}} ");
+        http_get(metrics_port, "/metrics").and_then(|(_, page)| {
+            page.lines()
+                .find_map(|line| line.strip_prefix(&series)?.trim().parse::<i64>().ok())
+        })
+    };
     let url = world.nats.url();
     let url = url.as_str();
     let dir = tempfile::tempdir().unwrap();
@@ -123,6 +135,15 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
             "{}",
             applied.stdout
         );
+    }
+    // As applied: no drift, and a schedule apply never touched has no series at all.
+    for name in ["nightly", "weekly", "hourly"] {
+        eventually(
+            &format!("{name} as applied"),
+            Duration::from_secs(20),
+            || async { (drifted(name) == Some(0)).then_some(()) },
+        )
+        .await;
     }
     let again = sexton(url, root, &["apply", "-f", "schedules"]).await;
     expect(&again, 0, "apply again");
@@ -174,13 +195,48 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
     );
     let live = sexton(url, root, &["-o", "json", "schedule", "get", "nightly"]).await;
     assert!(live.stdout.contains("\"keep_last\": 5"), "{}", live.stdout);
+    // Changed by hand: drift, which the next apply puts right.
+    expect(
+        &sexton(
+            url,
+            root,
+            &["schedule", "update", "weekly", "--keep-last", "6"],
+        )
+        .await,
+        0,
+        "weekly changed by hand",
+    );
+    eventually("weekly drifted", Duration::from_secs(20), || async {
+        (drifted("weekly") == Some(1)).then_some(())
+    })
+    .await;
+    expect(
+        &sexton(url, root, &["schedule", "pause", "hourly"]).await,
+        0,
+        "pause",
+    );
     let confirmed = sexton(url, root, &["apply", "-f", "schedules", "--yes"]).await;
     expect(&confirmed, 0, "apply --yes");
     assert!(
         confirmed.stdout.contains("schedule/nightly configured")
-            && confirmed.stdout.contains("schedule/weekly unchanged"),
+            && confirmed.stdout.contains("schedule/weekly configured")
+            && confirmed.stdout.contains("schedule/hourly unchanged"),
         "{}",
         confirmed.stdout
+    );
+    eventually(
+        "weekly as applied again",
+        Duration::from_secs(20),
+        || async { (drifted("weekly") == Some(0)).then_some(()) },
+    )
+    .await;
+    // Pausing is an operation, not drift, and apply leaves it paused.
+    assert_eq!(drifted("hourly"), Some(0));
+    let hourly = sexton(url, root, &["-o", "json", "schedule", "get", "hourly"]).await;
+    assert!(
+        hourly.stdout.contains("\"paused\": true"),
+        "{}",
+        hourly.stdout
     );
     // The next run deletes what the new policy lets go: b3 stays.
     sexton_shared::nats::publish_once(
@@ -365,5 +421,8 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
         "{}",
         bad.stderr
     );
+    // The hand-made schedule has no drift series: apply never applied it.
+    assert_eq!(drifted("manual"), None);
+    scheduler.stop().await.unwrap();
     world.fleet.stop().await.unwrap();
 }

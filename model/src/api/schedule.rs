@@ -88,7 +88,87 @@ pub struct ScheduleSpec {
     pub dry_run: bool,
 }
 
+/// The annotation naming who manages a schedule: `sexton apply` sets it on what it creates
+/// or changes, and prunes only what carries it (issue 31, docs/gitops.md).
+pub const MANAGED_BY: &str = "sexton.io/managed-by";
+/// The field manager `sexton apply` writes into [`MANAGED_BY`].
+pub const MANAGER: &str = "sexton-apply";
+/// The annotation holding the digest of the spec `sexton apply` last applied
+/// ([`ScheduleSpec::applied_digest`]): a live spec that no longer has it was changed since by
+/// other means (drift).
+pub const LAST_APPLIED: &str = "sexton.io/last-applied";
+
 impl ScheduleSpec {
+    /// A live schedule as the spec that would create it as it is.
+    pub fn of_record(record: &ScheduleRecord) -> ScheduleSpec {
+        ScheduleSpec {
+            schema_version: crate::wire::SCHEMA_VERSION,
+            name: record.name.clone(),
+            cluster: record.cluster.clone(),
+            plan: record.plan.clone(),
+            cron: record.cron.clone(),
+            paused: record.paused,
+            skip_immediately: None,
+            policy: record.policy.clone(),
+            labels: record.labels.clone(),
+            remote_cleanup: record.remote_cleanup,
+            overlap_policy: record.overlap_policy,
+            starting_deadline_seconds: record.starting_deadline_seconds,
+            starting_deadline: None,
+            full_every: record.full_every,
+            volumes: record.volumes.clone(),
+            backup_owner: record.backup_owner,
+            verify: record.verify.clone(),
+            jitter: record.jitter,
+            exclude: record.exclude.clone(),
+            on_blackout: record.on_blackout,
+            pause_after_failures: record.pause_after_failures,
+            annotations: record.annotations.clone(),
+            breaker: record.breaker.clone(),
+            copies: record.copies.clone(),
+            confirm: false,
+            dry_run: false,
+        }
+    }
+
+    /// The spec in one form whatever its spelling: the deadline as a span, no request
+    /// switches, no one-shot `skip_immediately`; as JSON.
+    pub fn canonical(&self) -> serde_json::Value {
+        let mut spec = self.clone();
+        spec.starting_deadline = spec.starting_deadline.or_else(|| {
+            spec.starting_deadline_seconds
+                .and_then(|seconds| Span::from_seconds(seconds).ok())
+        });
+        spec.starting_deadline_seconds = None;
+        spec.skip_immediately = None;
+        let mut value = serde_json::to_value(&spec).expect("a schedule serialises");
+        if let serde_json::Value::Object(map) = &mut value {
+            for key in ["schema_version", "confirm", "dry_run"] {
+                map.remove(key);
+            }
+        }
+        value
+    }
+
+    /// What `sexton apply` compares, and drift is judged on: [`ScheduleSpec::canonical`]
+    /// without `paused` (pausing is an operation: a person's, or `pause_after_failures`'s)
+    /// and without apply's own annotations.
+    pub fn compared(&self) -> serde_json::Value {
+        let mut value = self.canonical();
+        if let serde_json::Value::Object(map) = &mut value {
+            map.remove("paused");
+        }
+        without_apply_annotations(&mut value);
+        value
+    }
+
+    /// The digest of [`ScheduleSpec::compared`] (`sha256:<hex>`): what apply writes into
+    /// [`LAST_APPLIED`].
+    pub fn applied_digest(&self) -> String {
+        let text = serde_json::to_string(&self.compared()).expect("a schedule serialises");
+        format!("sha256:{}", crate::digest::sha256_hex(text.as_bytes()))
+    }
+
     /// The starting deadline in seconds, from either spelling.
     pub fn deadline_seconds(&self) -> Option<u64> {
         self.starting_deadline
@@ -434,4 +514,30 @@ impl Default for ListFilter {
 
 impl Message for ListFilter {
     const KIND: &'static str = "request";
+}
+
+/// Removes apply's own annotations ([`MANAGED_BY`], [`LAST_APPLIED`]) from a spec's (or a
+/// manifest's metadata's) `annotations`, and the annotations when that leaves none.
+pub fn without_apply_annotations(value: &mut serde_json::Value) {
+    let serde_json::Value::Object(map) = value else {
+        return;
+    };
+    let empty = match map.get_mut("annotations") {
+        Some(serde_json::Value::Object(annotations)) => {
+            annotations.remove(MANAGED_BY);
+            annotations.remove(LAST_APPLIED);
+            annotations.is_empty()
+        }
+        _ => false,
+    };
+    if empty {
+        map.remove("annotations");
+    }
+}
+
+/// Whether a live schedule drifted from what `sexton apply` last applied to it: `None` when
+/// apply never did (no [`LAST_APPLIED`]), else whether its spec now differs.
+pub fn drifted(record: &ScheduleRecord) -> Option<bool> {
+    let applied = record.annotations.get(LAST_APPLIED)?;
+    Some(*applied != ScheduleSpec::of_record(record).applied_digest())
 }

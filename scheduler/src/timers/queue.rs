@@ -460,6 +460,7 @@ impl Queue {
         let Some(value) = value else {
             self.remove(name, clusters);
             self.note_paused_after_failures(name, None, metrics);
+            let _ = metrics.schedule_drifted.remove_label_values(&[name]);
             return;
         };
         let record: ScheduleRecord = match serde_json::from_slice(value) {
@@ -471,6 +472,15 @@ impl Queue {
                 return;
             }
         };
+        match sexton_shared::api::drifted(&record) {
+            Some(drifted) => metrics
+                .schedule_drifted
+                .with_label_values(&[name])
+                .set(i64::from(drifted)),
+            None => {
+                let _ = metrics.schedule_drifted.remove_label_values(&[name]);
+            }
+        }
         let paused_after_failures = record.paused && record.status.paused_reason.is_some();
         if paused_after_failures || self.paused_after_failures.contains_key(name) {
             self.note_paused_after_failures(
