@@ -337,6 +337,21 @@ pub struct ScheduleStatus {
     pub backfill: Option<Backfill>,
 }
 
+impl ScheduleStatus {
+    /// What a schedule replacing a deleted one of the same name keeps of that one's status:
+    /// when it last backed up, skipped and fired, whether its last backup failed (and which
+    /// volumes), and its last restore test's tick. Not its phase, in-flight backup, failure
+    /// count or pause reason: the replacement starts those afresh.
+    pub fn carry_over(&mut self, previous: &ScheduleStatus) {
+        self.last_backup = previous.last_backup;
+        self.last_skipped = previous.last_skipped;
+        self.last_fired_tick = previous.last_fired_tick;
+        self.last_backup_failed = previous.last_backup_failed;
+        self.failed_volumes = previous.failed_volumes.clone();
+        self.last_verify_tick = previous.last_verify_tick;
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }

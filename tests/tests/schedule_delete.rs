@@ -417,3 +417,87 @@ async fn bad_owner_settings_and_delete_requests_are_refused() {
     assert_eq!(err.code, ErrorCode::NotFound);
     fleet.stop().await.unwrap();
 }
+
+/// A schedule deleted and created again with the same name (a GitOps prune and re-apply, a Helm
+/// upgrade that recreates it; velero#4093) keeps its status: its last backup, skip and tick, so
+/// it neither fires at once nor waits a whole period. Only a replacement of the same cluster
+/// and plan keeps it, and a name never used starts afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replaced_schedule_keeps_its_status() {
+    let world = setup::Setup::new(SCHEDULER_ONLY).without_s3().start().await;
+    let World {
+        fleet, client, js, ..
+    } = world;
+    let body = |name: &str, cluster: &str| {
+        json!({"schema_version": 1, "name": name, "cluster": cluster, "plan": "p",
+               "cron": "0 3 * * *", "policy": {"keep_last": 3}})
+    };
+    for name in ["db", "other"] {
+        create_schedule(&client, body(name, "c1")).await;
+    }
+    // As the scheduler would have recorded them after a run last night.
+    let last_backup: chrono::DateTime<chrono::Utc> = {
+        let now = chrono::Utc::now();
+        now.date_naive()
+            .and_hms_opt(3, 0, 0)
+            .unwrap()
+            .and_utc()
+            .min(now - chrono::Duration::hours(1))
+    };
+    let schedules = js.get_key_value(topology::BUCKET_SCHEDULES).await.unwrap();
+    for name in ["db", "other"] {
+        let (mut record, revision) = schedule_record(&js, name).await.unwrap();
+        record.status.last_backup = Some(last_backup);
+        record.status.last_fired_tick = Some(last_backup);
+        record.status.activation_pending = false;
+        record.status.last_backup_failed = true;
+        schedules
+            .update(name, serde_json::to_vec(&record).unwrap().into(), revision)
+            .await
+            .unwrap();
+    }
+    for name in ["db", "other"] {
+        api(
+            &client,
+            "schedule",
+            "delete",
+            json!({"schema_version": 1, "name": name}),
+        )
+        .await
+        .unwrap();
+    }
+    let replaced = api(&client, "schedule", "create", body("db", "c1"))
+        .await
+        .unwrap();
+    assert!(
+        replaced["warnings"]
+            .to_string()
+            .contains("replaces the one of that name deleted earlier"),
+        "{replaced:#}"
+    );
+    let (record, _) = schedule_record(&js, "db").await.unwrap();
+    assert_eq!(record.status.last_backup, Some(last_backup));
+    assert_eq!(record.status.last_fired_tick, Some(last_backup));
+    assert!(
+        record.status.last_backup_failed,
+        "the next backup is still a full"
+    );
+    assert!(
+        !record.status.activation_pending,
+        "a replacement is not an activation"
+    );
+    // Its next run is the next 03:00 after its last backup, not a period from now.
+    let next = record.status.next_run_time.expect("a next run");
+    assert!(next <= last_backup + chrono::Duration::days(1), "{next}");
+
+    // Created again for another cluster: not the same schedule, nothing kept.
+    create_schedule(&client, body("other", "c2")).await;
+    let (other, _) = schedule_record(&js, "other").await.unwrap();
+    assert_eq!(other.status.last_backup, None);
+    assert!(!other.status.last_backup_failed);
+    // A name never used starts afresh.
+    create_schedule(&client, body("fresh", "c1")).await;
+    let (fresh, _) = schedule_record(&js, "fresh").await.unwrap();
+    assert_eq!(fresh.status.last_backup, None);
+    fleet.stop().await.unwrap();
+}

@@ -73,13 +73,30 @@ impl Api {
             status: ScheduleStatus::default(),
         };
         self.check_copies(&record)?;
+        // Replaced: deleted, then created again with the same name (a GitOps tool's prune and
+        // re-apply, a Helm upgrade that recreates it; velero#4093). It keeps the status it had,
+        // so it neither fires at once nor waits a whole period for nothing.
+        let replaced = self.replaced(&record).await?;
+        if let Some(previous) = &replaced {
+            record.status.carry_over(&previous.status);
+            warnings.push(format!(
+                "schedule {} replaces the one of that name deleted earlier: it keeps its status \
+                 (last backup {}), and runs at its next tick after it",
+                record.name,
+                previous
+                    .status
+                    .last_backup
+                    .map_or_else(|| "none".to_string(), |t| t.to_rfc3339())
+            ));
+        }
         record.status.phase = if record.paused {
             SchedulePhase::Paused
         } else {
             SchedulePhase::Enabled
         };
-        // Creation is an activation: skip-immediately is resolved at the first evaluation.
-        record.status.activation_pending = true;
+        // Creation is an activation: skip-immediately is resolved at the first evaluation. A
+        // replacement is not: it goes on from the status it kept.
+        record.status.activation_pending = replaced.is_none();
         record.status.next_run_time = self.explain(&record, now).next_run_time;
         // What the new policy does to the group's backups now: a first policy over backups
         // kept so far, or one beside another schedule's, may delete at once.
@@ -146,6 +163,40 @@ impl Api {
     /// Makes the cluster known (reports for it are accepted from now on) before its first
     /// schedule exists. A crash between the two writes leaves a known cluster without
     /// schedules, which is harmless.
+    /// The schedule `record` replaces: the last record the deleted key of its name held, when
+    /// it was of the same cluster and plan (another's status would mislead). `None` for a name
+    /// never used, or whose history has aged out.
+    async fn replaced(&self, record: &ScheduleRecord) -> Result<Option<ScheduleRecord>, ApiError> {
+        use futures::StreamExt as _;
+        let schedules = &self.topology.schedules;
+        let entry = schedules
+            .entry(record.name.as_str())
+            .await
+            .map_err(|err| unavailable(format!("reading schedule {}: {err}", record.name)))?;
+        if !entry.is_some_and(|entry| entry.operation != async_nats::jetstream::kv::Operation::Put)
+        {
+            return Ok(None);
+        }
+        let mut history = schedules
+            .history(record.name.as_str())
+            .await
+            .map_err(|err| {
+                unavailable(format!("reading schedule {}'s history: {err}", record.name))
+            })?;
+        let mut last = None;
+        while let Some(entry) = history.next().await {
+            let Ok(entry) = entry else { break };
+            if entry.operation == async_nats::jetstream::kv::Operation::Put {
+                // An unreadable old revision tells nothing; a newer one may.
+                if let Ok(previous) = serde_json::from_slice::<ScheduleRecord>(&entry.value) {
+                    last = Some(previous);
+                }
+            }
+        }
+        Ok(last
+            .filter(|previous| previous.cluster == record.cluster && previous.plan == record.plan))
+    }
+
     async fn register_cluster(
         &self,
         cluster: &ClusterName,
