@@ -177,6 +177,12 @@ pub async fn apply(
         .collect();
     let steps = steps(desired, &live)?;
     let pruned = prunable(desired, &live, prune)?;
+    for cluster in left_without_schedules(desired, &live, &pruned) {
+        eprintln!(
+            "warning: cluster {cluster} is left without a schedule: no new backups are taken; \
+             the backups it has keep their retention (their records stay with the cluster)"
+        );
+    }
 
     // The whole set judged first, by the scheduler, as dry runs.
     let mut errors = Vec::new();
@@ -301,6 +307,28 @@ fn prunable<'a>(
     Ok(pruned)
 }
 
+/// The clusters whose every schedule `pruned` removes, with no manifest giving them another:
+/// what a prune says before it leaves a database without backups.
+fn left_without_schedules(
+    desired: &[ScheduleManifest],
+    live: &BTreeMap<String, ScheduleRecord>,
+    pruned: &[&ScheduleRecord],
+) -> Vec<String> {
+    let mut clusters: Vec<String> = pruned.iter().map(|r| r.cluster.to_string()).collect();
+    clusters.sort();
+    clusters.dedup();
+    clusters.retain(|cluster| {
+        let kept_live = live.values().any(|record| {
+            record.cluster.as_str() == cluster && !pruned.iter().any(|p| p.name == record.name)
+        });
+        let given = desired
+            .iter()
+            .any(|manifest| manifest.spec.cluster.as_str() == cluster);
+        !kept_live && !given
+    });
+    clusters
+}
+
 fn print_results(output: Output, results: &[(String, &str)], dry_run: bool) {
     match output {
         Output::Json | Output::Yaml => {
@@ -397,4 +425,39 @@ pub async fn get(
 /// A schedule's labels as the listing's selectors read them.
 fn labels_of(record: &ScheduleRecord) -> Value {
     serde_json::to_value(&record.labels).expect("labels serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, cluster: &str) -> ScheduleRecord {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "cluster": cluster, "plan": "p", "cron": "@daily",
+            "policy": {"keep_last": 3}, "created_at": "2026-01-01T00:00:00Z",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_prune_says_which_clusters_it_leaves_without_a_schedule() {
+        let live: BTreeMap<String, ScheduleRecord> = [("a", "c1"), ("b", "c1"), ("c", "c2")]
+            .into_iter()
+            .map(|(name, cluster)| (name.to_string(), record(name, cluster)))
+            .collect();
+        // Pruning a and c: c1 keeps b, c2 keeps nothing.
+        let pruned = vec![&live["a"], &live["c"]];
+        assert_eq!(left_without_schedules(&[], &live, &pruned), ["c2"]);
+        // A manifest giving c2 a schedule of its own: nothing to say.
+        let documents = crate::manifest::parse(
+            std::path::Path::new("m.yaml"),
+            "apiVersion: sexton.io/v1\nkind: Schedule\nmetadata: {name: d}\n\
+             spec: {cluster: c2, plan: p, cron: '@daily', policy: {keep_last: 3}}\n",
+        )
+        .0;
+        let desired = crate::manifest::schedules(&documents).unwrap();
+        assert!(left_without_schedules(&desired, &live, &pruned).is_empty());
+        // Nothing pruned: nothing said.
+        assert!(left_without_schedules(&[], &live, &[]).is_empty());
+    }
 }
