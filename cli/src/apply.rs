@@ -245,7 +245,6 @@ pub async fn apply(
                 });
             }
         }
-        let _ = step.live;
         results.push((step.manifest.spec.name.to_string(), word));
     }
     for record in &pruned {

@@ -682,6 +682,58 @@ pub fn service_binary(name: &str) -> PathBuf {
 /// Runs the real `sexton` binary with `args` as a person would against the fleet of `config`
 /// (its whole configuration in the environment, nothing else of the test's), and returns its
 /// output.
+/// What one run of the `sexton` binary said.
+pub struct CliRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl CliRun {
+    /// Its standard output as JSON (`-o json`).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|err| panic!("not json ({err}): {}\n{}", self.stdout, self.stderr))
+    }
+
+    /// Asserts the exit code, showing both outputs when it is another.
+    pub fn expect(&self, code: i32, what: &str) {
+        assert_eq!(
+            self.code, code,
+            "{what}: exit {} (wanted {code})\nstdout: {}\nstderr: {}",
+            self.code, self.stdout, self.stderr
+        );
+    }
+}
+
+/// Runs `sexton args...` against `nats_url` with nothing else from the environment, in `dir`
+/// (the test's own when `None`), off the async runtime.
+pub async fn sexton_against(nats_url: &str, dir: Option<&Path>, args: &[&str]) -> CliRun {
+    let binary = service_binary("sexton");
+    let nats_url = nats_url.to_string();
+    let dir = dir.map(Path::to_path_buf);
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let mut command = Command::new(binary);
+        command
+            .args(&args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEXTON_NATS_URL", nats_url);
+        if let Some(dir) = dir {
+            command.current_dir(dir);
+        }
+        let output = command.output().expect("running sexton");
+        CliRun {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
 pub fn sexton_cli(config: &Config, args: &[&str]) -> std::process::Output {
     Command::new(service_binary("sexton"))
         .args(args)

@@ -7,50 +7,19 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use chrono::{DateTime, FixedOffset};
 use sexton_tests::{setup::Setup, *};
 use support::*;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// `sexton args...` against `nats_url`, in `dir`.
+async fn sexton(nats_url: &str, dir: &Path, args: &[&str]) -> CliRun {
+    sexton_against(nats_url, Some(dir), args).await
 }
 
-/// Runs `sexton args...` against `nats_url` in `dir`, off the async runtime.
-async fn sexton(nats_url: &str, dir: &Path, args: &[&str]) -> Run {
-    let binary = service_binary("sexton");
-    let nats_url = nats_url.to_string();
-    let dir = dir.to_path_buf();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let output = Command::new(binary)
-            .args(&args)
-            .current_dir(dir)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("SEXTON_NATS_URL", nats_url)
-            .output()
-            .expect("running sexton");
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-        }
-    })
-    .await
-    .unwrap()
-}
-
-fn expect(run: &Run, code: i32, what: &str) {
-    assert_eq!(
-        run.code, code,
-        "{what}: exit {} (wanted {code})\nstdout: {}\nstderr: {}",
-        run.code, run.stdout, run.stderr
-    );
+fn expect(run: &CliRun, code: i32, what: &str) {
+    run.expect(code, what);
 }
 
 fn at(text: &str) -> DateTime<FixedOffset> {
@@ -74,6 +43,15 @@ spec:
     keep_last: {keep_last}
 "
     )
+}
+
+/// `schedules/db.yaml`: one document per (schedule, keep_last), team db.
+fn write_db(root: &Path, schedules: &[(&str, u32)]) {
+    let documents: Vec<String> = schedules
+        .iter()
+        .map(|(name, keep_last)| schedule_yaml(name, "db", *keep_last))
+        .collect();
+    std::fs::write(root.join("schedules/db.yaml"), documents.join("---\n")).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,15 +85,7 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
     })
     .await;
     std::fs::create_dir_all(root.join("schedules/more")).unwrap();
-    std::fs::write(
-        root.join("schedules/db.yaml"),
-        format!(
-            "{}---\n{}",
-            schedule_yaml("nightly", "db", 5),
-            schedule_yaml("weekly", "db", 4)
-        ),
-    )
-    .unwrap();
+    write_db(root, &[("nightly", 5), ("weekly", 4)]);
     std::fs::write(
         root.join("schedules/more/web.json"),
         r#"{"apiVersion": "sexton.io/v1", "kind": "Schedule",
@@ -166,15 +136,7 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
         report_backup(&world.js, &store, "c1", "nightly", "nightly", &backup).await;
     }
     wait_for_completed(&world.catalog, "c1", 3).await;
-    std::fs::write(
-        root.join("schedules/db.yaml"),
-        format!(
-            "{}---\n{}",
-            schedule_yaml("nightly", "db", 1),
-            schedule_yaml("weekly", "db", 4)
-        ),
-    )
-    .unwrap();
+    write_db(root, &[("nightly", 1), ("weekly", 4)]);
     let diff = sexton(url, root, &["diff", "-f", "schedules"]).await;
     expect(&diff, 1, "diff of a changed policy");
     assert!(
@@ -312,11 +274,7 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
         0,
         "a schedule made by hand",
     );
-    std::fs::write(
-        root.join("schedules/db.yaml"),
-        schedule_yaml("nightly", "db", 1),
-    )
-    .unwrap();
+    write_db(root, &[("nightly", 1)]);
     let no_selector = sexton(url, root, &["apply", "-f", "schedules", "--prune"]).await;
     expect(&no_selector, 2, "--prune without a selector");
     let pruned = sexton(

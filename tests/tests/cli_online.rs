@@ -2,8 +2,6 @@
 //! update|pause|unpause|delete` and `backup create --from-schedule`, in tables and `-o json`,
 //! with the documented exit codes (0 success, 1 not found or the fleet unavailable, 2 invalid).
 
-use std::process::Command;
-
 use serde_json::Value;
 use sexton_tests::{
     fixtures,
@@ -11,48 +9,13 @@ use sexton_tests::{
     *,
 };
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
+/// `sexton args...` against `nats_url`.
+async fn sexton(nats_url: &str, args: &[&str]) -> CliRun {
+    sexton_against(nats_url, None, args).await
 }
 
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|err| panic!("not json ({err}): {}\n{}", self.stdout, self.stderr))
-    }
-}
-
-/// Runs `sexton args...` against `nats_url`, off the async runtime.
-async fn sexton(nats_url: &str, args: &[&str]) -> Run {
-    let binary = service_binary("sexton");
-    let nats_url = nats_url.to_string();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let output = Command::new(binary)
-            .args(&args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("SEXTON_NATS_URL", nats_url)
-            .output()
-            .expect("running sexton");
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-        }
-    })
-    .await
-    .unwrap()
-}
-
-fn expect(run: &Run, code: i32, what: &str) {
-    assert_eq!(
-        run.code, code,
-        "{what}: exit {} (wanted {code})\nstdout: {}\nstderr: {}",
-        run.code, run.stdout, run.stderr
-    );
+fn expect(run: &CliRun, code: i32, what: &str) {
+    run.expect(code, what);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@
 //! run says what would happen and writes nothing. Malformed requests and CLI arguments are
 //! refused (exit code 2) and write nothing.
 
-use std::{collections::BTreeSet, process::Command, time::Duration};
+use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{json, Value};
 use sexton_shared::{api::ErrorCode, catalog::Catalog, names::ClusterName, topology};
@@ -15,6 +15,15 @@ use sexton_tests::{
     setup::{Setup, World},
     *,
 };
+
+/// `sexton args...` against `nats_url`.
+async fn sexton(nats_url: &str, args: &[&str]) -> CliRun {
+    sexton_against(nats_url, None, args).await
+}
+
+fn expect(run: &CliRun, code: i32, what: &str) {
+    run.expect(code, what);
+}
 
 fn set(ids: &[&str]) -> BTreeSet<String> {
     ids.iter().map(|s| s.to_string()).collect()
@@ -314,42 +323,6 @@ async fn forgetting_a_cluster_with_and_without_remote() {
         "{empty}"
     );
     fleet.stop().await.unwrap();
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn sexton(nats_url: &str, args: &[&str]) -> Run {
-    let binary = service_binary("sexton");
-    let nats_url = nats_url.to_string();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || {
-        let output = Command::new(binary)
-            .args(&args)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("SEXTON_NATS_URL", nats_url)
-            .output()
-            .expect("running sexton");
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).to_string(),
-        }
-    })
-    .await
-    .unwrap()
-}
-
-fn expect(run: &Run, code: i32, what: &str) {
-    assert_eq!(
-        run.code, code,
-        "{what}: exit {} (wanted {code})\nstdout: {}\nstderr: {}",
-        run.code, run.stdout, run.stderr
-    );
 }
 
 /// Malformed requests and arguments are refused with a clear error and write nothing; the CLI

@@ -550,24 +550,9 @@ fn held_only_at(
             })
         })
         .collect();
-    record.copies.insert(
-        location.clone(),
-        LocationCopy {
-            state: CopyState::Copied,
-            copied_at: now,
-            objects,
-            storage_class: None,
-            expiring_revision: None,
-            delete_reasons: Vec::new(),
-            delete_policy: None,
-            deleted_at: None,
-            transitioned_at: None,
-            verification: None,
-            problems: Vec::new(),
-            delete_requested_at: None,
-            locked_until: None,
-        },
-    );
+    let mut copy = LocationCopy::new(CopyState::Copied, now);
+    copy.objects = objects;
+    record.copies.insert(location.clone(), copy);
     if !record.copy_to.contains(location) {
         record.copy_to.push(location.clone());
     }
