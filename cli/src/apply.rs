@@ -392,21 +392,25 @@ pub async fn diff(client: &Client, desired: &[ScheduleManifest]) -> Result<bool,
     Ok(differs)
 }
 
-/// `sexton get schedules [NAME] [-l SELECTOR]`: live schedules as manifests (YAML documents,
-/// or a JSON `List`), which `sexton apply -f` takes back unchanged.
+/// `sexton get schedules [NAME] [-l SELECTOR] [--no-status]`: live schedules as manifests
+/// (YAML documents, or a JSON `List`), which `sexton apply -f` takes back unchanged; with
+/// their status unless `with_status` is false.
 pub async fn get(
     client: &Client,
     output: Output,
     name: Option<&str>,
     selector: Option<&Selector>,
+    with_status: bool,
 ) -> Result<(), Failure> {
     let live = live_schedules(client).await?;
+    let now = chrono::Utc::now();
+    let status_at = with_status.then_some(now);
     let manifests: Vec<Value> = live
         .iter()
         .map(|described| &described.schedule)
         .filter(|record| name.is_none_or(|name| record.name.as_str() == name))
         .filter(|record| selector.is_none_or(|s| s.matches(Some(&labels_of(record)))))
-        .map(manifest::manifest_of)
+        .map(|record| manifest::manifest_of(record, status_at))
         .collect();
     if let (Some(name), true) = (name, manifests.is_empty()) {
         return Err(Failure::input(format!("schedule {name} not found")));

@@ -383,9 +383,21 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             }
             Ok(())
         }
-        Command::Get { name, selector, .. } => {
+        Command::Get {
+            name,
+            selector,
+            no_status,
+            ..
+        } => {
             let client = Client::connect(&load_config()?).await?;
-            crate::apply::get(&client, cli.output, name.as_deref(), selector.as_ref()).await
+            crate::apply::get(
+                &client,
+                cli.output,
+                name.as_deref(),
+                selector.as_ref(),
+                !no_status,
+            )
+            .await
         }
         command => run_online(cli.output, &load_config, command).await,
     }

@@ -20,9 +20,11 @@
 
 use std::path::{Path, PathBuf};
 
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sexton_shared::{
     api::{ScheduleSpec, ScheduleUpdate},
+    conditions,
     records::ScheduleRecord,
     wire::Message,
 };
@@ -299,9 +301,14 @@ fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
         _ => return Err(format!("{at}: metadata with a name is missing")),
     };
     for key in metadata.keys() {
-        if !matches!(key.as_str(), "name" | "labels" | "annotations") {
+        // `generation` is what `sexton get` writes: the fleet's count, ignored as status is.
+        if !matches!(
+            key.as_str(),
+            "name" | "labels" | "annotations" | "generation"
+        ) {
             return Err(format!(
-                "{}: unknown field metadata.{key}: metadata has name, labels and annotations",
+                "{}: unknown field metadata.{key}: metadata has name, labels and annotations \
+                 (and generation, which apply ignores)",
                 document.at_key_in(Some("metadata"), key)
             ));
         }
@@ -379,8 +386,10 @@ fn spec_fields_only(message: &str) -> String {
 }
 
 /// The manifest of a live schedule: what `sexton get schedules -o yaml` writes, and what
-/// applies back unchanged (without apply's own annotation, which apply adds back).
-pub fn manifest_of(record: &ScheduleRecord) -> Value {
+/// applies back unchanged (without apply's own annotation, which apply adds back). With
+/// `status_at`, also `metadata.generation` and the status at that instant, which apply
+/// ignores.
+pub fn manifest_of(record: &ScheduleRecord, status_at: Option<DateTime<Utc>>) -> Value {
     let Value::Object(mut spec) = ScheduleSpec::of_record(record).canonical() else {
         unreachable!("a spec is an object");
     };
@@ -394,11 +403,70 @@ pub fn manifest_of(record: &ScheduleRecord) -> Value {
     let mut manifest = Map::new();
     manifest.insert("apiVersion".into(), Value::String(API_VERSION.into()));
     manifest.insert("kind".into(), Value::String("Schedule".into()));
+    if status_at.is_some() && record.generation > 0 {
+        metadata.insert("generation".into(), Value::from(record.generation));
+    }
     let mut metadata = Value::Object(metadata);
     sexton_shared::api::without_apply_annotations(&mut metadata);
     manifest.insert("metadata".into(), metadata);
     manifest.insert("spec".into(), Value::Object(spec));
+    if let Some(now) = status_at {
+        manifest.insert("status".into(), status_of(record, now));
+    }
     Value::Object(manifest)
+}
+
+/// A schedule's status as a manifest shows it, in Kubernetes' shape (camelCase, conditions),
+/// for health checks: what the scheduler recorded, and the conditions decided from it at `now`
+/// (`sexton_shared::conditions`).
+pub fn status_of(record: &ScheduleRecord, now: DateTime<Utc>) -> Value {
+    let status = &record.status;
+    let mut out = Map::new();
+    let mut put = |key: &str, value: Value| {
+        if !value.is_null() {
+            out.insert(key.into(), value);
+        }
+    };
+    let time = |t: Option<DateTime<Utc>>| {
+        t.map_or(Value::Null, |t| {
+            Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        })
+    };
+    put(
+        "observedGeneration",
+        Value::from(status.observed_generation),
+    );
+    put(
+        "phase",
+        serde_json::to_value(status.phase).unwrap_or(Value::Null),
+    );
+    put("lastBackup", time(status.last_backup));
+    put(
+        "lastBackupOutcome",
+        serde_json::to_value(conditions::last_backup_outcome(record)).unwrap_or(Value::Null),
+    );
+    put("lastCompleted", time(status.last_completed));
+    put("nextRun", time(status.next_run_time));
+    put("lastSkipped", time(status.last_skipped));
+    put(
+        "lastSkipReason",
+        status
+            .last_skip_reason
+            .as_ref()
+            .map_or(Value::Null, |r| Value::String(r.clone())),
+    );
+    if status.consecutive_failures > 0 {
+        put(
+            "consecutiveFailures",
+            Value::from(status.consecutive_failures),
+        );
+    }
+    put(
+        "conditions",
+        serde_json::to_value(conditions::schedule_conditions(record, now))
+            .expect("conditions serialise"),
+    );
+    Value::Object(out)
 }
 
 /// Why a live schedule cannot become `desired` in place, if it cannot (`schedule.update`

@@ -17,6 +17,7 @@ pub mod api;
 pub mod binlog;
 pub mod breaker;
 pub mod checks;
+pub mod conditions;
 pub mod copies;
 pub mod digest;
 pub mod duration_text;

@@ -90,6 +90,12 @@ pub struct ScheduleRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copies: Vec<crate::copies::CopyRule>,
     pub created_at: DateTime<Utc>,
+    /// Counts the changes of what a manifest declares (Kubernetes' `metadata.generation`): 1
+    /// when created, one more for each accepted change of the declared spec. Not moved by
+    /// pausing (an operation), nor by the scheduler's own status writes. 0: written before
+    /// generations were counted.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub generation: u64,
     #[serde(default)]
     pub status: ScheduleStatus,
 }
@@ -335,6 +341,13 @@ pub struct ScheduleStatus {
     /// A backfill in progress (`sexton schedule backfill`), or the last one, done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backfill: Option<Backfill>,
+    /// The generation this status was computed for (Kubernetes' `observedGeneration`): the
+    /// scheduler validates a spec and plans its next run in the same write that stores it.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub observed_generation: u64,
+    /// When the latest completed backup of this schedule completed (its report's time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_completed: Option<DateTime<Utc>>,
 }
 
 impl ScheduleStatus {
@@ -349,10 +362,15 @@ impl ScheduleStatus {
         self.last_backup_failed = previous.last_backup_failed;
         self.failed_volumes = previous.failed_volumes.clone();
         self.last_verify_tick = previous.last_verify_tick;
+        self.last_completed = previous.last_completed;
     }
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 

@@ -337,6 +337,14 @@ impl Api {
             let before = record.clone();
             let now = Utc::now();
             mutate(&mut record, now);
+            // A change of what a manifest declares is a new generation, planned in this
+            // same write (pausing is an operation, not a change of the declared spec).
+            if sexton_shared::api::ScheduleSpec::of_record(&before).compared()
+                != sexton_shared::api::ScheduleSpec::of_record(&record).compared()
+            {
+                record.generation = before.generation.max(1) + 1;
+            }
+            record.status.observed_generation = record.generation;
             record.status.next_run_time = self.explain(&record, now).next_run_time;
             let body = serde_json::to_vec(&record).map_err(invalid)?;
             match self

@@ -1040,6 +1040,7 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
             }
         }
         remember_failures(&mut schedule.status, report);
+        remember_completion(&mut schedule.status, &before, report);
         let pause = pause_after_failures(&schedule);
         if let Some(reason) = &pause {
             schedule.paused = true;
@@ -1107,6 +1108,34 @@ fn remember_failures(status: &mut sexton_shared::records::ScheduleStatus, report
             status.consecutive_failures = 0;
             status.last_failed_backup = None;
         }
+    }
+}
+
+/// When the schedule's latest backup completed (its status's `last_completed`, for health
+/// checks). Never moved back by a report delivered again or late. Exact when the report
+/// changes the status anyway (it ends the backup in flight, or a run of failures); otherwise
+/// kept to the minute, so a schedule completing many backups a minute does not cost a write of
+/// its record each.
+fn remember_completion(
+    status: &mut sexton_shared::records::ScheduleStatus,
+    before: &sexton_shared::records::ScheduleStatus,
+    report: &Report,
+) {
+    let Some(completed) = report
+        .completed_at
+        .filter(|_| report.status == ReportStatus::Completed)
+        .map(|t| t.with_timezone(&chrono::Utc))
+    else {
+        return;
+    };
+    let newer = match status.last_completed {
+        None => true,
+        Some(last) if completed <= last => false,
+        Some(_) if status != before => true,
+        Some(last) => completed - last >= chrono::Duration::minutes(1),
+    };
+    if newer {
+        status.last_completed = Some(completed);
     }
 }
 
@@ -1285,5 +1314,49 @@ mod tests {
         check(1, &["a:f"], (1, true));
         // Counting goes on while paused; the reason names the limit it reached.
         check(2, &["a:f", "b:f", "c:f"], (3, true));
+    }
+
+    #[test]
+    fn the_latest_completion_is_kept_to_the_minute_and_never_moves_back() {
+        let completed = |id: &str, at: &str| {
+            let mut r = report(id, ReportStatus::Completed);
+            r.completed_at = Some(at.parse().unwrap());
+            r
+        };
+        let replay = |reports: &[Report]| {
+            let mut status = sexton_shared::records::ScheduleStatus::default();
+            for r in reports {
+                let before = status.clone();
+                remember_failures(&mut status, r);
+                remember_completion(&mut status, &before, r);
+            }
+            status.last_completed.map(|t| t.to_rfc3339())
+        };
+        let first = completed("a", "2026-01-01T00:00:00Z");
+        assert_eq!(
+            replay(std::slice::from_ref(&first)).as_deref(),
+            Some("2026-01-01T00:00:00+00:00")
+        );
+        // 30 s later and nothing else changes: no write for it.
+        let soon = completed("b", "2026-01-01T00:00:30Z");
+        assert_eq!(
+            replay(&[first.clone(), soon]).as_deref(),
+            Some("2026-01-01T00:00:00+00:00")
+        );
+        let later = completed("c", "2026-01-01T00:05:00Z");
+        assert_eq!(
+            replay(&[first.clone(), later.clone(), first.clone()]).as_deref(),
+            Some("2026-01-01T00:05:00+00:00"),
+            "a report delivered again does not move it back"
+        );
+        // After a failure, the completion ending the run is recorded exactly.
+        let failed = report("d", ReportStatus::Failed);
+        let right_after = completed("e", "2026-01-01T00:00:10Z");
+        assert_eq!(
+            replay(&[first, failed, right_after]).as_deref(),
+            Some("2026-01-01T00:00:10+00:00")
+        );
+        // A failed report carries no completion.
+        assert_eq!(replay(&[report("f", ReportStatus::Failed)]), None);
     }
 }

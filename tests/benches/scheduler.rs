@@ -109,9 +109,11 @@ fn record(name: String, cluster: u64, cron: String, created_at: DateTime<Utc>) -
         breaker: None,
         copies: Vec::new(),
         created_at,
+        generation: 1,
         status: ScheduleStatus {
             // As the API stores a new schedule that has been evaluated once.
             phase: sexton_shared::records::SchedulePhase::Enabled,
+            observed_generation: 1,
             ..Default::default()
         },
     }

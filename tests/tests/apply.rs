@@ -224,9 +224,11 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
     )
     .await;
 
-    // Exported, applied back: nothing changes, and a second export is the same bytes.
-    let export = sexton(url, root, &["get", "schedules"]).await;
+    // Exported as a repository keeps it, applied back: nothing changes, and a second export
+    // is the same bytes.
+    let export = sexton(url, root, &["get", "schedules", "--no-status"]).await;
     expect(&export, 0, "get schedules");
+    assert!(!export.stdout.contains("status:"), "{}", export.stdout);
     std::fs::write(root.join("export.yaml"), &export.stdout).unwrap();
     let back = sexton(url, root, &["apply", "-f", "export.yaml"]).await;
     expect(&back, 0, "apply the export");
@@ -236,8 +238,70 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
         "{}",
         back.stdout
     );
-    let second = sexton(url, root, &["get", "schedules"]).await;
+    let second = sexton(url, root, &["get", "schedules", "--no-status"]).await;
     assert_eq!(second.stdout, export.stdout, "the export is not stable");
+
+    // With its status, for health checks: generations count the declared changes (weekly:
+    // created, changed by hand, applied back), and apply ignores the status.
+    let statuses = sexton(url, root, &["-o", "json", "get", "schedules"]).await;
+    expect(&statuses, 0, "get schedules with status");
+    let list: serde_json::Value = serde_json::from_str(&statuses.stdout).unwrap();
+    let item = |name: &str| {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|item| item["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name}: {}", statuses.stdout))
+            .clone()
+    };
+    let condition = |item: &serde_json::Value, kind: &str| {
+        item["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == kind)
+            .map(|c| {
+                (
+                    c["status"].as_str().unwrap().to_owned(),
+                    c["reason"].clone(),
+                )
+            })
+            .unwrap_or_else(|| panic!("{kind}: {item}"))
+    };
+    let (nightly, weekly, hourly) = (item("nightly"), item("weekly"), item("hourly"));
+    for (item, generation) in [(&nightly, 2), (&weekly, 3), (&hourly, 1)] {
+        assert_eq!(item["metadata"]["generation"], generation, "{item}");
+        assert_eq!(item["status"]["observedGeneration"], generation, "{item}");
+    }
+    // Paused (by its manifest, then by hand): held, so not ready.
+    assert_eq!(condition(&hourly, "Held").0, "True");
+    assert_eq!(
+        condition(&hourly, "Ready"),
+        ("False".into(), "Paused".into())
+    );
+    // nightly's three backups completed: the latest completion is b3's, nothing failing.
+    assert_eq!(
+        nightly["status"]["lastCompleted"], "2026-03-03T00:10:00Z",
+        "{nightly}"
+    );
+    assert_eq!(
+        nightly["status"]["lastBackupOutcome"], "completed",
+        "{nightly}"
+    );
+    assert_eq!(
+        condition(&nightly, "Failing"),
+        ("False".into(), "LastBackupCompleted".into())
+    );
+    std::fs::write(root.join("statuses.json"), &statuses.stdout).unwrap();
+    let back = sexton(url, root, &["apply", "-f", "statuses.json"]).await;
+    expect(&back, 0, "apply an export with status");
+    assert_eq!(
+        back.stdout.matches(" unchanged").count(),
+        3,
+        "{}",
+        back.stdout
+    );
     let as_json = sexton(url, root, &["-o", "json", "get", "schedules"]).await;
     std::fs::write(root.join("export.json"), &as_json.stdout).unwrap();
     let back = sexton(url, root, &["apply", "-f", "export.json"]).await;

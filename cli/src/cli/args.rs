@@ -128,9 +128,10 @@ pub enum Command {
         files: Vec<std::path::PathBuf>,
     },
     /// Write the fleet's schedules as manifests that `apply -f` takes back unchanged (YAML
-    /// documents; `-o json`: a List).
+    /// documents; `-o json`: a List), each with its status (generation, last backup and its
+    /// outcome, next run, conditions Ready, Held and Failing), which apply ignores.
     #[command(after_help = "Examples:
-  sexton get schedules > schedules.yaml
+  sexton get schedules --no-status > schedules.yaml    # what to keep in Git
   sexton get schedule nightly
   sexton get schedules -l team=db -o json")]
     Get {
@@ -142,6 +143,9 @@ pub enum Command {
         /// Only those whose labels match: key=value or key!=value, comma-separated.
         #[arg(short = 'l', long = "selector", value_parser = crate::listing::Selector::parse)]
         selector: Option<crate::listing::Selector>,
+        /// Leave out status and metadata.generation: the manifests as a repository keeps them.
+        #[arg(long)]
+        no_status: bool,
     },
 }
 

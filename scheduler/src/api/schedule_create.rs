@@ -70,7 +70,11 @@ impl Api {
             breaker: spec.breaker,
             copies: spec.copies,
             created_at: now,
-            status: ScheduleStatus::default(),
+            generation: 1,
+            status: ScheduleStatus {
+                observed_generation: 1,
+                ..ScheduleStatus::default()
+            },
         };
         self.check_copies(&record)?;
         // Replaced: deleted, then created again with the same name (a GitOps tool's prune and
