@@ -10,14 +10,13 @@
 //! - each schema's own `examples` validate and decode with the decoder the services use;
 //! - each `enum` lists exactly the values of the Rust enum behind it.
 //!
-//! The validator is a small one for the subset of JSON Schema these files use; a keyword it
-//! does not know fails the test, so a schema cannot rely on a check nobody runs. (A validator
-//! crate would be a large dependency for six files, and would not do the coverage checks.)
+//! The validator (`validator/mod.rs`, shared with the manifest schema's test in the CLI) is a
+//! small one for the subset of JSON Schema these files use; a keyword it does not know fails
+//! the test, so a schema cannot rely on a check nobody runs.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use sexton_shared::{
     api::BackupRef,
     binlog::{BinlogIndex, IndexSegment},
@@ -29,308 +28,11 @@ use sexton_shared::{
     },
 };
 
-fn schema(name: &str) -> Value {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../docs/schemas")
-        .join(format!("{name}.schema.json"));
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-const NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$";
-const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
-const ANNOTATIONS: &[&str] = &[
-    "$schema",
-    "$id",
-    "title",
-    "description",
-    "examples",
-    "$defs",
-];
-
-/// Validates values against one schema file and remembers which declared properties it saw.
-struct Validator {
-    root: Value,
-    seen: BTreeSet<String>,
-}
-
-impl Validator {
-    fn new(root: Value) -> Validator {
-        Validator {
-            root,
-            seen: BTreeSet::new(),
-        }
-    }
-
-    fn check(&mut self, value: &Value) -> Vec<String> {
-        let mut errors = Vec::new();
-        let root = self.root.clone();
-        self.node(&root, "#", value, "$", &mut errors);
-        errors
-    }
-
-    fn node(
-        &mut self,
-        schema: &Value,
-        at: &str,
-        value: &Value,
-        path: &str,
-        errors: &mut Vec<String>,
-    ) {
-        let Some(schema) = schema.as_object() else {
-            errors.push(format!("{at}: a schema must be an object"));
-            return;
-        };
-        if let Some(target) = schema.get("$ref") {
-            let target = target.as_str().expect("$ref is a string");
-            let name = target
-                .strip_prefix("#/$defs/")
-                .unwrap_or_else(|| panic!("{at}: only #/$defs/ references are supported"));
-            let resolved = self.root["$defs"][name].clone();
-            assert!(!resolved.is_null(), "{at}: {target} does not exist");
-            self.node(&resolved, target, value, path, errors);
-        }
-        for (keyword, argument) in schema {
-            let fail =
-                |errors: &mut Vec<String>, what: String| errors.push(format!("{path}: {what}"));
-            match keyword.as_str() {
-                "$ref" => {}
-                k if ANNOTATIONS.contains(&k) => {}
-                "const" => {
-                    if value != argument {
-                        fail(errors, format!("{value} is not {argument}"));
-                    }
-                }
-                "enum" => {
-                    if !argument.as_array().expect("enum is a list").contains(value) {
-                        fail(errors, format!("{value} is not one of {argument}"));
-                    }
-                }
-                "type" => {
-                    let allowed: Vec<&str> = match argument {
-                        Value::String(one) => vec![one.as_str()],
-                        Value::Array(many) => many.iter().map(|t| t.as_str().unwrap()).collect(),
-                        _ => panic!("{at}: bad type"),
-                    };
-                    let actual = match value {
-                        Value::Null => "null",
-                        Value::Bool(_) => "boolean",
-                        Value::Number(n) if n.is_u64() || n.is_i64() => "integer",
-                        Value::Number(_) => "number",
-                        Value::String(_) => "string",
-                        Value::Array(_) => "array",
-                        Value::Object(_) => "object",
-                    };
-                    let ok = allowed.contains(&actual)
-                        || (actual == "integer" && allowed.contains(&"number"));
-                    if !ok {
-                        fail(errors, format!("{actual} where {allowed:?} is expected"));
-                    }
-                }
-                "required" => {
-                    if let Some(object) = value.as_object() {
-                        for field in argument.as_array().unwrap() {
-                            let field = field.as_str().unwrap();
-                            if !object.contains_key(field) {
-                                fail(errors, format!("required {field:?} is missing"));
-                            }
-                        }
-                    }
-                }
-                "properties" => {
-                    let declared = argument.as_object().unwrap();
-                    if let Some(object) = value.as_object() {
-                        for (field, item) in object {
-                            match declared.get(field) {
-                                Some(sub) => {
-                                    self.seen.insert(format!("{at}/properties/{field}"));
-                                    self.node(
-                                        sub,
-                                        &format!("{at}/properties/{field}"),
-                                        item,
-                                        &format!("{path}.{field}"),
-                                        errors,
-                                    );
-                                }
-                                None if schema
-                                    .get("additionalProperties")
-                                    .is_some_and(|a| a.is_object()) => {}
-                                None => {
-                                    fail(errors, format!("{field:?} is not declared by the schema"))
-                                }
-                            }
-                        }
-                    }
-                }
-                "additionalProperties" => match argument {
-                    Value::Bool(false) => {
-                        let declared = schema.get("properties").and_then(Value::as_object);
-                        if let Some(object) = value.as_object() {
-                            for field in object.keys() {
-                                if !declared.is_some_and(|d| d.contains_key(field)) {
-                                    fail(errors, format!("{field:?} is not allowed"));
-                                }
-                            }
-                        }
-                    }
-                    Value::Object(_) => {
-                        let declared = schema.get("properties").and_then(Value::as_object);
-                        if let Some(object) = value.as_object() {
-                            for (field, item) in object {
-                                if !declared.is_some_and(|d| d.contains_key(field)) {
-                                    self.node(
-                                        argument,
-                                        &format!("{at}/additionalProperties"),
-                                        item,
-                                        &format!("{path}.{field}"),
-                                        errors,
-                                    );
-                                }
-                            }
-                        }
-                    }
-                    _ => panic!("{at}: additionalProperties is false or a schema"),
-                },
-                "items" => {
-                    if let Some(items) = value.as_array() {
-                        for (n, item) in items.iter().enumerate() {
-                            self.node(
-                                argument,
-                                &format!("{at}/items"),
-                                item,
-                                &format!("{path}[{n}]"),
-                                errors,
-                            );
-                        }
-                    }
-                }
-                "minItems" => {
-                    if value
-                        .as_array()
-                        .is_some_and(|a| (a.len() as u64) < argument.as_u64().unwrap())
-                    {
-                        fail(errors, format!("fewer than {argument} items"));
-                    }
-                }
-                "minLength" | "maxLength" => {
-                    if let Some(text) = value.as_str() {
-                        let n = text.chars().count() as u64;
-                        let bound = argument.as_u64().unwrap();
-                        if (keyword == "minLength" && n < bound)
-                            || (keyword == "maxLength" && n > bound)
-                        {
-                            fail(errors, format!("length {n} breaks {keyword} {bound}"));
-                        }
-                    }
-                }
-                "minimum" => {
-                    if value
-                        .as_f64()
-                        .is_some_and(|n| n < argument.as_f64().unwrap())
-                    {
-                        fail(errors, format!("{value} is below {argument}"));
-                    }
-                }
-                "format" => {
-                    assert_eq!(
-                        argument, "date-time",
-                        "{at}: only the date-time format is supported"
-                    );
-                    if let Some(text) = value.as_str() {
-                        if chrono::DateTime::parse_from_rfc3339(text).is_err() {
-                            fail(errors, format!("{text:?} is not an RFC 3339 date-time"));
-                        }
-                    }
-                }
-                "pattern" => {
-                    let ok = |text: &str| match argument.as_str().unwrap() {
-                        NAME_PATTERN => sexton_shared::names::check_name("name", text).is_ok(),
-                        SHA256_PATTERN => sexton_shared::digest::is_sha256_hex(text),
-                        other => panic!("{at}: unsupported pattern {other}"),
-                    };
-                    if let Some(text) = value.as_str() {
-                        if !ok(text) {
-                            fail(errors, format!("{text:?} does not match {argument}"));
-                        }
-                    }
-                }
-                other => panic!("{at}: keyword {other:?} is not supported by this validator"),
-            }
-        }
-    }
-
-    /// Every property the schema declares, as `<location>/properties/<name>`.
-    fn declared(&self) -> BTreeSet<String> {
-        fn walk(schema: &Value, at: &str, out: &mut BTreeSet<String>) {
-            let Some(object) = schema.as_object() else {
-                return;
-            };
-            if let Some(properties) = object.get("properties").and_then(Value::as_object) {
-                for (name, sub) in properties {
-                    let here = format!("{at}/properties/{name}");
-                    out.insert(here.clone());
-                    walk(sub, &here, out);
-                }
-            }
-            if let Some(items) = object.get("items") {
-                walk(items, &format!("{at}/items"), out);
-            }
-            if let Some(defs) = object.get("$defs").and_then(Value::as_object) {
-                for (name, sub) in defs {
-                    walk(sub, &format!("#/$defs/{name}"), out);
-                }
-            }
-        }
-        let mut out = BTreeSet::new();
-        walk(&self.root, "#", &mut out);
-        out
-    }
-}
-
-/// Checks `values` (built from the Rust type) against the schema `name`: all valid, and
-/// together they carry every declared property. Returns the schema for further checks.
-fn check(name: &str, values: &[Value]) -> Value {
-    let root = schema(name);
-    let mut validator = Validator::new(root.clone());
-    for value in values {
-        let errors = validator.check(value);
-        assert!(
-            errors.is_empty(),
-            "{name}: a value of the Rust type fails its schema:\n{}\n{value:#}",
-            errors.join("\n")
-        );
-    }
-    let missing: Vec<String> = validator
-        .declared()
-        .difference(&validator.seen)
-        .cloned()
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "{name}: the schema declares properties no value of the Rust type carries: {missing:?}"
-    );
-    for example in root["examples"]
-        .as_array()
-        .expect("every schema has examples")
-    {
-        let errors = Validator::new(root.clone()).check(example);
-        assert!(
-            errors.is_empty(),
-            "{name}: its own example fails it:\n{}",
-            errors.join("\n")
-        );
-    }
-    root
-}
-
-fn examples(root: &Value) -> Vec<Vec<u8>> {
-    root["examples"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| serde_json::to_vec(e).unwrap())
-        .collect()
-}
+#[path = "validator/mod.rs"]
+mod validator;
+use validator::{
+    check, enum_matches, examples, Validator, LABEL_KEY_PATTERN, NAME_PATTERN, SPAN_PATTERN,
+};
 
 fn at(text: &str) -> chrono::DateTime<chrono::FixedOffset> {
     chrono::DateTime::parse_from_rfc3339(text).unwrap()
@@ -708,30 +410,6 @@ fn backup_taken_request() {
     }
 }
 
-/// An `enum` schema lists exactly the serialised values of `variants`.
-fn enum_matches<T: serde::Serialize + serde::de::DeserializeOwned>(schema: &Value, variants: &[T]) {
-    let listed: BTreeSet<String> = schema["enum"]
-        .as_array()
-        .expect("an enum")
-        .iter()
-        .map(|v| v.as_str().unwrap().to_string())
-        .collect();
-    let rust: BTreeSet<String> = variants
-        .iter()
-        .map(|v| {
-            serde_json::to_value(v)
-                .unwrap()
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(listed, rust);
-    for value in &listed {
-        serde_json::from_value::<T>(json!(value)).expect("each listed value decodes");
-    }
-}
-
 /// The validator itself refuses what it should, so a passing schema test means something.
 #[test]
 fn the_validator_catches_drift() {
@@ -752,4 +430,63 @@ fn the_validator_catches_drift() {
         let errors = validator.check(&bad).join("\n");
         assert!(errors.contains(why), "{bad}: {errors}");
     }
+
+    // The keywords the manifest schema added (cli/tests/manifest_schemas.rs).
+    let root = json!({
+        "type": "object", "additionalProperties": false,
+        "properties": {
+            "n": {"anyOf": [
+                {"type": "integer", "minimum": -1, "maximum": 9},
+                {"const": "unlimited"},
+            ]},
+            "l": {"type": "array", "maxItems": 2, "uniqueItems": true, "items": {"type": "string"}},
+            "m": {
+                "type": "object", "maxProperties": 1,
+                "propertyNames": {"pattern": LABEL_KEY_PATTERN},
+                "additionalProperties": {"type": "string", "pattern": SPAN_PATTERN},
+            },
+        },
+    });
+    let mut validator = Validator::new(root);
+    for good in [
+        json!({"n": 9, "l": ["a", "b"], "m": {"example.com/app": "1h30m"}}),
+        json!({"n": "unlimited"}),
+    ] {
+        assert_eq!(validator.check(&good), Vec::<String>::new(), "{good}");
+    }
+    for (bad, why) in [
+        (json!({"n": 10}), "above 9"),
+        (json!({"n": "all"}), "no branch of anyOf"),
+        (json!({"l": ["a", "b", "c"]}), "break maxItems"),
+        (json!({"l": ["a", "a"]}), "listed twice"),
+        (
+            json!({"m": {"a": "1m", "b": "2m"}}),
+            "more than 1 properties",
+        ),
+        (
+            json!({"m": {"Not a key": "1m"}}),
+            "(the name): \"Not a key\" does not match",
+        ),
+        (json!({"m": {"app": "90"}}), "\"90\" does not match"),
+        (json!({"x": 1}), "not allowed"),
+    ] {
+        let errors = validator.check(&bad).join("\n");
+        assert!(errors.contains(why), "{bad}: {errors}");
+    }
+    // A branch of anyOf that fails leaves no property behind as carried.
+    let root = json!({"anyOf": [
+        {
+            "type": "object", "required": ["q"],
+            "properties": {"p": {"type": "string"}, "q": {"type": "integer"}},
+        },
+        {"type": "object"},
+    ]});
+    let mut validator = Validator::new(root);
+    assert!(validator.check(&json!({"p": "x"})).is_empty());
+    assert!(validator.seen.is_empty(), "{:?}", validator.seen);
+    assert!(validator.check(&json!({"p": "x", "q": 1})).is_empty());
+    assert_eq!(
+        validator.seen.iter().collect::<Vec<_>>(),
+        ["#/anyOf/0/properties/p", "#/anyOf/0/properties/q"]
+    );
 }
