@@ -1,6 +1,7 @@
-//! `sexton apply -f`, `sexton diff -f` and `sexton get schedules` (issue 31): manifests in,
-//! the fleet's schedules made to match, and the fleet's schedules out as manifests. What a
-//! manifest is, and every comparison, is `crate::manifest`'s; this module talks to the API.
+//! `sexton apply -f`, `sexton diff -f` and `sexton get` (issue 31): manifests in, the fleet's
+//! schedules and delete plugins made to match, and the fleet's objects out as manifests. What
+//! a manifest is, and every comparison, is `crate::manifest`'s; this module talks to the API
+//! (schedules to the scheduler, delete plugins to the deleter).
 //!
 //! The whole set is judged before anything changes: the files are read and checked, then every
 //! create and update is asked as a dry run (the scheduler's own checks: locations, the policy's
@@ -12,7 +13,10 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use sexton_shared::{
-    api::{ScheduleChangeNotes, ScheduleDelete, ScheduleDescription, ScheduleSpec},
+    api::{
+        LocationList, LocationSpec, PluginByName, PluginList, PluginSpec, ScheduleChangeNotes,
+        ScheduleDelete, ScheduleDescription, ScheduleSpec,
+    },
     records::{BackupOwner, ScheduleRecord},
     topology,
     wire::SCHEMA_VERSION,
@@ -21,7 +25,7 @@ use sexton_shared::{
 use crate::client::{decode_reply, Client};
 use crate::failure::Failure;
 use crate::listing::Selector;
-use crate::manifest::{self, ScheduleManifest};
+use crate::manifest::{self, Kind, LocationManifest, Manifests, PluginManifest, ScheduleManifest};
 use crate::output::Output;
 
 /// What apply does to one schedule.
@@ -41,9 +45,9 @@ struct Step<'a> {
 
 /// Reads and checks the manifests of `files`: every problem at once, as bad input (before
 /// the fleet is asked anything).
-pub fn read(files: &[PathBuf]) -> Result<Vec<ScheduleManifest>, Failure> {
+pub fn read(files: &[PathBuf]) -> Result<Manifests, Failure> {
     let (documents, mut errors) = manifest::read(files);
-    match manifest::schedules(&documents) {
+    match manifest::manifests(&documents) {
         Ok(found) if errors.is_empty() => return Ok(found),
         Ok(_) => {}
         Err(more) => errors.extend(more),
@@ -165,11 +169,23 @@ fn deletions(notes: &ScheduleChangeNotes) -> Vec<String> {
 pub async fn apply(
     client: &Client,
     output: Output,
-    desired: &[ScheduleManifest],
+    manifests: &Manifests,
     dry_run: bool,
     yes: bool,
     prune: Option<&Selector>,
 ) -> Result<(), Failure> {
+    let desired = &manifests.schedules[..];
+    // Locations first: a fleet whose stores are not those the manifests declare is not the
+    // fleet they were written for.
+    let locations_checked = check_locations(client, &manifests.locations).await?;
+    // The deleter is asked only when plugins are in play.
+    let plugins_live = if manifests.plugins.is_empty() && prune.is_none() {
+        BTreeMap::new()
+    } else {
+        live_plugins(client).await?
+    };
+    let plugin_steps = plugin_steps(&manifests.plugins, &plugins_live);
+    let plugins_pruned = prunable_plugins(&manifests.plugins, &plugins_live, prune);
     let live_list = live_schedules(client).await?;
     let live: BTreeMap<String, ScheduleRecord> = live_list
         .into_iter()
@@ -225,13 +241,29 @@ pub async fn apply(
         )));
     }
 
-    let mut results: Vec<(String, &str)> = Vec::new();
+    let mut results: Vec<(Kind, String, &str)> = locations_checked
+        .into_iter()
+        .map(|name| (Kind::Location, name, "unchanged"))
+        .collect();
+    // Plugins first: a deletion the new schedules cause runs the plugins they go with.
+    for (manifest, action) in &plugin_steps {
+        if !dry_run && !matches!(action, Action::Unchanged) {
+            if let Err(error) = register(client, manifest).await? {
+                print_results(output, &results, dry_run);
+                return Err(Failure {
+                    code: 1,
+                    message: format!("{error}\nthe objects above were applied; the rest were not"),
+                });
+            }
+        }
+        results.push((
+            Kind::DeletePlugin,
+            manifest.spec.name.clone(),
+            action.word(),
+        ));
+    }
     for step in &steps {
-        let word = match step.action {
-            Action::Create => "created",
-            Action::Update => "configured",
-            Action::Unchanged => "unchanged",
-        };
+        let word = step.action.word();
         if !dry_run {
             if let Err(error) = send(client, step, yes, false).await? {
                 // The dry run passed and this did not: something changed meanwhile. What was
@@ -239,13 +271,11 @@ pub async fn apply(
                 print_results(output, &results, dry_run);
                 return Err(Failure {
                     code: 1,
-                    message: format!(
-                        "{error}\nthe schedules above were applied; the rest were not"
-                    ),
+                    message: format!("{error}\nthe objects above were applied; the rest were not"),
                 });
             }
         }
-        results.push((step.manifest.spec.name.to_string(), word));
+        results.push((Kind::Schedule, step.manifest.spec.name.to_string(), word));
     }
     for record in &pruned {
         if !dry_run {
@@ -258,10 +288,203 @@ pub async fn apply(
                 .call(&topology::api_subject("schedule", "delete"), &request)
                 .await?;
         }
-        results.push((record.name.to_string(), "pruned"));
+        results.push((Kind::Schedule, record.name.to_string(), "pruned"));
+    }
+    for name in &plugins_pruned {
+        if !dry_run {
+            let request = PluginByName {
+                schema_version: SCHEMA_VERSION,
+                name: name.clone(),
+            };
+            client
+                .call(&topology::api_subject("plugin", "unregister"), &request)
+                .await?;
+        }
+        results.push((Kind::DeletePlugin, name.clone(), "pruned"));
     }
     print_results(output, &results, dry_run);
     Ok(())
+}
+
+impl Action {
+    fn word(&self) -> &'static str {
+        match self {
+            Action::Create => "created",
+            Action::Update => "configured",
+            Action::Unchanged => "unchanged",
+        }
+    }
+}
+
+/// The fleet's locations, by name (`location.list`, answered by the scheduler).
+async fn live_locations(client: &Client) -> Result<BTreeMap<String, LocationSpec>, Failure> {
+    let listed: Vec<LocationSpec> = client
+        .call_as(
+            &topology::api_subject("location", "list"),
+            &LocationList::default(),
+        )
+        .await?;
+    Ok(listed.into_iter().map(|l| (l.name.clone(), l)).collect())
+}
+
+/// Checks each declared location against the fleet's: the names of those that match, or
+/// every difference as bad input (a location is the services' configuration: apply never
+/// changes one, and applies nothing while one differs).
+async fn check_locations(
+    client: &Client,
+    desired: &[LocationManifest],
+) -> Result<Vec<String>, Failure> {
+    if desired.is_empty() {
+        return Ok(Vec::new());
+    }
+    let live = live_locations(client).await?;
+    let mut errors = Vec::new();
+    for manifest in desired {
+        let name = &manifest.spec.name;
+        match live.get(name) {
+            None => errors.push(format!(
+                "{}: location {name}: the fleet has no such location (it has {}); add \
+                 [locations.{name}] to the services' configuration and restart them",
+                manifest.at,
+                live.keys().cloned().collect::<Vec<_>>().join(", ")
+            )),
+            Some(have) => {
+                let differences = manifest.spec.differences(have);
+                if !differences.is_empty() {
+                    errors.push(format!(
+                        "{}: location {name} differs from the fleet's ({}); a location is the \
+                         services' configuration, which apply never changes: change it there \
+                         and restart them, or the manifest",
+                        manifest.at,
+                        differences.join("; ")
+                    ));
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(desired.iter().map(|m| m.spec.name.clone()).collect())
+    } else {
+        Err(Failure::input(format!(
+            "{}\nnothing was applied",
+            errors.join("\n")
+        )))
+    }
+}
+
+/// `sexton get locations [NAME]`: the fleet's locations as manifests (no credentials).
+pub async fn get_locations(
+    client: &Client,
+    output: Output,
+    name: Option<&str>,
+) -> Result<(), Failure> {
+    let manifests: Vec<Value> = live_locations(client)
+        .await?
+        .values()
+        .filter(|l| name.is_none_or(|name| l.name == name))
+        .map(manifest::location_manifest_of)
+        .collect();
+    if let (Some(name), true) = (name, manifests.is_empty()) {
+        return Err(Failure::input(format!("location {name} not found")));
+    }
+    write_manifests(output, &manifests);
+    Ok(())
+}
+
+/// A delete plugin as the deleter lists it: its spec, or why it cannot be read (a manifest
+/// of that name registers it afresh; prune never touches it).
+enum LivePlugin {
+    Plugin(PluginSpec),
+    Unreadable,
+}
+
+/// The registered delete plugins, by name (`plugin.list`, answered by the deleter).
+async fn live_plugins(client: &Client) -> Result<BTreeMap<String, LivePlugin>, Failure> {
+    let listed: Vec<Value> = client
+        .call_as(
+            &topology::api_subject("plugin", "list"),
+            &PluginList::default(),
+        )
+        .await?;
+    let mut live = BTreeMap::new();
+    for entry in listed {
+        let Some(name) = entry.get("name").and_then(Value::as_str).map(str::to_owned) else {
+            continue;
+        };
+        let plugin = match serde_json::from_value::<PluginSpec>(entry) {
+            Ok(spec) => LivePlugin::Plugin(spec),
+            Err(_) => LivePlugin::Unreadable,
+        };
+        live.insert(name, plugin);
+    }
+    Ok(live)
+}
+
+/// What apply does to each manifest's plugin.
+fn plugin_steps<'a>(
+    desired: &'a [PluginManifest],
+    live: &BTreeMap<String, LivePlugin>,
+) -> Vec<(&'a PluginManifest, Action)> {
+    desired
+        .iter()
+        .map(|manifest| {
+            let action = match live.get(&manifest.spec.name) {
+                None => Action::Create,
+                Some(LivePlugin::Plugin(spec)) if spec.compared() == manifest.spec.compared() => {
+                    Action::Unchanged
+                }
+                Some(_) => Action::Update,
+            };
+            (manifest, action)
+        })
+        .collect()
+}
+
+/// The plugins `--prune -l SELECTOR` unregisters: those apply manages, whose own labels
+/// match, that no manifest names. Never one registered by hand, never an unreadable one.
+fn prunable_plugins(
+    desired: &[PluginManifest],
+    live: &BTreeMap<String, LivePlugin>,
+    prune: Option<&Selector>,
+) -> Vec<String> {
+    let Some(selector) = prune else {
+        return Vec::new();
+    };
+    live.iter()
+        .filter_map(|(name, plugin)| match plugin {
+            LivePlugin::Plugin(spec) => Some((name, spec)),
+            LivePlugin::Unreadable => None,
+        })
+        .filter(|(_, spec)| {
+            spec.annotations
+                .get(manifest::MANAGED_BY)
+                .map(String::as_str)
+                == Some(manifest::MANAGER)
+        })
+        .filter(|(name, _)| !desired.iter().any(|m| &m.spec.name == *name))
+        .filter(|(_, spec)| {
+            let labels = serde_json::to_value(&spec.labels).expect("labels serialise");
+            selector.matches(Some(&labels))
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// Registers one manifest's plugin; the deleter's refusal is the inner `Err`.
+async fn register(
+    client: &Client,
+    manifest: &PluginManifest,
+) -> Result<Result<(), String>, Failure> {
+    match client
+        .call_raw(&topology::api_subject("plugin", "register"), &manifest.spec)
+        .await?
+    {
+        Ok(_) => Ok(Ok(())),
+        Err(error) => Ok(Err(format!(
+            "{}: deleteplugin {}: {}",
+            manifest.at, manifest.spec.name, error.message
+        ))),
+    }
 }
 
 /// The live schedules `--prune -l SELECTOR` removes: those apply manages (its annotation),
@@ -328,22 +551,22 @@ fn left_without_schedules(
     clusters
 }
 
-fn print_results(output: Output, results: &[(String, &str)], dry_run: bool) {
+fn print_results(output: Output, results: &[(Kind, String, &str)], dry_run: bool) {
     match output {
         Output::Json | Output::Yaml => {
             let rows: Vec<Value> = results
                 .iter()
-                .map(|(name, word)| {
-                    serde_json::json!({"kind": "Schedule", "name": name, "result": word,
+                .map(|(kind, name, word)| {
+                    serde_json::json!({"kind": kind.name(), "name": name, "result": word,
                                        "dry_run": dry_run})
                 })
                 .collect();
             crate::output::document(output, &Value::Array(rows));
         }
         _ => {
-            for (name, word) in results {
+            for (kind, name, word) in results {
                 let note = if dry_run { " (dry run)" } else { "" };
-                println!("schedule/{name} {word}{note}");
+                println!("{}/{name} {word}{note}", kind.word());
             }
         }
     }
@@ -351,14 +574,87 @@ fn print_results(output: Output, results: &[(String, &str)], dry_run: bool) {
 
 /// `sexton diff -f PATH…`: each schedule's live spec against its manifest as a unified diff,
 /// and what applying would delete now; `Ok(true)` when anything differs.
-pub async fn diff(client: &Client, desired: &[ScheduleManifest]) -> Result<bool, Failure> {
+pub async fn diff(client: &Client, manifests: &Manifests) -> Result<bool, Failure> {
+    let mut differs = false;
+    if !manifests.locations.is_empty() {
+        let live = live_locations(client).await?;
+        for manifest in &manifests.locations {
+            let name = &manifest.spec.name;
+            let wanted =
+                manifest::to_yaml_documents(&[manifest::location_manifest_of(&manifest.spec)]);
+            let (have, differences) = match live.get(name) {
+                Some(have) => {
+                    // Only the fields the manifest declares: the others are not checked.
+                    let declared = manifest::location_manifest_of(&manifest.spec);
+                    let mut live = manifest::location_manifest_of(have);
+                    if let (Some(live), Some(declared)) =
+                        (live["spec"].as_object_mut(), declared["spec"].as_object())
+                    {
+                        live.retain(|key, _| declared.contains_key(key));
+                    }
+                    (
+                        manifest::to_yaml_documents(&[live]),
+                        manifest.spec.differences(have),
+                    )
+                }
+                None => (String::new(), vec!["the fleet has no such location".into()]),
+            };
+            if differences.is_empty() {
+                continue;
+            }
+            differs = true;
+            print!(
+                "{}",
+                manifest::unified_diff(
+                    &format!("live/location/{name}"),
+                    &manifest.at,
+                    &have,
+                    &wanted
+                )
+            );
+            println!(
+                "# location {name}: {}; apply refuses: a location is the services' \
+                 configuration",
+                differences.join("; ")
+            );
+        }
+    }
+    if !manifests.plugins.is_empty() {
+        let live = live_plugins(client).await?;
+        for manifest in &manifests.plugins {
+            let name = &manifest.spec.name;
+            let wanted = manifest::to_yaml_documents(&[manifest.spec.compared()]);
+            let text = match live.get(name) {
+                Some(LivePlugin::Plugin(spec)) => manifest::unified_diff(
+                    &format!("live/deleteplugin/{name}"),
+                    &manifest.at,
+                    &manifest::to_yaml_documents(&[spec.compared()]),
+                    &wanted,
+                ),
+                Some(LivePlugin::Unreadable) => manifest::unified_diff(
+                    &format!("live/deleteplugin/{name} (unreadable)"),
+                    &manifest.at,
+                    "",
+                    &wanted,
+                ),
+                None => manifest::unified_diff("/dev/null", &manifest.at, "", &wanted),
+            };
+            if !text.is_empty() {
+                differs = true;
+                print!("{text}");
+            }
+        }
+    }
+    let desired = &manifests.schedules[..];
+    if desired.is_empty() {
+        return Ok(differs);
+    }
     let live: BTreeMap<String, ScheduleRecord> = live_schedules(client)
         .await?
         .into_iter()
         .map(|described| (described.schedule.name.to_string(), described.schedule))
         .collect();
     let steps = steps(desired, &live)?;
-    let mut differs = false;
     for step in &steps {
         let name = &step.manifest.spec.name;
         let wanted = manifest::to_yaml_documents(&[step.manifest.spec.compared()]);
@@ -392,6 +688,50 @@ pub async fn diff(client: &Client, desired: &[ScheduleManifest]) -> Result<bool,
     Ok(differs)
 }
 
+/// `sexton get deleteplugins [NAME] [-l SELECTOR] [--no-status]`: registered delete plugins
+/// as manifests, which `sexton apply -f` takes back unchanged. An unreadable registration is
+/// named on stderr and left out.
+pub async fn get_plugins(
+    client: &Client,
+    output: Output,
+    name: Option<&str>,
+    selector: Option<&Selector>,
+    with_status: bool,
+) -> Result<(), Failure> {
+    let mut manifests = Vec::new();
+    for (plugin, live) in live_plugins(client).await? {
+        if name.is_some_and(|name| name != plugin) {
+            continue;
+        }
+        let LivePlugin::Plugin(spec) = live else {
+            eprintln!(
+                "warning: delete plugin {plugin} cannot be read (sexton plugin list says why)"
+            );
+            continue;
+        };
+        let labels = serde_json::to_value(&spec.labels).expect("labels serialise");
+        if selector.is_some_and(|s| !s.matches(Some(&labels))) {
+            continue;
+        }
+        manifests.push(manifest::plugin_manifest_of(&spec, with_status));
+    }
+    if let (Some(name), true) = (name, manifests.is_empty()) {
+        return Err(Failure::input(format!("delete plugin {name} not found")));
+    }
+    write_manifests(output, &manifests);
+    Ok(())
+}
+
+fn write_manifests(output: Output, manifests: &[Value]) {
+    match output {
+        Output::Json => crate::output::document(
+            output,
+            &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": manifests}),
+        ),
+        _ => print!("{}", manifest::to_yaml_documents(manifests)),
+    }
+}
+
 /// `sexton get schedules [NAME] [-l SELECTOR] [--no-status]`: live schedules as manifests
 /// (YAML documents, or a JSON `List`), which `sexton apply -f` takes back unchanged; with
 /// their status unless `with_status` is false.
@@ -415,13 +755,7 @@ pub async fn get(
     if let (Some(name), true) = (name, manifests.is_empty()) {
         return Err(Failure::input(format!("schedule {name} not found")));
     }
-    match output {
-        Output::Json => crate::output::document(
-            output,
-            &serde_json::json!({"apiVersion": "v1", "kind": "List", "items": manifests}),
-        ),
-        _ => print!("{}", manifest::to_yaml_documents(&manifests)),
-    }
+    write_manifests(output, &manifests);
     Ok(())
 }
 

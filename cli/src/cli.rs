@@ -384,20 +384,20 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             Ok(())
         }
         Command::Get {
+            kind,
             name,
             selector,
             no_status,
-            ..
         } => {
             let client = Client::connect(&load_config()?).await?;
-            crate::apply::get(
-                &client,
-                cli.output,
-                name.as_deref(),
-                selector.as_ref(),
-                !no_status,
-            )
-            .await
+            let (name, selector) = (name.as_deref(), selector.as_ref());
+            if kind.starts_with("location") {
+                crate::apply::get_locations(&client, cli.output, name).await
+            } else if kind.starts_with("deleteplugin") {
+                crate::apply::get_plugins(&client, cli.output, name, selector, !no_status).await
+            } else {
+                crate::apply::get(&client, cli.output, name, selector, !no_status).await
+            }
         }
         command => run_online(cli.output, &load_config, command).await,
     }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sexton_shared::{
-    api::{ScheduleSpec, ScheduleUpdate},
+    api::{LocationSpec, PluginSpec, ScheduleSpec, ScheduleUpdate},
     conditions,
     records::ScheduleRecord,
     wire::Message,
@@ -33,8 +33,9 @@ use sexton_shared::{
 pub const API_VERSION: &str = "sexton.io/v1";
 pub use sexton_shared::api::{LAST_APPLIED, MANAGED_BY, MANAGER};
 
-/// Kinds the schema names that this version cannot apply yet: refused by name.
-const LATER_KINDS: &[&str] = &["DeletePlugin", "Location", "ClusterPolicy"];
+/// Kinds issue 31 names that this version does not apply: refused by name (docs/gitops.md
+/// says why: there is no cluster policy object to apply).
+const LATER_KINDS: &[&str] = &["ClusterPolicy"];
 
 /// The keys of a spec that belong elsewhere, and where.
 const NOT_IN_SPEC: &[(&str, &str)] = &[
@@ -224,23 +225,166 @@ pub struct ScheduleManifest {
     pub spec: ScheduleSpec,
 }
 
+/// A delete plugin as a manifest gives it, checked as `plugin.register` checks its body.
+#[derive(Debug, Clone)]
+pub struct PluginManifest {
+    /// `file:line` of its document.
+    pub at: String,
+    pub spec: PluginSpec,
+}
+
+/// Every object a set of manifests gives, by kind.
+#[derive(Debug, Clone, Default)]
+pub struct Manifests {
+    pub schedules: Vec<ScheduleManifest>,
+    pub plugins: Vec<PluginManifest>,
+    pub locations: Vec<LocationManifest>,
+}
+
+/// A location as a manifest declares it: the fields the fleet's configuration must have.
+/// Apply checks them and never changes a location (service configuration).
+#[derive(Debug, Clone)]
+pub struct LocationManifest {
+    /// `file:line` of its document.
+    pub at: String,
+    pub spec: LocationSpec,
+}
+
+/// The kinds this version applies, as manifests spell them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Schedule,
+    DeletePlugin,
+    Location,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Schedule => "Schedule",
+            Kind::DeletePlugin => "DeletePlugin",
+            Kind::Location => "Location",
+        }
+    }
+
+    /// How results and diffs name an object of the kind (`schedule/nightly`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Schedule => "schedule",
+            Kind::DeletePlugin => "deleteplugin",
+            Kind::Location => "location",
+        }
+    }
+
+    /// The keys of a spec of this kind that belong elsewhere, and where.
+    fn not_in_spec(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Kind::Schedule => NOT_IN_SPEC,
+            Kind::DeletePlugin => PLUGIN_NOT_IN_SPEC,
+            Kind::Location => LOCATION_NOT_IN_SPEC,
+        }
+    }
+
+    /// Whether objects of the kind carry labels and annotations (a location does not: it is
+    /// service configuration).
+    fn has_metadata(self) -> bool {
+        self != Kind::Location
+    }
+}
+
+/// The keys of a plugin's spec that belong elsewhere, and where.
+const PLUGIN_NOT_IN_SPEC: &[(&str, &str)] = &[
+    ("name", "metadata.name"),
+    ("labels", "metadata.labels"),
+    ("annotations", "metadata.annotations"),
+    ("schema_version", "apiVersion"),
+    ("registered_at", "status (the deleter writes it)"),
+];
+
+/// The keys of a location's spec that belong elsewhere, and where.
+const LOCATION_NOT_IN_SPEC: &[(&str, &str)] = &[
+    ("name", "metadata.name"),
+    (
+        "access_key_id",
+        "the services' configuration only (a manifest never holds credentials)",
+    ),
+    (
+        "secret_access_key",
+        "the services' configuration only (a manifest never holds credentials)",
+    ),
+];
+
 /// The schedules of `documents`, each checked; every problem listed, `file:line` first.
+/// Documents of other kinds are checked too, and left out.
 pub fn schedules(documents: &[Document]) -> Result<Vec<ScheduleManifest>, Vec<String>> {
-    let mut found: Vec<ScheduleManifest> = Vec::new();
+    manifests(documents).map(|found| found.schedules)
+}
+
+/// Every object of `documents`, each checked; every problem listed, `file:line` first (a
+/// name given twice within a kind is one).
+pub fn manifests(documents: &[Document]) -> Result<Manifests, Vec<String>> {
+    let mut found = Manifests::default();
     let mut errors = Vec::new();
     for document in documents {
-        match schedule(document) {
-            Ok(manifest) => {
-                if let Some(first) = found.iter().find(|m| m.spec.name == manifest.spec.name) {
-                    errors.push(format!(
-                        "{}: schedule {} is given twice (first at {})",
-                        manifest.at, manifest.spec.name, first.at
-                    ));
-                } else {
-                    found.push(manifest);
-                }
+        let header = match header(document) {
+            Ok(header) => header,
+            Err(error) => {
+                errors.push(error);
+                continue;
             }
-            Err(error) => errors.push(error),
+        };
+        match header.kind {
+            Kind::Schedule => match schedule(document, header) {
+                Ok(manifest) => {
+                    if let Some(first) = found
+                        .schedules
+                        .iter()
+                        .find(|m| m.spec.name == manifest.spec.name)
+                    {
+                        errors.push(format!(
+                            "{}: schedule {} is given twice (first at {})",
+                            manifest.at, manifest.spec.name, first.at
+                        ));
+                    } else {
+                        found.schedules.push(manifest);
+                    }
+                }
+                Err(error) => errors.push(error),
+            },
+            Kind::Location => match location(document, header) {
+                Ok(manifest) => {
+                    if let Some(first) = found
+                        .locations
+                        .iter()
+                        .find(|m| m.spec.name == manifest.spec.name)
+                    {
+                        errors.push(format!(
+                            "{}: location {} is given twice (first at {})",
+                            manifest.at, manifest.spec.name, first.at
+                        ));
+                    } else {
+                        found.locations.push(manifest);
+                    }
+                }
+                Err(error) => errors.push(error),
+            },
+            Kind::DeletePlugin => match plugin(document, header) {
+                Ok(manifest) => {
+                    if let Some(first) = found
+                        .plugins
+                        .iter()
+                        .find(|m| m.spec.name == manifest.spec.name)
+                    {
+                        errors.push(format!(
+                            "{}: delete plugin {} is given twice (first at {})",
+                            manifest.at, manifest.spec.name, first.at
+                        ));
+                    } else {
+                        found.plugins.push(manifest);
+                    }
+                }
+                Err(error) => errors.push(error),
+            },
         }
     }
     if errors.is_empty() {
@@ -250,7 +394,16 @@ pub fn schedules(documents: &[Document]) -> Result<Vec<ScheduleManifest>, Vec<St
     }
 }
 
-fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
+/// What every manifest has, checked: its kind, its name, and its spec as the API's body
+/// (metadata's name, labels and annotations moved in).
+struct Header {
+    at: String,
+    kind: Kind,
+    name: String,
+    body: Map<String, Value>,
+}
+
+fn header(document: &Document) -> Result<Header, String> {
     let at = document.at();
     let Value::Object(top) = &document.value else {
         return Err(format!(
@@ -279,23 +432,30 @@ fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
         }
         None => return Err(format!("{at}: apiVersion is missing; use {API_VERSION}")),
     }
-    match top.get("kind").and_then(Value::as_str) {
-        Some("Schedule") => {}
+    let kind = match top.get("kind").and_then(Value::as_str) {
+        Some("Schedule") => Kind::Schedule,
+        Some("DeletePlugin") => Kind::DeletePlugin,
+        Some("Location") => Kind::Location,
         Some(kind) if LATER_KINDS.contains(&kind) => {
             return Err(format!(
-                "{}: kind {kind} cannot be applied by this version yet (only Schedule); \
-                 nothing was applied",
+                "{}: kind {kind} cannot be applied by this version (Schedule, DeletePlugin and \
+                 Location can; docs/gitops.md says why); nothing was applied",
                 document.at_key("kind")
             ))
         }
         Some(kind) => {
             return Err(format!(
-                "{}: unknown kind {kind:?}; this version applies Schedule",
+                "{}: unknown kind {kind:?}; this version applies Schedule, DeletePlugin and \
+                 Location",
                 document.at_key("kind")
             ))
         }
-        None => return Err(format!("{at}: kind is missing (Schedule)")),
-    }
+        None => {
+            return Err(format!(
+                "{at}: kind is missing (Schedule, DeletePlugin or Location)"
+            ))
+        }
+    };
     let metadata = match top.get("metadata") {
         Some(Value::Object(metadata)) => metadata,
         _ => return Err(format!("{at}: metadata with a name is missing")),
@@ -316,23 +476,42 @@ fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
     let Some(name) = metadata.get("name").and_then(Value::as_str) else {
         return Err(format!("{at}: metadata.name is missing or not a string"));
     };
+    let word = kind.word();
     let mut body = match top.get("spec") {
         Some(Value::Object(spec)) => spec.clone(),
         _ => {
             return Err(format!(
-                "{at}: schedule {name}: spec is missing or not a mapping"
+                "{at}: {word} {name}: spec is missing or not a mapping"
             ))
         }
     };
-    for (key, home) in NOT_IN_SPEC {
+    for (key, home) in kind.not_in_spec() {
         if body.contains_key(*key) {
             return Err(format!(
-                "{}: schedule {name}: spec.{key} is not a field of a manifest; it goes in {home}",
+                "{}: {word} {name}: spec.{key} is not a field of a manifest; it goes in {home}",
                 document.at_key_in(Some("spec"), key)
             ));
         }
     }
     body.insert("name".into(), Value::String(name.into()));
+    if !kind.has_metadata() {
+        if let Some(key) = ["labels", "annotations"]
+            .into_iter()
+            .find(|key| metadata.contains_key(*key))
+        {
+            return Err(format!(
+                "{}: {word} {name}: a location has no metadata.{key}: it is the services' \
+                 configuration, which apply checks and never changes",
+                document.at_key_in(Some("metadata"), key)
+            ));
+        }
+        return Ok(Header {
+            at,
+            kind,
+            name: name.into(),
+            body,
+        });
+    }
     for key in ["labels", "annotations"] {
         if let Some(value) = metadata.get(key) {
             body.insert(key.into(), value.clone());
@@ -344,8 +523,27 @@ fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
     if let Value::Object(annotations) = annotations {
         annotations.insert(MANAGED_BY.into(), Value::String(MANAGER.into()));
     }
-    let spec: ScheduleSpec = serde_json::from_value(Value::Object(body)).map_err(|err| {
-        let message = spec_fields_only(&err.to_string());
+    Ok(Header {
+        at,
+        kind,
+        name: name.into(),
+        body,
+    })
+}
+
+/// `header`'s body decoded as `T`, the error pointing at the field serde names.
+fn decode_spec<T: serde::de::DeserializeOwned>(
+    document: &Document,
+    header: Header,
+) -> Result<T, String> {
+    let Header {
+        at,
+        kind,
+        name,
+        body,
+    } = header;
+    serde_json::from_value(Value::Object(body)).map_err(|err| {
+        let message = spec_fields_only(kind, &err.to_string());
         // Point at the field serde names, when it names one.
         let key = message
             .split('`')
@@ -358,9 +556,14 @@ fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
             }
             _ => at.clone(),
         };
-        format!("{place}: schedule {name}: {message}")
-    })?;
-    let mut spec = spec;
+        format!("{place}: {} {name}: {message}", kind.word())
+    })
+}
+
+fn schedule(document: &Document, header: Header) -> Result<ScheduleManifest, String> {
+    let at = header.at.clone();
+    let mut spec: ScheduleSpec = decode_spec(document, header)?;
+    let name = spec.name.clone();
     spec.validate()
         .map_err(|why| format!("{at}: schedule {name}: {why}"))?;
     // What apply applies, to tell later whether someone changed it by other means.
@@ -369,15 +572,47 @@ fn schedule(document: &Document) -> Result<ScheduleManifest, String> {
     Ok(ScheduleManifest { at, spec })
 }
 
-/// serde's "expected one of" list without the fields a manifest keeps elsewhere.
-fn spec_fields_only(message: &str) -> String {
+fn plugin(document: &Document, header: Header) -> Result<PluginManifest, String> {
+    let at = header.at.clone();
+    let spec: PluginSpec = decode_spec(document, header)?;
+    spec.validate()
+        .map_err(|why| format!("{at}: deleteplugin {}: {why}", spec.name))?;
+    Ok(PluginManifest { at, spec })
+}
+
+fn location(document: &Document, header: Header) -> Result<LocationManifest, String> {
+    let at = header.at.clone();
+    let spec: LocationSpec = decode_spec(document, header)?;
+    spec.validate()
+        .map_err(|why| format!("{at}: location {}: {why}", spec.name))?;
+    Ok(LocationManifest { at, spec })
+}
+
+/// The manifest of one of the fleet's locations: what `sexton get locations` writes, and what
+/// applies back unchanged (every field the fleet has, no credentials).
+pub fn location_manifest_of(spec: &LocationSpec) -> Value {
+    let Value::Object(mut body) = serde_json::to_value(spec).expect("a location serialises") else {
+        unreachable!("a location is an object");
+    };
+    body.remove("name");
+    serde_json::json!({
+        "apiVersion": API_VERSION,
+        "kind": "Location",
+        "metadata": {"name": spec.name},
+        "spec": body,
+    })
+}
+
+/// serde's "expected one of" list without the fields a manifest of `kind` keeps elsewhere.
+fn spec_fields_only(kind: Kind, message: &str) -> String {
     let Some((head, fields)) = message.split_once(", expected one of ") else {
         return message.to_string();
     };
     let kept: Vec<&str> = fields
         .split(", ")
         .filter(|field| {
-            !NOT_IN_SPEC
+            !kind
+                .not_in_spec()
                 .iter()
                 .any(|(key, _)| field.trim_matches('`') == *key)
         })
@@ -412,6 +647,44 @@ pub fn manifest_of(record: &ScheduleRecord, status_at: Option<DateTime<Utc>>) ->
     manifest.insert("spec".into(), Value::Object(spec));
     if let Some(now) = status_at {
         manifest.insert("status".into(), status_of(record, now));
+    }
+    Value::Object(manifest)
+}
+
+/// The manifest of a registered delete plugin: what `sexton get deleteplugins` writes, and
+/// what applies back unchanged. With `with_status`, the time it was registered, which apply
+/// ignores.
+pub fn plugin_manifest_of(spec: &PluginSpec, with_status: bool) -> Value {
+    let mut metadata = Map::new();
+    metadata.insert("name".into(), Value::String(spec.name.clone()));
+    if !spec.labels.is_empty() {
+        metadata.insert("labels".into(), serde_json::json!(spec.labels));
+    }
+    if !spec.annotations.is_empty() {
+        metadata.insert("annotations".into(), serde_json::json!(spec.annotations));
+    }
+    let mut metadata = Value::Object(metadata);
+    sexton_shared::api::without_apply_annotations(&mut metadata);
+    let mut body = Map::new();
+    body.insert("subject".into(), Value::String(spec.subject.clone()));
+    if !spec.selector.is_empty() {
+        body.insert("selector".into(), serde_json::json!(spec.selector));
+    }
+    if let Some(timeout) = spec.timeout_seconds {
+        body.insert("timeout_seconds".into(), Value::from(timeout));
+    }
+    let mut manifest = Map::new();
+    manifest.insert("apiVersion".into(), Value::String(API_VERSION.into()));
+    manifest.insert("kind".into(), Value::String("DeletePlugin".into()));
+    manifest.insert("metadata".into(), metadata);
+    manifest.insert("spec".into(), Value::Object(body));
+    if let (true, Some(at)) = (with_status, spec.registered_at) {
+        manifest.insert(
+            "status".into(),
+            serde_json::json!({
+                "registeredAt": at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            }),
+        );
     }
     Value::Object(manifest)
 }
@@ -605,6 +878,84 @@ spec:
         assert_eq!(found[0].at, "s.yaml:1");
     }
 
+    const SNAPSHOTS: &str = "apiVersion: sexton.io/v1
+kind: DeletePlugin
+metadata:
+  name: snapshots
+  labels: {team: db}
+spec:
+  subject: sexton.v1.plugin.snapshots
+  selector: {tier: gold}
+  timeout_seconds: 5
+";
+
+    #[test]
+    fn a_delete_plugin_manifest_is_the_register_body_with_metadata_apart() {
+        let documents = docs(&format!("{NIGHTLY}---\n{SNAPSHOTS}")).unwrap();
+        let found = manifests(&documents).unwrap();
+        assert_eq!(found.schedules.len(), 1);
+        let plugin = &found.plugins[0];
+        assert_eq!(plugin.at, "s.yaml:14");
+        assert_eq!(plugin.spec.name, "snapshots");
+        assert_eq!(plugin.spec.labels["team"], "db");
+        assert_eq!(plugin.spec.selector["tier"], "gold");
+        assert_eq!(plugin.spec.timeout_seconds, Some(5));
+        assert_eq!(plugin.spec.annotations[MANAGED_BY], MANAGER);
+        // What get writes applies back as the same spec.
+        let written = plugin_manifest_of(&plugin.spec, false);
+        assert!(
+            written["metadata"].get("annotations").is_none(),
+            "{written}"
+        );
+        let text = crate::output::to_yaml(&written);
+        let again = manifests(&docs(&text).unwrap()).unwrap();
+        assert_eq!(again.plugins[0].spec.compared(), plugin.spec.compared());
+    }
+
+    #[test]
+    fn bad_delete_plugin_manifests_are_refused_with_their_file_and_line() {
+        let cases: &[(String, &str)] = &[
+            (
+                SNAPSHOTS.replace("  timeout_seconds: 5\n", "  timeout_seconds: 5\n  retries: 3\n"),
+                "s.yaml:10: deleteplugin snapshots: unknown field `retries`, expected one of `subject`, `selector`, `timeout_seconds`",
+            ),
+            (
+                SNAPSHOTS.replace("  timeout_seconds: 5\n", "  registered_at: 2026-01-01T00:00:00Z\n"),
+                "s.yaml:9: deleteplugin snapshots: spec.registered_at is not a field of a manifest; it goes in status",
+            ),
+            (
+                SNAPSHOTS.replace("timeout_seconds: 5", "timeout_seconds: 0"),
+                "s.yaml:1: deleteplugin snapshots: timeout_seconds must be between 1 and 600",
+            ),
+            (
+                SNAPSHOTS.replace("  subject: sexton.v1.plugin.snapshots\n", ""),
+                "s.yaml:1: deleteplugin snapshots: missing field `subject`",
+            ),
+            (
+                SNAPSHOTS.replace("sexton.v1.plugin.snapshots", "sexton.v1.plugin.>"),
+                "s.yaml:1: deleteplugin snapshots: plugin subject",
+            ),
+            (
+                SNAPSHOTS.replace("{team: db}", "{\"bad key!\": db}"),
+                "s.yaml:1: deleteplugin snapshots: label",
+            ),
+            (
+                format!("{SNAPSHOTS}---\n{SNAPSHOTS}"),
+                "s.yaml:11: delete plugin snapshots is given twice (first at s.yaml:1)",
+            ),
+        ];
+        for (text, expected) in cases {
+            let errors = match docs(text) {
+                Err(errors) => errors,
+                Ok(documents) => manifests(&documents).unwrap_err(),
+            };
+            assert!(
+                errors.iter().any(|e| e.starts_with(expected)),
+                "{text}\nexpected {expected:?}, got {errors:?}"
+            );
+        }
+    }
+
     #[test]
     fn several_documents_and_lists_and_json_are_read_with_their_lines() {
         let two = format!(
@@ -633,8 +984,8 @@ spec:
             ),
             (NIGHTLY.replace("Schedule", "Cronjob"), "s.yaml:2: unknown kind"),
             (
-                NIGHTLY.replace("Schedule", "Location"),
-                "s.yaml:2: kind Location cannot be applied by this version yet",
+                NIGHTLY.replace("Schedule", "ClusterPolicy"),
+                "s.yaml:2: kind ClusterPolicy cannot be applied by this version (",
             ),
             (
                 NIGHTLY.replace("  plan: full\n", "  plan: full\n  colour: red\n"),

@@ -622,6 +622,21 @@ fn patterns_say_what_the_parsers_take() {
             &["a\nb", "tab\there", "\u{7f}", "\u{85}"],
             &[],
         ),
+        (
+            PLUGIN_SUBJECT_PATTERN,
+            &["sexton.v1.plugin.a", "sexton.v1.plugin.snap-shots.v_2"],
+            &[
+                "",
+                "sexton.v1.plugin.",
+                "sexton.v1.plugin.*",
+                "sexton.v1.plugin.>",
+                "sexton.v1.plugin.a..b",
+                "sexton.v1.plugin.a.",
+                "sexton.v1.plugins.a",
+                "other.a",
+            ],
+            &[],
+        ),
     ];
     for (pattern, accepts) in patterns() {
         let (_, both, neither, beyond) = cases
@@ -641,5 +656,243 @@ fn patterns_say_what_the_parsers_take() {
             assert!(regex.is_match(text), "{pattern} does not match {text:?}");
             assert!(!accepts(text), "the parser of {pattern} takes {text:?}");
         }
+    }
+}
+
+const PLUGIN: &str = "delete-plugin.manifest";
+
+/// What `sexton get deleteplugins` writes for a plugin registered as `spec` says.
+fn plugin_as_got(spec: serde_json::Value, with_status: bool) -> Value {
+    let spec: sexton_shared::api::PluginSpec = serde_json::from_value(spec).unwrap();
+    manifest::plugin_manifest_of(&spec, with_status)
+}
+
+/// What the CLI's reader makes of a plugin manifest.
+fn read_plugin(manifest: &Value) -> Result<manifest::PluginManifest, Vec<String>> {
+    let text = serde_json::to_string_pretty(manifest).unwrap();
+    let (documents, errors) = manifest::parse(Path::new("plugin.json"), &text);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    manifest::manifests(&documents).map(|mut found| found.plugins.remove(0))
+}
+
+#[test]
+fn delete_plugin_manifest() {
+    let least = json!({"name": "p", "subject": "sexton.v1.plugin.p"});
+    let every = json!({
+        "name": "snapshots", "subject": "sexton.v1.plugin.snapshots.v2",
+        "selector": {"tier": "gold", "example.com/app": "db"}, "timeout_seconds": 600,
+        "labels": {"team": "db"}, "annotations": {"owner": "dba team"},
+        "registered_at": "2026-03-01T00:00:00Z",
+    });
+    let mut values = vec![
+        plugin_as_got(least.clone(), false),
+        plugin_as_got(least, true),
+        plugin_as_got(every.clone(), false),
+        plugin_as_got(every, true),
+    ];
+    // What a person may add that get never writes: a generation (ignored), an empty status.
+    let mut written = values[2].clone();
+    written["metadata"]["generation"] = json!(2);
+    written["status"] = json!({});
+    values.push(written);
+    for value in &values {
+        read_plugin(value)
+            .unwrap_or_else(|errors| panic!("the reader refuses {value:#}: {errors:?}"));
+    }
+    let root = check_carrying(PLUGIN, &values, &[]);
+    for example in root["examples"].as_array().unwrap() {
+        read_plugin(example).unwrap_or_else(|e| panic!("an example is refused: {e:?}"));
+    }
+    // The spec's properties are exactly plugin.register's fields less metadata's and the
+    // deleter's own.
+    let declared: Vec<&str> = root["properties"]["spec"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let every_field = serde_json::to_value(sexton_shared::api::PluginSpec {
+        schema_version: 1,
+        name: "p".into(),
+        subject: "sexton.v1.plugin.p".into(),
+        selector: BTreeMap::from([("a".to_string(), "b".to_string())]),
+        timeout_seconds: Some(1),
+        labels: BTreeMap::from([("a".to_string(), "b".to_string())]),
+        annotations: BTreeMap::from([("a".to_string(), "b".to_string())]),
+        registered_at: Some(chrono::Utc::now()),
+    })
+    .unwrap();
+    let mut fields: Vec<&str> = every_field
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .filter(|f| {
+            ![
+                "schema_version",
+                "name",
+                "labels",
+                "annotations",
+                "registered_at",
+            ]
+            .contains(f)
+        })
+        .collect();
+    fields.sort();
+    let mut declared = declared;
+    declared.sort();
+    assert_eq!(declared, fields);
+
+    // Malformed plugin manifests fail the schema, and the reader refuses them too.
+    let good = values[2].clone();
+    type Break = fn(&mut Value);
+    let broken: &[(&str, Break)] = &[
+        ("unknown spec field", |m| m["spec"]["retries"] = json!(3)),
+        ("spec.name", |m| m["spec"]["name"] = json!("x")),
+        ("registered_at in spec", |m| {
+            m["spec"]["registered_at"] = json!("2026-03-01T00:00:00Z")
+        }),
+        ("a wildcard subject", |m| {
+            m["spec"]["subject"] = json!("sexton.v1.plugin.>")
+        }),
+        ("a subject elsewhere", |m| {
+            m["spec"]["subject"] = json!("other.p")
+        }),
+        ("timeout 0", |m| m["spec"]["timeout_seconds"] = json!(0)),
+        ("timeout 601", |m| m["spec"]["timeout_seconds"] = json!(601)),
+        ("no subject", |m| {
+            m["spec"].as_object_mut().unwrap().remove("subject");
+        }),
+        ("a selector label with a control character", |m| {
+            m["spec"]["selector"] = json!({"tier\n": "x"})
+        }),
+        ("an empty selector key", |m| {
+            m["spec"]["selector"] = json!({"": "x"})
+        }),
+        ("a selector value too long", |m| {
+            m["spec"]["selector"] = json!({"tier": "x".repeat(254)})
+        }),
+        ("kind", |m| m["kind"] = json!("Plugin")),
+        ("apiVersion", |m| m["apiVersion"] = json!("sexton.io/v2")),
+        ("metadata.uid", |m| m["metadata"]["uid"] = json!("x")),
+    ];
+    let mut validator = Validator::new(schema(PLUGIN));
+    for (what, breaks) in broken {
+        let mut bad = good.clone();
+        breaks(&mut bad);
+        assert!(
+            !validator.check(&bad).is_empty(),
+            "the schema takes {what}: {bad:#}"
+        );
+        assert!(
+            read_plugin(&bad).is_err(),
+            "the reader takes {what}: {bad:#}"
+        );
+    }
+}
+
+const LOCATION: &str = "location.manifest";
+
+/// What the CLI's reader makes of a location manifest.
+fn read_location(manifest: &Value) -> Result<manifest::LocationManifest, Vec<String>> {
+    let text = serde_json::to_string_pretty(manifest).unwrap();
+    let (documents, errors) = manifest::parse(Path::new("location.json"), &text);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    manifest::manifests(&documents).map(|mut found| found.locations.remove(0))
+}
+
+#[test]
+fn location_manifest() {
+    use sexton_shared::api::{LocationLock, LocationSpec};
+    let least = LocationSpec {
+        name: "dr".into(),
+        ..LocationSpec::default()
+    };
+    let every = LocationSpec {
+        name: "dr".into(),
+        endpoint: Some("http://127.0.0.1:9000".into()),
+        region: Some("us-east-1".into()),
+        bucket: Some("sexton-dr".into()),
+        prefix: Some("sexton".into()),
+        force_path_style: Some(true),
+        storage_class: Some("STANDARD_IA".into()),
+        lock: Some(LocationLock {
+            mode: "compliance".into(),
+            tiers: "min=1d,daily=35d".into(),
+        }),
+    };
+    let mut values = vec![
+        manifest::location_manifest_of(&least),
+        manifest::location_manifest_of(&every),
+    ];
+    let mut written = values[1].clone();
+    written["metadata"]["generation"] = json!(1);
+    written["status"] = json!({});
+    values.push(written);
+    for value in &values {
+        read_location(value)
+            .unwrap_or_else(|errors| panic!("the reader refuses {value:#}: {errors:?}"));
+    }
+    let root = check_carrying(LOCATION, &values, &[]);
+    for example in root["examples"].as_array().unwrap() {
+        read_location(example).unwrap_or_else(|e| panic!("an example is refused: {e:?}"));
+    }
+    // The spec's properties are exactly LocationSpec's fields less the name.
+    let mut declared: Vec<&str> = root["properties"]["spec"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    declared.sort();
+    let every_value = serde_json::to_value(&every).unwrap();
+    let mut fields: Vec<&str> = every_value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .filter(|f| *f != "name")
+        .collect();
+    fields.sort();
+    assert_eq!(declared, fields);
+
+    let good = values[1].clone();
+    type Break = fn(&mut Value);
+    let broken: &[(&str, Break)] = &[
+        ("credentials", |m| {
+            m["spec"]["secret_access_key"] = json!("x")
+        }),
+        ("an access key", |m| m["spec"]["access_key_id"] = json!("x")),
+        ("labels", |m| m["metadata"]["labels"] = json!({"a": "b"})),
+        ("annotations", |m| {
+            m["metadata"]["annotations"] = json!({"a": "b"})
+        }),
+        ("a lock mode", |m| {
+            m["spec"]["lock"]["mode"] = json!("forever")
+        }),
+        ("a control character", |m| {
+            m["spec"]["bucket"] = json!("a\nb")
+        }),
+        ("spec.name", |m| m["spec"]["name"] = json!("x")),
+        ("force_path_style as text", |m| {
+            m["spec"]["force_path_style"] = json!("yes")
+        }),
+    ];
+    let mut validator = Validator::new(schema(LOCATION));
+    for (what, breaks) in broken {
+        let mut bad = good.clone();
+        breaks(&mut bad);
+        assert!(
+            !validator.check(&bad).is_empty(),
+            "the schema takes {what}: {bad:#}"
+        );
+        assert!(
+            read_location(&bad).is_err(),
+            "the reader takes {what}: {bad:#}"
+        );
     }
 }

@@ -320,6 +320,8 @@ mod tests {
             subject: format!("sexton.v1.plugin.{name}"),
             selector: labels(selector),
             timeout_seconds: None,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
             registered_at: None,
         })
     }

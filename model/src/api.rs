@@ -15,6 +15,7 @@ mod backup;
 mod binlog;
 mod catalog;
 mod cluster;
+mod location;
 mod orphans;
 mod plugin;
 mod retention;
@@ -32,6 +33,7 @@ pub use backup::{
 pub use binlog::StatusRequest;
 pub use catalog::{ImportRequest, ScrubRequest};
 pub use cluster::{ClusterForget, ClusterForgotten};
+pub use location::{LocationList, LocationLock, LocationSpec};
 pub use orphans::{FailedKey, OrphansFound, OrphansRequest, DEFAULT_GRACE};
 pub use plugin::{
     check_plugin_subject, PluginByName, PluginList, PluginSpec, PLUGIN_SUBJECT_PREFIX,

@@ -38,6 +38,7 @@ mod backup_taken;
 mod backup_verify;
 mod catalog_import;
 mod cluster_forget;
+mod location_list;
 mod schedule_backfill;
 mod schedule_create;
 mod schedule_delete;
@@ -76,6 +77,7 @@ pub async fn subscribe(client: &async_nats::Client) -> anyhow::Result<Listener> 
             ("backup", "*"),
             ("cluster", "*"),
             ("catalog", "import"),
+            ("location", "list"),
         ],
     )
     .await?;
@@ -289,6 +291,7 @@ impl Api {
             "backup.release" => self.backup_release(decode(body)?).await,
             "cluster.forget" => self.cluster_forget(decode(body)?, actor).await,
             "catalog.import" => self.catalog_import(decode(body)?).await,
+            "location.list" => self.location_list(decode(body)?).await,
             _ => Err(ApiError::new(
                 ErrorCode::Invalid,
                 format!("unknown api call {verb:?}"),

@@ -448,3 +448,324 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
     scheduler.stop().await.unwrap();
     world.fleet.stop().await.unwrap();
 }
+
+fn plugin_yaml(name: &str, team: &str, timeout: u32) -> String {
+    format!(
+        "apiVersion: sexton.io/v1
+kind: DeletePlugin
+metadata:
+  name: {name}
+  labels:
+    team: {team}
+spec:
+  subject: sexton.v1.plugin.{name}
+  selector:
+    tier: gold
+  timeout_seconds: {timeout}
+"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_plugins_are_applied_exported_and_pruned_as_schedules_are() {
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: false,
+        deleter: true,
+        executor: false,
+    })
+    .start()
+    .await;
+    let url = world.nats.url();
+    let url = url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    eventually("the deleter api", Duration::from_secs(30), || async {
+        (sexton(url, root, &["plugin", "list"]).await.code == 0).then_some(())
+    })
+    .await;
+    std::fs::create_dir_all(root.join("fleet")).unwrap();
+    let write = |documents: &[String]| {
+        std::fs::write(root.join("fleet/plugins.yaml"), documents.join("---\n")).unwrap()
+    };
+    write(&[
+        plugin_yaml("snapshots", "db", 5),
+        plugin_yaml("audit", "db", 10),
+    ]);
+
+    // Created, then unchanged; the deleter holds them as declared.
+    let applied = sexton(url, root, &["apply", "-f", "fleet"]).await;
+    expect(&applied, 0, "apply plugins");
+    for name in ["snapshots", "audit"] {
+        assert!(
+            applied
+                .stdout
+                .contains(&format!("deleteplugin/{name} created")),
+            "{}",
+            applied.stdout
+        );
+    }
+    let again = sexton(url, root, &["apply", "-f", "fleet"]).await;
+    assert_eq!(
+        again.stdout.matches(" unchanged").count(),
+        2,
+        "{}",
+        again.stdout
+    );
+    expect(
+        &sexton(url, root, &["diff", "-f", "fleet"]).await,
+        0,
+        "diff of applied plugins",
+    );
+    let listed = sexton(url, root, &["-o", "json", "plugin", "list"]).await;
+    assert!(
+        listed.stdout.contains("\"timeout_seconds\": 5")
+            && listed.stdout.contains("\"tier\": \"gold\""),
+        "{}",
+        listed.stdout
+    );
+
+    // A change: diff shows it and exits 1; apply configures it.
+    write(&[
+        plugin_yaml("snapshots", "db", 7),
+        plugin_yaml("audit", "db", 10),
+    ]);
+    let diff = sexton(url, root, &["diff", "-f", "fleet"]).await;
+    expect(&diff, 1, "diff of a changed plugin");
+    assert!(
+        diff.stdout.contains("--- live/deleteplugin/snapshots")
+            && diff.stdout.contains("-timeout_seconds: 5")
+            && diff.stdout.contains("+timeout_seconds: 7")
+            && !diff.stdout.contains("audit"),
+        "{}",
+        diff.stdout
+    );
+    let configured = sexton(url, root, &["apply", "-f", "fleet"]).await;
+    assert!(
+        configured
+            .stdout
+            .contains("deleteplugin/snapshots configured")
+            && configured.stdout.contains("deleteplugin/audit unchanged"),
+        "{}",
+        configured.stdout
+    );
+
+    // Exported without status: applies back unchanged, the same bytes twice.
+    let export = sexton(url, root, &["get", "deleteplugins", "--no-status"]).await;
+    expect(&export, 0, "get deleteplugins");
+    assert!(!export.stdout.contains("managed-by"), "{}", export.stdout);
+    std::fs::write(root.join("export.yaml"), &export.stdout).unwrap();
+    let back = sexton(url, root, &["apply", "-f", "export.yaml"]).await;
+    assert_eq!(
+        back.stdout.matches(" unchanged").count(),
+        2,
+        "{}",
+        back.stdout
+    );
+    let second = sexton(url, root, &["get", "deleteplugins", "--no-status"]).await;
+    assert_eq!(second.stdout, export.stdout, "the export is not stable");
+    let with_status = sexton(url, root, &["get", "deleteplugin", "audit"]).await;
+    assert!(
+        with_status.stdout.contains("registeredAt:"),
+        "{}",
+        with_status.stdout
+    );
+
+    // Prune: audit leaves the directory and goes; one registered by hand with the same
+    // label stays, and so does one outside the selector.
+    expect(
+        &sexton(
+            url,
+            root,
+            &[
+                "plugin",
+                "register",
+                "manual",
+                "--subject",
+                "sexton.v1.plugin.manual",
+            ],
+        )
+        .await,
+        0,
+        "a plugin registered by hand",
+    );
+    std::fs::write(
+        root.join("fleet/web.yaml"),
+        plugin_yaml("webhooks", "web", 3),
+    )
+    .unwrap();
+    expect(
+        &sexton(url, root, &["apply", "-f", "fleet/web.yaml"]).await,
+        0,
+        "apply web",
+    );
+    std::fs::remove_file(root.join("fleet/web.yaml")).unwrap();
+    write(&[plugin_yaml("snapshots", "db", 7)]);
+    let pruned = sexton(
+        url,
+        root,
+        &["apply", "-f", "fleet", "--prune", "-l", "team=db"],
+    )
+    .await;
+    expect(&pruned, 0, "apply --prune");
+    assert!(
+        pruned.stdout.contains("deleteplugin/audit pruned")
+            && !pruned.stdout.contains("manual")
+            && !pruned.stdout.contains("webhooks"),
+        "{}",
+        pruned.stdout
+    );
+    let listed = sexton(url, root, &["-o", "json", "plugin", "list"]).await;
+    for (name, present) in [
+        ("snapshots", true),
+        ("audit", false),
+        ("manual", true),
+        ("webhooks", true),
+    ] {
+        assert_eq!(
+            listed.stdout.contains(&format!("\"name\": \"{name}\"")),
+            present,
+            "{name}: {}",
+            listed.stdout
+        );
+    }
+
+    // Bad plugin documents: nothing applied, each named with its line.
+    std::fs::write(
+        root.join("fleet/bad.yaml"),
+        format!(
+            "{}---\n{}",
+            plugin_yaml("fresh", "db", 5),
+            plugin_yaml("broken", "db", 5).replace("sexton.v1.plugin.broken", "elsewhere.broken")
+        ),
+    )
+    .unwrap();
+    let bad = sexton(url, root, &["apply", "-f", "fleet"]).await;
+    expect(&bad, 2, "apply with a bad plugin");
+    assert!(
+        bad.stderr
+            .contains("fleet/bad.yaml:13: deleteplugin broken: plugin subject")
+            && bad.stderr.contains("nothing was applied"),
+        "{}",
+        bad.stderr
+    );
+    let listed = sexton(url, root, &["-o", "json", "plugin", "list"]).await;
+    assert!(!listed.stdout.contains("\"fresh\""), "{}", listed.stdout);
+    world.fleet.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locations_are_checked_against_the_fleet_and_never_changed() {
+    let world = Setup::new(Members {
+        scheduler: true,
+        retention_worker: false,
+        deleter: false,
+        executor: false,
+    })
+    .start()
+    .await;
+    let url = world.nats.url();
+    let url = url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    eventually("the scheduler api", Duration::from_secs(30), || async {
+        (sexton(url, root, &["schedule", "list"]).await.code == 0).then_some(())
+    })
+    .await;
+
+    // Exported: the fleet's store, without its credentials; applied back: unchanged.
+    let export = sexton(url, root, &["get", "locations"]).await;
+    expect(&export, 0, "get locations");
+    assert!(
+        export.stdout.contains("kind: Location")
+            && export.stdout.contains("name: primary")
+            && export.stdout.contains(&format!("bucket: {BUCKET}"))
+            && export.stdout.contains("mode: none"),
+        "{}",
+        export.stdout
+    );
+    for secret in [ACCESS_KEY, SECRET_KEY] {
+        assert!(!export.stdout.contains(secret), "{}", export.stdout);
+    }
+    std::fs::create_dir_all(root.join("fleet")).unwrap();
+    std::fs::write(root.join("fleet/locations.yaml"), &export.stdout).unwrap();
+    std::fs::write(
+        root.join("fleet/nightly.yaml"),
+        schedule_yaml("nightly", "db", 3),
+    )
+    .unwrap();
+    let applied = sexton(url, root, &["apply", "-f", "fleet"]).await;
+    expect(&applied, 0, "apply a matching location with a schedule");
+    assert!(
+        applied.stdout.contains("location/primary unchanged")
+            && applied.stdout.contains("schedule/nightly created"),
+        "{}",
+        applied.stdout
+    );
+    expect(
+        &sexton(url, root, &["diff", "-f", "fleet"]).await,
+        0,
+        "diff of a matching location",
+    );
+
+    // Declared otherwise: diff says where, apply refuses the whole set.
+    std::fs::write(
+        root.join("fleet/locations.yaml"),
+        "apiVersion: sexton.io/v1\nkind: Location\nmetadata: {name: primary}\n\
+         spec: {bucket: elsewhere}\n---\n\
+         apiVersion: sexton.io/v1\nkind: Location\nmetadata: {name: dr}\nspec: {bucket: dr}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("fleet/weekly.yaml"),
+        schedule_yaml("weekly", "db", 3),
+    )
+    .unwrap();
+    let diff = sexton(url, root, &["diff", "-f", "fleet"]).await;
+    expect(&diff, 1, "diff of a location declared otherwise");
+    assert!(
+        diff.stdout.contains(&format!("-  bucket: {BUCKET}"))
+            && diff.stdout.contains("+  bucket: elsewhere")
+            && !diff.stdout.contains("region")
+            && diff
+                .stdout
+                .contains("# location dr: the fleet has no such location"),
+        "{}",
+        diff.stdout
+    );
+    let refused = sexton(url, root, &["apply", "-f", "fleet"]).await;
+    expect(&refused, 2, "apply against other locations");
+    assert!(
+        refused.stderr.contains(&format!(
+            "fleet/locations.yaml:1: location primary differs from the fleet's (bucket: {BUCKET} → elsewhere)"
+        )) && refused
+            .stderr
+            .contains("fleet/locations.yaml:6: location dr: the fleet has no such location (it has primary)")
+            && refused.stderr.contains("nothing was applied"),
+        "{}",
+        refused.stderr
+    );
+    let listed = sexton(url, root, &["-o", "json", "schedule", "list"]).await;
+    assert!(
+        !listed.stdout.contains("\"name\": \"weekly\""),
+        "{}",
+        listed.stdout
+    );
+    // Credentials are never a manifest's.
+    std::fs::write(
+        root.join("fleet/locations.yaml"),
+        "apiVersion: sexton.io/v1\nkind: Location\nmetadata: {name: primary}\n\
+         spec: {bucket: b, secret_access_key: x}\n",
+    )
+    .unwrap();
+    let refused = sexton(url, root, &["apply", "-f", "fleet"]).await;
+    expect(&refused, 2, "a location with credentials");
+    assert!(
+        refused
+            .stderr
+            .contains("location primary: spec.secret_access_key is not a field of a manifest"),
+        "{}",
+        refused.stderr
+    );
+    world.fleet.stop().await.unwrap();
+}

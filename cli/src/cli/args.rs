@@ -127,18 +127,21 @@ pub enum Command {
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<std::path::PathBuf>,
     },
-    /// Write the fleet's schedules as manifests that `apply -f` takes back unchanged (YAML
-    /// documents; `-o json`: a List), each with its status (generation, last backup and its
-    /// outcome, next run, conditions Ready, Held and Failing), which apply ignores.
+    /// Write the fleet's schedules (or delete plugins) as manifests that `apply -f` takes
+    /// back unchanged (YAML documents; `-o json`: a List), each with its status (for a
+    /// schedule: generation, last backup and its outcome, next run, conditions Ready, Held and
+    /// Failing), which apply ignores.
     #[command(after_help = "Examples:
   sexton get schedules --no-status > schedules.yaml    # what to keep in Git
+  sexton get deleteplugins --no-status > plugins.yaml
+  sexton get locations > locations.yaml                 # checked by apply, never changed
   sexton get schedule nightly
   sexton get schedules -l team=db -o json")]
     Get {
         /// What to write.
-        #[arg(value_parser = ["schedules", "schedule"])]
+        #[arg(value_parser = ["schedules", "schedule", "deleteplugins", "deleteplugin", "locations", "location"])]
         kind: String,
-        /// One schedule.
+        /// One object of the kind.
         name: Option<String>,
         /// Only those whose labels match: key=value or key!=value, comma-separated.
         #[arg(short = 'l', long = "selector", value_parser = crate::listing::Selector::parse)]

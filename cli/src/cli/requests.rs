@@ -293,6 +293,8 @@ fn plugin_request(command: &PluginCommand) -> Result<Call, Failure> {
                 subject: subject.clone(),
                 selector: selector.iter().cloned().collect::<BTreeMap<_, _>>(),
                 timeout_seconds: *timeout,
+                labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
                 registered_at: None,
             }),
             &["name", "subject", "selector", "timeout_seconds"],

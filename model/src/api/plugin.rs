@@ -30,8 +30,30 @@ pub struct PluginSpec {
     /// Overrides `deleter.plugin_timeout` for this plugin.
     #[serde(default)]
     pub timeout_seconds: Option<u64>,
+    /// The plugin's own labels (for selecting it: `sexton apply --prune -l`), not to be
+    /// confused with `selector`, the backups' labels it applies to.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Free-form notes (Kubernetes annotations); `sexton apply` records its ownership here.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
     #[serde(default)]
     pub registered_at: Option<DateTime<Utc>>,
+}
+
+impl PluginSpec {
+    /// What a manifest declares of the plugin, to compare a live one with a manifest's: the
+    /// spec without the registration time and apply's own annotations.
+    pub fn compared(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(PluginSpec {
+            registered_at: None,
+            schema_version: super::v1(),
+            ..self.clone()
+        })
+        .expect("a plugin serialises");
+        super::schedule::without_apply_annotations(&mut value);
+        value
+    }
 }
 
 impl Message for PluginSpec {
@@ -57,7 +79,8 @@ impl Message for PluginSpec {
         {
             return Err("timeout_seconds must be between 1 and 600".into());
         }
-        Ok(())
+        crate::checks::validate_labels(&self.labels)?;
+        crate::checks::validate_annotations(&self.annotations)
     }
 }
 

@@ -46,6 +46,9 @@ pub const LABEL_KEY_PATTERN: &str = "^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\.[a-
 pub const LABEL_VALUE_PATTERN: &str = "^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$";
 /// Text without control characters (an annotation's value).
 pub const NO_CONTROL_PATTERN: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
+/// A delete plugin's subject: plain tokens under `sexton.v1.plugin.`.
+pub const PLUGIN_SUBJECT_PATTERN: &str =
+    "^sexton\\.v1\\.plugin\\.[A-Za-z0-9_-]+(\\.[A-Za-z0-9_-]+)*$";
 
 /// The Rust check a pattern stands for: whether the code takes a string.
 pub type Accepts = fn(&str) -> bool;
@@ -80,6 +83,9 @@ pub fn patterns() -> Vec<(&'static str, Accepts)> {
             sexton_shared::api::check_label_value("label", t).is_ok()
         }),
         (NO_CONTROL_PATTERN, |t| !t.chars().any(char::is_control)),
+        (PLUGIN_SUBJECT_PATTERN, |t| {
+            sexton_shared::api::check_plugin_subject(t).is_ok()
+        }),
     ]
 }
 
