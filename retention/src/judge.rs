@@ -326,6 +326,121 @@ pub fn judge_user_delete(
     }
 }
 
+/// What `backup delete --with-dependents` removes (pgBackRest's `expire --set`, barman's
+/// `delete`): the backup and every backup that builds on it, through its own parent or a
+/// volume's, at any depth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DependentDelete {
+    /// The backup first, then its dependents, oldest first: the ones to mark.
+    pub ids: Vec<String>,
+    /// Dependents already on their way out (expiring or deleting): not marked again.
+    pub already: Vec<String>,
+}
+
+/// The backups of `group` that build on `target`, at any depth (their ids, in group order).
+/// A failed backup builds on nothing.
+pub fn dependents(group: &[BackupRecord], target: &str) -> Vec<String> {
+    let mut set: std::collections::HashSet<&str> = std::collections::HashSet::from([target]);
+    let parents = |record: &'_ BackupRecord| -> Vec<String> {
+        if record.status == BackupStatus::Failed {
+            return Vec::new();
+        }
+        if record.volumes.is_empty() {
+            match (&record.kind, &record.parent) {
+                (crate::BackupKind::Incremental, Some(parent)) => vec![parent.clone()],
+                _ => Vec::new(),
+            }
+        } else {
+            record
+                .volumes
+                .iter()
+                .filter(|v| v.kind == crate::BackupKind::Incremental)
+                .filter_map(|v| v.parent.clone())
+                .collect()
+        }
+    };
+    // Parents are older than their children, but a catalog's order is not trusted: repeat
+    // until nothing joins (each pass adds one level at least, and a cycle adds nothing new).
+    loop {
+        let before = set.len();
+        for record in group {
+            if !set.contains(record.id.as_str())
+                && parents(record).iter().any(|p| set.contains(p.as_str()))
+            {
+                set.insert(record.id.as_str());
+            }
+        }
+        if set.len() == before {
+            break;
+        }
+    }
+    group
+        .iter()
+        .filter(|r| r.id != target && set.contains(r.id.as_str()))
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+/// Judges `backup delete --with-dependents` of `target` in `group` (named `group_name` in
+/// reasons) at `now`: what goes, or why nothing does. Refused whole when the backup or any
+/// dependent is held, in progress or under an unexpired Object Lock, and when it would leave
+/// the group without a completed full backup (pgBackRest never expires the last full; a
+/// restore starts from one). Nothing is overridden: there is no `--force` here.
+pub fn judge_delete_with_dependents(
+    group: &[BackupRecord],
+    target: &BackupRecord,
+    group_name: &str,
+    now: DateTime<Utc>,
+) -> Result<DependentDelete, String> {
+    if matches!(
+        target.status,
+        BackupStatus::Expiring | BackupStatus::Deleting
+    ) {
+        return Err(format!("backup {} is being deleted already", target.id));
+    }
+    let dependent_ids = dependents(group, &target.id);
+    let mut members: Vec<&BackupRecord> = dependent_ids
+        .iter()
+        .filter_map(|id| group.iter().find(|r| &r.id == id))
+        .collect();
+    members.sort_by_key(|r| (r.completed_at.or(r.started_at), r.id.clone()));
+    let mut refusals = Vec::new();
+    for record in std::iter::once(target).chain(members.iter().copied()) {
+        if let Some(why) = protection(record).or_else(|| locked_at(record, now)) {
+            refusals.push(why);
+        }
+    }
+    if !refusals.is_empty() {
+        return Err(format!(
+            "{}; nothing is deleted (release the holds, or wait for the backups in progress \
+             and the locks)",
+            refusals.join("; ")
+        ));
+    }
+    let going = |r: &BackupRecord| r.id == target.id || dependent_ids.contains(&r.id);
+    let full_left = group.iter().any(|r| {
+        !going(r) && r.status == BackupStatus::Completed && !r.delete_requested && counts_as_full(r)
+    });
+    if !full_left {
+        return Err(format!(
+            "deleting backup {} and the {} backup(s) that build on it would leave {group_name} \
+             without a completed full backup, which every restore starts from; nothing is \
+             deleted (take a new full first)",
+            target.id,
+            dependent_ids.len()
+        ));
+    }
+    let (already, to_mark): (Vec<&BackupRecord>, Vec<&BackupRecord>) = members
+        .into_iter()
+        .partition(|r| matches!(r.status, BackupStatus::Expiring | BackupStatus::Deleting));
+    Ok(DependentDelete {
+        ids: std::iter::once(target.id.clone())
+            .chain(to_mark.into_iter().map(|r| r.id.clone()))
+            .collect(),
+        already: already.into_iter().map(|r| r.id.clone()).collect(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -447,5 +562,145 @@ mod tests {
         assert!(protection(&r).unwrap().contains("legal hold"));
         let r = record("b2", 1, BackupStatus::InProgress, None);
         assert!(protection(&r).unwrap().contains("in progress"));
+    }
+
+    #[test]
+    fn a_backup_goes_with_every_backup_that_builds_on_it_and_nothing_else() {
+        use BackupStatus::*;
+        // f1 ← i2 ← i3, f1 ← d4 (a second branch), f5 ← i6; x7 failed on i3.
+        let mut failed = record("x7", 7, Failed, Some("i3"));
+        failed.kind = BackupKind::Incremental;
+        let group = vec![
+            record("f1", 1, Completed, None),
+            record("i2", 2, Completed, Some("f1")),
+            record("i3", 3, Completed, Some("i2")),
+            record("d4", 4, Completed, Some("f1")),
+            record("f5", 5, Completed, None),
+            record("i6", 6, Completed, Some("f5")),
+            failed,
+        ];
+        let judged = judge_delete_with_dependents(&group, &group[0], "c1/p", now()).unwrap();
+        assert_eq!(judged.ids, ["f1", "i2", "i3", "d4"]);
+        assert!(judged.already.is_empty());
+        let judged = judge_delete_with_dependents(&group, &group[1], "c1/p", now()).unwrap();
+        assert_eq!(judged.ids, ["i2", "i3"]);
+        let judged = judge_delete_with_dependents(&group, &group[4], "c1/p", now()).unwrap();
+        assert_eq!(judged.ids, ["f5", "i6"]);
+        // The last full (f1 is asked to go already), with everything on it: refused, as
+        // pgBackRest refuses to expire the last full.
+        let mut group = group;
+        group[0].delete_requested = true;
+        let why = judge_delete_with_dependents(&group, &group[4], "c1/p", now()).unwrap_err();
+        assert!(
+            why.starts_with("deleting backup f5 and the 1 backup(s) that build on it would leave c1/p without a completed full backup"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_held_or_locked_dependent_refuses_the_whole_delete() {
+        use BackupStatus::*;
+        let mut group = vec![
+            record("f1", 1, Completed, None),
+            record("i2", 2, Completed, Some("f1")),
+            record("f3", 3, Completed, None),
+        ];
+        group[1].holds = vec!["restore:r1".into()];
+        let why = judge_delete_with_dependents(&group, &group[0], "c1/p", now()).unwrap_err();
+        assert!(
+            why.contains("backup i2 is held: restore:r1") && why.contains("nothing is deleted"),
+            "{why}"
+        );
+        group[1].holds.clear();
+        group[1].locked_until = Some(now() + chrono::Duration::days(1));
+        let why = judge_delete_with_dependents(&group, &group[0], "c1/p", now()).unwrap_err();
+        assert!(why.contains("backup i2 is locked until"), "{why}");
+        // A dependent already expiring is named, not marked again.
+        group[1].locked_until = None;
+        group[1].status = Expiring;
+        let judged = judge_delete_with_dependents(&group, &group[0], "c1/p", now()).unwrap();
+        assert_eq!(
+            (judged.ids, judged.already),
+            (vec!["f1".into()], vec!["i2".into()])
+        );
+    }
+
+    #[test]
+    fn volume_parents_are_dependencies_too() {
+        use BackupStatus::*;
+        let volume = |parent: Option<&str>| VolumeArtifact {
+            name: "data".into(),
+            kind: if parent.is_some() {
+                BackupKind::Incremental
+            } else {
+                BackupKind::Full
+            },
+            parent: parent.map(str::to_string),
+            ..VolumeArtifact::default()
+        };
+        let mut v1 = record("v1", 1, Completed, None);
+        v1.volumes = vec![volume(None)];
+        let mut v2 = record("v2", 2, Completed, None);
+        v2.volumes = vec![volume(Some("v1"))];
+        let mut v3 = record("v3", 3, Completed, None);
+        v3.volumes = vec![volume(None)];
+        let group = vec![v1, v2, v3];
+        let judged = judge_delete_with_dependents(&group, &group[0], "c1/p", now()).unwrap();
+        assert_eq!(judged.ids, ["v1", "v2"]);
+    }
+
+    proptest::proptest! {
+        /// Whatever the chains: the backup and all that builds on it go, nothing that remains
+        /// builds on what goes, and a full backup always remains.
+        #[test]
+        fn nothing_that_stays_needs_what_goes(
+            parents in proptest::collection::vec(proptest::option::of(0usize..40), 1..40),
+            target in 0usize..40,
+        ) {
+            let group: Vec<BackupRecord> = parents
+                .iter()
+                .enumerate()
+                .map(|(i, parent)| {
+                    // Only an older backup can be a parent.
+                    let parent = parent.filter(|p| *p < i).map(|p| format!("b{p}"));
+                    let mut r = record(&format!("b{i}"), 0, BackupStatus::Completed, parent.as_deref());
+                    r.completed_at = Some(
+                        ("2026-01-01T00:00:00Z".parse::<DateTime<chrono::FixedOffset>>().unwrap())
+                            + chrono::Duration::minutes(i as i64),
+                    );
+                    r
+                })
+                .collect();
+            let target = &group[target % group.len()];
+            match judge_delete_with_dependents(&group, target, "c/p", now()) {
+                Ok(judged) => {
+                    proptest::prop_assert_eq!(&judged.ids[0], &target.id);
+                    let going: std::collections::HashSet<&str> =
+                        judged.ids.iter().map(String::as_str).collect();
+                    for r in group.iter().filter(|r| !going.contains(r.id.as_str())) {
+                        if let Some(parent) = &r.parent {
+                            proptest::prop_assert!(!going.contains(parent.as_str()),
+                                "{} stays and builds on {parent}, which goes", r.id);
+                        }
+                    }
+                    proptest::prop_assert!(group.iter().any(|r| !going.contains(r.id.as_str())
+                        && r.kind == BackupKind::Full));
+                    // Everything that goes builds on the target.
+                    for id in judged.ids.iter().skip(1) {
+                        let mut at = group.iter().find(|r| &r.id == id).unwrap();
+                        while at.id != target.id {
+                            let parent = at.parent.as_ref().expect("a dependent has a parent");
+                            at = group.iter().find(|r| &r.id == parent).unwrap();
+                        }
+                    }
+                }
+                Err(why) => {
+                    proptest::prop_assert!(why.contains("without a completed full backup"), "{}", why);
+                    let going = dependents(&group, &target.id);
+                    proptest::prop_assert!(!group.iter().any(|r| r.id != target.id
+                        && !going.contains(&r.id) && r.kind == BackupKind::Full));
+                }
+            }
+        }
     }
 }

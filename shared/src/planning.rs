@@ -192,6 +192,19 @@ pub fn still_deletes_volumes(
     judge::still_deletes_volumes(&group, target.id.as_str(), volumes, policy, now)
 }
 
+/// Judges `backup delete --with-dependents` of `target`, a backup of `group`
+/// ([`judge::judge_delete_with_dependents`]).
+pub fn judge_delete_with_dependents(
+    group: &[&BackupRecord],
+    target: &BackupRecord,
+    now: DateTime<Utc>,
+) -> Result<judge::DependentDelete, String> {
+    let group: Vec<sexton_retention::BackupRecord> =
+        group.iter().map(|record| record.to_engine()).collect();
+    let group_name = format!("{}/{}", target.cluster, target.plan);
+    judge::judge_delete_with_dependents(&group, &target.to_engine(), &group_name, now)
+}
+
 /// Judges a user's delete of `target`, a backup of `group` ([`judge::judge_user_delete`]).
 pub fn judge_user_delete(
     group: &[&BackupRecord],

@@ -282,7 +282,8 @@ pub enum BackupCommand {
     /// its schedule or its cluster/plan's schedules set remote_cleanup).
     #[command(after_help = "Examples:
   sexton backup delete nightly-20261123030000 --cluster db1
-  sexton backup delete nightly-20261123030000 --cluster db1 --remote")]
+  sexton backup delete nightly-20261123030000 --cluster db1 --remote
+  sexton backup delete nightly-20261123030000 --cluster db1 --with-dependents --dry-run")]
     Delete {
         /// The backup's id.
         id: String,
@@ -305,6 +306,10 @@ pub enum BackupCommand {
         /// there builds on it.
         #[arg(long)]
         location: Option<String>,
+        /// Delete it and every backup that builds on it, now (pgBackRest's expire --set,
+        /// barman's delete); refused whole if one is held, or if no full backup would be left.
+        #[arg(long, conflicts_with_all = ["force", "location"])]
+        with_dependents: bool,
     },
     /// Ask for a restore test of a backup now: an executor restores it (with its chain) and
     /// answers; the backup is held until then. With --wait, wait for the verdict.

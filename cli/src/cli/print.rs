@@ -252,6 +252,21 @@ pub(super) fn describe_destructive(
                     }),
                 ));
             }
+            if !plan.dependents.is_empty() || !plan.already_deleting.is_empty() {
+                // The reason names them: `it and the N backup(s) that build on it (…) go …`.
+                let n = plan.dependents.len() + 1;
+                let objects = if plan.remote {
+                    " and their objects"
+                } else {
+                    ""
+                };
+                return Ok((
+                    format!("deleting backup {id} of cluster {cluster}: {reason}"),
+                    Some(format!(
+                        "Delete {n} backup(s) of cluster {cluster}{objects}: {id} and what builds on it?"
+                    )),
+                ));
+            }
             let what = match (plan.action, plan.remote) {
                 (DeleteAction::RecordDeleted, _) => {
                     "removes its catalog record; its objects stay".to_string()

@@ -505,6 +505,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             dry_run,
             yes: _,
             location,
+            with_dependents,
         } => (
             topology::api_subject("backup", "delete"),
             Body::BackupDelete(BackupDelete {
@@ -518,6 +519,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
                     .as_deref()
                     .map(parsed::<BackupDelete, _>)
                     .transpose()?,
+                with_dependents: *with_dependents,
             }),
             &["cluster", "id", "action", "remote", "reason", "dry_run"],
         ),

@@ -67,10 +67,26 @@ pub struct BackupDelete {
     /// Delete only the backup's copy at this location (issue 28); absent: the backup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<crate::names::LocationName>,
+    /// Delete the backup and every backup that builds on it, now (pgBackRest's `expire
+    /// --set`, barman's `delete`; issue 30). Refused whole if any of them is held, and if it
+    /// would leave the plan without a completed full backup.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub with_dependents: bool,
 }
 
 impl Message for BackupDelete {
     const KIND: &'static str = "request";
+
+    fn validate(&self) -> Result<(), String> {
+        if self.with_dependents && (self.force || self.location.is_some()) {
+            return Err(
+                "with_dependents takes neither force (the backups that build on it go with it, \
+                 so nothing waits) nor location (it deletes the backups themselves)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
 
 /// `backup.verify` request.
@@ -160,6 +176,12 @@ pub struct BackupDeleted {
     /// The location whose copy is deleted, for a copy's deletion.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<crate::names::LocationName>,
+    /// With `with_dependents`: the backups that build on it, which go with it (oldest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependents: Vec<BackupId>,
+    /// With `with_dependents`: those of them on their way out already.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub already_deleting: Vec<BackupId>,
 }
 
 /// `backup.verify`'s answer: the restore test asked for, with its deadline; or, for a backup

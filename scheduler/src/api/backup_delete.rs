@@ -46,6 +46,9 @@ impl Api {
         if let Some(location) = request.location.clone().filter(|l| !l.is_primary()) {
             return self.copy_delete(request, location).await;
         }
+        if request.with_dependents {
+            return self.delete_with_dependents(request).await;
+        }
         for _ in 0..5 {
             let (state, at) = self
                 .cluster_with_backup(&request.cluster, &request.id)
@@ -85,6 +88,8 @@ impl Api {
                     reason,
                     dry_run: request.dry_run,
                     location: None,
+                    dependents: Vec::new(),
+                    already_deleting: Vec::new(),
                 })
             };
             let verdict = planning::judge_user_delete(&group, target, request.force, now);
@@ -163,6 +168,105 @@ impl Api {
         ))
     }
 
+    /// `backup.delete --with-dependents` (issue 30): the backup and every backup that builds
+    /// on it are asked to go, each recorded as a user's delete (`delete_requested`), then a
+    /// retention run is asked for; the retention-worker marks them and the deleter judges
+    /// each again before deleting anything. Since everything that builds on them goes too,
+    /// nothing kept needs them and they go together at that run. Refused whole when any is
+    /// held, in progress or locked, or when no completed full backup of the plan would be
+    /// left ([`planning::judge_delete_with_dependents`]). A conflict part way re-reads and
+    /// goes on: marks already made are kept and not made twice.
+    async fn delete_with_dependents(&self, request: BackupDelete) -> Result<Value, ApiError> {
+        'attempt: for _ in 0..5 {
+            let (state, at) = self
+                .cluster_with_backup(&request.cluster, &request.id)
+                .await?;
+            let target = &state.records[at].value;
+            if !target.held_at_primary() {
+                return Err(invalid(format!(
+                    "refused: backup {} is deleted at primary already",
+                    target.id
+                )));
+            }
+            let group: Vec<&BackupRecord> = state
+                .records
+                .iter()
+                .map(|r| &r.value)
+                .filter(|r| r.plan == target.plan && r.held_at_primary())
+                .collect();
+            let now = Utc::now();
+            let judged = planning::judge_delete_with_dependents(&group, target, now)
+                .map_err(|why| invalid(format!("refused: {why}")))?;
+            let remote = remote_cleanup(&request, target, &state.schedules);
+            let ids = |list: &[String]| -> Vec<sexton_shared::names::BackupId> {
+                list.iter().filter_map(|id| id.parse().ok()).collect()
+            };
+            let n = judged.ids.len();
+            let reply = reply_value(BackupDeleted {
+                cluster: request.cluster.clone(),
+                id: request.id.clone(),
+                action: DeleteAction::Deleting,
+                remote,
+                force: false,
+                reason: Some(format!(
+                    "it and the {} backup(s) that build on it ({}) go at the cluster's next \
+                     retention run{}",
+                    n - 1 + judged.already.len(),
+                    judged.ids[1..]
+                        .iter()
+                        .chain(&judged.already)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if remote {
+                        ", with their objects"
+                    } else {
+                        "; their objects stay"
+                    }
+                )),
+                dry_run: request.dry_run,
+                location: None,
+                dependents: ids(&judged.ids[1..]),
+                already_deleting: ids(&judged.already),
+            });
+            if request.dry_run {
+                return reply;
+            }
+            let mut marked = 0;
+            for id in &judged.ids {
+                let Some(current) = state.records.iter().find(|r| r.value.id.as_str() == id) else {
+                    continue 'attempt;
+                };
+                if current.value.delete_requested {
+                    continue;
+                }
+                let mut requested = current.value.clone();
+                requested.delete_requested = true;
+                requested.delete_request = Some(DeleteRequest {
+                    requested_at: now,
+                    remote,
+                    force: false,
+                });
+                match self.catalog.update(&requested, current.revision).await {
+                    Ok(_) => marked += 1,
+                    Err(CasError::Conflict) => continue 'attempt,
+                    Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
+                }
+            }
+            tracing::info!(cluster = %request.cluster, backup = %request.id, marked, "backup and its dependents asked to go");
+            self.ask_retention_run(
+                &request.cluster,
+                &format!("user-delete-tree.{}.{}", target.uid, now.timestamp_millis()),
+            )
+            .await?;
+            return reply;
+        }
+        Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("backup {} kept changing; try again", request.id),
+        ))
+    }
+
     /// `backup.delete --location L`: the user's word that the copy at `L` may go. Recorded on
     /// the copy (`delete_requested_at`); the location's retention then deletes it like a
     /// backup a user asked to delete at primary: once no copy there builds on it, never while
@@ -196,6 +300,8 @@ impl Api {
                     reason: Some(reason),
                     dry_run: request.dry_run,
                     location: Some(location.clone()),
+                    dependents: Vec::new(),
+                    already_deleting: Vec::new(),
                 })
             };
             let Some(copy) = target.copies.get(&location) else {
