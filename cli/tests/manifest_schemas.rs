@@ -579,8 +579,8 @@ fn patterns_say_what_the_parsers_take() {
         ),
         (
             GRACE_PATTERN,
-            &["1h", "30min", "600s", "2d", "0h"],
-            &["", "5m", "h", "1w", " 1h", "1h30min"],
+            &["1h", "30min", "600s", "2d", "0h", "never"],
+            &["", "5m", "h", "1w", " 1h", "1h30min", "Never", "forever"],
             &["5000000000h"],
         ),
         (

@@ -314,8 +314,9 @@ impl fmt::Display for RecoveryWindow {
     }
 }
 
-/// How long a failed backup is left alone: `<n>s`, `<n>min`, `<n>h` or `<n>d` (default `1h`).
-/// `m` is refused because the other durations of a policy read it as months.
+/// How long a failed backup is left alone: `<n>s`, `<n>min`, `<n>h` or `<n>d` (default `1h`),
+/// or `never` (barman never deletes a FAILED backup; issue 30). `m` is refused because the
+/// other durations of a policy read it as months.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct GracePeriod {
     pub amount: u32,
@@ -328,6 +329,8 @@ pub enum GraceUnit {
     Minutes,
     Hours,
     Days,
+    /// A failed backup is never deleted by retention (`never`; the amount is 0).
+    Never,
 }
 
 impl Default for GracePeriod {
@@ -340,13 +343,22 @@ impl Default for GracePeriod {
 }
 
 impl GracePeriod {
+    /// Retention never deletes a failed backup.
+    pub const NEVER: GracePeriod = GracePeriod {
+        amount: 0,
+        unit: GraceUnit::Never,
+    };
+
     pub fn parse(text: &str) -> Result<GracePeriod, PolicyError> {
         let bad = || {
             field_error(
                 "failed_grace",
-                format!("expected <n>s, <n>min, <n>h or <n>d, got {text:?}"),
+                format!("expected <n>s, <n>min, <n>h, <n>d or never, got {text:?}"),
             )
         };
+        if text == "never" {
+            return Ok(GracePeriod::NEVER);
+        }
         let n_digits = text.bytes().take_while(u8::is_ascii_digit).count();
         let (digits, unit) = text.split_at(n_digits);
         let unit = match unit {
@@ -378,7 +390,12 @@ impl GracePeriod {
             GraceUnit::Minutes => TimeDelta::minutes(amount),
             GraceUnit::Hours => TimeDelta::hours(amount),
             GraceUnit::Days => TimeDelta::days(amount),
+            GraceUnit::Never => TimeDelta::MAX,
         }
+    }
+
+    pub fn is_never(self) -> bool {
+        self.unit == GraceUnit::Never
     }
 }
 
@@ -389,6 +406,7 @@ impl fmt::Display for GracePeriod {
             GraceUnit::Minutes => "min",
             GraceUnit::Hours => "h",
             GraceUnit::Days => "d",
+            GraceUnit::Never => return f.write_str("never"),
         };
         write!(f, "{}{unit}", self.amount)
     }

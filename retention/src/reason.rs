@@ -435,6 +435,9 @@ impl fmt::Display for Reason {
             Reason::LegalHold => f.write_str("legal hold"),
             Reason::Hold(why) => write!(f, "hold {why}"),
             Reason::InProgress => f.write_str("in progress"),
+            Reason::FailedGrace(grace) if grace.is_never() => {
+                f.write_str("failed, kept: failed_grace is never")
+            }
             Reason::FailedGrace(grace) => write!(f, "failed, within grace {grace}"),
             Reason::FailedNoTime => f.write_str("failed, no time recorded"),
             Reason::Tags(list) => write!(f, "has tags {list}"),

@@ -119,6 +119,24 @@ fn failed_backups_wait_for_their_grace_period() {
         now,
     );
     assert_eq!(deleted(&plan), vec!["recent", "old"]);
+    // barman never deletes a FAILED backup (issue 30): `never` keeps them all, however old,
+    // and they still count for nothing.
+    let never = policy(r#"{"keep_last": 1, "failed_grace": "never"}"#);
+    assert_eq!(never.failed_grace.to_string(), "never");
+    let plan = run(&catalog, &never, "2034-01-01T00:00:00Z");
+    assert!(deleted(&plan).is_empty(), "{:?}", deleted(&plan));
+    assert_eq!(
+        reasons(&plan, "old"),
+        vec!["failed, kept: failed_grace is never"]
+    );
+    // The policy says so when written back, and reads back the same.
+    let written = serde_json::to_string(&never).unwrap();
+    assert!(written.contains(r#""failed_grace":"never""#), "{written}");
+    assert_eq!(policy(&written), never);
+    for bad in ["Never", "forever", "never1", "-1h"] {
+        let text = format!(r#"{{"keep_last": 1, "failed_grace": "{bad}"}}"#);
+        assert!(Policy::from_json(&text).is_err(), "{bad}");
+    }
 }
 
 #[test]

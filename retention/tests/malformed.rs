@@ -150,7 +150,7 @@ fn malformed_policies_are_refused_with_the_field_named() {
         ),
         (
             r#"{"keep_last": 1, "failed_grace": "1 h"}"#,
-            "failed_grace: expected <n>s, <n>min, <n>h or <n>d",
+            "failed_grace: expected <n>s, <n>min, <n>h, <n>d or never",
         ),
         (
             r#"{"keep_last": 1, "chain_mode": "squash"}"#,

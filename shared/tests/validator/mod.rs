@@ -35,7 +35,7 @@ pub const CALENDAR_DURATION_PATTERN: &str = "^\\s*([0-9]+[ymdh])+\\s*$";
 /// A policy's `recovery_window`: `30d`, `4w`, `1m` (30 days), `12h`, `90min`, `600s`.
 pub const RECOVERY_WINDOW_PATTERN: &str = "^[0-9]+(s|min|h|d|w|m)$";
 /// A policy's `failed_grace`: `1h`, `30min`, `600s`, `2d` (`m` is refused).
-pub const GRACE_PATTERN: &str = "^[0-9]+(s|min|h|d)$";
+pub const GRACE_PATTERN: &str = "^([0-9]+(s|min|h|d)|never)$";
 /// A restore test's `timeout`: one number and one unit, `90s`, `30m`, `2h`, `1d`.
 pub const TIMEOUT_PATTERN: &str = "^\\s*[0-9]+[smhd]\\s*$";
 /// A positive whole number written as a string (`full_every: "3"`, Karbor's numbers).

@@ -232,7 +232,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "N", value_parser = parse_keep_count)]
     pub keep_verified: Option<i64>,
     /// How long a failed backup's partial artifacts are left alone (failed_grace: 1h, 30min,
-    /// 2d; not a rule).
+    /// 2d, or never, as barman keeps failed backups; not a rule).
     #[arg(long, value_name = "DURATION")]
     pub failed_grace: Option<String>,
     /// What happens to the ancestors of a kept incremental no rule keeps: keep them, or ask
