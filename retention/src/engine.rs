@@ -125,6 +125,7 @@ pub fn evaluate<'a>(
         policy,
         now,
         any_verified,
+        floor_position,
         &mut flags,
         &mut walk_from,
     );

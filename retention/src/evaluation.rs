@@ -189,6 +189,11 @@ impl<'a> Evaluation<'a> {
         if bits & KEEP_FLOOR_VERIFIED != 0 {
             reasons.push(Reason::VerifiedFloor);
         }
+        if bits & KEEP_MIN_REDUNDANCY != 0 {
+            if let Some(floor) = policy.minimum_redundancy {
+                reasons.push(Reason::MinimumRedundancy(floor.get()));
+            }
+        }
         if bits & KEEP_MISSING != 0 {
             reasons.push(Reason::Missing);
         }

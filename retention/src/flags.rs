@@ -37,9 +37,12 @@ pub(crate) const KEEP_VOLUMES_NEEDED: u32 = 1 << 16;
 /// Its objects are under an Object Lock that has not expired (issue 29): the store would
 /// refuse to delete them. Out of the run of the other keep bits, which were all taken.
 pub(crate) const KEEP_LOCKED: u32 = 1 << 29;
+/// One of the newest `minimum_redundancy` completed backups, which no rule kept (barman's
+/// floor; issue 30). The last free bit but one.
+pub(crate) const KEEP_MIN_REDUNDANCY: u32 = 1 << 30;
 /// Kept for a reason of its own, not only because something else needs it.
-pub(crate) const KEEP_INDEPENDENT: u32 = ((1 << 14) - 1) | KEEP_LOCKED;
-pub(crate) const KEEP_ANY: u32 = ((1 << 17) - 1) | KEEP_LOCKED;
+pub(crate) const KEEP_INDEPENDENT: u32 = ((1 << 14) - 1) | KEEP_LOCKED | KEEP_MIN_REDUNDANCY;
+pub(crate) const KEEP_ANY: u32 = ((1 << 17) - 1) | KEEP_LOCKED | KEEP_MIN_REDUNDANCY;
 /// Not kept, but some of its volumes are: the record and those volumes stay.
 pub(crate) const PARTIAL: u32 = 1 << 17;
 /// In artifact flags only ([`crate::volumes`]): the artifact's backup is kept.

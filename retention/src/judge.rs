@@ -326,6 +326,33 @@ pub fn judge_user_delete(
     }
 }
 
+/// barman's `minimum_redundancy` for a user's delete (issue 30): why deleting `going` (ids of
+/// `group`) is refused, if it would leave fewer than `floor` counted backups (completed, not
+/// asked to be deleted) where there were more. Nothing overrides it, not even `--force`: barman
+/// has no override either.
+pub fn below_minimum_redundancy(
+    group: &[BackupRecord],
+    going: &[&str],
+    floor: Option<std::num::NonZeroU32>,
+    group_name: &str,
+) -> Option<String> {
+    let floor = floor?.get() as usize;
+    let counted = |r: &&BackupRecord| r.status == BackupStatus::Completed && !r.delete_requested;
+    let before = group.iter().filter(counted).count();
+    let after = group
+        .iter()
+        .filter(counted)
+        .filter(|r| !going.contains(&r.id.as_str()))
+        .count();
+    (after < floor && after < before).then(|| {
+        format!(
+            "{group_name} has {before} completed backup(s) and its policy's minimum_redundancy \
+             is {floor}: this delete would leave {after}; nothing is deleted (lower the floor \
+             in the schedule's policy first)"
+        )
+    })
+}
+
 /// What `backup delete --with-dependents` removes (pgBackRest's `expire --set`, barman's
 /// `delete`): the backup and every backup that builds on it, through its own parent or a
 /// volume's, at any depth.
@@ -702,5 +729,36 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn no_users_delete_goes_below_the_minimum_redundancy() {
+        use BackupStatus::*;
+        let floor = std::num::NonZeroU32::new(2);
+        let mut group = vec![
+            record("b1", 1, Completed, None),
+            record("b2", 2, Completed, None),
+            record("b3", 3, Completed, None),
+            record("x4", 4, Failed, None),
+        ];
+        assert_eq!(
+            below_minimum_redundancy(&group, &["b1"], floor, "c/p"),
+            None
+        );
+        let why = below_minimum_redundancy(&group, &["b1", "b2"], floor, "c/p").unwrap();
+        assert!(why.contains("this delete would leave 1"), "{why}");
+        // A failed backup counts for nothing, so deleting it is never below the floor.
+        group.truncate(2);
+        group.push(record("x4", 4, Failed, None));
+        assert_eq!(
+            below_minimum_redundancy(&group, &["x4"], floor, "c/p"),
+            None
+        );
+        assert!(below_minimum_redundancy(&group, &["b2"], floor, "c/p").is_some());
+        // Without a floor, nothing is refused.
+        assert_eq!(
+            below_minimum_redundancy(&group, &["b1", "b2"], None, "c/p"),
+            None
+        );
     }
 }

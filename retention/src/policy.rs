@@ -50,6 +50,9 @@ pub struct Policy {
     /// The newest N backups a restore test proved restorable (issue 13), with what they need.
     /// Backups whose verification failed or that were never verified do not count.
     pub keep_verified: Option<KeepCount>,
+    /// barman's `minimum_redundancy`: whatever the rules say, the newest N completed backups
+    /// (with what they need) stay, and no user's delete goes below N. A floor, not a rule.
+    pub minimum_redundancy: Option<NonZeroU32>,
     /// How long a failed backup's partial artifacts are left alone. Not a rule.
     pub failed_grace: GracePeriod,
     /// Keep ancestors as they are, or ask the executor to merge them (Trilio). Not a rule.
@@ -493,6 +496,8 @@ struct PolicyWire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keep_verified: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    minimum_redundancy: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     failed_grace: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     chain_mode: Option<Value>,
@@ -557,6 +562,11 @@ impl TryFrom<PolicyWire> for Policy {
                 }
             },
             keep_verified: parse_count("keep_verified", wire.keep_verified)?,
+            minimum_redundancy: parse_positive_number(
+                "minimum_redundancy",
+                "backups",
+                wire.minimum_redundancy,
+            )?,
             failed_grace: match wire.failed_grace {
                 None => GracePeriod::default(),
                 Some(Value::String(text)) => GracePeriod::parse(&text)?,
@@ -581,6 +591,19 @@ impl TryFrom<PolicyWire> for Policy {
         };
         if policy.has_no_rule() {
             return Err(PolicyError::NoRule);
+        }
+        if let (Some(floor), Some(KeepCount::Limited(last))) =
+            (policy.minimum_redundancy, policy.keep_last)
+        {
+            if floor > last {
+                return Err(field_error(
+                    "minimum_redundancy",
+                    format!(
+                        "{floor} is above keep_last {last}: the floor would always keep more \
+                         than keep_last says; raise keep_last or lower the floor"
+                    ),
+                ));
+            }
         }
         Ok(policy)
     }
@@ -617,6 +640,7 @@ impl From<Policy> for PolicyWire {
             retention_duration: policy.retention_duration.map(|d| Value::from(d.0.get())),
             recovery_window: policy.recovery_window.map(|w| Value::from(w.to_string())),
             keep_verified: count(policy.keep_verified),
+            minimum_redundancy: policy.minimum_redundancy.map(|n| Value::from(n.get())),
             failed_grace: (policy.failed_grace != default_grace)
                 .then(|| Value::from(policy.failed_grace.to_string())),
             chain_mode: (policy.chain_mode == ChainMode::Merge).then(|| Value::from("merge")),

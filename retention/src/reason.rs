@@ -46,6 +46,8 @@ pub enum Rule {
     KeepVerified,
     /// The newest backup a restore test proved restorable.
     VerifiedFloor,
+    /// barman's `minimum_redundancy`: kept so that N completed backups stay.
+    MinimumRedundancy,
     Missing,
     MergePending,
     /// `needed by`: an ancestor of a kept backup.
@@ -89,6 +91,7 @@ impl Rule {
             Rule::ImmutableChain => "immutable-chain",
             Rule::KeepVerified => "keep-verified",
             Rule::VerifiedFloor => "verified-floor",
+            Rule::MinimumRedundancy => "minimum-redundancy",
             Rule::Missing | Rule::MissingDeleted => "missing",
             Rule::MergePending => "merge-pending",
             Rule::Chain => "chain",
@@ -196,6 +199,8 @@ pub enum Reason {
     ImmutableChain(String),
     KeepVerified(KeepCount),
     VerifiedFloor,
+    /// `minimum_redundancy N`: one of the newest N completed backups, which no rule kept.
+    MinimumRedundancy(u32),
     /// Kept: its objects are not in the bucket as recorded.
     Missing,
     /// `merge into <id> pending`.
@@ -386,6 +391,7 @@ impl Reason {
             Reason::ImmutableChain(_) => Rule::ImmutableChain,
             Reason::KeepVerified(_) => Rule::KeepVerified,
             Reason::VerifiedFloor => Rule::VerifiedFloor,
+            Reason::MinimumRedundancy(_) => Rule::MinimumRedundancy,
             Reason::Missing => Rule::Missing,
             Reason::MergePending(_) => Rule::MergePending,
             Reason::NeededBy(_) => Rule::Chain,
@@ -468,6 +474,7 @@ impl fmt::Display for Reason {
             Reason::ImmutableChain(with) => write!(f, "immutable chain kept with {with}"),
             Reason::KeepVerified(count) => write!(f, "keep_verified {}", count.as_restic()),
             Reason::VerifiedFloor => f.write_str("floor: newest verified"),
+            Reason::MinimumRedundancy(n) => write!(f, "minimum_redundancy {n}"),
             Reason::Missing => f.write_str(
                 "missing: its objects are not in the bucket as recorded; not counted, kept until \
                  a user deletes it",

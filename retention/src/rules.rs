@@ -6,8 +6,9 @@
 use chrono::{DateTime, Utc};
 
 use crate::flags::{
-    FACT_ELIGIBLE, FACT_VERIFIED, KEEP_FLOOR_VERIFIED, KEEP_GFS, KEEP_RETENTION_DURATION,
-    KEEP_VERIFIED, KEEP_WINDOW, KEEP_WINDOW_BASE, NONE,
+    FACT_ELIGIBLE, FACT_VERIFIED, KEEP_FLOOR_VERIFIED, KEEP_GFS, KEEP_INDEPENDENT,
+    KEEP_MIN_REDUNDANCY, KEEP_RETENTION_DURATION, KEEP_VERIFIED, KEEP_WINDOW, KEEP_WINDOW_BASE,
+    NONE,
 };
 use crate::gfs::{self, GfsHit, SortedSnapshots};
 use crate::policy::{KeepCount, Policy};
@@ -21,12 +22,17 @@ pub(crate) struct GfsKept {
 
 /// Applies every rule of `policy`: sets the `KEEP_*` bits in `flags` and pushes the positions
 /// of what they keep onto `walk_from`.
+///
+/// `floor_position` is the newest completed full backup's, which the next phase keeps: the
+/// minimum redundancy counts it as kept.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn keep_by_rules(
     eligible: &Eligible,
     order: &[u32],
     policy: &Policy,
     now: DateTime<Utc>,
     any_verified: bool,
+    floor_position: Option<usize>,
     flags: &mut [u32],
     walk_from: &mut Vec<u32>,
 ) -> GfsKept {
@@ -36,7 +42,47 @@ pub(crate) fn keep_by_rules(
     if any_verified {
         keep_verified(order, policy, flags, walk_from);
     }
+    keep_minimum_redundancy(eligible, order, policy, floor_position, flags, walk_from);
     gfs
+}
+
+/// barman's `minimum_redundancy` (issue 30): when fewer than N counted backups (completed,
+/// not delete-requested) are kept for a reason of their own, the newest of the others are kept
+/// too, until N are. Held and locked backups count, as does the floor; a backup kept only
+/// because another needs it does not (it may be an incremental's parent, not a restore point
+/// of its own).
+fn keep_minimum_redundancy(
+    eligible: &Eligible,
+    order: &[u32],
+    policy: &Policy,
+    floor_position: Option<usize>,
+    flags: &mut [u32],
+    walk_from: &mut Vec<u32>,
+) {
+    let Some(floor) = policy.minimum_redundancy else {
+        return;
+    };
+    let wanted = floor.get() as usize;
+    let kept = |flags: &[u32], position: u32| {
+        flags[order[position as usize] as usize] & KEEP_INDEPENDENT != 0
+            || floor_position == Some(position as usize)
+    };
+    let mut have = eligible
+        .positions
+        .iter()
+        .filter(|&&position| kept(flags, position))
+        .count();
+    for &position in &eligible.positions {
+        if have >= wanted {
+            break;
+        }
+        if kept(flags, position) {
+            continue;
+        }
+        flags[order[position as usize] as usize] |= KEEP_MIN_REDUNDANCY;
+        walk_from.push(position);
+        have += 1;
+    }
 }
 
 /// restic's rules: `keep_last`, the calendar buckets, `keep_within*`, `keep_tags`.

@@ -392,3 +392,110 @@ fn a_full_with_a_parent_depends_on_nothing() {
     let plan = run(&catalog, &Policy::keep_last(1), "2024-02-01T00:00:00Z");
     assert_eq!(deleted(&plan), vec!["f1"]);
 }
+
+/// barman's `minimum_redundancy` (issue 30), as its documentation states it: "Minimum number
+/// of backups to be retained" — a recovery window that has passed every backup by still leaves
+/// the newest N, and they are marked as kept by the floor, not by the window
+/// (https://docs.pgbarman.org/release/latest/user_guide/retention_policies.html).
+#[test]
+fn minimum_redundancy_keeps_the_newest_n_whatever_the_window_says() {
+    let catalog = catalog(vec![
+        full("d5", "2024-01-05T00:00:00Z"),
+        full("d4", "2024-01-04T00:00:00Z"),
+        full("d3", "2024-01-03T00:00:00Z"),
+        full("d2", "2024-01-02T00:00:00Z"),
+        full("d1", "2024-01-01T00:00:00Z"),
+    ]);
+    let now = "2024-03-01T00:00:00Z";
+    // The window alone keeps its base, d5.
+    let plan = run(&catalog, &policy(r#"{"recovery_window": "7d"}"#), now);
+    assert_eq!(kept(&plan), vec!["d5"]);
+    let plan = run(
+        &catalog,
+        &policy(r#"{"recovery_window": "7d", "minimum_redundancy": 3}"#),
+        now,
+    );
+    assert_eq!(kept(&plan), vec!["d5", "d4", "d3"]);
+    assert_eq!(reasons(&plan, "d4"), vec!["minimum_redundancy 3"]);
+    assert_eq!(
+        reasons(&plan, "d5"),
+        vec![
+            "recovery_window 7d: newest before the window",
+            "floor: newest completed full backup"
+        ]
+    );
+    assert_eq!(deleted(&plan), vec!["d2", "d1"]);
+    // Enough kept by the rules: the floor adds nothing.
+    let plan = run(
+        &catalog,
+        &policy(r#"{"keep_last": 4, "minimum_redundancy": 3}"#),
+        now,
+    );
+    assert_eq!(kept(&plan), vec!["d5", "d4", "d3", "d2"]);
+    assert!(plan.keep.iter().all(|d| !d
+        .reasons
+        .iter()
+        .any(|r| r.to_string().starts_with("minimum"))));
+}
+
+#[test]
+fn minimum_redundancy_counts_holds_and_keeps_what_its_backups_need() {
+    let mut held = full("f1", "2024-01-01T00:00:00Z");
+    held.holds = vec!["restore:r1".into()];
+    let catalog = catalog(vec![
+        incremental("i4", "2024-01-04T00:00:00Z", "i3"),
+        incremental("i3", "2024-01-03T00:00:00Z", "f2"),
+        full("f2", "2024-01-02T00:00:00Z"),
+        held,
+    ]);
+    let now = "2024-03-01T00:00:00Z";
+    // Kept for reasons of their own: i4 (the window's base), f2 (the newest full) and f1
+    // (held): a floor of 3 adds nothing, and i3 is kept only because i4 needs it.
+    let plan = run(
+        &catalog,
+        &policy(r#"{"recovery_window": "7d", "minimum_redundancy": 3}"#),
+        now,
+    );
+    assert_eq!(kept(&plan), vec!["i4", "i3", "f2", "f1"]);
+    assert_eq!(reasons(&plan, "i3"), vec!["needed by i4"]);
+    // A floor of 4 counts i3 as a restore point of its own.
+    let plan = run(
+        &catalog,
+        &policy(r#"{"recovery_window": "7d", "minimum_redundancy": 4}"#),
+        now,
+    );
+    assert_eq!(reasons(&plan, "i3"), vec!["minimum_redundancy 4"]);
+}
+
+#[test]
+fn minimum_redundancy_is_refused_when_it_contradicts_the_policy() {
+    for (text, error) in [
+        (
+            r#"{"keep_last": 2, "minimum_redundancy": 3}"#,
+            "minimum_redundancy: 3 is above keep_last 2",
+        ),
+        (
+            r#"{"minimum_redundancy": 3}"#,
+            "policy has no retention rule",
+        ),
+        (
+            r#"{"keep_last": 2, "minimum_redundancy": 0}"#,
+            "minimum_redundancy",
+        ),
+        (
+            r#"{"keep_last": 2, "minimum_redundancy": -1}"#,
+            "minimum_redundancy",
+        ),
+        (
+            r#"{"keep_last": 2, "minimum_redundancy": "two"}"#,
+            "minimum_redundancy",
+        ),
+    ] {
+        let refused = Policy::from_json(text).unwrap_err().to_string();
+        assert!(refused.starts_with(error), "{text}: {refused}");
+    }
+    let fine = policy(r#"{"keep_last": 3, "minimum_redundancy": 3}"#);
+    let written = serde_json::to_string(&fine).unwrap();
+    assert!(written.contains(r#""minimum_redundancy":3"#), "{written}");
+    assert_eq!(policy(&written), fine);
+}

@@ -490,3 +490,41 @@ proptest! {
 fn make_policy_for_streaming(scenario: &Scenario) -> Policy {
     make_policy(&scenario.rules, scenario.merge, scenario.grace)
 }
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// barman's `minimum_redundancy` (issue 30): whatever the rules, at least N counted
+    /// backups (completed, not asked to be deleted) stay, or all of them when there are
+    /// fewer; and the floor never deletes what the rules alone keep.
+    #[test]
+    fn minimum_redundancy_is_a_floor(scenario in scenario(), floor in 1u32..8) {
+        let mut rules = scenario.rules.clone();
+        // A floor above keep_last is refused as contradictory; stay below it.
+        let floor = match rules.get("keep_last").and_then(Value::as_i64) {
+            Some(last) if last > 0 => floor.min(last as u32),
+            _ => floor,
+        };
+        let without = make_policy(&rules, scenario.merge, scenario.grace);
+        rules.insert("minimum_redundancy", Value::from(floor));
+        let with = make_policy(&rules, scenario.merge, scenario.grace);
+        prop_assert_eq!(with.minimum_redundancy.map(|n| n.get()), Some(floor));
+        let Some(plan_with) = plan_or_refusal(&scenario, &with)? else { return Ok(()) };
+        let counted: Vec<&BackupRecord> = scenario
+            .catalog
+            .backups
+            .iter()
+            .filter(|b| b.status == BackupStatus::Completed && !b.delete_requested)
+            .collect();
+        let kept = counted.iter().filter(|b| plan_with.keeps(&b.id)).count();
+        prop_assert!(
+            kept >= counted.len().min(floor as usize),
+            "{} counted backups kept, floor {}, {} counted", kept, floor, counted.len()
+        );
+        if let Some(plan_without) = plan_or_refusal(&scenario, &without)? {
+            for decision in &plan_without.keep {
+                prop_assert!(plan_with.keeps(&decision.id), "the floor deleted {}", decision.id);
+            }
+        }
+    }
+}

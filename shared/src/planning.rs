@@ -192,6 +192,23 @@ pub fn still_deletes_volumes(
     judge::still_deletes_volumes(&group, target.id.as_str(), volumes, policy, now)
 }
 
+/// Why a user's delete of `going` (ids of `group`, backups of `plan`) is refused by the
+/// group's `minimum_redundancy`, if it is ([`judge::below_minimum_redundancy`]). A group
+/// without one policy (no schedule, or schedules that disagree) has no floor.
+pub fn below_minimum_redundancy(
+    group: &[&BackupRecord],
+    schedules: &[ScheduleRecord],
+    plan: &PlanName,
+    cluster: &ClusterName,
+    going: &[&str],
+) -> Option<String> {
+    let policies = group_policies(schedules);
+    let floor = policy_for(&policies, plan).ok()?.minimum_redundancy;
+    let group: Vec<sexton_retention::BackupRecord> =
+        group.iter().map(|record| record.to_engine()).collect();
+    judge::below_minimum_redundancy(&group, going, floor, &format!("{cluster}/{plan}"))
+}
+
 /// Judges `backup delete --with-dependents` of `target`, a backup of `group`
 /// ([`judge::judge_delete_with_dependents`]).
 pub fn judge_delete_with_dependents(

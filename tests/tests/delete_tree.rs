@@ -55,6 +55,8 @@ async fn a_backup_goes_with_what_builds_on_it_or_not_at_all() {
             "0 3 * * *",
             "--keep-last",
             "50",
+            "--minimum-redundancy",
+            "2",
             "--paused",
         ],
     )
@@ -218,6 +220,30 @@ async fn a_backup_goes_with_what_builds_on_it_or_not_at_all() {
     }
     for id in ["f5", "i6"] {
         assert!(!objects(id).await.is_empty(), "{id} keeps its objects");
+    }
+
+    // barman's minimum_redundancy 2: deleting i6 would leave one completed backup; refused,
+    // forced or not.
+    for force in [false, true] {
+        let mut args = vec![
+            "backup",
+            "delete",
+            "i6",
+            "--cluster",
+            "c1",
+            "--remote",
+            "--yes",
+        ];
+        if force {
+            args.push("--force");
+        }
+        let below = sexton(url, root, &args).await;
+        below.expect(2, "a delete below the minimum redundancy");
+        assert!(
+            below.stderr.contains("c1/nightly has 2 completed backup(s) and its policy's minimum_redundancy is 2: this delete would leave 1"),
+            "{}",
+            below.stderr
+        );
     }
 
     // The last full backup of the plan, with what builds on it: refused, nothing marked.

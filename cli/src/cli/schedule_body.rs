@@ -271,6 +271,10 @@ fn rule_keys(rules: &PolicyArgs) -> Result<Vec<(&'static str, String, Value)>, F
         "retention_duration",
         rules.retention_duration.map(Value::from),
     );
+    push(
+        "minimum_redundancy",
+        rules.minimum_redundancy.map(Value::from),
+    );
     if !rules.keep_tags.is_empty() {
         let lists: Vec<Value> = rules
             .keep_tags

@@ -92,6 +92,16 @@ impl Api {
                     already_deleting: Vec::new(),
                 })
             };
+            // barman's minimum_redundancy: no user's delete goes below it, forced or not.
+            if let Some(why) = planning::below_minimum_redundancy(
+                &group,
+                &state.schedules,
+                &target.plan,
+                &target.cluster,
+                &[target.id.as_str()],
+            ) {
+                return Err(invalid(format!("refused: {why}")));
+            }
             let verdict = planning::judge_user_delete(&group, target, request.force, now);
             if request.dry_run {
                 // What would happen, in the words of the real answer; nothing is written.
@@ -197,6 +207,16 @@ impl Api {
             let now = Utc::now();
             let judged = planning::judge_delete_with_dependents(&group, target, now)
                 .map_err(|why| invalid(format!("refused: {why}")))?;
+            let going: Vec<&str> = judged.ids.iter().map(String::as_str).collect();
+            if let Some(why) = planning::below_minimum_redundancy(
+                &group,
+                &state.schedules,
+                &target.plan,
+                &target.cluster,
+                &going,
+            ) {
+                return Err(invalid(format!("refused: {why}")));
+            }
             let remote = remote_cleanup(&request, target, &state.schedules);
             let ids = |list: &[String]| -> Vec<sexton_shared::names::BackupId> {
                 list.iter().filter_map(|id| id.parse().ok()).collect()

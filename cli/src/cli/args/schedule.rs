@@ -231,6 +231,10 @@ pub struct PolicyArgs {
     /// Keep the newest N backups a restore test proved restorable (keep_verified).
     #[arg(long, value_name = "N", value_parser = parse_keep_count)]
     pub keep_verified: Option<i64>,
+    /// Never fewer than N completed backups, whatever the rules or a user's delete say
+    /// (barman's minimum_redundancy; a floor, not a rule).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub minimum_redundancy: Option<u32>,
     /// How long a failed backup's partial artifacts are left alone (failed_grace: 1h, 30min,
     /// 2d, or never, as barman keeps failed backups; not a rule).
     #[arg(long, value_name = "DURATION")]
