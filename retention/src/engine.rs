@@ -33,12 +33,13 @@ use crate::chains::{chain_roots, older_than, plan_merges, MergeIndices, ParentLi
 use crate::error::{PlanError, MAX_BACKUPS};
 use crate::extract::{extract_all, Extracted};
 use crate::flags::{
-    status_of, FACT_ELIGIBLE, FACT_IMMUTABLE, KEEP_ANY, KEEP_FLOOR, KEEP_IMMUTABLE_CHAIN,
-    KEEP_INDEPENDENT, KEEP_MERGE_SOURCE, KEEP_NEEDED, KEEP_VOLUMES_NEEDED, NONE, PARTIAL,
+    status_of, FACT_ELIGIBLE, FACT_FULL, FACT_IMMUTABLE, KEEP_ANY, KEEP_FLOOR, KEEP_FULL_CHAIN,
+    KEEP_IMMUTABLE_CHAIN, KEEP_INDEPENDENT, KEEP_MERGE_SOURCE, KEEP_NEEDED, KEEP_VOLUMES_NEEDED,
+    NONE, PARTIAL,
 };
 use crate::gfs::GfsHit;
 use crate::plan::Plan;
-use crate::policy::{ChainMode, Policy};
+use crate::policy::{ChainMode, KeepCount, Policy};
 use crate::rules::keep_by_rules;
 use crate::sort_key::{sort_and_scan, Sorted};
 use crate::volumes::{self, VolumeDecisions};
@@ -59,6 +60,8 @@ pub struct Evaluation<'a> {
     pub(crate) needed_by: Vec<(u32, u32)>,
     /// (member of an immutable chain, the chain's newest backup kept in its own right).
     pub(crate) immutable_with: Vec<(u32, u32)>,
+    /// (a backup kept with its full chain by `keep_full`, that full), sorted.
+    pub(crate) full_chain_of: Vec<(u32, u32)>,
     /// (merge source, merge target), sorted.
     pub(crate) merge_target_of: Vec<(u32, u32)>,
     pub(crate) merges: Vec<MergeIndices>,
@@ -140,7 +143,7 @@ pub fn evaluate<'a>(
         sorted_hashes,
         hash_collision,
     );
-    let whole_chains = merge_mode || any_immutable;
+    let whole_chains = merge_mode || any_immutable || policy.keep_full.is_some();
     if whole_chains {
         links.resolve_all(&flags, &mut warnings)?;
     }
@@ -152,6 +155,7 @@ pub fn evaluate<'a>(
         &mut walk_from,
         any_immutable,
         merge_mode,
+        policy.keep_full,
     );
 
     // Phase 5: chains.
@@ -208,6 +212,7 @@ pub fn evaluate<'a>(
         gfs_hit_of: gfs.hit_of,
         needed_by,
         immutable_with: kept_chains.immutable_with,
+        full_chain_of: kept_chains.full_chain_of,
         merge_target_of: kept_chains.merge_target_of,
         merges: kept_chains.merges,
         volumes: volume_decisions,
@@ -225,13 +230,16 @@ pub fn evaluate<'a>(
 struct WholeChains {
     /// (member of an immutable chain, the chain's newest backup kept in its own right), sorted.
     immutable_with: Vec<(u32, u32)>,
+    /// (a backup that builds on one of `keep_full`'s fulls, that full), sorted.
+    full_chain_of: Vec<(u32, u32)>,
     merges: Vec<MergeIndices>,
     /// (merge source, merge target), sorted.
     merge_target_of: Vec<(u32, u32)>,
 }
 
-/// Phase 4: the floor (the newest completed full backup), immutable chains (kept or expired
-/// together) and merges, which need every parent link.
+/// Phase 4: full chains (`keep_full`), the floor (the newest completed full backup),
+/// immutable chains (kept or expired together) and merges, which need every parent link.
+#[allow(clippy::too_many_arguments)]
 fn keep_floor_and_whole_chains(
     order: &[u32],
     links: &ParentLinks<'_>,
@@ -240,12 +248,18 @@ fn keep_floor_and_whole_chains(
     walk_from: &mut Vec<u32>,
     any_immutable: bool,
     merge_mode: bool,
+    keep_full: Option<KeepCount>,
 ) -> WholeChains {
     let n = flags.len();
-    let whole_chains = merge_mode || any_immutable;
+    let whole_chains = merge_mode || any_immutable || keep_full.is_some();
     let floor = floor_position.map(|position| order[position] as usize);
     let roots =
         whole_chains.then(|| chain_roots(order, &links.parent, flags, links.has_forward_links));
+    // Full chains first: what they keep is kept in its own right, which the merges respect.
+    let full_chain_of = match (keep_full, &roots) {
+        (Some(count), Some(roots)) => keep_full_chains(order, roots, count, flags, walk_from),
+        _ => Vec::new(),
+    };
     let mut chain_immutable = vec![false; if any_immutable { n } else { 0 }];
     if let Some(roots) = &roots {
         for index in 0..n {
@@ -273,6 +287,7 @@ fn keep_floor_and_whole_chains(
         }
     }
     let mut kept = WholeChains {
+        full_chain_of,
         immutable_with: Vec::new(),
         merges: Vec::new(),
         merge_target_of: Vec::new(),
@@ -313,6 +328,54 @@ fn keep_floor_and_whole_chains(
         kept.merges = merges;
     }
     kept
+}
+
+/// `keep_full: N` (pgBackRest's `repo-retention-full`, barman's `REDUNDANCY`): the newest N
+/// counted full backups (completed, not asked to be deleted), and every counted backup whose
+/// chain starts at one of them. Returns (member, its full), sorted.
+fn keep_full_chains(
+    order: &[u32],
+    roots: &[u32],
+    count: KeepCount,
+    flags: &mut [u32],
+    walk_from: &mut Vec<u32>,
+) -> Vec<(u32, u32)> {
+    let wanted = match count {
+        KeepCount::Unlimited => usize::MAX,
+        KeepCount::Limited(n) => n.get() as usize,
+    };
+    let mut chosen = vec![false; flags.len()];
+    let mut seen = 0usize;
+    for (position, &index) in order.iter().enumerate() {
+        if seen >= wanted {
+            break;
+        }
+        let i = index as usize;
+        let counted_full = flags[i] & FACT_ELIGIBLE != 0 && flags[i] & FACT_FULL != 0;
+        if !counted_full || roots[i] != index {
+            continue;
+        }
+        chosen[i] = true;
+        flags[i] |= KEEP_FULL_CHAIN;
+        walk_from.push(position as u32);
+        seen += 1;
+    }
+    let mut members = Vec::new();
+    for (position, &index) in order.iter().enumerate() {
+        let i = index as usize;
+        let root = roots[i];
+        if root == NONE || root == index || !chosen[root as usize] {
+            continue;
+        }
+        if flags[i] & FACT_ELIGIBLE == 0 {
+            continue;
+        }
+        flags[i] |= KEEP_FULL_CHAIN;
+        walk_from.push(position as u32);
+        members.push((index, root));
+    }
+    members.sort_unstable();
+    members
 }
 
 /// Keeps every member of an immutable chain whose newest backup is kept in its own right;

@@ -189,6 +189,17 @@ impl<'a> Evaluation<'a> {
         if bits & KEEP_FLOOR_VERIFIED != 0 {
             reasons.push(Reason::VerifiedFloor);
         }
+        if bits & KEEP_FULL_CHAIN != 0 {
+            if let Some(count) = policy.keep_full {
+                match pairs_of(&self.full_chain_of, index).first() {
+                    Some(&(_, full)) => reasons.push(Reason::FullChainMember {
+                        count,
+                        full: id_of(full),
+                    }),
+                    None => reasons.push(Reason::KeepFull(count)),
+                }
+            }
+        }
         if bits & KEEP_MIN_REDUNDANCY != 0 {
             if let Some(floor) = policy.minimum_redundancy {
                 reasons.push(Reason::MinimumRedundancy(floor.get()));

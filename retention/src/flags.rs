@@ -40,9 +40,14 @@ pub(crate) const KEEP_LOCKED: u32 = 1 << 29;
 /// One of the newest `minimum_redundancy` completed backups, which no rule kept (barman's
 /// floor; issue 30). The last free bit but one.
 pub(crate) const KEEP_MIN_REDUNDANCY: u32 = 1 << 30;
+/// One of the newest `keep_full` full backups, or a backup that builds on one (issue 30). The
+/// last free bit.
+pub(crate) const KEEP_FULL_CHAIN: u32 = 1 << 31;
 /// Kept for a reason of its own, not only because something else needs it.
-pub(crate) const KEEP_INDEPENDENT: u32 = ((1 << 14) - 1) | KEEP_LOCKED | KEEP_MIN_REDUNDANCY;
-pub(crate) const KEEP_ANY: u32 = ((1 << 17) - 1) | KEEP_LOCKED | KEEP_MIN_REDUNDANCY;
+pub(crate) const KEEP_INDEPENDENT: u32 =
+    ((1 << 14) - 1) | KEEP_LOCKED | KEEP_MIN_REDUNDANCY | KEEP_FULL_CHAIN;
+pub(crate) const KEEP_ANY: u32 =
+    ((1 << 17) - 1) | KEEP_LOCKED | KEEP_MIN_REDUNDANCY | KEEP_FULL_CHAIN;
 /// Not kept, but some of its volumes are: the record and those volumes stay.
 pub(crate) const PARTIAL: u32 = 1 << 17;
 /// In artifact flags only ([`crate::volumes`]): the artifact's backup is kept.

@@ -50,6 +50,10 @@ pub struct Policy {
     /// The newest N backups a restore test proved restorable (issue 13), with what they need.
     /// Backups whose verification failed or that were never verified do not count.
     pub keep_verified: Option<KeepCount>,
+    /// The newest N full backups, each with every backup that builds on it (pgBackRest's
+    /// `repo-retention-full` of type count, barman's `REDUNDANCY`; issue 30): full chains
+    /// counted, not backups.
+    pub keep_full: Option<KeepCount>,
     /// barman's `minimum_redundancy`: whatever the rules say, the newest N completed backups
     /// (with what they need) stay, and no user's delete goes below N. A floor, not a rule.
     pub minimum_redundancy: Option<NonZeroU32>,
@@ -128,6 +132,7 @@ impl Policy {
             && self.retention_duration.is_none()
             && self.recovery_window.is_none()
             && self.keep_verified.is_none()
+            && self.keep_full.is_none()
     }
 
     /// The count rules in restic's order: last, hourly, daily, weekly, monthly, yearly.
@@ -496,6 +501,8 @@ struct PolicyWire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keep_verified: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_full: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     minimum_redundancy: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     failed_grace: Option<Value>,
@@ -562,6 +569,7 @@ impl TryFrom<PolicyWire> for Policy {
                 }
             },
             keep_verified: parse_count("keep_verified", wire.keep_verified)?,
+            keep_full: parse_count("keep_full", wire.keep_full)?,
             minimum_redundancy: parse_positive_number(
                 "minimum_redundancy",
                 "backups",
@@ -640,6 +648,7 @@ impl From<Policy> for PolicyWire {
             retention_duration: policy.retention_duration.map(|d| Value::from(d.0.get())),
             recovery_window: policy.recovery_window.map(|w| Value::from(w.to_string())),
             keep_verified: count(policy.keep_verified),
+            keep_full: count(policy.keep_full),
             minimum_redundancy: policy.minimum_redundancy.map(|n| Value::from(n.get())),
             failed_grace: (policy.failed_grace != default_grace)
                 .then(|| Value::from(policy.failed_grace.to_string())),

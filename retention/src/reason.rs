@@ -48,6 +48,8 @@ pub enum Rule {
     VerifiedFloor,
     /// barman's `minimum_redundancy`: kept so that N completed backups stay.
     MinimumRedundancy,
+    /// `keep_full`: one of the newest N full backups, or a backup that builds on one.
+    KeepFull,
     Missing,
     MergePending,
     /// `needed by`: an ancestor of a kept backup.
@@ -92,6 +94,7 @@ impl Rule {
             Rule::KeepVerified => "keep-verified",
             Rule::VerifiedFloor => "verified-floor",
             Rule::MinimumRedundancy => "minimum-redundancy",
+            Rule::KeepFull => "keep-full",
             Rule::Missing | Rule::MissingDeleted => "missing",
             Rule::MergePending => "merge-pending",
             Rule::Chain => "chain",
@@ -201,6 +204,13 @@ pub enum Reason {
     VerifiedFloor,
     /// `minimum_redundancy N`: one of the newest N completed backups, which no rule kept.
     MinimumRedundancy(u32),
+    /// `keep_full N`: one of the newest N full backups.
+    KeepFull(KeepCount),
+    /// `keep_full N: builds on <full>`: a backup of one of those fulls' chains.
+    FullChainMember {
+        count: KeepCount,
+        full: String,
+    },
     /// Kept: its objects are not in the bucket as recorded.
     Missing,
     /// `merge into <id> pending`.
@@ -392,6 +402,7 @@ impl Reason {
             Reason::KeepVerified(_) => Rule::KeepVerified,
             Reason::VerifiedFloor => Rule::VerifiedFloor,
             Reason::MinimumRedundancy(_) => Rule::MinimumRedundancy,
+            Reason::KeepFull(_) | Reason::FullChainMember { .. } => Rule::KeepFull,
             Reason::Missing => Rule::Missing,
             Reason::MergePending(_) => Rule::MergePending,
             Reason::NeededBy(_) => Rule::Chain,
@@ -475,6 +486,10 @@ impl fmt::Display for Reason {
             Reason::KeepVerified(count) => write!(f, "keep_verified {}", count.as_restic()),
             Reason::VerifiedFloor => f.write_str("floor: newest verified"),
             Reason::MinimumRedundancy(n) => write!(f, "minimum_redundancy {n}"),
+            Reason::KeepFull(count) => write!(f, "keep_full {}", count.as_restic()),
+            Reason::FullChainMember { count, full } => {
+                write!(f, "keep_full {}: builds on {full}", count.as_restic())
+            }
             Reason::Missing => f.write_str(
                 "missing: its objects are not in the bucket as recorded; not counted, kept until \
                  a user deletes it",

@@ -499,3 +499,63 @@ fn minimum_redundancy_is_refused_when_it_contradicts_the_policy() {
     assert!(written.contains(r#""minimum_redundancy":3"#), "{written}");
     assert_eq!(policy(&written), fine);
 }
+
+/// pgBackRest's `repo-retention-full` (type count), as its user guide states it: "When a full
+/// backup expires, all differential and incremental backups associated with the full backup
+/// will also expire"; the retained fulls keep everything that depends on them
+/// (https://pgbackrest.org/user-guide.html#retention/full). barman's `REDUNDANCY 2` keeps the
+/// two newest backups, children following their root.
+#[test]
+fn keep_full_counts_full_chains_not_backups() {
+    let catalog = catalog(vec![
+        full("F3", "2024-01-07T00:00:00Z"),
+        incremental("I2b", "2024-01-06T00:00:00Z", "I2a"),
+        incremental("I2a", "2024-01-05T00:00:00Z", "F2"),
+        full("F2", "2024-01-04T00:00:00Z"),
+        incremental("I1b", "2024-01-03T00:00:00Z", "F1"),
+        incremental("I1a", "2024-01-02T00:00:00Z", "F1"),
+        full("F1", "2024-01-01T00:00:00Z"),
+    ]);
+    let now = "2024-01-08T00:00:00Z";
+    let plan = run(&catalog, &policy(r#"{"keep_full": 2}"#), now);
+    assert_eq!(kept(&plan), vec!["F3", "I2b", "I2a", "F2"]);
+    assert_eq!(deleted(&plan), vec!["I1b", "I1a", "F1"]);
+    assert_eq!(reasons(&plan, "F2"), vec!["keep_full 2"]);
+    assert_eq!(reasons(&plan, "I2b"), vec!["keep_full 2: builds on F2"]);
+    // keep_last 2 would have kept F3 and I2b (and I2a, F2 as needed): the same here, but it
+    // counts backups, so with one more incremental on F3 it keeps less of F2's chain.
+    let mut more = catalog.backups.clone();
+    more.insert(0, incremental("I3a", "2024-01-07T12:00:00Z", "F3"));
+    let more = sexton_retention::Catalog {
+        backups: more,
+        ..catalog.clone()
+    };
+    let by_chains = run(&more, &policy(r#"{"keep_full": 2}"#), now);
+    assert_eq!(kept(&by_chains), vec!["I3a", "F3", "I2b", "I2a", "F2"]);
+    let by_backups = run(&more, &policy(r#"{"keep_last": 2}"#), now);
+    assert_eq!(kept(&by_backups), vec!["I3a", "F3"]);
+    // Every full (-1) keeps every chain; a delete-requested full is not counted.
+    let plan = run(&catalog, &policy(r#"{"keep_full": -1}"#), now);
+    assert!(deleted(&plan).is_empty());
+    let mut requested = catalog.clone();
+    requested
+        .backups
+        .iter_mut()
+        .find(|b| b.id == "F3")
+        .unwrap()
+        .delete_requested = true;
+    // (F3 itself stays as the floor, deferred: the newest full goes only when forced.)
+    let plan = run(&requested, &policy(r#"{"keep_full": 1}"#), now);
+    assert_eq!(kept(&plan), vec!["F3", "I2b", "I2a", "F2"]);
+    assert_eq!(reasons(&plan, "F2"), vec!["keep_full 1"]);
+    // Written back and read again, the same policy.
+    let written = serde_json::to_string(&policy(r#"{"keep_full": 2}"#)).unwrap();
+    assert!(written.contains(r#""keep_full":2"#), "{written}");
+    for bad in [
+        r#"{"keep_full": "two"}"#,
+        r#"{"keep_full": -2}"#,
+        r#"{"keep_full": 1.5}"#,
+    ] {
+        assert!(Policy::from_json(bad).is_err(), "{bad}");
+    }
+}

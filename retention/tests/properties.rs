@@ -210,6 +210,7 @@ fn rule() -> impl Strategy<Value = (&'static str, Value)> {
         count.clone().prop_map(|v| ("keep_daily", v)),
         count.clone().prop_map(|v| ("keep_weekly", v)),
         count.clone().prop_map(|v| ("keep_monthly", v)),
+        count.clone().prop_map(|v| ("keep_full", v)),
         count.prop_map(|v| ("keep_yearly", v)),
         duration.clone().prop_map(|v| ("keep_within", v)),
         duration.clone().prop_map(|v| ("keep_within_hourly", v)),

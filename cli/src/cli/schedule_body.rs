@@ -251,6 +251,7 @@ fn rule_keys(rules: &PolicyArgs) -> Result<Vec<(&'static str, String, Value)>, F
         ("keep_monthly", rules.keep_monthly),
         ("keep_yearly", rules.keep_yearly),
         ("keep_verified", rules.keep_verified),
+        ("keep_full", rules.keep_full),
     ] {
         push(key, count.map(Value::from));
     }

@@ -231,6 +231,10 @@ pub struct PolicyArgs {
     /// Keep the newest N backups a restore test proved restorable (keep_verified).
     #[arg(long, value_name = "N", value_parser = parse_keep_count)]
     pub keep_verified: Option<i64>,
+    /// Keep the newest N full backups, each with every backup that builds on it (keep_full:
+    /// pgBackRest's repo-retention-full, barman's REDUNDANCY; -1 = every full).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_full: Option<i64>,
     /// Never fewer than N completed backups, whatever the rules or a user's delete say
     /// (barman's minimum_redundancy; a floor, not a rule).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
