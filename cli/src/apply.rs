@@ -718,6 +718,9 @@ pub async fn get_plugins(
     if let (Some(name), true) = (name, manifests.is_empty()) {
         return Err(Failure::input(format!("delete plugin {name} not found")));
     }
+    if manifests.is_empty() {
+        eprintln!("no delete plugins found");
+    }
     write_manifests(output, &manifests);
     Ok(())
 }
@@ -754,6 +757,9 @@ pub async fn get(
         .collect();
     if let (Some(name), true) = (name, manifests.is_empty()) {
         return Err(Failure::input(format!("schedule {name} not found")));
+    }
+    if manifests.is_empty() {
+        eprintln!("no schedules found");
     }
     write_manifests(output, &manifests);
     Ok(())

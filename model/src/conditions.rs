@@ -12,7 +12,7 @@
 //! A health check reads `Held` first (a paused schedule is suspended, not broken), then
 //! `Failing` and `Ready` (docs/gitops.md).
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::records::{SchedulePhase, ScheduleRecord};
@@ -114,14 +114,17 @@ pub fn schedule_conditions(record: &ScheduleRecord, now: DateTime<Utc>) -> Vec<C
                 "Overdue",
                 format!(
                     "the run due at {} has not fired: is a scheduler running?",
-                    next.to_rfc3339()
+                    next.to_rfc3339_opts(SecondsFormat::Secs, true)
                 ),
             ),
             Some(next) => Condition::new(
                 "Ready",
                 true,
                 "Scheduled",
-                format!("next run at {}", next.to_rfc3339()),
+                format!(
+                    "next run at {}",
+                    next.to_rfc3339_opts(SecondsFormat::Secs, true)
+                ),
             ),
             None => Condition::new(
                 "Ready",
@@ -160,7 +163,10 @@ pub fn schedule_conditions(record: &ScheduleRecord, now: DateTime<Utc>) -> Vec<C
             "Failing",
             false,
             "LastBackupCompleted",
-            format!("the latest backup completed at {}", completed.to_rfc3339()),
+            format!(
+                "the latest backup completed at {}",
+                completed.to_rfc3339_opts(SecondsFormat::Secs, true)
+            ),
         )
     } else {
         Condition::new(

@@ -221,29 +221,43 @@ impl Api {
             let ids = |list: &[String]| -> Vec<sexton_shared::names::BackupId> {
                 list.iter().filter_map(|id| id.parse().ok()).collect()
             };
-            let n = judged.ids.len();
             let reply = reply_value(BackupDeleted {
                 cluster: request.cluster.clone(),
                 id: request.id.clone(),
                 action: DeleteAction::Deleting,
                 remote,
                 force: false,
-                reason: Some(format!(
-                    "it and the {} backup(s) that build on it ({}) go at the cluster's next \
-                     retention run{}",
-                    n - 1 + judged.already.len(),
-                    judged.ids[1..]
-                        .iter()
-                        .chain(&judged.already)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    if remote {
+                reason: Some({
+                    let dependents: Vec<&String> =
+                        judged.ids[1..].iter().chain(&judged.already).collect();
+                    let objects = if remote {
                         ", with their objects"
                     } else {
                         "; their objects stay"
+                    };
+                    if dependents.is_empty() {
+                        format!(
+                            "nothing builds on it; it goes at the cluster's next retention \
+                             run{}",
+                            if remote {
+                                ", with its objects"
+                            } else {
+                                "; its objects stay"
+                            }
+                        )
+                    } else {
+                        format!(
+                            "it and the {} backup(s) that build on it ({}) go at the \
+                             cluster's next retention run{objects}",
+                            dependents.len(),
+                            dependents
+                                .iter()
+                                .map(|id| id.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                        )
                     }
-                )),
+                }),
                 dry_run: request.dry_run,
                 location: None,
                 dependents: ids(&judged.ids[1..]),
