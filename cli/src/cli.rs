@@ -280,7 +280,21 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             policy,
             now,
             pretty,
-        }) => crate::offline_plan::run(catalog, policy, now.as_deref(), cli.output, *pretty),
+            delete,
+            with_dependents,
+        }) => crate::offline_plan::run(
+            catalog,
+            policy,
+            now.as_deref(),
+            cli.output,
+            *pretty,
+            delete
+                .as_deref()
+                .map(|id| crate::offline_plan::AskedDelete {
+                    id,
+                    with_dependents: *with_dependents,
+                }),
+        ),
         Command::Exec(args) => {
             let options = args.options()?;
             let config = load_config()?;

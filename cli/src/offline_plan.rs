@@ -29,13 +29,23 @@ pub const PRETTY_UP_TO: usize = 10_000;
 /// Output buffer: large enough that a million decisions cost few write calls.
 const OUTPUT_BUFFER: usize = 1 << 16;
 
-/// Reads the catalog and policy files, evaluates at `now` (RFC 3339; default now) and writes the plan to stdout.
+/// `--delete ID [--with-dependents]`: plan as if a user had asked to delete a backup.
+#[derive(Debug, Clone, Copy)]
+pub struct AskedDelete<'a> {
+    pub id: &'a str,
+    pub with_dependents: bool,
+}
+
+/// Reads the catalog and policy files, evaluates at `now` (RFC 3339; default now) and writes
+/// the plan to stdout; with `delete`, after recording that delete as the fleet would (or
+/// refusing it, as the fleet would).
 pub fn run(
     catalog_path: &Path,
     policy_path: &Path,
     now: Option<&str>,
     output: Output,
     pretty: bool,
+    delete: Option<AskedDelete<'_>>,
 ) -> Result<(), Failure> {
     let catalog_bytes = std::fs::read(catalog_path)
         .map_err(|err| Failure::input(format!("cannot read {}: {err}", catalog_path.display())))?;
@@ -54,6 +64,11 @@ pub fn run(
         Some(text) => parse_time("now", text)?,
         None => Utc::now(),
     };
+    let mut catalog = catalog;
+    if let Some(asked) = delete {
+        let marked = ask_delete(&mut catalog, &policy, asked, now)?;
+        eprintln!("asked to delete: {}", marked.join(", "));
+    }
     let evaluation = sexton_retention::evaluate(&catalog, &policy, now)
         .map_err(|err| Failure::input(err.to_string()))?;
     let stdout = std::io::stdout();
@@ -77,6 +92,56 @@ pub fn run(
         result => result
             .map_err(|err| Failure::runtime(anyhow::Error::new(err).context("writing the plan"))),
     }
+}
+
+/// Records a user's delete in `catalog` as the fleet's `backup.delete` would, with the same
+/// judgements (`sexton_retention::judge`): the ids marked, or the refusal as bad input.
+fn ask_delete(
+    catalog: &mut Catalog,
+    policy: &Policy,
+    asked: AskedDelete<'_>,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<String>, Failure> {
+    use sexton_retention::judge;
+    let Some(target) = catalog.backups.iter().find(|b| b.id == asked.id).cloned() else {
+        return Err(Failure::input(format!(
+            "--delete {}: no such backup in the catalog",
+            asked.id
+        )));
+    };
+    let ids = if asked.with_dependents {
+        judge::judge_delete_with_dependents(&catalog.backups, &target, "the catalog", now)
+            .map_err(|why| Failure::input(format!("--delete {}: refused: {why}", asked.id)))?
+            .ids
+    } else {
+        match judge::judge_user_delete(&catalog.backups, &target, "the catalog", false, now) {
+            judge::UserDelete::Refused(why) => {
+                return Err(Failure::input(format!(
+                    "--delete {}: refused: {why}",
+                    asked.id
+                )))
+            }
+            _ => vec![target.id.clone()],
+        }
+    };
+    let going: Vec<&str> = ids.iter().map(String::as_str).collect();
+    if let Some(why) = judge::below_minimum_redundancy(
+        &catalog.backups,
+        &going,
+        policy.minimum_redundancy,
+        "the catalog",
+    ) {
+        return Err(Failure::input(format!(
+            "--delete {}: refused: {why}",
+            asked.id
+        )));
+    }
+    for backup in &mut catalog.backups {
+        if ids.contains(&backup.id) {
+            backup.delete_requested = true;
+        }
+    }
+    Ok(ids)
 }
 
 /// The plan as JSON: pretty when asked or small, compact otherwise; one line feed after it.

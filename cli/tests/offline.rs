@@ -1519,3 +1519,93 @@ fn an_unreachable_fleet_names_the_url_its_source_and_the_way_out() {
         "{text}"
     );
 }
+
+/// `retention plan --delete ID [--with-dependents]` (issue 30): the offline planner judges a
+/// user's delete as the fleet does, then plans with it recorded.
+#[test]
+fn retention_plan_evaluates_a_delete_as_the_fleet_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.json");
+    let policy = dir.path().join("policy.json");
+    // f1 ← i2 ← i3, f4.
+    std::fs::write(
+        &catalog,
+        serde_json::json!({"backups": [
+            {"id": "f1", "status": "completed", "kind": "full", "completed_at": "2026-11-01T00:00:00Z"},
+            {"id": "i2", "status": "completed", "kind": "incremental", "parent": "f1", "completed_at": "2026-11-02T00:00:00Z"},
+            {"id": "i3", "status": "completed", "kind": "incremental", "parent": "i2", "completed_at": "2026-11-03T00:00:00Z"},
+            {"id": "f4", "status": "completed", "kind": "full", "completed_at": "2026-11-04T00:00:00Z"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(&policy, r#"{"keep_last": 10}"#).unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec![
+            "retention",
+            "plan",
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+            "--now",
+            "2026-11-22T00:00:00Z",
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        sexton(&args)
+    };
+    let ids = |out: &Output, key: &str| -> Vec<String> {
+        let plan: serde_json::Value = serde_json::from_str(&stdout(out)).unwrap();
+        plan[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Alone, i2 is deferred: i3 still needs it.
+    let out = plan(&["--delete", "i2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(ids(&out, "delete").is_empty(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("delete requested, deferred"),
+        "{}",
+        stdout(&out)
+    );
+    // With its dependents, i2 and i3 go at the run.
+    let out = plan(&["--delete", "i2", "--with-dependents"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(ids(&out, "delete"), ["i3", "i2"]);
+    assert!(
+        stderr(&out).contains("asked to delete: i2, i3"),
+        "{}",
+        stderr(&out)
+    );
+    // Refusals, as the fleet's: the newest full alone, an unknown id, the flag without
+    // --delete; then a delete below the floor.
+    for (extra, said) in [
+        (
+            &["--delete", "f4"][..],
+            "is the newest full backup of the catalog",
+        ),
+        (
+            &["--delete", "x9"][..],
+            "--delete x9: no such backup in the catalog",
+        ),
+        (&["--with-dependents"][..], "--delete"),
+    ] {
+        let out = plan(extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains(said), "{extra:?}: {}", stderr(&out));
+    }
+    std::fs::write(&policy, r#"{"keep_last": 10, "minimum_redundancy": 3}"#).unwrap();
+    let out = plan(&["--delete", "i2", "--with-dependents"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("minimum_redundancy is 3: this delete would leave 2"),
+        "{}",
+        stderr(&out)
+    );
+}

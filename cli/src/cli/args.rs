@@ -523,7 +523,8 @@ pub enum RetentionCommand {
     /// Run the retention engine offline on a catalog file and a policy file.
     #[command(after_help = "Examples:
   sexton retention plan --catalog catalog.json --policy policy.json
-  sexton retention plan --catalog catalog.json --policy policy.json --now 2026-11-23T00:00:00Z -o json")]
+  sexton retention plan --catalog catalog.json --policy policy.json --now 2026-11-23T00:00:00Z -o json
+  sexton retention plan --catalog catalog.json --policy policy.json --delete b3 --with-dependents")]
     Plan {
         /// A catalog file (JSON: the backups of one group).
         #[arg(long)]
@@ -538,6 +539,14 @@ pub enum RetentionCommand {
         /// backups are written compact by default).
         #[arg(long)]
         pretty: bool,
+        /// Plan as if a user asked to delete this backup (judged as `backup delete` judges it:
+        /// refused, deferred or done at the run).
+        #[arg(long, value_name = "ID")]
+        delete: Option<String>,
+        /// With --delete: the backup and every backup that builds on it (backup delete
+        /// --with-dependents).
+        #[arg(long, requires = "delete")]
+        with_dependents: bool,
     },
     /// Replay a schedule and a policy offline, day by day: which backups exist (and why),
     /// how many, how much storage, the worst gap. A calendar by default, -o json, or
