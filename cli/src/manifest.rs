@@ -333,58 +333,37 @@ pub fn manifests(documents: &[Document]) -> Result<Manifests, Vec<String>> {
                 continue;
             }
         };
-        match header.kind {
-            Kind::Schedule => match schedule(document, header) {
-                Ok(manifest) => {
-                    if let Some(first) = found
-                        .schedules
-                        .iter()
-                        .find(|m| m.spec.name == manifest.spec.name)
-                    {
-                        errors.push(format!(
-                            "{}: schedule {} is given twice (first at {})",
-                            manifest.at, manifest.spec.name, first.at
-                        ));
-                    } else {
-                        found.schedules.push(manifest);
-                    }
-                }
-                Err(error) => errors.push(error),
-            },
-            Kind::Location => match location(document, header) {
-                Ok(manifest) => {
-                    if let Some(first) = found
-                        .locations
-                        .iter()
-                        .find(|m| m.spec.name == manifest.spec.name)
-                    {
-                        errors.push(format!(
-                            "{}: location {} is given twice (first at {})",
-                            manifest.at, manifest.spec.name, first.at
-                        ));
-                    } else {
-                        found.locations.push(manifest);
-                    }
-                }
-                Err(error) => errors.push(error),
-            },
-            Kind::DeletePlugin => match plugin(document, header) {
-                Ok(manifest) => {
-                    if let Some(first) = found
-                        .plugins
-                        .iter()
-                        .find(|m| m.spec.name == manifest.spec.name)
-                    {
-                        errors.push(format!(
-                            "{}: delete plugin {} is given twice (first at {})",
-                            manifest.at, manifest.spec.name, first.at
-                        ));
-                    } else {
-                        found.plugins.push(manifest);
-                    }
-                }
-                Err(error) => errors.push(error),
-            },
+        let added = match header.kind {
+            Kind::Schedule => schedule(document, header).and_then(|manifest| {
+                add(
+                    &mut found.schedules,
+                    manifest,
+                    "schedule",
+                    |m| m.spec.name.as_str(),
+                    |m| m.at.as_str(),
+                )
+            }),
+            Kind::Location => location(document, header).and_then(|manifest| {
+                add(
+                    &mut found.locations,
+                    manifest,
+                    "location",
+                    |m| m.spec.name.as_str(),
+                    |m| m.at.as_str(),
+                )
+            }),
+            Kind::DeletePlugin => plugin(document, header).and_then(|manifest| {
+                add(
+                    &mut found.plugins,
+                    manifest,
+                    "delete plugin",
+                    |m| m.spec.name.as_str(),
+                    |m| m.at.as_str(),
+                )
+            }),
+        };
+        if let Err(error) = added {
+            errors.push(error);
         }
     }
     if errors.is_empty() {
@@ -392,6 +371,27 @@ pub fn manifests(documents: &[Document]) -> Result<Manifests, Vec<String>> {
     } else {
         Err(errors)
     }
+}
+
+/// Adds `manifest` (of kind `what`) to `list`, unless one of the same name (`name_of`) is
+/// there already: then the error names both places (`at_of`).
+fn add<T>(
+    list: &mut Vec<T>,
+    manifest: T,
+    what: &str,
+    name_of: impl for<'m> Fn(&'m T) -> &'m str,
+    at_of: impl for<'m> Fn(&'m T) -> &'m str,
+) -> Result<(), String> {
+    if let Some(first) = list.iter().find(|m| name_of(m) == name_of(&manifest)) {
+        return Err(format!(
+            "{}: {what} {} is given twice (first at {})",
+            at_of(&manifest),
+            name_of(&manifest),
+            at_of(first)
+        ));
+    }
+    list.push(manifest);
+    Ok(())
 }
 
 /// What every manifest has, checked: its kind, its name, and its spec as the API's body
@@ -954,6 +954,25 @@ spec:
                 "{text}\nexpected {expected:?}, got {errors:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_location_is_a_declaration_named_once_without_labels() {
+        let dr =
+            "apiVersion: sexton.io/v1\nkind: Location\nmetadata: {name: dr}\nspec: {bucket: b}\n";
+        let found = manifests(&docs(dr).unwrap()).unwrap();
+        assert_eq!(found.locations[0].spec.bucket.as_deref(), Some("b"));
+        let errors = manifests(&docs(&format!("{dr}---\n{dr}")).unwrap()).unwrap_err();
+        assert_eq!(
+            errors,
+            ["s.yaml:6: location dr is given twice (first at s.yaml:1)"]
+        );
+        let labelled = dr.replace("{name: dr}", "\n  name: dr\n  labels: {a: b}");
+        let errors = manifests(&docs(&labelled).unwrap()).unwrap_err();
+        assert!(
+            errors[0].starts_with("s.yaml:5: location dr: a location has no metadata.labels"),
+            "{errors:?}"
+        );
     }
 
     #[test]
