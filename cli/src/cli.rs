@@ -278,13 +278,18 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Retention(RetentionCommand::Plan {
             catalog,
             policy,
+            policy_from,
             now,
             pretty,
             delete,
             with_dependents,
         }) => crate::offline_plan::run(
             catalog,
-            policy,
+            match (policy, policy_from) {
+                (Some(path), _) => crate::offline_plan::PolicySource::File(path),
+                (None, Some(text)) => crate::offline_plan::PolicySource::Translated(text),
+                (None, None) => unreachable!("clap requires --policy or --policy-from"),
+            },
             now.as_deref(),
             cli.output,
             *pretty,

@@ -11,6 +11,7 @@ pub mod listing;
 pub mod manifest;
 pub mod offline_plan;
 pub mod output;
+pub mod policy_from;
 pub mod safety;
 pub mod simulate;
 pub mod version;

@@ -29,6 +29,13 @@ pub const PRETTY_UP_TO: usize = 10_000;
 /// Output buffer: large enough that a million decisions cost few write calls.
 const OUTPUT_BUFFER: usize = 1 << 16;
 
+/// Where the policy comes from: a file, or a pgBackRest or barman setting to translate.
+#[derive(Debug, Clone, Copy)]
+pub enum PolicySource<'a> {
+    File(&'a Path),
+    Translated(&'a str),
+}
+
 /// `--delete ID [--with-dependents]`: plan as if a user had asked to delete a backup.
 #[derive(Debug, Clone, Copy)]
 pub struct AskedDelete<'a> {
@@ -41,7 +48,7 @@ pub struct AskedDelete<'a> {
 /// refusing it, as the fleet would).
 pub fn run(
     catalog_path: &Path,
-    policy_path: &Path,
+    policy_source: PolicySource<'_>,
     now: Option<&str>,
     output: Output,
     pretty: bool,
@@ -49,16 +56,32 @@ pub fn run(
 ) -> Result<(), Failure> {
     let catalog_bytes = std::fs::read(catalog_path)
         .map_err(|err| Failure::input(format!("cannot read {}: {err}", catalog_path.display())))?;
-    let policy_text = std::fs::read_to_string(policy_path)
-        .map_err(|err| Failure::input(format!("cannot read {}: {err}", policy_path.display())))?;
+    let policy_text = match policy_source {
+        PolicySource::File(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|err| Failure::input(format!("cannot read {}: {err}", path.display())))?,
+        ),
+        PolicySource::Translated(_) => None,
+    };
     let catalog: Catalog = serde_json::from_slice(&catalog_bytes).map_err(|err| {
         Failure::input(format!("invalid catalog {}: {err}", catalog_path.display()))
     })?;
     // The text is as large as the parsed catalog: let it go before the engine runs.
     drop(catalog_bytes);
-    let policy = Policy::from_json(&policy_text).map_err(|err| {
-        Failure::input(format!("invalid policy {}: {err}", policy_path.display()))
-    })?;
+    let policy = match policy_source {
+        PolicySource::File(path) => Policy::from_json(policy_text.as_deref().unwrap_or_default())
+            .map_err(|err| {
+            Failure::input(format!("invalid policy {}: {err}", path.display()))
+        })?,
+        PolicySource::Translated(setting) => {
+            let translated = crate::policy_from::translate(setting).map_err(Failure::input)?;
+            eprintln!("policy: {}", translated.json);
+            for note in &translated.notes {
+                eprintln!("note: {note}");
+            }
+            translated.policy
+        }
+    };
     // After the files, as before: a bad catalog or policy is reported first.
     let now = match now {
         Some(text) => parse_time("now", text)?,

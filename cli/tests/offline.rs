@@ -1609,3 +1609,74 @@ fn retention_plan_evaluates_a_delete_as_the_fleet_would() {
         stderr(&out)
     );
 }
+
+/// `retention plan --policy-from` (issue 30): a pgBackRest or barman setting, translated and
+/// said on stderr, then planned as Sexton plans it.
+#[test]
+fn retention_plan_takes_a_pgbackrest_or_barman_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog.json");
+    // f1 ← i2 ← i3, f4 ← i5.
+    std::fs::write(
+        &catalog,
+        serde_json::json!({"backups": [
+            {"id": "f1", "status": "completed", "kind": "full", "completed_at": "2026-11-01T00:00:00Z"},
+            {"id": "i2", "status": "completed", "kind": "incremental", "parent": "f1", "completed_at": "2026-11-02T00:00:00Z"},
+            {"id": "i3", "status": "completed", "kind": "incremental", "parent": "i2", "completed_at": "2026-11-03T00:00:00Z"},
+            {"id": "f4", "status": "completed", "kind": "full", "completed_at": "2026-11-04T00:00:00Z"},
+            {"id": "i5", "status": "completed", "kind": "incremental", "parent": "f4", "completed_at": "2026-11-05T00:00:00Z"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let plan = |from: &str| {
+        sexton(&[
+            "retention",
+            "plan",
+            "--catalog",
+            catalog.to_str().unwrap(),
+            "--policy-from",
+            from,
+            "--now",
+            "2026-11-22T00:00:00Z",
+            "-o",
+            "json",
+        ])
+    };
+    let deleted = |out: &Output| -> Vec<String> {
+        let plan: serde_json::Value = serde_json::from_str(&stdout(out)).unwrap();
+        plan["delete"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // One full chain kept: f4 with i5; f1's chain goes whole.
+    let out = plan("pgbackrest:repo1-retention-full=1");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(r#"policy: {"keep_full":1}"#),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(deleted(&out), ["i3", "i2", "f1"]);
+    // barman's REDUNDANCY 1 is the same; its floor of 3 keeps i3 and i2 too (f1 as needed).
+    let out = plan("barman:retention_policy=REDUNDANCY 1, minimum_redundancy=3");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(deleted(&out).is_empty(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("minimum_redundancy 3"),
+        "{}",
+        stdout(&out)
+    );
+    // Refused, nothing planned: what Sexton cannot say yet.
+    let out = plan("pgbackrest:repo1-retention-diff=2");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("differential backups"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+}

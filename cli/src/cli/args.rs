@@ -524,14 +524,24 @@ pub enum RetentionCommand {
     #[command(after_help = "Examples:
   sexton retention plan --catalog catalog.json --policy policy.json
   sexton retention plan --catalog catalog.json --policy policy.json --now 2026-11-23T00:00:00Z -o json
-  sexton retention plan --catalog catalog.json --policy policy.json --delete b3 --with-dependents")]
+  sexton retention plan --catalog catalog.json --policy policy.json --delete b3 --with-dependents
+  sexton retention plan --catalog catalog.json --policy-from pgbackrest:'repo1-retention-full=2'")]
     Plan {
         /// A catalog file (JSON: the backups of one group).
         #[arg(long)]
         catalog: PathBuf,
         /// A retention policy file (JSON).
-        #[arg(long)]
-        policy: PathBuf,
+        #[arg(
+            long,
+            required_unless_present = "policy_from",
+            conflicts_with = "policy_from"
+        )]
+        policy: Option<PathBuf>,
+        /// Or a pgBackRest or barman retention setting, translated (printed on stderr):
+        /// pgbackrest:'repo1-retention-full=2', barman:'retention_policy=REDUNDANCY 2,
+        /// minimum_redundancy=1'.
+        #[arg(long, value_name = "TOOL:SETTINGS")]
+        policy_from: Option<String>,
         /// The instant to decide at (RFC 3339); default now.
         #[arg(long)]
         now: Option<String>,

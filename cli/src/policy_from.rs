@@ -1,0 +1,304 @@
+//! `--policy-from TOOL:SETTINGS` (issue 30): a pgBackRest or barman retention setting,
+//! translated into the Sexton policy that means the same, or refused with what Sexton lacks.
+//! Pure: text in, a policy (and notes on what the translation approximates) out.
+//!
+//! - `pgbackrest:'repo1-retention-full=2 repo1-retention-full-type=count'` (options as
+//!   `pgbackrest.conf` or the command line write them, with or without `--`, any `repoN-`):
+//!   `repo-retention-full` of type `count` is `keep_full`; of type `time` it is a recovery
+//!   window of that many days (pgBackRest keeps the fulls needed to restore to any point in
+//!   the last N days). `repo-retention-diff` and `repo-retention-archive` are refused: Sexton
+//!   has no differential kind and no point-in-time retention apart (issue 30).
+//! - `barman:'retention_policy=REDUNDANCY 2, minimum_redundancy=1'` (`barman.conf` keys, `,`,
+//!   `;` or new lines between them): `REDUNDANCY N` is `keep_full`; `RECOVERY WINDOW OF N
+//!   DAYS|WEEKS|MONTHS` is `recovery_window`, with barman's 31-day months written in days;
+//!   `minimum_redundancy` is the same floor.
+
+use serde_json::{Map, Value};
+use sexton_retention::Policy;
+
+/// A translated policy, and what the translation says about itself.
+#[derive(Debug)]
+pub struct Translated {
+    pub policy: Policy,
+    /// The policy as Sexton writes it (what to put in a schedule).
+    pub json: Value,
+    pub notes: Vec<String>,
+}
+
+/// Translates `text` (`pgbackrest:SETTINGS` or `barman:SETTINGS`).
+pub fn translate(text: &str) -> Result<Translated, String> {
+    let (tool, settings) = text.split_once(':').ok_or_else(|| {
+        format!("--policy-from {text:?}: expected pgbackrest:SETTINGS or barman:SETTINGS")
+    })?;
+    let (object, notes) = match tool {
+        "pgbackrest" => pgbackrest(settings)?,
+        "barman" => barman(settings)?,
+        other => {
+            return Err(format!(
+                "--policy-from: unknown tool {other:?}; pgbackrest and barman are known"
+            ))
+        }
+    };
+    let json = Value::Object(object);
+    let policy = Policy::try_from(json.clone()).map_err(|err| {
+        format!("--policy-from {tool}: the translated policy {json} is refused: {err}")
+    })?;
+    Ok(Translated {
+        policy,
+        json,
+        notes,
+    })
+}
+
+fn whole_number(key: &str, value: &str) -> Result<u32, String> {
+    value
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("{key}={value:?}: expected a whole number from 1"))
+}
+
+type Parts = (Map<String, Value>, Vec<String>);
+
+fn pgbackrest(settings: &str) -> Result<Parts, String> {
+    let mut full = None;
+    let mut full_type = "count".to_string();
+    for item in settings.split_whitespace() {
+        let item = item.trim_start_matches("--");
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("pgbackrest: {item:?} is not KEY=VALUE"))?;
+        // repo1-retention-full, repo2-retention-full, … : the repository index does not matter.
+        let option = match key.strip_prefix("repo") {
+            Some(rest) => rest
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim_start_matches('-'),
+            None => key,
+        };
+        match option {
+            "retention-full" => full = Some(whole_number(key, value)?),
+            "retention-full-type" => match value {
+                "count" | "time" => full_type = value.to_string(),
+                other => return Err(format!("{key}={other:?}: expected count or time")),
+            },
+            "retention-diff" => {
+                return Err(format!(
+                    "{key}: differential backups are not a kind of their own in Sexton yet \
+                     (issue 30); nothing is translated"
+                ))
+            }
+            "retention-archive" | "retention-archive-type" => {
+                return Err(format!(
+                    "{key}: point-in-time retention apart from backup retention is not built \
+                     yet (issue 30); nothing is translated"
+                ))
+            }
+            other => {
+                return Err(format!(
+                    "pgbackrest: {other:?} is not a retention option Sexton translates \
+                     (repo-retention-full and repo-retention-full-type are)"
+                ))
+            }
+        }
+    }
+    let Some(full) = full else {
+        return Err(
+            "pgbackrest: no repo-retention-full: pgBackRest then keeps every backup; write \
+             that as {\"keep_last\": -1}"
+                .into(),
+        );
+    };
+    let mut object = Map::new();
+    let mut notes = Vec::new();
+    if full_type == "count" {
+        object.insert("keep_full".into(), Value::from(full));
+    } else {
+        object.insert("recovery_window".into(), Value::from(format!("{full}d")));
+        notes.push(format!(
+            "repo-retention-full-type=time {full} is read as recovery_window {full}d: every \
+             backup needed to restore to any point in the last {full} days is kept; pgBackRest \
+             compares whole seconds with a strict < where Sexton compares instants"
+        ));
+    }
+    Ok((object, notes))
+}
+
+fn barman(settings: &str) -> Result<Parts, String> {
+    let mut object = Map::new();
+    let mut notes = Vec::new();
+    for item in settings
+        .split([',', ';', '\n'])
+        .map(str::trim)
+        .filter(|i| !i.is_empty())
+    {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("barman: {item:?} is not key = value"))?;
+        let (key, value) = (key.trim(), value.trim());
+        match key {
+            "retention_policy" => {
+                let words: Vec<String> = value
+                    .split_whitespace()
+                    .map(str::to_ascii_uppercase)
+                    .collect();
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                match words.as_slice() {
+                    ["REDUNDANCY", n] => {
+                        object.insert("keep_full".into(), Value::from(whole_number(key, n)?));
+                    }
+                    ["RECOVERY", "WINDOW", "OF", n, unit] => {
+                        let n = whole_number(key, n)?;
+                        let days_per = match unit.trim_end_matches('S') {
+                            "DAY" => 1,
+                            "WEEK" => 7,
+                            "MONTH" => {
+                                notes.push(format!(
+                                    "barman's months are 31 days: {n} MONTHS is \
+                                     recovery_window {}d (Sexton's own month is 30 days)",
+                                    n * 31
+                                ));
+                                31
+                            }
+                            _ => {
+                                return Err(format!(
+                                    "{key}={value:?}: expected DAYS, WEEKS or MONTHS"
+                                ))
+                            }
+                        };
+                        object.insert(
+                            "recovery_window".into(),
+                            Value::from(format!("{}d", n * days_per)),
+                        );
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{key}={value:?}: expected REDUNDANCY N or RECOVERY WINDOW OF N \
+                             DAYS|WEEKS|MONTHS"
+                        ))
+                    }
+                }
+            }
+            "minimum_redundancy" => {
+                object.insert(
+                    "minimum_redundancy".into(),
+                    Value::from(whole_number(key, value)?),
+                );
+            }
+            "wal_retention_policy" | "retention_policy_mode" => {
+                notes.push(format!(
+                    "{key} is barman's default and has nothing to translate"
+                ));
+            }
+            other => {
+                return Err(format!(
+                    "barman: {other:?} is not a retention key Sexton translates \
+                     (retention_policy and minimum_redundancy are)"
+                ))
+            }
+        }
+    }
+    if !object.contains_key("keep_full") && !object.contains_key("recovery_window") {
+        return Err(
+            "barman: no retention_policy: barman then keeps every backup; write that as \
+             {\"keep_last\": -1}"
+                .into(),
+        );
+    }
+    Ok((object, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(text: &str) -> String {
+        translate(text)
+            .map(|t| t.json.to_string())
+            .unwrap_or_else(|e| e)
+    }
+
+    #[test]
+    fn pgbackrest_options_translate_or_are_refused_with_the_reason() {
+        assert_eq!(
+            json("pgbackrest:repo1-retention-full=2"),
+            r#"{"keep_full":2}"#
+        );
+        assert_eq!(
+            json("pgbackrest:--repo2-retention-full=3 --repo2-retention-full-type=count"),
+            r#"{"keep_full":3}"#
+        );
+        let time =
+            translate("pgbackrest:repo1-retention-full=14 repo1-retention-full-type=time").unwrap();
+        assert_eq!(time.json.to_string(), r#"{"recovery_window":"14d"}"#);
+        assert!(time.notes[0].contains("recovery_window 14d"));
+        for (bad, said) in [
+            ("pgbackrest:repo1-retention-diff=2", "differential backups"),
+            (
+                "pgbackrest:repo1-retention-full=2 repo1-retention-archive=1",
+                "point-in-time",
+            ),
+            ("pgbackrest:repo1-retention-full=0", "a whole number from 1"),
+            (
+                "pgbackrest:repo1-retention-full=two",
+                "a whole number from 1",
+            ),
+            (
+                "pgbackrest:repo1-retention-full-type=time",
+                "no repo-retention-full",
+            ),
+            (
+                "pgbackrest:repo1-retention-full-type=size",
+                "expected count or time",
+            ),
+            ("pgbackrest:repo1-path=/var/lib", "not a retention option"),
+            ("pgbackrest:retention", "not KEY=VALUE"),
+            ("restic:--keep-last 3", "unknown tool"),
+            ("keep_full=2", "expected pgbackrest:SETTINGS"),
+        ] {
+            let got = json(bad);
+            assert!(got.contains(said), "{bad}: {got}");
+        }
+    }
+
+    #[test]
+    fn barman_settings_translate_with_its_31_day_months() {
+        assert_eq!(
+            json("barman:retention_policy = REDUNDANCY 2, minimum_redundancy = 1"),
+            r#"{"keep_full":2,"minimum_redundancy":1}"#
+        );
+        assert_eq!(
+            json("barman:retention_policy=RECOVERY WINDOW OF 4 WEEKS"),
+            r#"{"recovery_window":"28d"}"#
+        );
+        let months = translate("barman:retention_policy=recovery window of 12 months").unwrap();
+        assert_eq!(months.json.to_string(), r#"{"recovery_window":"372d"}"#);
+        assert!(months.notes[0].contains("31 days"), "{:?}", months.notes);
+        assert_eq!(
+            json("barman:retention_policy=RECOVERY WINDOW OF 1 DAY;wal_retention_policy=main"),
+            r#"{"recovery_window":"1d"}"#
+        );
+        // A floor above the count of chains is not contradictory: chains hold several backups.
+        assert_eq!(
+            json("barman:retention_policy=REDUNDANCY 2, minimum_redundancy=3"),
+            r#"{"keep_full":2,"minimum_redundancy":3}"#
+        );
+        for (bad, said) in [
+            ("barman:minimum_redundancy=2", "no retention_policy"),
+            (
+                "barman:retention_policy=REDUNDANCY 0",
+                "a whole number from 1",
+            ),
+            (
+                "barman:retention_policy=RECOVERY WINDOW OF 4 YEARS",
+                "DAYS, WEEKS or MONTHS",
+            ),
+            ("barman:retention_policy=KEEP ALL", "expected REDUNDANCY N"),
+            ("barman:backup_method=rsync", "not a retention key"),
+            ("barman:REDUNDANCY 2", "not key = value"),
+        ] {
+            let got = json(bad);
+            assert!(got.contains(said), "{bad}: {got}");
+        }
+    }
+}
