@@ -384,11 +384,7 @@ pub async fn get_locations(
         .filter(|l| name.is_none_or(|name| l.name == name))
         .map(manifest::location_manifest_of)
         .collect();
-    if let (Some(name), true) = (name, manifests.is_empty()) {
-        return Err(Failure::input(format!("location {name} not found")));
-    }
-    write_manifests(output, &manifests);
-    Ok(())
+    write_found(output, "location", name, &manifests)
 }
 
 /// A delete plugin as the deleter lists it: its spec, or why it cannot be read (a manifest
@@ -455,17 +451,9 @@ fn prunable_plugins(
             LivePlugin::Plugin(spec) => Some((name, spec)),
             LivePlugin::Unreadable => None,
         })
-        .filter(|(_, spec)| {
-            spec.annotations
-                .get(manifest::MANAGED_BY)
-                .map(String::as_str)
-                == Some(manifest::MANAGER)
-        })
+        .filter(|(_, spec)| managed_by_apply(&spec.annotations))
         .filter(|(name, _)| !desired.iter().any(|m| &m.spec.name == *name))
-        .filter(|(_, spec)| {
-            let labels = serde_json::to_value(&spec.labels).expect("labels serialise");
-            selector.matches(Some(&labels))
-        })
+        .filter(|(_, spec)| selector.matches(Some(&labels_of(&spec.labels))))
         .map(|(name, _)| name.clone())
         .collect()
 }
@@ -501,13 +489,9 @@ fn prunable<'a>(
     let mut pruned = Vec::new();
     let mut errors = Vec::new();
     for record in live.values() {
-        let managed = record
-            .annotations
-            .get(manifest::MANAGED_BY)
-            .map(String::as_str)
-            == Some(manifest::MANAGER);
+        let managed = managed_by_apply(&record.annotations);
         let named = desired.iter().any(|m| m.spec.name == record.name);
-        if !managed || named || !selector.matches(Some(&labels_of(record))) {
+        if !managed || named || !selector.matches(Some(&labels_of(&record.labels))) {
             continue;
         }
         if record.backup_owner == BackupOwner::Schedule {
@@ -709,23 +693,28 @@ pub async fn get_plugins(
             );
             continue;
         };
-        let labels = serde_json::to_value(&spec.labels).expect("labels serialise");
-        if selector.is_some_and(|s| !s.matches(Some(&labels))) {
+        if selector.is_some_and(|s| !s.matches(Some(&labels_of(&spec.labels)))) {
             continue;
         }
         manifests.push(manifest::plugin_manifest_of(&spec, with_status));
     }
-    if let (Some(name), true) = (name, manifests.is_empty()) {
-        return Err(Failure::input(format!("delete plugin {name} not found")));
-    }
-    if manifests.is_empty() {
-        eprintln!("no delete plugins found");
-    }
-    write_manifests(output, &manifests);
-    Ok(())
+    write_found(output, "delete plugin", name, &manifests)
 }
 
-fn write_manifests(output: Output, manifests: &[Value]) {
+/// What `get` found, written as manifests; asked for by `name` and not found, an error; none
+/// at all, said on stderr.
+fn write_found(
+    output: Output,
+    what: &str,
+    name: Option<&str>,
+    manifests: &[Value],
+) -> Result<(), Failure> {
+    if manifests.is_empty() {
+        if let Some(name) = name {
+            return Err(Failure::input(format!("{what} {name} not found")));
+        }
+        eprintln!("no {what}s found");
+    }
     match output {
         Output::Json => crate::output::document(
             output,
@@ -733,6 +722,7 @@ fn write_manifests(output: Output, manifests: &[Value]) {
         ),
         _ => print!("{}", manifest::to_yaml_documents(manifests)),
     }
+    Ok(())
 }
 
 /// `sexton get schedules [NAME] [-l SELECTOR] [--no-status]`: live schedules as manifests
@@ -752,22 +742,20 @@ pub async fn get(
         .iter()
         .map(|described| &described.schedule)
         .filter(|record| name.is_none_or(|name| record.name.as_str() == name))
-        .filter(|record| selector.is_none_or(|s| s.matches(Some(&labels_of(record)))))
+        .filter(|record| selector.is_none_or(|s| s.matches(Some(&labels_of(&record.labels)))))
         .map(|record| manifest::manifest_of(record, status_at))
         .collect();
-    if let (Some(name), true) = (name, manifests.is_empty()) {
-        return Err(Failure::input(format!("schedule {name} not found")));
-    }
-    if manifests.is_empty() {
-        eprintln!("no schedules found");
-    }
-    write_manifests(output, &manifests);
-    Ok(())
+    write_found(output, "schedule", name, &manifests)
 }
 
-/// A schedule's labels as the listing's selectors read them.
-fn labels_of(record: &ScheduleRecord) -> Value {
-    serde_json::to_value(&record.labels).expect("labels serialise")
+/// Whether apply manages an object (its annotation says so): only those are ever pruned.
+fn managed_by_apply(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(manifest::MANAGED_BY).map(String::as_str) == Some(manifest::MANAGER)
+}
+
+/// An object's labels as the listing's selectors read them.
+fn labels_of(labels: &BTreeMap<String, String>) -> Value {
+    serde_json::to_value(labels).expect("labels serialise")
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! callers load the group; this module only decides, on the engine's records, and never reads
 //! the clock (`now` is a parameter).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 
@@ -367,14 +367,22 @@ pub struct DependentDelete {
 /// The backups of `group` that build on `target`, at any depth (their ids, in group order).
 /// A failed backup builds on nothing.
 pub fn dependents(group: &[BackupRecord], target: &str) -> Vec<String> {
-    let mut set: std::collections::HashSet<&str> = std::collections::HashSet::from([target]);
-    let parents = |record: &'_ BackupRecord| -> Vec<String> {
-        if record.status == BackupStatus::Failed {
-            return Vec::new();
-        }
-        if record.volumes.is_empty() {
+    let set = dependent_set(group, target);
+    group
+        .iter()
+        .filter(|r| set.contains(r.id.as_str()))
+        .map(|r| r.id.clone())
+        .collect()
+}
+
+/// The ids of [`dependents`], found in one pass over the group and one walk down from the
+/// target (each backup is visited once, whatever the catalog's order or a cycle in it).
+fn dependent_set<'g>(group: &'g [BackupRecord], target: &str) -> HashSet<&'g str> {
+    let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
+    for record in group.iter().filter(|r| r.status != BackupStatus::Failed) {
+        let parents: Vec<&str> = if record.volumes.is_empty() {
             match (&record.kind, &record.parent) {
-                (crate::BackupKind::Incremental, Some(parent)) => vec![parent.clone()],
+                (crate::BackupKind::Incremental, Some(parent)) => vec![parent.as_str()],
                 _ => Vec::new(),
             }
         } else {
@@ -382,30 +390,23 @@ pub fn dependents(group: &[BackupRecord], target: &str) -> Vec<String> {
                 .volumes
                 .iter()
                 .filter(|v| v.kind == crate::BackupKind::Incremental)
-                .filter_map(|v| v.parent.clone())
+                .filter_map(|v| v.parent.as_deref())
                 .collect()
-        }
-    };
-    // Parents are older than their children, but a catalog's order is not trusted: repeat
-    // until nothing joins (each pass adds one level at least, and a cycle adds nothing new).
-    loop {
-        let before = set.len();
-        for record in group {
-            if !set.contains(record.id.as_str())
-                && parents(record).iter().any(|p| set.contains(p.as_str()))
-            {
-                set.insert(record.id.as_str());
-            }
-        }
-        if set.len() == before {
-            break;
+        };
+        for parent in parents {
+            children.entry(parent).or_default().push(record.id.as_str());
         }
     }
-    group
-        .iter()
-        .filter(|r| r.id != target && set.contains(r.id.as_str()))
-        .map(|r| r.id.clone())
-        .collect()
+    let mut found = HashSet::new();
+    let mut next = vec![target];
+    while let Some(id) = next.pop() {
+        for &child in children.get(id).into_iter().flatten() {
+            if child != target && found.insert(child) {
+                next.push(child);
+            }
+        }
+    }
+    found
 }
 
 /// Judges `backup delete --with-dependents` of `target` in `group` (named `group_name` in
@@ -425,10 +426,10 @@ pub fn judge_delete_with_dependents(
     ) {
         return Err(format!("backup {} is being deleted already", target.id));
     }
-    let dependent_ids = dependents(group, &target.id);
-    let mut members: Vec<&BackupRecord> = dependent_ids
+    let dependent_ids = dependent_set(group, &target.id);
+    let mut members: Vec<&BackupRecord> = group
         .iter()
-        .filter_map(|id| group.iter().find(|r| &r.id == id))
+        .filter(|r| dependent_ids.contains(r.id.as_str()))
         .collect();
     members.sort_by_key(|r| (r.completed_at.or(r.started_at), r.id.clone()));
     let mut refusals = Vec::new();
@@ -444,7 +445,7 @@ pub fn judge_delete_with_dependents(
             refusals.join("; ")
         ));
     }
-    let going = |r: &BackupRecord| r.id == target.id || dependent_ids.contains(&r.id);
+    let going = |r: &BackupRecord| r.id == target.id || dependent_ids.contains(r.id.as_str());
     let full_left = group.iter().any(|r| {
         !going(r) && r.status == BackupStatus::Completed && !r.delete_requested && counts_as_full(r)
     });

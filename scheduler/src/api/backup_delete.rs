@@ -37,6 +37,36 @@ fn remote_cleanup(
         || (!group.is_empty() && group.iter().all(|s| s.remote_cleanup))
 }
 
+/// The backups of `target`'s plan still held at primary (what a user's delete is judged
+/// against), or the refusal when `target` itself is gone from primary and stays only for its
+/// copies.
+fn primary_group<'s>(
+    state: &'s planning::ClusterState,
+    target: &BackupRecord,
+) -> Result<Vec<&'s BackupRecord>, ApiError> {
+    if !target.held_at_primary() {
+        let held: Vec<String> = target
+            .copies
+            .iter()
+            .filter(|(_, copy)| copy.is_held())
+            .map(|(location, _)| location.to_string())
+            .collect();
+        return Err(invalid(format!(
+            "refused: backup {} is deleted at primary already; its record stays for its \
+             copies at {}, which each location's copy rule keeps or lets go (deleting a \
+             copy by hand is not built yet)",
+            target.id,
+            held.join(", ")
+        )));
+    }
+    Ok(state
+        .records
+        .iter()
+        .map(|r| &r.value)
+        .filter(|r| r.plan == target.plan && r.held_at_primary())
+        .collect())
+}
+
 impl Api {
     pub(super) async fn backup_delete(
         &self,
@@ -55,27 +85,7 @@ impl Api {
                 .await?;
             let current = &state.records[at];
             let target = &current.value;
-            if !target.held_at_primary() {
-                let held: Vec<String> = target
-                    .copies
-                    .iter()
-                    .filter(|(_, copy)| copy.is_held())
-                    .map(|(location, _)| location.to_string())
-                    .collect();
-                return Err(invalid(format!(
-                    "refused: backup {} is deleted at primary already; its record stays for its \
-                     copies at {}, which each location's copy rule keeps or lets go (deleting a \
-                     copy by hand is not built yet)",
-                    target.id,
-                    held.join(", ")
-                )));
-            }
-            let group: Vec<&BackupRecord> = state
-                .records
-                .iter()
-                .map(|r| &r.value)
-                .filter(|r| r.plan == target.plan && r.held_at_primary())
-                .collect();
+            let group = primary_group(&state, target)?;
             let remote = remote_cleanup(&request, target, &state.schedules);
             let now = Utc::now();
             let reply = |action: DeleteAction, reason: Option<String>| {
@@ -192,18 +202,7 @@ impl Api {
                 .cluster_with_backup(&request.cluster, &request.id)
                 .await?;
             let target = &state.records[at].value;
-            if !target.held_at_primary() {
-                return Err(invalid(format!(
-                    "refused: backup {} is deleted at primary already",
-                    target.id
-                )));
-            }
-            let group: Vec<&BackupRecord> = state
-                .records
-                .iter()
-                .map(|r| &r.value)
-                .filter(|r| r.plan == target.plan && r.held_at_primary())
-                .collect();
+            let group = primary_group(&state, target)?;
             let now = Utc::now();
             let judged = planning::judge_delete_with_dependents(&group, target, now)
                 .map_err(|why| invalid(format!("refused: {why}")))?;
