@@ -1040,7 +1040,7 @@ async fn track_in_flight(topology: &Topology, report: &Report) -> anyhow::Result
             }
         }
         remember_failures(&mut schedule.status, report);
-        remember_completion(&mut schedule.status, &before, report);
+        remember_completion(&mut schedule.status, &before, report, Utc::now());
         let pause = pause_after_failures(&schedule);
         if let Some(reason) = &pause {
             schedule.paused = true;
@@ -1115,16 +1115,18 @@ fn remember_failures(status: &mut sexton_shared::records::ScheduleStatus, report
 /// checks). Never moved back by a report delivered again or late. Exact when the report
 /// changes the status anyway (it ends the backup in flight, or a run of failures); otherwise
 /// kept to the minute, so a schedule completing many backups a minute does not cost a write of
-/// its record each.
+/// its record each. A completion claimed later than `now` cannot be true: it is taken as `now`,
+/// so a forged future time cannot pin the status and hide every later completion.
 fn remember_completion(
     status: &mut sexton_shared::records::ScheduleStatus,
     before: &sexton_shared::records::ScheduleStatus,
     report: &Report,
+    now: chrono::DateTime<Utc>,
 ) {
     let Some(completed) = report
         .completed_at
         .filter(|_| report.status == ReportStatus::Completed)
-        .map(|t| t.with_timezone(&chrono::Utc))
+        .map(|t| t.with_timezone(&chrono::Utc).min(now))
     else {
         return;
     };
@@ -1323,12 +1325,13 @@ mod tests {
             r.completed_at = Some(at.parse().unwrap());
             r
         };
+        let now: DateTime<Utc> = "2026-06-01T00:00:00Z".parse().unwrap();
         let replay = |reports: &[Report]| {
             let mut status = sexton_shared::records::ScheduleStatus::default();
             for r in reports {
                 let before = status.clone();
                 remember_failures(&mut status, r);
-                remember_completion(&mut status, &before, r);
+                remember_completion(&mut status, &before, r, now);
             }
             status.last_completed.map(|t| t.to_rfc3339())
         };
@@ -1355,6 +1358,12 @@ mod tests {
         assert_eq!(
             replay(&[first, failed, right_after]).as_deref(),
             Some("2026-01-01T00:00:10+00:00")
+        );
+        // A completion claimed in the future is taken as now: it cannot pin the status.
+        let forged = completed("g", "2099-01-01T00:00:00Z");
+        assert_eq!(
+            replay(&[forged, later.clone()]).as_deref(),
+            Some("2026-06-01T00:00:00+00:00")
         );
         // A failed report carries no completion.
         assert_eq!(replay(&[report("f", ReportStatus::Failed)]), None);
