@@ -210,7 +210,19 @@ pub fn write_table(
         out,
         "binlog segments to delete: {}",
         summary.n_binlog_delete
-    )
+    )?;
+    // Kept backups restorable to their own end only (issue 30), with the segments kept for
+    // them that would go otherwise.
+    for range in evaluation.binlog_owned().range_only {
+        writeln!(
+            out,
+            "own range only: {} ({}; {} segment(s) kept for it)",
+            range.backup,
+            range.reason,
+            range.segments.len()
+        )?;
+    }
+    Ok(())
 }
 
 /// Calls `row` with the cells of every row, kept, then partial, then deleted, newest first.

@@ -6,8 +6,8 @@
 //!   `pgbackrest.conf` or the command line write them, with or without `--`, any `repoN-`):
 //!   `repo-retention-full` of type `count` is `keep_full`; of type `time` it is a recovery
 //!   window of that many days (pgBackRest keeps the fulls needed to restore to any point in
-//!   the last N days). `repo-retention-diff` and `repo-retention-archive` are refused: Sexton
-//!   has no differential kind and no point-in-time retention apart (issue 30).
+//!   the last N days). `repo-retention-archive` (of type full) is `pitr_full`.
+//!   `repo-retention-diff` is refused: Sexton has no differential kind (issue 30).
 //! - `barman:'retention_policy=REDUNDANCY 2, minimum_redundancy=1'` (`barman.conf` keys, `,`,
 //!   `;` or new lines between them): `REDUNDANCY N` is `keep_full`; `RECOVERY WINDOW OF N
 //!   DAYS|WEEKS|MONTHS` is `recovery_window`, with barman's 31-day months written in days;
@@ -64,6 +64,7 @@ type Parts = (Map<String, Value>, Vec<String>);
 fn pgbackrest(settings: &str) -> Result<Parts, String> {
     let mut full = None;
     let mut full_type = "count".to_string();
+    let mut archive = None;
     for item in settings.split_whitespace() {
         let item = item.trim_start_matches("--");
         let (key, value) = item
@@ -88,16 +89,21 @@ fn pgbackrest(settings: &str) -> Result<Parts, String> {
                      (issue 30); nothing is translated"
                 ))
             }
-            "retention-archive" | "retention-archive-type" => {
-                return Err(format!(
-                    "{key}: point-in-time retention apart from backup retention is not built \
-                     yet (issue 30); nothing is translated"
-                ))
-            }
+            "retention-archive" => archive = Some(whole_number(key, value)?),
+            "retention-archive-type" => match value {
+                "full" => {}
+                other => {
+                    return Err(format!(
+                        "{key}={other}: Sexton counts point-in-time retention in full backups \
+                         only (pitr_full); differential and incremental counts are not \
+                         translated, and nothing is"
+                    ))
+                }
+            },
             other => {
                 return Err(format!(
                     "pgbackrest: {other:?} is not a retention option Sexton translates \
-                     (repo-retention-full and repo-retention-full-type are)"
+                     (repo-retention-full, repo-retention-full-type, repo-retention-archive and repo-retention-archive-type are)"
                 ))
             }
         }
@@ -119,6 +125,14 @@ fn pgbackrest(settings: &str) -> Result<Parts, String> {
             "repo-retention-full-type=time {full} is read as recovery_window {full}d: every \
              backup needed to restore to any point in the last {full} days is kept; pgBackRest \
              compares whole seconds with a strict < where Sexton compares instants"
+        ));
+    }
+    if let Some(archive) = archive {
+        object.insert("pitr_full".into(), Value::from(archive));
+        notes.push(format!(
+            "repo-retention-archive={archive} is pitr_full {archive}: point-in-time recovery \
+             from the newest {archive} kept full backup(s); each older kept backup keeps the \
+             segments that make it consistent"
         ));
     }
     Ok((object, notes))
@@ -228,6 +242,17 @@ mod tests {
             json("pgbackrest:--repo2-retention-full=3 --repo2-retention-full-type=count"),
             r#"{"keep_full":3}"#
         );
+        let archive = translate(
+            "pgbackrest:repo1-retention-full=4 repo1-retention-archive=2 \
+             repo1-retention-archive-type=full",
+        )
+        .unwrap();
+        assert_eq!(archive.json.to_string(), r#"{"keep_full":4,"pitr_full":2}"#);
+        assert!(
+            archive.notes[0].contains("pitr_full 2"),
+            "{:?}",
+            archive.notes
+        );
         let time =
             translate("pgbackrest:repo1-retention-full=14 repo1-retention-full-type=time").unwrap();
         assert_eq!(time.json.to_string(), r#"{"recovery_window":"14d"}"#);
@@ -235,8 +260,13 @@ mod tests {
         for (bad, said) in [
             ("pgbackrest:repo1-retention-diff=2", "differential backups"),
             (
-                "pgbackrest:repo1-retention-full=2 repo1-retention-archive=1",
-                "point-in-time",
+                "pgbackrest:repo1-retention-full=2 repo1-retention-archive=1 \
+                 repo1-retention-archive-type=diff",
+                "in full backups only",
+            ),
+            (
+                "pgbackrest:repo1-retention-full=2 repo1-retention-archive=0",
+                "a whole number from 1",
             ),
             ("pgbackrest:repo1-retention-full=0", "a whole number from 1"),
             (

@@ -32,12 +32,14 @@ use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::{DateTime, FixedOffset, Utc};
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 use sexton_shared::{
-    binlog::{self, check_segment_key, safe_horizon, select_orphans, store},
+    binlog::{self, check_segment_key, safe_horizon_with, select_orphans, store},
     config::Config,
     names::{ClusterName, LocationName},
     object_store::{ObjectError, ObjectStore},
     outcome::{publish_incident, settle, Outcome},
+    planning,
     records::BackupRecord,
+    schedules_view::SchedulesView,
     topology::{self, Topology},
     wire::{self, BinlogGcJob, Incident},
     Shutdown,
@@ -107,6 +109,8 @@ pub struct Collector {
     /// The other locations, read for their binlog indexes: a segment a location needs and
     /// lacks stays here until the copier copied it (issue 28).
     locations: Arc<BTreeMap<LocationName, ObjectStore>>,
+    /// The schedules, for the policies a binlog job is judged with (issue 30).
+    schedules: Arc<SchedulesView>,
 }
 
 /// Consumes binlog jobs until `shutdown` trips: up to `deleter.concurrency` at once, one of
@@ -133,6 +137,7 @@ pub async fn run(
         metrics,
         clusters: sexton_shared::service::ClusterLocks::new(CLUSTER_LOCKS),
         locations,
+        schedules: Arc::new(SchedulesView::new(topology.schedules.clone())),
     };
     let in_flight = config.deleter.concurrency.max(1);
     let jetstream = topology.jetstream.clone();
@@ -276,7 +281,13 @@ impl Collector {
         // The view, brought up to date from the catalog's leader, not a listing per job (issue
         // 32): as fresh as a listing made now, without a consumer.
         let records = self.views.current_records(cluster).await?;
-        let safe = safe_horizon(job.horizon, &records);
+        // Backups a plan made now keeps restorable to their own end only (standalone, past
+        // pitr_full; issue 30) do not hold the horizon back; their own ranges are kept below.
+        // Judged with the schedules' policies as they are now, as every delete job is.
+        let schedules = self.schedules.of_cluster(cluster).await?;
+        let range_only =
+            binlog::range_only_backups(&records, &planning::group_policies(&schedules), Utc::now());
+        let safe = safe_horizon_with(job.horizon, &records, &range_only);
         if let Some(reason) = &safe.reason {
             tracing::info!(
                 %cluster,
@@ -303,6 +314,11 @@ impl Collector {
         };
         let candidates: BTreeSet<String> = job.delete.iter().cloned().collect();
         let mut expired = snapshot.index.select_expired(&candidates, horizon);
+        let ranges = binlog::kept_for_ranges(&snapshot.index, &expired, &records, &range_only);
+        if !ranges.is_empty() {
+            tracing::info!(%cluster, segments = ranges.len(), "binlog segments kept: a backup restorable to its own end needs them");
+            expired.retain(|key| !ranges.contains(key));
+        }
         let awaited = self
             .awaiting_copies(cluster, &records, &snapshot.index, &expired)
             .await;

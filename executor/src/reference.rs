@@ -469,6 +469,7 @@ async fn take_backup(
             .collect(),
         merge: None,
         objects,
+        log_range: None,
     };
     // metadata.json last: it describes every object written before it (seed 003's layout).
     let metadata = BackupMetadata::describe(&report).encode();
@@ -808,6 +809,7 @@ pub fn merge_report(
             volume: job.volume.clone(),
         }),
         objects: new,
+        log_range: None,
     }
 }
 

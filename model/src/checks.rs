@@ -206,6 +206,35 @@ pub fn check_hold_reason(reason: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A backup's log range as an executor claims it: two segment file names (1 to 255 bytes, no
+/// `/`, no control characters), the first not after the last where they compare (same length
+/// and stem: [`sexton_retention::range_covers`]).
+pub fn check_log_range(range: &sexton_retention::LogRange) -> Result<(), String> {
+    for (which, name) in [("first", &range.first), ("last", &range.last)] {
+        if name.is_empty() || name.len() > 255 {
+            return Err(format!(
+                "log_range {which}: a segment name holds 1 to 255 bytes"
+            ));
+        }
+        if name.contains('/') || name.chars().any(char::is_control) {
+            return Err(format!(
+                "log_range {which} {name:?}: a segment's file name, without '/' or control characters"
+            ));
+        }
+    }
+    let stem = |name: &str| name.rsplit_once('.').map(|(stem, _)| stem.to_owned());
+    if range.first.len() == range.last.len()
+        && stem(&range.first) == stem(&range.last)
+        && range.first > range.last
+    {
+        return Err(format!(
+            "log_range: first {:?} is after last {:?}",
+            range.first, range.last
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

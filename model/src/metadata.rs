@@ -67,6 +67,10 @@ pub struct BackupMetadata {
     /// The executor's own facts (a checkpoint LSN, a tool version); kept, never read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<serde_json::Value>,
+    /// The first and last segment of the binlog (or WAL) archive the backup needs to be
+    /// consistent (issue 30), as reported: a catalog import gets it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_range: Option<sexton_retention::LogRange>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -119,6 +123,9 @@ impl BackupMetadata {
     /// What serde cannot check: names, unique keys in the backup's own directory, checksums in
     /// hex, volumes well formed, a parent on an incremental without volumes.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(range) = &self.log_range {
+            crate::checks::check_log_range(range)?;
+        }
         crate::names::check_name("backup name", &self.backup_name).map_err(|e| e.to_string())?;
         let own = format!("/{}/{}/", self.backup_name, self.backup_id);
         let mut keys = std::collections::BTreeSet::new();
@@ -197,6 +204,7 @@ impl BackupMetadata {
             labels: report.labels.clone(),
             tags: report.tags.clone(),
             executor: None,
+            log_range: report.log_range.clone(),
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 
-pub use sexton_retention::{BackupKind, BackupStatus, Policy, VerificationState};
+pub use sexton_retention::{BackupKind, BackupStatus, LogRange, Policy, VerificationState};
 
 use crate::names::{BackupId, ClusterName, LocationName, PlanName, ScheduleName};
 
@@ -574,6 +574,11 @@ pub struct BackupRecord {
     /// lock. Until then retention keeps the backup (`expired, locked until T`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locked_until: Option<DateTime<Utc>>,
+    /// The first and last binlog (or WAL) segment the backup needs to be consistent, as its
+    /// executor reported them (issue 30): what the archive keeps for it when it is restorable
+    /// to its own end only (standalone, or past `pitr_full`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_range: Option<sexton_retention::LogRange>,
 }
 
 /// What restore tests say of a backup.
@@ -719,6 +724,7 @@ impl BackupRecord {
                 .verification
                 .as_ref()
                 .map_or(VerificationState::Unverified, |v| v.state),
+            log_range: self.log_range.clone(),
         }
     }
 
@@ -817,6 +823,7 @@ impl BackupRecord {
                 .verification
                 .as_ref()
                 .map_or(VerificationState::Unverified, |v| v.state),
+            log_range: self.log_range.clone(),
         })
     }
 

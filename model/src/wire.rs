@@ -261,6 +261,10 @@ pub struct Report {
     /// checksums with `metadata.json`'s; verification recomputes the checksums.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub objects: Vec<ObjectDigest>,
+    /// The first and last binlog (or WAL) segment the backup needs to be consistent, by file
+    /// name (issue 30): `sexton exec` takes them from the `log_first`/`log_last` facts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_range: Option<sexton_retention::LogRange>,
 }
 
 /// One uploaded object: its key, its size in bytes and, when the uploader computed it, its
@@ -425,6 +429,9 @@ impl Message for Report {
         }
         for hold in &self.holds {
             crate::checks::check_hold_reason(hold)?;
+        }
+        if let Some(range) = &self.log_range {
+            crate::checks::check_log_range(range)?;
         }
         if self.volumes.iter().map(|v| v.keys.len()).sum::<usize>() > 10_000 {
             return Err("more than 10000 volume keys".into());

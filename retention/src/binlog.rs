@@ -1,53 +1,163 @@
-//! Binlog (or WAL) garbage collection: the PITR horizon is the start of the oldest kept full
-//! backup; a segment that ends before it can no longer be replayed onto any kept backup.
-//! Conservative by construction: an unknown end, or no kept full, deletes nothing.
+//! Binlog (or WAL) garbage collection. The point-in-time horizon is the start of the oldest
+//! kept full backup that point-in-time recovery is promised from: every kept full, or the
+//! newest `pitr_full` of them (issue 30), never a standalone one. A segment that ends before it
+//! goes, unless an older kept backup needs it to be consistent: such a backup (standalone, past
+//! `pitr_full`, or an incremental of one) is restorable to its own end, and the archive keeps
+//! its own range, by segment name where its executor said them and by time around its start
+//! and end either way. Conservative by construction: an unknown end, or no kept full, deletes
+//! nothing.
 
 use std::collections::HashSet;
 
 use chrono::{DateTime, FixedOffset};
 
-use crate::catalog::{BackupStatus, Catalog};
+use crate::catalog::{range_covers, BackupRecord, BackupStatus, BinlogSegment, Catalog};
 use crate::error::PlanError;
 use crate::flags::{status_of, FACT_FULL, KEEP_ANY};
 
-pub(crate) type BinlogDecisions = (Option<(DateTime<FixedOffset>, u32)>, Vec<u32>, Vec<u32>);
+/// How far around a backup's start and end times its own range reaches when segments are
+/// matched by time: the executor's clock (the backup's times) and the database's (the
+/// segments' event times) may disagree by this much. The binlog orphan margin, for the same
+/// reason.
+pub const RANGE_MARGIN: chrono::Duration = chrono::Duration::minutes(5);
 
-/// The PITR horizon is the start of the oldest kept full backup; segments whose last event is
-/// before it go, segments at or after it or of unknown end stay. No kept full: nothing goes.
+/// Why a kept backup gets only its own range of the archive, not everything after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RangeWhy {
+    /// Held `standalone:<why>`.
+    Standalone,
+    /// A full past the newest `pitr_full`.
+    BeyondPitr(u32),
+    /// An incremental that starts before the horizon (it builds on one of the above).
+    BeforeHorizon,
+}
+
+impl RangeWhy {
+    pub(crate) fn text(self) -> String {
+        match self {
+            RangeWhy::Standalone => "standalone: restorable to its own end only".to_owned(),
+            RangeWhy::BeyondPitr(n) => format!(
+                "older than the newest {n} full backup(s) pitr_full keeps point-in-time \
+                 recovery from: restorable to its own end only"
+            ),
+            RangeWhy::BeforeHorizon => {
+                "starts before the point-in-time horizon: restorable to its own end only".to_owned()
+            }
+        }
+    }
+}
+
+pub(crate) struct BinlogDecisions {
+    pub(crate) horizon: Option<(DateTime<FixedOffset>, u32)>,
+    /// Segment indices, newest first.
+    pub(crate) keep: Vec<u32>,
+    pub(crate) delete: Vec<u32>,
+    /// Kept backups that get only their own range, with why, in plan order.
+    pub(crate) range_only: Vec<(u32, RangeWhy)>,
+}
+
+/// Whether `backup`'s own range needs `segment`: its named segments, and every segment whose
+/// events may fall within [`RANGE_MARGIN`] of its start..end. A backup without any time needs
+/// everything (it cannot be placed).
+pub fn own_range_needs(backup: &BackupRecord, segment: &BinlogSegment) -> bool {
+    if let Some(range) = &backup.log_range {
+        if range_covers(range, &segment.key) == Some(true) {
+            return true;
+        }
+    }
+    let (Some(start), Some(end)) = (
+        backup.started_at.or(backup.completed_at),
+        backup.completed_at.or(backup.started_at),
+    ) else {
+        return true;
+    };
+    segment
+        .last_event
+        .is_none_or(|last| last >= start - RANGE_MARGIN)
+        && segment
+            .first_event
+            .is_none_or(|first| first <= end + RANGE_MARGIN)
+}
+
+/// See the module documentation. `pitr_full` is the policy's.
 pub(crate) fn plan_binlog(
     catalog: &Catalog,
     order: &[u32],
     flags: &[u32],
+    pitr_full: Option<u32>,
     warnings: &mut Vec<String>,
 ) -> Result<BinlogDecisions, PlanError> {
-    let mut horizon: Option<(DateTime<FixedOffset>, u32)> = None;
+    let kept_restorable = |index: u32| {
+        let bits = flags[index as usize];
+        bits & KEEP_ANY != 0
+            && !matches!(
+                status_of(bits),
+                BackupStatus::Failed | BackupStatus::InProgress
+            )
+    };
+    let start_of = |index: u32| {
+        let backup = &catalog.backups[index as usize];
+        backup.started_at.or(backup.completed_at)
+    };
+    let mut range_only: Vec<(u32, RangeWhy)> = Vec::new();
+    // The kept fulls point-in-time recovery may be promised from, in plan order.
+    let mut fulls: Vec<u32> = Vec::new();
     let mut unknown_start = None;
     for &index in order {
-        let bits = flags[index as usize];
-        let restorable = !matches!(
-            status_of(bits),
-            BackupStatus::Failed | BackupStatus::InProgress
-        );
-        if bits & KEEP_ANY == 0 || bits & FACT_FULL == 0 || !restorable {
+        if !kept_restorable(index) {
             continue;
         }
-        let backup = &catalog.backups[index as usize];
-        match backup.started_at.or(backup.completed_at) {
-            Some(start) => {
-                if horizon.is_none_or(|(earliest, _)| start < earliest) {
-                    horizon = Some((start, index));
-                }
-            }
+        if catalog.backups[index as usize].is_standalone() {
+            range_only.push((index, RangeWhy::Standalone));
+            continue;
+        }
+        if flags[index as usize] & FACT_FULL == 0 {
+            continue;
+        }
+        match start_of(index) {
+            Some(_) => fulls.push(index),
             None => unknown_start = Some(index),
         }
     }
+    // Newest start first; the plan order breaks ties.
+    fulls.sort_by_key(|&index| std::cmp::Reverse(start_of(index)));
+    if let Some(n) = pitr_full {
+        if fulls.len() > n as usize {
+            for index in fulls.split_off(n as usize) {
+                range_only.push((index, RangeWhy::BeyondPitr(n)));
+            }
+        }
+    }
+    let mut horizon: Option<(DateTime<FixedOffset>, u32)> = fulls
+        .last()
+        .and_then(|&index| start_of(index).map(|start| (start, index)));
     if let Some(index) = unknown_start {
         warnings.push(format!(
             "backup {}: kept full backup has no start time; no binlog segment is deleted",
             catalog.backups[index as usize].id
         ));
         horizon = None;
+    } else if horizon.is_none() && !range_only.is_empty() {
+        warnings.push(
+            "no kept full backup is open to point-in-time recovery (the kept ones are \
+             standalone): no binlog segment is deleted"
+                .to_owned(),
+        );
     }
+    if let Some((at, _)) = horizon {
+        for &index in order {
+            if kept_restorable(index)
+                && flags[index as usize] & FACT_FULL == 0
+                && !catalog.backups[index as usize].is_standalone()
+                && start_of(index).is_none_or(|start| start < at)
+            {
+                range_only.push((index, RangeWhy::BeforeHorizon));
+            }
+        }
+    }
+    let position: std::collections::HashMap<u32, usize> =
+        order.iter().enumerate().map(|(at, &i)| (i, at)).collect();
+    range_only.sort_by_key(|&(index, _)| position[&index]);
 
     let segments = &catalog.binlog_segments;
     let mut seen: HashSet<&str> = HashSet::with_capacity(segments.len());
@@ -85,7 +195,12 @@ pub(crate) fn plan_binlog(
     for index in segment_order {
         let segment = &segments[index as usize];
         let expired = match (horizon, segment.last_event) {
-            (Some((horizon, _)), Some(last_event)) => last_event < horizon,
+            (Some((horizon, _)), Some(last_event)) => {
+                last_event < horizon
+                    && !range_only.iter().any(|&(backup, _)| {
+                        own_range_needs(&catalog.backups[backup as usize], segment)
+                    })
+            }
             _ => false,
         };
         if expired {
@@ -94,7 +209,12 @@ pub(crate) fn plan_binlog(
             keep.push(index);
         }
     }
-    Ok((horizon, keep, delete))
+    Ok(BinlogDecisions {
+        horizon,
+        keep,
+        delete,
+        range_only,
+    })
 }
 
 /// Newest first, an unknown time counting as newer than any known one.

@@ -88,6 +88,51 @@ pub struct BackupRecord {
         deserialize_with = "VerificationState::deserialize_loose"
     )]
     pub verification: VerificationState,
+    /// Where the backup's consistency starts and ends in the binlog (or WAL) archive: the
+    /// first and last segment it needs to be restorable to its own end (issue 30). Executors
+    /// know it (`log_first`/`log_last` facts of `sexton exec`). Without it, the backup's own
+    /// range is taken from its start and end times; with it, both are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_range: Option<LogRange>,
+}
+
+/// The first and last segment of the archive a backup needs to be consistent, by file name
+/// (`mysql-bin.000041`, `000000010000000000000002`): compared with a segment's name (the last
+/// part of its key) where both are numbered the same way (same length, same stem before the
+/// last `.`), otherwise not at all.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LogRange {
+    pub first: String,
+    pub last: String,
+}
+
+/// The hold reason that makes a backup standalone (barman's `keep:standalone`, issue 30): kept
+/// like any hold, but restorable to its own end only, so the archive keeps only its own range,
+/// not every segment after it. `sexton backup hold ID --reason standalone:<why>`.
+pub const STANDALONE_HOLD: &str = "standalone";
+
+impl BackupRecord {
+    /// Held as a standalone backup: a hold `standalone:<why>`.
+    pub fn is_standalone(&self) -> bool {
+        self.holds.iter().any(|hold| {
+            hold.split_once(':')
+                .is_some_and(|(what, _)| what == STANDALONE_HOLD)
+        })
+    }
+}
+
+/// Whether a backup's range of segment names covers `key` (a segment's object key), where the
+/// names compare: same length, and the same stem before the last `.` (binlogs), so that
+/// `mysql-bin.000041` sorts between `mysql-bin.000040` and `mysql-bin.000042`. `None` when they
+/// do not compare (a renamed binlog base, a seventh digit): the caller falls back on times.
+pub fn range_covers(range: &LogRange, key: &str) -> Option<bool> {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    let stem = |name: &str| name.rsplit_once('.').map(|(stem, _)| stem.to_owned());
+    let comparable = |other: &str| other.len() == name.len() && stem(other) == stem(name);
+    if !comparable(&range.first) || !comparable(&range.last) || range.first > range.last {
+        return None;
+    }
+    Some(range.first.as_str() <= name && name <= range.last.as_str())
 }
 
 /// Whether a restore test proved a backup restorable.

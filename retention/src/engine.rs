@@ -25,7 +25,7 @@
 //!    artifact ([`crate::volumes`]); a backup may then lose only some of its volumes;
 //! 7. the guard (never delete every completed backup) and binlog garbage collection.
 
-use chrono::{DateTime, FixedOffset, Utc};
+use std::num::NonZeroU32;
 
 use crate::binlog::plan_binlog;
 use crate::catalog::{BackupStatus, Catalog};
@@ -43,6 +43,7 @@ use crate::policy::{ChainMode, KeepCount, Policy};
 use crate::rules::keep_by_rules;
 use crate::sort_key::{sort_and_scan, Sorted};
 use crate::volumes::{self, VolumeDecisions};
+use chrono::{DateTime, FixedOffset, Utc};
 
 /// The engine's decisions as indices into the catalog it borrows. Cheap to compute and to
 /// query; [`Evaluation::to_plan`] renders the owned [`Plan`].
@@ -71,6 +72,8 @@ pub struct Evaluation<'a> {
     /// Segment indices, newest first.
     pub(crate) binlog_keep: Vec<u32>,
     pub(crate) binlog_delete: Vec<u32>,
+    /// Kept backups the archive keeps only their own range for, with why, in plan order.
+    pub(crate) range_only: Vec<(u32, crate::binlog::RangeWhy)>,
     pub(crate) warnings: Vec<String>,
     pub(crate) n_keep: usize,
     pub(crate) n_partial: usize,
@@ -199,8 +202,13 @@ pub fn evaluate<'a>(
         volume_decisions.is_some(),
         &mut warnings,
     );
-    let (horizon, binlog_keep, binlog_delete) =
-        plan_binlog(catalog, &order, &flags, &mut warnings)?;
+    let binlog = plan_binlog(
+        catalog,
+        &order,
+        &flags,
+        policy.pitr_full.map(NonZeroU32::get),
+        &mut warnings,
+    )?;
 
     Ok(Evaluation {
         catalog,
@@ -216,9 +224,10 @@ pub fn evaluate<'a>(
         merge_target_of: kept_chains.merge_target_of,
         merges: kept_chains.merges,
         volumes: volume_decisions,
-        horizon,
-        binlog_keep,
-        binlog_delete,
+        horizon: binlog.horizon,
+        binlog_keep: binlog.keep,
+        binlog_delete: binlog.delete,
+        range_only: binlog.range_only,
         warnings,
         n_keep,
         n_partial,

@@ -9,7 +9,7 @@ use crate::flags::*;
 use crate::gfs;
 use crate::id_hash::hash_id;
 use crate::plan::{
-    BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,
+    BinlogPlan, Decision, Merge, Plan, PlanSummary, RangeOnly, Verdict, VolumeDecision, VolumeMerge,
 };
 use crate::policy::Policy;
 use crate::reason::{Reason, Reasons};
@@ -479,6 +479,30 @@ impl<'a> Evaluation<'a> {
                 .map(|(_, index)| self.catalog.backups[index as usize].id.clone()),
             keep: self.binlog_keep.iter().map(segment_key).collect(),
             delete: self.binlog_delete.iter().map(segment_key).collect(),
+            range_only: self
+                .range_only
+                .iter()
+                .map(|&(index, why)| {
+                    let backup = &self.catalog.backups[index as usize];
+                    let horizon = self.horizon();
+                    RangeOnly {
+                        backup: backup.id.clone(),
+                        reason: why.text(),
+                        segments: self
+                            .binlog_keep
+                            .iter()
+                            .map(|&s| &segments[s as usize])
+                            .filter(|segment| {
+                                matches!(
+                                    (horizon, segment.last_event),
+                                    (Some(h), Some(last)) if last < h
+                                ) && crate::binlog::own_range_needs(backup, segment)
+                            })
+                            .map(|segment| segment.key.clone())
+                            .collect(),
+                    }
+                })
+                .collect(),
         }
     }
 

@@ -56,20 +56,21 @@ mod rules;
 mod sort_key;
 mod volumes;
 
+pub use binlog::{own_range_needs, RANGE_MARGIN};
 pub use cadence::{
     backup_kind, next_backup_kind, next_volume_kinds, FullEvery, FullEveryError, KindChoice,
     KindReason, VolumeChoice,
 };
 pub use calendar::{CalendarDuration, DurationError};
 pub use catalog::{
-    BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError,
-    VerificationState, VolumeArtifact,
+    range_covers, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError,
+    LogRange, VerificationState, VolumeArtifact, STANDALONE_HOLD,
 };
 pub use compare::{compare_policies, ChangedBackup, ChangedVolume, PolicyChange};
 pub use engine::{evaluate, plan, Evaluation};
 pub use error::{PlanError, MAX_BACKUPS};
 pub use plan::{
-    BinlogPlan, Decision, Merge, Plan, PlanSummary, Verdict, VolumeDecision, VolumeMerge,
+    BinlogPlan, Decision, Merge, Plan, PlanSummary, RangeOnly, Verdict, VolumeDecision, VolumeMerge,
 };
 pub use policy::{
     ChainMode, GracePeriod, GraceUnit, KeepCount, Policy, PolicyError, RecoveryWindow,

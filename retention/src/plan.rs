@@ -145,6 +145,20 @@ pub struct BinlogPlan {
     pub horizon_backup: Option<String>,
     pub keep: Vec<String>,
     pub delete: Vec<String>,
+    /// Kept backups that are restorable to their own end only: the archive keeps their own
+    /// range, not everything after them (standalone holds, `pitr_full`; issue 30).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub range_only: Vec<RangeOnly>,
+}
+
+/// A kept backup whose own range of the archive is kept, and no more.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct RangeOnly {
+    pub backup: String,
+    pub reason: String,
+    /// Segments before the horizon kept for it (they would go otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segments: Vec<String>,
 }
 
 /// Keep, delete, or (backups with volumes only) keep the record and some volumes.

@@ -57,6 +57,11 @@ pub struct Policy {
     /// barman's `minimum_redundancy`: whatever the rules say, the newest N completed backups
     /// (with what they need) stay, and no user's delete goes below N. A floor, not a rule.
     pub minimum_redundancy: Option<NonZeroU32>,
+    /// Point-in-time recovery from the newest N kept full backups only (pgBackRest's
+    /// `repo-retention-archive` of type full; issue 30): the archive keeps every segment from
+    /// the oldest of them on, and of each older kept backup only its own range, so those are
+    /// restorable to their own end. Unset: from every kept full. Not a rule: it keeps no backup.
+    pub pitr_full: Option<NonZeroU32>,
     /// How long a failed backup's partial artifacts are left alone. Not a rule.
     pub failed_grace: GracePeriod,
     /// Keep ancestors as they are, or ask the executor to merge them (Trilio). Not a rule.
@@ -505,6 +510,8 @@ struct PolicyWire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     minimum_redundancy: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pitr_full: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     failed_grace: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     chain_mode: Option<Value>,
@@ -575,6 +582,7 @@ impl TryFrom<PolicyWire> for Policy {
                 "backups",
                 wire.minimum_redundancy,
             )?,
+            pitr_full: parse_positive_number("pitr_full", "full backups", wire.pitr_full)?,
             failed_grace: match wire.failed_grace {
                 None => GracePeriod::default(),
                 Some(Value::String(text)) => GracePeriod::parse(&text)?,
@@ -598,6 +606,13 @@ impl TryFrom<PolicyWire> for Policy {
             },
         };
         if policy.has_no_rule() {
+            if policy.pitr_full.is_some() {
+                return Err(field_error(
+                    "pitr_full",
+                    "counts the full backups the policy keeps, and no rule keeps any: give \
+                     keep_full, keep_last or another rule with it",
+                ));
+            }
             return Err(PolicyError::NoRule);
         }
         if let (Some(floor), Some(KeepCount::Limited(last))) =
@@ -650,6 +665,7 @@ impl From<Policy> for PolicyWire {
             keep_verified: count(policy.keep_verified),
             keep_full: count(policy.keep_full),
             minimum_redundancy: policy.minimum_redundancy.map(|n| Value::from(n.get())),
+            pitr_full: policy.pitr_full.map(|n| Value::from(n.get())),
             failed_grace: (policy.failed_grace != default_grace)
                 .then(|| Value::from(policy.failed_grace.to_string())),
             chain_mode: (policy.chain_mode == ChainMode::Merge).then(|| Value::from("merge")),

@@ -11,8 +11,8 @@ use chrono::{DateTime, FixedOffset, TimeDelta, TimeZone, Utc};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use sexton_retention::{
-    plan, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, Plan, PlanError, Policy,
-    VerificationState,
+    plan, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, LogRange, Plan,
+    PlanError, Policy, VerificationState,
 };
 
 #[derive(Clone, Debug)]
@@ -148,11 +148,21 @@ fn build_catalog(specs: &[BackupSpec], segments: &[SegmentSpec]) -> (Catalog, Da
                 .map(|(_, tag)| (*tag).to_owned())
                 .collect(),
             legal_hold: spec.legal_hold,
-            holds: if spec.hold {
-                vec!["restore:r".to_owned()]
-            } else {
-                Vec::new()
+            // Every other hold makes a standalone backup (issue 30).
+            holds: match (spec.hold, index % 2) {
+                (false, _) => Vec::new(),
+                (true, 0) => vec!["standalone:yearly".to_owned()],
+                (true, _) => vec!["restore:r".to_owned()],
             },
+            // A third of the backups name the segments they need (`seg-<i>`, as built below).
+            log_range: (spec.parent_choice % 3 == 0).then(|| {
+                let first = spec.parent_choice / 3 % 8;
+                let last = (first + spec.parent_choice / 24 % 3).min(7);
+                LogRange {
+                    first: format!("seg-{first}"),
+                    last: format!("seg-{last}"),
+                }
+            }),
             immutable: spec.immutable,
             locked_until: spec
                 .locked
@@ -265,13 +275,28 @@ fn scenario() -> impl Strategy<Value = Scenario> {
         prop_oneof![Just("1h"), Just("0s"), Just("2d")],
         0i64..3000,
         proptest::collection::vec(any::<u64>(), 40),
+        proptest::option::weighted(0.3, 1u32..4),
     )
         .prop_map(
-            |(specs, segments, rules, extra_rule, merge, grace, hours_after, shuffle_keys)| {
+            |(
+                specs,
+                segments,
+                rules,
+                extra_rule,
+                merge,
+                grace,
+                hours_after,
+                shuffle_keys,
+                pitr_full,
+            )| {
                 let (catalog, newest) = build_catalog(&specs, &segments);
+                let mut rules: BTreeMap<&'static str, Value> = rules.into_iter().collect();
+                if let Some(n) = pitr_full {
+                    rules.insert("pitr_full", Value::from(n));
+                }
                 Scenario {
                     catalog,
-                    rules: rules.into_iter().collect(),
+                    rules,
                     extra_rule,
                     merge,
                     grace,
@@ -293,6 +318,37 @@ fn make_policy(rules: &BTreeMap<&'static str, Value>, merge: bool, grace: &str) 
     );
     object.insert("failed_grace".to_owned(), Value::from(grace));
     Policy::from_json(&Value::Object(object).to_string()).expect("generated policies are valid")
+}
+
+/// A backup's own range, written apart from the engine: its named segments (`seg-<i>`), and
+/// every segment whose events may fall within five minutes of its start..end.
+fn own_range_needs(backup: &BackupRecord, segment: &BinlogSegment) -> bool {
+    let number = |name: &str| {
+        name.strip_prefix("seg-")
+            .and_then(|n| n.parse::<u32>().ok())
+    };
+    if let Some(range) = &backup.log_range {
+        if let (Some(first), Some(last), Some(this)) = (
+            number(&range.first),
+            number(&range.last),
+            number(&segment.key),
+        ) {
+            if first <= this && this <= last {
+                return true;
+            }
+        }
+    }
+    let margin = TimeDelta::minutes(5);
+    let (Some(start), Some(end)) = (
+        backup.started_at.or(backup.completed_at),
+        backup.completed_at.or(backup.started_at),
+    ) else {
+        return true;
+    };
+    segment.last_event.is_none_or(|last| last >= start - margin)
+        && segment
+            .first_event
+            .is_none_or(|first| first <= end + margin)
 }
 
 fn newest_completed_full(catalog: &Catalog) -> Option<&BackupRecord> {
@@ -415,18 +471,67 @@ proptest! {
             prop_assert!(last.is_some(), "{} of unknown end deleted", key);
             prop_assert!(last < horizon, "{} ends at or after the horizon", key);
         }
+        // What is kept before the horizon is kept for a backup restorable to its own end only.
+        let range_only: HashSet<&str> =
+            plan.binlog.range_only.iter().map(|r| r.backup.as_str()).collect();
         for key in &plan.binlog.keep {
-            let last = segments[key.as_str()].last_event;
-            if let (Some(last), Some(horizon)) = (last, plan.binlog.horizon) {
-                prop_assert!(last >= horizon, "{} ends before the horizon but is kept", key);
+            let segment = segments[key.as_str()];
+            if let (Some(last), Some(horizon)) = (segment.last_event, plan.binlog.horizon) {
+                prop_assert!(
+                    last >= horizon
+                        || range_only.iter().any(|id| own_range_needs(by_id[id], segment)),
+                    "{} ends before the horizon, no backup's own range needs it, and it is kept",
+                    key
+                );
             }
         }
-        // The horizon is the start of a kept full backup, the earliest such start.
+        // Nothing a kept backup needs is deleted: a backup that starts before the horizon
+        // keeps its own range (by name and by time), a standalone one wherever it starts.
+        for backup in &catalog.backups {
+            if !plan.keeps(&backup.id)
+                || matches!(backup.status, BackupStatus::Failed | BackupStatus::InProgress)
+            {
+                continue;
+            }
+            let start = backup.started_at.or(backup.completed_at);
+            let before_horizon = match (start, plan.binlog.horizon) {
+                (Some(start), Some(horizon)) => start < horizon,
+                _ => true,
+            };
+            let standalone = backup.holds.iter().any(|h| h.starts_with("standalone:"));
+            if before_horizon || standalone {
+                for key in &plan.binlog.delete {
+                    prop_assert!(
+                        !own_range_needs(backup, segments[key.as_str()]),
+                        "{} is deleted and kept backup {} needs it to be consistent",
+                        key,
+                        backup.id
+                    );
+                }
+            }
+        }
+        // The horizon is the start of a kept full backup that is not standalone, the earliest
+        // such start, or with pitr_full N the earliest of the newest N.
         if let Some(horizon_backup) = &plan.binlog.horizon_backup {
             let backup = by_id[horizon_backup.as_str()];
             prop_assert_eq!(backup.kind, BackupKind::Full);
             prop_assert!(plan.keeps(horizon_backup));
+            prop_assert!(!backup.holds.iter().any(|h| h.starts_with("standalone:")));
             prop_assert_eq!(plan.binlog.horizon, backup.started_at.or(backup.completed_at));
+            if let Some(n) = scenario.rules.get("pitr_full").and_then(Value::as_u64) {
+                let newer = catalog
+                    .backups
+                    .iter()
+                    .filter(|b| {
+                        b.kind == BackupKind::Full
+                            && plan.keeps(&b.id)
+                            && !b.holds.iter().any(|h| h.starts_with("standalone:"))
+                            && !matches!(b.status, BackupStatus::Failed | BackupStatus::InProgress)
+                            && b.started_at.or(b.completed_at) > plan.binlog.horizon
+                    })
+                    .count();
+                prop_assert!(newer < n as usize, "{} kept fulls are newer than the horizon with pitr_full {}", newer, n);
+            }
         }
     }
 

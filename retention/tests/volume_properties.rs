@@ -203,6 +203,7 @@ fn build_catalog(specs: &[BackupSpec], joins: &[usize; 4]) -> (Catalog, DateTime
             delete_requested: spec.delete_requested,
             volumes,
             verification: Default::default(),
+            log_range: None,
         });
     }
     let newest = base + TimeDelta::minutes(minutes);

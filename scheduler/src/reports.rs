@@ -508,6 +508,7 @@ async fn record_report(
                     copies: Default::default(),
                     primary_deleted_at: None,
                     locked_until: None,
+                    log_range: report.log_range.clone(),
                 };
                 let result = catalog.create(&record).await.map(|_| ());
                 written = Some(record);
@@ -531,6 +532,7 @@ async fn record_report(
                         record.objects = seen;
                         record.seen_at = seen_at;
                         record.volumes = volumes_of(report);
+                        record.log_range = report.log_range.clone().or(record.log_range.take());
                         for hold in &report.holds {
                             if !record.holds.contains(hold) {
                                 record.holds.push(hold.clone());

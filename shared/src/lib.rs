@@ -28,5 +28,5 @@ pub mod stream_read;
 pub mod telemetry;
 pub mod topology;
 
-pub use sexton_model::{conditions, copies, digest, metadata, names, records, wire};
+pub use sexton_model::{checks, conditions, copies, digest, metadata, names, records, wire};
 pub use shutdown::Shutdown;

@@ -138,6 +138,7 @@ fn report() {
         merge: None,
         objects: Vec::new(),
         tick: None,
+        log_range: None,
     };
     let merged = Report {
         schedule: Some(name("s")),
@@ -332,6 +333,7 @@ fn backup_metadata() {
         labels: BTreeMap::new(),
         tags: Vec::new(),
         executor: None,
+        log_range: None,
     };
     let every = BackupMetadata {
         schedule: Some(name("s")),

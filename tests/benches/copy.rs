@@ -620,6 +620,7 @@ async fn report(
         holds: Vec::new(),
         merge: None,
         objects,
+        log_range: None,
     };
     artifacts.push(metadata_key.clone());
     report.artifacts = artifacts;

@@ -1192,3 +1192,149 @@ async fn a_forged_job_on_a_cluster_without_records_deletes_nothing() {
     );
     fleet.stop().await.unwrap();
 }
+
+/// Issue 30: a standalone backup and the fulls past `pitr_full` keep only their own ranges of
+/// the archive, on a real fleet, and the deleter keeps those ranges whatever a job says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_and_pitr_full_backups_keep_only_their_own_ranges() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let store = object_store(&config).await;
+
+    let offset = FixedOffset::east_opt(0).unwrap();
+    let start = (Utc::now() - chrono::Duration::days(10)).with_timezone(&offset);
+    let at =
+        |day: i64, hour: i64| start + chrono::Duration::days(day) + chrono::Duration::hours(hour);
+    // Segment k holds 12 hours of events from day -1: f0 is in 0, f1 in 2, i1 in 4, f2 in 6,
+    // f3 (the horizon) in 10, i3 in 12.
+    let segments: Vec<IndexSegment> = (0..16)
+        .map(|k| {
+            let first = at(-1, 12 * k);
+            IndexSegment::new(
+                segment_key("c1", &format!("mysql-bin.{k:06}")),
+                Some(first),
+                Some(first + chrono::Duration::hours(12)),
+            )
+        })
+        .collect();
+    for segment in &segments {
+        append_segment(&store, "c1", segment).await;
+    }
+    let backups = [
+        Backup::full("f0", at(-1, 1), 30),
+        Backup::full("f1", at(0, 1), 30),
+        Backup::incremental("i1", "f1", at(1, 1), 10),
+        Backup::full("f2", at(2, 1), 30),
+        Backup::full("f3", at(4, 1), 30),
+        Backup::incremental("i3", "f3", at(5, 1), 10),
+    ];
+
+    let scheduler = Fleet::start(
+        &config,
+        Members {
+            scheduler: true,
+            ..NONE
+        },
+    );
+    // keep_full 3 keeps f3, f2 and f1 with their chains; f0, the fourth full, is held
+    // standalone. Point-in-time recovery only from the newest full.
+    create_policy_schedule(
+        &client,
+        "nightly",
+        "c1",
+        "db",
+        json!({"keep_full": 3, "pitr_full": 1}),
+    )
+    .await;
+    for backup in &backups {
+        let mut report = completed_report("c1", "db", "nightly", backup);
+        if backup.id == "f0" {
+            report.holds = vec!["standalone:audit-2026".into()];
+        }
+        if backup.id == "f2" {
+            // Its executor names segment 7 as where its consistency ends (its times say 6).
+            report.log_range = Some(sexton_shared::records::LogRange {
+                first: "mysql-bin.000006".into(),
+                last: "mysql-bin.000007".into(),
+            });
+        }
+        publish_report(&js, &store, report).await;
+    }
+    wait_for_completed(&catalog, "c1", backups.len()).await;
+    let f2 = catalog
+        .list_cluster(&cluster("c1"))
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|r| r.value.id.as_str() == "f2")
+        .unwrap();
+    assert_eq!(
+        f2.value.log_range.as_ref().map(|r| r.last.as_str()),
+        Some("mysql-bin.000007")
+    );
+
+    let retention = Fleet::start(
+        &config,
+        Members {
+            retention_worker: true,
+            deleter: true,
+            ..NONE
+        },
+    );
+    // Everything ends before f3's start but the own ranges: f0's 0, f1's 2, i1's 4, f2's 6
+    // and 7 (by name).
+    let kept: BTreeSet<String> = [0, 2, 4, 6, 7, 10, 11, 12, 13, 14, 15]
+        .iter()
+        .map(|k| segment_key("c1", &format!("mysql-bin.{k:06}")))
+        .collect();
+    settles_to("the index", Duration::from_secs(90), &kept, || async {
+        index_keys(&store, "c1").await
+    })
+    .await;
+    let status = api(
+        &client,
+        "binlog",
+        "status",
+        json!({"schema_version": 1, "cluster": "c1"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(status["horizon_backup"], "f3", "{status:#}");
+    // Every backup stays: the policy keeps them, only the archive between them goes.
+    let in_catalog: BTreeSet<String> = catalog
+        .list_cluster(&cluster("c1"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.value.id.to_string())
+        .collect();
+    assert_eq!(in_catalog.len(), backups.len(), "{in_catalog:?}");
+
+    // A job that names f1's own segment, with the true horizon: the deleter judges the catalog
+    // and the policy itself, and keeps it.
+    let f1_segment = segment_key("c1", "mysql-bin.000002");
+    publish_binlog_job(
+        &js,
+        &job(at(4, 1), std::slice::from_ref(&f1_segment)),
+        "forged-range",
+    )
+    .await;
+    drained(
+        &js,
+        topology::STREAM_JOBS,
+        topology::CONSUMER_DELETER_BINLOG,
+    )
+    .await;
+    assert_eq!(index_keys(&store, "c1").await, kept);
+    assert!(store.get(&f1_segment).await.unwrap().is_some());
+
+    for fleet in [scheduler, retention] {
+        assert!(fleet.all_running());
+        fleet.stop().await.unwrap();
+    }
+}

@@ -341,6 +341,23 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
         {
             assert_eq!(facts["from_lsn"], parent["to_lsn"], "{id}");
         }
+        // The binlog segment a replay starts in is the backup's own range (issue 30): carried
+        // from backup.sh's facts through the report onto the record and into metadata.json.
+        let file = facts["binlog_file"].as_str().unwrap().to_string();
+        assert!(file.starts_with("mysql-bin."), "{facts}");
+        let range = done
+            .log_range
+            .clone()
+            .expect("the record carries its log range");
+        assert_eq!(
+            (range.first.as_str(), range.last.as_str()),
+            (file.as_str(), file.as_str())
+        );
+        assert_eq!(
+            BackupMetadata::decode(&body).unwrap().log_range,
+            Some(range),
+            "{id}"
+        );
         executor_facts.push(facts);
         taken.push(done);
         ship_binlogs(&db, &config);

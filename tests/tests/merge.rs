@@ -265,6 +265,7 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
             volume: None,
         }),
         objects: Vec::new(),
+        log_range: None,
     };
     let forged = [
         report(
@@ -701,6 +702,7 @@ async fn forged_volume_merge_reports_change_nothing() {
             volume: Some("pv1".into()),
         }),
         objects: Vec::new(),
+        log_range: None,
     };
     let volume = |name: &str, kind: BackupKind, keys: Vec<String>| ReportVolume {
         name: name.into(),

@@ -226,6 +226,7 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
         holds: Vec::new(),
         merge: None,
         objects: Vec::new(),
+        log_range: None,
     };
     for id in ["b4", "x9"] {
         let mut report = report(id);

@@ -252,9 +252,12 @@ pub enum BackupCommand {
         cluster: String,
     },
     /// Keep a backup while it is in use (a restore, a clone, a bootstrap), whatever retention
-    /// says, until the same reason is released.
+    /// says, until the same reason is released. A `standalone:<why>` hold keeps an archival
+    /// backup restorable to its own end only: the binlog archive keeps its own range, not
+    /// every segment after it (barman's keep:standalone).
     #[command(after_help = "Examples:
-  sexton backup hold nightly-20261123030000 --cluster db1 --reason restore:r-42")]
+  sexton backup hold nightly-20261123030000 --cluster db1 --reason restore:r-42
+  sexton backup hold nightly-20260101030000 --cluster db1 --reason standalone:yearly-2026")]
     Hold {
         /// The backup's id.
         id: String,

@@ -276,6 +276,7 @@ fn rule_keys(rules: &PolicyArgs) -> Result<Vec<(&'static str, String, Value)>, F
         "minimum_redundancy",
         rules.minimum_redundancy.map(Value::from),
     );
+    push("pitr_full", rules.pitr_full.map(Value::from));
     if !rules.keep_tags.is_empty() {
         let lists: Vec<Value> = rules
             .keep_tags

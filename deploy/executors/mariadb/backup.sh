@@ -53,5 +53,9 @@ field() { printf '%s' "$position" | sed -n "s/.*$1 '\\([^']*\\)'.*/\\1/p"; }
   echo "binlog_file=$(field filename)"
   echo "binlog_position=$(field position)"
   echo "gtid=$(field 'GTID of the last change')"
+  # The binlog segment a replay onto this backup starts in: all the archive needs to keep for
+  # it when retention keeps it restorable to its own end only (standalone, pitr_full).
+  echo "log_first=$(field filename)"
+  echo "log_last=$(field filename)"
 } > "$SEXTON_FACTS_FILE"
 echo "mariabackup took the $kind backup: $(checkpoint from_lsn)..$(checkpoint to_lsn), binlog $(field filename):$(field position)"

@@ -216,6 +216,10 @@ async fn take_in(
         volumes,
         uploaded,
     );
+    let report = Report {
+        log_range: facts.log_range.clone(),
+        ..report
+    };
     finish(ctx, report, &facts).await?;
     Ok(Taken::Completed)
 }

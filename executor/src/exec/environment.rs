@@ -209,6 +209,9 @@ pub struct Facts {
     pub all: Map<String, Value>,
     /// `kind`, if the command set it.
     pub kind: Option<BackupKind>,
+    /// `log_first` and `log_last`: the first and last binlog (or WAL) segment the backup needs
+    /// to be consistent (issue 30), both or neither.
+    pub log_range: Option<sexton_shared::records::LogRange>,
 }
 
 /// Parses a facts file: one JSON object, or `key=value` lines (blank lines and `#` comments
@@ -255,7 +258,29 @@ pub fn parse_facts(text: &str) -> Result<Facts, String> {
             ))
         }
     };
-    Ok(Facts { all, kind })
+    let text_fact = |key: &str| match all.get(key) {
+        None => Ok(None),
+        Some(Value::String(text)) if text.is_empty() => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(other) => Err(format!(
+            "facts: {key} must be a segment's file name, not {other}"
+        )),
+    };
+    let log_range = match (text_fact("log_first")?, text_fact("log_last")?) {
+        (None, None) => None,
+        (Some(first), Some(last)) => {
+            let range = sexton_shared::records::LogRange { first, last };
+            sexton_shared::checks::check_log_range(&range)
+                .map_err(|why| format!("facts: {why}"))?;
+            Some(range)
+        }
+        _ => return Err("facts: log_first and log_last go together; give both or neither".into()),
+    };
+    Ok(Facts {
+        all,
+        kind,
+        log_range,
+    })
 }
 
 #[cfg(test)]
@@ -352,6 +377,20 @@ mod tests {
         assert_eq!(facts.all["to_lsn"], 44894);
         assert_eq!(facts.kind, None);
         assert_eq!(parse_facts("").unwrap(), Facts::default());
+        // The segments the backup needs to be consistent (issue 30): both or neither; empty
+        // values (a script whose server has no binlog) are neither.
+        let facts = parse_facts("log_first=mysql-bin.000004\nlog_last=mysql-bin.000005\n").unwrap();
+        assert_eq!(
+            facts.log_range,
+            Some(sexton_shared::records::LogRange {
+                first: "mysql-bin.000004".into(),
+                last: "mysql-bin.000005".into()
+            })
+        );
+        assert_eq!(
+            parse_facts("log_first=\nlog_last=\n").unwrap().log_range,
+            None
+        );
         for (bad, why) in [
             ("no equals sign", "expected key=value"),
             ("bad key=1", "must be 1 to 64"),
@@ -360,6 +399,17 @@ mod tests {
             ("[1, 2]", "expected key=value"),
             ("{\"a\": ", "not valid JSON"),
             (r#"{"kind": 3}"#, "kind must be"),
+            ("log_first=mysql-bin.000004", "go together"),
+            ("log_last=mysql-bin.000004", "go together"),
+            (
+                "log_first=mysql-bin.000005\nlog_last=mysql-bin.000004",
+                "is after last",
+            ),
+            ("log_first=../x\nlog_last=y", "without '/'"),
+            (
+                r#"{"log_first": 4, "log_last": "m.000004"}"#,
+                "segment's file name",
+            ),
         ] {
             let err = parse_facts(bad).unwrap_err();
             assert!(err.contains(why), "{bad:?}: {err}");

@@ -90,6 +90,7 @@ fn base(due: &DueBackup, status: ReportStatus, started_at: DateTime<FixedOffset>
         merge: None,
         objects: Vec::new(),
         tick: Some(due.tick),
+        log_range: None,
     }
 }
 

@@ -215,6 +215,7 @@ pub fn record_from(
         copies: Default::default(),
         primary_deleted_at: None,
         locked_until: None,
+        log_range: document.log_range.clone(),
     })
 }
 

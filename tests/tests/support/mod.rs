@@ -138,6 +138,7 @@ pub fn completed_report(cluster: &str, plan: &str, schedule: &str, backup: &Back
         holds: Vec::new(),
         merge: None,
         objects: Vec::new(),
+        log_range: None,
     }
 }
 
@@ -150,13 +151,18 @@ pub async fn report_backup(
     schedule: &str,
     backup: &Backup,
 ) {
-    let mut report = completed_report(cluster, plan, schedule, backup);
+    publish_report(js, store, completed_report(cluster, plan, schedule, backup)).await;
+}
+
+/// Writes the objects of `report` and publishes it (a report built by hand: holds, a log
+/// range).
+pub async fn publish_report(js: &jetstream::Context, store: &ObjectStore, mut report: Report) {
     sexton_tests::fixtures::upload_genuine(store, &mut report).await;
     js.send_publish(
-        format!("sexton.v1.report.{cluster}"),
+        format!("sexton.v1.report.{}", report.cluster),
         PublishMessage::build()
             .payload(wire::encode(&report))
-            .message_id(format!("test-report.{}", backup.id)),
+            .message_id(format!("test-report.{}", report.backup_id)),
     )
     .await
     .unwrap()

@@ -239,6 +239,11 @@ pub struct PolicyArgs {
     /// (barman's minimum_redundancy; a floor, not a rule).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub minimum_redundancy: Option<u32>,
+    /// Point-in-time recovery from the newest N kept full backups only; older kept backups
+    /// keep the binlog segments that make them consistent (pitr_full: pgBackRest's
+    /// repo-retention-archive; not a rule).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pitr_full: Option<u32>,
     /// How long a failed backup's partial artifacts are left alone (failed_grace: 1h, 30min,
     /// 2d, or never, as barman keeps failed backups; not a rule).
     #[arg(long, value_name = "DURATION")]

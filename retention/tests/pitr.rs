@@ -1,0 +1,254 @@
+//! Point-in-time retention apart from backup retention, and standalone backups (issue 30):
+//! the binlog (WAL) archive keeps everything from the oldest kept full that point-in-time
+//! recovery is promised from, and of every older kept backup only its own range.
+//!
+//! The cases follow the two projects' documented rules:
+//! - barman, "Backup retention policies" and `barman keep --target standalone`: a backup kept
+//!   as standalone keeps only the WAL needed to make it consistent, not point-in-time recovery
+//!   from it; a `keep:full` one keeps every WAL after it (a Sexton hold of any other reason).
+//! - pgBackRest User Guide, "Retention → Archive Retention", and the `expire` command reference
+//!   ("archived WAL is retained by default for backups that have not expired";
+//!   `repo-retention-archive` of type full counts the fulls point-in-time recovery stays
+//!   possible from, and WAL older than that is expired except what makes each remaining backup
+//!   consistent).
+
+mod common;
+
+use chrono::{DateTime, Duration, FixedOffset};
+use common::{at, policy, utc};
+use sexton_retention::{plan, BackupRecord, BinlogSegment, Catalog, LogRange, Plan, Policy};
+
+const DAY: &str = "2024-03-01T00:00:00Z";
+
+fn day() -> DateTime<FixedOffset> {
+    at(DAY)
+}
+
+/// Segment `k` holds the events of six hours from the day before at 18:00: segment 1 is
+/// 00:00–06:00 of the first day, 5 of the second, 9 of the third.
+fn segments() -> Vec<BinlogSegment> {
+    (0..13)
+        .map(|k| {
+            let first = day() - Duration::hours(6) + Duration::hours(6 * k);
+            BinlogSegment {
+                key: key(k),
+                first_event: Some(first),
+                last_event: Some(first + Duration::hours(6)),
+            }
+        })
+        .collect()
+}
+
+fn key(k: i64) -> String {
+    format!("backups/db1/binlog/mysql-bin.{k:06}")
+}
+
+/// A full taken on day `d` (0, 1, 2) from 00:10 to 00:40.
+fn full(id: &str, d: i64) -> BackupRecord {
+    let start = day() + Duration::days(d) + Duration::minutes(10);
+    BackupRecord {
+        started_at: Some(start),
+        ..BackupRecord::completed_full(id, start + Duration::minutes(30))
+    }
+}
+
+fn incremental(id: &str, d: i64, hour: i64, parent: &str) -> BackupRecord {
+    let start = day() + Duration::days(d) + Duration::hours(hour) + Duration::minutes(10);
+    BackupRecord {
+        started_at: Some(start),
+        ..BackupRecord::completed_incremental(id, start + Duration::minutes(30), parent)
+    }
+}
+
+fn held(mut backup: BackupRecord, reason: &str) -> BackupRecord {
+    backup.holds.push(reason.to_owned());
+    backup
+}
+
+fn run(backups: Vec<BackupRecord>, rules: &str) -> Plan {
+    let catalog = Catalog {
+        backups,
+        binlog_segments: segments(),
+    };
+    plan(&catalog, &policy(rules), utc("2024-03-03T12:00:00Z")).expect("plans")
+}
+
+/// The numbers of the segments the plan deletes, oldest first.
+fn deleted_segments(plan: &Plan) -> Vec<i64> {
+    let mut numbers: Vec<i64> = plan
+        .binlog
+        .delete
+        .iter()
+        .map(|key| key.rsplit('.').next().unwrap().parse().unwrap())
+        .collect();
+    numbers.sort_unstable();
+    numbers
+}
+
+fn range_only(plan: &Plan) -> Vec<(&str, &str, usize)> {
+    plan.binlog
+        .range_only
+        .iter()
+        .map(|r| (r.backup.as_str(), r.reason.as_str(), r.segments.len()))
+        .collect()
+}
+
+#[test]
+fn a_standalone_backup_keeps_only_its_own_range() {
+    // barman `keep --target standalone` on the oldest backup, retention keeping the two newest.
+    let backups = vec![
+        full("F3", 2),
+        full("F2", 1),
+        held(full("F1", 0), "standalone:yearly-2024"),
+    ];
+    let plan = run(backups.clone(), r#"{"keep_last": 2}"#);
+    assert!(plan.keeps("F1") && plan.keeps("F2") && plan.keeps("F3"));
+    // The horizon is F2's start; of what ends before it, only F1's own segment (1) stays.
+    assert_eq!(plan.binlog.horizon, backups[1].started_at);
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F2"));
+    assert_eq!(deleted_segments(&plan), vec![0, 2, 3, 4]);
+    assert_eq!(
+        plan.binlog.range_only[0].segments,
+        vec![key(1)],
+        "{:?}",
+        plan.binlog
+    );
+    assert!(plan.binlog.range_only[0].reason.starts_with("standalone"));
+
+    // barman `keep --target full` (any other hold here): every segment after it stays.
+    let plan = run(
+        vec![
+            full("F3", 2),
+            full("F2", 1),
+            held(full("F1", 0), "restore:r-1"),
+        ],
+        r#"{"keep_last": 2}"#,
+    );
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(deleted_segments(&plan), vec![0]);
+    assert!(plan.binlog.range_only.is_empty());
+}
+
+#[test]
+fn pitr_full_counts_the_fulls_point_in_time_recovery_stays_possible_from() {
+    // pgBackRest: repo-retention-full=3, repo-retention-archive=1 (type full).
+    let backups = vec![
+        full("F3", 2),
+        incremental("I2", 1, 12, "F2"),
+        full("F2", 1),
+        full("F1", 0),
+    ];
+    let plan = run(backups.clone(), r#"{"keep_full": 3, "pitr_full": 1}"#);
+    assert!(plan.delete.is_empty(), "{:?}", plan.delete);
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F3"));
+    // Kept before F3: F1's segment 1, F2's 5, I2's 7.
+    assert_eq!(deleted_segments(&plan), vec![0, 2, 3, 4, 6, 8]);
+    assert_eq!(
+        range_only(&plan),
+        vec![
+            (
+                "I2",
+                "starts before the point-in-time horizon: restorable to its own end only",
+                1
+            ),
+            (
+                "F2",
+                "older than the newest 1 full backup(s) pitr_full keeps point-in-time recovery \
+                 from: restorable to its own end only",
+                1
+            ),
+            (
+                "F1",
+                "older than the newest 1 full backup(s) pitr_full keeps point-in-time recovery \
+                 from: restorable to its own end only",
+                1
+            ),
+        ]
+    );
+    // Two fulls open to point-in-time recovery: from F2 on, everything stays.
+    let plan = run(backups.clone(), r#"{"keep_full": 3, "pitr_full": 2}"#);
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F2"));
+    assert_eq!(deleted_segments(&plan), vec![0, 2, 3, 4]);
+    // More than are kept: every kept full, as without it.
+    let without = run(backups.clone(), r#"{"keep_full": 3}"#);
+    let more = run(backups, r#"{"keep_full": 3, "pitr_full": 5}"#);
+    assert_eq!(deleted_segments(&without), vec![0]);
+    assert_eq!(deleted_segments(&more), vec![0]);
+    assert!(more.binlog.range_only.is_empty());
+}
+
+#[test]
+fn named_segments_are_kept_even_where_the_times_disagree() {
+    // The database's clock runs ahead: F1's executor names segment 3 as where its consistency
+    // ends, which its own times (00:10–00:40) do not reach.
+    let mut f1 = held(full("F1", 0), "standalone:audit");
+    f1.log_range = Some(LogRange {
+        first: "mysql-bin.000003".into(),
+        last: "mysql-bin.000003".into(),
+    });
+    let plan = run(
+        vec![full("F3", 2), full("F2", 1), f1],
+        r#"{"keep_last": 2}"#,
+    );
+    // Segment 1 by time, segment 3 by name.
+    assert_eq!(deleted_segments(&plan), vec![0, 2, 4]);
+    // Names that do not compare (another binlog base name) fall back on times alone.
+    let mut f1 = held(full("F1", 0), "standalone:audit");
+    f1.log_range = Some(LogRange {
+        first: "other-bin.000003".into(),
+        last: "other-bin.000003".into(),
+    });
+    let plan = run(
+        vec![full("F3", 2), full("F2", 1), f1],
+        r#"{"keep_last": 2}"#,
+    );
+    assert_eq!(deleted_segments(&plan), vec![0, 2, 3, 4]);
+}
+
+#[test]
+fn a_range_reaches_five_minutes_around_the_backups_times() {
+    // F1 starts at 00:03 of the first day: segment 0 ends at 00:00, within five minutes.
+    let mut f1 = held(full("F1", 0), "standalone:a");
+    f1.started_at = Some(day() + Duration::minutes(3));
+    let plan = run(
+        vec![full("F3", 2), full("F2", 1), f1],
+        r#"{"keep_last": 2}"#,
+    );
+    assert_eq!(deleted_segments(&plan), vec![2, 3, 4]);
+}
+
+#[test]
+fn nothing_is_deleted_when_no_kept_full_is_open_to_point_in_time_recovery() {
+    let plan = run(
+        vec![
+            held(full("F2", 1), "standalone:a"),
+            held(full("F1", 0), "standalone:b"),
+        ],
+        r#"{"keep_last": 1}"#,
+    );
+    assert!(plan.binlog.delete.is_empty());
+    assert_eq!(plan.binlog.horizon, None);
+    assert!(
+        plan.warnings
+            .iter()
+            .any(|w| w.contains("open to point-in-time recovery")),
+        "{:?}",
+        plan.warnings
+    );
+}
+
+#[test]
+fn pitr_full_is_refused_where_it_cannot_mean_anything() {
+    for (bad, says) in [
+        (r#"{"keep_last": 2, "pitr_full": 0}"#, "positive"),
+        (r#"{"keep_last": 2, "pitr_full": -1}"#, "positive"),
+        (r#"{"keep_last": 2, "pitr_full": "two"}"#, "pitr_full"),
+        (r#"{"keep_last": 2, "pitr_full": 1.5}"#, "pitr_full"),
+        (r#"{"pitr_full": 2}"#, "no rule keeps any"),
+    ] {
+        let error = Policy::from_json(bad).unwrap_err().to_string();
+        assert!(error.contains(says), "{bad}: {error}");
+    }
+    let written = serde_json::to_string(&policy(r#"{"keep_full": 2, "pitr_full": 1}"#)).unwrap();
+    assert!(written.contains(r#""pitr_full":1"#), "{written}");
+}
