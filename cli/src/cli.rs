@@ -277,6 +277,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Retention(RetentionCommand::Plan {
             catalog,
+            catalog_from,
             policy,
             policy_from,
             now,
@@ -284,7 +285,11 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             delete,
             with_dependents,
         }) => crate::offline_plan::run(
-            catalog,
+            match (catalog, catalog_from) {
+                (Some(path), _) => crate::offline_plan::CatalogSource::File(path),
+                (None, Some(text)) => crate::offline_plan::CatalogSource::Tool(text),
+                (None, None) => unreachable!("clap requires --catalog or --catalog-from"),
+            },
             match (policy, policy_from) {
                 (Some(path), _) => crate::offline_plan::PolicySource::File(path),
                 (None, Some(text)) => crate::offline_plan::PolicySource::Translated(text),

@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod audit;
+pub mod catalog_from;
 pub mod cli;
 pub mod client;
 pub mod failure;

@@ -29,6 +29,14 @@ pub const PRETTY_UP_TO: usize = 10_000;
 /// Output buffer: large enough that a million decisions cost few write calls.
 const OUTPUT_BUFFER: usize = 1 << 16;
 
+/// Where the catalog comes from: a catalog file, or a pgBackRest or barman listing
+/// (`TOOL:FILE`) read into one ([`crate::catalog_from`]).
+#[derive(Debug, Clone, Copy)]
+pub enum CatalogSource<'a> {
+    File(&'a Path),
+    Tool(&'a str),
+}
+
 /// Where the policy comes from: a file, or a pgBackRest or barman setting to translate.
 #[derive(Debug, Clone, Copy)]
 pub enum PolicySource<'a> {
@@ -47,13 +55,24 @@ pub struct AskedDelete<'a> {
 /// the plan to stdout; with `delete`, after recording that delete as the fleet would (or
 /// refusing it, as the fleet would).
 pub fn run(
-    catalog_path: &Path,
+    catalog_source: CatalogSource<'_>,
     policy_source: PolicySource<'_>,
     now: Option<&str>,
     output: Output,
     pretty: bool,
     delete: Option<AskedDelete<'_>>,
 ) -> Result<(), Failure> {
+    let (catalog_path, tool) = match catalog_source {
+        CatalogSource::File(path) => (path, None),
+        CatalogSource::Tool(spec) => {
+            let (tool, path) = spec.split_once(':').ok_or_else(|| {
+                Failure::input(format!(
+                    "--catalog-from {spec:?}: expected pgbackrest:FILE or barman:FILE"
+                ))
+            })?;
+            (Path::new(path), Some(tool))
+        }
+    };
     let catalog_bytes = std::fs::read(catalog_path)
         .map_err(|err| Failure::input(format!("cannot read {}: {err}", catalog_path.display())))?;
     let policy_text = match policy_source {
@@ -63,9 +82,25 @@ pub fn run(
         ),
         PolicySource::Translated(_) => None,
     };
-    let catalog: Catalog = serde_json::from_slice(&catalog_bytes).map_err(|err| {
-        Failure::input(format!("invalid catalog {}: {err}", catalog_path.display()))
-    })?;
+    let mut imported = None;
+    let catalog: Catalog = match tool {
+        None => serde_json::from_slice(&catalog_bytes).map_err(|err| {
+            Failure::input(format!("invalid catalog {}: {err}", catalog_path.display()))
+        })?,
+        Some(tool) => {
+            let text = std::str::from_utf8(&catalog_bytes).map_err(|_| {
+                Failure::input(format!("{}: not UTF-8 text", catalog_path.display()))
+            })?;
+            let read = crate::catalog_from::read(tool, text)
+                .map_err(|err| Failure::input(format!("{}: {err}", catalog_path.display())))?;
+            for note in &read.notes {
+                eprintln!("note: {note}");
+            }
+            let catalog = read.catalog.clone();
+            imported = Some(read);
+            catalog
+        }
+    };
     // The text is as large as the parsed catalog: let it go before the engine runs.
     drop(catalog_bytes);
     let policy = match policy_source {
@@ -94,6 +129,25 @@ pub fn run(
     }
     let evaluation = sexton_retention::evaluate(&catalog, &policy, now)
         .map_err(|err| Failure::input(err.to_string()))?;
+    // Where the tool's own retention and this plan part ways, on stderr before the plan.
+    if let Some(imported) = &imported {
+        let differences = crate::catalog_from::differences(imported, &evaluation.to_plan());
+        if differences.is_empty() {
+            eprintln!(
+                "compared with {}: the same backups kept and deleted",
+                imported.tool
+            );
+        } else {
+            eprintln!(
+                "compared with {}: {} backup(s) differ",
+                imported.tool,
+                differences.len()
+            );
+            for line in &differences {
+                eprintln!("  {line}");
+            }
+        }
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(OUTPUT_BUFFER, stdout.lock());
     let written = match output {

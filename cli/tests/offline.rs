@@ -1680,3 +1680,128 @@ fn retention_plan_takes_a_pgbackrest_or_barman_policy() {
     );
     assert!(stdout(&out).is_empty());
 }
+
+/// `retention plan --catalog-from` (issue 30): what `pgbackrest info --output=json` and
+/// `barman list-backups --format json` print, read into a catalog, planned, and compared with
+/// what the tool keeps; a malformed listing is refused with nothing planned.
+#[test]
+fn retention_plan_reads_a_pgbackrest_or_barman_listing_and_compares() {
+    let dir = tempfile::tempdir().unwrap();
+    let info = dir.path().join("info.json");
+    let backup = |label: &str, kind: &str, prior: Option<&str>, start: i64| {
+        serde_json::json!({"label": label, "type": kind, "prior": prior,
+                           "timestamp": {"start": start, "stop": start + 60},
+                           "archive": {"start": "000000010000000000000002",
+                                       "stop": "000000010000000000000003"}})
+    };
+    std::fs::write(
+        &info,
+        serde_json::json!([{"name": "demo", "backup": [
+            backup("20241101-000000F", "full", None, 1_730_419_200),
+            backup("20241101-000000F_20241102-000000I", "incr", Some("20241101-000000F"), 1_730_505_600),
+            backup("20241108-000000F", "full", None, 1_731_024_000),
+        ]}])
+        .to_string(),
+    )
+    .unwrap();
+    let plan = |catalog_from: &str, policy_from: &str, output: &str| {
+        sexton(&[
+            "retention",
+            "plan",
+            "--catalog-from",
+            catalog_from,
+            "--policy-from",
+            policy_from,
+            "--now",
+            "2024-11-10T00:00:00Z",
+            "-o",
+            output,
+        ])
+    };
+    let from = format!("pgbackrest:{}", info.display());
+    let out = plan(&from, "pgbackrest:repo1-retention-full=2", "json");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("compared with pgBackRest: the same backups kept and deleted"),
+        "{}",
+        stderr(&out)
+    );
+    let out = plan(&from, "pgbackrest:repo1-retention-full=1", "table");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("compared with pgBackRest: 2 backup(s) differ")
+            && stderr(&out).contains("20241101-000000F: pgBackRest keeps, Sexton deletes"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("20241108-000000F"),
+        "{}",
+        stdout(&out)
+    );
+
+    let list = dir.path().join("list.json");
+    std::fs::write(
+        &list,
+        serde_json::json!({"pg": [
+            {"backup_id": "20241108T000000", "backup_type": "rsync", "status": "DONE",
+             "end_time_timestamp": "1731024060", "retention_status": "VALID"},
+            {"backup_id": "20241101T000000", "backup_type": "rsync", "status": "DONE",
+             "end_time_timestamp": "1730419260", "retention_status": "OBSOLETE"},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let out = plan(
+        &format!("barman:{}", list.display()),
+        "barman:retention_policy=REDUNDANCY 2",
+        "json",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("20241101T000000: barman deletes, Sexton keeps (keep_full 2"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Bad input: exit 2, a clear error, no plan.
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"[{"name": "a", "backup": []}, {"name": "b", "backup": []}]"#,
+    )
+    .unwrap();
+    for (from, says) in [
+        (format!("pgbackrest:{}", bad.display()), "2 stanzas (a, b)"),
+        (format!("barman:{}", bad.display()), "expected the object"),
+        (
+            format!("restic:{}", bad.display()),
+            "expected pgbackrest:FILE or barman:FILE",
+        ),
+        (
+            "pgbackrest".to_string(),
+            "expected pgbackrest:FILE or barman:FILE",
+        ),
+        (
+            "pgbackrest:/nonexistent/info.json".to_string(),
+            "cannot read",
+        ),
+    ] {
+        let out = plan(&from, "pgbackrest:repo1-retention-full=1", "json");
+        assert_eq!(out.status.code(), Some(2), "{from}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{from}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{from}: {}", stdout(&out));
+    }
+    // --catalog and --catalog-from are one or the other.
+    let out = sexton(&[
+        "retention",
+        "plan",
+        "--catalog",
+        info.to_str().unwrap(),
+        "--catalog-from",
+        &from,
+        "--policy-from",
+        "pgbackrest:repo1-retention-full=1",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}

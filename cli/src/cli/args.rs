@@ -528,11 +528,23 @@ pub enum RetentionCommand {
   sexton retention plan --catalog catalog.json --policy policy.json
   sexton retention plan --catalog catalog.json --policy policy.json --now 2026-11-23T00:00:00Z -o json
   sexton retention plan --catalog catalog.json --policy policy.json --delete b3 --with-dependents
-  sexton retention plan --catalog catalog.json --policy-from pgbackrest:'repo1-retention-full=2'")]
+  sexton retention plan --catalog catalog.json --policy-from pgbackrest:'repo1-retention-full=2'
+  sexton retention plan --catalog-from pgbackrest:info.json --policy-from pgbackrest:'repo1-retention-full=2'
+  sexton retention plan --catalog-from barman:list.json --policy-from barman:'retention_policy=REDUNDANCY 2'")]
     Plan {
         /// A catalog file (JSON: the backups of one group).
-        #[arg(long)]
-        catalog: PathBuf,
+        #[arg(
+            long,
+            required_unless_present = "catalog_from",
+            conflicts_with = "catalog_from"
+        )]
+        catalog: Option<PathBuf>,
+        /// Or what pgBackRest or barman printed about their backups, read into a catalog,
+        /// and compared with what that tool keeps: pgbackrest:FILE (`pgbackrest info
+        /// --stanza=NAME --output=json`), barman:FILE (`barman list-backups SERVER --format
+        /// json`).
+        #[arg(long, value_name = "TOOL:FILE")]
+        catalog_from: Option<String>,
         /// A retention policy file (JSON).
         #[arg(
             long,
