@@ -423,8 +423,77 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 crate::apply::get(&client, cli.output, name, selector, !no_status).await
             }
         }
+        Command::Backup(BackupCommand::Delete {
+            id: None,
+            oldest: true,
+            cluster,
+            plan,
+            remote,
+            force,
+            dry_run,
+            yes,
+            location,
+            with_dependents,
+        }) => {
+            let client = Client::connect(&load_config()?).await?;
+            let id = resolve_oldest(&client, cluster, plan.as_deref()).await?;
+            let resolved = Command::Backup(BackupCommand::Delete {
+                id: Some(id),
+                oldest: true,
+                cluster: cluster.clone(),
+                plan: plan.clone(),
+                remote: *remote,
+                force: *force,
+                dry_run: *dry_run,
+                yes: *yes,
+                location: location.clone(),
+                with_dependents: *with_dependents,
+            });
+            run_online(cli.output, &load_config, &resolved).await
+        }
         command => run_online(cli.output, &load_config, command).await,
     }
+}
+
+/// `backup delete --oldest`: the full of the oldest backup set of the cluster's plan
+/// ([`sexton_retention::judge::oldest_set`]), said on stderr. The delete is then judged by the
+/// scheduler as any `--with-dependents` one.
+async fn resolve_oldest(
+    client: &Client,
+    cluster: &str,
+    plan: Option<&str>,
+) -> Result<String, Failure> {
+    let filter = ListFilter {
+        cluster: Some(parsed::<ListFilter, _>(cluster)?),
+        plan: plan.map(parsed::<ListFilter, _>).transpose()?,
+        ..ListFilter::default()
+    };
+    let rows = client
+        .call(&topology::api_subject("backup", "list"), &filter)
+        .await?;
+    let records: Vec<sexton_shared::records::BackupRecord> =
+        serde_json::from_value(rows).map_err(|err| Failure::runtime(err.into()))?;
+    let records: Vec<_> = records
+        .into_iter()
+        .filter(|r| r.held_at_primary())
+        .collect();
+    let plans: BTreeSet<String> = records.iter().map(|r| r.plan.to_string()).collect();
+    if plans.len() > 1 {
+        return Err(Failure::input(format!(
+            "cluster {cluster} has backups of plans {}: say which with --plan",
+            plans.into_iter().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let group: Vec<sexton_retention::BackupRecord> =
+        records.iter().map(|r| r.to_engine()).collect();
+    let id = sexton_retention::judge::oldest_set(&group).map_err(|why| {
+        Failure::input(format!(
+            "backup delete --oldest on cluster {cluster}{}: {why}",
+            plan.map(|p| format!(", plan {p}")).unwrap_or_default()
+        ))
+    })?;
+    eprintln!("the oldest backup set of cluster {cluster} starts at {id}");
+    Ok(id.to_string())
 }
 
 /// `schedule describe --simulate`: the schedule as the scheduler describes it, then its

@@ -409,6 +409,28 @@ fn dependent_set<'g>(group: &'g [BackupRecord], target: &str) -> HashSet<&'g str
     found
 }
 
+/// The oldest backup set of `group`: its oldest completed full backup not already asked to be
+/// deleted (by completion time, then id, as pgBackRest and barman order by label), which
+/// `backup delete --oldest` deletes with every backup that builds on it (barman's `delete
+/// SERVER oldest`, pgBackRest's oldest set; issue 30). The delete itself is judged as any
+/// `--with-dependents` one, so the floors still hold: the last full never goes.
+pub fn oldest_set(group: &[BackupRecord]) -> Result<&str, String> {
+    group
+        .iter()
+        .filter(|record| {
+            record.status == BackupStatus::Completed
+                && !record.delete_requested
+                && counts_as_full(record)
+        })
+        .min_by(|a, b| {
+            a.completed_at
+                .cmp(&b.completed_at)
+                .then_with(|| a.id.cmp(&b.id))
+        })
+        .map(|record| record.id.as_str())
+        .ok_or_else(|| "the plan holds no completed full backup, so no backup set to delete".into())
+}
+
 /// Judges `backup delete --with-dependents` of `target` in `group` (named `group_name` in
 /// reasons) at `now`: what goes, or why nothing does. Refused whole when the backup or any
 /// dependent is held, in progress or under an unexpired Object Lock, and when it would leave
@@ -505,6 +527,33 @@ mod tests {
                 expired_from: None,
             })
             .collect()
+    }
+
+    #[test]
+    fn the_oldest_set_starts_at_the_oldest_completed_full() {
+        let mut requested = record("f0", 0, BackupStatus::Completed, None);
+        requested.delete_requested = true;
+        let group = [
+            record("i3", 3, BackupStatus::Completed, Some("f2")),
+            record("f2", 2, BackupStatus::Completed, None),
+            record("i1", 1, BackupStatus::Completed, Some("fa")),
+            record("fa", 1, BackupStatus::Failed, None),
+            record("fb", 1, BackupStatus::Completed, None),
+            requested,
+        ];
+        // f0 is already asked for, fa failed, i1 is no full: fb, at 01:00.
+        assert_eq!(oldest_set(&group), Ok("fb"));
+        // Two at the same time: the lower id, as the tools order by label.
+        let tie = [
+            record("fz", 1, BackupStatus::Completed, None),
+            record("fb", 1, BackupStatus::Completed, None),
+        ];
+        assert_eq!(oldest_set(&tie), Ok("fb"));
+        assert!(
+            oldest_set(&[record("i", 1, BackupStatus::Completed, Some("x"))])
+                .unwrap_err()
+                .contains("no completed full backup")
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! barman's `delete`) with the real binary against a real fleet (NATS, SeaweedFS, scheduler,
 //! retention-worker, deleter): the backup and every backup that builds on it go together,
 //! records and objects; a held dependent refuses the whole delete; the last full backup of a
-//! plan is never deleted this way; a dry run names what would go and changes nothing.
+//! plan is never deleted this way; a dry run names what would go and changes nothing;
+//! `--oldest` (barman's `delete SERVER oldest`) picks the oldest set and is judged the same.
 
 mod support;
 
@@ -170,6 +171,68 @@ async fn a_backup_goes_with_what_builds_on_it_or_not_at_all() {
         .await
         .values()
         .all(|r| !r.value.delete_requested));
+    // barman's `delete SERVER oldest`: the oldest set is f1's, the same delete.
+    let oldest = sexton(
+        url,
+        root,
+        &[
+            "backup",
+            "delete",
+            "--oldest",
+            "--cluster",
+            "c1",
+            "--remote",
+            "--dry-run",
+        ],
+    )
+    .await;
+    oldest.expect(0, "--oldest dry run");
+    assert!(
+        oldest
+            .stderr
+            .contains("the oldest backup set of cluster c1 starts at f1")
+            && oldest
+                .stdout
+                .contains("the 3 backup(s) that build on it (i2, i3, d4) go"),
+        "{}\n{}",
+        oldest.stderr,
+        oldest.stdout
+    );
+    for (args, says) in [
+        (
+            vec!["backup", "delete", "f1", "--oldest", "--cluster", "c1"],
+            "cannot be used with",
+        ),
+        (
+            vec!["backup", "delete", "--cluster", "c1", "--plan", "nightly"],
+            "--oldest",
+        ),
+        (
+            vec!["backup", "delete", "--oldest", "--cluster", "c1", "--force"],
+            "cannot be used with",
+        ),
+        (
+            vec![
+                "backup",
+                "delete",
+                "--oldest",
+                "--cluster",
+                "c1",
+                "--plan",
+                "other",
+                "--dry-run",
+            ],
+            "no completed full backup",
+        ),
+    ] {
+        let out = sexton(url, root, &args).await;
+        out.expect(2, &args.join(" "));
+        assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
+    }
+    assert!(records_of(&world.catalog, "c1")
+        .await
+        .values()
+        .all(|r| !r.value.delete_requested));
     // Flags that make no sense together are refused by the CLI.
     sexton(
         url,
@@ -266,6 +329,30 @@ async fn a_backup_goes_with_what_builds_on_it_or_not_at_all() {
     assert!(
         last.stderr
             .contains("would leave c1/nightly without a completed full backup"),
+        "{}",
+        last.stderr
+    );
+    // --oldest now names f5, the last full: refused the same way.
+    let last = sexton(
+        url,
+        root,
+        &[
+            "backup",
+            "delete",
+            "--oldest",
+            "--cluster",
+            "c1",
+            "--remote",
+            "--yes",
+        ],
+    )
+    .await;
+    last.expect(2, "the oldest set is the last full");
+    assert!(
+        last.stderr.contains("starts at f5")
+            && last
+                .stderr
+                .contains("would leave c1/nightly without a completed full backup"),
         "{}",
         last.stderr
     );

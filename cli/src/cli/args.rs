@@ -286,10 +286,12 @@ pub enum BackupCommand {
     #[command(after_help = "Examples:
   sexton backup delete nightly-20261123030000 --cluster db1
   sexton backup delete nightly-20261123030000 --cluster db1 --remote
-  sexton backup delete nightly-20261123030000 --cluster db1 --with-dependents --dry-run")]
+  sexton backup delete nightly-20261123030000 --cluster db1 --with-dependents --dry-run
+  sexton backup delete --oldest --cluster db1 --plan base --dry-run")]
     Delete {
         /// The backup's id.
-        id: String,
+        #[arg(required_unless_present = "oldest", conflicts_with = "oldest")]
+        id: Option<String>,
         /// The cluster the backup belongs to.
         #[arg(long)]
         cluster: String,
@@ -313,6 +315,15 @@ pub enum BackupCommand {
         /// barman's delete); refused whole if one is held, or if no full backup would be left.
         #[arg(long, conflicts_with_all = ["force", "location"])]
         with_dependents: bool,
+        /// Delete the oldest backup set now: the oldest completed full backup with every
+        /// backup that builds on it (barman's delete SERVER oldest), judged as
+        /// --with-dependents is; the last full never goes.
+        #[arg(long, conflicts_with_all = ["force", "location"])]
+        oldest: bool,
+        /// With --oldest: the plan whose oldest set goes (needed when the cluster has backups
+        /// of several plans).
+        #[arg(long, requires = "oldest")]
+        plan: Option<String>,
     },
     /// Ask for a restore test of a backup now: an executor restores it (with its chain) and
     /// answers; the backup is held until then. With --wait, wait for the verdict.

@@ -241,6 +241,7 @@ pub(super) fn describe_destructive(
             )
         }
         Command::Backup(BackupCommand::Delete { id, cluster, .. }) => {
+            let id = id.as_deref().unwrap_or("(oldest)");
             let plan: BackupDeleted = decode_reply(subject, plan)?;
             let reason = plan.reason.as_deref().unwrap_or("-");
             if let Some(location) = &plan.location {

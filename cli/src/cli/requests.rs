@@ -506,12 +506,17 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             yes: _,
             location,
             with_dependents,
+            oldest,
+            plan: _,
         } => (
             topology::api_subject("backup", "delete"),
             Body::BackupDelete(BackupDelete {
                 schema_version: SCHEMA_VERSION,
                 cluster: parsed::<BackupDelete, _>(cluster)?,
-                id: parsed::<BackupDelete, _>(id)?,
+                // --oldest is resolved to the set's full before (cli::resolve_oldest).
+                id: parsed::<BackupDelete, _>(id.as_deref().ok_or_else(|| {
+                    Failure::input("backup delete needs an ID or --oldest".to_string())
+                })?)?,
                 remote: *remote,
                 force: *force,
                 dry_run: *dry_run,
@@ -519,7 +524,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
                     .as_deref()
                     .map(parsed::<BackupDelete, _>)
                     .transpose()?,
-                with_dependents: *with_dependents,
+                with_dependents: *with_dependents || *oldest,
             }),
             &["cluster", "id", "action", "remote", "reason", "dry_run"],
         ),
