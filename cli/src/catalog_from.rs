@@ -3,9 +3,9 @@
 //! would keep before it moves. Pure: text in, a catalog and notes out.
 //!
 //! - **pgBackRest**, `pgbackrest info --stanza=NAME --output=json`: one stanza's `backup` list.
-//!   `label` is the id; `type` `full` is a full, `diff` and `incr` are incrementals on `prior`
-//!   (Sexton has no differential kind: a differential is read as an incremental on its full,
-//!   which is what it builds on); `timestamp.start`/`stop` (Unix seconds) are the start and
+//!   `label` is the id; `type` `full` is a full, `incr` an incremental on `prior`, `diff` a
+//!   differential (an incremental on its full, marked `differential`, which `keep_diff`
+//!   counts); `timestamp.start`/`stop` (Unix seconds) are the start and
 //!   completion; `archive.start`/`stop` (the WAL files that make the backup consistent) are its
 //!   log range. pgBackRest lists only what it keeps (its `expire` runs after every backup), so
 //!   what it keeps is every listed backup.
@@ -121,12 +121,12 @@ fn pgbackrest(value: &Value) -> Result<Imported, String> {
         if !seen.insert(label.to_string()) {
             return Err(format!("{at}: listed twice"));
         }
-        let kind = match text(backup, "type", &at)? {
-            "full" => BackupKind::Full,
-            "incr" => BackupKind::Incremental,
+        let (kind, differential) = match text(backup, "type", &at)? {
+            "full" => (BackupKind::Full, false),
+            "incr" => (BackupKind::Incremental, false),
             "diff" => {
                 differentials += 1;
-                BackupKind::Incremental
+                (BackupKind::Incremental, true)
             }
             other => return Err(format!("{at}: type {other:?} is not full, diff or incr")),
         };
@@ -183,14 +183,14 @@ fn pgbackrest(value: &Value) -> Result<Imported, String> {
             kind,
             parent,
             log_range,
+            differential,
             ..BackupRecord::default()
         });
     }
     if differentials > 0 {
         notes.push(format!(
-            "{differentials} differential backup(s) read as incrementals on their full \
-             (Sexton has no differential kind): keep_full and pitr_full count them as \
-             pgBackRest does, repo-retention-diff has no equivalent"
+            "{differentials} differential backup(s): incrementals on their full, marked \
+             differential, which keep_diff (repo-retention-diff) counts"
         ));
     }
     notes.push(format!(
@@ -405,6 +405,7 @@ mod tests {
         assert_eq!(read.catalog.backups.len(), 5);
         let diff = &read.catalog.backups[1];
         assert_eq!(diff.kind, BackupKind::Incremental);
+        assert!(diff.differential && !read.catalog.backups[2].differential);
         assert_eq!(diff.parent.as_deref(), Some("20240101-000000F"));
         assert_eq!(
             diff.started_at.unwrap().to_rfc3339(),

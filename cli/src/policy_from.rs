@@ -7,7 +7,7 @@
 //!   `repo-retention-full` of type `count` is `keep_full`; of type `time` it is a recovery
 //!   window of that many days (pgBackRest keeps the fulls needed to restore to any point in
 //!   the last N days). `repo-retention-archive` (of type full) is `pitr_full`.
-//!   `repo-retention-diff` is refused: Sexton has no differential kind (issue 30).
+//!   `repo-retention-diff` is `keep_diff` (with a count of fulls only).
 //! - `barman:'retention_policy=REDUNDANCY 2, minimum_redundancy=1'` (`barman.conf` keys, `,`,
 //!   `;` or new lines between them): `REDUNDANCY N` is `keep_full`; `RECOVERY WINDOW OF N
 //!   DAYS|WEEKS|MONTHS` is `recovery_window`, with barman's 31-day months written in days;
@@ -65,6 +65,7 @@ fn pgbackrest(settings: &str) -> Result<Parts, String> {
     let mut full = None;
     let mut full_type = "count".to_string();
     let mut archive = None;
+    let mut diff = None;
     for item in settings.split_whitespace() {
         let item = item.trim_start_matches("--");
         let (key, value) = item
@@ -83,12 +84,7 @@ fn pgbackrest(settings: &str) -> Result<Parts, String> {
                 "count" | "time" => full_type = value.to_string(),
                 other => return Err(format!("{key}={other:?}: expected count or time")),
             },
-            "retention-diff" => {
-                return Err(format!(
-                    "{key}: differential backups are not a kind of their own in Sexton yet \
-                     (issue 30); nothing is translated"
-                ))
-            }
+            "retention-diff" => diff = Some(whole_number(key, value)?),
             "retention-archive" => archive = Some(whole_number(key, value)?),
             "retention-archive-type" => match value {
                 "full" => {}
@@ -103,7 +99,7 @@ fn pgbackrest(settings: &str) -> Result<Parts, String> {
             other => {
                 return Err(format!(
                     "pgbackrest: {other:?} is not a retention option Sexton translates \
-                     (repo-retention-full, repo-retention-full-type, repo-retention-archive and repo-retention-archive-type are)"
+                     (repo-retention-full, repo-retention-full-type, repo-retention-diff, repo-retention-archive and repo-retention-archive-type are)"
                 ))
             }
         }
@@ -126,6 +122,16 @@ fn pgbackrest(settings: &str) -> Result<Parts, String> {
              backup needed to restore to any point in the last {full} days is kept; pgBackRest \
              compares whole seconds with a strict < where Sexton compares instants"
         ));
+    }
+    if let Some(diff) = diff {
+        if full_type != "count" {
+            return Err(format!(
+                "pgbackrest: repo-retention-diff={diff} with repo-retention-full-type=time: \
+                 Sexton's keep_diff narrows a count of full backups (keep_full); nothing is \
+                 translated"
+            ));
+        }
+        object.insert("keep_diff".into(), Value::from(diff));
     }
     if let Some(archive) = archive {
         object.insert("pitr_full".into(), Value::from(archive));
@@ -248,6 +254,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(archive.json.to_string(), r#"{"keep_full":4,"pitr_full":2}"#);
+        assert_eq!(
+            json("pgbackrest:repo1-retention-full=2 repo1-retention-diff=3"),
+            r#"{"keep_diff":3,"keep_full":2}"#
+        );
         assert!(
             archive.notes[0].contains("pitr_full 2"),
             "{:?}",
@@ -258,7 +268,15 @@ mod tests {
         assert_eq!(time.json.to_string(), r#"{"recovery_window":"14d"}"#);
         assert!(time.notes[0].contains("recovery_window 14d"));
         for (bad, said) in [
-            ("pgbackrest:repo1-retention-diff=2", "differential backups"),
+            (
+                "pgbackrest:repo1-retention-diff=2",
+                "no repo-retention-full",
+            ),
+            (
+                "pgbackrest:repo1-retention-full=14 repo1-retention-full-type=time \
+                 repo1-retention-diff=2",
+                "narrows a count of full backups",
+            ),
             (
                 "pgbackrest:repo1-retention-full=2 repo1-retention-archive=1 \
                  repo1-retention-archive-type=diff",

@@ -93,7 +93,7 @@ fn every() -> ScheduleSpec {
             "keep_within_hourly": "1d12h", "keep_within_daily": "7d",
             "keep_within_weekly": "1m", "keep_within_monthly": "1y", "keep_within_yearly": "5y",
             "keep_tags": [["release"], ["manual", "pinned"]], "retention_duration": 30,
-            "recovery_window": "14d", "keep_verified": 2, "keep_full": 2, "minimum_redundancy": 2, "pitr_full": 1,
+            "recovery_window": "14d", "keep_verified": 2, "keep_full": 2, "keep_diff": 1, "minimum_redundancy": 2, "pitr_full": 1,
             "failed_grace": "6h",
             "chain_mode": "merge",
         })),

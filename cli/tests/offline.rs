@@ -1670,11 +1670,11 @@ fn retention_plan_takes_a_pgbackrest_or_barman_policy() {
         "{}",
         stdout(&out)
     );
-    // Refused, nothing planned: what Sexton cannot say yet.
+    // Refused, nothing planned: differentials counted without the fulls they narrow.
     let out = plan("pgbackrest:repo1-retention-diff=2");
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("differential backups"),
+        stderr(&out).contains("no repo-retention-full"),
         "{}",
         stderr(&out)
     );

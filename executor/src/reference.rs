@@ -470,6 +470,7 @@ async fn take_backup(
         merge: None,
         objects,
         log_range: None,
+        differential: false,
     };
     // metadata.json last: it describes every object written before it (seed 003's layout).
     let metadata = BackupMetadata::describe(&report).encode();
@@ -810,6 +811,7 @@ pub fn merge_report(
         }),
         objects: new,
         log_range: None,
+        differential: false,
     }
 }
 

@@ -71,6 +71,9 @@ pub struct BackupMetadata {
     /// consistent (issue 30), as reported: a catalog import gets it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_range: Option<sexton_retention::LogRange>,
+    /// A differential (issue 30), as reported.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub differential: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -205,6 +208,7 @@ impl BackupMetadata {
             tags: report.tags.clone(),
             executor: None,
             log_range: report.log_range.clone(),
+            differential: report.differential,
         }
     }
 

@@ -579,6 +579,10 @@ pub struct BackupRecord {
     /// to its own end only (standalone, or past `pitr_full`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_range: Option<sexton_retention::LogRange>,
+    /// A differential (pgBackRest's `diff`, issue 30): an incremental taken against its
+    /// chain's full. Counted by `keep_diff`; everything else reads it as the incremental it is.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub differential: bool,
 }
 
 /// What restore tests say of a backup.
@@ -725,6 +729,7 @@ impl BackupRecord {
                 .as_ref()
                 .map_or(VerificationState::Unverified, |v| v.state),
             log_range: self.log_range.clone(),
+            differential: self.differential,
         }
     }
 
@@ -824,6 +829,7 @@ impl BackupRecord {
                 .as_ref()
                 .map_or(VerificationState::Unverified, |v| v.state),
             log_range: self.log_range.clone(),
+            differential: self.differential,
         })
     }
 

@@ -265,6 +265,10 @@ pub struct Report {
     /// name (issue 30): `sexton exec` takes them from the `log_first`/`log_last` facts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_range: Option<sexton_retention::LogRange>,
+    /// The backup is a differential: an incremental taken against its chain's full, which is
+    /// its `parent` (pgBackRest's `diff`; issue 30).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub differential: bool,
 }
 
 /// One uploaded object: its key, its size in bytes and, when the uploader computed it, its
@@ -432,6 +436,12 @@ impl Message for Report {
         }
         if let Some(range) = &self.log_range {
             crate::checks::check_log_range(range)?;
+        }
+        if self.differential && (self.kind != BackupKind::Incremental || self.parent.is_none()) {
+            return Err(
+                "a differential is an incremental with a parent (the full it was taken against)"
+                    .into(),
+            );
         }
         if self.volumes.iter().map(|v| v.keys.len()).sum::<usize>() > 10_000 {
             return Err("more than 10000 volume keys".into());

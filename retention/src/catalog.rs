@@ -94,6 +94,11 @@ pub struct BackupRecord {
     /// range is taken from its start and end times; with it, both are kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_range: Option<LogRange>,
+    /// A differential (pgBackRest's `diff`, issue 30): an incremental taken against its
+    /// chain's full, so its `kind` is `incremental` and its `parent` the full. Only
+    /// `keep_diff` tells it from an incremental: it counts differentials.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub differential: bool,
 }
 
 /// The first and last segment of the archive a backup needs to be consistent, by file name

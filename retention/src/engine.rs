@@ -146,11 +146,13 @@ pub fn evaluate<'a>(
         sorted_hashes,
         hash_collision,
     );
-    let whole_chains = merge_mode || any_immutable || policy.keep_full.is_some();
+    let whole_chains =
+        merge_mode || any_immutable || policy.keep_full.is_some() || policy.keep_diff.is_some();
     if whole_chains {
         links.resolve_all(&flags, &mut warnings)?;
     }
     let kept_chains = keep_floor_and_whole_chains(
+        catalog,
         &order,
         &links,
         &mut flags,
@@ -158,7 +160,7 @@ pub fn evaluate<'a>(
         &mut walk_from,
         any_immutable,
         merge_mode,
-        policy.keep_full,
+        (policy.keep_full, policy.keep_diff),
     );
 
     // Phase 5: chains.
@@ -250,6 +252,7 @@ struct WholeChains {
 /// immutable chains (kept or expired together) and merges, which need every parent link.
 #[allow(clippy::too_many_arguments)]
 fn keep_floor_and_whole_chains(
+    catalog: &Catalog,
     order: &[u32],
     links: &ParentLinks<'_>,
     flags: &mut [u32],
@@ -257,18 +260,52 @@ fn keep_floor_and_whole_chains(
     walk_from: &mut Vec<u32>,
     any_immutable: bool,
     merge_mode: bool,
-    keep_full: Option<KeepCount>,
+    (keep_full, keep_diff): (Option<KeepCount>, Option<KeepCount>),
 ) -> WholeChains {
     let n = flags.len();
-    let whole_chains = merge_mode || any_immutable || keep_full.is_some();
+    let whole_chains = merge_mode || any_immutable || keep_full.is_some() || keep_diff.is_some();
     let floor = floor_position.map(|position| order[position] as usize);
     let roots =
         whole_chains.then(|| chain_roots(order, &links.parent, flags, links.has_forward_links));
     // Full chains first: what they keep is kept in its own right, which the merges respect.
-    let full_chain_of = match (keep_full, &roots) {
-        (Some(count), Some(roots)) => keep_full_chains(order, roots, count, flags, walk_from),
+    // With keep_diff, a differential and what builds on it are keep_diff's to decide
+    // (pgBackRest's repo-retention-diff): each backup's anchor is then its nearest ancestor
+    // (or itself) that is a full or a differential.
+    let anchors = match (&roots, keep_diff) {
+        (Some(_), Some(_)) => {
+            let cut: Vec<u32> = links
+                .parent
+                .iter()
+                .enumerate()
+                .map(|(i, &up)| {
+                    if catalog.backups[i].differential {
+                        NONE
+                    } else {
+                        up
+                    }
+                })
+                .collect();
+            Some(chain_roots(order, &cut, flags, links.has_forward_links))
+        }
+        _ => None,
+    };
+    let mut full_chain_of = match (keep_full, &roots) {
+        (Some(count), Some(roots)) => keep_full_chains(
+            order,
+            roots,
+            anchors.as_deref().unwrap_or(roots),
+            count,
+            flags,
+            walk_from,
+        ),
         _ => Vec::new(),
     };
+    if let (Some(count), Some(roots), Some(anchors)) = (keep_diff, &roots, &anchors) {
+        full_chain_of.extend(keep_diff_chains(
+            catalog, order, roots, anchors, count, flags, walk_from,
+        ));
+        full_chain_of.sort_unstable();
+    }
     let mut chain_immutable = vec![false; if any_immutable { n } else { 0 }];
     if let Some(roots) = &roots {
         for index in 0..n {
@@ -345,6 +382,7 @@ fn keep_floor_and_whole_chains(
 fn keep_full_chains(
     order: &[u32],
     roots: &[u32],
+    anchors: &[u32],
     count: KeepCount,
     flags: &mut [u32],
     walk_from: &mut Vec<u32>,
@@ -372,7 +410,9 @@ fn keep_full_chains(
     let mut members = Vec::new();
     for (position, &index) in order.iter().enumerate() {
         let i = index as usize;
-        let root = roots[i];
+        // Without keep_diff the anchors are the roots; with it, a chain stops at a
+        // differential, which keep_diff decides.
+        let root = anchors[i];
         if root == NONE || root == index || !chosen[root as usize] {
             continue;
         }
@@ -384,6 +424,70 @@ fn keep_full_chains(
         members.push((index, root));
     }
     members.sort_unstable();
+    members
+}
+
+/// `keep_diff: N` (pgBackRest's `repo-retention-diff`, issue 30), which narrows `keep_full`:
+/// of the counted full and differential backups of the chains `keep_full` keeps, newest first
+/// (a full counts as a differential, as pgBackRest counts it), the newest N; the differentials
+/// among them are kept with every counted backup whose anchor they are (the incrementals built
+/// on them). An older differential of a kept chain, and what builds on it, is not kept by
+/// `keep_full` (`keep_full_chains` stops at differentials). Returns (member, its
+/// differential), unsorted; the differentials themselves carry the bit alone.
+#[allow(clippy::too_many_arguments)]
+fn keep_diff_chains(
+    catalog: &Catalog,
+    order: &[u32],
+    roots: &[u32],
+    anchors: &[u32],
+    count: KeepCount,
+    flags: &mut [u32],
+    walk_from: &mut Vec<u32>,
+) -> Vec<(u32, u32)> {
+    let wanted = match count {
+        KeepCount::Unlimited => usize::MAX,
+        KeepCount::Limited(n) => n.get() as usize,
+    };
+    let mut chosen = vec![false; flags.len()];
+    let mut seen = 0usize;
+    for (position, &index) in order.iter().enumerate() {
+        if seen >= wanted {
+            break;
+        }
+        let i = index as usize;
+        if flags[i] & FACT_ELIGIBLE == 0 || roots[i] == NONE {
+            continue;
+        }
+        let full = flags[i] & FACT_FULL != 0 && roots[i] == index;
+        let differential = catalog.backups[i].differential && !full;
+        if !full && !differential {
+            continue;
+        }
+        // A chain keep_full lets go is not counted: its differentials go with its full.
+        if flags[roots[i] as usize] & KEEP_FULL_CHAIN == 0 {
+            continue;
+        }
+        seen += 1;
+        if differential {
+            chosen[i] = true;
+            flags[i] |= KEEP_FULL_CHAIN;
+            walk_from.push(position as u32);
+        }
+    }
+    let mut members = Vec::new();
+    for (position, &index) in order.iter().enumerate() {
+        let i = index as usize;
+        let anchor = anchors[i];
+        if anchor == NONE || anchor == index || !chosen[anchor as usize] {
+            continue;
+        }
+        if flags[i] & FACT_ELIGIBLE == 0 {
+            continue;
+        }
+        flags[i] |= KEEP_FULL_CHAIN;
+        walk_from.push(position as u32);
+        members.push((index, anchor));
+    }
     members
 }
 

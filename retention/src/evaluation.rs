@@ -190,13 +190,31 @@ impl<'a> Evaluation<'a> {
             reasons.push(Reason::VerifiedFloor);
         }
         if bits & KEEP_FULL_CHAIN != 0 {
-            if let Some(count) = policy.keep_full {
-                match pairs_of(&self.full_chain_of, index).first() {
-                    Some(&(_, full)) => reasons.push(Reason::FullChainMember {
+            // keep_full's chains, or keep_diff's: the anchor says which (issue 30).
+            let differential = |i: usize| self.catalog.backups[i].differential;
+            match (
+                pairs_of(&self.full_chain_of, index).first(),
+                policy.keep_diff,
+            ) {
+                (Some(&(_, anchor)), Some(count)) if differential(anchor as usize) => {
+                    reasons.push(Reason::DiffChainMember {
                         count,
-                        full: id_of(full),
-                    }),
-                    None => reasons.push(Reason::KeepFull(count)),
+                        differential: id_of(anchor),
+                    })
+                }
+                (None, Some(count)) if differential(index) => reasons.push(Reason::KeepDiff(count)),
+                (Some(&(_, full)), _) => {
+                    if let Some(count) = policy.keep_full {
+                        reasons.push(Reason::FullChainMember {
+                            count,
+                            full: id_of(full),
+                        })
+                    }
+                }
+                (None, _) => {
+                    if let Some(count) = policy.keep_full {
+                        reasons.push(Reason::KeepFull(count))
+                    }
                 }
             }
         }

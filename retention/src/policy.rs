@@ -54,6 +54,11 @@ pub struct Policy {
     /// `repo-retention-full` of type count, barman's `REDUNDANCY`; issue 30): full chains
     /// counted, not backups.
     pub keep_full: Option<KeepCount>,
+    /// Narrows `keep_full` (pgBackRest's `repo-retention-diff`; issue 30): of the chains it
+    /// keeps, only the newest N differentials (fulls counting as differentials) stay, each
+    /// with the incrementals built on it. Not a rule: it keeps nothing `keep_full` would not,
+    /// and needs `keep_full`.
+    pub keep_diff: Option<KeepCount>,
     /// barman's `minimum_redundancy`: whatever the rules say, the newest N completed backups
     /// (with what they need) stay, and no user's delete goes below N. A floor, not a rule.
     pub minimum_redundancy: Option<NonZeroU32>,
@@ -508,6 +513,8 @@ struct PolicyWire {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     keep_full: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_diff: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     minimum_redundancy: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pitr_full: Option<Value>,
@@ -577,6 +584,7 @@ impl TryFrom<PolicyWire> for Policy {
             },
             keep_verified: parse_count("keep_verified", wire.keep_verified)?,
             keep_full: parse_count("keep_full", wire.keep_full)?,
+            keep_diff: parse_count("keep_diff", wire.keep_diff)?,
             minimum_redundancy: parse_positive_number(
                 "minimum_redundancy",
                 "backups",
@@ -614,6 +622,13 @@ impl TryFrom<PolicyWire> for Policy {
                 ));
             }
             return Err(PolicyError::NoRule);
+        }
+        if policy.keep_diff.is_some() && policy.keep_full.is_none() {
+            return Err(field_error(
+                "keep_diff",
+                "narrows keep_full's chains (pgBackRest's repo-retention-diff, which counts \
+                 differentials within repo-retention-full): give keep_full with it",
+            ));
         }
         if let (Some(floor), Some(KeepCount::Limited(last))) =
             (policy.minimum_redundancy, policy.keep_last)
@@ -664,6 +679,7 @@ impl From<Policy> for PolicyWire {
             recovery_window: policy.recovery_window.map(|w| Value::from(w.to_string())),
             keep_verified: count(policy.keep_verified),
             keep_full: count(policy.keep_full),
+            keep_diff: count(policy.keep_diff),
             minimum_redundancy: policy.minimum_redundancy.map(|n| Value::from(n.get())),
             pitr_full: policy.pitr_full.map(|n| Value::from(n.get())),
             failed_grace: (policy.failed_grace != default_grace)

@@ -50,6 +50,8 @@ pub enum Rule {
     MinimumRedundancy,
     /// `keep_full`: one of the newest N full backups, or a backup that builds on one.
     KeepFull,
+    /// `keep_diff`: one of the newest N differentials, or an incremental built on one.
+    KeepDiff,
     Missing,
     MergePending,
     /// `needed by`: an ancestor of a kept backup.
@@ -95,6 +97,7 @@ impl Rule {
             Rule::VerifiedFloor => "verified-floor",
             Rule::MinimumRedundancy => "minimum-redundancy",
             Rule::KeepFull => "keep-full",
+            Rule::KeepDiff => "keep-diff",
             Rule::Missing | Rule::MissingDeleted => "missing",
             Rule::MergePending => "merge-pending",
             Rule::Chain => "chain",
@@ -210,6 +213,13 @@ pub enum Reason {
     FullChainMember {
         count: KeepCount,
         full: String,
+    },
+    /// `keep_diff N`: one of the newest N differentials (fulls counted).
+    KeepDiff(KeepCount),
+    /// `keep_diff N: builds on <differential>`: an incremental built on one of them.
+    DiffChainMember {
+        count: KeepCount,
+        differential: String,
     },
     /// Kept: its objects are not in the bucket as recorded.
     Missing,
@@ -403,6 +413,7 @@ impl Reason {
             Reason::VerifiedFloor => Rule::VerifiedFloor,
             Reason::MinimumRedundancy(_) => Rule::MinimumRedundancy,
             Reason::KeepFull(_) | Reason::FullChainMember { .. } => Rule::KeepFull,
+            Reason::KeepDiff(_) | Reason::DiffChainMember { .. } => Rule::KeepDiff,
             Reason::Missing => Rule::Missing,
             Reason::MergePending(_) => Rule::MergePending,
             Reason::NeededBy(_) => Rule::Chain,
@@ -490,6 +501,15 @@ impl fmt::Display for Reason {
             Reason::FullChainMember { count, full } => {
                 write!(f, "keep_full {}: builds on {full}", count.as_restic())
             }
+            Reason::KeepDiff(count) => write!(f, "keep_diff {}", count.as_restic()),
+            Reason::DiffChainMember {
+                count,
+                differential,
+            } => write!(
+                f,
+                "keep_diff {}: builds on {differential}",
+                count.as_restic()
+            ),
             Reason::Missing => f.write_str(
                 "missing: its objects are not in the bucket as recorded; not counted, kept until \
                  a user deletes it",

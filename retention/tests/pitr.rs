@@ -252,3 +252,65 @@ fn pitr_full_is_refused_where_it_cannot_mean_anything() {
     let written = serde_json::to_string(&policy(r#"{"keep_full": 2, "pitr_full": 1}"#)).unwrap();
     assert!(written.contains(r#""pitr_full":1"#), "{written}");
 }
+
+/// `keep_diff` narrows `keep_full` (pgBackRest's `repo-retention-diff`; its user guide,
+/// "Retention → Differential Backup Retention": "incremental backups cannot be expired
+/// independently — they are always expired with their related full or differential backup",
+/// and full backups "are included in the count of differential backups").
+#[test]
+fn keep_diff_keeps_the_newest_differentials_of_the_kept_full_chains() {
+    let differential = |id: &str, d: i64, parent: &str| {
+        let mut backup = incremental(id, d, 0, parent);
+        backup.differential = true;
+        backup
+    };
+    let backups = vec![
+        incremental("I2", 6, 0, "D2a"),
+        differential("D2a", 5, "F2"),
+        full("F2", 4),
+        differential("D1b", 3, "F1"),
+        incremental("I1", 2, 0, "D1a"),
+        differential("D1a", 1, "F1"),
+        full("F1", 0),
+    ];
+    fn ids(plan: &Plan) -> (Vec<&str>, Vec<&str>) {
+        (
+            plan.keep.iter().map(|d| d.id.as_str()).collect(),
+            plan.delete.iter().map(|d| d.id.as_str()).collect(),
+        )
+    }
+    let plan = run(backups.clone(), r#"{"keep_full": 2, "keep_diff": 1}"#);
+    assert_eq!(
+        ids(&plan),
+        (vec!["I2", "D2a", "F2", "F1"], vec!["D1b", "I1", "D1a"])
+    );
+    let reasons = |plan: &Plan, id: &str| {
+        plan.keep
+            .iter()
+            .find(|d| d.id == id)
+            .unwrap()
+            .reasons
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(reasons(&plan, "D2a"), ["keep_diff 1"]);
+    assert_eq!(reasons(&plan, "I2"), ["keep_diff 1: builds on D2a"]);
+    assert_eq!(reasons(&plan, "F1"), ["keep_full 2"]);
+    // F2 counts as a differential: keep_diff 2 keeps no more differentials than 1.
+    let plan = run(backups.clone(), r#"{"keep_full": 2, "keep_diff": 2}"#);
+    assert_eq!(ids(&plan).1, vec!["D1b", "I1", "D1a"]);
+    let plan = run(backups.clone(), r#"{"keep_full": 2, "keep_diff": 3}"#);
+    assert_eq!(ids(&plan).1, vec!["I1", "D1a"]);
+    // A differential goes with its full: keep_full 1 lets F1's chain go whatever keep_diff.
+    let plan = run(backups.clone(), r#"{"keep_full": 1, "keep_diff": -1}"#);
+    assert_eq!(ids(&plan).1, vec!["D1b", "I1", "D1a", "F1"]);
+    // Without keep_diff, keep_full keeps every chain whole, differentials included.
+    let plan = run(backups, r#"{"keep_full": 2}"#);
+    assert!(plan.delete.is_empty());
+    // keep_diff narrows keep_full and is nothing alone.
+    let error = Policy::from_json(r#"{"keep_last": 3, "keep_diff": 1}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("give keep_full with it"), "{error}");
+}

@@ -125,6 +125,12 @@ fn build_catalog(specs: &[BackupSpec], segments: &[SegmentSpec]) -> (Catalog, Da
             )
         };
         let in_progress = spec.status == BackupStatus::InProgress;
+        // Half the incrementals taken against a full are differentials (issue 30).
+        let differential = parent.as_ref().is_some_and(|p| {
+            backups
+                .iter()
+                .any(|b| b.id == *p && b.kind == BackupKind::Full)
+        }) && spec.parent_choice % 2 == 1;
         backups.push(BackupRecord {
             id: format!("b{index}"),
             completed_at: (!in_progress).then_some(time),
@@ -170,6 +176,7 @@ fn build_catalog(specs: &[BackupSpec], segments: &[SegmentSpec]) -> (Catalog, Da
             delete_requested: spec.delete_requested,
             volumes: Vec::new(),
             verification: spec.verification,
+            differential,
         });
     }
     let newest = base + TimeDelta::minutes(minutes);
@@ -293,6 +300,10 @@ fn scenario() -> impl Strategy<Value = Scenario> {
                 let mut rules: BTreeMap<&'static str, Value> = rules.into_iter().collect();
                 if let Some(n) = pitr_full {
                     rules.insert("pitr_full", Value::from(n));
+                }
+                // keep_diff narrows keep_full (issue 30): drawn with it, from the same draw.
+                if rules.contains_key("keep_full") && pitr_full.is_some_and(|n| n != 2) {
+                    rules.insert("keep_diff", Value::from(pitr_full.unwrap_or(1)));
                 }
                 Scenario {
                     catalog,

@@ -204,6 +204,7 @@ fn build_catalog(specs: &[BackupSpec], joins: &[usize; 4]) -> (Catalog, DateTime
             volumes,
             verification: Default::default(),
             log_range: None,
+            differential: false,
         });
     }
     let newest = base + TimeDelta::minutes(minutes);

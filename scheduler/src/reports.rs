@@ -509,6 +509,7 @@ async fn record_report(
                     primary_deleted_at: None,
                     locked_until: None,
                     log_range: report.log_range.clone(),
+                    differential: report.differential,
                 };
                 let result = catalog.create(&record).await.map(|_| ());
                 written = Some(record);
@@ -533,6 +534,7 @@ async fn record_report(
                         record.seen_at = seen_at;
                         record.volumes = volumes_of(report);
                         record.log_range = report.log_range.clone().or(record.log_range.take());
+                        record.differential = report.differential;
                         for hold in &report.holds {
                             if !record.holds.contains(hold) {
                                 record.holds.push(hold.clone());

@@ -139,6 +139,7 @@ fn report() {
         objects: Vec::new(),
         tick: None,
         log_range: None,
+        differential: false,
     };
     let merged = Report {
         schedule: Some(name("s")),
@@ -334,6 +335,7 @@ fn backup_metadata() {
         tags: Vec::new(),
         executor: None,
         log_range: None,
+        differential: false,
     };
     let every = BackupMetadata {
         schedule: Some(name("s")),

@@ -621,6 +621,7 @@ async fn report(
         merge: None,
         objects,
         log_range: None,
+        differential: false,
     };
     artifacts.push(metadata_key.clone());
     report.artifacts = artifacts;

@@ -266,6 +266,7 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
         }),
         objects: Vec::new(),
         log_range: None,
+        differential: false,
     };
     let forged = [
         report(
@@ -703,6 +704,7 @@ async fn forged_volume_merge_reports_change_nothing() {
         }),
         objects: Vec::new(),
         log_range: None,
+        differential: false,
     };
     let volume = |name: &str, kind: BackupKind, keys: Vec<String>| ReportVolume {
         name: name.into(),

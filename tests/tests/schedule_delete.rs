@@ -227,6 +227,7 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
         merge: None,
         objects: Vec::new(),
         log_range: None,
+        differential: false,
     };
     for id in ["b4", "x9"] {
         let mut report = report(id);

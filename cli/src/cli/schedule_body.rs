@@ -252,6 +252,7 @@ fn rule_keys(rules: &PolicyArgs) -> Result<Vec<(&'static str, String, Value)>, F
         ("keep_yearly", rules.keep_yearly),
         ("keep_verified", rules.keep_verified),
         ("keep_full", rules.keep_full),
+        ("keep_diff", rules.keep_diff),
     ] {
         push(key, count.map(Value::from));
     }

@@ -91,6 +91,7 @@ fn base(due: &DueBackup, status: ReportStatus, started_at: DateTime<FixedOffset>
         objects: Vec::new(),
         tick: Some(due.tick),
         log_range: None,
+        differential: false,
     }
 }
 

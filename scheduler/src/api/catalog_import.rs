@@ -216,6 +216,7 @@ pub fn record_from(
         primary_deleted_at: None,
         locked_until: None,
         log_range: document.log_range.clone(),
+        differential: document.differential,
     })
 }
 

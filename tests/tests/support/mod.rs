@@ -139,6 +139,7 @@ pub fn completed_report(cluster: &str, plan: &str, schedule: &str, backup: &Back
         merge: None,
         objects: Vec::new(),
         log_range: None,
+        differential: false,
     }
 }
 

@@ -235,6 +235,10 @@ pub struct PolicyArgs {
     /// pgBackRest's repo-retention-full, barman's REDUNDANCY; -1 = every full).
     #[arg(long, value_name = "N", value_parser = parse_keep_count)]
     pub keep_full: Option<i64>,
+    /// Of keep_full's chains, only the newest N differentials (fulls counting) stay, with
+    /// their incrementals (keep_diff: pgBackRest's repo-retention-diff; needs --keep-full).
+    #[arg(long, value_name = "N", value_parser = parse_keep_count)]
+    pub keep_diff: Option<i64>,
     /// Never fewer than N completed backups, whatever the rules or a user's delete say
     /// (barman's minimum_redundancy; a floor, not a rule).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
