@@ -69,6 +69,11 @@ pub struct SimulationOptions {
     /// early deletions cost [default with schedule describe: the schedule's].
     #[arg(long, value_name = "FILE|JSON")]
     pub copies: Option<String>,
+    /// Simulate the binlog (WAL) archive too: a segment of SIZE closed every EVERY (1h:256MiB),
+    /// collected as the engine's binlog plan says; the days show its size and where
+    /// point-in-time recovery starts (see pitr_full and standalone holds).
+    #[arg(long, value_name = "EVERY:SIZE")]
+    pub binlog: Option<String>,
 }
 
 impl SimulationOptions {
@@ -85,6 +90,7 @@ impl SimulationOptions {
             || self.against.is_some()
             || self.lock.is_some()
             || self.copies.is_some()
+            || self.binlog.is_some()
     }
 }
 
@@ -182,6 +188,9 @@ pub fn scenario(
     }
     if let Some(text) = &options.copies {
         scenario.copies = read_copies(text)?;
+    }
+    if let Some(text) = &options.binlog {
+        scenario.binlog = Some(sexton_simulate::BinlogArchive::parse(text).map_err(|e| input(&e))?);
     }
     scenario.validate().map_err(|e| input(&e))?;
     Ok(scenario)

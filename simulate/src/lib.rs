@@ -27,13 +27,14 @@ pub use compare::{compare, compare_with_progress, Comparison, DayPair, SwitchOve
 pub use locations::{LocationDay, LocationSimulation, LocationSummary, DEFAULT_CLASS};
 pub use measures::{human_duration, promised_window_start, worst_gap, Gap};
 pub use scenario::{
-    ByteSize, Days, Failures, Scenario, ScenarioError, Sizes, SweepInterval, MAX_DAYS,
+    BinlogArchive, ByteSize, Days, Failures, Scenario, ScenarioError, Sizes, SweepInterval,
+    MAX_DAYS, MAX_SEGMENTS,
 };
 pub use simulation::{
-    is_locked_only, simulate, simulate_with_progress, start_of_day, ticks, Day, KeepSpan,
-    SimulatedBackup, Simulation, SimulationError, MAX_EVENTS,
+    is_locked_only, simulate, simulate_with_progress, start_of_day, ticks, BinlogDay, Day,
+    KeepSpan, SimulatedBackup, Simulation, SimulationError, MAX_EVENTS,
 };
 pub use summary::{
-    keeper_of, policy_rules, DayGap, DayValue, Keeper, LockedOnly, RuleUse, Steady, Summary,
-    Surprise, SurpriseKind,
+    keeper_of, policy_rules, BinlogSummary, DayGap, DayValue, Keeper, LockedOnly, RuleUse, Steady,
+    Summary, Surprise, SurpriseKind,
 };

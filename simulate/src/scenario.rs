@@ -34,6 +34,8 @@ pub enum ScenarioError {
     Name(String),
     #[error("--copies: {0}")]
     Copies(String),
+    #[error("--binlog {text:?}: {message}")]
+    Binlog { text: String, message: String },
 }
 
 impl ScenarioError {
@@ -293,6 +295,42 @@ impl Serialize for SweepInterval {
     }
 }
 
+/// The binlog (WAL) archive beside the backups (issue 30): a segment of `bytes` closed every
+/// `every` from the first simulated instant on, handed to the engine with the backups, and
+/// collected as its binlog plan says, as the fleet's binlog collector does. A backup's own
+/// range is its time (the simulated executor names no segment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct BinlogArchive {
+    pub every: SweepInterval,
+    pub bytes: ByteSize,
+}
+
+/// The most segments one simulation closes: beyond that each run's binlog plan would dominate,
+/// and a coarser segment says the same.
+pub const MAX_SEGMENTS: i64 = 100_000;
+
+impl BinlogArchive {
+    /// `EVERY:SIZE`, such as `1h:256MiB` or `15min:16MiB`.
+    pub fn parse(text: &str) -> Result<BinlogArchive, ScenarioError> {
+        let bad = |message: String| ScenarioError::Binlog {
+            text: text.to_owned(),
+            message,
+        };
+        let (every, bytes) = text
+            .split_once(':')
+            .ok_or_else(|| bad("expected EVERY:SIZE, such as 1h:256MiB".to_owned()))?;
+        let every = SweepInterval::parse(every).map_err(|err| match err {
+            ScenarioError::SweepInterval { message, .. } => bad(message.replace(
+                "sweeps run at most once a minute",
+                "a segment lasts a minute at least",
+            )),
+            other => bad(other.to_string()),
+        })?;
+        let bytes = ByteSize::parse(bytes).map_err(|err| bad(err.to_string()))?;
+        Ok(BinlogArchive { every, bytes })
+    }
+}
+
 /// One simulation's inputs.
 #[derive(Clone, Debug, Serialize)]
 pub struct Scenario {
@@ -320,6 +358,9 @@ pub struct Scenario {
     /// and the primary holds a backup until each delayed copy of it is due.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub copies: Vec<sexton_model::copies::CopyRule>,
+    /// The binlog archive (issue 30), when the scenario simulates one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binlog: Option<BinlogArchive>,
 }
 
 fn tiers_text<S: Serializer>(
@@ -349,6 +390,7 @@ impl Scenario {
             sweep_every: Some(SweepInterval::HOURLY),
             lock: None,
             copies: Vec::new(),
+            binlog: None,
         }
     }
 
@@ -373,6 +415,20 @@ impl Scenario {
             .map(|interval| interval.num_seconds() as f64 / 86_400.0);
         sexton_model::copies::validate_copy_rules(&self.copies, interval_days)
             .map_err(ScenarioError::Copies)?;
+        if let Some(archive) = self.binlog {
+            let segments =
+                i64::from(self.days.get()) * 86_400 / archive.every.as_delta().num_seconds();
+            if segments > MAX_SEGMENTS {
+                return Err(ScenarioError::Binlog {
+                    text: format!("{}:{}", archive.every, archive.bytes.0),
+                    message: format!(
+                        "{segments} segments in {} days, more than {MAX_SEGMENTS}: simulate \
+                         longer segments",
+                        self.days.get()
+                    ),
+                });
+            }
+        }
         for (position, volume) in self.volumes.iter().enumerate() {
             if volume.is_empty() {
                 return Err(ScenarioError::Volume("a volume name is empty".to_owned()));

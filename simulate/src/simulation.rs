@@ -167,6 +167,22 @@ pub struct Day {
     pub taken: usize,
     pub failed: usize,
     pub deleted: usize,
+    /// With a binlog archive (issue 30): its segments and bytes at the day's end, and where
+    /// point-in-time recovery starts (the engine's horizon).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binlog: Option<BinlogDay>,
+}
+
+/// The binlog archive at a day's end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BinlogDay {
+    pub segments: usize,
+    pub bytes: u64,
+    /// The start of the oldest kept full that point-in-time recovery is promised from;
+    /// `None` when nothing is collected.
+    pub pitr_from: Option<DateTime<Utc>>,
+    /// Segments kept before it, for backups restorable to their own end only.
+    pub own_range_segments: usize,
 }
 
 /// Whether an engine reason says only a lock keeps the backup (`expired, locked until T`).
@@ -412,6 +428,7 @@ struct Sample {
     storage_bytes: u64,
     oldest_restorable: Option<DateTime<Utc>>,
     worst_gap: Option<Gap>,
+    binlog: Option<BinlogDay>,
 }
 
 /// What one engine run did.
@@ -441,6 +458,8 @@ struct Fleet<'s> {
     /// Backups held at the primary until their copy is due (a copy rule's `delay`): the id,
     /// when the copy is made, and the hold (`awaiting copy to <location>`).
     awaiting: Vec<(String, DateTime<Utc>, String)>,
+    /// Binlog segments closed so far (issue 30); those that exist are in the catalog.
+    segments_closed: i64,
 }
 
 impl<'s> Fleet<'s> {
@@ -461,6 +480,31 @@ impl<'s> Fleet<'s> {
             random: SplitMix64::new(seed),
             n_ticks: 0,
             awaiting: Vec::new(),
+            segments_closed: 0,
+        }
+    }
+
+    /// Closes the binlog segments that end by `now`, as a server rotates its binlog and an
+    /// executor ships it.
+    fn close_segments(&mut self, now: DateTime<Utc>) {
+        let Some(archive) = self.scenario.binlog else {
+            return;
+        };
+        let every = archive.every.as_delta();
+        loop {
+            let first = self.scenario.from + every * self.segments_closed as i32;
+            let last = first + every;
+            if last > now {
+                break;
+            }
+            self.catalog
+                .binlog_segments
+                .push(sexton_retention::BinlogSegment {
+                    key: format!("binlog/{}.{:08}", self.scenario.name, self.segments_closed),
+                    first_event: Some(first.fixed_offset()),
+                    last_event: Some(last.fixed_offset()),
+                });
+            self.segments_closed += 1;
         }
     }
 
@@ -597,7 +641,21 @@ impl<'s> Fleet<'s> {
     /// reasons of everything that stays are collected for the day's sample.
     fn run_engine(&mut self, now: DateTime<Utc>, sample: bool) -> Result<RunOutcome, PlanError> {
         self.release_copied(now);
+        self.close_segments(now);
         let evaluation = evaluate(&self.catalog, self.policy, now)?;
+        // The binlog plan, carried out after the backups' (the collector runs after them).
+        let binlog = self.scenario.binlog.map(|archive| {
+            let plan = evaluation.binlog_owned();
+            let own_range_segments = plan.range_only.iter().map(|r| r.segments.len()).sum();
+            (
+                plan.delete
+                    .into_iter()
+                    .collect::<std::collections::HashSet<String>>(),
+                archive.bytes.0,
+                evaluation.horizon().map(|h| h.with_timezone(&Utc)),
+                own_range_segments,
+            )
+        });
         let n = self.catalog.backups.len();
         let mut verdicts = Vec::with_capacity(n);
         let mut volume_cuts: Vec<(usize, Vec<String>)> = Vec::new();
@@ -711,6 +769,7 @@ impl<'s> Fleet<'s> {
                 storage_bytes: kept.iter().map(|&(index, _)| self.sizes[index]).sum(),
                 oldest_restorable: points.iter().map(|&(_, time)| time).min(),
                 worst_gap: worst_gap(&points, window_start),
+                binlog: None,
                 backups: kept
                     .into_iter()
                     .map(|(index, reasons)| (self.existing[index], reasons))
@@ -731,6 +790,23 @@ impl<'s> Fleet<'s> {
             retain_by(&mut self.catalog.backups, &verdicts);
             retain_by(&mut self.existing, &verdicts);
             retain_by(&mut self.sizes, &verdicts);
+        }
+        let mut sample = sample;
+        if let Some((deleted, bytes, pitr_from, own_range_segments)) = binlog {
+            if !deleted.is_empty() {
+                self.catalog
+                    .binlog_segments
+                    .retain(|segment| !deleted.contains(&segment.key));
+            }
+            if let Some(sample) = &mut sample {
+                let segments = self.catalog.binlog_segments.len();
+                sample.binlog = Some(BinlogDay {
+                    segments,
+                    bytes: segments as u64 * bytes,
+                    pitr_from,
+                    own_range_segments,
+                });
+            }
         }
         Ok(RunOutcome {
             n_deleted,
@@ -865,6 +941,7 @@ impl<'s> Fleet<'s> {
             taken: tally.taken,
             failed: tally.failed,
             deleted: tally.deleted,
+            binlog: sample.binlog,
         }
     }
 }

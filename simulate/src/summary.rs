@@ -36,9 +36,24 @@ pub struct Summary {
     /// any day, and the last day's; `None` without locks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locked_only: Option<LockedOnly>,
+    /// With a binlog archive (issue 30): its largest size and the last day's, and how far
+    /// back point-in-time recovery reached then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binlog: Option<BinlogSummary>,
     pub max_gap: Option<DayGap>,
     pub rules: Vec<RuleUse>,
     pub surprises: Vec<Surprise>,
+}
+
+/// The binlog archive over a simulation (issue 30).
+#[derive(Clone, Debug, Serialize)]
+pub struct BinlogSummary {
+    pub max_bytes: DayValue,
+    pub last_segments: u64,
+    pub last_bytes: u64,
+    /// Of the last day's segments, those kept only for backups restorable to their own end.
+    pub last_own_range_segments: u64,
+    pub last_pitr_from: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// What Object Locks keep beyond the policy over a simulation.
@@ -329,6 +344,16 @@ pub(crate) fn summarise(scenario: &Scenario, backups: &[SimulatedBackup], days: 
             max_bytes: max_of(&|day| day.locked_only_bytes),
             last_count: last_day.n_locked_only as u64,
             last_bytes: last_day.locked_only_bytes,
+        }),
+        binlog: scenario.binlog.map(|_| {
+            let last = last_day.binlog.unwrap_or_default();
+            BinlogSummary {
+                max_bytes: max_of(&|day| day.binlog.map_or(0, |b| b.bytes)),
+                last_segments: last.segments as u64,
+                last_bytes: last.bytes,
+                last_own_range_segments: last.own_range_segments as u64,
+                last_pitr_from: last.pitr_from,
+            }
         }),
         max_gap,
         rules: rule_uses,

@@ -826,3 +826,55 @@ fn copy_rules_that_cannot_work_are_refused_as_the_api_refuses_them() {
         assert!(error.contains(why), "{rules}: {error}");
     }
 }
+
+/// The binlog archive (issue 30), hourly segments of 1 MiB beside daily fulls at 03:00 kept by
+/// keep_full 4: without pitr_full every segment since the oldest kept full stays (and the
+/// segment ending at its start, which the strict horizon keeps); with
+/// pitr_full 1 only what follows the newest full, and two segments around each older full (its
+/// own range: the segments ending and starting at 03:00, within five minutes of its times).
+/// The same answers as the engine's binlog plan over the last day's catalog.
+#[test]
+fn the_binlog_archive_keeps_the_point_in_time_window_and_the_older_fulls_own_ranges() {
+    let run = |policy: &str| {
+        let mut scenario = scenario("0 3 * * *", policy, "2026-01-01T00:00:00Z", 10);
+        scenario.binlog = Some(sexton_simulate::BinlogArchive::parse("1h:1MiB").unwrap());
+        simulate(&scenario).unwrap_or_else(|error| panic!("{error}"))
+    };
+    let all = run(r#"{"keep_full": 4}"#);
+    let last = all.days.last().unwrap().binlog.unwrap();
+    // The last day's sample is its last run, the 23:00 sweep of day 10: fulls at 03:00 on days
+    // 7 to 10 are kept; the horizon is day 7 at 03:00; segments from 02:00–03:00 on day 7 to
+    // the last closed one (22:00–23:00 on day 10): 1 + 21 + 24 + 24 + 23 = 93.
+    assert_eq!(last.pitr_from, Some(at("2026-01-07T03:00:00Z")));
+    assert_eq!(last.segments, 93);
+    assert_eq!(last.bytes, 93 << 20);
+    assert_eq!(last.own_range_segments, 0);
+    let narrow = run(r#"{"keep_full": 4, "pitr_full": 1}"#);
+    let last = narrow.days.last().unwrap().binlog.unwrap();
+    assert_eq!(last.pitr_from, Some(at("2026-01-10T03:00:00Z")));
+    // From 02:00 to 23:00 on day 10: 21 segments; and two for each of the three older fulls.
+    assert_eq!(last.own_range_segments, 6);
+    assert_eq!(last.segments, 21 + 6);
+    let summary = narrow.summary.binlog.as_ref().unwrap();
+    assert_eq!(summary.last_segments, 27);
+    assert!(summary.max_bytes.value >= summary.last_bytes);
+    // Without an archive, none of this is reported.
+    let plain = simulate(&scenario(
+        "0 3 * * *",
+        r#"{"keep_full": 4}"#,
+        "2026-01-01T00:00:00Z",
+        10,
+    ))
+    .unwrap();
+    assert!(plain.summary.binlog.is_none() && plain.days.iter().all(|d| d.binlog.is_none()));
+    for (bad, says) in [
+        ("1h", "EVERY:SIZE"),
+        ("30s:1MiB", "a minute at least"),
+        ("1h:lots", "size"),
+    ] {
+        let error = sexton_simulate::BinlogArchive::parse(bad)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(says), "{bad}: {error}");
+    }
+}

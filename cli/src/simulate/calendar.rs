@@ -297,6 +297,20 @@ fn summary(simulation: &Simulation, out: &mut String) {
             ByteSize(locked.last_bytes)
         );
     }
+    if let Some(binlog) = &summary.binlog {
+        let _ = writeln!(
+            out,
+            "  binlog archive    at most {} (first on {}); {} segments, {} on the last day ({} kept only for backups restorable to their own end); point-in-time recovery from {}",
+            ByteSize(binlog.max_bytes.value),
+            date(binlog.max_bytes.on),
+            binlog.last_segments,
+            ByteSize(binlog.last_bytes),
+            binlog.last_own_range_segments,
+            binlog
+                .last_pitr_from
+                .map_or_else(|| "- (nothing collected)".to_owned(), |at| at.to_rfc3339())
+        );
+    }
     match &summary.max_gap {
         Some(gap) => {
             let _ = writeln!(
