@@ -46,11 +46,10 @@ pub(crate) fn keep_by_rules(
     gfs
 }
 
-/// barman's `minimum_redundancy` (issue 30): when fewer than N counted backups (completed,
-/// not delete-requested) are kept for a reason of their own, the newest of the others are kept
-/// too, until N are. Held and locked backups count, as does the floor; a backup kept only
-/// because another needs it does not (it may be an incremental's parent, not a restore point
-/// of its own).
+/// barman's `minimum_redundancy` (issue 30): the newest N counted backups (completed, not
+/// delete-requested) stay, whatever else is kept; those no rule keeps get the reason
+/// `minimum_redundancy N`. An older held backup does not stand in for one of them: barman's
+/// own tests (`test_keep_*_out_of_policy`) keep the newest N beside an old `keep:` backup.
 fn keep_minimum_redundancy(
     eligible: &Eligible,
     order: &[u32],
@@ -62,26 +61,16 @@ fn keep_minimum_redundancy(
     let Some(floor) = policy.minimum_redundancy else {
         return;
     };
-    let wanted = floor.get() as usize;
     let kept = |flags: &[u32], position: u32| {
         flags[order[position as usize] as usize] & KEEP_INDEPENDENT != 0
             || floor_position == Some(position as usize)
     };
-    let mut have = eligible
-        .positions
-        .iter()
-        .filter(|&&position| kept(flags, position))
-        .count();
-    for &position in &eligible.positions {
-        if have >= wanted {
-            break;
-        }
+    for &position in eligible.positions.iter().take(floor.get() as usize) {
         if kept(flags, position) {
             continue;
         }
         flags[order[position as usize] as usize] |= KEEP_MIN_REDUNDANCY;
         walk_from.push(position);
-        have += 1;
     }
 }
 

@@ -439,7 +439,7 @@ fn minimum_redundancy_keeps_the_newest_n_whatever_the_window_says() {
 }
 
 #[test]
-fn minimum_redundancy_counts_holds_and_keeps_what_its_backups_need() {
+fn minimum_redundancy_keeps_the_newest_n_beside_older_held_ones() {
     let mut held = full("f1", "2024-01-01T00:00:00Z");
     held.holds = vec!["restore:r1".into()];
     let catalog = catalog(vec![
@@ -449,22 +449,23 @@ fn minimum_redundancy_counts_holds_and_keeps_what_its_backups_need() {
         held,
     ]);
     let now = "2024-03-01T00:00:00Z";
-    // Kept for reasons of their own: i4 (the window's base), f2 (the newest full) and f1
-    // (held): a floor of 3 adds nothing, and i3 is kept only because i4 needs it.
+    // The newest 3 stay: i4 (the window's base), i3 (which i4 needs anyway, now a restore
+    // point of the floor's) and f2 (the newest full); f1 stays for its hold, and does not stand
+    // in for one of them (barman keeps the newest N beside an old keep: backup too).
     let plan = run(
         &catalog,
         &policy(r#"{"recovery_window": "7d", "minimum_redundancy": 3}"#),
         now,
     );
     assert_eq!(kept(&plan), vec!["i4", "i3", "f2", "f1"]);
-    assert_eq!(reasons(&plan, "i3"), vec!["needed by i4"]);
-    // A floor of 4 counts i3 as a restore point of its own.
+    assert_eq!(reasons(&plan, "i3"), vec!["minimum_redundancy 3"]);
+    // A floor of 1 is i4, which the window keeps: i3 is kept only because i4 needs it.
     let plan = run(
         &catalog,
-        &policy(r#"{"recovery_window": "7d", "minimum_redundancy": 4}"#),
+        &policy(r#"{"recovery_window": "7d", "minimum_redundancy": 1}"#),
         now,
     );
-    assert_eq!(reasons(&plan, "i3"), vec!["minimum_redundancy 4"]);
+    assert_eq!(reasons(&plan, "i3"), vec!["needed by i4"]);
 }
 
 #[test]
