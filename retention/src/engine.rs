@@ -387,10 +387,7 @@ fn keep_full_chains(
     flags: &mut [u32],
     walk_from: &mut Vec<u32>,
 ) -> Vec<(u32, u32)> {
-    let wanted = match count {
-        KeepCount::Unlimited => usize::MAX,
-        KeepCount::Limited(n) => n.get() as usize,
-    };
+    let wanted = count.limit();
     let mut chosen = vec![false; flags.len()];
     let mut seen = 0usize;
     for (position, &index) in order.iter().enumerate() {
@@ -434,7 +431,6 @@ fn keep_full_chains(
 /// on them). An older differential of a kept chain, and what builds on it, is not kept by
 /// `keep_full` (`keep_full_chains` stops at differentials). Returns (member, its
 /// differential), unsorted; the differentials themselves carry the bit alone.
-#[allow(clippy::too_many_arguments)]
 fn keep_diff_chains(
     catalog: &Catalog,
     order: &[u32],
@@ -444,10 +440,7 @@ fn keep_diff_chains(
     flags: &mut [u32],
     walk_from: &mut Vec<u32>,
 ) -> Vec<(u32, u32)> {
-    let wanted = match count {
-        KeepCount::Unlimited => usize::MAX,
-        KeepCount::Limited(n) => n.get() as usize,
-    };
+    let wanted = count.limit();
     let mut chosen = vec![false; flags.len()];
     let mut seen = 0usize;
     for (position, &index) in order.iter().enumerate() {

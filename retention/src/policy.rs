@@ -184,6 +184,14 @@ impl KeepCount {
             KeepCount::Unlimited => -1,
         }
     }
+
+    /// How many it keeps: N, or every one.
+    pub fn limit(self) -> usize {
+        match self {
+            KeepCount::Limited(n) => n.get() as usize,
+            KeepCount::Unlimited => usize::MAX,
+        }
+    }
 }
 
 /// One AND-list of `keep_tags`. Never empty (an empty list would match every backup).
