@@ -79,6 +79,7 @@ pub(super) fn print_answer(
                     if let Some(line) = locked_only_line(&group) {
                         crate::output::emit(&line);
                     }
+                    crate::output::emit(&own_range_lines(&group));
                 }
             }
             crate::output::preview(output, value)
@@ -525,6 +526,28 @@ pub(super) fn locked_only_line(group: &sexton_shared::api::PreviewGroup) -> Opti
     ))
 }
 
+/// The kept backups of a group restorable to their own end only (issue 30), above the
+/// preview's table: the binlog archive keeps their own ranges, not every segment after them.
+pub(super) fn own_range_lines(group: &sexton_shared::api::PreviewGroup) -> String {
+    let Some(plan) = &group.decision else {
+        return String::new();
+    };
+    plan.binlog
+        .range_only
+        .iter()
+        .map(|range| {
+            format!(
+                "{}/{}: {} is {} ({} binlog segment(s) kept for it)\n",
+                group.cluster,
+                group.plan,
+                range.backup,
+                range.reason,
+                range.segments.len()
+            )
+        })
+        .collect()
+}
+
 /// costs: the days charged for nothing, per copy and in all.
 pub(super) fn early_deletion_lines(group: &sexton_shared::api::PreviewGroup) -> String {
     let at = group
@@ -864,6 +887,27 @@ mod copies_tests {
              b1: GLACIER_IR for 10 of its 90 days; 80 more days of 1073741824 bytes charged\n  \
              in all 2.667 GiB-months charged for nothing\n"
         );
+    }
+
+    #[test]
+    fn backups_restorable_to_their_own_end_are_said_above_the_table() {
+        let group: sexton_shared::api::PreviewGroup = serde_json::from_value(serde_json::json!({
+            "cluster": "c1", "plan": "p",
+            "decision": {"keep": [], "delete": [], "merges": [],
+                         "binlog": {"horizon": null, "keep": ["s1"], "delete": [],
+                                    "range_only": [{"backup": "b1",
+                                                    "reason": "standalone: restorable to its own end only",
+                                                    "segments": ["s1"]}]}}
+        }))
+        .unwrap();
+        assert_eq!(
+            super::own_range_lines(&group),
+            "c1/p: b1 is standalone: restorable to its own end only (1 binlog segment(s) kept \
+             for it)\n"
+        );
+        let none: sexton_shared::api::PreviewGroup =
+            serde_json::from_value(serde_json::json!({"cluster": "c1", "plan": "p"})).unwrap();
+        assert_eq!(super::own_range_lines(&none), "");
     }
 
     #[test]
