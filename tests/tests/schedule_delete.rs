@@ -6,6 +6,8 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
+use chrono::Timelike as _;
+
 use serde_json::{json, Value};
 use sexton_shared::{
     api::ErrorCode, catalog::Catalog, names::ClusterName, records::BackupStatus, topology,
@@ -430,21 +432,28 @@ async fn a_replaced_schedule_keeps_its_status() {
     let World {
         fleet, client, js, ..
     } = world;
+    // A daily schedule whose hour is twelve hours from now, and its last run the latest of
+    // those hours: its next run is about twelve hours away whatever the time the test runs.
+    // (A fixed 03:00 made the missed run of today fire at once when the test ran between 03:00
+    // and 04:00 UTC, and the status under test changed.)
+    let now = chrono::Utc::now();
+    let hour = (now + chrono::Duration::hours(12)).hour();
+    let cron = format!("0 {hour} * * *");
     let body = |name: &str, cluster: &str| {
         json!({"schema_version": 1, "name": name, "cluster": cluster, "plan": "p",
-               "cron": "0 3 * * *", "policy": {"keep_last": 3}})
+               "cron": cron, "policy": {"keep_last": 3}})
     };
     for name in ["db", "other"] {
         create_schedule(&client, body(name, "c1")).await;
     }
-    // As the scheduler would have recorded them after a run last night.
+    // As the scheduler would have recorded them after its last run.
     let last_backup: chrono::DateTime<chrono::Utc> = {
-        let now = chrono::Utc::now();
-        now.date_naive()
-            .and_hms_opt(3, 0, 0)
-            .unwrap()
-            .and_utc()
-            .min(now - chrono::Duration::hours(1))
+        let today = now.date_naive().and_hms_opt(hour, 0, 0).unwrap().and_utc();
+        if today <= now {
+            today
+        } else {
+            today - chrono::Duration::days(1)
+        }
     };
     let schedules = js.get_key_value(topology::BUCKET_SCHEDULES).await.unwrap();
     for name in ["db", "other"] {
@@ -488,7 +497,7 @@ async fn a_replaced_schedule_keeps_its_status() {
         !record.status.activation_pending,
         "a replacement is not an activation"
     );
-    // Its next run is the next 03:00 after its last backup, not a period from now.
+    // Its next run is the next run after its last backup, not a period from now.
     let next = record.status.next_run_time.expect("a next run");
     assert!(next <= last_backup + chrono::Duration::days(1), "{next}");
 
