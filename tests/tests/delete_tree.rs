@@ -229,6 +229,31 @@ async fn a_backup_goes_with_what_builds_on_it_or_not_at_all() {
         out.expect(2, &args.join(" "));
         assert!(out.stderr.contains(says), "{args:?}: {}", out.stderr);
     }
+    // pgBackRest's `expire --set` of a set that does not exist: not found (exit 1, as every
+    // command that names a missing backup), nothing marked.
+    let ghost = sexton(
+        url,
+        root,
+        &[
+            "backup",
+            "delete",
+            "ghost",
+            "--cluster",
+            "c1",
+            "--with-dependents",
+            "--remote",
+            "--yes",
+        ],
+    )
+    .await;
+    ghost.expect(1, "a set that does not exist");
+    assert!(
+        ghost
+            .stderr
+            .contains("backup ghost of cluster c1 not found"),
+        "{}",
+        ghost.stderr
+    );
     assert!(records_of(&world.catalog, "c1")
         .await
         .values()
