@@ -442,13 +442,11 @@ pub fn range_only_backups(
         else {
             continue;
         };
-        let standalone = |record: &&BackupRecord| {
-            record.holds.iter().any(|hold| {
-                hold.split_once(':')
-                    .is_some_and(|(what, _)| what == sexton_retention::STANDALONE_HOLD)
-            })
-        };
-        if policy.pitr_full.is_none() && !members.iter().any(standalone) {
+        if policy.pitr_full.is_none()
+            && !members
+                .iter()
+                .any(|record| sexton_retention::holds_standalone(&record.holds))
+        {
             continue;
         }
         // Which backups are range-only does not depend on the segments.

@@ -155,9 +155,13 @@ pub(crate) fn plan_binlog(
             }
         }
     }
-    let position: std::collections::HashMap<u32, usize> =
-        order.iter().enumerate().map(|(at, &i)| (i, at)).collect();
-    range_only.sort_by_key(|&(index, _)| position[&index]);
+    // In plan order (standalones, fulls past pitr_full and the incrementals before the
+    // horizon were pushed in three passes). Most runs have none: no index of the whole order.
+    if range_only.len() > 1 {
+        let position: std::collections::HashMap<u32, usize> =
+            order.iter().enumerate().map(|(at, &i)| (i, at)).collect();
+        range_only.sort_by_key(|&(index, _)| position[&index]);
+    }
 
     let segments = &catalog.binlog_segments;
     let mut seen: HashSet<&str> = HashSet::with_capacity(segments.len());

@@ -116,13 +116,19 @@ pub struct LogRange {
 /// not every segment after it. `sexton backup hold ID --reason standalone:<why>`.
 pub const STANDALONE_HOLD: &str = "standalone";
 
+/// Whether `holds` make a backup standalone: one of them is `standalone:<why>`. The one test,
+/// for the engine's records and the catalog's alike.
+pub fn holds_standalone(holds: &[String]) -> bool {
+    holds.iter().any(|hold| {
+        hold.split_once(':')
+            .is_some_and(|(what, _)| what == STANDALONE_HOLD)
+    })
+}
+
 impl BackupRecord {
     /// Held as a standalone backup: a hold `standalone:<why>`.
     pub fn is_standalone(&self) -> bool {
-        self.holds.iter().any(|hold| {
-            hold.split_once(':')
-                .is_some_and(|(what, _)| what == STANDALONE_HOLD)
-        })
+        holds_standalone(&self.holds)
     }
 }
 

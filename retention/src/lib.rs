@@ -63,8 +63,8 @@ pub use cadence::{
 };
 pub use calendar::{CalendarDuration, DurationError};
 pub use catalog::{
-    range_covers, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, CatalogError,
-    LogRange, VerificationState, VolumeArtifact, STANDALONE_HOLD,
+    holds_standalone, range_covers, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog,
+    CatalogError, LogRange, VerificationState, VolumeArtifact, STANDALONE_HOLD,
 };
 pub use compare::{compare_policies, ChangedBackup, ChangedVolume, PolicyChange};
 pub use engine::{evaluate, plan, Evaluation};

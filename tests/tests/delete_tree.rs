@@ -10,16 +10,11 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::{DateTime, FixedOffset};
 use sexton_tests::{fixtures::*, setup::Setup, *};
 use support::*;
 
 async fn sexton(nats_url: &str, dir: &Path, args: &[&str]) -> CliRun {
     sexton_against(nats_url, Some(dir), args).await
-}
-
-fn at(day: u32) -> DateTime<FixedOffset> {
-    DateTime::parse_from_rfc3339(&format!("2026-03-{day:02}T00:00:00Z")).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,12 +61,12 @@ async fn a_backup_goes_with_what_builds_on_it_or_not_at_all() {
     // f1 ← i2 ← i3, f1 ← d4 (a second branch), f5 ← i6.
     let store = object_store(&world.config).await;
     let backups = [
-        Backup::full("f1", at(1), 10),
-        Backup::incremental("i2", "f1", at(2), 10),
-        Backup::incremental("i3", "i2", at(3), 10),
-        Backup::incremental("d4", "f1", at(4), 10),
-        Backup::full("f5", at(5), 10),
-        Backup::incremental("i6", "f5", at(6), 10),
+        Backup::full("f1", march(1), 10),
+        Backup::incremental("i2", "f1", march(2), 10),
+        Backup::incremental("i3", "i2", march(3), 10),
+        Backup::incremental("d4", "f1", march(4), 10),
+        Backup::full("f5", march(5), 10),
+        Backup::incremental("i6", "f5", march(6), 10),
     ];
     for backup in &backups {
         report_backup(&world.js, &store, "c1", "nightly", "nightly", backup).await;

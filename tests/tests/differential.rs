@@ -9,14 +9,9 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use chrono::{DateTime, FixedOffset};
 use serde_json::json;
 use sexton_tests::{fixtures::*, setup::Setup, *};
 use support::*;
-
-fn at(day: u32) -> DateTime<FixedOffset> {
-    DateTime::parse_from_rfc3339(&format!("2026-03-{day:02}T00:00:00Z")).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keep_diff_deletes_the_older_differential_with_what_builds_on_it() {
@@ -43,12 +38,12 @@ async fn keep_diff_deletes_the_older_differential_with_what_builds_on_it() {
     .unwrap();
     // F1 ← D1 ← I1, F2 ← D2 ← I2; D1 and D2 are differentials.
     let backups = [
-        (Backup::full("f1", at(1), 10), false),
-        (Backup::incremental("d1", "f1", at(2), 10), true),
-        (Backup::incremental("i1", "d1", at(3), 10), false),
-        (Backup::full("f2", at(4), 10), false),
-        (Backup::incremental("d2", "f2", at(5), 10), true),
-        (Backup::incremental("i2", "d2", at(6), 10), false),
+        (Backup::full("f1", march(1), 10), false),
+        (Backup::incremental("d1", "f1", march(2), 10), true),
+        (Backup::incremental("i1", "d1", march(3), 10), false),
+        (Backup::full("f2", march(4), 10), false),
+        (Backup::incremental("d2", "f2", march(5), 10), true),
+        (Backup::incremental("i2", "d2", march(6), 10), false),
     ];
     for (backup, differential) in &backups {
         let mut report = completed_report("c1", "nightly", "nightly", backup);
@@ -56,7 +51,12 @@ async fn keep_diff_deletes_the_older_differential_with_what_builds_on_it() {
         publish_report(&world.js, &store, report).await;
     }
     // One more report claims a full is a differential: refused, never recorded.
-    let mut forged = completed_report("c1", "nightly", "nightly", &Backup::full("f3", at(7), 10));
+    let mut forged = completed_report(
+        "c1",
+        "nightly",
+        "nightly",
+        &Backup::full("f3", march(7), 10),
+    );
     forged.differential = true;
     publish_report(&world.js, &store, forged).await;
 

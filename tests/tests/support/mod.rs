@@ -307,3 +307,8 @@ pub async fn incidents(js: &jetstream::Context) -> Vec<String> {
         .map(|m| String::from_utf8_lossy(&m.payload).to_string())
         .collect()
 }
+
+/// Midnight UTC of a day of March 2026: the backups of the user-delete tests.
+pub fn march(day: u32) -> chrono::DateTime<chrono::FixedOffset> {
+    chrono::DateTime::parse_from_rfc3339(&format!("2026-03-{day:02}T00:00:00Z")).unwrap()
+}
