@@ -23,6 +23,7 @@ use async_nats::jetstream::consumer::PullConsumer;
 use sexton_shared::{
     config::Config,
     outcome::settle,
+    partitions,
     service::TaskGroup,
     telemetry,
     topology::{self},
@@ -103,46 +104,178 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .get_stream(topology::STREAM_RETENTION)
         .await
         .context("opening the retention stream")?;
-    let consumer: PullConsumer = stream
-        .get_or_create_consumer(
-            topology::CONSUMER_RETENTION,
-            topology::consumer_config(topology::CONSUMER_RETENTION, None, Duration::from_secs(60)),
-        )
-        .await
-        .context("creating the retention consumer")?;
-    metrics.consumer.spawn_poller(
-        jetstream.clone(),
-        topology::STREAM_RETENTION,
-        topology::CONSUMER_RETENTION,
-        Duration::from_secs(5),
-        shutdown.clone(),
-    );
-    let mut messages = consumer
-        .stream()
-        .expires(topology::PULL_EXPIRES)
-        .messages()
-        .await
-        .context("reading retention events")?;
-    loop {
-        let Some(message) =
-            sexton_shared::nats::next_message(&mut messages, &mut shutdown, "retention events")
-                .await?
-        else {
-            break;
+    let partitioned =
+        stream.cached_info().config.subject_transform == Some(topology::retention_transform());
+    if partitioned {
+        // Each partition's durable is read by the replica holding its lease
+        // (`shared::partitions`). There is no durable over the whole stream: on a work queue
+        // with a subject transform, nats-server (2.15) keeps the messages a partition's durable
+        // acknowledged while another durable's filter is there, matching or not.
+        let leases = topology::partitions_bucket(&jetstream, config.nats.replicas)
+            .await
+            .context("opening the partitions' bucket")?;
+        let me = format!("retention-worker-{}", uuid::Uuid::new_v4());
+        let partitioner = {
+            let worker = worker.clone();
+            let jetstream = jetstream.clone();
+            let metrics = metrics.clone();
+            partitions::Partitioner::new(
+                leases,
+                "retention-worker",
+                &me,
+                topology::RETENTION_PARTITIONS,
+                move |partition, stop| {
+                    consume_partition(
+                        worker.clone(),
+                        jetstream.clone(),
+                        metrics.clone(),
+                        partition,
+                        stop,
+                    )
+                },
+            )
         };
+        metrics.partitions_held(partitioner.held());
+        metrics.consumer.spawn_poller_of(
+            jetstream.clone(),
+            topology::STREAM_RETENTION,
+            (0..topology::RETENTION_PARTITIONS)
+                .map(topology::retention_partition_durable)
+                .collect(),
+            Duration::from_secs(5),
+            shutdown.clone(),
+        );
+        partitioner.run(shutdown.clone()).await?;
+    } else {
+        // A stream created before issue 32 stores events without a partition: every replica
+        // reads the one durable and takes any cluster's events, as before, until an
+        // administrator migrates the stream (docs/semantics.md#partitions).
+        tracing::warn!(
+            stream = topology::STREAM_RETENTION,
+            "the retention stream stores events without partitions (it was created before \
+             issue 32): every replica takes any cluster's events; see \
+             docs/semantics.md#partitions to migrate it"
+        );
+        let consumer: PullConsumer = stream
+            .get_or_create_consumer(
+                topology::CONSUMER_RETENTION,
+                topology::consumer_config(topology::CONSUMER_RETENTION, None, ACK_WAIT),
+            )
+            .await
+            .context("creating the retention consumer")?;
+        metrics.consumer.spawn_poller(
+            jetstream.clone(),
+            topology::STREAM_RETENTION,
+            topology::CONSUMER_RETENTION,
+            Duration::from_secs(5),
+            shutdown.clone(),
+        );
+        let messages = consumer
+            .stream()
+            .expires(topology::PULL_EXPIRES)
+            .messages()
+            .await
+            .context("reading retention events")?;
+        consume(
+            &worker,
+            &jetstream,
+            &metrics,
+            messages,
+            &mut shutdown,
+            "retention events",
+        )
+        .await?;
+    }
+    let stopped = tasks.join(DRAIN).await;
+    client.flush().await.ok();
+    tracing::info!("retention-worker stopped");
+    stopped
+}
+
+/// How long a retention event stays with the replica that took it before it is delivered
+/// again. A killed replica's partitions are taken over within it (`TTL + TICK` of
+/// `shared::partitions` is shorter).
+const ACK_WAIT: Duration = Duration::from_secs(60);
+
+/// Handles a consumer's events one at a time until `shutdown` trips: a cluster's runs never
+/// overlap within a consumer, and a partition's consumer is read by one replica at a time.
+async fn consume(
+    worker: &worker::Worker,
+    jetstream: &async_nats::jetstream::Context,
+    metrics: &metrics::Metrics,
+    mut messages: async_nats::jetstream::consumer::pull::Stream,
+    shutdown: &mut Shutdown,
+    what: &str,
+) -> anyhow::Result<()> {
+    while let Some(message) =
+        sexton_shared::nats::next_message(&mut messages, shutdown, what).await?
+    {
         let outcome = async {
             let outcome = worker.handle(&message).await;
-            settle(&jetstream, "retention-worker", &message, &outcome).await;
+            settle(jetstream, "retention-worker", &message, &outcome).await;
             outcome
         }
         .instrument(telemetry::message_span(&message))
         .await;
         metrics.consumer.observe(&outcome);
     }
-    let stopped = tasks.join(DRAIN).await;
-    client.flush().await.ok();
-    tracing::info!("retention-worker stopped");
-    stopped
+    Ok(())
+}
+
+/// Works on one partition's events while this replica holds it (`stop` trips when it lets go
+/// of it or loses it, and at shutdown). A consumer that cannot be opened or read is tried
+/// again after a pause; the partition stays held meanwhile.
+async fn consume_partition(
+    worker: worker::Worker,
+    jetstream: async_nats::jetstream::Context,
+    metrics: Arc<metrics::Metrics>,
+    partition: u16,
+    mut stop: Shutdown,
+) {
+    let durable = topology::retention_partition_durable(partition);
+    while !stop.is_triggered() {
+        let opened = async {
+            let stream = jetstream
+                .get_stream(topology::STREAM_RETENTION)
+                .await
+                .context("opening the retention stream")?;
+            let consumer: PullConsumer = stream
+                .get_or_create_consumer(
+                    &durable,
+                    topology::consumer_config(
+                        &durable,
+                        Some(topology::retention_partition_filter(partition)),
+                        ACK_WAIT,
+                    ),
+                )
+                .await
+                .with_context(|| format!("creating the consumer {durable}"))?;
+            consumer
+                .stream()
+                .expires(topology::PULL_EXPIRES)
+                .messages()
+                .await
+                .with_context(|| format!("reading {durable}"))
+        }
+        .await;
+        let result = match opened {
+            Ok(messages) => {
+                consume(&worker, &jetstream, &metrics, messages, &mut stop, &durable).await
+            }
+            Err(err) => Err(err),
+        };
+        if let Err(err) = result {
+            tracing::warn!(
+                partition,
+                error = format!("{err:#}"),
+                "cannot read a partition's events; trying again"
+            );
+            tokio::select! {
+                _ = stop.wait() => {}
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
 }
 
 /// With `[s3.lock]` set, the bucket must enforce Object Lock: a lock setting that silently

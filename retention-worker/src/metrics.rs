@@ -45,6 +45,12 @@ pub struct Metrics {
     /// Backups the last scrub found written over or marked deleted, their recorded versions
     /// still there (issue 29).
     pub tampered: IntGaugeVec,
+    /// Partitions of the retention stream this replica holds now (issue 32).
+    pub partitions: prometheus::IntGauge,
+    /// Compare-and-set conflicts met while marking or unmarking records.
+    pub conflicts: prometheus::IntCounter,
+    /// Runs asked for again because a run met a conflict.
+    pub reruns: prometheus::IntCounter,
     /// The locations each group's gauges were set for, so a location that no backup awaits
     /// any more reads 0 rather than its last value.
     copy_locations: std::sync::Mutex<
@@ -235,7 +241,25 @@ impl Metrics {
             &["cluster"],
         )
         .expect("valid metric");
+        let partitions = prometheus::IntGauge::new(
+            "sexton_retention_partitions_held",
+            "partitions of the retention stream this replica holds and works on",
+        )
+        .expect("valid metric");
+        let conflicts = prometheus::IntCounter::new(
+            "sexton_retention_conflicts_total",
+            "compare-and-set conflicts met while marking or unmarking catalog records",
+        )
+        .expect("valid metric");
+        let reruns = prometheus::IntCounter::new(
+            "sexton_retention_reruns_total",
+            "retention runs asked for again because the catalog changed under a run",
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(partitions.clone()),
+            Box::new(conflicts.clone()),
+            Box::new(reruns.clone()),
             Box::new(tampered.clone()),
             Box::new(locks.clone()),
             Box::new(locked_only.clone()),
@@ -289,8 +313,23 @@ impl Metrics {
             audit_entries,
             copies_awaiting,
             copy_lag,
+            partitions,
+            conflicts,
+            reruns,
             copy_locations: Default::default(),
         }
+    }
+
+    /// Keeps `sexton_retention_partitions_held` at the number of partitions `held` names, read
+    /// every second.
+    pub fn partitions_held(&self, held: sexton_shared::partitions::HeldPartitions) {
+        let gauge = self.partitions.clone();
+        tokio::spawn(async move {
+            loop {
+                gauge.set(held.get().len() as i64);
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
     }
 
     /// Sets a group's copy gauges: for each location, how many completed backups await their

@@ -71,10 +71,6 @@ pub struct Worker {
     /// sweep published well before that is already covered: the run read a catalog that held
     /// the checkpoint's backup (the scheduler records a backup before it publishes the event).
     last_runs: Arc<std::sync::Mutex<std::collections::HashMap<ClusterName, DateTime<Utc>>>>,
-    /// Compare-and-set conflicts met while marking or unmarking records, ever. A run that met
-    /// one decided over a catalog that changed under it (a deleter took a mark off, a merge
-    /// was recorded): it asks for another run of the cluster ([`Worker::rerun`]).
-    conflicts: Arc<std::sync::atomic::AtomicU64>,
     /// The circuit breaker, its approvals and the audit trail (docs/safety.md).
     envelope: Arc<Envelope>,
     /// Object Lock at primary (`[s3.lock]`, issue 29): runs lock what they keep.
@@ -88,6 +84,19 @@ pub struct Worker {
     /// The binlog segments this replica has locked, and until when: a cache (lost on a
     /// restart, which costs one request per segment, once).
     segment_locks: Arc<std::sync::Mutex<std::collections::HashMap<String, DateTime<Utc>>>>,
+}
+
+tokio::task_local! {
+    /// Compare-and-set conflicts the run in this task met. Runs of different clusters go on
+    /// at once (one per partition), so a counter shared by the replica would make one run's
+    /// conflict ask for another cluster's rerun.
+    static RUN_CONFLICTS: std::cell::Cell<u64>;
+}
+
+/// Counts a compare-and-set conflict against the run in this task (and the metric).
+pub(crate) fn count_conflict(metrics: &Metrics) {
+    metrics.conflicts.inc();
+    let _ = RUN_CONFLICTS.try_with(|conflicts| conflicts.set(conflicts.get() + 1));
 }
 
 /// How much earlier than a run's start an event must have been published to count as covered
@@ -149,7 +158,6 @@ impl Worker {
                 .collect(),
             prefix: config.s3.prefix,
             last_runs: Arc::default(),
-            conflicts: Arc::default(),
             envelope,
         }
     }
@@ -179,6 +187,15 @@ impl Worker {
                 Err(err) => return Outcome::Poison(err.to_string()),
             }
         };
+        // The cluster is a claim: the stream put the event in the partition of its subject's
+        // cluster, and this replica holds that partition, not the other cluster's. A run of
+        // the cluster the body names could overlap with its own partition holder's.
+        let subject_cluster = sexton_shared::telemetry::subject_cluster(&message.subject);
+        if cluster.as_str() != subject_cluster {
+            return Outcome::Poison(format!(
+                "the {trigger} event names cluster {cluster}, its subject {subject_cluster}"
+            ));
+        }
         // The scheduler's sweep asks for the cluster's scrub once per scrub interval: the
         // bucket first, so this very run counts only what is there. A bucket that cannot be
         // listed costs this scrub, not the run (the next interval scrubs again).
@@ -201,11 +218,16 @@ impl Worker {
         }
         let started = Utc::now();
         let timer = self.metrics.run_duration.start_timer();
-        let conflicts = self.conflicts.load(std::sync::atomic::Ordering::Relaxed);
-        let result = self.run_cluster(&cluster, started).await;
+        let (result, conflicted) = RUN_CONFLICTS
+            .scope(std::cell::Cell::new(0), async {
+                let result = self.run_cluster(&cluster, started).await;
+                (result, RUN_CONFLICTS.with(|conflicts| conflicts.get()) > 0)
+            })
+            .await;
         timer.observe_duration();
         let result = match result {
-            Ok(()) if self.conflicts.load(std::sync::atomic::Ordering::Relaxed) != conflicts => {
+            Ok(()) if conflicted => {
+                self.metrics.reruns.inc();
                 self.rerun(&cluster, started).await
             }
             other => other,

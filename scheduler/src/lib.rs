@@ -49,6 +49,10 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     topology::copy_leases_bucket(&jetstream, config.nats.replicas)
         .await
         .context("creating the copy leases' bucket")?;
+    // The retention-worker's partitions (issue 32), created here for the same reason.
+    topology::partitions_bucket(&jetstream, config.nats.replicas)
+        .await
+        .context("creating the partitions' bucket")?;
     let metrics = Arc::new(metrics::Metrics::new());
     // Ready once connected and answering the API: a client that waits for /readyz and then
     // calls the API must find a responder.

@@ -20,6 +20,7 @@ pub mod leader_read;
 pub mod nats;
 pub mod object_store;
 pub mod outcome;
+pub mod partitions;
 pub mod planning;
 pub mod schedules_view;
 pub mod service;

@@ -43,7 +43,8 @@ pub async fn settle(
         Outcome::Done => message.ack().await,
         Outcome::RetryAfter(delay) => message.ack_with(AckKind::Nak(Some(*delay))).await,
         Outcome::Poison(reason) => {
-            let cluster = message.subject.rsplit('.').next().unwrap_or("unknown");
+            let subject = crate::topology::published_subject(&message.subject);
+            let cluster = subject.rsplit('.').next().unwrap_or("unknown");
             let cluster = if crate::names::check_name("cluster", cluster).is_ok() {
                 cluster
             } else {
@@ -57,7 +58,7 @@ pub async fn settle(
                     kind: "poison-message".into(),
                     cluster: Some(cluster.to_string()),
                     backup_id: None,
-                    subject: message.subject.to_string(),
+                    subject: subject.to_string(),
                     reason: reason.clone(),
                     at: chrono::Utc::now(),
                 },

@@ -122,9 +122,13 @@ pub fn stream_sequence(message: &async_nats::jetstream::Message) -> u64 {
     message.info().map_or(0, |info| info.stream_sequence)
 }
 
-/// The cluster a message's subject names: its last token (`sexton.v1.<kind>.<cluster>`).
+/// The cluster a message's subject names: the last token of the subject as published
+/// (`sexton.v1.<kind>.<cluster>`; a retention event's stored partition is not it).
 pub fn subject_cluster(subject: &str) -> &str {
-    subject.rsplit('.').next().unwrap_or_default()
+    crate::topology::published_subject(subject)
+        .rsplit('.')
+        .next()
+        .unwrap_or_default()
 }
 
 /// The span a service handles one consumed message in, settling included: subject, stream
@@ -222,6 +226,45 @@ impl ConsumerMetrics {
         }
     }
 
+    /// [`ConsumerMetrics::spawn_poller`] for several durables of one stream (the partitions of
+    /// issue 32): each one's gauges are set while it answers; those of a durable this replica
+    /// cannot read are left as they were.
+    pub fn spawn_poller_of(
+        &self,
+        jetstream: async_nats::jetstream::Context,
+        stream: &'static str,
+        durables: Vec<String>,
+        period: std::time::Duration,
+        mut shutdown: Shutdown,
+    ) {
+        let metrics = self.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Ok(stream) = jetstream.get_stream(stream).await {
+                    for durable in &durables {
+                        let consumer: Result<async_nats::jetstream::consumer::PullConsumer, _> =
+                            stream.get_consumer(durable).await;
+                        // The lookup's answer is the consumer's info: one request each.
+                        let Ok(consumer) = consumer else { continue };
+                        let info = consumer.cached_info();
+                        metrics
+                            .pending
+                            .with_label_values(&[durable])
+                            .set(info.num_pending as i64);
+                        metrics
+                            .ack_pending
+                            .with_label_values(&[durable])
+                            .set(info.num_ack_pending as i64);
+                    }
+                }
+                tokio::select! {
+                    _ = shutdown.wait() => return,
+                    _ = tokio::time::sleep(period) => {}
+                }
+            }
+        });
+    }
+
     /// Polls the consumer's info every `period` until shutdown.
     pub fn spawn_poller(
         &self,
@@ -266,6 +309,10 @@ mod tests {
     #[test]
     fn the_cluster_of_a_subject_is_its_last_token() {
         assert_eq!(subject_cluster("sexton.v1.report.db1"), "db1");
+        assert_eq!(
+            subject_cluster("sexton.v1.retention.checkpoint.db1.12"),
+            "db1"
+        );
         assert_eq!(subject_cluster("db1"), "db1");
         // Malformed subjects give an empty or odd field, never a panic.
         assert_eq!(subject_cluster(""), "");

@@ -55,6 +55,9 @@ pub const BUCKET_COPY_LEASES: &str = "sexton-copy-leases";
 pub const BUCKET_BREAKER: &str = "sexton-breaker";
 
 pub const CONSUMER_REPORTS: &str = "scheduler-reports";
+/// The retention-worker's durable on a stream created before issue 32 (without
+/// [`retention_transform`]), which every replica reads; a partitioned stream has
+/// [`retention_partition_durable`]s instead.
 pub const CONSUMER_RETENTION: &str = "retention-worker";
 pub const CONSUMER_DELETER: &str = "deleter";
 /// The deleter's second durable on SEXTON_JOBS: binlog garbage collection, apart from backup
@@ -69,6 +72,61 @@ pub const CONSUMER_EXECUTOR_VERIFY: &str = "reference-executor-verify";
 /// The scheduler's durable on verdicts.
 pub const CONSUMER_VERDICTS: &str = "scheduler-verdicts";
 pub const CONSUMER_COPIER: &str = "copier";
+
+/// How many partitions the retention-worker's work is cut into (issue 32). SEXTON_RETENTION
+/// stores each checkpoint and sweep under its cluster's partition, a token the stream itself
+/// appends ([`retention_transform`]); each partition has a durable consumer of its own
+/// ([`retention_partition_durable`]), and one replica at a time holds it
+/// (`shared::partitions`). Changing the count moves clusters between partitions: it is a
+/// migration (docs/operations.md), not a setting.
+pub const RETENTION_PARTITIONS: u16 = 16;
+
+/// Which replica holds each partition of a service's work, and which replicas are alive
+/// (`shared::partitions`). The scheduler creates it; only the retention-worker reads and writes
+/// it.
+pub const BUCKET_PARTITIONS: &str = "sexton-partitions";
+
+/// The transform SEXTON_RETENTION applies before it stores a message:
+/// `sexton.v1.retention.<kind>.<cluster>` becomes `…<kind>.<cluster>.<partition>`, the
+/// partition being nats-server's hash of the cluster token (`partition(n, 2)`), so every event
+/// of one cluster lands in one partition whoever publishes it.
+pub fn retention_transform() -> stream::SubjectTransform {
+    stream::SubjectTransform {
+        source: format!("{SUBJECT_ROOT}.retention.*.*"),
+        destination: format!(
+            "{SUBJECT_ROOT}.retention.{{{{wildcard(1)}}}}.{{{{wildcard(2)}}}}.{{{{partition({RETENTION_PARTITIONS},2)}}}}"
+        ),
+    }
+}
+
+/// The subject a consumed message was published on: SEXTON_RETENTION stores its events with
+/// their partition appended ([`retention_transform`]), which this takes off again. Incidents,
+/// logs and the cluster a message names speak of the published subject.
+pub fn published_subject(stored: &str) -> &str {
+    let Some(rest) = stored.strip_prefix(&format!("{SUBJECT_ROOT}.retention.")[..]) else {
+        return stored;
+    };
+    match rest.rsplit_once('.') {
+        Some((head, partition))
+            if head.split('.').count() == 2
+                && !partition.is_empty()
+                && partition.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            &stored[..stored.len() - partition.len() - 1]
+        }
+        _ => stored,
+    }
+}
+
+/// The durable consumer of one partition of SEXTON_RETENTION.
+pub fn retention_partition_durable(partition: u16) -> String {
+    format!("{CONSUMER_RETENTION}-p{partition}")
+}
+
+/// What the durable of `partition` reads: that partition's checkpoints and sweeps.
+pub fn retention_partition_filter(partition: u16) -> String {
+    format!("{SUBJECT_ROOT}.retention.*.*.{partition}")
+}
 
 /// How long JetStream remembers a message id for de-duplication. A replica that publishes a
 /// due tick and dies before recording it is replaced well within this window.
@@ -176,12 +234,15 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             RetentionPolicy::WorkQueue,
             Duration::ZERO,
         ),
-        base(
-            STREAM_RETENTION,
-            vec![format!("{SUBJECT_ROOT}.retention.*.*")],
-            RetentionPolicy::WorkQueue,
-            Duration::ZERO,
-        ),
+        stream::Config {
+            subject_transform: Some(retention_transform()),
+            ..base(
+                STREAM_RETENTION,
+                vec![format!("{SUBJECT_ROOT}.retention.*.*")],
+                RetentionPolicy::WorkQueue,
+                Duration::ZERO,
+            )
+        },
         base(
             STREAM_JOBS,
             vec![format!("{SUBJECT_ROOT}.job.*.*")],
@@ -344,6 +405,41 @@ pub async fn copy_leases_bucket(
     }
 }
 
+/// The partitions' bucket's definition: a few small entries per service (one per partition,
+/// one naming the live replicas); entries no replica renewed for a day go.
+pub fn partitions_bucket_config(replicas: usize) -> kv::Config {
+    kv::Config {
+        bucket: BUCKET_PARTITIONS.into(),
+        description: "sexton partitions of work among replicas".into(),
+        history: 1,
+        max_age: Duration::from_secs(86_400),
+        num_replicas: replicas,
+        storage: StorageType::File,
+        ..Default::default()
+    }
+}
+
+/// Opens the partitions' bucket, creating it if missing (the scheduler, at start-up). A
+/// service whose user may not create it (the retention-worker) waits up to
+/// [`ENSURE_PATIENCE`] for it.
+pub async fn partitions_bucket(
+    jetstream: &jetstream::Context,
+    replicas: usize,
+) -> anyhow::Result<kv::Store> {
+    let deadline = tokio::time::Instant::now() + ENSURE_PATIENCE;
+    loop {
+        match open_or_create(jetstream, partitions_bucket_config(replicas)).await {
+            Ok(store) => return Ok(store),
+            Err(err) if tokio::time::Instant::now() >= deadline => {
+                return Err(err.context(
+                    "the partitions' bucket is not there: the scheduler creates it at start-up",
+                ))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
 /// Opens the clusters bucket, creating it if missing (any replica may be first).
 pub async fn clusters_bucket(
     jetstream: &jetstream::Context,
@@ -375,6 +471,35 @@ async fn open_or_create(
             .get_key_value(&name)
             .await
             .with_context(|| format!("opening bucket {name}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_retention_subject_loses_its_partition_and_nothing_else() {
+        assert_eq!(
+            published_subject("sexton.v1.retention.checkpoint.db1.5"),
+            "sexton.v1.retention.checkpoint.db1"
+        );
+        assert_eq!(
+            published_subject("sexton.v1.retention.sweep.db-2.15"),
+            "sexton.v1.retention.sweep.db-2"
+        );
+        // Already as published, or another stream's: unchanged.
+        for subject in [
+            "sexton.v1.retention.checkpoint.db1",
+            "sexton.v1.retention.checkpoint.7",
+            "sexton.v1.report.db1",
+            "sexton.v1.job.delete.db1.5",
+            "sexton.v1.retention.checkpoint.db1.x5",
+            "sexton.v1.retention.checkpoint.db1.",
+            "",
+        ] {
+            assert_eq!(published_subject(subject), subject);
+        }
     }
 }
 

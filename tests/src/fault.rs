@@ -437,7 +437,13 @@ pub async fn total_backlog(js: &jetstream::Context) -> Option<u64> {
             .collect()
             .await;
         let names: Result<Vec<String>, _> = names.into_iter().collect();
-        if !names.ok()?.iter().any(|n| n == durable) {
+        // The retention-worker's are per partition (`retention-worker-p<k>`, issue 32).
+        let partition = format!("{durable}-p");
+        if !names
+            .ok()?
+            .iter()
+            .any(|n| n == durable || n.starts_with(&partition))
+        {
             continue;
         }
         total += consumer_backlog(js, stream, durable).await?;

@@ -612,17 +612,34 @@ pub async fn api(
     reply.into_result()
 }
 
-/// Pending plus unacknowledged messages of a durable consumer.
+/// Pending plus unacknowledged messages of a durable consumer, and of its partitions'
+/// durables (`<durable>-p<k>`, issue 32) where it has them; `None` when neither exists or
+/// the server does not answer.
 pub async fn consumer_backlog(
     jetstream: &async_nats::jetstream::Context,
     stream: &str,
     durable: &str,
 ) -> Option<u64> {
+    use futures::StreamExt as _;
     let stream = jetstream.get_stream(stream).await.ok()?;
-    let mut consumer: async_nats::jetstream::consumer::PullConsumer =
-        stream.get_consumer(durable).await.ok()?;
-    let info = consumer.info().await.ok()?;
-    Some(info.num_pending + info.num_ack_pending as u64)
+    let names: Vec<Result<String, _>> = stream.consumer_names().collect().await;
+    let names: Vec<String> = names.into_iter().collect::<Result<_, _>>().ok()?;
+    let partition = |name: &str| {
+        name.strip_prefix(durable)
+            .and_then(|rest| rest.strip_prefix("-p"))
+            .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut total = None;
+    for name in names
+        .iter()
+        .filter(|name| *name == durable || partition(name))
+    {
+        let mut consumer: async_nats::jetstream::consumer::PullConsumer =
+            stream.get_consumer(name).await.ok()?;
+        let info = consumer.info().await.ok()?;
+        *total.get_or_insert(0) += info.num_pending + info.num_ack_pending as u64;
+    }
+    total
 }
 
 /// An object store client for assertions, configured like the services.

@@ -46,11 +46,121 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a bench: run with --ignored (and --release)"]
 async fn load_bench() {
-    let rate = knob("SEXTON_BENCH_RATE", 500);
+    let figures = run_load(Load {
+        rate: knob("SEXTON_BENCH_RATE", 500),
+        seconds: knob("SEXTON_BENCH_SECONDS", 30),
+        clusters: knob("SEXTON_BENCH_CLUSTERS", 20) as usize,
+        replicas: knob("SEXTON_BENCH_REPLICAS", 1) as usize,
+        warm: std::env::var_os("SEXTON_BENCH_WARM").is_some(),
+    })
+    .await;
+    record_figures("load", figures);
+}
+
+/// The scaling table of issue 32 in one run: the same steady rate with 20 clusters and with
+/// `SEXTON_BENCH_MANY_CLUSTERS` (2,000), each with one and with three replicas of every
+/// service, every cluster warmed up first (its first backup recorded and its views listed,
+/// a one-time cost) so the figures are the steady path's. The first row is the baseline the
+/// others are divided by.
+///
+/// ```sh
+/// SEXTON_BENCH_RATE=60 cargo test --release -p sexton-tests --test bench_load scaling -- --ignored --nocapture
+/// ```
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a bench: run with --ignored (and --release)"]
+async fn scaling_bench() {
+    let rate = knob("SEXTON_BENCH_RATE", 60);
     let seconds = knob("SEXTON_BENCH_SECONDS", 30);
-    let clusters = knob("SEXTON_BENCH_CLUSTERS", 20) as usize;
-    let replicas = knob("SEXTON_BENCH_REPLICAS", 1) as usize;
-    let total = (rate * seconds) as usize;
+    let many = knob("SEXTON_BENCH_MANY_CLUSTERS", 2000) as usize;
+    let mut rows = Vec::new();
+    for (clusters, replicas) in [(20, 1), (20, 3), (many, 1), (many, 3)] {
+        let figures = run_load(Load {
+            rate,
+            seconds,
+            clusters,
+            replicas,
+            warm: true,
+        })
+        .await;
+        rows.push(figures);
+    }
+    let base = &rows[0];
+    let ratio = |row: &serde_json::Value, pointer: &str| match (
+        row.pointer(pointer).and_then(|v| v.as_f64()),
+        base.pointer(pointer).and_then(|v| v.as_f64()),
+    ) {
+        (Some(value), Some(base)) if base > 0.0 => format!("{value:.1} ({:.2}×)", value / base),
+        (Some(value), _) => format!("{value:.1}"),
+        _ => "—".into(),
+    };
+    println!();
+    println!("| clusters | replicas | offered | end to end | p50 / p99 checkpoint → gone | CPU-ms per completion | NATS messages in / out per completion | conflicts + reruns per completion | jobs handled per deletion | consumers created |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for row in &rows {
+        println!(
+            "| {} | {} | {}/s × {} s | {:.0}/s | {:.0} / {:.0} ms | {} | {} / {} | {:.4} | {:.2} | {} |",
+            row["clusters"],
+            row["replicas_per_service"],
+            row["offered_rate_per_s"],
+            seconds,
+            row["end_to_end_rate_per_s"].as_f64().unwrap_or(0.0),
+            row.pointer("/latency_ms/p50").and_then(|v| v.as_f64()).unwrap_or(f64::NAN),
+            row.pointer("/latency_ms/p99").and_then(|v| v.as_f64()).unwrap_or(f64::NAN),
+            ratio(row, "/cpu_ms_per_completion"),
+            ratio(row, "/nats/messages_in_per_completion"),
+            ratio(row, "/nats/messages_out_per_completion"),
+            row["conflicts_and_reruns_per_completion"].as_f64().unwrap_or(f64::NAN),
+            row["delete_jobs_handled_per_deletion"].as_f64().unwrap_or(f64::NAN),
+            row["consumers_created"],
+        );
+    }
+    // Memory per cluster: what the many-cluster run's processes hold beyond the 20-cluster
+    // run's, per cluster more, by service (one replica each).
+    let mut memory = serde_json::Map::new();
+    if let (Some(small), Some(large)) = (
+        rows[0]["rss_kib"].as_object(),
+        rows[2]["rss_kib"].as_object(),
+    ) {
+        for (service, kib) in large {
+            if let (Some(large), Some(small)) =
+                (kib.as_f64(), small.get(service).and_then(|v| v.as_f64()))
+            {
+                let per_cluster = (large - small) * 1024.0 / (many - 20).max(1) as f64;
+                println!("memory per cluster, {service}: {per_cluster:.0} B");
+                memory.insert(service.clone(), json!(per_cluster));
+            }
+        }
+    }
+    record_figures(
+        "load-scaling",
+        json!({"rows": rows, "memory_bytes_per_cluster": memory}),
+    );
+}
+
+/// One load run's parameters.
+struct Load {
+    rate: u64,
+    seconds: u64,
+    clusters: usize,
+    replicas: usize,
+    /// Record each cluster's first backup (and let every replica list its views) before the
+    /// clock starts, so the figures leave out that one-time cost.
+    warm: bool,
+}
+
+/// Runs one load against servers and a fleet of its own; returns its figures.
+async fn run_load(load: Load) -> serde_json::Value {
+    let Load {
+        rate,
+        seconds,
+        clusters,
+        replicas,
+        warm,
+    } = load;
+    // Warming up gives each cluster two backups, the first deleted: each service has listed
+    // the cluster's views and decided on it once.
+    let warmup = if warm { 2 * clusters } else { 0 };
+    let total = (rate * seconds) as usize + warmup;
 
     let nats = Nats::start();
     let s3 = S3::start();
@@ -153,6 +263,28 @@ async fn load_bench() {
             }
         })
     };
+    let warm_removed = if warmup > 0 {
+        publish_reports(&js, &loads, 0..warmup).await;
+        let deadline = Instant::now() + Duration::from_secs(600);
+        while removals.lock().unwrap().len() < clusters && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // And every queue empty: the clock starts on an idle fleet.
+        while Instant::now() < deadline {
+            let mut idle = true;
+            for (stream, durable) in &CONSUMERS[1..] {
+                idle &= matches!(consumer_backlog(&js, stream, durable).await, Some(0) | None);
+            }
+            if idle {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        removals.lock().unwrap().len()
+    } else {
+        0
+    };
+    let counted_before = counted(&mut fleet);
     let cpu_before: Vec<(String, Option<f64>)> = fleet
         .replicas
         .iter()
@@ -204,10 +336,11 @@ async fn load_bench() {
             }
         })
     };
-    let mut sent = 0usize;
+    let mut sent = warmup;
     let mut acks = futures::stream::FuturesUnordered::new();
     while sent < total {
-        let due = ((started.elapsed().as_secs_f64() * rate as f64) as usize + 1).min(total);
+        let due =
+            (warmup + (started.elapsed().as_secs_f64() * rate as f64) as usize + 1).min(total);
         while sent < due {
             let load = &loads[sent % clusters];
             let ack = js
@@ -288,7 +421,8 @@ async fn load_bench() {
     {
         let checkpoints = checkpoints.lock().unwrap();
         let removals = removals.lock().unwrap();
-        for n in 0..total.saturating_sub(clusters) {
+        // Backups expired by a checkpoint of the measured part.
+        for n in warmup.saturating_sub(clusters)..total.saturating_sub(clusters) {
             let load = &loads[n % clusters];
             let next = load.backup_id(n + clusters);
             if let (Some(expired_by), Some(gone)) =
@@ -326,18 +460,13 @@ async fn load_bench() {
     let cpu_total: f64 = cpu.values().sum();
 
     // Messages handled per stage (more than offered: redeliveries and retries).
+    let counted_now = counted(&mut fleet);
     let mut handled = serde_json::Map::new();
-    for (role, metric_name) in [
-        (Role::Scheduler, "sexton_executor_reports_total"),
-        (Role::RetentionWorker, "sexton_retention_runs_total"),
-        (Role::Deleter, "sexton_delete_jobs_total"),
-    ] {
-        let ports: Vec<u16> = fleet.of(role).map(|r| r.http_port).collect();
-        let count: f64 = ports
-            .into_iter()
-            .filter_map(|port| metric(port, metric_name, ""))
-            .sum();
-        handled.insert(metric_name.into(), json!(count));
+    for (name, count) in &counted_now {
+        handled.insert(
+            name.to_string(),
+            json!(count - counted_before.get(name).unwrap_or(&0.0)),
+        );
     }
     let run_seconds: f64 = fleet
         .of(Role::RetentionWorker)
@@ -351,7 +480,17 @@ async fn load_bench() {
         .get("sexton_delete_jobs_total")
         .and_then(|v| v.as_f64())
         .unwrap_or(0.0);
-    let per_completion = |n: f64| n / (deleted.max(1) as f64);
+    // Per deletion of the measured part (the warm-up's are left out like its CPU and traffic).
+    let per_completion = |n: f64| n / (deleted.saturating_sub(warm_removed).max(1) as f64);
+    let handled_count = |name: &str| handled.get(name).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    let conflicts_and_reruns = handled_count("sexton_retention_conflicts_total")
+        + handled_count("sexton_retention_reruns_total");
+    let mut rss = BTreeMap::<String, f64>::new();
+    for replica in &fleet.replicas {
+        if let Some(kib) = replica.process.pid().and_then(rss_kib) {
+            *rss.entry(replica.role.name().to_string()).or_default() += kib;
+        }
+    }
     let nats_traffic = varz_before.zip(varz_after).map(|(before, after)| {
         json!({
             "messages_in_per_completion": per_completion(after.0 - before.0),
@@ -390,6 +529,9 @@ async fn load_bench() {
             "max": latencies.last(),
         },
         "handled": handled,
+        "warm_up_backups": warmup,
+        "conflicts_and_reruns_per_completion": per_completion(conflicts_and_reruns),
+        "rss_kib": rss,
         "delete_jobs_handled_per_deletion": per_completion(delete_jobs_handled),
         "binlog_backlog_when_drained": binlog_backlog_at_drain,
         "binlog_queue_cleared_after_s": binlog_queue_cleared_after.as_secs_f64(),
@@ -406,8 +548,61 @@ async fn load_bench() {
         "raw_jetstream": raw,
         "backlog_timeline": timeline,
     });
-    record_figures("load", figures);
     assert!(fleet.exited().is_empty(), "services exited");
+    figures
+}
+
+/// Counters summed over each service's replicas: messages handled per stage (more than offered:
+/// redeliveries and retries), and the retention-worker's conflicts and reruns.
+fn counted(fleet: &mut ProcessFleet) -> BTreeMap<&'static str, f64> {
+    let mut out = BTreeMap::new();
+    for (role, metric_name) in [
+        (Role::Scheduler, "sexton_executor_reports_total"),
+        (Role::RetentionWorker, "sexton_retention_runs_total"),
+        (Role::RetentionWorker, "sexton_retention_conflicts_total"),
+        (Role::RetentionWorker, "sexton_retention_reruns_total"),
+        (Role::Deleter, "sexton_delete_jobs_total"),
+    ] {
+        let count: f64 = fleet
+            .of(role)
+            .filter_map(|r| metric(r.http_port, metric_name, ""))
+            .sum();
+        out.insert(metric_name, count);
+    }
+    out
+}
+
+/// Publishes the reports of backups `range` (backup n of cluster n % clusters) and waits until
+/// the stream stored each.
+async fn publish_reports(
+    js: &jetstream::Context,
+    loads: &[ReportLoad],
+    range: std::ops::Range<usize>,
+) {
+    let mut acks = Vec::new();
+    for n in range {
+        let load = &loads[n % loads.len()];
+        let ack = js
+            .send_publish(
+                format!("sexton.v1.report.{}", load.schedule.cluster),
+                PublishMessage::build()
+                    .payload(load.genuine_report("backups", n))
+                    .message_id(format!("bench.{n}")),
+            )
+            .await
+            .expect("publishing a report");
+        acks.push(ack);
+    }
+    for ack in acks {
+        ack.await.expect("report stored");
+    }
+}
+
+/// Resident memory of a process, in KiB (`/proc/<pid>/status`).
+fn rss_kib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The server's message and byte counters, in and out (`/varz`), all clients together.

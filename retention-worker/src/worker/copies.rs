@@ -167,8 +167,7 @@ impl Worker {
                         record.revision
                     }
                     Err(CasError::Conflict) => {
-                        self.conflicts
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        super::count_conflict(&self.metrics);
                         return Ok(None);
                     }
                     Err(CasError::Other(err)) => return Err(err),

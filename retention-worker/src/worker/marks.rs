@@ -21,8 +21,9 @@ use crate::view::Members;
 impl Worker {
     /// Records a compare-and-set conflict; always `false` (nothing was marked).
     fn conflict(&self) -> bool {
-        self.conflicts
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A run that met one decided over a catalog that changed under it (a deleter took a
+        // mark off, a merge was recorded): it asks for another run of the cluster.
+        super::count_conflict(&self.metrics);
         false
     }
 

@@ -1,0 +1,514 @@
+//! A service's work cut into partitions, each worked on by one replica at a time (issue 32).
+//!
+//! The stream puts every message of one cluster in one partition (a subject transform, see
+//! `topology::retention_transform`), and each partition has a durable consumer of its own.
+//! Which replica reads which partition is decided here, with leases in the KV bucket
+//! `sexton-partitions` and nothing else:
+//!
+//! - `<service>.members`: the live replicas, each with the moment its claim to be alive ends.
+//!   Every replica renews its own line every [`TICK`] (compare-and-set on the entry).
+//! - `<service>.p<k>`: which replica holds partition `k`, until when. Its holder renews it every
+//!   [`TICK`]; it lapses [`TTL`] after the last renewal.
+//!
+//! Each tick a replica counts the live replicas `n`, and holds `⌈partitions / n⌉` partitions at
+//! most: it takes free ones up to that share and lets go of those beyond it, preferring
+//! partitions by a hash of its name (unique per process) and the partition's number, so
+//! replicas go for different ones. A replica
+//! lets go of a partition by stopping its consumer, waiting for the message in hand, and only
+//! then deleting the lease: the next holder never reads the partition while the last one still
+//! works on it. A replica that is killed keeps nothing: its leases lapse after [`TTL`], the
+//! next tick of another replica takes them, and the messages it had in hand come back after
+//! the consumer's ack wait, so a partition is taken over within the ack wait (60 s for the
+//! retention-worker) when `TTL + TICK` is shorter.
+//!
+//! A lease, like every value read from NATS, is a claim: one whose end lies further away than
+//! [`TTL`] (a forged entry, a clock far ahead) counts as free, and an entry that does not
+//! decode counts as nothing. That keeps a bad entry from stopping a partition for longer than
+//! a lease lasts. What a lease cannot do is make two replicas' work impossible: a replica cut
+//! off from NATS for longer than [`TTL`] still finishes the message in hand after another took
+//! its partition over. The work itself stays safe by compare-and-set, as it was when any
+//! replica took any message; the lease only makes it rare.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::shutdown::{Shutdown, ShutdownTrigger};
+
+/// How long a lease or a member's line lasts unless renewed.
+pub const TTL: Duration = Duration::from_secs(15);
+
+/// How often a replica renews its leases and its line, and looks for partitions to take.
+pub const TICK: Duration = Duration::from_secs(5);
+
+/// One lease's value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Held {
+    holder: String,
+    until: DateTime<Utc>,
+}
+
+/// The members' entry: each live replica and when its claim ends.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Members {
+    members: BTreeMap<String, DateTime<Utc>>,
+}
+
+/// Whether a claim that ends at `until` stands at `now`: not over, and not reaching further
+/// than a lease is ever taken for.
+fn stands(until: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    until > now && until <= now + ttl()
+}
+
+fn ttl() -> chrono::TimeDelta {
+    chrono::TimeDelta::from_std(TTL).expect("seconds")
+}
+
+/// A partition's standing, as one replica sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Nobody holds it.
+    Free,
+    /// This replica holds it.
+    Mine,
+    /// Another replica holds it.
+    Theirs,
+}
+
+/// What a replica does this tick. Pure output of [`moves`].
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Moves {
+    /// Free partitions to take.
+    pub take: Vec<u16>,
+    /// Partitions of its own to let go of (beyond its share).
+    pub release: Vec<u16>,
+}
+
+/// The partitions `me` takes and lets go of, given each partition's standing (`leases[k]` for
+/// partition `k`) and how many replicas are live, `me` included. Pure.
+pub fn moves(me: &str, leases: &[Standing], replicas: usize) -> Moves {
+    let share = leases.len().div_ceil(replicas.max(1));
+    let mut order: Vec<u16> = (0..leases.len() as u16).collect();
+    order.sort_by_key(|k| (preference(me, *k), *k));
+    let mine: Vec<u16> = order
+        .iter()
+        .copied()
+        .filter(|k| leases[*k as usize] == Standing::Mine)
+        .collect();
+    let mut moves = Moves::default();
+    if mine.len() > share {
+        moves.release = mine[share..].to_vec();
+    } else {
+        moves.take = order
+            .iter()
+            .copied()
+            .filter(|k| leases[*k as usize] == Standing::Free)
+            .take(share - mine.len())
+            .collect();
+    }
+    moves
+}
+
+/// How much `replica` wants `partition`: lower first. FNV-1a, so the order is the same in every
+/// build and on every machine.
+fn preference(replica: &str, partition: u16) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in replica.bytes().chain(partition.to_be_bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The live members in an entry's value at `now` (`None`: no entry). A value that does not
+/// decode counts as no members; lines that do not stand are dropped.
+fn live_members(value: Option<&[u8]>, now: DateTime<Utc>) -> Members {
+    let mut members = value
+        .and_then(|value| serde_json::from_slice::<Members>(value).ok())
+        .unwrap_or_default();
+    members.members.retain(|_, until| stands(*until, now));
+    members
+}
+
+/// A lease entry's standing for `me` at `now` (`None`: no entry or a deleted one).
+fn standing(value: Option<&[u8]>, me: &str, now: DateTime<Utc>) -> Standing {
+    match value.and_then(|value| serde_json::from_slice::<Held>(value).ok()) {
+        Some(held) if stands(held.until, now) => {
+            if held.holder == me {
+                Standing::Mine
+            } else {
+                Standing::Theirs
+            }
+        }
+        _ => Standing::Free,
+    }
+}
+
+fn held_value(me: &str, now: DateTime<Utc>) -> bytes::Bytes {
+    serde_json::to_vec(&Held {
+        holder: me.to_string(),
+        until: now + ttl(),
+    })
+    .expect("plain data")
+    .into()
+}
+
+/// A partition this replica holds: its lease's revision and end, and the task working on it.
+struct Holding {
+    revision: u64,
+    until: DateTime<Utc>,
+    stop: ShutdownTrigger,
+    work: tokio::task::JoinHandle<()>,
+    /// Let go of: its work was asked to stop; the lease goes once the work has.
+    releasing: bool,
+}
+
+/// One replica's side of a service's partitions.
+pub struct Partitioner<F> {
+    store: kv::Store,
+    service: String,
+    me: String,
+    count: u16,
+    work: F,
+    held: Arc<Mutex<BTreeSet<u16>>>,
+    /// How many replicas the last members' entry it wrote named.
+    replicas: std::sync::atomic::AtomicUsize,
+}
+
+/// Which partitions a replica holds now, for its metrics.
+#[derive(Clone, Default)]
+pub struct HeldPartitions(Arc<Mutex<BTreeSet<u16>>>);
+
+impl HeldPartitions {
+    pub fn get(&self) -> BTreeSet<u16> {
+        self.0.lock().expect("held partitions").clone()
+    }
+}
+
+impl<F, Fut> Partitioner<F>
+where
+    F: Fn(u16, Shutdown) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    /// `work(k, stop)` works on partition `k` until `stop` trips, finishing the message in
+    /// hand; it is started when this replica takes `k`.
+    pub fn new(store: kv::Store, service: &str, me: &str, count: u16, work: F) -> Self {
+        Partitioner {
+            store,
+            service: service.to_string(),
+            me: me.to_string(),
+            count,
+            work,
+            held: Arc::default(),
+            replicas: std::sync::atomic::AtomicUsize::new(1),
+        }
+    }
+
+    pub fn held(&self) -> HeldPartitions {
+        HeldPartitions(self.held.clone())
+    }
+
+    fn key(&self, partition: u16) -> String {
+        format!("{}.p{partition}", self.service)
+    }
+
+    /// Takes, renews and lets go of partitions every [`TICK`] until `shutdown` trips; then
+    /// stops every partition's work, waits for it and deletes the leases, so the other
+    /// replicas take them over at their next tick rather than after [`TTL`].
+    pub async fn run(self, mut shutdown: Shutdown) -> anyhow::Result<()> {
+        let mut holdings: BTreeMap<u16, Holding> = BTreeMap::new();
+        loop {
+            if let Err(err) = self.tick(&mut holdings).await {
+                tracing::warn!(service = %self.service, error = format!("{err:#}"), "cannot renew or balance partitions; trying again");
+            }
+            *self.held.lock().expect("held partitions") = holdings.keys().copied().collect();
+            tokio::select! {
+                _ = shutdown.wait() => break,
+                _ = tokio::time::sleep(TICK) => {}
+            }
+        }
+        for holding in holdings.values() {
+            holding.stop.trigger();
+        }
+        for (partition, holding) in holdings {
+            let _ = holding.work.await;
+            let _ = self
+                .store
+                .delete_expect_revision(self.key(partition), Some(holding.revision))
+                .await;
+        }
+        self.held.lock().expect("held partitions").clear();
+        let _ = self.leave().await;
+        Ok(())
+    }
+
+    /// One round: the member line, each lease's standing, renewals, then the moves.
+    async fn tick(&self, holdings: &mut BTreeMap<u16, Holding>) -> anyhow::Result<()> {
+        // A members' entry that cannot be written this tick must not stop the renewals: the
+        // count of the last tick stands in.
+        let replicas = match self.heartbeat().await {
+            Ok(replicas) => {
+                self.replicas
+                    .store(replicas, std::sync::atomic::Ordering::Relaxed);
+                replicas
+            }
+            Err(err) => {
+                tracing::warn!(service = %self.service, error = format!("{err:#}"), "cannot renew this replica's line among the members");
+                self.replicas.load(std::sync::atomic::Ordering::Relaxed)
+            }
+        };
+        let now = Utc::now();
+        let mut standings = Vec::with_capacity(self.count as usize);
+        let mut revisions = Vec::with_capacity(self.count as usize);
+        for partition in 0..self.count {
+            let key = self.key(partition);
+            let entry = self.store.entry(key.clone()).await?;
+            let revision = entry.as_ref().map(|entry| entry.revision);
+            let value = entry
+                .as_ref()
+                .filter(|entry| entry.operation == kv::Operation::Put)
+                .map(|entry| entry.value.as_ref());
+            let mut standing = standing(value, &self.me, now);
+            if let Some(holding) = holdings.get_mut(&partition) {
+                if revision != Some(holding.revision) || standing != Standing::Mine {
+                    // Someone else wrote the lease: this replica lost it (it lapsed while
+                    // NATS was out of reach). Stop at once; the lease is not ours to delete.
+                    tracing::warn!(service = %self.service, partition, "partition lease lost; stopping its work");
+                    let lost = holdings.remove(&partition).expect("held");
+                    lost.stop.trigger();
+                } else if holding.releasing && holding.work.is_finished() {
+                    let holding = holdings.remove(&partition).expect("held");
+                    self.store
+                        .delete_expect_revision(&key, Some(holding.revision))
+                        .await?;
+                    tracing::info!(service = %self.service, partition, "partition let go of");
+                    standing = Standing::Free;
+                } else {
+                    match self
+                        .store
+                        .update(&key, held_value(&self.me, now), holding.revision)
+                        .await
+                    {
+                        Ok(revision) => {
+                            holding.revision = revision;
+                            holding.until = now + ttl();
+                        }
+                        Err(err) if holding.until <= Utc::now() => {
+                            tracing::warn!(service = %self.service, partition, error = %err, "partition lease lapsed; stopping its work");
+                            let lost = holdings.remove(&partition).expect("held");
+                            lost.stop.trigger();
+                            standing = Standing::Free;
+                        }
+                        Err(err) => return Err(err.into()),
+                    }
+                }
+            }
+            // Partitions being let go of still count as this replica's until they are free.
+            standings.push(standing);
+            revisions.push(revision);
+        }
+        let moves = moves(&self.me, &standings, replicas);
+        for partition in moves.release {
+            if let Some(holding) = holdings.get_mut(&partition) {
+                if !holding.releasing {
+                    tracing::info!(service = %self.service, partition, replicas, "letting go of a partition beyond this replica's share");
+                    holding.releasing = true;
+                    holding.stop.trigger();
+                }
+            }
+        }
+        for partition in moves.take {
+            let key = self.key(partition);
+            let value = held_value(&self.me, now);
+            let taken = match revisions[partition as usize] {
+                None => self.store.create(&key, value).await.ok(),
+                Some(revision) => self.store.update(&key, value, revision).await.ok(),
+            };
+            // Another replica took it at the same moment: its turn.
+            let Some(revision) = taken else { continue };
+            let (stop, stopped) = Shutdown::new();
+            let work = tokio::spawn((self.work)(partition, stopped));
+            tracing::info!(service = %self.service, partition, replicas, "partition taken");
+            holdings.insert(
+                partition,
+                Holding {
+                    revision,
+                    until: now + ttl(),
+                    stop,
+                    work,
+                    releasing: false,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    fn members_key(&self) -> String {
+        format!("{}.members", self.service)
+    }
+
+    /// Renews this replica's line in the members' entry; returns how many replicas are live.
+    async fn heartbeat(&self) -> anyhow::Result<usize> {
+        let key = self.members_key();
+        for _ in 0..5 {
+            let now = Utc::now();
+            let entry = self.store.entry(key.clone()).await?;
+            let value = entry
+                .as_ref()
+                .filter(|entry| entry.operation == kv::Operation::Put)
+                .map(|entry| entry.value.as_ref());
+            let mut members = live_members(value, now);
+            members.members.insert(self.me.clone(), now + ttl());
+            let bytes: bytes::Bytes = serde_json::to_vec(&members).expect("plain data").into();
+            let written = match &entry {
+                None => self.store.create(&key, bytes).await.is_ok(),
+                Some(entry) => self.store.update(&key, bytes, entry.revision).await.is_ok(),
+            };
+            if written {
+                return Ok(members.members.len());
+            }
+        }
+        anyhow::bail!("the members' entry kept changing under this replica")
+    }
+
+    /// Takes this replica's line out of the members' entry (best effort: it lapses anyway).
+    async fn leave(&self) -> anyhow::Result<()> {
+        let key = self.members_key();
+        let Some(entry) = self.store.entry(key.clone()).await? else {
+            return Ok(());
+        };
+        let value = (entry.operation == kv::Operation::Put).then_some(entry.value.as_ref());
+        let mut members = live_members(value, Utc::now());
+        members.members.remove(&self.me);
+        let bytes: bytes::Bytes = serde_json::to_vec(&members).expect("plain data").into();
+        self.store.update(&key, bytes, entry.revision).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Standing::*;
+
+    #[test]
+    fn a_lone_replica_takes_every_free_partition() {
+        let moves = moves("a", &[Free; 16], 1);
+        assert_eq!(moves.take.len(), 16);
+        assert!(moves.release.is_empty());
+        let unique: BTreeSet<u16> = moves.take.iter().copied().collect();
+        assert_eq!(unique.len(), 16);
+    }
+
+    #[test]
+    fn replicas_take_their_share_and_no_more() {
+        let mut leases = [Mine; 16];
+        leases[..6].fill(Theirs);
+        // Three live replicas: a share is 6; this one holds 10, so it lets 4 go.
+        let three = moves("a", &leases, 3);
+        assert_eq!(three.release.len(), 4);
+        assert!(three.take.is_empty());
+        assert!(three.release.iter().all(|k| leases[*k as usize] == Mine));
+        // A newcomer with nothing finds nothing free and waits for the others to let go.
+        let newcomer = moves("c", &[Theirs; 16], 3);
+        assert_eq!(newcomer, Moves::default());
+        // Free partitions are taken up to the share only.
+        let mut some_free = [Theirs; 16];
+        some_free[10..].fill(Free);
+        let taken = moves("c", &some_free, 3);
+        assert_eq!(taken.take.len(), 6);
+        assert!(taken.take.iter().all(|k| *k >= 10));
+    }
+
+    #[test]
+    fn three_replicas_taking_in_turn_cover_every_partition_once() {
+        // Replicas tick one after another from an empty bucket, all three alive.
+        let mut owner: [Option<&str>; 16] = [None; 16];
+        for _ in 0..3 {
+            for me in ["a", "b", "c"] {
+                let leases: Vec<Standing> = owner
+                    .iter()
+                    .map(|o| match o {
+                        None => Free,
+                        Some(o) if *o == me => Mine,
+                        Some(_) => Theirs,
+                    })
+                    .collect();
+                let moves = moves(me, &leases, 3);
+                for k in moves.release {
+                    owner[k as usize] = None;
+                }
+                for k in moves.take {
+                    owner[k as usize] = Some(me);
+                }
+            }
+        }
+        assert!(owner.iter().all(Option::is_some), "{owner:?}");
+        for me in ["a", "b", "c"] {
+            let n = owner.iter().filter(|o| **o == Some(me)).count();
+            // ⌈16 / 3⌉ = 6 at most; the last to tick gets what is left (6, 6, 4).
+            assert!((4..=6).contains(&n), "{me} holds {n}: {owner:?}");
+        }
+    }
+
+    #[test]
+    fn the_preferred_order_differs_between_replicas() {
+        let order = |me: &str| {
+            let mut order: Vec<u16> = (0..16).collect();
+            order.sort_by_key(|k| preference(me, *k));
+            order
+        };
+        assert_ne!(order("retention-worker-a"), order("retention-worker-b"));
+        assert_eq!(order("x"), order("x"), "stable");
+    }
+
+    #[test]
+    fn a_lease_is_a_claim_checked_against_the_clock() {
+        let now: DateTime<Utc> = "2026-11-29T12:00:00Z".parse().unwrap();
+        let value = |holder: &str, until: DateTime<Utc>| {
+            serde_json::to_vec(&Held {
+                holder: holder.into(),
+                until,
+            })
+            .unwrap()
+        };
+        let s = chrono::TimeDelta::seconds;
+        assert_eq!(standing(None, "a", now), Free);
+        assert_eq!(standing(Some(&value("a", now + s(10))), "a", now), Mine);
+        assert_eq!(standing(Some(&value("b", now + s(10))), "a", now), Theirs);
+        assert_eq!(standing(Some(&value("b", now)), "a", now), Free, "over");
+        assert_eq!(
+            standing(Some(&value("b", now + s(3600))), "a", now),
+            Free,
+            "a claim reaching further than a lease lasts"
+        );
+        assert_eq!(standing(Some(b"{not json"), "a", now), Free);
+        assert_eq!(standing(Some(b""), "a", now), Free);
+    }
+
+    #[test]
+    fn members_are_counted_only_while_their_lines_stand() {
+        let now: DateTime<Utc> = "2026-11-29T12:00:00Z".parse().unwrap();
+        let s = chrono::TimeDelta::seconds;
+        let members = Members {
+            members: [
+                ("a".to_string(), now + s(10)),
+                ("gone".to_string(), now - s(1)),
+                ("forged".to_string(), now + s(86_400)),
+            ]
+            .into(),
+        };
+        let live = live_members(Some(&serde_json::to_vec(&members).unwrap()), now);
+        assert_eq!(live.members.keys().collect::<Vec<_>>(), ["a"]);
+        assert!(live_members(Some(b"[1,2"), now).members.is_empty());
+        assert!(live_members(Some(br#"{"members":{"a":"yesterday"}}"#), now)
+            .members
+            .is_empty());
+        assert!(live_members(None, now).members.is_empty());
+    }
+}

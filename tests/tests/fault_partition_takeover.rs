@@ -1,0 +1,257 @@
+//! Scenario: a retention-worker replica killed while it holds partitions (issue 32).
+//!
+//! Three retention-worker replicas as processes (with one scheduler and one deleter) share the
+//! retention stream's partitions, one replica per partition, each at most its share. One is
+//! killed with SIGKILL; then every cluster gets a new backup, so every partition has work,
+//! including the dead replica's. The survivors must take its partitions over within the
+//! consumer's ack wait, and every expired backup must be deleted once: one delete job handled
+//! per deletion, no compare-and-set conflict. Started again, the replica gets its share back
+//! from the others.
+//!
+//! The figures (time to take over, partitions per replica at each step) print at the end.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream;
+use serde_json::json;
+use sexton_shared::topology;
+use sexton_tests::fault::create_schedule;
+use sexton_tests::{fault::*, *};
+
+/// The retention consumer's ack wait (retention-worker/src/lib.rs): a killed replica's
+/// partitions must be taken over within it.
+const ACK_WAIT: Duration = Duration::from_secs(60);
+
+/// Partitions each retention-worker replica holds, by index (`None`: not answering).
+fn held(fleet: &mut ProcessFleet) -> Vec<Option<f64>> {
+    fleet
+        .of(Role::RetentionWorker)
+        .map(|r| {
+            if r.process.is_running() {
+                metric(r.http_port, "sexton_retention_partitions_held", "")
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Whether the live replicas hold every partition between them, none more than its share.
+fn balanced(held: &[Option<f64>]) -> bool {
+    let live: Vec<f64> = held.iter().flatten().copied().collect();
+    let partitions = f64::from(topology::RETENTION_PARTITIONS);
+    let share = (partitions / live.len().max(1) as f64).ceil();
+    live.iter().sum::<f64>() == partitions && live.iter().all(|n| *n >= 1.0 && *n <= share)
+}
+
+async fn gone(catalog: &jetstream::kv::Store, keys: &[String]) -> usize {
+    let mut gone = 0;
+    for key in keys {
+        if matches!(catalog.get(key).await, Ok(None)) {
+            gone += 1;
+        }
+    }
+    gone
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let mut fleet = ProcessFleet::start_roles(&config, 1, &[Role::Scheduler, Role::Deleter]);
+    fleet.wait_ready(Duration::from_secs(120));
+    let mut workers = ProcessFleet::start_roles(&config, 3, &[Role::RetentionWorker]);
+    workers.wait_ready(Duration::from_secs(120));
+    let client = client(&nats.url()).await;
+    let js = jetstream::new(client.clone());
+    let store = object_store(&config).await;
+    let catalog = js.get_key_value(topology::BUCKET_CATALOG).await.unwrap();
+
+    // The stream stores each event under its cluster's partition.
+    let mut stream = js.get_stream(topology::STREAM_RETENTION).await.unwrap();
+    let info = stream.info().await.unwrap();
+    assert_eq!(
+        info.config.subject_transform,
+        Some(topology::retention_transform())
+    );
+
+    let started = Instant::now();
+    let balanced_at_start = eventually(
+        "three replicas sharing every partition",
+        Duration::from_secs(90),
+        || {
+            let held = held(&mut workers);
+            let all = held.iter().all(Option::is_some);
+            async move { (all && balanced(&held)).then_some(held) }
+        },
+    )
+    .await;
+    let balanced_after = started.elapsed();
+
+    // Clusters enough that every partition has some (24 clusters over 16 partitions leave
+    // a few empty; the takeover is checked on those that have work).
+    let clusters = 40;
+    let mut loads = Vec::new();
+    for c in 0..clusters {
+        let schedule = LoadSchedule {
+            name: format!("take-{c}"),
+            cluster: format!("take-c{c}"),
+            interval: Duration::from_secs(86_400),
+            keep_last: 1,
+        };
+        create_schedule(&client, &schedule).await;
+        loads.push(ReportLoad::new(schedule));
+    }
+    for load in &loads {
+        load.write_objects(&store, "backups", 0..2).await;
+        load.publish_reports(&js, "backups", 0..2).await;
+    }
+    let first: Vec<String> = loads
+        .iter()
+        .map(|l| format!("{}.{}", l.schedule.cluster, l.backup_id(0)))
+        .collect();
+    eventually(
+        "each cluster's first backup deleted with three replicas",
+        Duration::from_secs(120),
+        || async { (gone(&catalog, &first).await == first.len()).then_some(()) },
+    )
+    .await;
+    let runs_per_replica: Vec<Option<f64>> = workers
+        .of(Role::RetentionWorker)
+        .map(|r| {
+            metric(
+                r.http_port,
+                "sexton_retention_runs_total",
+                "outcome=\"done\"",
+            )
+        })
+        .collect();
+    assert!(
+        runs_per_replica.iter().all(|n| n.unwrap_or(0.0) > 0.0),
+        "every replica ran some clusters' retention: {runs_per_replica:?}"
+    );
+
+    // Kill one replica, then give every cluster work.
+    let victim = workers
+        .of(Role::RetentionWorker)
+        .find(|r| r.index == 1)
+        .unwrap();
+    victim.process.kill();
+    let killed = Instant::now();
+    for load in &loads {
+        load.write_objects(&store, "backups", 2..3).await;
+        load.publish_reports(&js, "backups", 2..3).await;
+    }
+    let second: Vec<String> = loads
+        .iter()
+        .map(|l| format!("{}.{}", l.schedule.cluster, l.backup_id(1)))
+        .collect();
+    eventually(
+        "each cluster's second backup deleted by the two survivors",
+        ACK_WAIT + Duration::from_secs(30),
+        || async { (gone(&catalog, &second).await == second.len()).then_some(()) },
+    )
+    .await;
+    let taken_over_after = killed.elapsed();
+    // The gauge is read once a second: it may lag the work it counts by that.
+    let survivors = eventually(
+        "the survivors holding every partition",
+        Duration::from_secs(10),
+        || {
+            let held = held(&mut workers);
+            async move { balanced(&held).then_some(held) }
+        },
+    )
+    .await;
+    assert!(
+        taken_over_after < ACK_WAIT,
+        "the dead replica's partitions were taken over after {taken_over_after:?}, beyond the ack \
+         wait"
+    );
+
+    // Started again, it gets its share back.
+    workers
+        .of(Role::RetentionWorker)
+        .find(|r| r.index == 1)
+        .unwrap()
+        .process
+        .restart();
+    let restarted = Instant::now();
+    workers.wait_ready(Duration::from_secs(60));
+    let balanced_again = eventually(
+        "three replicas sharing every partition again",
+        Duration::from_secs(90),
+        || {
+            let held = held(&mut workers);
+            let all = held.iter().all(Option::is_some);
+            async move { (all && balanced(&held)).then_some(held) }
+        },
+    )
+    .await;
+    let rebalanced_after = restarted.elapsed();
+    for load in &loads {
+        load.write_objects(&store, "backups", 3..4).await;
+        load.publish_reports(&js, "backups", 3..4).await;
+    }
+    let third: Vec<String> = loads
+        .iter()
+        .map(|l| format!("{}.{}", l.schedule.cluster, l.backup_id(2)))
+        .collect();
+    eventually(
+        "each cluster's third backup deleted after the rebalance",
+        ACK_WAIT + Duration::from_secs(30),
+        || async { (gone(&catalog, &third).await == third.len()).then_some(()) },
+    )
+    .await;
+
+    // Once each: a delete job handled per deletion, and no run met a changed record.
+    let deletions = 3 * clusters;
+    let deleter_port = fleet.of(Role::Deleter).next().unwrap().http_port;
+    let jobs = metric(deleter_port, "sexton_delete_jobs_total", "").unwrap_or(0.0);
+    let conflicts: f64 = workers
+        .of(Role::RetentionWorker)
+        .filter_map(|r| metric(r.http_port, "sexton_retention_conflicts_total", ""))
+        .sum();
+    let newest: Vec<String> = loads
+        .iter()
+        .map(|l| format!("{}.{}", l.schedule.cluster, l.backup_id(3)))
+        .collect();
+    assert_eq!(gone(&catalog, &newest).await, 0, "the newest backups stay");
+    // Every event acknowledged is gone from the work queue: nothing waits for a partition
+    // nobody reads.
+    eventually(
+        "the retention stream empty",
+        Duration::from_secs(30),
+        || {
+            let js = js.clone();
+            async move {
+                let mut stream = js.get_stream(topology::STREAM_RETENTION).await.ok()?;
+                (stream.info().await.ok()?.state.messages == 0).then_some(())
+            }
+        },
+    )
+    .await;
+    record_figures(
+        "partition_takeover",
+        json!({
+            "clusters": clusters,
+            "partitions": topology::RETENTION_PARTITIONS,
+            "balanced_after_start_s": balanced_after.as_secs_f64(),
+            "held_at_start": balanced_at_start,
+            "runs_per_replica_before_the_kill": runs_per_replica,
+            "work_done_after_the_kill_s": taken_over_after.as_secs_f64(),
+            "held_by_survivors": survivors,
+            "rebalanced_after_restart_s": rebalanced_after.as_secs_f64(),
+            "held_after_restart": balanced_again,
+            "delete_jobs_handled_per_deletion": jobs / deletions as f64,
+            "conflicts": conflicts,
+        }),
+    );
+    assert_eq!(
+        jobs, deletions as f64,
+        "each delete job handled once ({jobs} jobs for {deletions} deletions)"
+    );
+    assert_eq!(conflicts, 0.0, "runs met changed records");
+    assert!(workers.exited().is_empty() && fleet.exited().is_empty());
+}
