@@ -108,9 +108,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         stream.cached_info().config.subject_transform == Some(topology::retention_transform());
     if partitioned {
         // Each partition's durable is read by the replica holding its lease
-        // (`shared::partitions`). There is no durable over the whole stream: on a work queue
-        // with a subject transform, nats-server (2.15) keeps the messages a partition's durable
-        // acknowledged while another durable's filter is there, matching or not.
+        // (`shared::partitions`). There is no durable over the whole stream: nats-server
+        // (2.15) counts a durable filtered on the stream's own subjects as unfiltered, so on
+        // this work queue it would keep every message the partitions' durables acknowledged.
         let leases = topology::partitions_bucket(&jetstream, config.nats.replicas)
             .await
             .context("opening the partitions' bucket")?;
