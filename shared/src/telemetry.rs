@@ -226,9 +226,9 @@ impl ConsumerMetrics {
         }
     }
 
-    /// [`ConsumerMetrics::spawn_poller`] for several durables of one stream (the partitions of
-    /// issue 32): each one's gauges are set while it answers; those of a durable this replica
-    /// cannot read are left as they were.
+    /// Polls the info of several durables of one stream (the partitions of issue 32) every
+    /// `period` until shutdown: each one's gauges are set while it answers; those of a durable
+    /// this replica cannot read are left as they were.
     pub fn spawn_poller_of(
         &self,
         jetstream: async_nats::jetstream::Context,
@@ -272,33 +272,15 @@ impl ConsumerMetrics {
         stream: &'static str,
         durable: &'static str,
         period: std::time::Duration,
-        mut shutdown: Shutdown,
+        shutdown: Shutdown,
     ) {
-        let metrics = self.clone();
-        tokio::spawn(async move {
-            loop {
-                if let Ok(stream) = jetstream.get_stream(stream).await {
-                    let consumer: Result<async_nats::jetstream::consumer::PullConsumer, _> =
-                        stream.get_consumer(durable).await;
-                    if let Ok(mut consumer) = consumer {
-                        if let Ok(info) = consumer.info().await {
-                            metrics
-                                .pending
-                                .with_label_values(&[durable])
-                                .set(info.num_pending as i64);
-                            metrics
-                                .ack_pending
-                                .with_label_values(&[durable])
-                                .set(info.num_ack_pending as i64);
-                        }
-                    }
-                }
-                tokio::select! {
-                    _ = shutdown.wait() => return,
-                    _ = tokio::time::sleep(period) => {}
-                }
-            }
-        });
+        self.spawn_poller_of(
+            jetstream,
+            stream,
+            vec![durable.to_string()],
+            period,
+            shutdown,
+        );
     }
 }
 

@@ -391,15 +391,26 @@ pub async fn copy_leases_bucket(
     jetstream: &jetstream::Context,
     replicas: usize,
 ) -> anyhow::Result<kv::Store> {
+    open_or_await(
+        jetstream,
+        copy_leases_bucket_config(replicas),
+        "the copy leases' bucket is not there: the scheduler creates it at start-up",
+    )
+    .await
+}
+
+/// Opens a bucket, creating it if missing; one this service's user may not create is waited
+/// for, up to [`ENSURE_PATIENCE`], then `missing` says why it is not there.
+async fn open_or_await(
+    jetstream: &jetstream::Context,
+    config: kv::Config,
+    missing: &'static str,
+) -> anyhow::Result<kv::Store> {
     let deadline = tokio::time::Instant::now() + ENSURE_PATIENCE;
     loop {
-        match open_or_create(jetstream, copy_leases_bucket_config(replicas)).await {
+        match open_or_create(jetstream, config.clone()).await {
             Ok(store) => return Ok(store),
-            Err(err) if tokio::time::Instant::now() >= deadline => {
-                return Err(err.context(
-                    "the copy leases' bucket is not there: the scheduler creates it at start-up",
-                ))
-            }
+            Err(err) if tokio::time::Instant::now() >= deadline => return Err(err.context(missing)),
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
@@ -426,18 +437,12 @@ pub async fn partitions_bucket(
     jetstream: &jetstream::Context,
     replicas: usize,
 ) -> anyhow::Result<kv::Store> {
-    let deadline = tokio::time::Instant::now() + ENSURE_PATIENCE;
-    loop {
-        match open_or_create(jetstream, partitions_bucket_config(replicas)).await {
-            Ok(store) => return Ok(store),
-            Err(err) if tokio::time::Instant::now() >= deadline => {
-                return Err(err.context(
-                    "the partitions' bucket is not there: the scheduler creates it at start-up",
-                ))
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
-        }
-    }
+    open_or_await(
+        jetstream,
+        partitions_bucket_config(replicas),
+        "the partitions' bucket is not there: the scheduler creates it at start-up",
+    )
+    .await
 }
 
 /// Opens the clusters bucket, creating it if missing (any replica may be first).
