@@ -297,6 +297,14 @@ where
                         Ok(revision) => {
                             holding.revision = revision;
                             holding.until = now + ttl();
+                            // Work ends only when asked to; one that ended on its own
+                            // panicked. A held partition nobody reads would wait for ever.
+                            if !holding.releasing && holding.work.is_finished() {
+                                tracing::error!(service = %self.service, partition, "a partition's work ended on its own; starting it again");
+                                let (stop, stopped) = Shutdown::new();
+                                holding.stop = stop;
+                                holding.work = tokio::spawn((self.work)(partition, stopped));
+                            }
                         }
                         Err(err) if holding.until <= Utc::now() => {
                             tracing::warn!(service = %self.service, partition, error = %err, "partition lease lapsed; stopping its work");
