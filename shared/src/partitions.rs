@@ -275,9 +275,14 @@ where
                 .map(|entry| entry.value.as_ref());
             let mut standing = standing(value, &self.me, now);
             if let Some(holding) = holdings.get_mut(&partition) {
-                if revision != Some(holding.revision) || standing != Standing::Mine {
-                    // Someone else wrote the lease: this replica lost it (it lapsed while
-                    // NATS was out of reach). Stop at once; the lease is not ours to delete.
+                if let (Standing::Mine, Some(revision)) = (standing, revision) {
+                    // A renewal that landed though its answer was lost leaves the entry this
+                    // replica's at a newer revision: names are unique, so it is still ours.
+                    holding.revision = revision;
+                }
+                if standing != Standing::Mine {
+                    // The lease lapsed (NATS out of reach for longer than it lasts), and
+                    // another replica may hold it now. Stop at once; it is not ours to delete.
                     tracing::warn!(service = %self.service, partition, "partition lease lost; stopping its work");
                     let lost = holdings.remove(&partition).expect("held");
                     lost.stop.trigger();
