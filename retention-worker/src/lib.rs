@@ -210,16 +210,26 @@ async fn consume(
     while let Some(message) =
         sexton_shared::nats::next_message(&mut messages, shutdown, what).await?
     {
-        let outcome = async {
-            let outcome = worker.handle(&message).await;
-            settle(jetstream, "retention-worker", &message, &outcome).await;
-            outcome
-        }
-        .instrument(telemetry::message_span(&message))
-        .await;
-        metrics.consumer.observe(&outcome);
+        handle_one(worker, jetstream, metrics, &message).await;
     }
     Ok(())
+}
+
+/// One event: its run, settled and counted, in the event's span.
+async fn handle_one(
+    worker: &worker::Worker,
+    jetstream: &async_nats::jetstream::Context,
+    metrics: &metrics::Metrics,
+    message: &async_nats::jetstream::Message,
+) {
+    let outcome = async {
+        let outcome = worker.handle(message).await;
+        settle(jetstream, "retention-worker", message, &outcome).await;
+        outcome
+    }
+    .instrument(telemetry::message_span(message))
+    .await;
+    metrics.consumer.observe(&outcome);
 }
 
 /// How many events one pull of a partition asks for, and how long it waits for them. A
@@ -306,14 +316,7 @@ async fn consume_partition(
                     .await;
                 continue;
             }
-            let outcome = async {
-                let outcome = worker.handle(&message).await;
-                settle(&jetstream, "retention-worker", &message, &outcome).await;
-                outcome
-            }
-            .instrument(telemetry::message_span(&message))
-            .await;
-            metrics.consumer.observe(&outcome);
+            handle_one(&worker, &jetstream, &metrics, &message).await;
         }
     }
 }

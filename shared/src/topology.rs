@@ -374,9 +374,18 @@ pub fn dues_bucket_config(replicas: usize) -> kv::Config {
 /// The copy leases' bucket's definition: one small entry per cluster; entries of clusters no
 /// copier has touched for a day go.
 pub fn copy_leases_bucket_config(replicas: usize) -> kv::Config {
+    leases_bucket_config(
+        BUCKET_COPY_LEASES,
+        "sexton copier leases, one per cluster",
+        replicas,
+    )
+}
+
+/// A bucket of leases: small entries, one version each, gone a day after their last renewal.
+fn leases_bucket_config(bucket: &str, description: &str, replicas: usize) -> kv::Config {
     kv::Config {
-        bucket: BUCKET_COPY_LEASES.into(),
-        description: "sexton copier leases, one per cluster".into(),
+        bucket: bucket.into(),
+        description: description.into(),
         history: 1,
         max_age: Duration::from_secs(86_400),
         num_replicas: replicas,
@@ -419,15 +428,11 @@ async fn open_or_await(
 /// The partitions' bucket's definition: a few small entries per service (one per partition,
 /// one naming the live replicas); entries no replica renewed for a day go.
 pub fn partitions_bucket_config(replicas: usize) -> kv::Config {
-    kv::Config {
-        bucket: BUCKET_PARTITIONS.into(),
-        description: "sexton partitions of work among replicas".into(),
-        history: 1,
-        max_age: Duration::from_secs(86_400),
-        num_replicas: replicas,
-        storage: StorageType::File,
-        ..Default::default()
-    }
+    leases_bucket_config(
+        BUCKET_PARTITIONS,
+        "sexton partitions of work among replicas",
+        replicas,
+    )
 }
 
 /// Opens the partitions' bucket, creating it if missing (the scheduler, at start-up). A

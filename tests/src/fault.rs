@@ -451,6 +451,50 @@ pub async fn total_backlog(js: &jetstream::Context) -> Option<u64> {
     Some(total)
 }
 
+/// Partitions each retention-worker replica of `fleet` holds (issue 32), by index; `None` for a
+/// replica that is not running or not answering.
+pub fn partitions_held(fleet: &mut ProcessFleet) -> Vec<Option<f64>> {
+    fleet
+        .of(Role::RetentionWorker)
+        .map(|r| {
+            if r.process.is_running() {
+                metric(r.http_port, "sexton_retention_partitions_held", "")
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+/// Whether the answering replicas hold every partition between them, each at least one and
+/// at most its share.
+pub fn partitions_settled(held: &[Option<f64>]) -> bool {
+    let live: Vec<f64> = held.iter().flatten().copied().collect();
+    let partitions = f64::from(topology::RETENTION_PARTITIONS);
+    let share = (partitions / live.len().max(1) as f64).ceil();
+    live.iter().sum::<f64>() == partitions && live.iter().all(|n| *n >= 1.0 && *n <= share)
+}
+
+/// Waits up to `timeout` until every retention-worker replica of `fleet` answers and the
+/// partitions are settled among them; returns what each holds.
+pub async fn wait_partitions_settled(
+    fleet: &mut ProcessFleet,
+    timeout: Duration,
+) -> Vec<Option<f64>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let held = partitions_held(fleet);
+        if held.iter().all(Option::is_some) && partitions_settled(&held) {
+            return held;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "partitions never settled: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// One counter of a service's `/metrics` page (the sum over label sets matching `labels`).
 pub fn metric(port: u16, name: &str, labels: &str) -> Option<f64> {
     let (status, page) = crate::http_get(port, "/metrics")?;

@@ -177,23 +177,7 @@ async fn run_load(load: Load) -> serde_json::Value {
     fleet.wait_ready(Duration::from_secs(120));
     // The retention-workers' partitions settled among the replicas (issue 32): the bench
     // measures the steady path, not a rebalance.
-    let partitions = f64::from(topology::RETENTION_PARTITIONS);
-    let share = (partitions / replicas as f64).ceil();
-    let settle_deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let held: Vec<f64> = fleet
-            .of(Role::RetentionWorker)
-            .map(|r| metric(r.http_port, "sexton_retention_partitions_held", "").unwrap_or(0.0))
-            .collect();
-        if held.iter().sum::<f64>() == partitions && held.iter().all(|n| *n >= 1.0 && *n <= share) {
-            break;
-        }
-        assert!(
-            Instant::now() < settle_deadline,
-            "partitions never settled: {held:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    wait_partitions_settled(&mut fleet, Duration::from_secs(120)).await;
     let client = client(&nats.url()).await;
     let js = jetstream::new(client.clone());
     let store = object_store(&config).await;

@@ -22,28 +22,6 @@ use sexton_tests::{fault::*, *};
 /// partitions must be taken over within it.
 const ACK_WAIT: Duration = Duration::from_secs(60);
 
-/// Partitions each retention-worker replica holds, by index (`None`: not answering).
-fn held(fleet: &mut ProcessFleet) -> Vec<Option<f64>> {
-    fleet
-        .of(Role::RetentionWorker)
-        .map(|r| {
-            if r.process.is_running() {
-                metric(r.http_port, "sexton_retention_partitions_held", "")
-            } else {
-                None
-            }
-        })
-        .collect()
-}
-
-/// Whether the live replicas hold every partition between them, none more than its share.
-fn balanced(held: &[Option<f64>]) -> bool {
-    let live: Vec<f64> = held.iter().flatten().copied().collect();
-    let partitions = f64::from(topology::RETENTION_PARTITIONS);
-    let share = (partitions / live.len().max(1) as f64).ceil();
-    live.iter().sum::<f64>() == partitions && live.iter().all(|n| *n >= 1.0 && *n <= share)
-}
-
 /// Gives every cluster backup `n` (its objects, then its report), and waits up to `timeout`
 /// until each cluster's backup `n - 1` is gone from the catalog (`keep_last: 1`).
 async fn round(
@@ -102,20 +80,11 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
     );
 
     let started = Instant::now();
-    let balanced_at_start = eventually(
-        "three replicas sharing every partition",
-        Duration::from_secs(90),
-        || {
-            let held = held(&mut workers);
-            let all = held.iter().all(Option::is_some);
-            async move { (all && balanced(&held)).then_some(held) }
-        },
-    )
-    .await;
+    let balanced_at_start = wait_partitions_settled(&mut workers, Duration::from_secs(90)).await;
     let balanced_after = started.elapsed();
 
-    // Clusters enough that every partition has some (24 clusters over 16 partitions leave
-    // a few empty; the takeover is checked on those that have work).
+    // Clusters enough that every partition has some: these 40 names fall 2 or 3 to each of
+    // the 16 (nats-server's FNV-1a of the name, modulo 16), so every replica has work.
     let clusters = 40;
     let mut loads = Vec::new();
     for c in 0..clusters {
@@ -180,8 +149,8 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
         "the survivors holding every partition",
         Duration::from_secs(10),
         || {
-            let held = held(&mut workers);
-            async move { balanced(&held).then_some(held) }
+            let held = partitions_held(&mut workers);
+            async move { partitions_settled(&held).then_some(held) }
         },
     )
     .await;
@@ -200,16 +169,7 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
         .restart();
     let restarted = Instant::now();
     workers.wait_ready(Duration::from_secs(60));
-    let balanced_again = eventually(
-        "three replicas sharing every partition again",
-        Duration::from_secs(90),
-        || {
-            let held = held(&mut workers);
-            let all = held.iter().all(Option::is_some);
-            async move { (all && balanced(&held)).then_some(held) }
-        },
-    )
-    .await;
+    let balanced_again = wait_partitions_settled(&mut workers, Duration::from_secs(90)).await;
     let rebalanced_after = restarted.elapsed();
     round(
         &js,
