@@ -242,7 +242,7 @@ const PARTITION_PULL: Duration = Duration::from_secs(2);
 
 /// Works on one partition's events while this replica holds it (`stop` trips when it lets go
 /// of it or loses it, and at shutdown): pull after pull, each event handled in turn. Events a
-/// pull brings after `stop` tripped are handed back at once for the next holder. A consumer
+/// pull brings after `stop` tripped are handed back for the next holder when the pull ends. A consumer
 /// that cannot be opened or read is tried again after a pause; the partition stays held.
 async fn consume_partition(
     worker: worker::Worker,
@@ -302,6 +302,10 @@ async fn consume_partition(
                 continue;
             }
         };
+        // Events pulled after `stop`, handed back once the pull has ended: naked while it is
+        // open, an event came straight back to it, using up a delivery each time (the deleter
+        // dead-lettered a job that way).
+        let mut hand_back = Vec::new();
         while let Some(next) = batch.next().await {
             let message = match next {
                 Ok(message) => message,
@@ -311,12 +315,15 @@ async fn consume_partition(
                 }
             };
             if stop.is_triggered() {
-                let _ = message
-                    .ack_with(async_nats::jetstream::AckKind::Nak(None))
-                    .await;
+                hand_back.push(message);
                 continue;
             }
             handle_one(&worker, &jetstream, &metrics, &message).await;
+        }
+        for message in hand_back {
+            let _ = message
+                .ack_with(async_nats::jetstream::AckKind::Nak(None))
+                .await;
         }
     }
 }

@@ -320,16 +320,9 @@ impl Metrics {
         }
     }
 
-    /// Keeps `sexton_retention_partitions_held` at the number of partitions `held` names, read
-    /// every second.
+    /// Keeps `sexton_retention_partitions_held` at the number of partitions `held` names.
     pub fn partitions_held(&self, held: sexton_shared::partitions::HeldPartitions) {
-        let gauge = self.partitions.clone();
-        tokio::spawn(async move {
-            loop {
-                gauge.set(held.get().len() as i64);
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        });
+        held.keep_gauge(self.partitions.clone());
     }
 
     /// Sets a group's copy gauges: for each location, how many completed backups await their

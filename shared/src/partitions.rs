@@ -24,7 +24,13 @@
 //! A lease, like every value read from NATS, is a claim: one whose end lies further away than
 //! [`TTL`] (a forged entry, a clock far ahead) counts as free, and an entry that does not
 //! decode counts as nothing. That keeps a bad entry from stopping a partition for longer than
-//! a lease lasts. What a lease cannot do is make two replicas' work impossible: a replica cut
+//! a lease lasts. The members' entry is a claim too, and no replica can check another's line:
+//! lines of replicas that do not exist (forged, or renewed by a process that no longer works)
+//! shrink every share, and the partitions beyond the real replicas' shares would go unread. So
+//! a partition a replica sees free at [`OVERDUE_AFTER`] of its ticks in a row is taken whatever
+//! the share ([`Moves::rescue`]), and kept for [`RESCUE_KEPT`] before the share may ask for it
+//! back: a forged line slows a partition down (it is let go of and taken again about once
+//! every [`RESCUE_KEPT`]), it never stops it. What a lease cannot do is make two replicas' work impossible: a replica cut
 //! off from NATS for longer than [`TTL`] still finishes the message in hand after another took
 //! its partition over. The work itself stays safe by compare-and-set, as it was when any
 //! replica took any message; the lease only makes it rare.
@@ -46,6 +52,15 @@ pub const TTL: Duration = Duration::from_secs(15);
 /// How often a replica renews its leases and its line, and looks for partitions to take.
 pub const TICK: Duration = Duration::from_secs(5);
 
+/// At how many of its ticks in a row a replica must see a partition free before it takes it
+/// beyond its share: a partition let go of is free for a tick at most while some replica has
+/// room for it.
+pub const OVERDUE_AFTER: u32 = 2;
+
+/// How long a partition taken beyond the share (rescued) is kept before the share may ask
+/// for it back.
+pub const RESCUE_KEPT: Duration = Duration::from_secs(60);
+
 /// One lease's value.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Held {
@@ -60,10 +75,17 @@ struct Members {
 }
 
 /// Whether a claim that ends at `until` stands at `now`: not over, and not reaching further
-/// than a lease is ever taken for.
+/// than a lease is ever taken for, give or take [`SKEW`].
 fn stands(until: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-    until > now && until <= now + ttl()
+    until > now && until <= now + ttl() + chrono::TimeDelta::from_std(SKEW).expect("seconds")
 }
+
+/// How far ahead of this replica's clock another's may run before its claims count as
+/// forged. Without it a renewal written a moment after this replica read the clock looked
+/// like a lease reaching beyond [`TTL`], and a partition its holder had just renewed was taken
+/// from it (two replicas on one partition until the holder's next tick: the forged-members
+/// test in tests/tests/partitions.rs saw it).
+const SKEW: Duration = Duration::from_secs(5);
 
 fn ttl() -> chrono::TimeDelta {
     chrono::TimeDelta::from_std(TTL).expect("seconds")
@@ -83,34 +105,47 @@ pub enum Standing {
 /// What a replica does this tick. Pure output of [`moves`].
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Moves {
-    /// Free partitions to take.
+    /// Free partitions to take, within its share.
     pub take: Vec<u16>,
+    /// Free partitions to take beyond its share: nobody took them for [`OVERDUE_AFTER`] ticks.
+    pub rescue: Vec<u16>,
     /// Partitions of its own to let go of (beyond its share).
     pub release: Vec<u16>,
 }
 
 /// The partitions `me` takes and lets go of, given each partition's standing (`leases[k]` for
-/// partition `k`) and how many replicas are live, `me` included. Pure.
-pub fn moves(me: &str, leases: &[Standing], replicas: usize) -> Moves {
+/// partition `k`), how many replicas are live, `me` included, which free partitions are
+/// overdue (seen free at [`OVERDUE_AFTER`] ticks in a row) and which of its own it keeps
+/// whatever the share (rescued less than [`RESCUE_KEPT`] ago). Pure.
+pub fn moves(
+    me: &str,
+    leases: &[Standing],
+    replicas: usize,
+    overdue: &BTreeSet<u16>,
+    kept: &BTreeSet<u16>,
+) -> Moves {
     let share = leases.len().div_ceil(replicas.max(1));
     let mut order: Vec<u16> = (0..leases.len() as u16).collect();
     order.sort_by_key(|k| (preference(me, *k), *k));
+    // Partitions it keeps whatever the share do not count against it.
     let mine: Vec<u16> = order
         .iter()
         .copied()
-        .filter(|k| leases[*k as usize] == Standing::Mine)
+        .filter(|k| leases[*k as usize] == Standing::Mine && !kept.contains(k))
         .collect();
+    let free = order
+        .iter()
+        .copied()
+        .filter(|k| leases[*k as usize] == Standing::Free);
     let mut moves = Moves::default();
     if mine.len() > share {
         moves.release = mine[share..].to_vec();
     } else {
-        moves.take = order
-            .iter()
-            .copied()
-            .filter(|k| leases[*k as usize] == Standing::Free)
-            .take(share - mine.len())
-            .collect();
+        moves.take = free.clone().take(share - mine.len()).collect();
     }
+    moves.rescue = free
+        .filter(|k| overdue.contains(k) && !moves.take.contains(k))
+        .collect();
     moves
 }
 
@@ -166,6 +201,8 @@ struct Holding {
     work: tokio::task::JoinHandle<()>,
     /// Let go of: its work was asked to stop; the lease goes once the work has.
     releasing: bool,
+    /// Taken beyond the share ([`Moves::rescue`]): kept whatever the share until then.
+    kept_until: Option<tokio::time::Instant>,
 }
 
 /// One replica's side of a service's partitions.
@@ -187,6 +224,17 @@ pub struct HeldPartitions(Arc<Mutex<BTreeSet<u16>>>);
 impl HeldPartitions {
     pub fn get(&self) -> BTreeSet<u16> {
         self.0.lock().expect("held partitions").clone()
+    }
+
+    /// Keeps `gauge` at the number of partitions held, read every second, for as long as the
+    /// process runs.
+    pub fn keep_gauge(self, gauge: prometheus::IntGauge) {
+        tokio::spawn(async move {
+            loop {
+                gauge.set(self.get().len() as i64);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
     }
 }
 
@@ -222,8 +270,10 @@ where
     /// replicas take them over at their next tick rather than after [`TTL`].
     pub async fn run(self, mut shutdown: Shutdown) -> anyhow::Result<()> {
         let mut holdings: BTreeMap<u16, Holding> = BTreeMap::new();
+        // Per partition, at how many ticks in a row this replica saw it free.
+        let mut free_for: BTreeMap<u16, u32> = BTreeMap::new();
         loop {
-            if let Err(err) = self.tick(&mut holdings).await {
+            if let Err(err) = self.tick(&mut holdings, &mut free_for).await {
                 tracing::warn!(service = %self.service, error = format!("{err:#}"), "cannot renew or balance partitions; trying again");
             }
             *self.held.lock().expect("held partitions") = holdings.keys().copied().collect();
@@ -248,7 +298,11 @@ where
     }
 
     /// One round: the member line, each lease's standing, renewals, then the moves.
-    async fn tick(&self, holdings: &mut BTreeMap<u16, Holding>) -> anyhow::Result<()> {
+    async fn tick(
+        &self,
+        holdings: &mut BTreeMap<u16, Holding>,
+        free_for: &mut BTreeMap<u16, u32>,
+    ) -> anyhow::Result<()> {
         // A members' entry that cannot be written this tick must not stop the renewals: the
         // count of the last tick stands in.
         let replicas = match self.heartbeat().await {
@@ -273,7 +327,8 @@ where
                 .as_ref()
                 .filter(|entry| entry.operation == kv::Operation::Put)
                 .map(|entry| entry.value.as_ref());
-            let mut standing = standing(value, &self.me, now);
+            // Judged by the clock as it is after the read, not at the tick's start.
+            let mut standing = standing(value, &self.me, Utc::now());
             if let Some(holding) = holdings.get_mut(&partition) {
                 if let (Standing::Mine, Some(revision)) = (standing, revision) {
                     // A renewal that landed though its answer was lost leaves the entry this
@@ -325,7 +380,28 @@ where
             standings.push(standing);
             revisions.push(revision);
         }
-        let moves = moves(&self.me, &standings, replicas);
+        for (partition, standing) in (0..self.count).zip(&standings) {
+            if *standing == Standing::Free {
+                *free_for.entry(partition).or_default() += 1;
+            } else {
+                free_for.remove(&partition);
+            }
+        }
+        let overdue: BTreeSet<u16> = free_for
+            .iter()
+            .filter(|(_, ticks)| **ticks >= OVERDUE_AFTER)
+            .map(|(partition, _)| *partition)
+            .collect();
+        let kept: BTreeSet<u16> = holdings
+            .iter()
+            .filter(|(_, holding)| {
+                holding
+                    .kept_until
+                    .is_some_and(|until| tokio::time::Instant::now() < until)
+            })
+            .map(|(partition, _)| *partition)
+            .collect();
+        let moves = moves(&self.me, &standings, replicas, &overdue, &kept);
         for partition in moves.release {
             if let Some(holding) = holdings.get_mut(&partition) {
                 if !holding.releasing {
@@ -335,7 +411,11 @@ where
                 }
             }
         }
-        for partition in moves.take {
+        let rescued: BTreeSet<u16> = moves.rescue.iter().copied().collect();
+        if !rescued.is_empty() {
+            tracing::warn!(service = %self.service, partitions = ?rescued, replicas, "taking partitions nobody took for two ticks, beyond this replica's share: the members' entry names replicas that do no work (one that just died, or forged lines)");
+        }
+        for partition in moves.take.into_iter().chain(moves.rescue) {
             let key = self.key(partition);
             let value = held_value(&self.me, now);
             let taken = match revisions[partition as usize] {
@@ -347,6 +427,7 @@ where
             let (stop, stopped) = Shutdown::new();
             let work = tokio::spawn((self.work)(partition, stopped));
             tracing::info!(service = %self.service, partition, replicas, "partition taken");
+            free_for.remove(&partition);
             holdings.insert(
                 partition,
                 Holding {
@@ -355,6 +436,9 @@ where
                     stop,
                     work,
                     releasing: false,
+                    kept_until: rescued
+                        .contains(&partition)
+                        .then(|| tokio::time::Instant::now() + RESCUE_KEPT),
                 },
             );
         }
@@ -409,9 +493,45 @@ mod tests {
     use super::*;
     use Standing::*;
 
+    fn none() -> BTreeSet<u16> {
+        BTreeSet::new()
+    }
+
+    #[test]
+    fn an_overdue_partition_is_taken_beyond_the_share_and_kept() {
+        // Forged lines make 50 members: a share is 1. Two real replicas hold one each; the
+        // other 14 partitions are free.
+        let mut leases = [Free; 16];
+        leases[0] = Mine;
+        leases[1] = Theirs;
+        // Free for one tick only: nothing beyond the share.
+        let fresh = moves("a", &leases, 50, &none(), &none());
+        assert!(fresh.take.is_empty() && fresh.rescue.is_empty() && fresh.release.is_empty());
+        // Overdue: every free one is rescued, whatever the share.
+        let overdue: BTreeSet<u16> = (2..16).collect();
+        let rescued = moves("a", &leases, 50, &overdue, &none());
+        assert_eq!(
+            rescued.rescue.iter().copied().collect::<BTreeSet<_>>(),
+            overdue
+        );
+        assert!(rescued.take.is_empty() && rescued.release.is_empty());
+        // Holding them, it lets go of none it keeps, and of the others down to its share.
+        let mut holding = [Mine; 16];
+        holding[1] = Theirs;
+        let kept: BTreeSet<u16> = (2..16).collect();
+        let keeping = moves("a", &holding, 50, &none(), &kept);
+        assert!(keeping.release.is_empty(), "{keeping:?}");
+        let after = moves("a", &holding, 50, &none(), &none());
+        assert_eq!(after.release.len(), 14);
+        // An overdue partition within the share is taken, not rescued.
+        let within = moves("a", &[Free; 16], 1, &(0..16).collect(), &none());
+        assert_eq!(within.take.len(), 16);
+        assert!(within.rescue.is_empty());
+    }
+
     #[test]
     fn a_lone_replica_takes_every_free_partition() {
-        let moves = moves("a", &[Free; 16], 1);
+        let moves = moves("a", &[Free; 16], 1, &none(), &none());
         assert_eq!(moves.take.len(), 16);
         assert!(moves.release.is_empty());
         let unique: BTreeSet<u16> = moves.take.iter().copied().collect();
@@ -423,17 +543,17 @@ mod tests {
         let mut leases = [Mine; 16];
         leases[..6].fill(Theirs);
         // Three live replicas: a share is 6; this one holds 10, so it lets 4 go.
-        let three = moves("a", &leases, 3);
+        let three = moves("a", &leases, 3, &none(), &none());
         assert_eq!(three.release.len(), 4);
         assert!(three.take.is_empty());
         assert!(three.release.iter().all(|k| leases[*k as usize] == Mine));
         // A newcomer with nothing finds nothing free and waits for the others to let go.
-        let newcomer = moves("c", &[Theirs; 16], 3);
+        let newcomer = moves("c", &[Theirs; 16], 3, &none(), &none());
         assert_eq!(newcomer, Moves::default());
         // Free partitions are taken up to the share only.
         let mut some_free = [Theirs; 16];
         some_free[10..].fill(Free);
-        let taken = moves("c", &some_free, 3);
+        let taken = moves("c", &some_free, 3, &none(), &none());
         assert_eq!(taken.take.len(), 6);
         assert!(taken.take.iter().all(|k| *k >= 10));
     }
@@ -452,7 +572,7 @@ mod tests {
                         Some(_) => Theirs,
                     })
                     .collect();
-                let moves = moves(me, &leases, 3);
+                let moves = moves(me, &leases, 3, &none(), &none());
                 for k in moves.release {
                     owner[k as usize] = None;
                 }

@@ -6,6 +6,7 @@
 //! - A forged lease claiming an hour is free; an undecodable one too.
 //! - Work that panics is started again while the partition stays held.
 //! - A replica that stops deletes its leases, so the other takes them at its next tick.
+//! - Forged lines in the members' entry do not leave partitions unread.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -171,4 +172,75 @@ async fn replicas_share_partitions_one_at_a_time_and_hand_them_over() {
         let entry = store.get(format!("test.p{partition}")).await.unwrap();
         assert!(entry.is_none(), "lease p{partition} left behind");
     }
+}
+
+/// Lines of replicas that do not exist in the members' entry (forged, or of processes that do
+/// no work) shrink every share: with 50 members a share is one partition. The real replicas
+/// still read every partition: one nobody took for two ticks is taken beyond the share, and
+/// kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_members_do_not_leave_partitions_unread() {
+    let nats = Nats::start();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client);
+    let store = topology::partitions_bucket(&js, 1).await.unwrap();
+
+    // The forger keeps 48 made-up lines in the members' entry, renewed well within a lease.
+    let forging = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            loop {
+                let entry = store.entry("test.members").await.unwrap();
+                let mut members: serde_json::Value = entry
+                    .as_ref()
+                    .and_then(|e| serde_json::from_slice(&e.value).ok())
+                    .unwrap_or_else(|| serde_json::json!({"members": {}}));
+                let until = chrono::Utc::now() + chrono::Duration::seconds(14);
+                for i in 0..48 {
+                    members["members"][format!("forged-{i}")] = serde_json::json!(until);
+                }
+                let value: bytes::Bytes = serde_json::to_vec(&members).unwrap().into();
+                // A lost race with a real replica's renewal: the next round writes again.
+                match &entry {
+                    None => drop(store.create("test.members", value).await),
+                    Some(e) => drop(store.update("test.members", value, e.revision).await),
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let board: Shared = Arc::default();
+    let (held_a, stop_a, task_a) = replica(store.clone(), "a", board.clone(), false);
+    let (held_b, stop_b, task_b) = replica(store.clone(), "b", board.clone(), false);
+    let covered = || counts(&board).values().sum::<usize>();
+    eventually(
+        "every partition worked on despite the forged members",
+        Duration::from_secs(30),
+        || {
+            let covered = covered();
+            async move { (covered == 16).then_some(()) }
+        },
+    )
+    .await;
+    // And they stay worked on: the rescued partitions are kept, not let go of at the next
+    // tick because the share says one.
+    let mut least = 16;
+    for _ in 0..40 {
+        least = least.min(covered());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert_eq!(least, 16, "partitions went unread while forged lines stood");
+    assert!(held_a.get().is_disjoint(&held_b.get()));
+    assert_eq!(
+        board.lock().unwrap().overlaps,
+        0,
+        "two replicas on one partition"
+    );
+    forging.abort();
+    stop_a.trigger();
+    stop_b.trigger();
+    task_a.await.unwrap().unwrap();
+    task_b.await.unwrap().unwrap();
 }
