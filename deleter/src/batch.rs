@@ -209,7 +209,10 @@ impl Deleter {
         for (slot, message) in messages.iter().enumerate() {
             match wire::decode::<DeleteJob>(&message.payload) {
                 Err(err) => outcomes[slot] = Some(Outcome::Poison(err.to_string())),
-                Ok(job) if !message.subject.ends_with(&format!(".{}", job.cluster)) => {
+                Ok(job)
+                    if sexton_shared::topology::published_subject(&message.subject)
+                        != sexton_shared::topology::delete_job_subject(&job.cluster) =>
+                {
                     outcomes[slot] = Some(Outcome::Poison(format!(
                         "a job for cluster {} on subject {}",
                         job.cluster, message.subject

@@ -69,10 +69,11 @@ pub async fn run(deleter: Arc<Deleter>, mut shutdown: Shutdown) -> anyhow::Resul
         };
         let outcome = match serde_json::from_slice::<MaxDeliveries>(&message.payload) {
             Err(err) => Outcome::Poison(format!("unreadable max-deliveries advisory: {err}")),
-            // Only the deleter's own consumer is ours to record.
+            // Only the deleter's own durables on delete jobs (one per partition, or the one of
+            // a stream created before issue 32) are ours to record.
             Ok(advisory)
                 if advisory.stream != topology::STREAM_JOBS
-                    || advisory.consumer != topology::CONSUMER_DELETER =>
+                    || !topology::is_delete_durable(&advisory.consumer) =>
             {
                 Outcome::Done
             }

@@ -17,6 +17,7 @@ pub mod binlog;
 pub mod copies;
 pub mod copies_binlog;
 pub mod dead_letters;
+pub mod intake;
 pub mod job;
 pub mod metrics;
 pub mod orphans;
@@ -28,10 +29,9 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::PullConsumer;
-use futures::{FutureExt as _, StreamExt};
 use sexton_shared::{
-    config::Config, object_store::ObjectStore, outcome::settle, service::TaskGroup, telemetry,
-    topology, Shutdown,
+    config::Config, object_store::ObjectStore, outcome::settle, partitions, service::TaskGroup,
+    telemetry, topology, Shutdown,
 };
 
 /// How long the tasks have, once the deleter is stopping, to finish what they hold: the batches
@@ -103,40 +103,6 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             shutdown.clone(),
         ),
     );
-    let stream = jetstream
-        .get_stream(topology::STREAM_JOBS)
-        .await
-        .context("opening the jobs stream")?;
-    let batch_jobs = config.deleter.batch_jobs;
-    let consumer: PullConsumer = stream
-        .get_or_create_consumer(
-            topology::CONSUMER_DELETER,
-            async_nats::jetstream::consumer::pull::Config {
-                // A batch per unit of concurrency held and one more at hand (the spare worker
-                // of `Deleter::workers` shares this: the value stays what existing consumers
-                // were created with).
-                max_ack_pending: (2 * config.deleter.concurrency * batch_jobs) as i64,
-                // No backoff: JetStream applies it to acknowledgement timeouts, so with it a
-                // batch still running after 1 s would be delivered again. Failed jobs are
-                // naked with a growing delay instead (job::retry_delay), and a long batch
-                // keeps its messages with progress acks.
-                backoff: Vec::new(),
-                ..topology::consumer_config(
-                    topology::CONSUMER_DELETER,
-                    Some(format!("{}.job.delete.*", topology::SUBJECT_ROOT)),
-                    config.deleter.ack_wait,
-                )
-            },
-        )
-        .await
-        .context("creating the deleter consumer")?;
-    metrics.consumer.spawn_poller(
-        jetstream.clone(),
-        topology::STREAM_JOBS,
-        topology::CONSUMER_DELETER,
-        Duration::from_secs(5),
-        shutdown.clone(),
-    );
     tasks.spawn(
         "api",
         api::serve(client.clone(), deleter.clone(), shutdown.clone()),
@@ -158,9 +124,128 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             shutdown.clone(),
         ),
     );
+
+    // Delete jobs reach the batch workers through one channel, fed by the partitions this
+    // replica holds (or, on a stream created before issue 32, by the one durable every
+    // replica reads), so a batch's `DeleteObjects` requests still span clusters.
+    let stream = jetstream
+        .get_stream(topology::STREAM_JOBS)
+        .await
+        .context("opening the jobs stream")?;
+    let intake = intake::Intake::new(&config);
+    let (jobs, pulled) = tokio::sync::mpsc::unbounded_channel();
+    let batch_jobs = config.deleter.batch_jobs;
+    // A batch per unit of concurrency held and one more at hand (the spare worker of
+    // `Deleter::workers` shares this: the value stays what existing consumers were created
+    // with).
+    let max_ack_pending = (2 * config.deleter.concurrency * batch_jobs) as i64;
+    let ack_wait = config.deleter.ack_wait;
+    let consumer_config = move |durable: &str, filter: String| {
+        async_nats::jetstream::consumer::pull::Config {
+            max_ack_pending,
+            // No backoff: JetStream applies it to acknowledgement timeouts, so with it a batch
+            // still running after 1 s would be delivered again. Failed jobs are naked with a
+            // growing delay instead (job::retry_delay), and a long batch keeps its messages
+            // with progress acks.
+            backoff: Vec::new(),
+            ..topology::consumer_config(durable, Some(filter), ack_wait)
+        }
+    };
+    if stream.cached_info().config.subject_transform == Some(topology::delete_transform()) {
+        // Each partition's durable is read by the replica holding its lease, so a cluster's
+        // jobs, and the catalog view they are judged with, stay on one replica.
+        let advisories = jetstream
+            .get_stream(topology::STREAM_DEAD_LETTERS)
+            .await
+            .context("opening the dead letters stream")?
+            .cached_info()
+            .config
+            .subjects
+            .clone();
+        if let Some(missing) = topology::deleter_max_deliveries_advisories()
+            .into_iter()
+            .find(|subject| !advisories.contains(subject))
+        {
+            tracing::warn!(
+                stream = topology::STREAM_DEAD_LETTERS,
+                missing,
+                "the dead letters stream does not keep the max-deliveries advisories of the \
+                 delete jobs' partitions (it was created before issue 32): a job that runs out \
+                 of deliveries would not be recorded; see docs/semantics.md#partitions to \
+                 migrate it"
+            );
+        }
+        let leases = topology::partitions_bucket(&jetstream, config.nats.replicas)
+            .await
+            .context("opening the partitions' bucket")?;
+        let me = format!("deleter-{}", uuid::Uuid::new_v4());
+        let partitioner = {
+            let jetstream = jetstream.clone();
+            let intake = intake.clone();
+            partitions::Partitioner::new(
+                leases,
+                "deleter",
+                &me,
+                topology::DELETE_PARTITIONS,
+                move |partition, stop| {
+                    let durable = topology::delete_partition_durable(partition);
+                    let config =
+                        consumer_config(&durable, topology::delete_partition_filter(partition));
+                    intake::feed_partition(
+                        jetstream.clone(),
+                        config,
+                        jobs.clone(),
+                        intake.clone(),
+                        partition,
+                        stop,
+                    )
+                },
+            )
+        };
+        partitioner.held().keep_gauge(metrics.partitions.clone());
+        metrics.consumer.spawn_poller_of(
+            jetstream.clone(),
+            topology::STREAM_JOBS,
+            (0..topology::DELETE_PARTITIONS)
+                .map(topology::delete_partition_durable)
+                .collect(),
+            Duration::from_secs(5),
+            shutdown.clone(),
+        );
+        tasks.spawn("partitions", partitioner.run(shutdown.clone()));
+    } else {
+        tracing::warn!(
+            stream = topology::STREAM_JOBS,
+            "the jobs stream stores delete jobs without partitions (it was created before \
+             issue 32): every replica takes any cluster's jobs; see \
+             docs/semantics.md#partitions to migrate it"
+        );
+        let consumer: PullConsumer = stream
+            .get_or_create_consumer(
+                topology::CONSUMER_DELETER,
+                consumer_config(
+                    topology::CONSUMER_DELETER,
+                    format!("{}.job.delete.*", topology::SUBJECT_ROOT),
+                ),
+            )
+            .await
+            .context("creating the deleter consumer")?;
+        metrics.consumer.spawn_poller(
+            jetstream.clone(),
+            topology::STREAM_JOBS,
+            topology::CONSUMER_DELETER,
+            Duration::from_secs(5),
+            shutdown.clone(),
+        );
+        tasks.spawn(
+            "delete jobs",
+            intake::feed_shared(consumer, jobs, intake.clone(), shutdown.clone()),
+        );
+    }
+    let pulled = Arc::new(tokio::sync::Mutex::new(pulled));
     for _ in 0..batch::Deleter::workers(&config) {
         let batches = work(
-            consumer.clone(),
+            pulled.clone(),
             deleter.clone(),
             jetstream.clone(),
             metrics.clone(),
@@ -183,35 +268,13 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
 const BATCH_LINGER: Duration = Duration::from_millis(250);
 const BATCH_GAP: Duration = Duration::from_millis(20);
 
-/// Hands back (naks) the jobs the client had already pulled for this worker and no batch had
-/// started, so that another deleter takes them at once rather than after the ack wait. Takes
-/// only what is already at hand, at most one prefetch's worth: every job taken lets the client
-/// pull another, which could be one just handed back.
-async fn hand_back(jobs: &mut async_nats::jetstream::consumer::pull::Stream, batch_jobs: usize) {
-    let mut handed_back = 0;
-    while handed_back < batch_jobs {
-        match jobs.next().now_or_never() {
-            Some(Some(Ok(message))) => {
-                let _ = message
-                    .ack_with(async_nats::jetstream::AckKind::Nak(None))
-                    .await;
-                handed_back += 1;
-            }
-            _ => break,
-        }
-    }
-    if handed_back > 0 {
-        tracing::info!(
-            handed_back,
-            "shutting down: jobs not started were handed back"
-        );
-    }
-}
-
 /// One batch worker: waits for a delete job, takes whatever else has already arrived (up to
-/// `batch_jobs`), works through them, settles each, and goes again until shutdown.
+/// `batch_jobs`), works through them, settles each, and goes again until shutdown. Once the
+/// replica is stopping it starts no batch: it hands back (naks) the jobs still waiting, so that
+/// another deleter takes them at once rather than after the ack wait, until every feed has
+/// stopped.
 async fn work(
-    consumer: PullConsumer,
+    pulled: Arc<tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<intake::Pulled>>>,
     deleter: Arc<batch::Deleter>,
     jetstream: async_nats::jetstream::Context,
     metrics: Arc<metrics::Metrics>,
@@ -219,60 +282,46 @@ async fn work(
     progress_every: Duration,
     mut shutdown: sexton_shared::Shutdown,
 ) {
-    // The client's continuous pull keeps up to `batch_jobs` jobs at hand, so a batch fills as
-    // fast as the server delivers; hand-made fetches leaked messages to abandoned inboxes.
-    let mut jobs = loop {
-        match consumer
-            .stream()
-            .max_messages_per_batch(batch_jobs)
-            .expires(topology::PULL_EXPIRES)
-            .messages()
-            .await
+    loop {
+        let mut batch = Vec::new();
         {
-            Ok(jobs) => break jobs,
-            Err(err) => {
-                tracing::warn!(error = %err, "reading delete jobs");
-                tokio::select! {
-                    _ = shutdown.wait() => return,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            // Biased: once the replica is stopping, a job already waiting must not start
+            // another batch (an unbiased select picks a ready branch at random, so a stopping
+            // replica went on working through its backlog until the drain deadline cut a batch
+            // short).
+            let first = tokio::select! {
+                biased;
+                _ = shutdown.wait() => None,
+                mut receiver = pulled.lock() => tokio::select! {
+                    biased;
+                    _ = shutdown.wait() => None,
+                    first = receiver.recv() => Some((first, receiver)),
+                },
+            };
+            let Some((first, mut receiver)) = first else {
+                intake::hand_back(&pulled).await;
+                return;
+            };
+            let Some(first) = first else {
+                // Every feed has stopped: nothing more will come.
+                return;
+            };
+            batch.push(first);
+            // Fill the batch while jobs keep coming: full batches make full DeleteObjects
+            // requests. A lone job waits at most a few milliseconds for company.
+            let linger_until = tokio::time::Instant::now() + BATCH_LINGER;
+            while batch.len() < batch_jobs {
+                let until = linger_until.min(tokio::time::Instant::now() + BATCH_GAP);
+                match tokio::time::timeout_at(until, receiver.recv()).await {
+                    Ok(Some(job)) => batch.push(job),
+                    _ => break,
                 }
             }
         }
-    };
-    loop {
-        // Biased: once the replica is stopping, a job already waiting must not start another
-        // batch (an unbiased select picks a ready branch at random, so a stopping replica
-        // went on working through its backlog until the drain deadline cut a batch short).
-        let first = tokio::select! {
-            biased;
-            _ = shutdown.wait() => {
-                hand_back(&mut jobs, batch_jobs).await;
-                return;
-            }
-            first = jobs.next() => first,
-        };
-        let mut messages = match first {
-            Some(Ok(message)) => vec![message],
-            Some(Err(err)) => {
-                tracing::warn!(error = %err, "reading delete jobs");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-            None => {
-                tracing::error!("the deleter consumer ended");
-                return;
-            }
-        };
-        // Fill the batch while jobs keep coming: full batches make full DeleteObjects requests.
-        // A lone job waits at most a few milliseconds for company.
-        let linger_until = tokio::time::Instant::now() + BATCH_LINGER;
-        while messages.len() < batch_jobs {
-            let until = linger_until.min(tokio::time::Instant::now() + BATCH_GAP);
-            match tokio::time::timeout_at(until, jobs.next()).await {
-                Ok(Some(Ok(message))) => messages.push(message),
-                _ => break,
-            }
-        }
+        let (messages, places): (Vec<_>, Vec<_>) = batch
+            .into_iter()
+            .map(|job| (job.message, job.place))
+            .unzip();
         // A batch can outlast the ack wait (slow plugins, a slow store): keep it ours.
         let messages = Arc::new(messages);
         let progress = {
@@ -293,6 +342,8 @@ async fn work(
         for (message, outcome) in messages.iter().zip(&outcomes) {
             settle(&jetstream, "deleter", message, outcome).await;
         }
+        // Settled: the feed that pulled them may let go of their partition.
+        drop(places);
         for outcome in &outcomes {
             metrics.consumer.observe(outcome);
             metrics.jobs.with_label_values(&[outcome.label()]).inc();

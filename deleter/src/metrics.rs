@@ -28,6 +28,8 @@ pub struct Metrics {
     /// Passes over a location's binlog archive after a copy deletion, by location and outcome
     /// (collected, nothing, refused, failed).
     pub location_binlog_passes: IntCounterVec,
+    /// Partitions of the delete jobs this replica holds (issue 32).
+    pub partitions: prometheus::IntGauge,
 }
 
 impl Metrics {
@@ -136,8 +138,14 @@ impl Metrics {
             &["location", "outcome"],
         )
         .expect("valid metric");
+        let partitions = prometheus::IntGauge::new(
+            "sexton_deleter_partitions_held",
+            "partitions of the delete jobs this replica holds and works on",
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(jobs.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(partitions.clone()),
             Box::new(objects_deleted.clone()),
             Box::new(delete_duration.clone()),
             Box::new(delete_failures.clone()),
@@ -172,6 +180,7 @@ impl Metrics {
             location_binlog_segments_deleted,
             location_binlog_orphans_deleted,
             location_binlog_passes,
+            partitions,
         }
     }
 }

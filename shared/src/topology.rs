@@ -99,23 +99,82 @@ pub fn retention_transform() -> stream::SubjectTransform {
     }
 }
 
-/// The subject a consumed message was published on: SEXTON_RETENTION stores its events with
-/// their partition appended ([`retention_transform`]), which this takes off again. Incidents,
-/// logs and the cluster a message names speak of the published subject.
-pub fn published_subject(stored: &str) -> &str {
-    let Some(rest) = stored.strip_prefix(&format!("{SUBJECT_ROOT}.retention.")[..]) else {
-        return stored;
-    };
-    match rest.rsplit_once('.') {
-        Some((head, partition))
-            if head.split('.').count() == 2
-                && !partition.is_empty()
-                && partition.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            &stored[..stored.len() - partition.len() - 1]
-        }
-        _ => stored,
+/// How many partitions the deleter's delete jobs are cut into (issue 32): SEXTON_JOBS stores
+/// each delete job under its cluster's partition ([`delete_transform`]), with the same hash and
+/// count as [`RETENTION_PARTITIONS`], so a cluster's retention events and delete jobs carry the
+/// same partition number. Each partition has a durable ([`delete_partition_durable`]) read by
+/// the deleter replica holding it. Binlog, copy delete and merge jobs are not partitioned.
+pub const DELETE_PARTITIONS: u16 = RETENTION_PARTITIONS;
+
+/// The transform SEXTON_JOBS applies to delete jobs alone: `sexton.v1.job.delete.<cluster>`
+/// becomes `…delete.<cluster>.<partition>`. Other jobs (`binlog`, `copy-delete`, `merge`) do
+/// not match its source and are stored as published, so their durables read them as before.
+pub fn delete_transform() -> stream::SubjectTransform {
+    stream::SubjectTransform {
+        source: format!("{SUBJECT_ROOT}.job.delete.*"),
+        destination: format!(
+            "{SUBJECT_ROOT}.job.delete.{{{{wildcard(1)}}}}.{{{{partition({DELETE_PARTITIONS},1)}}}}"
+        ),
     }
+}
+
+/// The durable consumer of one partition of the delete jobs.
+pub fn delete_partition_durable(partition: u16) -> String {
+    format!("{CONSUMER_DELETER}-p{partition}")
+}
+
+/// What the durable of `partition` reads: that partition's delete jobs.
+pub fn delete_partition_filter(partition: u16) -> String {
+    format!("{SUBJECT_ROOT}.job.delete.*.{partition}")
+}
+
+/// Whether `durable` is one of the deleter's durables on delete jobs: the one of a stream
+/// created before issue 32, or a partition's.
+pub fn is_delete_durable(durable: &str) -> bool {
+    durable == CONSUMER_DELETER
+        || durable
+            .strip_prefix(CONSUMER_DELETER)
+            .and_then(|rest| rest.strip_prefix("-p"))
+            .and_then(|k| k.parse::<u16>().ok())
+            .is_some_and(|k| k < DELETE_PARTITIONS && delete_partition_durable(k) == durable)
+}
+
+/// The partition nats-server's `partition(n, …)` transform gives a cluster: FNV-1a (32 bits)
+/// of the cluster token, modulo `n`. For tests and tools that must find a cluster's durable;
+/// the services never compute it, the stream does.
+pub fn partition_of(cluster: &str, partitions: u16) -> u16 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in cluster.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    (hash % u32::from(partitions)) as u16
+}
+
+/// The subject a consumed message was published on: SEXTON_RETENTION stores its events, and
+/// SEXTON_JOBS its delete jobs, with their partition appended ([`retention_transform`],
+/// [`delete_transform`]), which this takes off again. Incidents, logs and the cluster a
+/// message names speak of the published subject.
+pub fn published_subject(stored: &str) -> &str {
+    for (prefix, tokens) in [
+        (format!("{SUBJECT_ROOT}.retention."), 2),
+        (format!("{SUBJECT_ROOT}.job.delete."), 1),
+    ] {
+        let Some(rest) = stored.strip_prefix(&prefix[..]) else {
+            continue;
+        };
+        return match rest.rsplit_once('.') {
+            Some((head, partition))
+                if head.split('.').count() == tokens
+                    && !partition.is_empty()
+                    && partition.bytes().all(|b| b.is_ascii_digit()) =>
+            {
+                &stored[..stored.len() - partition.len() - 1]
+            }
+            _ => stored,
+        };
+    }
+    stored
 }
 
 /// The durable consumer of one partition of SEXTON_RETENTION.
@@ -170,10 +229,25 @@ pub const CONSUMER_EXECUTOR_MERGE: &str = "reference-executor-merge";
 pub fn binlog_job_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.job.binlog.{cluster}")
 }
-/// Where JetStream announces that a delete job ran out of deliveries. The work-queue stream
-/// keeps such a message; the deleter reads it by sequence, records the failure and removes it.
+/// Where JetStream announces that a delete job ran out of deliveries on the deleter's durable
+/// of a stream created before issue 32. The work-queue stream keeps such a message; the
+/// deleter reads it by sequence, records the failure and removes it.
 pub const DELETER_MAX_DELIVERIES_ADVISORY: &str =
     "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.SEXTON_JOBS.deleter";
+
+/// Every subject on which JetStream announces a delete job that ran out of deliveries: the
+/// durable of a stream created before issue 32 and each partition's
+/// ([`delete_partition_durable`]). SEXTON_DEAD_LETTERS keeps them all, and no other consumer's.
+pub fn deleter_max_deliveries_advisories() -> Vec<String> {
+    std::iter::once(DELETER_MAX_DELIVERIES_ADVISORY.to_string())
+        .chain((0..DELETE_PARTITIONS).map(|k| {
+            format!(
+                "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{STREAM_JOBS}.{}",
+                delete_partition_durable(k)
+            )
+        }))
+        .collect()
+}
 /// Delete plugins answer requests on subjects under this prefix (seed 004); the model checks a
 /// plugin's subject against it.
 pub use sexton_model::api::PLUGIN_SUBJECT_PREFIX;
@@ -243,12 +317,15 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
                 Duration::ZERO,
             )
         },
-        base(
-            STREAM_JOBS,
-            vec![format!("{SUBJECT_ROOT}.job.*.*")],
-            RetentionPolicy::WorkQueue,
-            Duration::ZERO,
-        ),
+        stream::Config {
+            subject_transform: Some(delete_transform()),
+            ..base(
+                STREAM_JOBS,
+                vec![format!("{SUBJECT_ROOT}.job.*.*")],
+                RetentionPolicy::WorkQueue,
+                Duration::ZERO,
+            )
+        },
         base(
             STREAM_EVENTS,
             vec![format!("{SUBJECT_ROOT}.event.*.*")],
@@ -257,7 +334,7 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
         ),
         base(
             STREAM_DEAD_LETTERS,
-            vec![DELETER_MAX_DELIVERIES_ADVISORY.to_string()],
+            deleter_max_deliveries_advisories(),
             RetentionPolicy::WorkQueue,
             week,
         ),
@@ -498,18 +575,60 @@ mod tests {
             published_subject("sexton.v1.retention.sweep.db-2.15"),
             "sexton.v1.retention.sweep.db-2"
         );
+        assert_eq!(
+            published_subject("sexton.v1.job.delete.db1.5"),
+            "sexton.v1.job.delete.db1"
+        );
         // Already as published, or another stream's: unchanged.
         for subject in [
             "sexton.v1.retention.checkpoint.db1",
             "sexton.v1.retention.checkpoint.7",
             "sexton.v1.report.db1",
-            "sexton.v1.job.delete.db1.5",
+            "sexton.v1.job.delete.db1",
+            "sexton.v1.job.delete.7",
+            "sexton.v1.job.binlog.db1.5",
+            "sexton.v1.job.delete.db1.x5",
+            "sexton.v1.job.delete.db1.2.5",
             "sexton.v1.retention.checkpoint.db1.x5",
             "sexton.v1.retention.checkpoint.db1.",
             "",
         ] {
             assert_eq!(published_subject(subject), subject);
         }
+    }
+
+    #[test]
+    fn only_the_deleters_own_durables_are_delete_durables() {
+        assert!(is_delete_durable("deleter"));
+        assert!(is_delete_durable("deleter-p0"));
+        assert!(is_delete_durable("deleter-p15"));
+        for other in [
+            "deleter-p16",
+            "deleter-p01",
+            "deleter-p",
+            "deleter-binlog",
+            "deleter-copies",
+            "deleter-p1x",
+            "reference-executor-merge",
+            "",
+        ] {
+            assert!(!is_delete_durable(other), "{other}");
+        }
+        let advisories = deleter_max_deliveries_advisories();
+        assert_eq!(advisories.len(), 1 + usize::from(DELETE_PARTITIONS));
+        assert!(advisories
+            .iter()
+            .all(|a| is_delete_durable(a.rsplit('.').next().unwrap())));
+    }
+
+    #[test]
+    fn partitions_are_nats_servers_fnv_1a() {
+        // nats-server's own figure, seen in a stream: the local fleet's `demo` cluster is
+        // stored under partition 6 of 16 (docs/semantics.md#partitions).
+        assert_eq!(partition_of("demo", 16), 6);
+        // FNV-1a 32 of the empty string is its offset basis, 0x811c9dc5.
+        assert_eq!(partition_of("", 16), (0x811c_9dc5_u32 % 16) as u16);
+        assert!((0..200).all(|i| partition_of(&format!("c{i}"), 16) < 16));
     }
 }
 

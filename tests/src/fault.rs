@@ -451,14 +451,19 @@ pub async fn total_backlog(js: &jetstream::Context) -> Option<u64> {
     Some(total)
 }
 
-/// Partitions each retention-worker replica of `fleet` holds (issue 32), by index; `None` for a
-/// replica that is not running or not answering.
-pub fn partitions_held(fleet: &mut ProcessFleet) -> Vec<Option<f64>> {
+/// Partitions each replica of `role` (the retention-worker or the deleter) in `fleet` holds
+/// (issue 32), by index; `None` for a replica that is not running or not answering.
+pub fn partitions_held(fleet: &mut ProcessFleet, role: Role) -> Vec<Option<f64>> {
+    let gauge = match role {
+        Role::RetentionWorker => "sexton_retention_partitions_held",
+        Role::Deleter => "sexton_deleter_partitions_held",
+        other => panic!("{other:?} has no partitions"),
+    };
     fleet
-        .of(Role::RetentionWorker)
+        .of(role)
         .map(|r| {
             if r.process.is_running() {
-                metric(r.http_port, "sexton_retention_partitions_held", "")
+                metric(r.http_port, gauge, "")
             } else {
                 None
             }
@@ -470,26 +475,28 @@ pub fn partitions_held(fleet: &mut ProcessFleet) -> Vec<Option<f64>> {
 /// at most its share.
 pub fn partitions_settled(held: &[Option<f64>]) -> bool {
     let live: Vec<f64> = held.iter().flatten().copied().collect();
+    // The retention-worker and the deleter have as many partitions.
     let partitions = f64::from(topology::RETENTION_PARTITIONS);
     let share = (partitions / live.len().max(1) as f64).ceil();
     live.iter().sum::<f64>() == partitions && live.iter().all(|n| *n >= 1.0 && *n <= share)
 }
 
-/// Waits up to `timeout` until every retention-worker replica of `fleet` answers and the
-/// partitions are settled among them; returns what each holds.
+/// Waits up to `timeout` until every replica of `role` in `fleet` answers and the partitions
+/// are settled among them; returns what each holds.
 pub async fn wait_partitions_settled(
     fleet: &mut ProcessFleet,
+    role: Role,
     timeout: Duration,
 ) -> Vec<Option<f64>> {
     let deadline = Instant::now() + timeout;
     loop {
-        let held = partitions_held(fleet);
+        let held = partitions_held(fleet, role);
         if held.iter().all(Option::is_some) && partitions_settled(&held) {
             return held;
         }
         assert!(
             Instant::now() < deadline,
-            "partitions never settled: {held:?}"
+            "{role:?}: partitions never settled: {held:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -642,6 +642,34 @@ pub async fn consumer_backlog(
     total
 }
 
+/// Creates the deleter's durable for `cluster`'s delete jobs (its partition's, issue 32) with
+/// `max_deliver` deliveries and `ack_wait`, before a deleter does: a deleter opens an existing
+/// durable as it is, so a test can make jobs run out of deliveries quickly.
+pub async fn delete_durable_with(
+    jetstream: &async_nats::jetstream::Context,
+    cluster: &str,
+    max_deliver: i64,
+    ack_wait: std::time::Duration,
+) -> async_nats::jetstream::consumer::PullConsumer {
+    use sexton_shared::topology;
+    let partition = topology::partition_of(cluster, topology::DELETE_PARTITIONS);
+    jetstream
+        .get_stream(topology::STREAM_JOBS)
+        .await
+        .expect("the jobs stream")
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            max_deliver,
+            backoff: Vec::new(),
+            ..topology::consumer_config(
+                &topology::delete_partition_durable(partition),
+                Some(topology::delete_partition_filter(partition)),
+                ack_wait,
+            )
+        })
+        .await
+        .expect("creating a delete jobs' durable")
+}
+
 /// An object store client for assertions, configured like the services.
 pub async fn object_store(config: &Config) -> sexton_shared::object_store::ObjectStore {
     sexton_shared::object_store::ObjectStore::connect(&config.s3)

@@ -175,9 +175,11 @@ async fn run_load(load: Load) -> serde_json::Value {
         &[Role::Scheduler, Role::RetentionWorker, Role::Deleter],
     );
     fleet.wait_ready(Duration::from_secs(120));
-    // The retention-workers' partitions settled among the replicas (issue 32): the bench
-    // measures the steady path, not a rebalance.
-    wait_partitions_settled(&mut fleet, Duration::from_secs(120)).await;
+    // The retention-workers' and the deleters' partitions settled among the replicas (issue
+    // 32): the bench measures the steady path, not a rebalance.
+    for role in [Role::RetentionWorker, Role::Deleter] {
+        wait_partitions_settled(&mut fleet, role, Duration::from_secs(120)).await;
+    }
     let client = client(&nats.url()).await;
     let js = jetstream::new(client.clone());
     let store = object_store(&config).await;

@@ -530,7 +530,10 @@ async fn a_job_that_runs_out_of_deliveries_while_no_deleter_runs_is_recorded_lat
     // A "deleter" takes the job and dies without a word.
     let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
     let taken = batch.next().await.unwrap().unwrap();
-    assert!(taken.subject.ends_with(".c1"));
+    assert_eq!(
+        topology::published_subject(&taken.subject),
+        "sexton.v1.job.delete.c1"
+    );
     drop(batch);
     // The advisory is raised and kept while nobody listens.
     eventually("the advisory kept", Duration::from_secs(30), || {
@@ -572,26 +575,14 @@ async fn a_job_that_runs_out_of_deliveries_while_no_deleter_runs_is_recorded_lat
     fleet.stop().await.unwrap();
 }
 
-/// Replaces the deleter's durable with one that gives up after `max_deliver` deliveries.
+/// Replaces the deleter's durable for c1 with one that gives up after `max_deliver`
+/// deliveries.
 async fn few_deliveries(
     js: &jetstream::Context,
     max_deliver: i64,
     ack_wait: Duration,
 ) -> async_nats::jetstream::consumer::PullConsumer {
-    js.get_stream(topology::STREAM_JOBS)
-        .await
-        .unwrap()
-        .create_consumer(async_nats::jetstream::consumer::pull::Config {
-            max_deliver,
-            backoff: Vec::new(),
-            ..topology::consumer_config(
-                topology::CONSUMER_DELETER,
-                Some("sexton.v1.job.delete.*".into()),
-                ack_wait,
-            )
-        })
-        .await
-        .unwrap()
+    sexton_tests::delete_durable_with(js, "c1", max_deliver, ack_wait).await
 }
 
 /// Cluster c1 keeping one backup, with b2 (newest) and b1 (which keep_last 1 lets go); returns

@@ -47,9 +47,14 @@ async fn the_fleet_survives_the_loss_of_a_nats_node() {
     let mut outages: Vec<serde_json::Value> = Vec::new();
     let mut kills = Vec::new();
     for cycle in 0..cycles {
-        // Kill the node leading the deleter's consumer while the deleter is connected to
-        // another node: the deleter must be served by the new leader without reconnecting.
-        let (leader, index) = deleter_leader_elsewhere(&cluster, &client, &js).await;
+        // Kill the node leading the deleter's consumer of the first cluster's delete jobs (its
+        // partition's durable) while the deleter is connected to another node: the deleter
+        // must be served by the new leader without reconnecting.
+        let durable = topology::delete_partition_durable(topology::partition_of(
+            &schedules[0].cluster,
+            topology::DELETE_PARTITIONS,
+        ));
+        let (leader, index) = deleter_leader_elsewhere(&cluster, &client, &js, &durable).await;
         let leaders = cluster::leaders(&js).await;
         let connections: serde_json::Map<String, serde_json::Value> = [
             "sexton-scheduler",
@@ -137,24 +142,23 @@ async fn the_fleet_survives_the_loss_of_a_nats_node() {
     );
 }
 
-/// Moves the deleter consumer's leadership until it sits on a node the deleter process is not
-/// connected to; returns that node's name and index.
+/// Moves the leadership of the deleter's `durable` until it sits on a node the deleter process
+/// is not connected to; returns that node's name and index.
 async fn deleter_leader_elsewhere(
     cluster: &NatsCluster,
     client: &async_nats::Client,
     js: &async_nats::jetstream::Context,
+    durable: &str,
 ) -> (String, usize) {
     for _ in 0..20 {
-        let leader =
-            cluster::consumer_leader(js, topology::STREAM_JOBS, topology::CONSUMER_DELETER).await;
+        let leader = cluster::consumer_leader(js, topology::STREAM_JOBS, durable).await;
         let connected = cluster.connected_node("sexton-deleter");
         if let (Some(leader), Some(connected)) = (leader, connected) {
             let index = cluster.index_of(&leader).expect("the leader is a node");
             if index != connected {
                 return (leader, index);
             }
-            cluster::consumer_step_down(client, topology::STREAM_JOBS, topology::CONSUMER_DELETER)
-                .await;
+            cluster::consumer_step_down(client, topology::STREAM_JOBS, durable).await;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }

@@ -1,12 +1,13 @@
-//! Scenario: a retention-worker replica killed while it holds partitions (issue 32).
+//! Scenario: a retention-worker replica and a deleter replica killed while they hold
+//! partitions (issue 32).
 //!
-//! Three retention-worker replicas as processes (with one scheduler and one deleter) share the
-//! retention stream's partitions, one replica per partition, each at most its share. One is
-//! killed with SIGKILL; then every cluster gets a new backup, so every partition has work,
-//! including the dead replica's. The survivors must take its partitions over within the
-//! consumer's ack wait, and every expired backup must be deleted once: one delete job handled
-//! per deletion, no compare-and-set conflict. Started again, the replica gets its share back
-//! from the others.
+//! Three retention-worker replicas and three deleter replicas as processes (with one
+//! scheduler) share the retention stream's partitions and the delete jobs' partitions, one
+//! replica per partition, each at most its share. One of each is killed with SIGKILL; then
+//! every cluster gets a new backup, so every partition has work, including the dead replicas'.
+//! The survivors must take their partitions over within the consumers' ack wait, and every
+//! expired backup must be deleted once: one delete job handled per deletion, no
+//! compare-and-set conflict. Started again, the replicas get their share back from the others.
 //!
 //! The figures (time to take over, partitions per replica at each step) print at the end.
 
@@ -18,9 +19,30 @@ use sexton_shared::topology;
 use sexton_tests::fault::create_schedule;
 use sexton_tests::{fault::*, *};
 
-/// The retention consumer's ack wait (retention-worker/src/lib.rs): a killed replica's
-/// partitions must be taken over within it.
+/// The retention consumer's ack wait (retention-worker/src/lib.rs), and the deleter's
+/// (`deleter.ack_wait`'s default): a killed replica's partitions must be taken over within it.
 const ACK_WAIT: Duration = Duration::from_secs(60);
+
+/// The partitioned services.
+const ROLES: [Role; 2] = [Role::RetentionWorker, Role::Deleter];
+
+/// Delete jobs each deleter replica counted, by index (`None`: not answering).
+fn jobs_handled(workers: &mut ProcessFleet) -> Vec<Option<f64>> {
+    workers
+        .of(Role::Deleter)
+        .map(|r| metric(r.http_port, "sexton_delete_jobs_total", ""))
+        .collect()
+}
+
+/// Waits until the partitions of both services are settled among their answering replicas.
+async fn settled(workers: &mut ProcessFleet, timeout: Duration) -> serde_json::Value {
+    let mut held = serde_json::Map::new();
+    for role in ROLES {
+        let of_role = wait_partitions_settled(workers, role, timeout).await;
+        held.insert(format!("{role:?}"), json!(of_role));
+    }
+    held.into()
+}
 
 /// Gives every cluster backup `n` (its objects, then its report), and waits up to `timeout`
 /// until each cluster's backup `n - 1` is gone from the catalog (`keep_last: 1`).
@@ -62,9 +84,9 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
     let nats = Nats::start();
     let s3 = S3::start();
     let config = config(&nats, &s3);
-    let mut fleet = ProcessFleet::start_roles(&config, 1, &[Role::Scheduler, Role::Deleter]);
+    let mut fleet = ProcessFleet::start_roles(&config, 1, &[Role::Scheduler]);
     fleet.wait_ready(Duration::from_secs(120));
-    let mut workers = ProcessFleet::start_roles(&config, 3, &[Role::RetentionWorker]);
+    let mut workers = ProcessFleet::start_roles(&config, 3, &ROLES);
     workers.wait_ready(Duration::from_secs(120));
     let client = client(&nats.url()).await;
     let js = jetstream::new(client.clone());
@@ -78,9 +100,15 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
         info.config.subject_transform,
         Some(topology::retention_transform())
     );
+    // And each delete job under its cluster's partition.
+    let mut jobs_stream = js.get_stream(topology::STREAM_JOBS).await.unwrap();
+    assert_eq!(
+        jobs_stream.info().await.unwrap().config.subject_transform,
+        Some(topology::delete_transform())
+    );
 
     let started = Instant::now();
-    let balanced_at_start = wait_partitions_settled(&mut workers, Duration::from_secs(90)).await;
+    let balanced_at_start = settled(&mut workers, Duration::from_secs(90)).await;
     let balanced_after = started.elapsed();
 
     // Clusters enough that every partition has some: these 40 names fall 2 or 3 to each of
@@ -125,13 +153,26 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
         runs_per_replica.iter().all(|n| n.unwrap_or(0.0) > 0.0),
         "every replica ran some clusters' retention: {runs_per_replica:?}"
     );
+    // The deleter counts a job once its batch is settled, a moment after the record went.
+    let jobs_before_the_kill = eventually(
+        "the deleters counting the first round's jobs",
+        Duration::from_secs(10),
+        || {
+            let jobs = jobs_handled(&mut workers);
+            async move { (jobs.iter().flatten().sum::<f64>() >= clusters as f64).then_some(jobs) }
+        },
+    )
+    .await;
+    assert!(
+        jobs_before_the_kill.iter().all(|n| n.unwrap_or(0.0) > 0.0),
+        "every deleter replica handled some clusters' jobs: {jobs_before_the_kill:?}"
+    );
 
-    // Kill one replica, then give every cluster work.
-    let victim = workers
-        .of(Role::RetentionWorker)
-        .find(|r| r.index == 1)
-        .unwrap();
-    victim.process.kill();
+    // Kill one replica of each, then give every cluster work.
+    for role in ROLES {
+        let victim = workers.of(role).find(|r| r.index == 1).unwrap();
+        victim.process.kill();
+    }
     let killed = Instant::now();
     round(
         &js,
@@ -149,8 +190,8 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
         "the survivors holding every partition",
         Duration::from_secs(10),
         || {
-            let held = partitions_held(&mut workers);
-            async move { partitions_settled(&held).then_some(held) }
+            let held = ROLES.map(|role| partitions_held(&mut workers, role));
+            async move { held.iter().all(|h| partitions_settled(h)).then_some(held) }
         },
     )
     .await;
@@ -160,16 +201,19 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
          wait"
     );
 
-    // Started again, it gets its share back.
-    workers
-        .of(Role::RetentionWorker)
-        .find(|r| r.index == 1)
-        .unwrap()
-        .process
-        .restart();
+    // Started again, each gets its share back. The dead deleter's count went with it.
+    let dead_deleters_jobs = jobs_before_the_kill[1].unwrap_or(0.0);
+    for role in ROLES {
+        workers
+            .of(role)
+            .find(|r| r.index == 1)
+            .unwrap()
+            .process
+            .restart();
+    }
     let restarted = Instant::now();
     workers.wait_ready(Duration::from_secs(60));
-    let balanced_again = wait_partitions_settled(&mut workers, Duration::from_secs(90)).await;
+    let balanced_again = settled(&mut workers, Duration::from_secs(90)).await;
     let rebalanced_after = restarted.elapsed();
     round(
         &js,
@@ -184,18 +228,18 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
 
     // Once each: a delete job handled per deletion, and no run met a changed record.
     let deletions = 3 * clusters;
-    let deleter_port = fleet.of(Role::Deleter).next().unwrap().http_port;
-    // The deleter counts a job once its batch is settled, a moment after the record went.
-    eventually(
-        "the deleter counting its jobs",
+    let jobs = eventually(
+        "the deleters counting their jobs",
         Duration::from_secs(10),
-        || async {
-            (metric(deleter_port, "sexton_delete_jobs_total", "")? >= deletions as f64)
-                .then_some(())
+        || {
+            let jobs = jobs_handled(&mut workers);
+            async move {
+                let jobs = dead_deleters_jobs + jobs.iter().flatten().sum::<f64>();
+                (jobs >= deletions as f64).then_some(jobs)
+            }
         },
     )
     .await;
-    let jobs = metric(deleter_port, "sexton_delete_jobs_total", "").unwrap_or(0.0);
     let conflicts: f64 = workers
         .of(Role::RetentionWorker)
         .filter_map(|r| metric(r.http_port, "sexton_retention_conflicts_total", ""))
@@ -219,6 +263,11 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
         },
     )
     .await;
+    assert_eq!(
+        consumer_backlog(&js, topology::STREAM_JOBS, topology::CONSUMER_DELETER).await,
+        Some(0),
+        "no delete job waits for a partition nobody reads"
+    );
     record_figures(
         "partition_takeover",
         json!({
@@ -231,6 +280,7 @@ async fn a_killed_replicas_partitions_are_taken_over_within_the_ack_wait() {
             "held_by_survivors": survivors,
             "rebalanced_after_restart_s": rebalanced_after.as_secs_f64(),
             "held_after_restart": balanced_again,
+            "delete_jobs_per_deleter_before_the_kill": jobs_before_the_kill,
             "delete_jobs_handled_per_deletion": jobs / deletions as f64,
             "conflicts": conflicts,
         }),

@@ -927,20 +927,7 @@ async fn a_partial_deletion_out_of_deliveries_releases_its_claim() {
     let js = async_nats::jetstream::new(client.clone());
     let topology = topology::ensure(&js, 1).await.unwrap();
     // Two deliveries instead of twenty (the deleter opens the existing durable as it is).
-    js.get_stream(topology::STREAM_JOBS)
-        .await
-        .unwrap()
-        .create_consumer(async_nats::jetstream::consumer::pull::Config {
-            max_deliver: 2,
-            backoff: Vec::new(),
-            ..topology::consumer_config(
-                topology::CONSUMER_DELETER,
-                Some("sexton.v1.job.delete.*".into()),
-                Duration::from_secs(60),
-            )
-        })
-        .await
-        .unwrap();
+    sexton_tests::delete_durable_with(&js, "c1", 2, Duration::from_secs(60)).await;
     let catalog = Catalog::new(topology.catalog.clone());
     let store = object_store(&config).await;
     fixtures::put_schedule(&topology, "app", "c1", "vols", json!({"keep_last": 1})).await;
