@@ -320,6 +320,7 @@ async fn run_load(load: Load) -> serde_json::Value {
         })
     };
     let varz_before = nats_traffic(nats.monitor_port);
+    let clients_before = nats_traffic_by_client(nats.monitor_port);
     let servers_before = (
         nats.server.pid().and_then(cpu_seconds),
         s3.server.pid().and_then(cpu_seconds),
@@ -417,6 +418,7 @@ async fn run_load(load: Load) -> serde_json::Value {
     }
     let binlog_queue_cleared_after = started.elapsed();
     let varz_after = nats_traffic(nats.monitor_port);
+    let clients_after = nats_traffic_by_client(nats.monitor_port);
     sampler.abort();
     watcher.abort();
     advisory_counter.abort();
@@ -499,12 +501,27 @@ async fn run_load(load: Load) -> serde_json::Value {
             *rss.entry(replica.role.name().to_string()).or_default() += kib;
         }
     }
+    // Per service (all its replicas' connections): where the messages go.
+    let by_client: BTreeMap<String, serde_json::Value> = clients_after
+        .iter()
+        .map(|(name, after)| {
+            let before = clients_before.get(name).copied().unwrap_or_default();
+            (
+                name.clone(),
+                json!({
+                    "messages_in_per_completion": per_completion(after.0 - before.0),
+                    "messages_out_per_completion": per_completion(after.1 - before.1),
+                }),
+            )
+        })
+        .collect();
     let nats_traffic = varz_before.zip(varz_after).map(|(before, after)| {
         json!({
             "messages_in_per_completion": per_completion(after.0 - before.0),
             "messages_out_per_completion": per_completion(after.1 - before.1),
             "bytes_in_per_completion": per_completion(after.2 - before.2),
             "bytes_out_per_completion": per_completion(after.3 - before.3),
+            "by_client": by_client,
         })
     });
 
@@ -626,6 +643,25 @@ fn nats_traffic(monitor_port: u16) -> Option<(f64, f64, f64, f64)> {
         field("in_bytes")?,
         field("out_bytes")?,
     ))
+}
+
+/// Messages in and out per client name (`/connz`), summed over a name's connections: the
+/// services name theirs (`sexton-deleter`, …), so this tells which service's traffic grew.
+fn nats_traffic_by_client(monitor_port: u16) -> BTreeMap<String, (f64, f64)> {
+    let mut traffic = BTreeMap::new();
+    let Some((_, body)) = http_get(monitor_port, "/connz?limit=4096") else {
+        return traffic;
+    };
+    let Ok(connz) = serde_json::from_str::<serde_json::Value>(&body) else {
+        return traffic;
+    };
+    for connection in connz["connections"].as_array().into_iter().flatten() {
+        let name = connection["name"].as_str().unwrap_or("unnamed").to_string();
+        let entry: &mut (f64, f64) = traffic.entry(name).or_default();
+        entry.0 += connection["in_msgs"].as_f64().unwrap_or(0.0);
+        entry.1 += connection["out_msgs"].as_f64().unwrap_or(0.0);
+    }
+    traffic
 }
 
 /// Publishes `count` report-sized messages to a stream of their own as fast as acks allow
