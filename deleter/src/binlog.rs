@@ -111,36 +111,63 @@ pub struct Collector {
     locations: Arc<BTreeMap<LocationName, ObjectStore>>,
     /// The schedules, for the policies a binlog job is judged with (issue 30).
     schedules: Arc<SchedulesView>,
+    /// Jobs at once, all consumers together (`deleter.concurrency`). One at a time fell behind
+    /// a steady load (every retention run that moves a cluster's horizon publishes a job, and
+    /// a pass lists the cluster's folder): at 60 completions/s on 2 cores, 1,271 jobs were
+    /// still queued when the deletions were done (issue 32). Jobs of different clusters touch
+    /// different folders and indexes; the index is rewritten with `If-Match` either way.
+    in_flight: Arc<tokio::sync::Semaphore>,
+    /// The permits `in_flight` started with.
+    limit: usize,
 }
 
-/// Consumes binlog jobs until `shutdown` trips: up to `deleter.concurrency` at once, one of
-/// each cluster at a time. One at a time fell behind a steady load (every retention run that
-/// moves a cluster's horizon publishes a job, and a pass lists the cluster's folder): at 60
-/// completions/s on 2 cores, 1,271 jobs were still queued when the deletions were done (issue
-/// 32). Jobs of different clusters touch different folders and indexes; the index is rewritten
-/// with `If-Match` either way.
-pub async fn run(
-    topology: Topology,
-    views: Arc<CatalogViews>,
-    store: ObjectStore,
-    locations: Arc<BTreeMap<LocationName, ObjectStore>>,
-    config: Config,
-    registry: Registry,
-    mut shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    let metrics = Arc::new(BinlogMetrics::register(&registry)?);
-    let collector = Collector {
-        views,
-        topology: topology.clone(),
-        store,
-        prefix: config.s3.prefix.clone(),
-        metrics,
-        clusters: sexton_shared::service::ClusterLocks::new(CLUSTER_LOCKS),
-        locations,
-        schedules: Arc::new(SchedulesView::new(topology.schedules.clone())),
-    };
-    let in_flight = config.deleter.concurrency.max(1);
-    let jetstream = topology.jetstream.clone();
+impl Collector {
+    /// The collector, its metrics registered in `registry`. At most `deleter.concurrency`
+    /// jobs run at once, all consumers together.
+    pub fn new(
+        topology: Topology,
+        views: Arc<CatalogViews>,
+        store: ObjectStore,
+        locations: Arc<BTreeMap<LocationName, ObjectStore>>,
+        config: &Config,
+        registry: &Registry,
+    ) -> anyhow::Result<Collector> {
+        Ok(Collector {
+            views,
+            schedules: Arc::new(SchedulesView::new(topology.schedules.clone())),
+            topology,
+            store,
+            prefix: config.s3.prefix.clone(),
+            metrics: Arc::new(BinlogMetrics::register(registry)?),
+            clusters: sexton_shared::service::ClusterLocks::new(CLUSTER_LOCKS),
+            locations,
+            in_flight: Arc::new(tokio::sync::Semaphore::new(
+                config.deleter.concurrency.max(1),
+            )),
+            limit: config.deleter.concurrency.max(1),
+        })
+    }
+
+    /// One job: handled within the collector's bound on jobs at once, settled, in its span.
+    async fn handle_one(&self, message: &jetstream::Message) {
+        let _turn = self
+            .in_flight
+            .acquire()
+            .await
+            .expect("the semaphore is never closed");
+        let outcome = self
+            .handle(message)
+            .instrument(sexton_shared::telemetry::message_span(message))
+            .await;
+        settle(&self.topology.jetstream, "deleter", message, &outcome).await;
+    }
+}
+
+/// Consumes the binlog jobs published before issue 32 (`SEXTON_JOBS`, durable
+/// `deleter-binlog`) until `shutdown` trips: up to `deleter.concurrency` at once, one of each
+/// cluster at a time. Every replica reads it; once it is empty it costs an idle pull.
+pub async fn run_unpartitioned(collector: Collector, mut shutdown: Shutdown) -> anyhow::Result<()> {
+    let jetstream = collector.topology.jetstream.clone();
     let stream = jetstream
         .get_stream(topology::STREAM_JOBS)
         .await
@@ -149,18 +176,18 @@ pub async fn run(
         .get_or_create_consumer(
             topology::CONSUMER_DELETER_BINLOG,
             jetstream::consumer::pull::Config {
-                // Jobs run one at a time; a crashed replica's job waits out ack_wait without
-                // holding up the others.
+                // A crashed replica's job waits out ack_wait without holding up the others.
                 max_ack_pending: 64,
                 ..topology::consumer_config(
                     topology::CONSUMER_DELETER_BINLOG,
                     Some(format!("{}.job.binlog.*", topology::SUBJECT_ROOT)),
-                    Duration::from_secs(60),
+                    ACK_WAIT,
                 )
             },
         )
         .await
         .context("creating the binlog consumer")?;
+    let in_flight = collector.limit;
     let mut messages = consumer
         .stream()
         .max_messages_per_batch(in_flight)
@@ -175,16 +202,97 @@ pub async fn run(
         in_flight,
         |message| {
             let collector = collector.clone();
-            let jetstream = jetstream.clone();
-            let span = sexton_shared::telemetry::message_span(&message);
-            async move {
-                let outcome = collector.handle(&message).await;
-                settle(&jetstream, "deleter", &message, &outcome).await;
-            }
-            .instrument(span)
+            async move { collector.handle_one(&message).await }
         },
     )
     .await
+}
+
+/// How long a binlog job stays with the replica that took it before it is delivered again.
+const ACK_WAIT: Duration = Duration::from_secs(60);
+
+/// How many jobs one pull of a partition asks for, and how long it waits for them.
+const PARTITION_BATCH: usize = 8;
+const PARTITION_PULL: Duration = Duration::from_secs(2);
+
+/// Collects one partition's binlog jobs (SEXTON_BINLOG) while this replica holds it (`stop`
+/// trips when it lets go of it, loses it, or shuts down): pull after pull, each read to its
+/// end, a job at a time (a partition's clusters one after another; the partitions at once,
+/// within the collector's bound). Jobs a pull brings after `stop` are handed back once the
+/// pull ends.
+pub async fn consume_partition(collector: Collector, partition: u16, mut stop: Shutdown) {
+    use futures::StreamExt as _;
+    let jetstream = collector.topology.jetstream.clone();
+    let durable = topology::binlog_partition_durable(partition);
+    let mut consumer: Option<PullConsumer> = None;
+    while !stop.is_triggered() {
+        let pulled = async {
+            if consumer.is_none() {
+                let stream = jetstream
+                    .get_stream(topology::STREAM_BINLOG)
+                    .await
+                    .context("opening the binlog stream")?;
+                consumer = Some(
+                    stream
+                        .get_or_create_consumer(
+                            &durable,
+                            topology::consumer_config(
+                                &durable,
+                                Some(topology::binlog_partition_filter(partition)),
+                                ACK_WAIT,
+                            ),
+                        )
+                        .await
+                        .with_context(|| format!("creating the consumer {durable}"))?,
+                );
+            }
+            consumer
+                .as_ref()
+                .expect("opened above")
+                .batch()
+                .max_messages(PARTITION_BATCH)
+                .expires(PARTITION_PULL)
+                .messages()
+                .await
+                .with_context(|| format!("pulling from {durable}"))
+        }
+        .await;
+        let mut batch = match pulled {
+            Ok(batch) => batch,
+            Err(err) => {
+                consumer = None;
+                tracing::warn!(
+                    partition,
+                    error = format!("{err:#}"),
+                    "cannot read a partition's binlog jobs; trying again"
+                );
+                tokio::select! {
+                    _ = stop.wait() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                continue;
+            }
+        };
+        // Naked while the pull is open, a job would come straight back to it.
+        let mut hand_back = Vec::new();
+        while let Some(next) = batch.next().await {
+            let message = match next {
+                Ok(message) => message,
+                Err(err) => {
+                    tracing::warn!(partition, error = %err, "reading a partition's binlog jobs");
+                    break;
+                }
+            };
+            if stop.is_triggered() {
+                hand_back.push(message);
+                continue;
+            }
+            collector.handle_one(&message).await;
+        }
+        for message in hand_back {
+            let _ = message.ack_with(jetstream::AckKind::Nak(None)).await;
+        }
+    }
 }
 
 impl Collector {

@@ -89,19 +89,19 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     // Each other location's client, built from that location's settings alone: copy
     // deletions (issue 28), and the binlog collector reads each location's index.
     let locations = ObjectStore::connect_locations(&config).await?;
-    // The binlog collector runs beside the delete jobs on a queue of its own, judging with the
-    // same catalog views.
+    // The binlog collector runs beside the delete jobs on queues of its own (each partition's,
+    // and the one of jobs published before issue 32), judging with the same catalog views.
+    let collector = binlog::Collector::new(
+        topology.clone(),
+        deleter.views(),
+        store,
+        Arc::new(locations.clone()),
+        &config,
+        &metrics.registry,
+    )?;
     tasks.spawn(
         "binlog collector",
-        binlog::run(
-            topology.clone(),
-            deleter.views(),
-            store,
-            Arc::new(locations.clone()),
-            config.clone(),
-            metrics.registry.clone(),
-            shutdown.clone(),
-        ),
+        binlog::run_unpartitioned(collector.clone(), shutdown.clone()),
     );
     tasks.spawn(
         "api",
@@ -151,9 +151,13 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             ..topology::consumer_config(durable, Some(filter), ack_wait)
         }
     };
-    if stream.cached_info().config.subject_transform == Some(topology::delete_transform()) {
-        // Each partition's durable is read by the replica holding its lease, so a cluster's
-        // jobs, and the catalog view they are judged with, stay on one replica.
+    // Each partition's durables are read by the replica holding its lease, so a cluster's
+    // delete and binlog jobs, and the catalog view they are judged with, stay on one replica.
+    // Binlog jobs are always partitioned (their stream came with issue 32); delete jobs are
+    // when SEXTON_JOBS has the transform.
+    let partitioned =
+        stream.cached_info().config.subject_transform == Some(topology::delete_transform());
+    let feeds = if partitioned {
         let advisories = jetstream
             .get_stream(topology::STREAM_DEAD_LETTERS)
             .await
@@ -175,34 +179,6 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
                  migrate it"
             );
         }
-        let leases = topology::partitions_bucket(&jetstream, config.nats.replicas)
-            .await
-            .context("opening the partitions' bucket")?;
-        let me = format!("deleter-{}", uuid::Uuid::new_v4());
-        let partitioner = {
-            let jetstream = jetstream.clone();
-            let intake = intake.clone();
-            partitions::Partitioner::new(
-                leases,
-                "deleter",
-                &me,
-                topology::DELETE_PARTITIONS,
-                move |partition, stop| {
-                    let durable = topology::delete_partition_durable(partition);
-                    let config =
-                        consumer_config(&durable, topology::delete_partition_filter(partition));
-                    intake::feed_partition(
-                        jetstream.clone(),
-                        config,
-                        jobs.clone(),
-                        intake.clone(),
-                        partition,
-                        stop,
-                    )
-                },
-            )
-        };
-        partitioner.held().keep_gauge(metrics.partitions.clone());
         metrics.consumer.spawn_poller_of(
             jetstream.clone(),
             topology::STREAM_JOBS,
@@ -212,7 +188,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             Duration::from_secs(5),
             shutdown.clone(),
         );
-        tasks.spawn("partitions", partitioner.run(shutdown.clone()));
+        Some(jobs)
     } else {
         tracing::warn!(
             stream = topology::STREAM_JOBS,
@@ -241,7 +217,55 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             "delete jobs",
             intake::feed_shared(consumer, jobs, intake.clone(), shutdown.clone()),
         );
-    }
+        None
+    };
+    let leases = topology::partitions_bucket(&jetstream, config.nats.replicas)
+        .await
+        .context("opening the partitions' bucket")?;
+    let me = format!("deleter-{}", uuid::Uuid::new_v4());
+    let partitioner = {
+        let jetstream = jetstream.clone();
+        let intake = intake.clone();
+        partitions::Partitioner::new(
+            leases,
+            "deleter",
+            &me,
+            topology::DELETE_PARTITIONS,
+            move |partition, stop: Shutdown| {
+                let binlog = binlog::consume_partition(collector.clone(), partition, stop.clone());
+                let delete = feeds.clone().map(|jobs| {
+                    let durable = topology::delete_partition_durable(partition);
+                    intake::feed_partition(
+                        jetstream.clone(),
+                        consumer_config(&durable, topology::delete_partition_filter(partition)),
+                        jobs,
+                        intake.clone(),
+                        partition,
+                        stop,
+                    )
+                });
+                async move {
+                    match delete {
+                        Some(delete) => {
+                            futures::join!(binlog, delete);
+                        }
+                        None => binlog.await,
+                    }
+                }
+            },
+        )
+    };
+    partitioner.held().keep_gauge(metrics.partitions.clone());
+    metrics.consumer.spawn_poller_of(
+        jetstream.clone(),
+        topology::STREAM_BINLOG,
+        (0..topology::DELETE_PARTITIONS)
+            .map(topology::binlog_partition_durable)
+            .collect(),
+        Duration::from_secs(5),
+        shutdown.clone(),
+    );
+    tasks.spawn("partitions", partitioner.run(shutdown.clone()));
     let pulled = Arc::new(tokio::sync::Mutex::new(pulled));
     for _ in 0..batch::Deleter::workers(&config) {
         let batches = work(

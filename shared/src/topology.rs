@@ -30,6 +30,11 @@ pub const STREAM_VERIFY: &str = "SEXTON_VERIFY";
 pub const STREAM_AUDIT: &str = "SEXTON_AUDIT";
 /// Copy jobs (issue 28): `sexton.v1.copy.<cluster>`, a work queue the copier drains.
 pub const STREAM_COPIES: &str = "SEXTON_COPIES";
+/// Binlog jobs (issue 32): `sexton.v1.binlog.<cluster>`, a work queue stored by partition
+/// ([`binlog_transform`]) so the deleter replica judging a cluster's delete jobs also collects
+/// its binlog, with the same catalog view. Jobs published before it went to `SEXTON_JOBS`
+/// (`sexton.v1.job.binlog.<cluster>`, durable [`CONSUMER_DELETER_BINLOG`]), still drained.
+pub const STREAM_BINLOG: &str = "SEXTON_BINLOG";
 
 pub const BUCKET_SCHEDULES: &str = "sexton-schedules";
 pub const BUCKET_CATALOG: &str = "sexton-catalog";
@@ -128,6 +133,27 @@ pub fn delete_partition_filter(partition: u16) -> String {
     format!("{SUBJECT_ROOT}.job.delete.*.{partition}")
 }
 
+/// The transform SEXTON_BINLOG applies: `sexton.v1.binlog.<cluster>` becomes
+/// `…binlog.<cluster>.<partition>`, the partition of the cluster's delete jobs.
+pub fn binlog_transform() -> stream::SubjectTransform {
+    stream::SubjectTransform {
+        source: format!("{SUBJECT_ROOT}.binlog.*"),
+        destination: format!(
+            "{SUBJECT_ROOT}.binlog.{{{{wildcard(1)}}}}.{{{{partition({DELETE_PARTITIONS},1)}}}}"
+        ),
+    }
+}
+
+/// The durable consumer of one partition of the binlog jobs.
+pub fn binlog_partition_durable(partition: u16) -> String {
+    format!("{CONSUMER_DELETER_BINLOG}-p{partition}")
+}
+
+/// What the durable of `partition` reads: that partition's binlog jobs.
+pub fn binlog_partition_filter(partition: u16) -> String {
+    format!("{SUBJECT_ROOT}.binlog.*.{partition}")
+}
+
 /// Whether `durable` is one of the deleter's durables on delete jobs: the one of a stream
 /// created before issue 32, or a partition's.
 pub fn is_delete_durable(durable: &str) -> bool {
@@ -159,6 +185,7 @@ pub fn published_subject(stored: &str) -> &str {
     for (prefix, tokens) in [
         (format!("{SUBJECT_ROOT}.retention."), 2),
         (format!("{SUBJECT_ROOT}.job.delete."), 1),
+        (format!("{SUBJECT_ROOT}.binlog."), 1),
     ] {
         let Some(rest) = stored.strip_prefix(&prefix[..]) else {
             continue;
@@ -226,8 +253,9 @@ pub fn merge_job_subject(cluster: &ClusterName) -> String {
     format!("{SUBJECT_ROOT}.job.merge.{cluster}")
 }
 pub const CONSUMER_EXECUTOR_MERGE: &str = "reference-executor-merge";
+/// Where the retention-worker publishes a cluster's binlog job (SEXTON_BINLOG).
 pub fn binlog_job_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.job.binlog.{cluster}")
+    format!("{SUBJECT_ROOT}.binlog.{cluster}")
 }
 /// Where JetStream announces that a delete job ran out of deliveries on the deleter's durable
 /// of a stream created before issue 32. The work-queue stream keeps such a message; the
@@ -350,6 +378,15 @@ pub fn stream_configs(replicas: usize) -> Vec<stream::Config> {
             RetentionPolicy::WorkQueue,
             Duration::ZERO,
         ),
+        stream::Config {
+            subject_transform: Some(binlog_transform()),
+            ..base(
+                STREAM_BINLOG,
+                vec![format!("{SUBJECT_ROOT}.binlog.*")],
+                RetentionPolicy::WorkQueue,
+                Duration::ZERO,
+            )
+        },
         audit_stream_config(replicas, AUDIT_RETENTION),
     ]
 }
@@ -578,6 +615,10 @@ mod tests {
         assert_eq!(
             published_subject("sexton.v1.job.delete.db1.5"),
             "sexton.v1.job.delete.db1"
+        );
+        assert_eq!(
+            published_subject("sexton.v1.binlog.db1.12"),
+            "sexton.v1.binlog.db1"
         );
         // Already as published, or another stream's: unchanged.
         for subject in [

@@ -406,20 +406,23 @@ pub async fn pause_all(client: &async_nats::Client, schedules: &[LoadSchedule]) 
 }
 
 /// The durable consumers of the fleet, with their streams.
-pub const CONSUMERS: [(&str, &str); 5] = [
+pub const CONSUMERS: [(&str, &str); 6] = [
     (topology::STREAM_DUE, topology::CONSUMER_EXECUTOR),
     (topology::STREAM_REPORTS, topology::CONSUMER_REPORTS),
     (topology::STREAM_RETENTION, topology::CONSUMER_RETENTION),
     (topology::STREAM_JOBS, topology::CONSUMER_DELETER),
-    // Binlog GC jobs share SEXTON_JOBS; the fleet is settled only when they are done too.
+    // Binlog GC jobs: the fleet is settled only when they are done too. Their partitions'
+    // durables (`deleter-binlog-p<k>`, issue 32), and those published to SEXTON_JOBS before.
+    (topology::STREAM_BINLOG, topology::CONSUMER_DELETER_BINLOG),
     (topology::STREAM_JOBS, topology::CONSUMER_DELETER_BINLOG),
 ];
 
 /// The work-queue streams: empty once all work is done.
-pub const WORK_QUEUES: [&str; 3] = [
+pub const WORK_QUEUES: [&str; 4] = [
     topology::STREAM_REPORTS,
     topology::STREAM_RETENTION,
     topology::STREAM_JOBS,
+    topology::STREAM_BINLOG,
 ];
 
 /// Sum of pending and unacknowledged messages over the fleet's consumers (`None` while the

@@ -642,6 +642,25 @@ pub async fn consumer_backlog(
     total
 }
 
+/// Binlog jobs pending or unacknowledged: on SEXTON_BINLOG's partitions (issue 32) and on the
+/// durable of those published to SEXTON_JOBS before. `None` until the deleter created both.
+pub async fn binlog_backlog(jetstream: &async_nats::jetstream::Context) -> Option<u64> {
+    use sexton_shared::topology;
+    let old = consumer_backlog(
+        jetstream,
+        topology::STREAM_JOBS,
+        topology::CONSUMER_DELETER_BINLOG,
+    )
+    .await?;
+    let partitions = consumer_backlog(
+        jetstream,
+        topology::STREAM_BINLOG,
+        topology::CONSUMER_DELETER_BINLOG,
+    )
+    .await?;
+    Some(old + partitions)
+}
+
 /// Creates the deleter's durable for `cluster`'s delete jobs (its partition's, issue 32) with
 /// `max_deliver` deliveries and `ack_wait`, before a deleter does: a deleter opens an existing
 /// durable as it is, so a test can make jobs run out of deliveries quickly.

@@ -405,13 +405,7 @@ async fn run_load(load: Load) -> serde_json::Value {
     }
     let retention_queue_cleared_after = started.elapsed();
     // Binlog jobs still queued once the deletions are done, and when the last is handled.
-    let binlog_backlog = || {
-        consumer_backlog(
-            &js,
-            topology::STREAM_JOBS,
-            topology::CONSUMER_DELETER_BINLOG,
-        )
-    };
+    let binlog_backlog = || sexton_tests::binlog_backlog(&js);
     let binlog_backlog_at_drain = binlog_backlog().await;
     while binlog_backlog().await != Some(0) && Instant::now() < drain_deadline {
         tokio::time::sleep(Duration::from_millis(500)).await;

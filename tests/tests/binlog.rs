@@ -82,14 +82,7 @@ async fn wait_for_consumer(js: &jetstream::Context) {
         Duration::from_secs(30),
         || {
             let js = js.clone();
-            async move {
-                consumer_backlog(
-                    &js,
-                    topology::STREAM_JOBS,
-                    topology::CONSUMER_DELETER_BINLOG,
-                )
-                .await
-            }
+            async move { binlog_backlog(&js).await }
         },
     )
     .await;
@@ -460,12 +453,7 @@ async fn the_collector_trusts_no_job_and_refuses_a_malformed_index() {
         "stale",
     )
     .await;
-    drained(
-        &js,
-        topology::STREAM_JOBS,
-        topology::CONSUMER_DELETER_BINLOG,
-    )
-    .await;
+    binlog_drained(&js).await;
     let mut expected_objects: BTreeSet<String> = [&s_between, &s_open, &index_key]
         .into_iter()
         .cloned()
@@ -510,12 +498,7 @@ async fn the_collector_trusts_no_job_and_refuses_a_malformed_index() {
         "resume",
     )
     .await;
-    drained(
-        &js,
-        topology::STREAM_JOBS,
-        topology::CONSUMER_DELETER_BINLOG,
-    )
-    .await;
+    binlog_drained(&js).await;
     expected_objects.remove(&s_between);
     expected_objects.insert("backups/c1/binlog/b9/backup.xbstream".into());
     assert_eq!(object_keys(&store, &folder).await, expected_objects);
@@ -531,12 +514,7 @@ async fn the_collector_trusts_no_job_and_refuses_a_malformed_index() {
         "again",
     )
     .await;
-    drained(
-        &js,
-        topology::STREAM_JOBS,
-        topology::CONSUMER_DELETER_BINLOG,
-    )
-    .await;
+    binlog_drained(&js).await;
     assert_eq!(
         store.get_tagged(&index_key).await.unwrap().unwrap().etag,
         etag
@@ -556,12 +534,7 @@ async fn the_collector_trusts_no_job_and_refuses_a_malformed_index() {
         store.put(key, "events".into()).await.unwrap();
     }
     publish_binlog_job(&js, &job(horizon, std::slice::from_ref(&s_x)), "malformed").await;
-    drained(
-        &js,
-        topology::STREAM_JOBS,
-        topology::CONSUMER_DELETER_BINLOG,
-    )
-    .await;
+    binlog_drained(&js).await;
     expected_objects.insert(s_x.clone());
     expected_objects.insert(orphan_2.clone());
     assert_eq!(object_keys(&store, &folder).await, expected_objects);
@@ -617,12 +590,7 @@ async fn the_collector_trusts_no_job_and_refuses_a_malformed_index() {
     .unwrap();
     assert_eq!(status["index"]["state"], "malformed", "{status:#}");
     assert_eq!(status["segments"]["expired"], 0, "{status:#}");
-    drained(
-        &js,
-        topology::STREAM_JOBS,
-        topology::CONSUMER_DELETER_BINLOG,
-    )
-    .await;
+    binlog_drained(&js).await;
     assert_eq!(object_keys(&store, &folder).await, expected_objects);
 
     assert!(fleet.all_running());
@@ -1168,12 +1136,7 @@ async fn a_forged_job_on_a_cluster_without_records_deletes_nothing() {
     .unwrap()
     .await
     .unwrap();
-    drained(
-        &js,
-        topology::STREAM_JOBS,
-        topology::CONSUMER_DELETER_BINLOG,
-    )
-    .await;
+    binlog_drained(&js).await;
     assert_eq!(
         object_keys(&store, &folder).await,
         before,
@@ -1324,12 +1287,7 @@ async fn standalone_and_pitr_full_backups_keep_only_their_own_ranges() {
         "forged-range",
     )
     .await;
-    drained(
-        &js,
-        topology::STREAM_JOBS,
-        topology::CONSUMER_DELETER_BINLOG,
-    )
-    .await;
+    binlog_drained(&js).await;
     assert_eq!(index_keys(&store, "c1").await, kept);
     assert!(store.get(&f1_segment).await.unwrap().is_some());
 

@@ -278,6 +278,16 @@ pub async fn drained(js: &jetstream::Context, stream: &str, durable: &str) {
     .await;
 }
 
+/// Waits until the binlog jobs are all handled: those of SEXTON_BINLOG's partitions and any
+/// published to SEXTON_JOBS before issue 32.
+pub async fn binlog_drained(js: &jetstream::Context) {
+    eventually("the binlog jobs to drain", Duration::from_secs(60), || {
+        let js = js.clone();
+        async move { (binlog_backlog(&js).await? == 0).then_some(()) }
+    })
+    .await;
+}
+
 /// Polls `observe` until it equals `expected` or `timeout` passes, then asserts equality (so a
 /// failure shows the difference).
 pub async fn settles_to<T, F, Fut>(what: &str, timeout: Duration, expected: &T, mut observe: F)
