@@ -216,82 +216,26 @@ const PARTITION_BATCH: usize = 8;
 const PARTITION_PULL: Duration = Duration::from_secs(2);
 
 /// Collects one partition's binlog jobs (SEXTON_BINLOG) while this replica holds it (`stop`
-/// trips when it lets go of it, loses it, or shuts down): pull after pull, each read to its
-/// end, a job at a time (a partition's clusters one after another; the partitions at once,
-/// within the collector's bound). Jobs a pull brings after `stop` are handed back once the
-/// pull ends.
+/// trips when it lets go of it, loses it, or shuts down): pull after pull, a job at a time (a
+/// partition's clusters one after another; the partitions at once, within the collector's
+/// bound).
 pub async fn consume_partition(collector: Collector, partition: u16, mut stop: Shutdown) {
-    use futures::StreamExt as _;
-    let jetstream = collector.topology.jetstream.clone();
     let durable = topology::binlog_partition_durable(partition);
-    let mut consumer: Option<PullConsumer> = None;
-    while !stop.is_triggered() {
-        let pulled = async {
-            if consumer.is_none() {
-                let stream = jetstream
-                    .get_stream(topology::STREAM_BINLOG)
-                    .await
-                    .context("opening the binlog stream")?;
-                consumer = Some(
-                    stream
-                        .get_or_create_consumer(
-                            &durable,
-                            topology::consumer_config(
-                                &durable,
-                                Some(topology::binlog_partition_filter(partition)),
-                                ACK_WAIT,
-                            ),
-                        )
-                        .await
-                        .with_context(|| format!("creating the consumer {durable}"))?,
-                );
-            }
-            consumer
-                .as_ref()
-                .expect("opened above")
-                .batch()
-                .max_messages(PARTITION_BATCH)
-                .expires(PARTITION_PULL)
-                .messages()
-                .await
-                .with_context(|| format!("pulling from {durable}"))
-        }
-        .await;
-        let mut batch = match pulled {
-            Ok(batch) => batch,
-            Err(err) => {
-                consumer = None;
-                tracing::warn!(
-                    partition,
-                    error = format!("{err:#}"),
-                    "cannot read a partition's binlog jobs; trying again"
-                );
-                tokio::select! {
-                    _ = stop.wait() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-                continue;
-            }
-        };
-        // Naked while the pull is open, a job would come straight back to it.
-        let mut hand_back = Vec::new();
-        while let Some(next) = batch.next().await {
-            let message = match next {
-                Ok(message) => message,
-                Err(err) => {
-                    tracing::warn!(partition, error = %err, "reading a partition's binlog jobs");
-                    break;
-                }
-            };
-            if stop.is_triggered() {
-                hand_back.push(message);
-                continue;
-            }
+    let mut reader = sexton_shared::partitions::PartitionReader::new(
+        collector.topology.jetstream.clone(),
+        topology::STREAM_BINLOG,
+        topology::consumer_config(
+            &durable,
+            Some(topology::binlog_partition_filter(partition)),
+            ACK_WAIT,
+        ),
+        PARTITION_PULL,
+    );
+    while let Some(mut pull) = reader.pull(PARTITION_BATCH, &mut stop).await {
+        while let Some(message) = pull.next(&stop).await {
             collector.handle_one(&message).await;
         }
-        for message in hand_back {
-            let _ = message.ack_with(jetstream::AckKind::Nak(None)).await;
-        }
+        pull.finish().await;
     }
 }
 

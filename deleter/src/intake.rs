@@ -86,90 +86,37 @@ impl Intake {
 }
 
 /// Feeds the jobs of one partition to the workers while this replica holds it (`stop` trips
-/// when it lets go of it, loses it, or shuts down): pull after pull, each read to its end. Jobs
-/// a pull brings after `stop` are handed back for the next holder as soon as the pull ends. Returns once every
-/// job it passed on is settled. A consumer that cannot be opened or read is tried again after a
-/// pause; the partition stays held.
+/// when it lets go of it, loses it, or shuts down), pull after pull
+/// (`partitions::PartitionReader`). Returns once every job it passed on is settled.
 pub async fn feed_partition(
     jetstream: jetstream::Context,
     config: pull::Config,
     jobs: mpsc::UnboundedSender<Pulled>,
     intake: Intake,
-    partition: u16,
     mut stop: Shutdown,
 ) {
-    let durable = config.durable_name.clone().unwrap_or_default();
     let unsettled = Arc::new(Semaphore::new(intake.places as usize));
-    let mut consumer: Option<PullConsumer> = None;
-    while !stop.is_triggered() {
+    let mut reader = sexton_shared::partitions::PartitionReader::new(
+        jetstream,
+        topology::STREAM_JOBS,
+        config,
+        PARTITION_PULL,
+    );
+    loop {
         let mut room = tokio::select! {
             biased;
             _ = stop.wait() => break,
             room = intake.reserve(intake.pull) => room,
         };
-        let pulled = async {
-            if consumer.is_none() {
-                let stream = jetstream
-                    .get_stream(topology::STREAM_JOBS)
-                    .await
-                    .context("opening the jobs stream")?;
-                consumer = Some(
-                    stream
-                        .get_or_create_consumer(&durable, config.clone())
-                        .await
-                        .with_context(|| format!("creating the consumer {durable}"))?,
-                );
-            }
-            consumer
-                .as_ref()
-                .expect("opened above")
-                .batch()
-                .max_messages(room.num_permits())
-                .expires(PARTITION_PULL)
-                .messages()
-                .await
-                .with_context(|| format!("pulling from {durable}"))
-        }
-        .await;
-        let mut batch = match pulled {
-            Ok(batch) => batch,
-            Err(err) => {
-                consumer = None;
-                drop(room);
-                tracing::warn!(
-                    partition,
-                    error = format!("{err:#}"),
-                    "cannot read a partition's delete jobs; trying again"
-                );
-                tokio::select! {
-                    _ = stop.wait() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-                continue;
-            }
+        let Some(mut pull) = reader.pull(room.num_permits(), &mut stop).await else {
+            break;
         };
-        // Jobs this replica will not work on, handed back once the pull has ended: naked while
-        // it is open, a job came straight back to it, and a stopping replica burnt through
-        // all of a job's deliveries in milliseconds (fault_replica_kills: a job dead-lettered
-        // two seconds after it was published).
-        let mut hand_back = Vec::new();
-        while let Some(next) = batch.next().await {
-            let message = match next {
-                Ok(message) => message,
-                Err(err) => {
-                    tracing::warn!(partition, error = %err, "reading a partition's delete jobs");
-                    break;
-                }
-            };
-            if stop.is_triggered() {
-                hand_back.push(message);
-                continue;
-            }
+        while let Some(message) = pull.next(&stop).await {
             // The pull asked for no more than the room reserved, and the partition's count has
             // a place for every place in the intake.
             let (Some(place), Ok(counted)) = (room.split(1), unsettled.clone().try_acquire_owned())
             else {
-                hand_back.push(message);
+                pull.hand_back(message);
                 continue;
             };
             let place = Place {
@@ -178,12 +125,10 @@ pub async fn feed_partition(
             };
             if let Err(mpsc::error::SendError(job)) = jobs.send(Pulled { message, place }) {
                 // The workers are gone (the replica is stopping).
-                hand_back.push(job.message);
+                pull.hand_back(job.message);
             }
         }
-        for message in hand_back {
-            let _ = message.ack_with(AckKind::Nak(None)).await;
-        }
+        pull.finish().await;
     }
     // Every job passed on is settled (or handed back) before the partition is let go of.
     let _ = unsettled.acquire_many(intake.places).await;

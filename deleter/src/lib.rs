@@ -240,7 +240,6 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
                         consumer_config(&durable, topology::delete_partition_filter(partition)),
                         jobs,
                         intake.clone(),
-                        partition,
                         stop,
                     )
                 });

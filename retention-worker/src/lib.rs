@@ -232,18 +232,13 @@ async fn handle_one(
     metrics.consumer.observe(&outcome);
 }
 
-/// How many events one pull of a partition asks for, and how long it waits for them. A
-/// partition is read in whole pulls, each read to its end, so a replica letting go of a
-/// partition leaves nothing pulled and unread behind: with a continuous pull, the events the
-/// client had already received (and those the server sent after it stopped reading) waited
-/// for the ack wait before the next holder got them.
+/// How many events one pull of a partition asks for, and how long it waits for them
+/// (`partitions::PartitionReader` reads each pull to its end).
 const PARTITION_BATCH: usize = 16;
 const PARTITION_PULL: Duration = Duration::from_secs(2);
 
 /// Works on one partition's events while this replica holds it (`stop` trips when it lets go
-/// of it or loses it, and at shutdown): pull after pull, each event handled in turn. Events a
-/// pull brings after `stop` tripped are handed back for the next holder when the pull ends. A consumer
-/// that cannot be opened or read is tried again after a pause; the partition stays held.
+/// of it or loses it, and at shutdown): pull after pull, each event handled in turn.
 async fn consume_partition(
     worker: worker::Worker,
     jetstream: async_nats::jetstream::Context,
@@ -251,80 +246,22 @@ async fn consume_partition(
     partition: u16,
     mut stop: Shutdown,
 ) {
-    use futures::StreamExt as _;
     let durable = topology::retention_partition_durable(partition);
-    let mut consumer: Option<PullConsumer> = None;
-    while !stop.is_triggered() {
-        let pulled = async {
-            if consumer.is_none() {
-                let stream = jetstream
-                    .get_stream(topology::STREAM_RETENTION)
-                    .await
-                    .context("opening the retention stream")?;
-                consumer = Some(
-                    stream
-                        .get_or_create_consumer(
-                            &durable,
-                            topology::consumer_config(
-                                &durable,
-                                Some(topology::retention_partition_filter(partition)),
-                                ACK_WAIT,
-                            ),
-                        )
-                        .await
-                        .with_context(|| format!("creating the consumer {durable}"))?,
-                );
-            }
-            consumer
-                .as_ref()
-                .expect("opened above")
-                .batch()
-                .max_messages(PARTITION_BATCH)
-                .expires(PARTITION_PULL)
-                .messages()
-                .await
-                .with_context(|| format!("pulling from {durable}"))
-        }
-        .await;
-        let mut batch = match pulled {
-            Ok(batch) => batch,
-            Err(err) => {
-                consumer = None;
-                tracing::warn!(
-                    partition,
-                    error = format!("{err:#}"),
-                    "cannot read a partition's events; trying again"
-                );
-                tokio::select! {
-                    _ = stop.wait() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-                continue;
-            }
-        };
-        // Events pulled after `stop`, handed back once the pull has ended: naked while it is
-        // open, an event came straight back to it, using up a delivery each time (the deleter
-        // dead-lettered a job that way).
-        let mut hand_back = Vec::new();
-        while let Some(next) = batch.next().await {
-            let message = match next {
-                Ok(message) => message,
-                Err(err) => {
-                    tracing::warn!(partition, error = %err, "reading a partition's events");
-                    break;
-                }
-            };
-            if stop.is_triggered() {
-                hand_back.push(message);
-                continue;
-            }
+    let mut reader = partitions::PartitionReader::new(
+        jetstream.clone(),
+        topology::STREAM_RETENTION,
+        topology::consumer_config(
+            &durable,
+            Some(topology::retention_partition_filter(partition)),
+            ACK_WAIT,
+        ),
+        PARTITION_PULL,
+    );
+    while let Some(mut pull) = reader.pull(PARTITION_BATCH, &mut stop).await {
+        while let Some(message) = pull.next(&stop).await {
             handle_one(&worker, &jetstream, &metrics, &message).await;
         }
-        for message in hand_back {
-            let _ = message
-                .ack_with(async_nats::jetstream::AckKind::Nak(None))
-                .await;
-        }
+        pull.finish().await;
     }
 }
 

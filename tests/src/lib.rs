@@ -613,8 +613,8 @@ pub async fn api(
 }
 
 /// Pending plus unacknowledged messages of a durable consumer, and of its partitions'
-/// durables (`<durable>-p<k>`, issue 32) where it has them; `None` when neither exists or
-/// the server does not answer.
+/// durables (`<durable>-p<k>`, issue 32) where it has them; `None` when neither exists, while
+/// only some partitions' durables do, or when the server does not answer.
 pub async fn consumer_backlog(
     jetstream: &async_nats::jetstream::Context,
     stream: &str,
@@ -629,6 +629,13 @@ pub async fn consumer_backlog(
             .and_then(|rest| rest.strip_prefix("-p"))
             .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()))
     };
+    // A partitioned durable counts only once every partition's exists: the deleter creates
+    // them as it takes the partitions, and a sum over some of them read 0 while the job waited
+    // in a partition whose durable was not there yet.
+    let partitions = names.iter().filter(|name| partition(name)).count();
+    if partitions > 0 && partitions < usize::from(sexton_shared::topology::DELETE_PARTITIONS) {
+        return None;
+    }
     let mut total = None;
     for name in names
         .iter()
