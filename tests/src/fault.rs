@@ -91,6 +91,7 @@ impl S3 {
             .find(|n| !dir.join(format!("weed.{n}.log")).exists())
             .expect("a free log name");
         let log = std::fs::File::create(dir.join(format!("weed.{n}.log"))).expect("weed log");
+        crate::assert_room_for_seaweedfs(&dir);
         let child = weed_command(&dir, self.port)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))

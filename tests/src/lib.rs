@@ -327,6 +327,7 @@ impl S3 {
         )
         .expect("writing s3.json");
         std::fs::create_dir_all(dir.path().join("data")).expect("data dir");
+        assert_room_for_seaweedfs(dir.path());
         let port = free_port_range(8);
         let p = |i: u16| (port + i).to_string();
         let log_path = dir.path().join("weed.log");
@@ -381,6 +382,39 @@ impl S3 {
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
+}
+
+/// Fails at once, saying why, when the disk holding `dir` is too full for SeaweedFS.
+///
+/// A volume server marks every volume read-only once less than 1% of its disk is free (`weed
+/// mini` has no flag to lower that), and from then on every upload answers `InternalError`.
+/// Tests then wait out their timeouts one by one: a CI run on a disk left with 2.4 of 252 GB
+/// free failed 30 tests and ran past its time limit. The margin above the 1% is what a test
+/// writes while it runs.
+pub fn assert_room_for_seaweedfs(dir: &Path) {
+    const MARGIN_KIB: u64 = 512 * 1024;
+    let Some((total_kib, available_kib)) = disk_kib(dir) else {
+        return; // `df` missing or unreadable: SeaweedFS's own errors will have to say it
+    };
+    let needed_kib = total_kib / 100 + MARGIN_KIB;
+    assert!(
+        available_kib >= needed_kib,
+        "only {:.1} GiB free on the disk holding {}; SeaweedFS makes its volumes read-only \
+         below 1% free ({:.1} GiB here) and every upload then fails with InternalError. \
+         Free at least {:.1} GiB (old clones' target/ folders are the usual culprit).",
+        available_kib as f64 / 1048576.0,
+        dir.display(),
+        (total_kib / 100) as f64 / 1048576.0,
+        (needed_kib - available_kib) as f64 / 1048576.0,
+    );
+}
+
+/// Total and available KiB of the file system holding `dir`, from POSIX `df -Pk`.
+fn disk_kib(dir: &Path) -> Option<(u64, u64)> {
+    let output = Command::new("df").arg("-Pk").arg(dir).output().ok()?;
+    let text = String::from_utf8(output.stdout).ok()?;
+    let fields: Vec<&str> = text.lines().nth(1)?.split_whitespace().collect();
+    Some((fields.get(1)?.parse().ok()?, fields.get(3)?.parse().ok()?))
 }
 
 /// A configuration pointing at the given servers, with the metrics endpoint on a free port.
