@@ -327,6 +327,9 @@ async fn run_load(load: Load) -> serde_json::Value {
     );
 
     // Offer `rate` completions per second, in 10 ms slices, for `seconds`.
+    eprintln!(
+        "bench_load: offering {rate}/s for {seconds} s from now (to profile the steady state)"
+    );
     let started = Instant::now();
     // Every 2 s: the backlog (pending + unacknowledged) of each stage's consumer.
     let timeline: Arc<Mutex<Vec<serde_json::Value>>> = Default::default();
