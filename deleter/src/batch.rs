@@ -125,7 +125,7 @@ impl Deleter {
     ) -> Deleter {
         Deleter {
             catalog: Catalog::new(topology.catalog.clone()),
-            views: Arc::new(CatalogViews::new(topology.catalog.clone())),
+            views: Arc::new(CatalogViews::fed(topology.catalog.clone())),
             schedules: SchedulesView::new(topology.schedules.clone()),
             plugins: Plugins::new(
                 topology.plugins.clone(),

@@ -126,7 +126,7 @@ impl Worker {
         ));
         Worker {
             catalog: Catalog::new(topology.catalog.clone()),
-            view: Arc::new(CatalogView::new(topology.catalog.clone())),
+            view: Arc::new(CatalogView::fed(topology.catalog.clone())),
             schedules: Arc::new(sexton_shared::schedules_view::SchedulesView::new(
                 topology.schedules.clone(),
             )),

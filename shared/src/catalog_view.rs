@@ -45,6 +45,7 @@ use async_nats::jetstream::kv;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use crate::catalog::{decode_record, Versioned};
+use crate::catalog_feed::{self, Feed, Taken};
 use crate::names::{BackupId, ClusterName};
 use crate::records::BackupRecord;
 use crate::stream_read::{self, Entry};
@@ -91,6 +92,9 @@ impl ViewState for Records {
 pub struct CatalogView<S> {
     store: kv::Store,
     clusters: Mutex<HashMap<ClusterName, Arc<Mutex<ClusterView<S>>>>>,
+    /// The changes of the clusters held, pushed as they are stored ([`crate::catalog_feed`]);
+    /// `None`: every catch-up reads from the leader.
+    feed: Option<Feed>,
 }
 
 /// One cluster's state, the first stream sequence not yet applied (0: never loaded), and what
@@ -131,6 +135,9 @@ pub struct Refresh {
     pub changes: u64,
     /// Their subjects and payloads, in bytes.
     pub change_bytes: u64,
+    /// The changes came from the feed (one request asked the leader for the newest revision),
+    /// not from a read of the stream from the leader.
+    pub fed: bool,
 }
 
 impl CatalogView<Records> {
@@ -152,10 +159,30 @@ impl CatalogView<Records> {
 }
 
 impl<S: ViewState> CatalogView<S> {
+    /// A view whose every catch-up reads the stream from the leader.
     pub fn new(store: kv::Store) -> CatalogView<S> {
         CatalogView {
             store,
             clusters: Mutex::new(HashMap::new()),
+            feed: None,
+        }
+    }
+
+    /// A view fed the changes of the clusters it holds by one consumer (the services' views:
+    /// a use then costs one request whatever the number of clusters).
+    pub fn fed(store: kv::Store) -> CatalogView<S> {
+        CatalogView {
+            feed: Some(Feed::new(store.clone())),
+            ..Self::new(store)
+        }
+    }
+
+    /// [`CatalogView::fed`] whose feed asks for the whole catalog once it holds more than
+    /// `max_filters` clusters (tests).
+    pub fn fed_with_filter_limit(store: kv::Store, max_filters: usize) -> CatalogView<S> {
+        CatalogView {
+            feed: Some(Feed::with_filter_limit(store.clone(), max_filters)),
+            ..Self::new(store)
         }
     }
 
@@ -182,6 +209,11 @@ impl<S: ViewState> CatalogView<S> {
             // Nothing of this cluster was ever stored: no view is kept for it, so jobs and
             // requests naming clusters that do not exist cannot grow the map without bound.
             self.clusters.lock().await.remove(cluster);
+            if let Some(feed) = &self.feed {
+                feed.forget(cluster);
+            }
+        } else if let Some(feed) = &self.feed {
+            feed.want(cluster);
         }
         Ok(view)
     }
@@ -230,6 +262,9 @@ impl<S: ViewState> CatalogView<S> {
     /// Forgets every cluster's view (the next use of each lists it again).
     pub async fn clear(&self) {
         self.clusters.lock().await.clear();
+        if let Some(feed) = &self.feed {
+            feed.forget_all();
+        }
     }
 
     async fn refresh(
@@ -247,12 +282,64 @@ impl<S: ViewState> CatalogView<S> {
             self.list(cluster, view).await?;
             view.next_sequence = view.next_sequence.max(1);
             refresh.full_listing = true;
+        } else if let Some(feed) = &self.feed {
+            if let Some(fed) = self.fed_changes(feed, cluster, view).await? {
+                view.last_refresh = fed;
+                return Ok(());
+            }
         }
         let (changes, change_bytes) = self.read_changes(cluster, view).await?;
         refresh.changes = changes;
         refresh.change_bytes = change_bytes;
         view.last_refresh = refresh;
         Ok(())
+    }
+
+    /// Applies what the feed brought for `cluster`, up to the newest revision the leader has
+    /// for it. `None` when the feed cannot vouch for every change from the view's next sequence
+    /// on, or has not brought that revision within [`catalog_feed::PATIENCE`]: the caller reads
+    /// from the leader instead (what it already applied stays applied).
+    async fn fed_changes(
+        &self,
+        feed: &Feed,
+        cluster: &ClusterName,
+        view: &mut ClusterView<S>,
+    ) -> anyhow::Result<Option<Refresh>> {
+        let key_prefix = format!("{}{cluster}.", self.store.prefix);
+        if !feed.covers(cluster, view.next_sequence) {
+            return Ok(None);
+        }
+        // A feed that stops after this check is caught by the take below.
+        let newest = stream_read::newest_sequence(
+            &self.store,
+            &format!("{key_prefix}*"),
+            "the newest catalog revision",
+        )
+        .await?;
+        let mut refresh = Refresh {
+            fed: true,
+            ..Refresh::default()
+        };
+        loop {
+            let Taken::Entries(entries) = feed.take(cluster, view.next_sequence) else {
+                return Ok(None);
+            };
+            for fed in &entries {
+                let entry = fed.entry();
+                refresh.changes += 1;
+                refresh.change_bytes += entry.size();
+                let sequence = entry.sequence;
+                apply_entry(cluster, &mut view.state, &key_prefix, entry, Read::Changes)?;
+                view.next_sequence = sequence + 1;
+            }
+            if view.next_sequence > newest {
+                return Ok(Some(refresh));
+            }
+            if !feed.wait_delivered(newest, catalog_feed::PATIENCE).await {
+                tracing::debug!(%cluster, newest, "the catalog feed is behind; reading from the leader");
+                return Ok(None);
+            }
+        }
     }
 
     /// Reads the changes the stream stored from the view's next sequence on, from the stream's

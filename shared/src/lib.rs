@@ -13,6 +13,7 @@ pub mod binlog;
 pub mod breaker;
 pub mod build;
 pub mod catalog;
+pub mod catalog_feed;
 pub mod catalog_view;
 pub mod config;
 pub mod guard;

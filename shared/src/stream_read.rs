@@ -162,3 +162,20 @@ pub async fn read_changes(
         apply(entry)?;
     }
 }
+
+/// The sequence of the newest entry matching `filter` (0: none), asked of the stream's leader,
+/// which applied every acknowledged write. The server answers it from its per-subject index,
+/// without the forward scan a [`read_changes`] costs (issue 32: the feed's freshness check).
+pub async fn newest_sequence(store: &kv::Store, filter: &str, what: &str) -> anyhow::Result<u64> {
+    match store
+        .stream
+        .raw_message_builder()
+        .last_by_subject(filter)
+        .send()
+        .await
+    {
+        Ok(message) => Ok(message.sequence),
+        Err(err) if err.kind() == RawMessageErrorKind::NoMessageFound => Ok(0),
+        Err(err) => Err(err).with_context(|| format!("reading {what}")),
+    }
+}

@@ -209,3 +209,142 @@ async fn views_open_a_consumer_only_for_their_first_listing() {
         "no consumer after the first listing"
     );
 }
+
+/// Issue 32, goal 2: a fed view takes a cluster's changes from one standing consumer and asks
+/// the leader only for the cluster's newest revision, so a use costs the same whatever the
+/// clusters in the catalog. What it applies is exactly what the leader-read view applies: puts
+/// and removals of that cluster only, every acknowledged write included, and a cluster the
+/// feed cannot vouch for (not yet in its filters, or overflowed while unused) is read from the
+/// leader instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fed_view_applies_every_change_and_falls_back_to_the_leader() {
+    fed_view_case(None).await;
+}
+
+/// The same with the feed past its filter limit: it asks for the whole catalog and keeps only
+/// the clusters its view holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fed_view_past_its_filter_limit_reads_the_whole_catalog_and_keeps_its_own() {
+    fed_view_case(Some(1)).await;
+}
+
+async fn fed_view_case(filter_limit: Option<usize>) {
+    let nats = Nats::start();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let topology = topology::ensure(&async_nats::jetstream::new(client.clone()), 1)
+        .await
+        .unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    let c1 = ClusterName::new("c1").unwrap();
+    let c2 = ClusterName::new("c2").unwrap();
+    catalog
+        .create(&backup("c1", "full", "b1", None, 1, 1))
+        .await
+        .unwrap();
+    catalog
+        .create(&backup("c2", "full", "x1", None, 1, 1))
+        .await
+        .unwrap();
+    let mut created = ConsumersCreated::watch(&client).await;
+    let fed: CatalogView<Ids> = match filter_limit {
+        None => CatalogView::fed(topology.catalog.clone()),
+        Some(limit) => CatalogView::fed_with_filter_limit(topology.catalog.clone(), limit),
+    };
+    let read: CatalogView<Ids> = CatalogView::new(topology.catalog.clone());
+
+    // The first uses list; the feed's consumer is made for both clusters after them.
+    assert_eq!(fed.current(&c1).await.unwrap().0, ["b1"]);
+    assert_eq!(fed.current(&c2).await.unwrap().0, ["x1"]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        // A write of c1 the view can only see through the feed once it covers c1.
+        let probe = catalog
+            .create(&backup("c1", "full", &format!("p{}", uuid()), None, 1, 1))
+            .await
+            .unwrap();
+        let view = fed.current_through(&c1, probe).await.unwrap();
+        if view.last_refresh.fed {
+            break;
+        }
+        drop(view);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the feed never covered c1"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let _ = created.since_last().await;
+
+    // Changes of every kind, each acknowledged before the use that must see it.
+    for round in 0..20u64 {
+        let b = format!("b{}", round + 2);
+        let revision = catalog
+            .create(&backup("c1", "full", &b, None, 1, 1))
+            .await
+            .unwrap();
+        catalog
+            .create(&backup("c2", "full", &format!("y{round}"), None, 1, 1))
+            .await
+            .unwrap();
+        if round % 3 == 0 {
+            let id = BackupId::new(&b).unwrap();
+            let record = catalog.get(&c1, &id).await.unwrap().unwrap();
+            catalog.remove(&c1, &id, record.revision).await.unwrap();
+            let view = fed.current(&c1).await.unwrap();
+            assert!(!view.0.contains(&b), "the removal is applied at once");
+            assert!(
+                view.last_refresh.fed,
+                "round {round}: {:?}",
+                view.last_refresh
+            );
+            continue;
+        }
+        let view = fed.current(&c1).await.unwrap();
+        assert!(
+            view.applied() >= revision,
+            "round {round}: the write is applied"
+        );
+        assert!(view.0.contains(&b));
+        assert!(
+            view.last_refresh.fed,
+            "round {round}: {:?}",
+            view.last_refresh
+        );
+        assert_eq!(view.last_refresh.changes, 1, "c2's writes are not c1's");
+    }
+    let mut fed_ids = fed.current(&c1).await.unwrap().0.clone();
+    let mut read_ids = read.current(&c1).await.unwrap().0.clone();
+    fed_ids.sort();
+    read_ids.sort();
+    assert_eq!(
+        fed_ids, read_ids,
+        "the fed view holds what a leader read holds"
+    );
+    assert_eq!(
+        created.since_last().await,
+        1,
+        "no consumer per use: only the leader-read view's first listing"
+    );
+
+    // c2, written far more often than its view is used, overflows and is dropped from the
+    // feed; its next use reads from the leader and still sees everything.
+    for n in 0..100 {
+        catalog
+            .create(&backup("c2", "full", &format!("z{n}"), None, 1, 1))
+            .await
+            .unwrap();
+    }
+    let view = fed.current(&c2).await.unwrap();
+    assert!(!view.last_refresh.fed, "{:?}", view.last_refresh);
+    assert_eq!(view.0.len(), 1 + 20 + 100);
+}
+
+fn uuid() -> String {
+    format!(
+        "{:x}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
