@@ -298,8 +298,16 @@ impl Collector {
 
     pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
         let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
+        let subject_cluster = sexton_shared::telemetry::subject_cluster(&message.subject);
         let outcome = match wire::decode::<BinlogGcJob>(&message.payload) {
             Err(err) => Outcome::Poison(err.to_string()),
+            // The cluster is a claim: the stream put the job in the partition of its subject's
+            // cluster, and this replica holds that partition, not the other cluster's (the
+            // retention-worker refuses such events the same way).
+            Ok(job) if job.cluster.as_str() != subject_cluster => Outcome::Poison(format!(
+                "the binlog gc job names cluster {}, its subject {subject_cluster}",
+                job.cluster
+            )),
             Ok(job) => match self.collect(&job, delivered).await {
                 Ok(outcome) => outcome,
                 Err(err) => {

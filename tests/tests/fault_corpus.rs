@@ -313,6 +313,7 @@ async fn the_fleet_refuses_every_case_of_the_corpus() {
     for file in [
         "subject_report.json",
         "subject_delete_job.json",
+        "subject_binlog_job.json",
         "subject_checkpoint.json",
         "subject_sweep.json",
         "subject_due.json",
