@@ -9,18 +9,25 @@
 //! applied and applies it in stream order: a put replaces the backup's entry, a delete or
 //! purge removes it.
 //!
-//! **No consumer on the steady path** (issue 32). The changes are read from the stream's
-//! leader, one message-get request per change and one more that finds nothing
-//! ([`crate::stream_read`]): a use of a cluster that nothing changed since its last use costs one
-//! request, and the cost follows the changes, not the uses. Only the first use of a cluster on a
-//! replica (and the first after its view was dropped) opens a consumer, for the listing.
+//! **No consumer on the steady path** (issue 32). A view made with [`CatalogView::fed`] (the
+//! services') keeps one ordered consumer filtered on the clusters it holds
+//! ([`crate::catalog_feed`]); a use asks the leader for the cluster's newest revision, one
+//! request the server answers from its per-subject index, and applies what the feed brought up
+//! to it. What the feed cannot vouch for, and every use of a view made with
+//! [`CatalogView::new`], is read from the leader, one message-get request per change and one
+//! more that finds nothing ([`crate::stream_read`]); the server walks the stream from the view's
+//! next sequence for those, so their cost grows with what every cluster wrote since. Only the
+//! first use of a cluster on a replica (and the first after its view was dropped) opens a
+//! consumer, for the listing, and the feed one when it takes on clusters.
 //!
-//! **Freshness.** [`CatalogView::current`] returns only after the leader answered that nothing
-//! follows the last change applied, so the caller decides on a catalog holding every write
-//! acknowledged before that answer: at least as fresh as a full listing started at the same
-//! moment. There is no background watch whose lag could matter: the catch-up happens in the
-//! caller, under the cluster's lock, and a read that fails (a leader election, a timeout) fails
-//! the caller (which retries) instead of deciding on an older view. What changes after the
+//! **Freshness.** [`CatalogView::current`] returns only after the view applied the newest
+//! revision the leader had for the cluster (fed), or after the leader answered that nothing
+//! follows the last change applied (read), so the caller decides on a catalog holding every
+//! write acknowledged before that answer: at least as fresh as a full listing started at the
+//! same moment. The feed's lag cannot matter: the use waits for the feed to bring the
+//! revision the leader named (2 s at most, then it reads from the leader), under the cluster's
+//! lock, and a request that fails (a leader election, a timeout) fails the caller (which
+//! retries) instead of deciding on an older view. What changes after the
 //! catch-up is caught where it always was: every write is a compare-and-set on the revision the
 //! view holds.
 //!
