@@ -241,18 +241,18 @@ impl Feed {
 /// wanted, and after a failure (then nothing is vouched for until it runs again).
 async fn run(shared: Arc<Shared>, max_filters: usize) {
     loop {
-        let (filters, start) = {
+        let (asked, start) = {
             let state = shared.state.lock().expect("feed state");
-            let filters: Vec<String> = if state.wanted.len() > max_filters {
-                vec![format!("{}>", shared.store.prefix)]
-            } else {
-                state
-                    .wanted
-                    .iter()
-                    .map(|cluster| format!("{}{cluster}.*", shared.store.prefix))
-                    .collect()
-            };
-            (filters, state.next_start)
+            let asked: Vec<ClusterName> = state.wanted.iter().cloned().collect();
+            (asked, state.next_start)
+        };
+        let filters: Vec<String> = if asked.len() > max_filters {
+            vec![format!("{}>", shared.store.prefix)]
+        } else {
+            asked
+                .iter()
+                .map(|cluster| format!("{}{cluster}.*", shared.store.prefix))
+                .collect()
         };
         if filters.is_empty() {
             shared.grown.notified().await;
@@ -273,7 +273,7 @@ async fn run(shared: Arc<Shared>, max_filters: usize) {
                 }
             }
         };
-        if let Err(err) = feed(&shared, filters, start).await {
+        if let Err(err) = feed(&shared, &asked, filters, start).await {
             tracing::warn!(
                 error = format!("{err:#}"),
                 "the catalog feed stopped; views read from the leader until it runs again"
@@ -290,8 +290,14 @@ async fn first_unstored(store: &kv::Store) -> anyhow::Result<u64> {
     Ok(stream.info().await?.state.last_sequence + 1)
 }
 
-/// Runs one consumer until more clusters are wanted (Ok) or it fails (Err).
-async fn feed(shared: &Shared, filters: Vec<String>, start: u64) -> anyhow::Result<()> {
+/// Runs one consumer, filtered on the `asked` clusters (`filters`), until more clusters are
+/// wanted (Ok) or it fails (Err).
+async fn feed(
+    shared: &Shared,
+    asked: &[ClusterName],
+    filters: Vec<String>,
+    start: u64,
+) -> anyhow::Result<()> {
     let consumer = shared
         .store
         .stream
@@ -306,8 +312,11 @@ async fn feed(shared: &Shared, filters: Vec<String>, start: u64) -> anyhow::Resu
     let _delete =
         crate::nats::EphemeralConsumer::new(&shared.store.stream, &consumer.cached_info().name);
     {
-        // Clusters asked for before keep the sequence they are covered from: this consumer
-        // starts just after the last entry the previous one delivered.
+        // Only the clusters this consumer asks for are covered: one wanted while it was being
+        // made is covered by the next one. Those asked for before keep the sequence they are
+        // covered from: this consumer starts just after the last entry the previous one
+        // delivered.
+        let asked: BTreeSet<&ClusterName> = asked.iter().collect();
         let mut state = shared.state.lock().expect("feed state");
         let State {
             wanted,
@@ -316,9 +325,11 @@ async fn feed(shared: &Shared, filters: Vec<String>, start: u64) -> anyhow::Resu
             ..
         } = &mut *state;
         *next_start = start;
-        covered.retain(|cluster, _| wanted.contains(cluster));
-        for cluster in wanted.iter() {
-            covered.entry(cluster.clone()).or_insert(start);
+        covered.retain(|cluster, _| asked.contains(cluster));
+        for &cluster in &asked {
+            if wanted.contains(cluster) {
+                covered.entry(cluster.clone()).or_insert(start);
+            }
         }
     }
     let mut messages = consumer.messages().await?;

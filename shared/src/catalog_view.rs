@@ -327,6 +327,7 @@ impl<S: ViewState> CatalogView<S> {
             fed: true,
             ..Refresh::default()
         };
+        let mut waited = false;
         loop {
             let Taken::Entries(entries) = feed.take(cluster, view.next_sequence) else {
                 return Ok(None);
@@ -342,10 +343,17 @@ impl<S: ViewState> CatalogView<S> {
             if view.next_sequence > newest {
                 return Ok(Some(refresh));
             }
+            if waited {
+                // The feed passed the newest revision without bringing it: it cannot vouch
+                // for this cluster after all.
+                tracing::warn!(%cluster, newest, "the catalog feed passed a revision it did not bring; reading from the leader");
+                return Ok(None);
+            }
             if !feed.wait_delivered(newest, catalog_feed::PATIENCE).await {
                 tracing::debug!(%cluster, newest, "the catalog feed is behind; reading from the leader");
                 return Ok(None);
             }
+            waited = true;
         }
     }
 

@@ -348,3 +348,61 @@ fn uuid() -> String {
             .as_nanos()
     )
 }
+
+/// Clusters a fed view takes on while its consumer is being made are covered by the next one,
+/// not by the one being made: a use of such a cluster once waited for an entry its feed never
+/// asked for, spinning under the cluster's lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_taken_on_while_the_feed_is_made_are_fed_by_the_next_consumer() {
+    let nats = Nats::start();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let topology = topology::ensure(&async_nats::jetstream::new(client.clone()), 1)
+        .await
+        .unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    let clusters: Vec<ClusterName> = (0..40)
+        .map(|n| ClusterName::new(format!("c{n}")).unwrap())
+        .collect();
+    for cluster in &clusters {
+        catalog
+            .create(&backup(cluster.as_str(), "full", "b0", None, 1, 1))
+            .await
+            .unwrap();
+    }
+    let fed = std::sync::Arc::new(CatalogView::<Ids>::fed(topology.catalog.clone()));
+    // Every first use at once: the feed's consumer is made while more clusters arrive.
+    let firsts = clusters.iter().map(|cluster| {
+        let fed = fed.clone();
+        let cluster = cluster.clone();
+        tokio::spawn(async move { fed.current(&cluster).await.unwrap().0.clone() })
+    });
+    for listed in futures::future::join_all(firsts).await {
+        assert_eq!(listed.unwrap(), ["b0"]);
+    }
+    // Then rounds of a write and a use per cluster: each use sees its write, within a bound,
+    // and once the feed has settled the uses are fed.
+    let mut fed_uses = 0;
+    for round in 1..=5 {
+        for cluster in &clusters {
+            let id = format!("b{round}");
+            let revision = catalog
+                .create(&backup(cluster.as_str(), "full", &id, None, 1, 1))
+                .await
+                .unwrap();
+            let view = tokio::time::timeout(
+                Duration::from_secs(10),
+                fed.current_through(cluster, revision),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: a use of {cluster} never returned"))
+            .unwrap();
+            assert!(view.0.contains(&id), "round {round}: {cluster}");
+            fed_uses += usize::from(view.last_refresh.fed);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(
+        fed_uses >= clusters.len() * 3,
+        "the feed covers every cluster after the first rounds: {fed_uses} fed uses"
+    );
+}
