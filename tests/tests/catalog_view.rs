@@ -350,8 +350,9 @@ fn uuid() -> String {
 }
 
 /// Clusters a fed view takes on while its consumer is being made are covered by the next one,
-/// not by the one being made: a use of such a cluster once waited for an entry its feed never
-/// asked for, spinning under the cluster's lock.
+/// not by the one being made: before a96e6cf a use of such a cluster could wait for an entry
+/// its feed never asked for, and loop under the cluster's lock. (This test passed on that code
+/// too: the next consumer came within the window. It bounds every use, so a loop fails it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusters_taken_on_while_the_feed_is_made_are_fed_by_the_next_consumer() {
     let nats = Nats::start();
