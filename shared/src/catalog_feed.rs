@@ -86,8 +86,6 @@ struct State {
     /// Entries delivered and not yet taken, per covered cluster, in stream order.
     pending: HashMap<ClusterName, Vec<FedEntry>>,
     pending_bytes: usize,
-    /// The newest stream sequence the consumer delivered (0: none yet, or it was reset).
-    delivered: u64,
     /// Where the next consumer starts so that nothing covered is skipped: just after the last
     /// entry delivered, or where the last consumer started (0: not started, or reset).
     next_start: u64,
@@ -107,11 +105,15 @@ impl State {
         }
     }
 
-    fn reset(&mut self) {
+    /// Covers nothing and holds nothing (the clusters wanted stay wanted).
+    fn uncover_all(&mut self) {
         self.covered.clear();
         self.pending.clear();
         self.pending_bytes = 0;
-        self.delivered = 0;
+    }
+
+    fn reset(&mut self) {
+        self.uncover_all();
         self.next_start = 0;
     }
 }
@@ -121,7 +123,9 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes the task when a cluster is wanted that the consumer does not ask for.
     grown: Notify,
-    /// The newest sequence delivered, for uses waiting on it.
+    /// The newest stream sequence any of the feed's consumers delivered, for uses waiting on
+    /// it. A use that sees it pass a revision still takes entries only from a consumer that
+    /// covers its cluster.
     delivered: watch::Sender<u64>,
 }
 
@@ -195,9 +199,7 @@ impl Feed {
     pub fn forget_all(&self) {
         let mut state = self.shared.state.lock().expect("feed state");
         state.wanted.clear();
-        state.covered.clear();
-        state.pending.clear();
-        state.pending_bytes = 0;
+        state.uncover_all();
     }
 
     /// Whether the feed holds every entry of `cluster` stored from stream sequence `from` on
@@ -381,9 +383,11 @@ fn deliver(shared: &Shared, message: async_nats::jetstream::Message, sequence: u
             state.pending_bytes += bytes;
         }
     }
-    state.delivered = state.delivered.max(sequence);
     state.next_start = state.next_start.max(sequence + 1);
-    let delivered = state.delivered;
     drop(state);
-    shared.delivered.send_replace(delivered);
+    shared.delivered.send_if_modified(|delivered| {
+        let newer = sequence > *delivered;
+        *delivered = (*delivered).max(sequence);
+        newer
+    });
 }

@@ -43,12 +43,7 @@ impl ViewState for Ids {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_is_refused_until_it_has_applied_the_revision_asked_for() {
-    let nats = Nats::start();
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let topology = topology::ensure(&async_nats::jetstream::new(client), 1)
-        .await
-        .unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
+    let (_nats, _client, topology, catalog) = catalog_on_a_new_server().await;
     let cluster = ClusterName::new("c1").unwrap();
     let first = catalog
         .create(&backup("c1", "full", "b1", None, 1, 1))
@@ -133,12 +128,7 @@ impl ConsumersCreated {
 /// account's consumer limit. Only the first use (the listing) opens one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn views_open_a_consumer_only_for_their_first_listing() {
-    let nats = Nats::start();
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let topology = topology::ensure(&async_nats::jetstream::new(client.clone()), 1)
-        .await
-        .unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
+    let (_nats, client, topology, catalog) = catalog_on_a_new_server().await;
     let cluster = ClusterName::new("c1").unwrap();
     catalog
         .create(&backup("c1", "full", "b1", None, 1, 1))
@@ -229,12 +219,7 @@ async fn a_fed_view_past_its_filter_limit_reads_the_whole_catalog_and_keeps_its_
 }
 
 async fn fed_view_case(filter_limit: Option<usize>) {
-    let nats = Nats::start();
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let topology = topology::ensure(&async_nats::jetstream::new(client.clone()), 1)
-        .await
-        .unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
+    let (_nats, client, topology, catalog) = catalog_on_a_new_server().await;
     let c1 = ClusterName::new("c1").unwrap();
     let c2 = ClusterName::new("c2").unwrap();
     catalog
@@ -355,12 +340,7 @@ fn uuid() -> String {
 /// too: the next consumer came within the window. It bounds every use, so a loop fails it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clusters_taken_on_while_the_feed_is_made_are_fed_by_the_next_consumer() {
-    let nats = Nats::start();
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let topology = topology::ensure(&async_nats::jetstream::new(client.clone()), 1)
-        .await
-        .unwrap();
-    let catalog = Catalog::new(topology.catalog.clone());
+    let (_nats, _client, topology, catalog) = catalog_on_a_new_server().await;
     let clusters: Vec<ClusterName> = (0..40)
         .map(|n| ClusterName::new(format!("c{n}")).unwrap())
         .collect();
@@ -406,4 +386,16 @@ async fn clusters_taken_on_while_the_feed_is_made_are_fed_by_the_next_consumer()
         fed_uses >= clusters.len() * 3,
         "the feed covers every cluster after the first rounds: {fed_uses} fed uses"
     );
+}
+
+/// A nats-server of the test's own with the fleet's streams and buckets, a client, and the
+/// catalog on it. The server stops when the returned `Nats` is dropped.
+async fn catalog_on_a_new_server() -> (Nats, async_nats::Client, topology::Topology, Catalog) {
+    let nats = Nats::start();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let topology = topology::ensure(&async_nats::jetstream::new(client.clone()), 1)
+        .await
+        .unwrap();
+    let catalog = Catalog::new(topology.catalog.clone());
+    (nats, client, topology, catalog)
 }
