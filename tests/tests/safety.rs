@@ -457,6 +457,39 @@ async fn a_mass_deletion_is_held_until_approved_once_and_every_deleted_object_is
         .map(|b| b["id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(marked, deleting);
+    // In order, for each backup: marked before any deleter could claim it, claimed before
+    // anything went, its objects before its record.
+    for id in &deleting {
+        let mut kinds: Vec<&str> = entries
+            .iter()
+            .filter(|e| {
+                e["backups"]
+                    .as_array()
+                    .is_some_and(|backups| backups.iter().any(|b| b["id"] == json!(id)))
+            })
+            .filter_map(|e| e["kind"].as_str())
+            .filter(|kind| {
+                [
+                    "backups-marked",
+                    "backups-claimed",
+                    "objects-deleted",
+                    "records-removed",
+                ]
+                .contains(kind)
+            })
+            .collect();
+        kinds.dedup();
+        assert_eq!(
+            kinds,
+            [
+                "backups-marked",
+                "backups-claimed",
+                "objects-deleted",
+                "records-removed"
+            ],
+            "{id}"
+        );
+    }
     // Who did what: the policy change (before and after) and the approval, each with the user.
     let change = of_kind(&entries, "schedule-changed")
         .into_iter()

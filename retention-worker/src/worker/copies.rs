@@ -1,20 +1,19 @@
 //! A run's work at the other locations (issue 28): each location's plan over the copies it
 //! holds marks the copies it lets go `expiring` (compare-and-set on the revision planned on)
-//! and publishes a copy delete job for each; the deleter re-judges and deletes. Only whole
+//! and publishes a copy delete job for each once the audit has the marks; the deleter re-judges and deletes. Only whole
 //! copies go: a plan that would trim a copy's volumes keeps the copy whole (the safe side; a
 //! copy is deleted as one). Merges and the binlog archive are the primary's alone.
 
 use sexton_retention::Reason;
 use sexton_shared::{
     catalog::{CasError, Versioned},
-    copies::{CopyDeleteJob, CopyState},
+    copies::CopyState,
     names::LocationName,
-    nats::publish_once,
     records::BackupRecord,
-    topology, wire,
 };
 
 use super::plan::GroupPlan;
+use super::publish::Jobs;
 use super::Worker;
 
 impl Worker {
@@ -52,7 +51,7 @@ impl Worker {
     }
 
     /// Carries out one location group's plan: the copies it deletes marked, their jobs
-    /// published (again, for marks an earlier run made).
+    /// published (again, for marks an earlier run made) once the audit has the marks.
     /// Returns the group's lock dates at its location (empty without locks there), for the
     /// binlog segments of the location's archive ([`Worker::lock_segments`]).
     pub(super) async fn run_location_group(
@@ -99,6 +98,7 @@ impl Worker {
         }
         let policy_hash = group.policy_hash.clone().unwrap_or_default();
         let mut marked = Vec::new();
+        let mut jobs = Jobs::default();
         for (index, delete) in &decision.delete {
             let status = group.members.engine.backups[*index].status;
             let writes = match status {
@@ -111,7 +111,7 @@ impl Worker {
             };
             let reasons = Reason::texts(&delete.reasons);
             if let Some(mark) = self
-                .expire_copy(&record, location, &reasons, &policy_hash)
+                .expire_copy(&record, location, &reasons, &policy_hash, &mut jobs)
                 .await?
             {
                 self.metrics
@@ -132,11 +132,13 @@ impl Worker {
                 marked,
             )
             .await;
+        // The marks are in the audit before a deleter can claim them.
+        self.publish_jobs(jobs).await?;
         Ok(locks)
     }
 
-    /// Marks the copy of `record` at `location` expiring (if it is not already) and publishes
-    /// its delete job. The mark is named by the revision it was written over (the copy's
+    /// Marks the copy of `record` at `location` expiring (if it is not already) and adds its
+    /// delete job to `jobs`. The mark is named by the revision it was written over (the copy's
     /// `expiring_revision`): a later change of the record elsewhere (a mark at primary, a
     /// scrub) leaves the job valid. Returns the mark when a job is now on its way.
     async fn expire_copy(
@@ -145,6 +147,7 @@ impl Worker {
         location: &LocationName,
         reasons: &[String],
         policy_hash: &str,
+        jobs: &mut Jobs,
     ) -> anyhow::Result<Option<u64>> {
         let Some(copy) = record.value.copies.get(location) else {
             return Ok(None);
@@ -183,26 +186,7 @@ impl Worker {
                 return Ok(None)
             }
         };
-        let job = CopyDeleteJob {
-            schema_version: wire::SCHEMA_VERSION,
-            cluster: record.value.cluster.clone(),
-            backup_id: record.value.id.clone(),
-            uid: record.value.uid.clone(),
-            location: location.clone(),
-            revision: mark,
-            reasons: reasons.to_vec(),
-        };
-        publish_once(
-            &self.topology.jetstream,
-            topology::copy_delete_job_subject(&record.value.cluster),
-            &format!("cdel.{}.{location}.{mark}", record.value.uid),
-            wire::encode(&job),
-        )
-        .await?;
-        self.metrics
-            .jobs_published
-            .with_label_values(&["copy"])
-            .inc();
+        jobs.copy_delete(&record.value, location, mark, reasons);
         Ok(Some(mark))
     }
 }

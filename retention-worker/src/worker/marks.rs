@@ -14,6 +14,7 @@ use sexton_shared::{
 };
 
 use super::plan::GroupPlan;
+use super::publish::Jobs;
 use super::Worker;
 use crate::safety;
 use crate::view::Members;
@@ -52,13 +53,14 @@ impl Worker {
         }
     }
 
-    /// Marks one backup expiring (if it is not already) and publishes its delete job. Returns
-    /// whether a job is now on its way.
+    /// Marks one backup expiring (if it is not already) and adds its delete job to `jobs`.
+    /// Returns whether a job is now on its way.
     pub(super) async fn expire(
         &self,
         record: &Versioned<BackupRecord>,
         reasons: &[String],
         policy_hash: &str,
+        jobs: &mut Jobs,
     ) -> anyhow::Result<bool> {
         // A user who asks again after a deletion failed retries it.
         let markable = match record.value.status {
@@ -97,8 +99,7 @@ impl Worker {
             BackupStatus::Expiring => record.value.mark_revision(record.revision),
             _ => return Ok(false),
         };
-        self.publish_delete(&record.value, revision, reasons, &[])
-            .await?;
+        jobs.delete(&record.value, revision, reasons, &[]);
         Ok(true)
     }
 
@@ -136,7 +137,7 @@ impl Worker {
     }
 
     /// Marks the volumes a partial verdict deletes `expiring` (the record stays `completed`:
-    /// its other volumes remain restorable) and publishes a delete job naming them. Returns
+    /// its other volumes remain restorable) and adds a delete job naming them to `jobs`. Returns
     /// whether a job is now on its way. A backup a user asked to delete, one already being
     /// deleted whole, or one whose partial deletion the deleter has claimed is left alone.
     pub(super) async fn expire_volumes(
@@ -145,6 +146,7 @@ impl Worker {
         volumes: &[String],
         reasons: &[String],
         policy_hash: &str,
+        jobs: &mut Jobs,
     ) -> anyhow::Result<bool> {
         let current = &record.value;
         if volumes.is_empty()
@@ -181,8 +183,7 @@ impl Worker {
                 Err(CasError::Other(err)) => return Err(err),
             }
         };
-        self.publish_delete(current, revision, reasons, volumes)
-            .await?;
+        jobs.delete(current, revision, reasons, volumes);
         Ok(true)
     }
 
@@ -197,6 +198,7 @@ impl Worker {
         expired: &[DecisionSummary],
         trimmed: &[PartialSummary],
         now: DateTime<Utc>,
+        jobs: &mut Jobs,
     ) -> anyhow::Result<Vec<sexton_shared::audit::AuditBackup>> {
         let mut marked = Vec::new();
         let policy_hash = safety::hash_of(group.policy.as_ref());
@@ -246,7 +248,7 @@ impl Worker {
                         "delete requested by a user"
                     };
                     let reasons = [reason.to_string()];
-                    if self.expire(record, &reasons, &policy_hash).await? {
+                    if self.expire(record, &reasons, &policy_hash, jobs).await? {
                         self.metrics
                             .decisions
                             .with_label_values(&["delete", "user"])

@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use sexton_shared::{
     catalog::Versioned,
-    names::ClusterName,
+    copies::CopyDeleteJob,
+    names::{ClusterName, LocationName},
     nats::publish_once,
     outcome::publish_incident,
     records::{BackupRecord, BackupStatus},
@@ -27,17 +28,32 @@ use super::Worker;
 use crate::binlog::{self, BinlogInput, IndexState};
 use crate::decisions::RunDecision;
 
-impl Worker {
+/// The delete jobs a run's marks ask for, held until the run's audit entry says what it marked
+/// and published then ([`Worker::publish_jobs`]): the audit has a mark before any deleter can
+/// claim it (docs/safety.md). A run that fails before publishing leaves its marks in the
+/// catalog; the next run publishes their jobs again, as for a lost job.
+#[derive(Default)]
+pub(super) struct Jobs(Vec<PendingJob>);
+
+struct PendingJob {
+    subject: String,
+    message_id: String,
+    payload: bytes::Bytes,
+    /// `sexton_retention_jobs_published_total`'s label.
+    kind: &'static str,
+}
+
+impl Jobs {
     /// The delete job of `record`, marked expiring (whole, or the `volumes` named) at
     /// `revision`. Its message id names the record's uid and the revision of the mark, so a
     /// job published again for the same mark is a no-op.
-    pub(super) async fn publish_delete(
-        &self,
+    pub(super) fn delete(
+        &mut self,
         record: &BackupRecord,
         revision: u64,
         reasons: &[String],
         volumes: &[String],
-    ) -> anyhow::Result<()> {
+    ) {
         let job = DeleteJob {
             schema_version: wire::SCHEMA_VERSION,
             cluster: record.cluster.clone(),
@@ -47,19 +63,61 @@ impl Worker {
             reasons: reasons.to_vec(),
             volumes: volumes.to_vec(),
         };
-        publish_once(
-            &self.topology.jetstream,
-            topology::delete_job_subject(&record.cluster),
-            &format!("del.{}.{}", record.uid, revision),
-            wire::encode(&job),
-        )
-        .await?;
-        let kind = if volumes.is_empty() {
-            "backup"
-        } else {
-            "volumes"
+        self.0.push(PendingJob {
+            subject: topology::delete_job_subject(&record.cluster),
+            message_id: format!("del.{}.{}", record.uid, revision),
+            payload: wire::encode(&job),
+            kind: if volumes.is_empty() {
+                "backup"
+            } else {
+                "volumes"
+            },
+        });
+    }
+
+    /// The delete job of the copy of `record` at `location`, marked at `mark` (the revision
+    /// the mark was written over); the message id names the uid, the location and the mark.
+    pub(super) fn copy_delete(
+        &mut self,
+        record: &BackupRecord,
+        location: &LocationName,
+        mark: u64,
+        reasons: &[String],
+    ) {
+        let job = CopyDeleteJob {
+            schema_version: wire::SCHEMA_VERSION,
+            cluster: record.cluster.clone(),
+            backup_id: record.id.clone(),
+            uid: record.uid.clone(),
+            location: location.clone(),
+            revision: mark,
+            reasons: reasons.to_vec(),
         };
-        self.metrics.jobs_published.with_label_values(&[kind]).inc();
+        self.0.push(PendingJob {
+            subject: topology::copy_delete_job_subject(&record.cluster),
+            message_id: format!("cdel.{}.{location}.{mark}", record.uid),
+            payload: wire::encode(&job),
+            kind: "copy",
+        });
+    }
+}
+
+impl Worker {
+    /// Publishes the jobs a run held, in the order its marks were made.
+    pub(super) async fn publish_jobs(&self, jobs: Jobs) -> anyhow::Result<()> {
+        for job in jobs.0 {
+            publish_once(
+                &self.topology.jetstream,
+                job.subject,
+                &job.message_id,
+                job.payload,
+            )
+            .await?;
+            self.metrics
+                .jobs_published
+                .with_label_values(&[job.kind])
+                .inc();
+        }
         Ok(())
     }
 

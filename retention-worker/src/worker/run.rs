@@ -16,6 +16,7 @@ use sexton_shared::{
 
 use super::groups::Places;
 use super::plan::{GroupPlan, Render};
+use super::publish::Jobs;
 use super::Worker;
 use crate::binlog;
 use crate::decisions::RunDecision;
@@ -96,7 +97,15 @@ impl Worker {
             if let Some(reason) = &group.hold_reason {
                 tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
             }
-            self.expire_user_requests(group, &[], &[], now).await?;
+            let mut jobs = Jobs::default();
+            let marked = self
+                .expire_user_requests(group, &[], &[], now, &mut jobs)
+                .await?;
+            let policy_hash = safety::hash_of(group.policy.as_ref());
+            self.envelope
+                .record_marks(cluster, &group.plan, &policy_hash, marked)
+                .await;
+            self.publish_jobs(jobs).await?;
             return Ok(Default::default());
         };
         // Locks first: a backup counts for the plan's deletions only once it is locked, and a
@@ -109,10 +118,14 @@ impl Worker {
                 self.envelope
                     .hold(cluster, &group.plan, None, breaker, &policy_hash)
                     .await;
-                let marked = self.expire_user_requests(group, &[], &[], now).await?;
+                let mut jobs = Jobs::default();
+                let marked = self
+                    .expire_user_requests(group, &[], &[], now, &mut jobs)
+                    .await?;
                 self.envelope
                     .record_marks(cluster, &group.plan, &policy_hash, marked)
                     .await;
+                self.publish_jobs(jobs).await?;
                 return Ok(locks);
             }
             Some(breaker) => {
@@ -137,23 +150,26 @@ impl Worker {
         }
         self.publish_merges(group, &decision.merges, &decision.volume_merges)
             .await?;
+        let mut jobs = Jobs::default();
         let deleting = self
-            .expire_planned(group, decision, &policy_hash, &mut marked)
+            .expire_planned(group, decision, &policy_hash, &mut marked, &mut jobs)
             .await?;
         self.unmark_planned(group, decision).await?;
         let trimming = self
-            .trim_planned(group, decision, &policy_hash, &mut marked)
+            .trim_planned(group, decision, &policy_hash, &mut marked, &mut jobs)
             .await?;
         // Users' requests are judged after the plan's own deletions: a requested backup
         // that only a backup this run expired still needed (a deleted middle backup whose
         // dependents the plan just let go) goes now, not at the next run.
         marked.extend(
-            self.expire_user_requests(group, &deleting, &trimming, now)
+            self.expire_user_requests(group, &deleting, &trimming, now, &mut jobs)
                 .await?,
         );
+        // The marks are in the audit before a deleter can claim them.
         self.envelope
             .record_marks(cluster, &group.plan, &policy_hash, marked)
             .await;
+        self.publish_jobs(jobs).await?;
         self.announce(group, decision, deleting, trimming, now)
             .await;
         Ok(locks)
@@ -168,6 +184,7 @@ impl Worker {
         decision: &RunDecision,
         policy_hash: &str,
         marked: &mut Vec<AuditBackup>,
+        jobs: &mut Jobs,
     ) -> anyhow::Result<Vec<DecisionSummary>> {
         let mut deleting = Vec::new();
         for (index, delete) in &decision.delete {
@@ -187,7 +204,7 @@ impl Worker {
             };
             let record = &record;
             let reasons = Reason::texts(&delete.reasons);
-            if self.expire(record, &reasons, policy_hash).await? {
+            if self.expire(record, &reasons, policy_hash, jobs).await? {
                 self.metrics
                     .decisions
                     .with_label_values(&["delete", Reason::label_of_first(&delete.reasons)])
@@ -235,6 +252,7 @@ impl Worker {
         decision: &RunDecision,
         policy_hash: &str,
         marked: &mut Vec<AuditBackup>,
+        jobs: &mut Jobs,
     ) -> anyhow::Result<Vec<PartialSummary>> {
         let mut trimming = Vec::new();
         for (index, partial) in &decision.partial {
@@ -267,7 +285,7 @@ impl Worker {
             let record = &record;
             let reasons = Reason::texts(&partial.reasons);
             if self
-                .expire_volumes(record, &volumes, &reasons, policy_hash)
+                .expire_volumes(record, &volumes, &reasons, policy_hash, jobs)
                 .await?
             {
                 self.metrics
