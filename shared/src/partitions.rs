@@ -27,13 +27,14 @@
 //! a lease lasts. The members' entry is a claim too, and no replica can check another's line:
 //! lines of replicas that do not exist (forged, or renewed by a process that no longer works)
 //! shrink every share, and the partitions beyond the real replicas' shares would go unread. So
-//! a partition a replica sees free at [`OVERDUE_AFTER`] of its ticks in a row is taken whatever
-//! the share ([`Moves::rescue`]), and kept for [`RESCUE_KEPT`] before the share may ask for it
-//! back: a forged line slows a partition down (it is let go of and taken again about once
-//! every [`RESCUE_KEPT`]), it never stops it. What a lease cannot do is make two replicas' work impossible: a replica cut
-//! off from NATS for longer than [`TTL`] still finishes the message in hand after another took
-//! its partition over. The work itself stays safe by compare-and-set, as it was when any
-//! replica took any message; the lease only makes it rare.
+//! a partition a replica sees free at [`OVERDUE_AFTER`] of its ticks in a row, while no
+//! replica at work has room for it ([`overdue`]), is taken whatever the share
+//! ([`Moves::rescue`]), and kept for [`RESCUE_KEPT`] before the share may ask for it back:
+//! a forged line slows a partition down (it is let go of and taken again about once
+//! every [`RESCUE_KEPT`]), it never stops it. What a lease cannot do is make two replicas'
+//! work impossible: a replica cut off from NATS for longer than [`TTL`] still finishes the
+//! message in hand after another took its partition over. The work itself stays safe by
+//! compare-and-set, as it was when any replica took any message; the lease only makes it rare.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -52,13 +53,17 @@ pub const TTL: Duration = Duration::from_secs(15);
 /// How often a replica renews its leases and its line, and looks for partitions to take.
 pub const TICK: Duration = Duration::from_secs(5);
 
-/// At how many of its ticks in a row a replica must see a partition free before it takes it
-/// beyond its share: a partition let go of is free for a tick at most while some replica has
-/// room for it.
+/// At how many of its ticks in a row a replica must see a partition free, while no other
+/// replica at work has room for it, before it takes it beyond its share ([`overdue`]).
 pub const OVERDUE_AFTER: u32 = 2;
 
+/// At how many of its ticks in a row a replica takes a free partition beyond its share even
+/// though another replica at work seems to have room for it: that one has let it lie for a
+/// minute, whatever the reason.
+pub const STARVED_AFTER: u32 = 12;
+
 /// How long a partition taken beyond the share (rescued) is kept before the share may ask
-/// for it back.
+/// for it back, unless a replica at work has room for it ([`room_elsewhere`]).
 pub const RESCUE_KEPT: Duration = Duration::from_secs(60);
 
 /// One lease's value.
@@ -113,6 +118,49 @@ pub struct Moves {
     pub release: Vec<u16>,
 }
 
+/// A replica's share of `partitions` among `replicas` live ones: ⌈partitions / replicas⌉.
+pub fn share(partitions: usize, replicas: usize) -> usize {
+    partitions.div_ceil(replicas.max(1))
+}
+
+/// The free partitions a replica may take beyond its share, from the ticks in a row at which it
+/// saw each free (`free_for`) and how many partitions each other replica at work holds
+/// (`others`: the holders of standing leases; a line in the members' entry alone proves no
+/// work). Pure.
+///
+/// While some replica at work holds fewer than `share`, it takes a free partition at its next
+/// tick, so none is overdue before [`STARVED_AFTER`] ticks. Counting ticks alone was not
+/// enough: replicas started together tick in step, and one that let go of a partition (seeing
+/// it free in that very tick) saw it free again at its next tick, a moment before the others'
+/// next ticks, whose reads had come just before the lease went. It took the partition back
+/// beyond its share and kept it for [`RESCUE_KEPT`], and the replica with room lost the race
+/// to take it: `fault_partition_takeover` found the partitions settled a minute late, or not
+/// within its 90 s, and the services' logs showed the rescue. Forged lines in the members'
+/// entry still cannot keep a partition unread: the real replicas then all hold their (small)
+/// shares, and nobody at work has room. A replica that holds nothing yet shows no room either;
+/// what is rescued before it takes its first partition is kept only until it has
+/// ([`room_elsewhere`], in the tick), then let go of by the share.
+pub fn overdue(
+    free_for: &BTreeMap<u16, u32>,
+    others: &BTreeMap<String, usize>,
+    share: usize,
+) -> BTreeSet<u16> {
+    let room_elsewhere = room_elsewhere(others, share);
+    free_for
+        .iter()
+        .filter(|(_, ticks)| {
+            **ticks >= STARVED_AFTER || (**ticks >= OVERDUE_AFTER && !room_elsewhere)
+        })
+        .map(|(partition, _)| *partition)
+        .collect()
+}
+
+/// Whether another replica at work (`others`: holders of standing leases, with how many each
+/// holds) holds fewer partitions than its share: it takes a free one at its next tick.
+pub fn room_elsewhere(others: &BTreeMap<String, usize>, share: usize) -> bool {
+    others.values().any(|held| *held < share)
+}
+
 /// The partitions `me` takes and lets go of, given each partition's standing (`leases[k]` for
 /// partition `k`), how many replicas are live, `me` included, which free partitions are
 /// overdue (seen free at [`OVERDUE_AFTER`] ticks in a row) and which of its own it keeps
@@ -124,7 +172,7 @@ pub fn moves(
     overdue: &BTreeSet<u16>,
     kept: &BTreeSet<u16>,
 ) -> Moves {
-    let share = leases.len().div_ceil(replicas.max(1));
+    let share = share(leases.len(), replicas);
     let mut order: Vec<u16> = (0..leases.len() as u16).collect();
     order.sort_by_key(|k| (preference(me, *k), *k));
     // Partitions it keeps whatever the share do not count against it.
@@ -170,17 +218,21 @@ fn live_members(value: Option<&[u8]>, now: DateTime<Utc>) -> Members {
     members
 }
 
-/// A lease entry's standing for `me` at `now` (`None`: no entry or a deleted one).
-fn standing(value: Option<&[u8]>, me: &str, now: DateTime<Utc>) -> Standing {
-    match value.and_then(|value| serde_json::from_slice::<Held>(value).ok()) {
-        Some(held) if stands(held.until, now) => {
-            if held.holder == me {
-                Standing::Mine
-            } else {
-                Standing::Theirs
-            }
-        }
-        _ => Standing::Free,
+/// A lease entry's holder at `now`, if the lease stands (`None` for a value: no entry or a
+/// deleted one).
+fn holder(value: Option<&[u8]>, now: DateTime<Utc>) -> Option<String> {
+    value
+        .and_then(|value| serde_json::from_slice::<Held>(value).ok())
+        .filter(|held| stands(held.until, now))
+        .map(|held| held.holder)
+}
+
+/// A lease entry's standing for `me` given its [`holder`].
+fn standing(holder: Option<&str>, me: &str) -> Standing {
+    match holder {
+        Some(holder) if holder == me => Standing::Mine,
+        Some(_) => Standing::Theirs,
+        None => Standing::Free,
     }
 }
 
@@ -212,18 +264,32 @@ pub struct Partitioner<F> {
     me: String,
     count: u16,
     work: F,
-    held: Arc<Mutex<BTreeSet<u16>>>,
+    held: HeldPartitions,
     /// How many replicas the last members' entry it wrote named.
     replicas: std::sync::atomic::AtomicUsize,
 }
 
-/// Which partitions a replica holds now, for its metrics.
+/// Which partitions a replica holds now, for its metrics, and how many it took beyond its
+/// share ([`Moves::rescue`]).
 #[derive(Clone, Default)]
-pub struct HeldPartitions(Arc<Mutex<BTreeSet<u16>>>);
+pub struct HeldPartitions {
+    held: Arc<Mutex<BTreeSet<u16>>>,
+    rescues: Arc<std::sync::atomic::AtomicU64>,
+}
 
 impl HeldPartitions {
     pub fn get(&self) -> BTreeSet<u16> {
-        self.0.lock().expect("held partitions").clone()
+        self.held.lock().expect("held partitions").clone()
+    }
+
+    /// Partitions taken beyond the share since the replica started: none while every line in
+    /// the members' entry is a replica at work.
+    pub fn rescues(&self) -> u64 {
+        self.rescues.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn set(&self, held: BTreeSet<u16>) {
+        *self.held.lock().expect("held partitions") = held;
     }
 
     /// Keeps `gauge` at the number of partitions held, read every second, for as long as the
@@ -252,13 +318,13 @@ where
             me: me.to_string(),
             count,
             work,
-            held: Arc::default(),
+            held: HeldPartitions::default(),
             replicas: std::sync::atomic::AtomicUsize::new(1),
         }
     }
 
     pub fn held(&self) -> HeldPartitions {
-        HeldPartitions(self.held.clone())
+        self.held.clone()
     }
 
     fn key(&self, partition: u16) -> String {
@@ -276,7 +342,7 @@ where
             if let Err(err) = self.tick(&mut holdings, &mut free_for).await {
                 tracing::warn!(service = %self.service, error = format!("{err:#}"), "cannot renew or balance partitions; trying again");
             }
-            *self.held.lock().expect("held partitions") = holdings.keys().copied().collect();
+            self.held.set(holdings.keys().copied().collect());
             tokio::select! {
                 _ = shutdown.wait() => break,
                 _ = tokio::time::sleep(TICK) => {}
@@ -292,7 +358,7 @@ where
                 .delete_expect_revision(self.key(partition), Some(holding.revision))
                 .await;
         }
-        self.held.lock().expect("held partitions").clear();
+        self.held.set(BTreeSet::new());
         let _ = self.leave().await;
         Ok(())
     }
@@ -319,6 +385,8 @@ where
         let now = Utc::now();
         let mut standings = Vec::with_capacity(self.count as usize);
         let mut revisions = Vec::with_capacity(self.count as usize);
+        // The other replicas at work, and how many partitions each holds.
+        let mut others: BTreeMap<String, usize> = BTreeMap::new();
         for partition in 0..self.count {
             let key = self.key(partition);
             let entry = self.store.entry(key.clone()).await?;
@@ -328,7 +396,11 @@ where
                 .filter(|entry| entry.operation == kv::Operation::Put)
                 .map(|entry| entry.value.as_ref());
             // Judged by the clock as it is after the read, not at the tick's start.
-            let mut standing = standing(value, &self.me, Utc::now());
+            let holder = holder(value, Utc::now());
+            let mut standing = standing(holder.as_deref(), &self.me);
+            if let (Standing::Theirs, Some(holder)) = (standing, holder) {
+                *others.entry(holder).or_default() += 1;
+            }
             if let Some(holding) = holdings.get_mut(&partition) {
                 if let (Standing::Mine, Some(revision)) = (standing, revision) {
                     // A renewal that landed though its answer was lost leaves the entry this
@@ -387,11 +459,10 @@ where
                 free_for.remove(&partition);
             }
         }
-        let overdue: BTreeSet<u16> = free_for
-            .iter()
-            .filter(|(_, ticks)| **ticks >= OVERDUE_AFTER)
-            .map(|(partition, _)| *partition)
-            .collect();
+        let share = share(usize::from(self.count), replicas);
+        let overdue = overdue(free_for, &others, share);
+        // Rescued partitions are kept only while nobody at work has room for them: one that
+        // shows room now (it took its first partition) gets them back by the share.
         let kept: BTreeSet<u16> = holdings
             .iter()
             .filter(|(_, holding)| {
@@ -399,6 +470,7 @@ where
                     .kept_until
                     .is_some_and(|until| tokio::time::Instant::now() < until)
             })
+            .filter(|_| !room_elsewhere(&others, share))
             .map(|(partition, _)| *partition)
             .collect();
         let moves = moves(&self.me, &standings, replicas, &overdue, &kept);
@@ -427,6 +499,11 @@ where
             let (stop, stopped) = Shutdown::new();
             let work = tokio::spawn((self.work)(partition, stopped));
             tracing::info!(service = %self.service, partition, replicas, "partition taken");
+            if rescued.contains(&partition) {
+                self.held
+                    .rescues
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
             free_for.remove(&partition);
             holdings.insert(
                 partition,
@@ -750,6 +827,8 @@ mod tests {
             .unwrap()
         };
         let s = chrono::TimeDelta::seconds;
+        let standing =
+            |value: Option<&[u8]>, me: &str, now| standing(holder(value, now).as_deref(), me);
         assert_eq!(standing(None, "a", now), Free);
         assert_eq!(standing(Some(&value("a", now + s(10))), "a", now), Mine);
         assert_eq!(standing(Some(&value("b", now + s(10))), "a", now), Theirs);
@@ -761,6 +840,29 @@ mod tests {
         );
         assert_eq!(standing(Some(b"{not json"), "a", now), Free);
         assert_eq!(standing(Some(b""), "a", now), Free);
+    }
+
+    #[test]
+    fn a_free_partition_is_overdue_only_when_no_replica_at_work_has_room_for_it() {
+        let free_for: BTreeMap<u16, u32> = [(3, 1), (4, OVERDUE_AFTER), (5, STARVED_AFTER)].into();
+        let others = |held: &[(&str, usize)]| -> BTreeMap<String, usize> {
+            held.iter().map(|(n, h)| (n.to_string(), *h)).collect()
+        };
+        // Three replicas, share 6: the others hold theirs whole. Seen free twice is overdue.
+        let full = others(&[("b", 6), ("c", 6)]);
+        assert_eq!(overdue(&free_for, &full, 6), [4, 5].into());
+        // One of them holds 4: it takes the partition at its next tick; only a partition it let
+        // lie for STARVED_AFTER ticks is overdue. The releaser that started the race
+        // (fault_partition_takeover) no longer takes back what it let go of.
+        let room = others(&[("b", 6), ("c", 4)]);
+        assert_eq!(overdue(&free_for, &room, 6), [5].into());
+        // Forged lines: 50 members make a share of 1, and the real replicas hold theirs.
+        let forged = others(&[("b", 1)]);
+        assert_eq!(overdue(&free_for, &forged, 1), [4, 5].into());
+        // Nobody else at work (the others' leases lapsed): as before.
+        assert_eq!(overdue(&free_for, &BTreeMap::new(), 8), [4, 5].into());
+        assert_eq!(share(16, 3), 6);
+        assert_eq!(share(16, 0), 16);
     }
 
     #[test]

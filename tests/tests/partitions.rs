@@ -233,6 +233,10 @@ async fn forged_members_do_not_leave_partitions_unread() {
     }
     assert_eq!(least, 16, "partitions went unread while forged lines stood");
     assert!(held_a.get().is_disjoint(&held_b.get()));
+    assert!(
+        held_a.rescues() + held_b.rescues() >= 14,
+        "the partitions beyond the shares were rescued"
+    );
     assert_eq!(
         board.lock().unwrap().overlaps,
         0,
@@ -243,4 +247,52 @@ async fn forged_members_do_not_leave_partitions_unread() {
     stop_b.trigger();
     task_a.await.unwrap().unwrap();
     task_b.await.unwrap().unwrap();
+}
+
+/// Replicas started at one moment tick in step: a replica that lets go of a partition beyond
+/// its share deletes the lease in its tick, and the others, having read the lease just before,
+/// see it free only at their next tick, which may fall just after the releaser's next one.
+/// They still settle within their shares, and none takes a partition beyond its share: every
+/// line in the members' entry is a replica at work, so nothing is overdue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_started_together_settle_within_their_shares() {
+    let nats = Nats::start();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client);
+    let store = topology::partitions_bucket(&js, 1).await.unwrap();
+    for round in 0..3 {
+        let board: Shared = Arc::default();
+        let replicas: Vec<_> = ["a", "b", "c"]
+            .iter()
+            .map(|me| replica(store.clone(), &format!("{me}{round}"), board.clone(), false))
+            .collect();
+        let started = std::time::Instant::now();
+        // Within the share: ⌈16 / 3⌉ = 6 each, every partition held.
+        eventually(
+            "three replicas started together settled",
+            sexton_shared::partitions::RESCUE_KEPT,
+            || {
+                let counts = counts(&board);
+                async move {
+                    (counts.len() == 3
+                        && counts.values().sum::<usize>() == 16
+                        && counts.values().all(|n| *n <= 6))
+                    .then_some(())
+                }
+            },
+        )
+        .await;
+        println!("round {round}: settled after {:?}", started.elapsed());
+        let rescues: Vec<u64> = replicas.iter().map(|(held, _, _)| held.rescues()).collect();
+        assert_eq!(rescues, [0, 0, 0], "partitions taken beyond the share");
+        assert_eq!(
+            board.lock().unwrap().overlaps,
+            0,
+            "two replicas on one partition"
+        );
+        for (_, stop, task) in replicas {
+            stop.trigger();
+            task.await.unwrap().unwrap();
+        }
+    }
 }
