@@ -948,7 +948,8 @@ async fn each_location_keeps_by_its_own_policy_and_a_record_goes_with_its_last_p
             .iter()
             .map(|m| serde_json::from_slice(&m.payload).unwrap())
             .collect();
-    // In order; a run that publishes a mark's job again says so again.
+    // In order: each mark audited when made (a run that publishes its job again does not
+    // audit it again), before any deleter could claim it.
     let kinds_for = |id: &str| -> Vec<&str> {
         let mut kinds: Vec<&str> = audit
             .iter()

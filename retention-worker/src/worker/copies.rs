@@ -13,7 +13,7 @@ use sexton_shared::{
 };
 
 use super::plan::GroupPlan;
-use super::publish::Jobs;
+use super::publish::{Jobs, Mark};
 use super::Worker;
 
 impl Worker {
@@ -118,9 +118,12 @@ impl Worker {
                     .decisions
                     .with_label_values(&["delete", Reason::label_of_first(&delete.reasons)])
                     .inc();
-                let mut entry = crate::safety::marked(&record.value, &reasons, &[], &policy_hash);
-                entry.revision = Some(mark);
-                marked.push(entry);
+                if mark.new {
+                    let mut entry =
+                        crate::safety::marked(&record.value, &reasons, &[], &policy_hash);
+                    entry.revision = Some(mark.revision);
+                    marked.push(entry);
+                }
             }
         }
         self.envelope
@@ -148,7 +151,7 @@ impl Worker {
         reasons: &[String],
         policy_hash: &str,
         jobs: &mut Jobs,
-    ) -> anyhow::Result<Option<u64>> {
+    ) -> anyhow::Result<Option<Mark>> {
         let Some(copy) = record.value.copies.get(location) else {
             return Ok(None);
         };
@@ -167,7 +170,10 @@ impl Worker {
                 match self.catalog.update(&marked, record.revision).await {
                     Ok(_) => {
                         tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, %location, reasons = ?reasons, policy = policy_hash, "copy marked expiring");
-                        record.revision
+                        Mark {
+                            revision: record.revision,
+                            new: true,
+                        }
                     }
                     Err(CasError::Conflict) => {
                         super::count_conflict(&self.metrics);
@@ -178,7 +184,10 @@ impl Worker {
             }
             // Marked by an earlier run whose job may have been lost: publish it again.
             CopyState::Expiring => match copy.expiring_revision {
-                Some(mark) => mark,
+                Some(revision) => Mark {
+                    revision,
+                    new: false,
+                },
                 None => return Ok(None),
             },
             // A missing copy is never deleted by retention (the engine keeps it too).
@@ -186,7 +195,7 @@ impl Worker {
                 return Ok(None)
             }
         };
-        jobs.copy_delete(&record.value, location, mark, reasons);
+        jobs.copy_delete(&record.value, location, mark.revision, reasons);
         Ok(Some(mark))
     }
 }

@@ -14,18 +14,17 @@ use sexton_shared::{
 };
 
 use super::plan::GroupPlan;
-use super::publish::Jobs;
+use super::publish::{Jobs, Mark};
 use super::Worker;
 use crate::safety;
 use crate::view::Members;
 
 impl Worker {
-    /// Records a compare-and-set conflict; always `false` (nothing was marked).
-    fn conflict(&self) -> bool {
+    /// Records a compare-and-set conflict.
+    fn conflict(&self) {
         // A run that met one decided over a catalog that changed under it (a deleter took a
         // mark off, a merge was recorded): it asks for another run of the cluster.
         super::count_conflict(&self.metrics);
-        false
     }
 
     /// The record at `index` of `group`, read whole from the catalog: the view keeps only its
@@ -54,14 +53,14 @@ impl Worker {
     }
 
     /// Marks one backup expiring (if it is not already) and adds its delete job to `jobs`.
-    /// Returns whether a job is now on its way.
+    /// Returns the mark whose job is now on its way, if any.
     pub(super) async fn expire(
         &self,
         record: &Versioned<BackupRecord>,
         reasons: &[String],
         policy_hash: &str,
         jobs: &mut Jobs,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<Mark>> {
         // A user who asks again after a deletion failed retries it.
         let markable = match record.value.status {
             BackupStatus::Completed | BackupStatus::Failed => true,
@@ -71,7 +70,7 @@ impl Worker {
             }
             _ => false,
         };
-        let revision = match record.value.status {
+        let mark = match record.value.status {
             _ if markable => {
                 let mut marked = record.value.clone();
                 marked.status = BackupStatus::Expiring;
@@ -87,20 +86,29 @@ impl Worker {
                 match self.catalog.update(&marked, record.revision).await {
                     Ok(revision) => {
                         tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, reasons = ?reasons, policy = policy_hash, "backup marked expiring");
-                        revision
+                        Mark {
+                            revision,
+                            new: true,
+                        }
                     }
                     // Changed since we read it: the next run decides again with the new state.
-                    Err(CasError::Conflict) => return Ok(self.conflict()),
+                    Err(CasError::Conflict) => {
+                        self.conflict();
+                        return Ok(None);
+                    }
                     Err(CasError::Other(err)) => return Err(err),
                 }
             }
             // Marked by an earlier run whose job may have been lost: publish it again; the
             // message id makes a second copy a no-op.
-            BackupStatus::Expiring => record.value.mark_revision(record.revision),
-            _ => return Ok(false),
+            BackupStatus::Expiring => Mark {
+                revision: record.value.mark_revision(record.revision),
+                new: false,
+            },
+            _ => return Ok(None),
         };
-        jobs.delete(&record.value, revision, reasons, &[]);
-        Ok(true)
+        jobs.delete(&record.value, mark.revision, reasons, &[]);
+        Ok(Some(mark))
     }
 
     /// Takes the `expiring` mark off the volumes of `record` that `decision` keeps.
@@ -138,7 +146,7 @@ impl Worker {
 
     /// Marks the volumes a partial verdict deletes `expiring` (the record stays `completed`:
     /// its other volumes remain restorable) and adds a delete job naming them to `jobs`. Returns
-    /// whether a job is now on its way. A backup a user asked to delete, one already being
+    /// the mark whose job is now on its way, if any. A backup a user asked to delete, one already being
     /// deleted whole, or one whose partial deletion the deleter has claimed is left alone.
     pub(super) async fn expire_volumes(
         &self,
@@ -147,7 +155,7 @@ impl Worker {
         reasons: &[String],
         policy_hash: &str,
         jobs: &mut Jobs,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<Option<Mark>> {
         let current = &record.value;
         if volumes.is_empty()
             || current.status != BackupStatus::Completed
@@ -155,16 +163,19 @@ impl Worker {
             || current.volume_deletion.is_some()
             || planning::protection(current).is_some()
         {
-            return Ok(false);
+            return Ok(None);
         }
         let already = current
             .volumes
             .iter()
             .filter(|v| volumes.contains(&v.name))
             .all(|v| v.expiring);
-        let revision = if already {
+        let mark = if already {
             // Marked by an earlier run whose job may have been lost: publish it again.
-            record.revision
+            Mark {
+                revision: record.revision,
+                new: false,
+            }
         } else {
             let mut marked = current.clone();
             for volume in &mut marked.volumes {
@@ -177,14 +188,20 @@ impl Worker {
             match self.catalog.update(&marked, record.revision).await {
                 Ok(revision) => {
                     tracing::info!(cluster = %current.cluster, plan = %current.plan, backup = %current.id, volumes = ?volumes, reasons = ?reasons, policy = policy_hash, "volumes marked expiring");
-                    revision
+                    Mark {
+                        revision,
+                        new: true,
+                    }
                 }
-                Err(CasError::Conflict) => return Ok(self.conflict()),
+                Err(CasError::Conflict) => {
+                    self.conflict();
+                    return Ok(None);
+                }
                 Err(CasError::Other(err)) => return Err(err),
             }
         };
-        jobs.delete(current, revision, reasons, volumes);
-        Ok(true)
+        jobs.delete(current, mark.revision, reasons, volumes);
+        Ok(Some(mark))
     }
 
     /// Marks the backups users asked to delete (`sexton backup delete`) once nothing kept
@@ -248,12 +265,14 @@ impl Worker {
                         "delete requested by a user"
                     };
                     let reasons = [reason.to_string()];
-                    if self.expire(record, &reasons, &policy_hash, jobs).await? {
+                    if let Some(mark) = self.expire(record, &reasons, &policy_hash, jobs).await? {
                         self.metrics
                             .decisions
                             .with_label_values(&["delete", "user"])
                             .inc();
-                        marked.push(safety::marked(&record.value, &reasons, &[], &policy_hash));
+                        if mark.new {
+                            marked.push(safety::marked(&record.value, &reasons, &[], &policy_hash));
+                        }
                     }
                 }
                 Err(why) => {

@@ -28,6 +28,16 @@ use super::Worker;
 use crate::binlog::{self, BinlogInput, IndexState};
 use crate::decisions::RunDecision;
 
+/// A delete job on its way for a mark at `revision`: made by this run (`new`), or by an
+/// earlier run whose job may have been lost and is published again. Only a new mark goes in
+/// the audit's `backups-marked` / `copies-marked` entry: the mark was audited when made, and a
+/// run that published it again after a deleter claimed it would put the mark after the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub revision: u64,
+    pub new: bool,
+}
+
 /// The delete jobs a run's marks ask for, held until the run's audit entry says what it marked
 /// and published then ([`Worker::publish_jobs`]): the audit has a mark before any deleter can
 /// claim it (docs/safety.md). A run that fails before publishing leaves its marks in the

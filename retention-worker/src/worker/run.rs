@@ -204,12 +204,14 @@ impl Worker {
             };
             let record = &record;
             let reasons = Reason::texts(&delete.reasons);
-            if self.expire(record, &reasons, policy_hash, jobs).await? {
+            if let Some(mark) = self.expire(record, &reasons, policy_hash, jobs).await? {
                 self.metrics
                     .decisions
                     .with_label_values(&["delete", Reason::label_of_first(&delete.reasons)])
                     .inc();
-                marked.push(safety::marked(&record.value, &reasons, &[], policy_hash));
+                if mark.new {
+                    marked.push(safety::marked(&record.value, &reasons, &[], policy_hash));
+                }
                 deleting.push(DecisionSummary {
                     id: delete.id.clone(),
                     reasons,
@@ -284,7 +286,7 @@ impl Worker {
             };
             let record = &record;
             let reasons = Reason::texts(&partial.reasons);
-            if self
+            if let Some(mark) = self
                 .expire_volumes(record, &volumes, &reasons, policy_hash, jobs)
                 .await?
             {
@@ -292,12 +294,14 @@ impl Worker {
                     .decisions
                     .with_label_values(&["partial", Reason::label_of_first(&partial.reasons)])
                     .inc();
-                marked.push(safety::marked(
-                    &record.value,
-                    &reasons,
-                    &volumes,
-                    policy_hash,
-                ));
+                if mark.new {
+                    marked.push(safety::marked(
+                        &record.value,
+                        &reasons,
+                        &volumes,
+                        policy_hash,
+                    ));
+                }
                 trimming.push(PartialSummary {
                     id: partial.id.clone(),
                     reasons,
