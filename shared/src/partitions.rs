@@ -124,12 +124,11 @@ pub fn share(partitions: usize, replicas: usize) -> usize {
 }
 
 /// The free partitions a replica may take beyond its share, from the ticks in a row at which it
-/// saw each free (`free_for`) and how many partitions each other replica at work holds
-/// (`others`: the holders of standing leases; a line in the members' entry alone proves no
-/// work). Pure.
+/// saw each free (`free_for`) and whether another replica at work has room
+/// ([`room_elsewhere`]). Pure.
 ///
-/// While some replica at work holds fewer than `share`, it takes a free partition at its next
-/// tick, so none is overdue before [`STARVED_AFTER`] ticks. Counting ticks alone was not
+/// While some replica at work holds fewer than its share, it takes a free partition at its
+/// next tick, so none is overdue before [`STARVED_AFTER`] ticks. Counting ticks alone was not
 /// enough: replicas started together tick in step, and one that let go of a partition (seeing
 /// it free in that very tick) saw it free again at its next tick, a moment before the others'
 /// next ticks, whose reads had come just before the lease went. It took the partition back
@@ -140,12 +139,7 @@ pub fn share(partitions: usize, replicas: usize) -> usize {
 /// shares, and nobody at work has room. A replica that holds nothing yet shows no room either;
 /// what is rescued before it takes its first partition is kept only until it has
 /// ([`room_elsewhere`], in the tick), then let go of by the share.
-pub fn overdue(
-    free_for: &BTreeMap<u16, u32>,
-    others: &BTreeMap<String, usize>,
-    share: usize,
-) -> BTreeSet<u16> {
-    let room_elsewhere = room_elsewhere(others, share);
+pub fn overdue(free_for: &BTreeMap<u16, u32>, room_elsewhere: bool) -> BTreeSet<u16> {
     free_for
         .iter()
         .filter(|(_, ticks)| {
@@ -156,7 +150,8 @@ pub fn overdue(
 }
 
 /// Whether another replica at work (`others`: holders of standing leases, with how many each
-/// holds) holds fewer partitions than its share: it takes a free one at its next tick.
+/// holds; a line in the members' entry alone proves no work) holds fewer partitions than its
+/// share: it takes a free one at its next tick.
 pub fn room_elsewhere(others: &BTreeMap<String, usize>, share: usize) -> bool {
     others.values().any(|held| *held < share)
 }
@@ -459,18 +454,18 @@ where
                 free_for.remove(&partition);
             }
         }
-        let share = share(usize::from(self.count), replicas);
-        let overdue = overdue(free_for, &others, share);
+        let room = room_elsewhere(&others, share(usize::from(self.count), replicas));
+        let overdue = overdue(free_for, room);
         // Rescued partitions are kept only while nobody at work has room for them: one that
         // shows room now (it took its first partition) gets them back by the share.
         let kept: BTreeSet<u16> = holdings
             .iter()
             .filter(|(_, holding)| {
-                holding
-                    .kept_until
-                    .is_some_and(|until| tokio::time::Instant::now() < until)
+                !room
+                    && holding
+                        .kept_until
+                        .is_some_and(|until| tokio::time::Instant::now() < until)
             })
-            .filter(|_| !room_elsewhere(&others, share))
             .map(|(partition, _)| *partition)
             .collect();
         let moves = moves(&self.me, &standings, replicas, &overdue, &kept);
@@ -850,17 +845,23 @@ mod tests {
         };
         // Three replicas, share 6: the others hold theirs whole. Seen free twice is overdue.
         let full = others(&[("b", 6), ("c", 6)]);
-        assert_eq!(overdue(&free_for, &full, 6), [4, 5].into());
+        assert_eq!(overdue(&free_for, room_elsewhere(&full, 6)), [4, 5].into());
         // One of them holds 4: it takes the partition at its next tick; only a partition it let
         // lie for STARVED_AFTER ticks is overdue. The releaser that started the race
         // (fault_partition_takeover) no longer takes back what it let go of.
         let room = others(&[("b", 6), ("c", 4)]);
-        assert_eq!(overdue(&free_for, &room, 6), [5].into());
+        assert_eq!(overdue(&free_for, room_elsewhere(&room, 6)), [5].into());
         // Forged lines: 50 members make a share of 1, and the real replicas hold theirs.
         let forged = others(&[("b", 1)]);
-        assert_eq!(overdue(&free_for, &forged, 1), [4, 5].into());
+        assert_eq!(
+            overdue(&free_for, room_elsewhere(&forged, 1)),
+            [4, 5].into()
+        );
         // Nobody else at work (the others' leases lapsed): as before.
-        assert_eq!(overdue(&free_for, &BTreeMap::new(), 8), [4, 5].into());
+        assert_eq!(
+            overdue(&free_for, room_elsewhere(&BTreeMap::new(), 8)),
+            [4, 5].into()
+        );
         assert_eq!(share(16, 3), 6);
         assert_eq!(share(16, 0), 16);
     }

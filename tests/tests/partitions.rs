@@ -86,6 +86,15 @@ fn replica(
     (held, trigger, task)
 }
 
+/// A fresh server and its partitions bucket (the server stops when the first is dropped).
+async fn bucket() -> (Nats, jetstream::kv::Store) {
+    let nats = Nats::start();
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client);
+    let store = topology::partitions_bucket(&js, 1).await.unwrap();
+    (nats, store)
+}
+
 fn counts(board: &Shared) -> BTreeMap<String, usize> {
     let board = board.lock().unwrap();
     let mut out = BTreeMap::new();
@@ -99,10 +108,7 @@ fn counts(board: &Shared) -> BTreeMap<String, usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_partitions_one_at_a_time_and_hand_them_over() {
-    let nats = Nats::start();
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client);
-    let store = topology::partitions_bucket(&js, 1).await.unwrap();
+    let (_nats, store) = bucket().await;
 
     // Forged and broken leases on two partitions: both count as free.
     let forged = serde_json::json!({"holder": "nobody", "until": chrono::Utc::now() + chrono::Duration::hours(1)});
@@ -180,10 +186,7 @@ async fn replicas_share_partitions_one_at_a_time_and_hand_them_over() {
 /// kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_members_do_not_leave_partitions_unread() {
-    let nats = Nats::start();
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client);
-    let store = topology::partitions_bucket(&js, 1).await.unwrap();
+    let (_nats, store) = bucket().await;
 
     // The forger keeps 48 made-up lines in the members' entry, renewed well within a lease.
     let forging = {
@@ -256,10 +259,7 @@ async fn forged_members_do_not_leave_partitions_unread() {
 /// line in the members' entry is a replica at work, so nothing is overdue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_started_together_settle_within_their_shares() {
-    let nats = Nats::start();
-    let client = async_nats::connect(nats.url()).await.unwrap();
-    let js = jetstream::new(client);
-    let store = topology::partitions_bucket(&js, 1).await.unwrap();
+    let (_nats, store) = bucket().await;
     for round in 0..3 {
         let board: Shared = Arc::default();
         let replicas: Vec<_> = ["a", "b", "c"]

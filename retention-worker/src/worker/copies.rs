@@ -1,15 +1,13 @@
 //! A run's work at the other locations (issue 28): each location's plan over the copies it
 //! holds marks the copies it lets go `expiring` (compare-and-set on the revision planned on)
-//! and publishes a copy delete job for each once the audit has the marks; the deleter re-judges and deletes. Only whole
-//! copies go: a plan that would trim a copy's volumes keeps the copy whole (the safe side; a
-//! copy is deleted as one). Merges and the binlog archive are the primary's alone.
+//! and publishes a copy delete job for each once the audit has the marks; the deleter
+//! re-judges and deletes. Only whole copies go: a plan that would trim a copy's volumes keeps
+//! the copy whole (the safe side; a copy is deleted as one). Merges and the binlog archive are
+//! the primary's alone.
 
 use sexton_retention::Reason;
 use sexton_shared::{
-    catalog::{CasError, Versioned},
-    copies::CopyState,
-    names::LocationName,
-    records::BackupRecord,
+    catalog::Versioned, copies::CopyState, names::LocationName, records::BackupRecord,
 };
 
 use super::plan::GroupPlan;
@@ -167,27 +165,17 @@ impl Worker {
                 entry.expiring_revision = Some(record.revision);
                 entry.delete_reasons = reasons.to_vec();
                 entry.delete_policy = Some(policy_hash.to_string());
-                match self.catalog.update(&marked, record.revision).await {
-                    Ok(_) => {
-                        tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, %location, reasons = ?reasons, policy = policy_hash, "copy marked expiring");
-                        Mark {
-                            revision: record.revision,
-                            new: true,
-                        }
-                    }
-                    Err(CasError::Conflict) => {
-                        super::count_conflict(&self.metrics);
-                        return Ok(None);
-                    }
-                    Err(CasError::Other(err)) => return Err(err),
+                let written = self.catalog.update(&marked, record.revision).await;
+                if self.written(written)?.is_none() {
+                    return Ok(None);
                 }
+                tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, %location, reasons = ?reasons, policy = policy_hash, "copy marked expiring");
+                // Named by the revision it was written over.
+                Mark::new(record.revision)
             }
             // Marked by an earlier run whose job may have been lost: publish it again.
             CopyState::Expiring => match copy.expiring_revision {
-                Some(revision) => Mark {
-                    revision,
-                    new: false,
-                },
+                Some(revision) => Mark::again(revision),
                 None => return Ok(None),
             },
             // A missing copy is never deleted by retention (the engine keeps it too).

@@ -27,6 +27,19 @@ impl Worker {
         super::count_conflict(&self.metrics);
     }
 
+    /// The revision a compare-and-set write of the run made, or `None` after a conflict
+    /// (counted: the record changed since the run read it, and the next run decides again).
+    pub(super) fn written(&self, write: Result<u64, CasError>) -> anyhow::Result<Option<u64>> {
+        match write {
+            Ok(revision) => Ok(Some(revision)),
+            Err(CasError::Conflict) => {
+                self.conflict();
+                Ok(None)
+            }
+            Err(CasError::Other(err)) => Err(err),
+        }
+    }
+
     /// The record at `index` of `group`, read whole from the catalog: the view keeps only its
     /// engine form ([`crate::view`]). Only the revision the run planned on is returned, so the
     /// record is the one the plan was made over. One changed or removed since is `None`; if
@@ -83,28 +96,16 @@ impl Worker {
                 marked.delete_policy = Some(policy_hash.to_string());
                 // The mark's revision is the one this write makes (the job carries it).
                 marked.expiring_revision = None;
-                match self.catalog.update(&marked, record.revision).await {
-                    Ok(revision) => {
-                        tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, reasons = ?reasons, policy = policy_hash, "backup marked expiring");
-                        Mark {
-                            revision,
-                            new: true,
-                        }
-                    }
-                    // Changed since we read it: the next run decides again with the new state.
-                    Err(CasError::Conflict) => {
-                        self.conflict();
-                        return Ok(None);
-                    }
-                    Err(CasError::Other(err)) => return Err(err),
-                }
+                let written = self.catalog.update(&marked, record.revision).await;
+                let Some(revision) = self.written(written)? else {
+                    return Ok(None);
+                };
+                tracing::info!(cluster = %record.value.cluster, plan = %record.value.plan, backup = %record.value.id, reasons = ?reasons, policy = policy_hash, "backup marked expiring");
+                Mark::new(revision)
             }
             // Marked by an earlier run whose job may have been lost: publish it again; the
             // message id makes a second copy a no-op.
-            BackupStatus::Expiring => Mark {
-                revision: record.value.mark_revision(record.revision),
-                new: false,
-            },
+            BackupStatus::Expiring => Mark::again(record.value.mark_revision(record.revision)),
             _ => return Ok(None),
         };
         jobs.delete(&record.value, mark.revision, reasons, &[]);
@@ -130,24 +131,18 @@ impl Worker {
                 volume.expiring = false;
             }
         }
-        match self.catalog.update(&unmarked, record.revision).await {
-            Ok(_) => {
-                tracing::info!(cluster = %current.cluster, backup = %current.id, "kept after all: volume marks taken off");
-                Ok(())
-            }
-            // Changed since we read it: the next run decides again.
-            Err(CasError::Conflict) => {
-                self.conflict();
-                Ok(())
-            }
-            Err(CasError::Other(err)) => Err(err),
+        let written = self.catalog.update(&unmarked, record.revision).await;
+        if self.written(written)?.is_some() {
+            tracing::info!(cluster = %current.cluster, backup = %current.id, "kept after all: volume marks taken off");
         }
+        Ok(())
     }
 
     /// Marks the volumes a partial verdict deletes `expiring` (the record stays `completed`:
-    /// its other volumes remain restorable) and adds a delete job naming them to `jobs`. Returns
-    /// the mark whose job is now on its way, if any. A backup a user asked to delete, one already being
-    /// deleted whole, or one whose partial deletion the deleter has claimed is left alone.
+    /// its other volumes remain restorable) and adds a delete job naming them to `jobs`.
+    /// Returns the mark whose job is now on its way, if any. A backup a user asked to delete,
+    /// one already being deleted whole, or one whose partial deletion the deleter has claimed
+    /// is left alone.
     pub(super) async fn expire_volumes(
         &self,
         record: &Versioned<BackupRecord>,
@@ -172,10 +167,7 @@ impl Worker {
             .all(|v| v.expiring);
         let mark = if already {
             // Marked by an earlier run whose job may have been lost: publish it again.
-            Mark {
-                revision: record.revision,
-                new: false,
-            }
+            Mark::again(record.revision)
         } else {
             let mut marked = current.clone();
             for volume in &mut marked.volumes {
@@ -185,20 +177,12 @@ impl Worker {
             }
             marked.delete_reasons = reasons.to_vec();
             marked.delete_policy = Some(policy_hash.to_string());
-            match self.catalog.update(&marked, record.revision).await {
-                Ok(revision) => {
-                    tracing::info!(cluster = %current.cluster, plan = %current.plan, backup = %current.id, volumes = ?volumes, reasons = ?reasons, policy = policy_hash, "volumes marked expiring");
-                    Mark {
-                        revision,
-                        new: true,
-                    }
-                }
-                Err(CasError::Conflict) => {
-                    self.conflict();
-                    return Ok(None);
-                }
-                Err(CasError::Other(err)) => return Err(err),
-            }
+            let written = self.catalog.update(&marked, record.revision).await;
+            let Some(revision) = self.written(written)? else {
+                return Ok(None);
+            };
+            tracing::info!(cluster = %current.cluster, plan = %current.plan, backup = %current.id, volumes = ?volumes, reasons = ?reasons, policy = policy_hash, "volumes marked expiring");
+            Mark::new(revision)
         };
         jobs.delete(current, mark.revision, reasons, volumes);
         Ok(Some(mark))

@@ -38,6 +38,24 @@ pub(super) struct Mark {
     pub new: bool,
 }
 
+impl Mark {
+    /// A mark this run wrote.
+    pub fn new(revision: u64) -> Mark {
+        Mark {
+            revision,
+            new: true,
+        }
+    }
+
+    /// A mark an earlier run wrote, its job published again.
+    pub fn again(revision: u64) -> Mark {
+        Mark {
+            revision,
+            new: false,
+        }
+    }
+}
+
 /// The delete jobs a run's marks ask for, held until the run's audit entry says what it marked
 /// and published then ([`Worker::publish_jobs`]): the audit has a mark before any deleter can
 /// claim it (docs/safety.md). A run that fails before publishing leaves its marks in the

@@ -97,15 +97,8 @@ impl Worker {
             if let Some(reason) = &group.hold_reason {
                 tracing::info!(%cluster, plan = %group.plan, reason, "retention keeps everything");
             }
-            let mut jobs = Jobs::default();
-            let marked = self
-                .expire_user_requests(group, &[], &[], now, &mut jobs)
-                .await?;
             let policy_hash = safety::hash_of(group.policy.as_ref());
-            self.envelope
-                .record_marks(cluster, &group.plan, &policy_hash, marked)
-                .await;
-            self.publish_jobs(jobs).await?;
+            self.requests_only(group, &policy_hash, now).await?;
             return Ok(Default::default());
         };
         // Locks first: a backup counts for the plan's deletions only once it is locked, and a
@@ -118,14 +111,7 @@ impl Worker {
                 self.envelope
                     .hold(cluster, &group.plan, None, breaker, &policy_hash)
                     .await;
-                let mut jobs = Jobs::default();
-                let marked = self
-                    .expire_user_requests(group, &[], &[], now, &mut jobs)
-                    .await?;
-                self.envelope
-                    .record_marks(cluster, &group.plan, &policy_hash, marked)
-                    .await;
-                self.publish_jobs(jobs).await?;
+                self.requests_only(group, &policy_hash, now).await?;
                 return Ok(locks);
             }
             Some(breaker) => {
@@ -165,14 +151,42 @@ impl Worker {
             self.expire_user_requests(group, &deleting, &trimming, now, &mut jobs)
                 .await?,
         );
-        // The marks are in the audit before a deleter can claim them.
-        self.envelope
-            .record_marks(cluster, &group.plan, &policy_hash, marked)
-            .await;
-        self.publish_jobs(jobs).await?;
+        self.audit_and_publish(group, &policy_hash, marked, jobs)
+            .await?;
         self.announce(group, decision, deleting, trimming, now)
             .await;
         Ok(locks)
+    }
+
+    /// A group whose plan marks nothing of its own (none, or held): users' delete requests
+    /// still go.
+    async fn requests_only(
+        &self,
+        group: &GroupPlan,
+        policy_hash: &str,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
+        let mut jobs = Jobs::default();
+        let marked = self
+            .expire_user_requests(group, &[], &[], now, &mut jobs)
+            .await?;
+        self.audit_and_publish(group, policy_hash, marked, jobs)
+            .await
+    }
+
+    /// The run's marks in the audit, then their delete jobs: a mark is in the audit before any
+    /// deleter can claim it.
+    async fn audit_and_publish(
+        &self,
+        group: &GroupPlan,
+        policy_hash: &str,
+        marked: Vec<AuditBackup>,
+        jobs: Jobs,
+    ) -> anyhow::Result<()> {
+        self.envelope
+            .record_marks(&group.cluster, &group.plan, policy_hash, marked)
+            .await;
+        self.publish_jobs(jobs).await
     }
 
     /// The plan's whole deletions: each backup marked expiring (or its earlier mark's job
