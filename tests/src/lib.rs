@@ -1237,6 +1237,19 @@ pub async fn read_work_queue(
     stream: &str,
     subject_prefix: &str,
 ) -> Vec<(String, bytes::Bytes)> {
+    stored_in_work_queue(jetstream, stream, subject_prefix)
+        .await
+        .into_iter()
+        .map(|message| (message.subject.to_string(), message.payload))
+        .collect()
+}
+
+/// Like [`read_work_queue`], each message whole, with the moment the server stored it.
+pub async fn stored_in_work_queue(
+    jetstream: &async_nats::jetstream::Context,
+    stream: &str,
+    subject_prefix: &str,
+) -> Vec<async_nats::jetstream::message::StreamMessage> {
     let mut stream = jetstream.get_stream(stream).await.expect("stream exists");
     let state = stream.info().await.expect("stream info").state.clone();
     let mut out = Vec::new();
@@ -1249,7 +1262,7 @@ pub async fn read_work_queue(
             continue;
         };
         if message.subject.starts_with(subject_prefix) {
-            out.push((message.subject.to_string(), message.payload));
+            out.push(message);
         }
     }
     out

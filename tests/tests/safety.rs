@@ -970,3 +970,94 @@ async fn bad_breaker_settings_and_audit_arguments_are_refused_clearly() {
     assert_eq!(schedule_record(&js, "ok").await.unwrap().1, revision);
     fleet.stop().await.unwrap();
 }
+
+/// With no deleter to claim them, the delete jobs stay in their stream and every run finds the
+/// marks still expiring: each mark's `backups-marked` entry was stored before its delete job,
+/// and the runs that publish the job again do not audit the mark again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mark_is_audited_once_and_before_its_delete_job() {
+    let world = Setup::new(Members {
+        deleter: false,
+        ..SERVICES
+    })
+    .start()
+    .await;
+    let World {
+        config, client, js, ..
+    } = &world;
+    schedule(
+        client,
+        "g",
+        "c2",
+        json!({"policy": {"keep_last": 1}, "breaker": {"enabled": false}}),
+    )
+    .await;
+    let catalog = &world.catalog;
+    let store = object_store(config).await;
+    for i in 1..=3 {
+        take(
+            js,
+            &store,
+            catalog,
+            report("c2", "g", &format!("g-{i:02}"), 10 - i),
+        )
+        .await;
+    }
+    let expiring = || async {
+        fixtures::records_of(catalog, "c2")
+            .await
+            .into_values()
+            .filter(|r| r.value.status == BackupStatus::Expiring)
+            .map(|r| r.value.id.to_string())
+            .collect::<BTreeSet<String>>()
+    };
+    let marked: BTreeSet<String> = ["g-01", "g-02"].map(String::from).into();
+    eventually("g-01 and g-02 marked", Duration::from_secs(60), || async {
+        (expiring().await == marked).then_some(())
+    })
+    .await;
+    // Two more runs, each publishing both jobs again.
+    for _ in 0..2 {
+        sweep(js, "c2").await;
+        eventually("the sweep's run done", Duration::from_secs(30), || async {
+            (consumer_backlog(js, topology::STREAM_RETENTION, topology::CONSUMER_RETENTION).await?
+                == 0)
+                .then_some(())
+        })
+        .await;
+    }
+    assert_eq!(
+        expiring().await,
+        marked,
+        "nothing deleted without a deleter"
+    );
+
+    let entries = read_stream(js, topology::STREAM_AUDIT, "sexton.v1.audit.>").await;
+    let jobs = stored_in_work_queue(js, topology::STREAM_JOBS, "sexton.v1.job.delete.").await;
+    for id in &marked {
+        let audited: Vec<_> = entries
+            .iter()
+            .filter(|m| {
+                let entry: Value = serde_json::from_slice(&m.payload).unwrap();
+                entry["kind"] == "backups-marked"
+                    && entry["backups"]
+                        .as_array()
+                        .is_some_and(|backups| backups.iter().any(|b| b["id"] == json!(id)))
+            })
+            .map(|m| m.info().unwrap().published)
+            .collect();
+        assert_eq!(audited.len(), 1, "{id}: the mark audited once");
+        let job = jobs
+            .iter()
+            .find(|m| {
+                serde_json::from_slice::<Value>(&m.payload).unwrap()["backup_id"] == json!(id)
+            })
+            .unwrap_or_else(|| panic!("{id}'s delete job is in its stream"));
+        assert!(
+            audited[0] < job.time,
+            "{id}: the mark was audited at {} and its job stored at {}",
+            audited[0],
+            job.time
+        );
+    }
+}
