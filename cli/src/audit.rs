@@ -82,6 +82,20 @@ fn details(entry: &AuditEntry, id: &str) -> Vec<String> {
         | AuditEvent::CopiesMarked { backups, .. }
         | AuditEvent::CopyClaimed { backups, .. }
         | AuditEvent::CopyDeleted { backups, .. } => backups.as_slice(),
+        AuditEvent::TamperingFound { backups } => {
+            return backups
+                .iter()
+                .filter(|b| b.id == id)
+                .map(|b| {
+                    format!(
+                        "    {} at {}: {}",
+                        b.id,
+                        b.location.as_deref().unwrap_or("primary"),
+                        b.problems.join("; ")
+                    )
+                })
+                .collect();
+        }
         AuditEvent::RetentionDecision { decisions, .. } => {
             return decisions
                 .iter()

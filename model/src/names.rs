@@ -119,6 +119,11 @@ impl LocationName {
     pub fn is_primary(&self) -> bool {
         self.0 == Self::PRIMARY
     }
+
+    /// The name `primary`.
+    pub fn primary() -> LocationName {
+        LocationName(Self::PRIMARY.to_string())
+    }
 }
 
 #[cfg(test)]

@@ -759,6 +759,68 @@ impl BackupRecord {
         self.expiring_revision.unwrap_or(revision)
     }
 
+    /// Whether this backup itself can be restored at `location` (`None`: primary), judged by
+    /// what that place holds, never by what another place did (issue 47): at primary, the
+    /// record is `completed` and its objects are still there; at another location, its copy
+    /// there counts (`copied`), whatever the status at primary (`deleting` once primary's
+    /// retention took it, `missing` once a scrub found primary's objects gone). `Err` says why
+    /// not, naming the places that do hold it. Its chain's other links are judged alike by
+    /// the caller.
+    pub fn restorable_at(
+        &self,
+        location: Option<&crate::names::LocationName>,
+    ) -> Result<(), String> {
+        let held: Vec<&str> = self
+            .copies
+            .iter()
+            .filter(|(_, copy)| copy.state == crate::copies::CopyState::Copied)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let elsewhere = |except: Option<&str>| {
+            let others: Vec<&str> = held
+                .iter()
+                .copied()
+                .filter(|name| Some(*name) != except)
+                .collect();
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; it is held at {} (name one as the location)",
+                    others.join(", ")
+                )
+            }
+        };
+        match location.filter(|name| !name.is_primary()) {
+            Some(name) => match self.copies.get(name) {
+                Some(copy) if copy.state == crate::copies::CopyState::Copied => Ok(()),
+                Some(copy) => Err(format!(
+                    "backup {} has no copy at {name} that counts ({}){}",
+                    self.id,
+                    copy.state.as_str(),
+                    elsewhere(Some(name.as_str()))
+                )),
+                None => Err(format!(
+                    "backup {} has no copy at {name} (never copied there){}",
+                    self.id,
+                    elsewhere(None)
+                )),
+            },
+            None if !self.held_at_primary() => Err(format!(
+                "backup {} is no longer at primary{}",
+                self.id,
+                elsewhere(None)
+            )),
+            None if self.status != BackupStatus::Completed => Err(format!(
+                "backup {} is {} at primary: only a completed backup can be restored there{}",
+                self.id,
+                self.status.as_str(),
+                elsewhere(None)
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Whether the backup's objects are still at primary (its source): the records a retention
     /// group at primary plans over, and that a scrub, a restore test or a copy reads from.
     pub fn held_at_primary(&self) -> bool {

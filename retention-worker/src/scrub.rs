@@ -88,6 +88,9 @@ pub struct ScrubReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tampered {
     pub id: String,
+    /// Where: absent for primary, else the location whose copy was tampered with (issue 47).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<LocationName>,
     /// One entry per object written over or marked deleted.
     pub problems: Vec<String>,
 }
@@ -143,14 +146,19 @@ pub struct CopyFinding {
 }
 
 /// The pure comparison of a cluster's copies at `location` with that location's listing
-/// (key → size). A copy that counts there (`copied`) with an object gone or of another size
-/// becomes `missing`; a `missing` one whose objects are all there as written becomes `copied`
-/// again. Copies in other states (being deleted, deleted) are left alone, and so is a copy
-/// that lists no objects (nothing to compare).
+/// (key → size) and, where the location is versioned (Object Lock), its versions. A copy that
+/// counts there (`copied`) with an object gone or of another size becomes `missing`; a
+/// `missing` one whose objects are all there as written becomes `copied` again. On a versioned
+/// location the version the copier recorded is what counts, as at primary ([`object_problems`],
+/// issue 47): one written over or under a delete marker but still there is tampering, pushed to
+/// `tampered`, and the copy keeps counting. Copies in other states (being deleted, deleted) are
+/// left alone, and so is a copy that lists no objects (nothing to compare).
 pub fn judge_copies(
     records: &[Versioned<BackupRecord>],
     location: &LocationName,
     listing: &BTreeMap<String, u64>,
+    versions: Option<&Versions>,
+    tampered: &mut Vec<Tampered>,
 ) -> Vec<CopyFinding> {
     let mut findings = Vec::new();
     for record in records {
@@ -161,18 +169,25 @@ pub fn judge_copies(
         {
             continue;
         }
-        let problems: Vec<String> = copy
+        let recorded: BTreeMap<&str, (u64, Option<&str>)> = copy
             .objects
             .iter()
-            .filter_map(|object| match listing.get(&object.key) {
-                None => Some(format!("{} is gone", object.key)),
-                Some(size) if *size != object.size => Some(format!(
-                    "{} holds {size} bytes, {} when copied",
-                    object.key, object.size
-                )),
-                Some(_) => None,
-            })
+            .map(|o| (o.key.as_str(), (o.size, o.version_id.as_deref())))
             .collect();
+        let (problems, tampering) = object_problems(
+            copy.objects.iter().map(|o| o.key.clone()),
+            &recorded,
+            listing,
+            versions,
+            "copied",
+        );
+        if !tampering.is_empty() && problems.is_empty() {
+            tampered.push(Tampered {
+                id: record.value.id.to_string(),
+                location: Some(location.clone()),
+                problems: tampering,
+            });
+        }
         let becomes = match (copy.state, problems.is_empty()) {
             (CopyState::Copied, false) => CopyState::Missing,
             (CopyState::Missing, true) => CopyState::Copied,
@@ -235,6 +250,7 @@ pub fn judge(
         if !tampering.is_empty() && problems.is_empty() {
             report.tampered.push(Tampered {
                 id: backup.id.to_string(),
+                location: None,
                 problems: tampering,
             });
         }
@@ -281,9 +297,26 @@ pub fn problems_of(
         .iter()
         .map(|o| (o.key.as_str(), (o.size, o.version_id.as_deref())))
         .collect();
+    object_problems(backup.all_keys(), &recorded, listing, versions, "recorded")
+}
+
+/// The one judgement of objects against a store, wherever they lie (primary or a location):
+/// each of `keys`, with its size and version as `recorded` (by key) when known, against the
+/// store's `listing` of current objects and, on a versioned store, its `versions`. A recorded
+/// version is judged by that version (a newer one over it, or a delete marker, is tampering:
+/// the recovery point is still there); without one, the current object. `metadata.json` is
+/// judged by existence only (an executor rewrites it when it merges). `when` words the size
+/// recorded ("recorded", "copied"). Returns (losses, tampering).
+pub fn object_problems(
+    keys: impl IntoIterator<Item = String>,
+    recorded: &BTreeMap<&str, (u64, Option<&str>)>,
+    listing: &BTreeMap<String, u64>,
+    versions: Option<&Versions>,
+    when: &str,
+) -> (Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
     let mut tampering = Vec::new();
-    for key in backup.all_keys() {
+    for key in keys {
         let is_metadata = metadata::is_metadata_key(&key);
         let by_version = match (versions, recorded.get(key.as_str())) {
             (Some(versions), Some(&(size, Some(version)))) => Some((versions, size, version)),
@@ -293,16 +326,16 @@ pub fn problems_of(
             match versions.sizes.get(&(key.clone(), version.to_string())) {
                 None => problems.push(format!("object {key} version {version} is gone")),
                 Some(found) if *found != size && !is_metadata => problems.push(format!(
-                    "object {key} version {version} holds {found} bytes, {size} when recorded"
+                    "object {key} version {version} holds {found} bytes, {size} when {when}"
                 )),
                 Some(_) => match versions.latest.get(&key) {
                     Some(Some(current)) if current == version => {}
                     Some(Some(current)) => tampering.push(format!(
-                        "object {key} was written over (current version {current}; the recorded \
+                        "object {key} was written over (current version {current}; the {when} \
                          version {version} is still there)"
                     )),
                     Some(None) => tampering.push(format!(
-                        "object {key} has a delete marker over it (the recorded version \
+                        "object {key} has a delete marker over it (the {when} version \
                          {version} is still there)"
                     )),
                     None => {}
@@ -316,7 +349,7 @@ pub fn problems_of(
             // only object the contract lets it rewrite): its size is not the backup's data.
             (Some(_), _) if is_metadata => {}
             (Some(found), Some(&(size, _))) if *found != size => problems.push(format!(
-                "object {key} holds {found} bytes, {size} when recorded"
+                "object {key} holds {found} bytes, {size} when {when}"
             )),
             _ => {}
         }
@@ -616,15 +649,34 @@ mod tests {
         };
         let whole = listing(&[("dr/c1/s/b1/data", 10), ("dr/c1/s/b1/metadata.json", 3)]);
         let copied = with_copy("b1", "copied");
-        assert!(judge_copies(std::slice::from_ref(&copied), &dr, &whole).is_empty());
+        assert!(judge_copies(
+            std::slice::from_ref(&copied),
+            &dr,
+            &whole,
+            None,
+            &mut Vec::new()
+        )
+        .is_empty());
         let shrunk = listing(&[("dr/c1/s/b1/data", 9), ("dr/c1/s/b1/metadata.json", 3)]);
-        let found = judge_copies(std::slice::from_ref(&copied), &dr, &shrunk);
+        let found = judge_copies(
+            std::slice::from_ref(&copied),
+            &dr,
+            &shrunk,
+            None,
+            &mut Vec::new(),
+        );
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].becomes, CopyState::Missing);
         assert_eq!(found[0].revision, 7);
         assert!(found[0].problems[0].contains("holds 9 bytes"), "{found:?}");
         let gone = listing(&[("dr/c1/s/b1/metadata.json", 3)]);
-        let found = judge_copies(std::slice::from_ref(&copied), &dr, &gone);
+        let found = judge_copies(
+            std::slice::from_ref(&copied),
+            &dr,
+            &gone,
+            None,
+            &mut Vec::new(),
+        );
         assert!(found[0].problems[0].contains("is gone"));
         let applied = apply_copy(&copied.value, &found[0]);
         assert_eq!(applied.copies[&dr].state, CopyState::Missing);
@@ -632,12 +684,124 @@ mod tests {
         // Back whole: copied again; a copy being deleted is never judged; another location's
         // listing says nothing about dr.
         let missing = with_copy("b1", "missing");
-        let found = judge_copies(std::slice::from_ref(&missing), &dr, &whole);
+        let found = judge_copies(
+            std::slice::from_ref(&missing),
+            &dr,
+            &whole,
+            None,
+            &mut Vec::new(),
+        );
         assert_eq!(found[0].becomes, CopyState::Copied);
         assert!(found[0].problems.is_empty());
         let leaving = with_copy("b1", "deleting");
-        assert!(judge_copies(std::slice::from_ref(&leaving), &dr, &gone).is_empty());
+        assert!(judge_copies(
+            std::slice::from_ref(&leaving),
+            &dr,
+            &gone,
+            None,
+            &mut Vec::new()
+        )
+        .is_empty());
         let vault = LocationName::new("vault").unwrap();
-        assert!(judge_copies(std::slice::from_ref(&copied), &vault, &gone).is_empty());
+        assert!(judge_copies(
+            std::slice::from_ref(&copied),
+            &vault,
+            &gone,
+            None,
+            &mut Vec::new()
+        )
+        .is_empty());
+    }
+
+    /// Issue 47: at a location with Object Lock, the version the copier wrote is what counts.
+    /// One written over (or under a delete marker) but still there is tampering, not loss: the
+    /// copy keeps counting, and the report says so with the location. A recorded version gone
+    /// is loss, as at primary.
+    #[test]
+    fn at_a_versioned_location_the_copied_version_counts_and_what_covers_it_is_tampering() {
+        use sexton_shared::object_store::lock::VersionEntry;
+        let dr = LocationName::new("dr").unwrap();
+        let mut record: BackupRecord = serde_json::from_value(serde_json::json!({
+            "id": "b1", "uid": "u", "cluster": "c1", "plan": "p", "backup_name": "s",
+            "kind": "full", "status": "deleting",
+            "primary_deleted_at": "2026-01-02T00:00:00Z",
+        }))
+        .unwrap();
+        record.copies.insert(
+            dr.clone(),
+            serde_json::from_value(serde_json::json!({
+                "state": "copied", "copied_at": "2026-01-01T00:00:00Z",
+                "objects": [{"key": "dr/c1/s/b1/data", "size": 85, "version_id": "v1"},
+                            {"key": "dr/c1/s/b1/metadata.json", "size": 3, "version_id": "m1"}]
+            }))
+            .unwrap(),
+        );
+        let records = [Versioned {
+            value: record,
+            revision: 9,
+        }];
+        let entry =
+            |key: &str, version: &str, size: u64, latest: bool, marker: bool| VersionEntry {
+                key: key.into(),
+                version_id: version.into(),
+                size,
+                latest,
+                delete_marker: marker,
+            };
+        let judged = |entries: &[VersionEntry]| {
+            let (versions, listing) = Versions::from_entries(entries);
+            let mut tampered = Vec::new();
+            let findings = judge_copies(&records, &dr, &listing, Some(&versions), &mut tampered);
+            (findings, tampered)
+        };
+        let metadata = entry("dr/c1/s/b1/metadata.json", "m1", 3, true, false);
+        // Written over with 7 bytes: the copied version is there, so tampering only.
+        let (findings, tampered) = judged(&[
+            entry("dr/c1/s/b1/data", "v2", 7, true, false),
+            entry("dr/c1/s/b1/data", "v1", 85, false, false),
+            metadata.clone(),
+        ]);
+        assert!(findings.is_empty(), "{findings:?}");
+        assert_eq!(tampered.len(), 1, "{tampered:?}");
+        assert_eq!(tampered[0].location.as_ref(), Some(&dr));
+        assert!(
+            tampered[0].problems[0]
+                .contains("written over (current version v2; the copied version v1"),
+            "{tampered:?}"
+        );
+        // A delete marker over it: tampering again.
+        let (findings, tampered) = judged(&[
+            entry("dr/c1/s/b1/data", "d1", 0, true, true),
+            entry("dr/c1/s/b1/data", "v1", 85, false, false),
+            metadata.clone(),
+        ]);
+        assert!(findings.is_empty());
+        assert!(
+            tampered[0].problems[0].contains("delete marker"),
+            "{tampered:?}"
+        );
+        // The copied version itself gone: loss, the copy stops counting there.
+        let (findings, tampered) =
+            judged(&[entry("dr/c1/s/b1/data", "v2", 7, true, false), metadata]);
+        assert!(tampered.is_empty());
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].becomes, CopyState::Missing);
+        assert!(
+            findings[0].problems[0].contains("version v1 is gone"),
+            "{findings:?}"
+        );
+        // Judged by the current listing only (no versions), the same overwrite is a loss: what
+        // the scrub did before issue 47.
+        let (_, listing) = Versions::from_entries(&[
+            entry("dr/c1/s/b1/data", "v2", 7, true, false),
+            entry("dr/c1/s/b1/data", "v1", 85, false, false),
+            entry("dr/c1/s/b1/metadata.json", "m1", 3, true, false),
+        ]);
+        let lost = judge_copies(&records, &dr, &listing, None, &mut Vec::new());
+        assert_eq!(lost.len(), 1);
+        assert!(
+            lost[0].problems[0].contains("holds 7 bytes, 85 when copied"),
+            "{lost:?}"
+        );
     }
 }

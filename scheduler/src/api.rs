@@ -173,13 +173,15 @@ impl Api {
         )))
     }
 
-    /// The cluster's records, and the index of backup `id` among them once it is completed
-    /// (`Err`: not found, or not completed: only a completed backup can be `what`, such as
-    /// tested or restored).
-    async fn completed_backup(
+    /// The cluster's records, and the index of backup `id` among them once it can be restored
+    /// at `location` (`None`: primary; [`BackupRecord::restorable_at`]): `Err` when it is not
+    /// in the catalog, or that place does not hold it whole, saying which places do. A backup
+    /// only `dr` still keeps is `what` (tested, restored) at `dr`.
+    async fn restorable_backup(
         &self,
         cluster: &ClusterName,
         id: &sexton_shared::names::BackupId,
+        location: Option<&sexton_shared::names::LocationName>,
         what: &str,
     ) -> Result<(Vec<sexton_shared::catalog::Versioned<BackupRecord>>, usize), ApiError> {
         let records = self
@@ -190,16 +192,12 @@ impl Api {
         let Some(index) = records.iter().position(|r| r.value.id == *id) else {
             return Err(backup_not_found(cluster, id));
         };
-        let status = records[index].value.status;
-        if status != sexton_shared::records::BackupStatus::Completed {
-            return Err(ApiError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "backup {id} is {}: only a completed backup can be {what}",
-                    status.as_str()
-                ),
-            ));
-        }
+        records[index]
+            .value
+            .restorable_at(location)
+            .map_err(|why| {
+                ApiError::new(ErrorCode::Conflict, format!("{why}: it cannot be {what}"))
+            })?;
         Ok((records, index))
     }
 

@@ -67,18 +67,20 @@ pub fn due_tick(
     Some(tick)
 }
 
-/// Which of a schedule's backups a test proves. Candidates are completed backups no user asked
-/// to delete and no other test is proving now. `Random` is drawn from the request id, so every
-/// replica draws the same backup.
+/// Which of a schedule's backups a test proves. Candidates are backups the tested place can
+/// restore ([`BackupRecord::restorable_at`]: at a location, every copy that counts there,
+/// those primary already let go included), that no user asked to delete and no other test is
+/// proving now. `Random` is drawn from the request id, so every replica draws the same backup.
 pub fn pick<'a>(
     records: &[&'a BackupRecord],
     how: VerifyPick,
     request_id: &str,
+    location: Option<&LocationName>,
 ) -> Option<&'a BackupRecord> {
     let mut candidates: Vec<&BackupRecord> = records
         .iter()
         .copied()
-        .filter(|r| r.status == BackupStatus::Completed && r.delete_request.is_none())
+        .filter(|r| r.restorable_at(location).is_ok() && r.delete_request.is_none())
         .filter(|r| r.verification.as_ref().is_none_or(|v| v.pending.is_none()))
         .collect();
     candidates.sort_by_key(|r| (r.completed_at, r.id.to_string()));
@@ -101,9 +103,12 @@ pub fn pick<'a>(
 /// What a restore of `target` reads: its ancestors (through its parent and its volumes'
 /// parents), oldest first, then the target. `Err` names a link the catalog lacks or that
 /// cannot be restored (failed, missing, in progress): the test fails without an executor.
+/// At a `location` a link's status at primary says nothing of its copy there (a parent primary
+/// found `missing` may be whole at `dr`): [`chain_at`] judges the copies instead.
 pub fn chain_of<'a>(
     by_id: &BTreeMap<&str, &'a BackupRecord>,
     target: &'a BackupRecord,
+    location: Option<&LocationName>,
 ) -> Result<Vec<&'a BackupRecord>, String> {
     let mut chain: Vec<&BackupRecord> = vec![target];
     let mut queue: Vec<String> = parents(target);
@@ -114,10 +119,12 @@ pub fn chain_of<'a>(
         let Some(parent) = by_id.get(id.as_str()) else {
             return Err(format!("its chain is broken: {id} is not in the catalog"));
         };
-        if matches!(
-            parent.status,
-            BackupStatus::Failed | BackupStatus::Missing | BackupStatus::InProgress
-        ) {
+        if location.is_none()
+            && matches!(
+                parent.status,
+                BackupStatus::Failed | BackupStatus::Missing | BackupStatus::InProgress
+            )
+        {
             return Err(format!(
                 "its chain is broken: {id} is {}",
                 parent.status.as_str()
@@ -158,7 +165,7 @@ pub fn restore_chain<'a>(
     target: &'a BackupRecord,
     location: Option<&LocationName>,
 ) -> Result<Vec<&'a BackupRecord>, String> {
-    let chain = chain_of(by_id, target)?;
+    let chain = chain_of(by_id, target, location)?;
     match location {
         Some(name) => chain_at(&chain, name)?,
         None => {
@@ -350,7 +357,7 @@ impl Verifier {
             .iter()
             .map(|r| (r.value.id.as_str(), &r.value))
             .collect();
-        let chain = chain_of(&by_id, target).and_then(|chain| match location {
+        let chain = chain_of(&by_id, target, location).and_then(|chain| match location {
             Some(name) => chain_at(&chain, name).map(|()| chain),
             None => Ok(chain),
         });
@@ -664,17 +671,9 @@ impl Verifier {
             .iter()
             .map(|r| &r.value)
             .filter(|r| r.schedule.as_ref() == Some(&schedule.name))
-            // A test at a location picks among the copies that count there.
-            .filter(|r| {
-                location.is_none_or(|name| {
-                    r.copies
-                        .get(name)
-                        .is_some_and(|copy| copy.state == CopyState::Copied)
-                })
-            })
             .collect();
         let request = request_id(&schedule.name, tick);
-        match pick(&mine, spec.pick, &request) {
+        match pick(&mine, spec.pick, &request, location) {
             Some(target) => {
                 self.ask(
                     &records,
@@ -837,25 +836,28 @@ mod tests {
         let all: Vec<&BackupRecord> = backups.iter().collect();
         let id = |r: Option<&BackupRecord>| r.map(|r| r.id.to_string());
         assert_eq!(
-            id(pick(&all, VerifyPick::Latest, "x")).as_deref(),
+            id(pick(&all, VerifyPick::Latest, "x", None)).as_deref(),
             Some("b3")
         );
         assert_eq!(
-            id(pick(&all, VerifyPick::OldestKept, "x")).as_deref(),
+            id(pick(&all, VerifyPick::OldestKept, "x", None)).as_deref(),
             Some("b1")
         );
         // Each: the oldest never tested.
-        assert_eq!(id(pick(&all, VerifyPick::Each, "x")).as_deref(), Some("b1"));
+        assert_eq!(
+            id(pick(&all, VerifyPick::Each, "x", None)).as_deref(),
+            Some("b1")
+        );
         let draws: std::collections::BTreeSet<_> = (0..50)
-            .map(|n| id(pick(&all, VerifyPick::Random, &format!("s-{n}"))).unwrap())
+            .map(|n| id(pick(&all, VerifyPick::Random, &format!("s-{n}"), None)).unwrap())
             .collect();
         assert!(draws.len() > 1 && !draws.contains("b4"), "{draws:?}");
         assert_eq!(
-            id(pick(&all, VerifyPick::Random, "s-7")),
-            id(pick(&all, VerifyPick::Random, "s-7"))
+            id(pick(&all, VerifyPick::Random, "s-7", None)),
+            id(pick(&all, VerifyPick::Random, "s-7", None))
         );
         assert_eq!(
-            pick(&[], VerifyPick::Latest, "x").map(|r| r.id.clone()),
+            pick(&[], VerifyPick::Latest, "x", None).map(|r| r.id.clone()),
             None
         );
     }
@@ -869,7 +871,7 @@ mod tests {
             .into_iter()
             .map(|r| (r.id.as_str(), r))
             .collect();
-        let chain: Vec<&str> = chain_of(&by_id, &i2)
+        let chain: Vec<&str> = chain_of(&by_id, &i2, None)
             .unwrap()
             .iter()
             .map(|r| r.id.as_str())
@@ -877,14 +879,16 @@ mod tests {
         assert_eq!(chain, ["f", "i1", "i2"]);
         let mut missing = by_id.clone();
         missing.remove("f");
-        assert!(chain_of(&missing, &i2)
+        assert!(chain_of(&missing, &i2, None)
             .unwrap_err()
             .contains("f is not in the catalog"));
         let mut failed_f = f.clone();
         failed_f.status = BackupStatus::Missing;
         let mut broken = by_id.clone();
         broken.insert("f", &failed_f);
-        assert!(chain_of(&broken, &i2).unwrap_err().contains("f is missing"));
+        assert!(chain_of(&broken, &i2, None)
+            .unwrap_err()
+            .contains("f is missing"));
     }
 
     #[test]
@@ -914,6 +918,70 @@ mod tests {
             .unwrap_err()
             .contains("f at dr is expiring"));
         assert!(!restored(&leaving, None).unwrap_err().contains("held at"));
+    }
+
+    /// Issue 47: a scheduled test at `dr` picks among what dr can restore, the backups primary
+    /// already let go included (those are what a longer retention at dr exists for); at
+    /// primary, never one primary no longer holds.
+    #[test]
+    fn a_test_at_a_location_picks_what_that_location_can_restore() {
+        let dr = LocationName::new("dr").unwrap();
+        let mut old = copy_at(record("old", 1, None), "copied");
+        old.status = BackupStatus::Deleting;
+        old.primary_deleted_at = Some("2026-01-02T00:00:00Z".parse().unwrap());
+        let new = record("new", 2, None);
+        let all = [&old, &new];
+        let id = |r: Option<&BackupRecord>| r.map(|r| r.id.to_string());
+        assert_eq!(
+            id(pick(&all, VerifyPick::Latest, "x", Some(&dr))).as_deref(),
+            Some("old")
+        );
+        assert_eq!(
+            id(pick(&all, VerifyPick::OldestKept, "x", None)).as_deref(),
+            Some("new")
+        );
+    }
+
+    /// Issue 47: what primary found or did says nothing of a copy elsewhere. A full that a
+    /// scrub found gone at primary (`missing`), and a target primary's retention took
+    /// (`deleting`, objects gone), are both whole at `dr`, and restored from there.
+    #[test]
+    fn a_chain_at_a_location_is_judged_by_its_copies_there_not_by_primary() {
+        let dr = LocationName::new("dr").unwrap();
+        let mut f = copy_at(record("f", 1, None), "copied");
+        f.status = BackupStatus::Missing;
+        let mut i1 = copy_at(record("i1", 2, Some("f")), "copied");
+        i1.status = BackupStatus::Deleting;
+        i1.primary_deleted_at = Some("2026-01-02T00:00:00Z".parse().unwrap());
+        let by_id: BTreeMap<&str, &BackupRecord> =
+            [&f, &i1].into_iter().map(|r| (r.id.as_str(), r)).collect();
+        let chain: Vec<&str> = restore_chain(&by_id, &i1, Some(&dr))
+            .unwrap()
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect();
+        assert_eq!(chain, ["f", "i1"]);
+        assert!(restore_chain(&by_id, &i1, None)
+            .unwrap_err()
+            .contains("f is missing"));
+        assert_eq!(i1.restorable_at(Some(&dr)), Ok(()));
+        let why = i1.restorable_at(None).unwrap_err();
+        assert!(
+            why.contains("i1 is no longer at primary; it is held at dr"),
+            "{why}"
+        );
+        let why = f.restorable_at(None).unwrap_err();
+        assert!(why.contains("f is missing at primary"), "{why}");
+        // Its copy at dr found missing too: nowhere, and said so.
+        let gone = copy_at(f.clone(), "missing");
+        let why = gone.restorable_at(Some(&dr)).unwrap_err();
+        assert!(why.contains("no copy at dr that counts (missing)"), "{why}");
+        let elsewhere = LocationName::new("b2").unwrap();
+        let why = f.restorable_at(Some(&elsewhere)).unwrap_err();
+        assert!(
+            why.contains("no copy at b2 (never copied there); it is held at dr"),
+            "{why}"
+        );
     }
 
     fn copy_at(mut record: BackupRecord, state: &str) -> BackupRecord {

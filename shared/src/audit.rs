@@ -192,8 +192,20 @@ pub enum AuditEvent {
         #[serde(default)]
         record_removed: bool,
     },
+    /// Backups (or their copies at a location) a scrub found written over or under a delete
+    /// marker while every recorded version is still there (issue 47): they keep counting.
+    TamperingFound { backups: Vec<TamperedEntry> },
     #[serde(other)]
     Unknown,
+}
+
+/// One backup in a [`AuditEvent::TamperingFound`]: where (absent: primary), and what was done.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TamperedEntry {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    pub problems: Vec<String>,
 }
 
 impl AuditEvent {
@@ -214,6 +226,7 @@ impl AuditEvent {
             AuditEvent::CopiesMarked { .. } => "copies-marked",
             AuditEvent::CopyClaimed { .. } => "copy-claimed",
             AuditEvent::CopyDeleted { .. } => "copy-deleted",
+            AuditEvent::TamperingFound { .. } => "tampering-found",
             AuditEvent::Unknown => "unknown",
         }
     }
@@ -285,6 +298,7 @@ impl AuditEntry {
             | AuditEvent::BreakerApproved { deleting, .. }
             | AuditEvent::BreakerReleased { deleting, .. } => deleting.iter().any(|d| d == id),
             AuditEvent::PluginCalls { calls } => calls.iter().any(|c| c.backup == id),
+            AuditEvent::TamperingFound { backups } => backups.iter().any(|b| b.id == id),
             AuditEvent::UserAction { arguments, .. } => arguments
                 .get("id")
                 .and_then(serde_json::Value::as_str)
@@ -392,6 +406,17 @@ impl AuditEntry {
                     }
                 )
             }
+            AuditEvent::TamperingFound { backups } => format!(
+                "tampering found (recorded versions intact, still counted): {}",
+                backups
+                    .iter()
+                    .map(|b| match &b.location {
+                        Some(location) => format!("{} at {location}", b.id),
+                        None => b.id.clone(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             AuditEvent::Unknown => "an entry of a kind this build does not know".into(),
         };
         if let Some(actor) = &self.actor {

@@ -359,6 +359,29 @@ pub(super) fn shown<T: serde::Serialize>(value: &T) -> String {
 }
 
 /// `backup describe` as text: the backup, the retention verdict, and one row per volume.
+/// Where a described backup can be restored from: `primary, dr` when every place can, else
+/// each place that cannot with why (`primary: no (…)`).
+fn restorable_text(places: &[sexton_shared::api::RestorablePlace]) -> String {
+    let can: Vec<&str> = places
+        .iter()
+        .filter(|p| p.restorable)
+        .map(|p| p.location.as_str())
+        .collect();
+    let mut parts = vec![if can.is_empty() {
+        "nowhere".to_string()
+    } else {
+        can.join(", ")
+    }];
+    for place in places.iter().filter(|p| !p.restorable) {
+        parts.push(format!(
+            "not at {} ({})",
+            place.location,
+            place.reason.as_deref().unwrap_or("-")
+        ));
+    }
+    parts.join("; ")
+}
+
 pub(super) fn print_backup_description(described: &BackupDescription) {
     let backup = &described.backup;
     let size = backup
@@ -419,6 +442,13 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
             format!("at {location}:"),
             shown(&verdict.verdict),
             join_reasons(&verdict.reasons)
+        );
+    }
+    if !described.restorable.is_empty() {
+        println!(
+            "{:<12}{}",
+            "restorable:",
+            restorable_text(&described.restorable)
         );
     }
     if !described.volumes.is_empty() {

@@ -210,8 +210,12 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 "dry_run",
                 "checked",
                 "findings",
+                "copies",
+                "tampered",
                 "missing_after",
                 "unowned_objects",
+                "locations_unchecked",
+                "changed_meanwhile",
             ],
         ),
         Command::Catalog(CatalogCommand::Import {

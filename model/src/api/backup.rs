@@ -213,6 +213,20 @@ pub struct BackupDescription {
     /// verdict there, or the copy's state (`expiring`, `deleting`) with its reasons.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub copies_retention: std::collections::BTreeMap<crate::names::LocationName, RetentionVerdict>,
+    /// Where a restore of this backup can read it now (issue 47): primary, then each location
+    /// that holds a copy, each with why not when it cannot (the backup or a link of its chain
+    /// not whole there). Absent from answers of builds before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restorable: Vec<RestorablePlace>,
+}
+
+/// Whether one place can restore a described backup, and why not.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RestorablePlace {
+    pub location: crate::names::LocationName,
+    pub restorable: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// What retention decides about one backup now: `keep`, `partial` or `delete`, with the

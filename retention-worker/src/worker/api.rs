@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use chrono::Utc;
 use sexton_shared::{
     api::{ApiError, ErrorCode, PreviewRequest, ScrubRequest},
+    audit::{AuditEvent, TamperedEntry},
     catalog::{CasError, Versioned},
     copies::CopyState,
     names::{ClusterName, LocationName, PlanName},
@@ -34,21 +35,7 @@ impl Worker {
         let prefix = self.store.cluster_prefix(cluster);
         // A versioned bucket is listed version by version: the recorded versions are what
         // counts, whatever was written over them (issue 29).
-        let (listing, versions) = if self.store.is_versioned().await.map_err(failed)? {
-            let entries = self.store.list_versions(&prefix).await.map_err(failed)?;
-            let (versions, listing) = scrub::Versions::from_entries(&entries);
-            (listing, Some(versions))
-        } else {
-            let listing: BTreeMap<String, u64> = self
-                .store
-                .list(&prefix)
-                .await
-                .map_err(failed)?
-                .into_iter()
-                .map(|object| (object.key, object.size.max(0) as u64))
-                .collect();
-            (listing, None)
-        };
+        let (listing, versions) = list_for_scrub(&self.store, &prefix).await.map_err(failed)?;
         let binlog_prefix = sexton_shared::binlog::binlog_prefix(&self.prefix, cluster);
         let mut report = scrub::judge(
             cluster,
@@ -59,17 +46,19 @@ impl Worker {
         );
         report.dry_run = dry_run;
         // Each location's copies against that location's own listing: a copy gone at one
-        // place stops counting there, and nowhere else.
+        // place stops counting there, and nowhere else. A versioned location (Object Lock) is
+        // judged by the versions the copier recorded, as primary is (issue 47).
         for (name, store) in &self.locations {
-            match store.list(&store.cluster_prefix(cluster)).await {
-                Ok(objects) => {
-                    let listing: BTreeMap<String, u64> = objects
-                        .into_iter()
-                        .map(|object| (object.key, object.size.max(0) as u64))
-                        .collect();
-                    report
-                        .copies
-                        .extend(scrub::judge_copies(&records, name, &listing));
+            match list_for_scrub(store, &store.cluster_prefix(cluster)).await {
+                Ok((listing, versions)) => {
+                    let found = scrub::judge_copies(
+                        &records,
+                        name,
+                        &listing,
+                        versions.as_ref(),
+                        &mut report.tampered,
+                    );
+                    report.copies.extend(found);
                 }
                 Err(err) => {
                     tracing::warn!(%cluster, location = %name, error = %err, "cannot list the location; its copies are judged next pass");
@@ -121,19 +110,25 @@ impl Worker {
         }
         let now = Utc::now();
         for tampered in &report.tampered {
+            let (what, kind) = match &tampered.location {
+                None => (format!("backup {}", tampered.id), "backup-tampered"),
+                Some(location) => (
+                    format!("the copy of backup {} at {location}", tampered.id),
+                    "copy-tampered",
+                ),
+            };
             let reason = format!(
-                "backup {} was tampered with behind Sexton's back; its recorded versions are \
+                "{what} was tampered with behind Sexton's back; its recorded versions are \
                  all still there, so it still counts: {}",
-                tampered.id,
                 tampered.problems.join("; ")
             );
-            tracing::warn!(%cluster, backup = %tampered.id, %reason, "backup tampered with");
+            tracing::warn!(%cluster, backup = %tampered.id, location = ?tampered.location, %reason, "backup tampered with");
             publish_incident(
                 &self.topology.jetstream,
                 wire::Incident {
                     schema_version: wire::SCHEMA_VERSION,
                     service: "retention-worker".into(),
-                    kind: "backup-tampered".into(),
+                    kind: kind.into(),
                     cluster: Some(cluster.to_string()),
                     backup_id: Some(tampered.id.clone()),
                     subject: "scrub".into(),
@@ -142,6 +137,26 @@ impl Worker {
                 },
             )
             .await;
+        }
+        if !report.tampered.is_empty() {
+            let found: Vec<TamperedEntry> = report
+                .tampered
+                .iter()
+                .map(|t| TamperedEntry {
+                    id: t.id.clone(),
+                    location: t.location.as_ref().map(ToString::to_string),
+                    problems: t.problems.clone(),
+                })
+                .collect();
+            let entries = self
+                .envelope
+                .audit
+                .entries(Some(cluster), None, found, |found| {
+                    AuditEvent::TamperingFound { backups: found }
+                });
+            if let Err(err) = self.envelope.audit.record(entries).await {
+                tracing::warn!(%cluster, error = %err, "the audit did not take the tampering found; the incidents say it");
+            }
         }
         self.metrics
             .tampered
@@ -358,4 +373,27 @@ impl Worker {
         )
         .await
     }
+}
+
+/// A store's listing for the scrub: current objects (key → size) and, on a versioned store,
+/// every version and delete marker ([`scrub::Versions`]).
+async fn list_for_scrub(
+    store: &sexton_shared::object_store::ObjectStore,
+    prefix: &str,
+) -> Result<
+    (BTreeMap<String, u64>, Option<scrub::Versions>),
+    sexton_shared::object_store::ObjectError,
+> {
+    if store.is_versioned().await? {
+        let entries = store.list_versions(prefix).await?;
+        let (versions, listing) = scrub::Versions::from_entries(&entries);
+        return Ok((listing, Some(versions)));
+    }
+    let listing = store
+        .list(prefix)
+        .await?
+        .into_iter()
+        .map(|object| (object.key, object.size.max(0) as u64))
+        .collect();
+    Ok((listing, None))
 }

@@ -19,7 +19,7 @@ impl Api {
             self.check_location(name)?;
         }
         let (records, index) = self
-            .completed_backup(&req.cluster, &req.id, "restored")
+            .restorable_backup(&req.cluster, &req.id, location, "restored")
             .await?;
         let target = &records[index].value;
         let by_id: BTreeMap<&str, &BackupRecord> = records

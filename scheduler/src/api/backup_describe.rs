@@ -7,7 +7,11 @@ use chrono::Utc;
 use serde_json::Value;
 use sexton_retention::Reason;
 use sexton_shared::{
-    api::{reply_value, ApiError, BackupDescription, BackupRef, RetentionVerdict, VolumeFate},
+    api::{
+        reply_value, ApiError, BackupDescription, BackupRef, RestorablePlace, RetentionVerdict,
+        VolumeFate,
+    },
+    names::LocationName,
     planning,
 };
 
@@ -109,6 +113,31 @@ impl Api {
                 }
             })
             .collect();
+        // Where a restore can read it: the backup and every link of its chain whole there.
+        let by_id: std::collections::BTreeMap<&str, &sexton_shared::records::BackupRecord> = state
+            .records
+            .iter()
+            .map(|r| (r.value.id.as_str(), &r.value))
+            .collect();
+        let places = std::iter::once(None).chain(
+            record
+                .copies
+                .iter()
+                .filter(|(_, copy)| copy.is_held())
+                .map(|(location, _)| Some(location)),
+        );
+        let restorable = places
+            .map(|place| {
+                let why = record
+                    .restorable_at(place)
+                    .and_then(|()| crate::verify::restore_chain(&by_id, record, place).map(|_| ()));
+                RestorablePlace {
+                    location: place.cloned().unwrap_or_else(LocationName::primary),
+                    restorable: why.is_ok(),
+                    reason: why.err(),
+                }
+            })
+            .collect();
         reply_value(BackupDescription {
             backup: record.clone(),
             revision: current.revision,
@@ -118,6 +147,7 @@ impl Api {
             },
             volumes,
             copies_retention,
+            restorable,
         })
     }
 }

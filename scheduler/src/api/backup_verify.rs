@@ -1,14 +1,12 @@
 //! `backup.verify` (`sexton backup verify ID --cluster C [--timeout 30m] [--wait]`): a restore
 //! test of one backup now, outside any schedule's `verify` cron. The same path as a scheduled
 //! test ([`crate::verify::Verifier::ask`]): the event with its chain, the backup held until the
-//! verdict or the deadline. Refused for a backup that is not completed, or already under test.
+//! verdict or the deadline. Refused for a backup the place tested does not hold whole
+//! ([`sexton_shared::records::BackupRecord::restorable_at`]), or one already under test.
 
 use chrono::Utc;
 use serde_json::Value;
-use sexton_shared::{
-    api::{ApiError, ErrorCode, VerifyAsked},
-    copies::CopyState,
-};
+use sexton_shared::api::{ApiError, ErrorCode, VerifyAsked};
 
 use super::{invalid, unavailable, Api};
 
@@ -16,8 +14,14 @@ pub use sexton_shared::api::VerifyRequest;
 
 impl Api {
     pub(super) async fn backup_verify(&self, req: VerifyRequest) -> Result<Value, ApiError> {
+        // A test at a location reads the copy there: the location must be this fleet's, and
+        // the backup's copy there must count, whatever primary did with it.
+        let location = req.location.as_ref().filter(|name| !name.is_primary());
+        if let Some(name) = location {
+            self.check_location(name)?;
+        }
         let (records, index) = self
-            .completed_backup(&req.cluster, &req.id, "tested")
+            .restorable_backup(&req.cluster, &req.id, location, "tested")
             .await?;
         let target = &records[index].value;
         if let Some(pending) = target
@@ -32,24 +36,6 @@ impl Api {
                     req.id, pending.request_id, pending.deadline
                 ),
             ));
-        }
-        // A test at a location reads the copy there: the location must be this fleet's, and
-        // the backup's copy there must count.
-        let location = req.location.as_ref().filter(|name| !name.is_primary());
-        if let Some(name) = location {
-            self.check_location(name)?;
-            let state = target.copies.get(name).map(|copy| copy.state);
-            if state != Some(CopyState::Copied) {
-                return Err(ApiError::new(
-                    ErrorCode::Conflict,
-                    format!(
-                        "backup {} has no copy at {name} that counts ({}): there is nothing \
-                         there to test",
-                        req.id,
-                        state.map_or("never copied there", CopyState::as_str)
-                    ),
-                ));
-            }
         }
         let now = Utc::now();
         let request_id = format!(

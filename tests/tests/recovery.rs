@@ -1,0 +1,313 @@
+//! Issue 47, through the real fleet: every point a location keeps is restorable there, and
+//! Sexton can show it. Two SeaweedFS servers as two regions, `dr` with Object Lock; the
+//! primary keeps 2 backups, `dr` keeps 5. One world for three failures a user met:
+//!
+//! 1. A backup only `dr` still keeps (primary's retention deleted it there) is fetched,
+//!    tested and described at `dr`. Before: "backup … is deleting: only a completed backup
+//!    can be restored".
+//! 2. An object at `dr` overwritten with the storage credential is tampering, not loss: the
+//!    scrub reports it (with the location, an incident and an audit entry), the copy keeps
+//!    counting, and a fetch from `dr` reads the recorded version. Before: the scrub marked the
+//!    copy `missing` ("holds 8 bytes, … when copied") and fetch refused it for good.
+//! 3. Every object of the cluster gone from primary's bucket: after the scrub finds them
+//!    gone (`missing` at primary), each backup is still fetched from `dr`. Before: "backup … is
+//!    missing: only a completed backup can be restored".
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use chrono::{DateTime, Utc};
+use serde_json::{json, Value};
+use sexton_retention::lock::{parse_lock_duration, LockMode, LockTiers};
+use sexton_shared::{
+    catalog::Catalog,
+    config::{Config, LockConfig},
+    copies::CopyState,
+    names::LocationName,
+    object_store::ObjectStore,
+    records::{BackupRecord, BackupStatus},
+    topology,
+};
+use sexton_tests::*;
+
+const DR_KEY: &str = "dr-only-key";
+const DR_SECRET: &str = "dr-only-secret";
+const IDS: [&str; 4] = ["f-b1", "f-b2", "f-b3", "f-b4"];
+
+fn report(id: &str, completed_at: DateTime<Utc>) -> Value {
+    json!({
+        "schema_version": 1, "backup_id": id, "cluster": "c1", "plan": "full",
+        "schedule": "f", "backup_name": "f", "status": "completed", "kind": "full",
+        "started_at": (completed_at - chrono::Duration::minutes(5)).to_rfc3339(),
+        "completed_at": completed_at.to_rfc3339(),
+        "artifacts": [
+            format!("backups/c1/f/{id}/backup.xbstream"),
+            format!("backups/c1/f/{id}/metadata.json"),
+        ],
+    })
+}
+
+async fn record(catalog: &Catalog, id: &str) -> Option<BackupRecord> {
+    fixtures::records_of(catalog, "c1")
+        .await
+        .get(id)
+        .map(|r| r.value.clone())
+}
+
+/// `sexton backup fetch ID --cluster c1 [--location L] --to DIR -o json`, as a person runs it.
+fn fetch(config: &Config, id: &str, location: Option<&str>, into: &std::path::Path) -> CliRun {
+    let mut args = vec!["backup", "fetch", id, "--cluster", "c1"];
+    if let Some(location) = location {
+        args.extend(["--location", location]);
+    }
+    args.extend(["--to", into.to_str().unwrap(), "-o", "json"]);
+    let output = sexton_cli(config, &args);
+    CliRun {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&output.stderr).to_string(),
+    }
+}
+
+/// Fetches `id` from dr and checks every file against the SHA-256 intake recorded.
+fn fetched_whole_from_dr(config: &Config, record: &BackupRecord, into: &std::path::Path) {
+    let run = fetch(config, record.id.as_str(), Some("dr"), into);
+    run.expect(0, &format!("fetching {} from dr", record.id));
+    for object in &record.objects {
+        let name = object.key.rsplit('/').next().unwrap();
+        let bytes = std::fs::read(into.join(record.id.as_str()).join(name)).unwrap();
+        assert_eq!(
+            Some(sexton_shared::digest::sha256_hex(&bytes)),
+            object.sha256,
+            "{} fetched from dr is not the version intake recorded",
+            object.key
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = Nats::start();
+    let primary = S3::start();
+    let dr_server = S3::start_as(DR_KEY, DR_SECRET);
+    let mut config = config(&nats, &primary);
+    add_location(&mut config, "dr", &dr_server, DR_KEY, DR_SECRET);
+    let dr_location = config.locations.get_mut("dr").unwrap();
+    dr_location.s3.bucket = "dr-locked".into();
+    let dr = ObjectStore::connect(&dr_location.s3).await.unwrap();
+    dr.client()
+        .create_bucket()
+        .bucket("dr-locked")
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .unwrap();
+    dr_location.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            last: Some(parse_lock_duration("2d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let (copier_stop, copier) = {
+        let (trigger, shutdown) = sexton_shared::Shutdown::new();
+        (
+            trigger,
+            tokio::spawn(sexton_copier::run(config.clone(), shutdown)),
+        )
+    };
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 2},
+               "copies": [{"to": "dr", "policy": {"keep_last": 5}}]}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let source = object_store(&config).await;
+    let dr_name = LocationName::new("dr").unwrap();
+
+    // Four fulls an hour apart, each reported once its objects are up.
+    let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+    for (n, id) in IDS.iter().enumerate() {
+        let mut body = report(id, now - chrono::Duration::hours(4 - n as i64));
+        fixtures::upload_genuine_json(&source, &mut body).await;
+        js.send_publish(
+            "sexton.v1.report.c1".to_string(),
+            jetstream::message::PublishMessage::build()
+                .payload(serde_json::to_vec(&body).unwrap().into())
+                .message_id(*id),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    }
+    // Each copied to dr and locked there; primary's retention then takes the two oldest at
+    // primary (keep_last 2) while dr keeps them (keep_last 5).
+    eventually(
+        "every backup copied and locked at dr, the two oldest gone from primary",
+        Duration::from_secs(120),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            let all_locked = IDS.iter().all(|id| {
+                records.get(*id).is_some_and(|r| {
+                    r.value
+                        .copies
+                        .get(&dr_name)
+                        .is_some_and(|c| c.state == CopyState::Copied && c.locked_until.is_some())
+                })
+            });
+            let gone = ["f-b1", "f-b2"]
+                .iter()
+                .all(|id| records.get(*id).is_some_and(|r| !r.value.held_at_primary()));
+            (all_locked && gone).then_some(())
+        },
+    )
+    .await;
+    let b1 = record(&catalog, "f-b1").await.unwrap();
+    assert_ne!(b1.status, BackupStatus::Completed, "{b1:?}");
+
+    // 1. Only dr keeps f-b1: fetched, described and tested there; primary says where it is.
+    fetched_whole_from_dr(&config, &b1, &dir.path().join("one"));
+    let refused = fetch(&config, "f-b1", None, &dir.path().join("refused"));
+    assert_ne!(
+        refused.code, 0,
+        "f-b1 fetched from primary, which deleted it"
+    );
+    assert!(
+        refused
+            .stderr
+            .contains("f-b1 is no longer at primary; it is held at dr"),
+        "{}",
+        refused.stderr
+    );
+    let described = sexton_cli(
+        &config,
+        &[
+            "backup",
+            "describe",
+            "f-b1",
+            "--cluster",
+            "c1",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(described.status.success());
+    let described: Value = serde_json::from_slice(&described.stdout).unwrap();
+    let places: Vec<(String, bool)> = described["restorable"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no restorable places: {described}"))
+        .iter()
+        .map(|p| {
+            (
+                p["location"].as_str().unwrap().to_string(),
+                p["restorable"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        places,
+        [("primary".to_string(), false), ("dr".to_string(), true)]
+    );
+    let asked = api(
+        &client,
+        "backup",
+        "verify",
+        json!({"schema_version": 1, "cluster": "c1", "id": "f-b1", "location": "dr",
+               "timeout": "1m"}),
+    )
+    .await
+    .unwrap_or_else(|err| panic!("a restore test of f-b1 at dr refused: {err}"));
+    assert!(asked["request_id"].is_string(), "{asked}");
+    assert!(
+        asked["recorded"].is_null(),
+        "the test failed at once: {asked}"
+    );
+
+    // 2. f-b1's data at dr written over with the storage credential: tampering, not loss.
+    let data = b1.copies[&dr_name]
+        .objects
+        .iter()
+        .find(|o| o.key.ends_with("backup.xbstream"))
+        .unwrap()
+        .clone();
+    dr.put(&data.key, bytes::Bytes::from_static(b"ransom!!"))
+        .await
+        .unwrap();
+    let scrub = sexton_cli(
+        &config,
+        &["catalog", "scrub", "--cluster", "c1", "-o", "json"],
+    );
+    let stderr = String::from_utf8_lossy(&scrub.stderr).to_string();
+    assert!(scrub.status.success(), "{stderr}");
+    let scrub: Value = serde_json::from_slice(&scrub.stdout).unwrap();
+    let tampered = scrub["tampered"].as_array().cloned().unwrap_or_default();
+    assert_eq!(tampered.len(), 1, "{scrub}");
+    assert_eq!(tampered[0]["id"], "f-b1", "{scrub}");
+    assert_eq!(tampered[0]["location"], "dr", "{scrub}");
+    assert!(
+        scrub["copies"].as_array().is_none_or(|c| c.is_empty()),
+        "a copy judged lost: {scrub}"
+    );
+    let b1 = record(&catalog, "f-b1").await.unwrap();
+    assert_eq!(b1.copies[&dr_name].state, CopyState::Copied, "{b1:?}");
+    fetched_whole_from_dr(&config, &b1, &dir.path().join("two"));
+    let incidents = fixtures::incidents(&js).await;
+    assert!(
+        incidents
+            .iter()
+            .any(|i| i.kind == "copy-tampered" && i.backup_id.as_deref() == Some("f-b1")),
+        "{incidents:?}"
+    );
+    let audit = sexton_cli(
+        &config,
+        &["audit", "--cluster", "c1", "--backup", "f-b1", "-o", "json"],
+    );
+    assert!(audit.status.success());
+    let audit = String::from_utf8_lossy(&audit.stdout).to_string();
+    assert!(audit.contains("tampering-found"), "{audit}");
+
+    // 3. Every object of the cluster gone from primary: the scrub finds f-b3 and f-b4 missing
+    //    there, and each is fetched from dr all the same.
+    let keys: Vec<String> = fixtures::keys_under(&source, "backups/c1/")
+        .await
+        .into_iter()
+        .collect();
+    assert!(!keys.is_empty());
+    let failures = source.delete_batch(&keys).await.unwrap();
+    assert!(failures.is_empty(), "{failures:?}");
+    let scrub = sexton_cli(
+        &config,
+        &["catalog", "scrub", "--cluster", "c1", "-o", "json"],
+    );
+    assert!(scrub.status.success());
+    for id in ["f-b3", "f-b4"] {
+        let gone = record(&catalog, id).await.unwrap();
+        assert_eq!(gone.status, BackupStatus::Missing, "{gone:?}");
+        fetched_whole_from_dr(&config, &gone, &dir.path().join(id));
+        let refused = fetch(&config, id, None, &dir.path().join("refused"));
+        assert_ne!(refused.code, 0);
+        assert!(
+            refused.stderr.contains("is missing at primary"),
+            "{}",
+            refused.stderr
+        );
+    }
+
+    copier_stop.trigger();
+    copier.await.unwrap().unwrap();
+    fleet.stop().await.unwrap();
+}
