@@ -314,3 +314,74 @@ fn keep_diff_keeps_the_newest_differentials_of_the_kept_full_chains() {
         .to_string();
     assert!(error.contains("give keep_full with it"), "{error}");
 }
+
+/// Issue 47, item 3: a standalone hold on the backup the recovery window would replay from
+/// (the newest before the window) must not shrink the window. barman's rule: the window's base
+/// is the newest backup before it that is not standalone; the standalone one stays, restorable
+/// to its own end only.
+#[test]
+fn a_standalone_hold_on_the_window_base_never_shrinks_the_window() {
+    // Fulls daily at 00:10–00:40 from 2024-03-01; segments of six hours, without a gap, from
+    // 2024-02-29T18:00 to 2024-03-05T00:00 (segment k starts 6k hours after the first).
+    let segments: Vec<BinlogSegment> = (0..21)
+        .map(|k| {
+            let first = day() - Duration::hours(6) + Duration::hours(6 * k);
+            BinlogSegment {
+                key: key(k),
+                first_event: Some(first),
+                last_event: Some(first + Duration::hours(6)),
+            }
+        })
+        .collect();
+    let backups = |hold_on_base: bool| {
+        let base = full("F1", 1);
+        vec![
+            full("F3", 3),
+            full("F2", 2),
+            if hold_on_base {
+                held(base, "standalone:quarterly")
+            } else {
+                base
+            },
+            full("F0", 0),
+        ]
+    };
+    // The window is 2024-03-02T12:00..2024-03-04T12:00: F1 (03-02 00:40) is the newest before.
+    let now = utc("2024-03-04T12:00:00Z");
+    let rules = policy(r#"{"recovery_window": "2d"}"#);
+    let plan_with = |hold_on_base: bool| {
+        let catalog = Catalog {
+            backups: backups(hold_on_base),
+            binlog_segments: segments.clone(),
+        };
+        plan(&catalog, &rules, now).expect("plans")
+    };
+    let without = plan_with(false);
+    let with = plan_with(true);
+    // Without the hold: F1 is the base, segments from its start on stay.
+    assert!(without.keeps("F1"));
+    assert_eq!(without.binlog.horizon_backup.as_deref(), Some("F1"));
+    // Segment 7 holds the window's start (03-02 12:00–18:00), segment 5 F1's start.
+    for k in [5, 6, 7] {
+        assert!(
+            without.binlog.keep.contains(&key(k)),
+            "{:?}",
+            without.binlog
+        );
+    }
+    // With the hold: F1 is kept by its hold, restorable to its own end only; the window then
+    // replays from F0, which stays with every segment from its start on.
+    assert!(with.keeps("F1"));
+    assert!(with.keeps("F0"), "{:?}", with.delete);
+    assert_eq!(with.binlog.horizon_backup.as_deref(), Some("F0"));
+    for k in [1, 5, 6, 7] {
+        assert!(with.binlog.keep.contains(&key(k)), "{:?}", with.binlog);
+    }
+    // A hold only ever keeps more.
+    for deleted in &with.binlog.delete {
+        assert!(without.binlog.delete.contains(deleted), "{deleted}");
+    }
+    for decision in &with.delete {
+        assert!(without.deletes(&decision.id), "{}", decision.id);
+    }
+}
