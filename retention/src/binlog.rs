@@ -1,6 +1,6 @@
 //! Binlog (or WAL) garbage collection. The point-in-time horizon is the start of the oldest
 //! kept full backup that point-in-time recovery is promised from: every kept full, or the
-//! newest `pitr_full` of them (issue 30), never a standalone one. A segment that ends before it
+//! newest `pitr_full` of them (issue 30), never one kept only by a standalone hold. A segment that ends before it
 //! goes, unless an older kept backup needs it to be consistent: such a backup (standalone, past
 //! `pitr_full`, or an incremental of one) is restorable to its own end, and the archive keeps
 //! its own range, by segment name where its executor said them and by time around its start
@@ -11,9 +11,11 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, FixedOffset};
 
-use crate::catalog::{range_covers, BackupRecord, BackupStatus, BinlogSegment, Catalog};
+use crate::catalog::{
+    holds_standalone, range_covers, BackupRecord, BackupStatus, BinlogSegment, Catalog,
+};
 use crate::error::PlanError;
-use crate::flags::{status_of, FACT_FULL, KEEP_ANY};
+use crate::flags::{status_of, FACT_FULL, KEEP_ANY, KEEP_HOLD};
 
 /// How far around a backup's start and end times its own range reaches when segments are
 /// matched by time: the executor's clock (the backup's times) and the database's (the
@@ -79,6 +81,25 @@ pub fn own_range_needs(backup: &BackupRecord, segment: &BinlogSegment) -> bool {
             .is_none_or(|first| first <= end + RANGE_MARGIN)
 }
 
+/// Whether a kept backup is restorable to its own end only because of a standalone hold: it
+/// is held standalone, and nothing else keeps it (no rule, no other hold, no kept backup that
+/// builds on it).
+///
+/// Decision (issue 47): a hold only ever keeps more. A backup that the rules, the floor, a lock
+/// or a dependent keep on their own would be a point-in-time base without its hold, so it stays
+/// one with it; otherwise a standalone hold on, say, the oldest of `keep_last`'s fulls would
+/// move the horizon newer and delete the archive after it. This differs from barman, whose
+/// policies leave annotated backups out of their count; in Sexton the rules count them, and
+/// the standalone reason only limits what the hold adds.
+pub(crate) fn standalone_only(backup: &BackupRecord, bits: u32) -> bool {
+    backup.is_standalone()
+        && bits & KEEP_ANY & !KEEP_HOLD == 0
+        && backup
+            .holds
+            .iter()
+            .all(|hold| holds_standalone(std::slice::from_ref(hold)))
+}
+
 /// See the module documentation. `pitr_full` is the policy's.
 pub(crate) fn plan_binlog(
     catalog: &Catalog,
@@ -107,7 +128,7 @@ pub(crate) fn plan_binlog(
         if !kept_restorable(index) {
             continue;
         }
-        if catalog.backups[index as usize].is_standalone() {
+        if standalone_only(&catalog.backups[index as usize], flags[index as usize]) {
             range_only.push((index, RangeWhy::Standalone));
             continue;
         }
@@ -148,7 +169,7 @@ pub(crate) fn plan_binlog(
         for &index in order {
             if kept_restorable(index)
                 && flags[index as usize] & FACT_FULL == 0
-                && !catalog.backups[index as usize].is_standalone()
+                && !standalone_only(&catalog.backups[index as usize], flags[index as usize])
                 && start_of(index).is_none_or(|start| start < at)
             {
                 range_only.push((index, RangeWhy::BeforeHorizon));

@@ -16,7 +16,9 @@ mod common;
 
 use chrono::{DateTime, Duration, FixedOffset};
 use common::{at, policy, utc};
-use sexton_retention::{plan, BackupRecord, BinlogSegment, Catalog, LogRange, Plan, Policy};
+use sexton_retention::{
+    plan, BackupRecord, BackupStatus, BinlogSegment, Catalog, LogRange, Plan, Policy,
+};
 
 const DAY: &str = "2024-03-01T00:00:00Z";
 
@@ -219,13 +221,20 @@ fn a_range_reaches_five_minutes_around_the_backups_times() {
 
 #[test]
 fn nothing_is_deleted_when_no_kept_full_is_open_to_point_in_time_recovery() {
+    // Both fulls kept only by their standalone holds (already marked for deletion, so no rule
+    // and no floor counts them): no base to promise point-in-time recovery from.
+    let expiring = |backup: BackupRecord| BackupRecord {
+        status: BackupStatus::Expiring,
+        ..backup
+    };
     let plan = run(
         vec![
-            held(full("F2", 1), "standalone:a"),
-            held(full("F1", 0), "standalone:b"),
+            expiring(held(full("F2", 1), "standalone:a")),
+            expiring(held(full("F1", 0), "standalone:b")),
         ],
         r#"{"keep_last": 1}"#,
     );
+    assert!(plan.keeps("F2") && plan.keeps("F1"));
     assert!(plan.binlog.delete.is_empty());
     assert_eq!(plan.binlog.horizon, None);
     assert!(
@@ -235,6 +244,24 @@ fn nothing_is_deleted_when_no_kept_full_is_open_to_point_in_time_recovery() {
         "{:?}",
         plan.warnings
     );
+}
+
+/// Before issue 47 the same catalog deleted nothing: the newest full, standalone, was not a
+/// base. It is kept by `keep_last` and the floor on their own, so it stays one.
+#[test]
+fn the_floor_stays_a_point_in_time_base_whatever_its_hold() {
+    let plan = run(
+        vec![
+            held(full("F2", 1), "standalone:a"),
+            held(full("F1", 0), "standalone:b"),
+        ],
+        r#"{"keep_last": 1}"#,
+    );
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F2"));
+    // F1's own segment (1) stays; the rest before F2's start goes.
+    assert_eq!(deleted_segments(&plan), vec![0, 2, 3, 4]);
+    assert_eq!(range_only(&plan).len(), 1);
+    assert_eq!(range_only(&plan)[0].0, "F1");
 }
 
 #[test]
@@ -384,4 +411,38 @@ fn a_standalone_hold_on_the_window_base_never_shrinks_the_window() {
     for decision in &with.delete {
         assert!(without.deletes(&decision.id), "{}", decision.id);
     }
+}
+
+/// A standalone hold only adds: a backup that a rule keeps on its own (here `keep_last`) stays
+/// a point-in-time base, so the archive after it stays as it would without the hold. Only a
+/// backup kept by nothing but its standalone hold is restorable to its own end only.
+#[test]
+fn a_standalone_hold_on_a_backup_the_rules_keep_leaves_it_a_point_in_time_base() {
+    let backups = |hold: bool| {
+        let f2 = full("F2", 1);
+        vec![
+            full("F3", 2),
+            if hold {
+                held(f2, "standalone:audit")
+            } else {
+                f2
+            },
+            full("F1", 0),
+        ]
+    };
+    let without = run(backups(false), r#"{"keep_last": 2}"#);
+    let with = run(backups(true), r#"{"keep_last": 2}"#);
+    assert_eq!(without.binlog.horizon_backup.as_deref(), Some("F2"));
+    assert_eq!(with.binlog.horizon_backup.as_deref(), Some("F2"));
+    assert_eq!(deleted_segments(&with), deleted_segments(&without));
+    assert!(with.binlog.range_only.is_empty(), "{:?}", with.binlog);
+    // An ordinary hold beside the standalone one makes it a base as well (barman's keep:full).
+    let mut f1 = held(held(full("F1", 0), "standalone:a"), "restore:r-1");
+    f1.holds.reverse();
+    let plan = run(
+        vec![full("F3", 2), full("F2", 1), f1],
+        r#"{"keep_last": 2}"#,
+    );
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F1"));
+    assert!(plan.binlog.range_only.is_empty(), "{:?}", plan.binlog);
 }
