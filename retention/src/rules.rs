@@ -136,9 +136,11 @@ fn keep_retention_duration(
 /// held standalone (the base that replays to the window's start).
 ///
 /// A standalone backup is restorable to its own end only (the archive keeps its own range, not
-/// what follows it), so it cannot be the base: the walk goes on to the next older one, as
-/// barman's recovery window does (issue 47). The standalone backup stays anyway, by its hold;
-/// skipping it only ever keeps more, so a hold never shrinks the promised window.
+/// what follows it), so it is not the base when an older backup can be: the walk goes on to
+/// the next older one, as barman's recovery window does (issue 47). The standalone backup
+/// stays anyway, by its hold; skipping it only ever keeps more, so a hold never shrinks the
+/// promised window. When no older backup can be the base, the standalone one still is: kept by
+/// this rule, it stays a point-in-time base (see [`crate::binlog`]), as it was before its hold.
 fn keep_recovery_window(
     catalog: &Catalog,
     eligible: &Eligible,
@@ -154,19 +156,25 @@ fn keep_recovery_window(
     let start = now
         .checked_sub_signed(window.as_delta())
         .and_then(|start| start.timestamp_nanos_opt());
+    let mut standalone_base = None;
     for (rank, &key) in eligible.keys.iter().enumerate() {
         let position = eligible.positions[rank];
         let index = order[position as usize] as usize;
         let before_window = start.is_some_and(|start| key < start);
         if before_window && catalog.backups[index].is_standalone() {
+            standalone_base.get_or_insert((position, index));
             continue;
         }
         walk_from.push(position);
         if before_window {
             flags[index] |= KEEP_WINDOW_BASE;
-            break;
+            return;
         }
         flags[index] |= KEEP_WINDOW;
+    }
+    if let Some((position, index)) = standalone_base {
+        walk_from.push(position);
+        flags[index] |= KEEP_WINDOW_BASE;
     }
 }
 

@@ -446,3 +446,52 @@ fn a_standalone_hold_on_a_backup_the_rules_keep_leaves_it_a_point_in_time_base()
     assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F1"));
     assert!(plan.binlog.range_only.is_empty(), "{:?}", plan.binlog);
 }
+
+/// Found by `recovery_properties.rs` (a hold never loses a restorable instant): a standalone
+/// hold on the window's base when no older backup can be the base left the window without one,
+/// and a standalone hold on a full a kept incremental builds on made it range-only, since the
+/// chain walk stops at a held backup. Both moved the horizon newer than without the hold.
+#[test]
+fn a_standalone_hold_keeps_a_base_that_nothing_older_replaces() {
+    let window = |hold: bool| {
+        let f1 = full("F1", 1);
+        let catalog = Catalog {
+            backups: vec![
+                full("F2", 2),
+                if hold { held(f1, "standalone:a") } else { f1 },
+            ],
+            binlog_segments: segments(),
+        };
+        // The window starts 2024-03-02T12:00: F1 (03-02 00:40) is the newest before it.
+        plan(
+            &catalog,
+            &policy(r#"{"recovery_window": "2d"}"#),
+            utc("2024-03-04T12:00:00Z"),
+        )
+        .expect("plans")
+    };
+    assert_eq!(window(false).binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(window(true).binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(
+        deleted_segments(&window(true)),
+        deleted_segments(&window(false))
+    );
+
+    let needed = |hold: bool| {
+        let f1 = full("F1", 0);
+        run(
+            vec![
+                full("F2", 2),
+                incremental("I1", 1, 12, "F1"),
+                if hold { held(f1, "standalone:a") } else { f1 },
+            ],
+            r#"{"keep_last": 2}"#,
+        )
+    };
+    assert_eq!(needed(false).binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(needed(true).binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(
+        deleted_segments(&needed(true)),
+        deleted_segments(&needed(false))
+    );
+}

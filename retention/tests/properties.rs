@@ -362,10 +362,18 @@ fn own_range_needs(backup: &BackupRecord, segment: &BinlogSegment) -> bool {
             .is_none_or(|first| first <= end + margin)
 }
 
-/// Held standalone, and kept by nothing else: no other hold, no rule, no dependent (issue 47).
+/// Held standalone, and kept by nothing else: no other hold, no rule, no kept backup that builds
+/// on it (issue 47).
 /// Only such a backup is restorable to its own end only.
-fn kept_only_by_standalone_hold(backup: &BackupRecord, plan: &Plan) -> bool {
-    !backup.holds.is_empty()
+fn kept_only_by_standalone_hold(backup: &BackupRecord, plan: &Plan, catalog: &Catalog) -> bool {
+    let kept_child = catalog.backups.iter().any(|child| {
+        child.kind == BackupKind::Incremental
+            && child.status != BackupStatus::Failed
+            && child.parent.as_deref() == Some(backup.id.as_str())
+            && plan.keeps(&child.id)
+    });
+    !kept_child
+        && !backup.holds.is_empty()
         && backup.holds.iter().all(|h| h.starts_with("standalone:"))
         && plan.decision(&backup.id).is_some_and(|(_, decision)| {
             decision
@@ -532,7 +540,7 @@ proptest! {
             });
             prop_assert_eq!(
                 listed,
-                kept_only_by_standalone_hold(backup, &plan),
+                kept_only_by_standalone_hold(backup, &plan, catalog),
                 "{}: {:?}",
                 backup.id,
                 plan.decision(&backup.id).map(|(_, d)| d.reasons.clone())
@@ -552,7 +560,7 @@ proptest! {
                 (Some(start), Some(horizon)) => start < horizon,
                 _ => true,
             };
-            if before_horizon || kept_only_by_standalone_hold(backup, &plan) {
+            if before_horizon || kept_only_by_standalone_hold(backup, &plan, catalog) {
                 for key in &plan.binlog.delete {
                     prop_assert!(
                         !own_range_needs(backup, segments[key.as_str()]),
@@ -570,7 +578,7 @@ proptest! {
             let backup = by_id[horizon_backup.as_str()];
             prop_assert_eq!(backup.kind, BackupKind::Full);
             prop_assert!(plan.keeps(horizon_backup));
-            prop_assert!(!kept_only_by_standalone_hold(backup, &plan));
+            prop_assert!(!kept_only_by_standalone_hold(backup, &plan, catalog));
             prop_assert_eq!(plan.binlog.horizon, backup.started_at.or(backup.completed_at));
             if let Some(n) = scenario.rules.get("pitr_full").and_then(Value::as_u64) {
                 let newer = catalog
@@ -579,7 +587,7 @@ proptest! {
                     .filter(|b| {
                         b.kind == BackupKind::Full
                             && plan.keeps(&b.id)
-                            && !kept_only_by_standalone_hold(b, &plan)
+                            && !kept_only_by_standalone_hold(b, &plan, catalog)
                             && !matches!(b.status, BackupStatus::Failed | BackupStatus::InProgress)
                             && b.started_at.or(b.completed_at) > plan.binlog.horizon
                     })
