@@ -1,19 +1,21 @@
 //! Binlog (or WAL) garbage collection. The point-in-time horizon is the start of the oldest
 //! kept full backup that point-in-time recovery is promised from: every kept full, or the
-//! newest `pitr_full` of them (issue 30), never a standalone one. A segment that ends before it
+//! newest `pitr_full` of them (issue 30), never one kept only by a standalone hold. A segment that ends before it
 //! goes, unless an older kept backup needs it to be consistent: such a backup (standalone, past
 //! `pitr_full`, or an incremental of one) is restorable to its own end, and the archive keeps
 //! its own range, by segment name where its executor said them and by time around its start
 //! and end either way. Conservative by construction: an unknown end, or no kept full, deletes
 //! nothing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, FixedOffset};
 
-use crate::catalog::{range_covers, BackupRecord, BackupStatus, BinlogSegment, Catalog};
+use crate::catalog::{
+    holds_standalone, range_covers, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog,
+};
 use crate::error::PlanError;
-use crate::flags::{status_of, FACT_FULL, KEEP_ANY};
+use crate::flags::{status_of, FACT_CHAIN_NODE, FACT_FULL, KEEP_ANY, KEEP_HOLD, PARTIAL};
 
 /// How far around a backup's start and end times its own range reaches when segments are
 /// matched by time: the executor's clock (the backup's times) and the database's (the
@@ -79,6 +81,61 @@ pub fn own_range_needs(backup: &BackupRecord, segment: &BinlogSegment) -> bool {
             .is_none_or(|first| first <= end + RANGE_MARGIN)
 }
 
+/// The kept backups restorable to their own end only because of a standalone hold: held
+/// standalone, and kept by nothing else (no rule, no other hold, and no kept backup that builds
+/// on it, which the chain walk does not mark when the hold already keeps it).
+///
+/// Decision (issue 47): a hold only ever keeps more. A backup that the rules, the floor, a lock
+/// or a dependent keep on their own would be a point-in-time base without its hold, so it stays
+/// one with it; otherwise a standalone hold on, say, the oldest of `keep_last`'s fulls would
+/// move the horizon newer and delete the archive after it. This differs from barman, whose
+/// policies leave annotated backups out of their count; in Sexton the rules count them, and
+/// the standalone reason only limits what the hold adds.
+///
+/// Costs one pass over the catalog, and only when some backup is held standalone alone.
+fn standalone_only(
+    catalog: &Catalog,
+    flags: &[u32],
+    kept_restorable: impl Fn(u32) -> bool,
+) -> HashSet<u32> {
+    let held_only = |index: usize| {
+        let backup = &catalog.backups[index];
+        backup.is_standalone()
+            && flags[index] & KEEP_ANY & !KEEP_HOLD == 0
+            && backup
+                .holds
+                .iter()
+                .all(|hold| holds_standalone(std::slice::from_ref(hold)))
+    };
+    let mut only: HashMap<&str, u32> = (0..catalog.backups.len())
+        .filter(|&index| kept_restorable(index as u32) && held_only(index))
+        .map(|index| (catalog.backups[index].id.as_str(), index as u32))
+        .collect();
+    if only.is_empty() {
+        return HashSet::new();
+    }
+    for (index, backup) in catalog.backups.iter().enumerate() {
+        let bits = flags[index];
+        if bits & (KEEP_ANY | PARTIAL) == 0 || bits & FACT_CHAIN_NODE == 0 {
+            continue;
+        }
+        let own_parent = (backup.volumes.is_empty() && backup.kind == BackupKind::Incremental)
+            .then_some(backup.parent.as_deref())
+            .flatten();
+        let volume_parents = backup
+            .volumes
+            .iter()
+            .filter(|volume| volume.kind == BackupKind::Incremental)
+            .filter_map(|volume| volume.parent.as_deref());
+        for parent in own_parent.into_iter().chain(volume_parents) {
+            if parent != backup.id {
+                only.remove(parent);
+            }
+        }
+    }
+    only.into_values().collect()
+}
+
 /// See the module documentation. `pitr_full` is the policy's.
 pub(crate) fn plan_binlog(
     catalog: &Catalog,
@@ -99,6 +156,7 @@ pub(crate) fn plan_binlog(
         let backup = &catalog.backups[index as usize];
         backup.started_at.or(backup.completed_at)
     };
+    let standalone_only = standalone_only(catalog, flags, kept_restorable);
     let mut range_only: Vec<(u32, RangeWhy)> = Vec::new();
     // The kept fulls point-in-time recovery may be promised from, in plan order.
     let mut fulls: Vec<u32> = Vec::new();
@@ -107,7 +165,7 @@ pub(crate) fn plan_binlog(
         if !kept_restorable(index) {
             continue;
         }
-        if catalog.backups[index as usize].is_standalone() {
+        if standalone_only.contains(&index) {
             range_only.push((index, RangeWhy::Standalone));
             continue;
         }
@@ -148,7 +206,7 @@ pub(crate) fn plan_binlog(
         for &index in order {
             if kept_restorable(index)
                 && flags[index as usize] & FACT_FULL == 0
-                && !catalog.backups[index as usize].is_standalone()
+                && !standalone_only.contains(&index)
                 && start_of(index).is_none_or(|start| start < at)
             {
                 range_only.push((index, RangeWhy::BeforeHorizon));

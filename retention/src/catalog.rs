@@ -113,7 +113,10 @@ pub struct LogRange {
 
 /// The hold reason that makes a backup standalone (barman's `keep:standalone`, issue 30): kept
 /// like any hold, but restorable to its own end only, so the archive keeps only its own range,
-/// not every segment after it. `sexton backup hold ID --reason standalone:<why>`.
+/// not every segment after it. `sexton backup hold ID --reason standalone:<why>`. A hold only
+/// adds (issue 47): a standalone backup that something else keeps too (a rule, another hold, a
+/// kept backup that builds on it) stays a point-in-time base, and the recovery window never
+/// picks a standalone backup as its base.
 pub const STANDALONE_HOLD: &str = "standalone";
 
 /// Whether `holds` make a backup standalone: one of them is `standalone:<why>`. The one test,

@@ -126,6 +126,7 @@ pub fn evaluate<'a>(
 
     // Phase 3: the rules.
     let gfs = keep_by_rules(
+        catalog,
         &eligible,
         &order,
         policy,

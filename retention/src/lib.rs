@@ -28,6 +28,9 @@
 //! [`judge`] says whether a backup marked for deletion may go now (the deleter's re-check, a
 //! user's delete): it makes the plan again over the group as it was before the mark.
 //!
+//! [`restorable`] says what a catalog can be restored to (restore points, binlog replay
+//! intervals, the gaps between them); with [`after_plan`] it shows what a plan costs.
+//!
 //! For large catalogs, [`evaluate`] returns the decisions as indices ([`Evaluation`]) without
 //! allocating a string per backup; [`plan`] renders them into the owned [`Plan`].
 
@@ -51,6 +54,7 @@ pub mod lock;
 mod plan;
 mod policy;
 mod reason;
+pub mod recovery;
 mod render;
 mod rules;
 mod sort_key;
@@ -77,4 +81,5 @@ pub use policy::{
     RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,
 };
 pub use reason::{Bucket, Reason, Reasons, Rule};
+pub use recovery::{after_plan, restorable, Recovery, RecoveryGap, RecoveryInterval, RestorePoint};
 pub use render::PlanJson;

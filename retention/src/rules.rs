@@ -5,6 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::catalog::Catalog;
 use crate::flags::{
     FACT_ELIGIBLE, FACT_VERIFIED, KEEP_FLOOR_VERIFIED, KEEP_GFS, KEEP_INDEPENDENT,
     KEEP_MIN_REDUNDANCY, KEEP_RETENTION_DURATION, KEEP_VERIFIED, KEEP_WINDOW, KEEP_WINDOW_BASE,
@@ -27,6 +28,7 @@ pub(crate) struct GfsKept {
 /// minimum redundancy counts it as kept.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn keep_by_rules(
+    catalog: &Catalog,
     eligible: &Eligible,
     order: &[u32],
     policy: &Policy,
@@ -38,7 +40,7 @@ pub(crate) fn keep_by_rules(
 ) -> GfsKept {
     let gfs = keep_gfs(eligible, order, policy, now, flags, walk_from);
     keep_retention_duration(eligible, order, policy, now, flags, walk_from);
-    keep_recovery_window(eligible, order, policy, now, flags, walk_from);
+    keep_recovery_window(catalog, eligible, order, policy, now, flags, walk_from);
     if any_verified {
         keep_verified(order, policy, flags, walk_from);
     }
@@ -130,9 +132,17 @@ fn keep_retention_duration(
     }
 }
 
-/// The recovery window: everything within it, and the newest backup before it (the base that
-/// replays to the window's start).
+/// The recovery window: everything within it, and the newest backup before it that is not
+/// held standalone (the base that replays to the window's start).
+///
+/// A standalone backup is restorable to its own end only (the archive keeps its own range, not
+/// what follows it), so it is not the base when an older backup can be: the walk goes on to
+/// the next older one, as barman's recovery window does (issue 47). The standalone backup
+/// stays anyway, by its hold; skipping it only ever keeps more, so a hold never shrinks the
+/// promised window. When no older backup can be the base, the standalone one still is: kept by
+/// this rule, it stays a point-in-time base (see [`crate::binlog`]), as it was before its hold.
 fn keep_recovery_window(
+    catalog: &Catalog,
     eligible: &Eligible,
     order: &[u32],
     policy: &Policy,
@@ -146,15 +156,25 @@ fn keep_recovery_window(
     let start = now
         .checked_sub_signed(window.as_delta())
         .and_then(|start| start.timestamp_nanos_opt());
+    let mut standalone_base = None;
     for (rank, &key) in eligible.keys.iter().enumerate() {
         let position = eligible.positions[rank];
         let index = order[position as usize] as usize;
+        let before_window = start.is_some_and(|start| key < start);
+        if before_window && catalog.backups[index].is_standalone() {
+            standalone_base.get_or_insert((position, index));
+            continue;
+        }
         walk_from.push(position);
-        if start.is_some_and(|start| key < start) {
+        if before_window {
             flags[index] |= KEEP_WINDOW_BASE;
-            break;
+            return;
         }
         flags[index] |= KEEP_WINDOW;
+    }
+    if let Some((position, index)) = standalone_base {
+        walk_from.push(position);
+        flags[index] |= KEEP_WINDOW_BASE;
     }
 }
 

@@ -16,7 +16,9 @@ mod common;
 
 use chrono::{DateTime, Duration, FixedOffset};
 use common::{at, policy, utc};
-use sexton_retention::{plan, BackupRecord, BinlogSegment, Catalog, LogRange, Plan, Policy};
+use sexton_retention::{
+    plan, BackupRecord, BackupStatus, BinlogSegment, Catalog, LogRange, Plan, Policy,
+};
 
 const DAY: &str = "2024-03-01T00:00:00Z";
 
@@ -219,13 +221,20 @@ fn a_range_reaches_five_minutes_around_the_backups_times() {
 
 #[test]
 fn nothing_is_deleted_when_no_kept_full_is_open_to_point_in_time_recovery() {
+    // Both fulls kept only by their standalone holds (already marked for deletion, so no rule
+    // and no floor counts them): no base to promise point-in-time recovery from.
+    let expiring = |backup: BackupRecord| BackupRecord {
+        status: BackupStatus::Expiring,
+        ..backup
+    };
     let plan = run(
         vec![
-            held(full("F2", 1), "standalone:a"),
-            held(full("F1", 0), "standalone:b"),
+            expiring(held(full("F2", 1), "standalone:a")),
+            expiring(held(full("F1", 0), "standalone:b")),
         ],
         r#"{"keep_last": 1}"#,
     );
+    assert!(plan.keeps("F2") && plan.keeps("F1"));
     assert!(plan.binlog.delete.is_empty());
     assert_eq!(plan.binlog.horizon, None);
     assert!(
@@ -235,6 +244,24 @@ fn nothing_is_deleted_when_no_kept_full_is_open_to_point_in_time_recovery() {
         "{:?}",
         plan.warnings
     );
+}
+
+/// Before issue 47 the same catalog deleted nothing: the newest full, standalone, was not a
+/// base. It is kept by `keep_last` and the floor on their own, so it stays one.
+#[test]
+fn the_floor_stays_a_point_in_time_base_whatever_its_hold() {
+    let plan = run(
+        vec![
+            held(full("F2", 1), "standalone:a"),
+            held(full("F1", 0), "standalone:b"),
+        ],
+        r#"{"keep_last": 1}"#,
+    );
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F2"));
+    // F1's own segment (1) stays; the rest before F2's start goes.
+    assert_eq!(deleted_segments(&plan), vec![0, 2, 3, 4]);
+    assert_eq!(range_only(&plan).len(), 1);
+    assert_eq!(range_only(&plan)[0].0, "F1");
 }
 
 #[test]
@@ -313,4 +340,158 @@ fn keep_diff_keeps_the_newest_differentials_of_the_kept_full_chains() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("give keep_full with it"), "{error}");
+}
+
+/// Issue 47, item 3: a standalone hold on the backup the recovery window would replay from
+/// (the newest before the window) must not shrink the window. barman's rule: the window's base
+/// is the newest backup before it that is not standalone; the standalone one stays, restorable
+/// to its own end only.
+#[test]
+fn a_standalone_hold_on_the_window_base_never_shrinks_the_window() {
+    // Fulls daily at 00:10–00:40 from 2024-03-01; segments of six hours, without a gap, from
+    // 2024-02-29T18:00 to 2024-03-05T00:00 (segment k starts 6k hours after the first).
+    let segments: Vec<BinlogSegment> = (0..21)
+        .map(|k| {
+            let first = day() - Duration::hours(6) + Duration::hours(6 * k);
+            BinlogSegment {
+                key: key(k),
+                first_event: Some(first),
+                last_event: Some(first + Duration::hours(6)),
+            }
+        })
+        .collect();
+    let backups = |hold_on_base: bool| {
+        let base = full("F1", 1);
+        vec![
+            full("F3", 3),
+            full("F2", 2),
+            if hold_on_base {
+                held(base, "standalone:quarterly")
+            } else {
+                base
+            },
+            full("F0", 0),
+        ]
+    };
+    // The window is 2024-03-02T12:00..2024-03-04T12:00: F1 (03-02 00:40) is the newest before.
+    let now = utc("2024-03-04T12:00:00Z");
+    let rules = policy(r#"{"recovery_window": "2d"}"#);
+    let plan_with = |hold_on_base: bool| {
+        let catalog = Catalog {
+            backups: backups(hold_on_base),
+            binlog_segments: segments.clone(),
+        };
+        plan(&catalog, &rules, now).expect("plans")
+    };
+    let without = plan_with(false);
+    let with = plan_with(true);
+    // Without the hold: F1 is the base, segments from its start on stay.
+    assert!(without.keeps("F1"));
+    assert_eq!(without.binlog.horizon_backup.as_deref(), Some("F1"));
+    // Segment 7 holds the window's start (03-02 12:00–18:00), segment 5 F1's start.
+    for k in [5, 6, 7] {
+        assert!(
+            without.binlog.keep.contains(&key(k)),
+            "{:?}",
+            without.binlog
+        );
+    }
+    // With the hold: F1 is kept by its hold, restorable to its own end only; the window then
+    // replays from F0, which stays with every segment from its start on.
+    assert!(with.keeps("F1"));
+    assert!(with.keeps("F0"), "{:?}", with.delete);
+    assert_eq!(with.binlog.horizon_backup.as_deref(), Some("F0"));
+    for k in [1, 5, 6, 7] {
+        assert!(with.binlog.keep.contains(&key(k)), "{:?}", with.binlog);
+    }
+    // A hold only ever keeps more.
+    for deleted in &with.binlog.delete {
+        assert!(without.binlog.delete.contains(deleted), "{deleted}");
+    }
+    for decision in &with.delete {
+        assert!(without.deletes(&decision.id), "{}", decision.id);
+    }
+}
+
+/// A standalone hold only adds: a backup that a rule keeps on its own (here `keep_last`) stays
+/// a point-in-time base, so the archive after it stays as it would without the hold. Only a
+/// backup kept by nothing but its standalone hold is restorable to its own end only.
+#[test]
+fn a_standalone_hold_on_a_backup_the_rules_keep_leaves_it_a_point_in_time_base() {
+    let backups = |hold: bool| {
+        let f2 = full("F2", 1);
+        vec![
+            full("F3", 2),
+            if hold {
+                held(f2, "standalone:audit")
+            } else {
+                f2
+            },
+            full("F1", 0),
+        ]
+    };
+    let without = run(backups(false), r#"{"keep_last": 2}"#);
+    let with = run(backups(true), r#"{"keep_last": 2}"#);
+    assert_eq!(without.binlog.horizon_backup.as_deref(), Some("F2"));
+    assert_eq!(with.binlog.horizon_backup.as_deref(), Some("F2"));
+    assert_eq!(deleted_segments(&with), deleted_segments(&without));
+    assert!(with.binlog.range_only.is_empty(), "{:?}", with.binlog);
+    // An ordinary hold beside the standalone one makes it a base as well (barman's keep:full).
+    let mut f1 = held(held(full("F1", 0), "standalone:a"), "restore:r-1");
+    f1.holds.reverse();
+    let plan = run(
+        vec![full("F3", 2), full("F2", 1), f1],
+        r#"{"keep_last": 2}"#,
+    );
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F1"));
+    assert!(plan.binlog.range_only.is_empty(), "{:?}", plan.binlog);
+}
+
+/// Found by `recovery_properties.rs` (a hold never loses a restorable instant): a standalone
+/// hold on the window's base when no older backup can be the base left the window without one,
+/// and a standalone hold on a full a kept incremental builds on made it range-only, since the
+/// chain walk stops at a held backup. Both moved the horizon newer than without the hold.
+#[test]
+fn a_standalone_hold_keeps_a_base_that_nothing_older_replaces() {
+    let window = |hold: bool| {
+        let f1 = full("F1", 1);
+        let catalog = Catalog {
+            backups: vec![
+                full("F2", 2),
+                if hold { held(f1, "standalone:a") } else { f1 },
+            ],
+            binlog_segments: segments(),
+        };
+        // The window starts 2024-03-02T12:00: F1 (03-02 00:40) is the newest before it.
+        plan(
+            &catalog,
+            &policy(r#"{"recovery_window": "2d"}"#),
+            utc("2024-03-04T12:00:00Z"),
+        )
+        .expect("plans")
+    };
+    assert_eq!(window(false).binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(window(true).binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(
+        deleted_segments(&window(true)),
+        deleted_segments(&window(false))
+    );
+
+    let needed = |hold: bool| {
+        let f1 = full("F1", 0);
+        run(
+            vec![
+                full("F2", 2),
+                incremental("I1", 1, 12, "F1"),
+                if hold { held(f1, "standalone:a") } else { f1 },
+            ],
+            r#"{"keep_last": 2}"#,
+        )
+    };
+    assert_eq!(needed(false).binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(needed(true).binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(
+        deleted_segments(&needed(true)),
+        deleted_segments(&needed(false))
+    );
 }

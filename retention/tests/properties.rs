@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use sexton_retention::{
     plan, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, LogRange, Plan,
-    PlanError, Policy, VerificationState,
+    PlanError, Policy, Reason, VerificationState,
 };
 
 #[derive(Clone, Debug)]
@@ -362,6 +362,38 @@ fn own_range_needs(backup: &BackupRecord, segment: &BinlogSegment) -> bool {
             .is_none_or(|first| first <= end + margin)
 }
 
+/// Held standalone, and kept by nothing else: no other hold, no rule, no kept backup that builds
+/// on it (issue 47).
+/// Only such a backup is restorable to its own end only.
+fn kept_only_by_standalone_hold(backup: &BackupRecord, plan: &Plan, catalog: &Catalog) -> bool {
+    let kept_child = catalog.backups.iter().any(|child| {
+        child.kind == BackupKind::Incremental
+            && child.status != BackupStatus::Failed
+            && child.parent.as_deref() == Some(backup.id.as_str())
+            && plan.keeps(&child.id)
+    });
+    !kept_child
+        && !backup.holds.is_empty()
+        && backup.holds.iter().all(|h| h.starts_with("standalone:"))
+        && plan.decision(&backup.id).is_some_and(|(_, decision)| {
+            decision
+                .reasons
+                .iter()
+                // Besides the hold, only notes about the record's status, which keep nothing.
+                .all(|reason| {
+                    matches!(
+                        reason,
+                        Reason::Hold(_)
+                            | Reason::DeleteDeferred
+                            | Reason::DeleteRequested
+                            | Reason::AlreadyExpiring
+                            | Reason::DeletionUnderWay
+                            | Reason::RetryingDelete
+                    )
+                })
+        })
+}
+
 fn newest_completed_full(catalog: &Catalog) -> Option<&BackupRecord> {
     catalog
         .backups
@@ -496,8 +528,27 @@ proptest! {
                 );
             }
         }
+        // A backup gets its own range for its standalone hold exactly when nothing else keeps it.
+        for backup in &catalog.backups {
+            if !plan.keeps(&backup.id)
+                || matches!(backup.status, BackupStatus::Failed | BackupStatus::InProgress)
+            {
+                continue;
+            }
+            let listed = plan.binlog.range_only.iter().any(|r| {
+                r.backup == backup.id && r.reason.starts_with("standalone")
+            });
+            prop_assert_eq!(
+                listed,
+                kept_only_by_standalone_hold(backup, &plan, catalog),
+                "{}: {:?}",
+                backup.id,
+                plan.decision(&backup.id).map(|(_, d)| d.reasons.clone())
+            );
+        }
         // Nothing a kept backup needs is deleted: a backup that starts before the horizon
-        // keeps its own range (by name and by time), a standalone one wherever it starts.
+        // keeps its own range (by name and by time), one kept only by a standalone hold
+        // wherever it starts.
         for backup in &catalog.backups {
             if !plan.keeps(&backup.id)
                 || matches!(backup.status, BackupStatus::Failed | BackupStatus::InProgress)
@@ -509,8 +560,7 @@ proptest! {
                 (Some(start), Some(horizon)) => start < horizon,
                 _ => true,
             };
-            let standalone = backup.holds.iter().any(|h| h.starts_with("standalone:"));
-            if before_horizon || standalone {
+            if before_horizon || kept_only_by_standalone_hold(backup, &plan, catalog) {
                 for key in &plan.binlog.delete {
                     prop_assert!(
                         !own_range_needs(backup, segments[key.as_str()]),
@@ -521,13 +571,14 @@ proptest! {
                 }
             }
         }
-        // The horizon is the start of a kept full backup that is not standalone, the earliest
+        // The horizon is the start of a kept full backup that is not kept only by a standalone
+        // hold (issue 47: a backup the rules keep stays a base whatever its hold), the earliest
         // such start, or with pitr_full N the earliest of the newest N.
         if let Some(horizon_backup) = &plan.binlog.horizon_backup {
             let backup = by_id[horizon_backup.as_str()];
             prop_assert_eq!(backup.kind, BackupKind::Full);
             prop_assert!(plan.keeps(horizon_backup));
-            prop_assert!(!backup.holds.iter().any(|h| h.starts_with("standalone:")));
+            prop_assert!(!kept_only_by_standalone_hold(backup, &plan, catalog));
             prop_assert_eq!(plan.binlog.horizon, backup.started_at.or(backup.completed_at));
             if let Some(n) = scenario.rules.get("pitr_full").and_then(Value::as_u64) {
                 let newer = catalog
@@ -536,7 +587,7 @@ proptest! {
                     .filter(|b| {
                         b.kind == BackupKind::Full
                             && plan.keeps(&b.id)
-                            && !b.holds.iter().any(|h| h.starts_with("standalone:"))
+                            && !kept_only_by_standalone_hold(b, &plan, catalog)
                             && !matches!(b.status, BackupStatus::Failed | BackupStatus::InProgress)
                             && b.started_at.or(b.completed_at) > plan.binlog.horizon
                     })

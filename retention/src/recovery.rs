@@ -1,0 +1,641 @@
+//! What a group can be restored to: the recovery value of a catalog (issue 47).
+//!
+//! Retention decides what stays; this module says what that buys. [`restorable`] reads a
+//! catalog and `now` and returns the restore points (backups whose whole chain is there), the
+//! intervals that replaying the binlog (or WAL) archive reaches from them, and the gaps in
+//! between, each with why. With [`after_plan`] it answers "what would this plan cost": the
+//! recovery value of the catalog before and after the plan, compared instant by instant. The
+//! property tests hold the engine to that: a plan never loses an instant of the promised
+//! recovery window, and a hold never loses anything.
+//!
+//! Pure like the engine: no clock (`now` is a parameter), no I/O.
+//!
+//! The model, conservative throughout (what it says is restorable is, given the records):
+//! - a *point* is a `completed` backup whose every ancestor (its parent, or each volume's
+//!   parent artifact) is in the catalog and `completed` too. A backup marked `expiring`,
+//!   `deleting` or `delete-failed` is on its way out and neither a point nor a link; `missing`
+//!   and `failed` ones never are. A volume artifact marked `expiring` (a partial delete under
+//!   way) or `failed` breaks its backup's chain likewise.
+//! - segments link into *runs*: two segments continue each other where their names are
+//!   consecutive in one numbered sequence (`mysql-bin.000041`, then `.000042`: same stem before
+//!   the last `.`, digits of the same width after it); where the names do not compare (no such
+//!   sequence, or two different ones), where the second starts no later than
+//!   [`RANGE_MARGIN`] after the first ends. A segment covers from its first to its last event;
+//!   one with an unknown last event ends its run at its first event, and one with an unknown
+//!   first event covers its last event only: what was not seen is never counted.
+//! - an *interval* is the time from a point's `completed_at` (it is consistent there, not
+//!   before) to the end of the run that covers its start (`started_at`, or `completed_at`),
+//!   cut at `now`.
+//!
+//! A backup's `log_range` is not used: it names the segments a backup needs to be consistent,
+//! not where its replay starts, and the times say that.
+
+use std::collections::{HashMap, HashSet};
+
+use chrono::{DateTime, FixedOffset, Utc};
+use serde::Serialize;
+
+use crate::binlog::RANGE_MARGIN;
+use crate::catalog::{BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog};
+use crate::plan::Plan;
+
+/// What a catalog can be restored to at `now`. Every list is oldest first.
+#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovery {
+    pub points: Vec<RestorePoint>,
+    /// Replay intervals, overlapping ones merged.
+    pub intervals: Vec<RecoveryInterval>,
+    /// Spans between the oldest and the newest restorable instant that nothing reaches.
+    pub gaps: Vec<RecoveryGap>,
+}
+
+/// A backup that can be restored as it is.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct RestorePoint {
+    pub id: String,
+    /// Its `completed_at`: the instant it restores to.
+    pub at: DateTime<FixedOffset>,
+    /// The backups a restore reads, oldest first, ending with this one.
+    pub chain: Vec<String>,
+}
+
+/// Instants reachable by restoring one of `bases` and replaying the archive.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryInterval {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    /// The points whose replay makes up this interval, oldest first.
+    pub bases: Vec<String>,
+}
+
+/// A span nothing restores to, with what the catalog says about why.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct RecoveryGap {
+    /// The last restorable instant before the gap.
+    pub from: DateTime<Utc>,
+    /// The first restorable instant after it.
+    pub to: DateTime<Utc>,
+    pub reason: String,
+}
+
+impl Recovery {
+    /// Whether `t` is a point or within a replay interval (both ends included).
+    pub fn restorable_at(&self, t: DateTime<Utc>) -> bool {
+        let after = self.intervals.partition_point(|interval| interval.to < t);
+        if self.intervals.get(after).is_some_and(|i| i.from <= t) {
+            return true;
+        }
+        let after = self.points.partition_point(|point| point.at < t);
+        self.points.get(after).is_some_and(|point| point.at == t)
+    }
+
+    /// The newest restorable instant: `now` minus it is the recovery point age.
+    pub fn newest(&self) -> Option<DateTime<Utc>> {
+        let point = self.points.last().map(|point| point.at.to_utc());
+        let interval = self.intervals.last().map(|interval| interval.to);
+        point.max(interval)
+    }
+
+    /// The oldest restorable instant.
+    pub fn oldest(&self) -> Option<DateTime<Utc>> {
+        // Every interval starts at a point, so the oldest point is the oldest instant.
+        self.points.first().map(|point| point.at.to_utc())
+    }
+
+    /// The restore point of backup `id`, if it is one.
+    pub fn point(&self, id: &str) -> Option<&RestorePoint> {
+        self.points.iter().find(|point| point.id == id)
+    }
+}
+
+/// What `catalog` can be restored to at `now`. See the module documentation for the model.
+pub fn restorable(catalog: &Catalog, now: DateTime<Utc>) -> Recovery {
+    let chains = Chains::new(catalog);
+    let mut points: Vec<(usize, DateTime<FixedOffset>)> = Vec::new();
+    for (index, backup) in catalog.backups.iter().enumerate() {
+        let Some(at) = backup.completed_at else {
+            continue;
+        };
+        if backup.status == BackupStatus::Completed
+            && at.to_utc() <= now
+            && chains.broken(index).is_none()
+        {
+            points.push((index, at));
+        }
+    }
+    points.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    let runs = Runs::new(&catalog.binlog_segments);
+    let mut replays: Vec<(DateTime<Utc>, DateTime<Utc>, usize)> = Vec::new();
+    for &(index, at) in &points {
+        let backup = &catalog.backups[index];
+        let start = backup.started_at.unwrap_or(at).to_utc();
+        if let Some(end) = runs.end_from(start) {
+            let end = end.min(now);
+            if end > at.to_utc() {
+                replays.push((at.to_utc(), end, index));
+            }
+        }
+    }
+    let intervals = merge_replays(catalog, replays);
+    let points: Vec<RestorePoint> = points
+        .iter()
+        .map(|&(index, at)| RestorePoint {
+            id: catalog.backups[index].id.clone(),
+            at,
+            chain: chains.chain_ids(index),
+        })
+        .collect();
+    let gaps = find_gaps(catalog, &chains, &runs, &points, &intervals);
+    Recovery {
+        points,
+        intervals,
+        gaps,
+    }
+}
+
+/// The catalog as it stands once `plan` is carried out: deleted backups and binlog segments
+/// gone, and the volumes a partial decision deletes gone from their backups. Statuses are left
+/// as they are (a kept backup marked `expiring` stays marked until someone takes it back), and
+/// pending merges are not applied: their sources stay until the executor reports them done.
+pub fn after_plan(catalog: &Catalog, plan: &Plan) -> Catalog {
+    let deleted: HashSet<&str> = plan.delete.iter().map(|d| d.id.as_str()).collect();
+    let volumes_gone: HashMap<&str, HashSet<&str>> = plan
+        .keep
+        .iter()
+        .chain(&plan.partial)
+        .filter(|d| !d.volumes_delete.is_empty())
+        .map(|d| {
+            let names = d.volumes_delete.iter().map(|v| v.name.as_str()).collect();
+            (d.id.as_str(), names)
+        })
+        .collect();
+    let segments_gone: HashSet<&str> = plan.binlog.delete.iter().map(String::as_str).collect();
+    let backups = catalog
+        .backups
+        .iter()
+        .filter(|backup| !deleted.contains(backup.id.as_str()))
+        .map(|backup| {
+            let mut backup = backup.clone();
+            if let Some(gone) = volumes_gone.get(backup.id.as_str()) {
+                backup
+                    .volumes
+                    .retain(|volume| !gone.contains(volume.name.as_str()));
+            }
+            backup
+        })
+        .collect();
+    let binlog_segments = catalog
+        .binlog_segments
+        .iter()
+        .filter(|segment| !segments_gone.contains(segment.key.as_str()))
+        .cloned()
+        .collect();
+    Catalog {
+        backups,
+        binlog_segments,
+    }
+}
+
+/// Whether each backup's chain is whole, found once per backup and per volume artifact.
+struct Chains<'a> {
+    catalog: &'a Catalog,
+    by_id: HashMap<&'a str, usize>,
+    /// Per backup: `None` when its chain is whole, or why it is not.
+    broken: Vec<Option<String>>,
+}
+
+/// A link of a chain: a backup as a whole, or one volume's artifact in it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Link {
+    Backup(usize),
+    Volume(usize, usize),
+}
+
+impl<'a> Chains<'a> {
+    fn new(catalog: &'a Catalog) -> Chains<'a> {
+        let mut by_id = HashMap::with_capacity(catalog.backups.len());
+        for (index, backup) in catalog.backups.iter().enumerate() {
+            // The engine refuses duplicate ids; here the first one stands.
+            by_id.entry(backup.id.as_str()).or_insert(index);
+        }
+        let mut chains = Chains {
+            catalog,
+            by_id,
+            broken: Vec::new(),
+        };
+        let mut memo: HashMap<Link, Option<String>> = HashMap::new();
+        chains.broken = (0..catalog.backups.len())
+            .map(|index| chains.link_broken(Link::Backup(index), &mut memo))
+            .collect();
+        chains
+    }
+
+    fn broken(&self, index: usize) -> Option<&str> {
+        self.broken[index].as_deref()
+    }
+
+    /// Why `link` (with everything it builds on) cannot be restored, or `None` when it can.
+    /// Walks up the parents with an explicit path, so a long chain does not deepen the stack
+    /// and a parent loop ends as a broken chain.
+    fn link_broken(&self, link: Link, memo: &mut HashMap<Link, Option<String>>) -> Option<String> {
+        if let Some(known) = memo.get(&link) {
+            return known.clone();
+        }
+        // A backup with volumes is whole when each of its volumes is.
+        if let Link::Backup(index) = link {
+            let backup = &self.catalog.backups[index];
+            if !backup.volumes.is_empty() {
+                let why = (0..backup.volumes.len())
+                    .find_map(|volume| self.link_broken(Link::Volume(index, volume), memo));
+                memo.insert(link, why.clone());
+                return why;
+            }
+        }
+        let mut path: Vec<Link> = Vec::new();
+        let mut on_path: HashSet<Link> = HashSet::new();
+        let mut node = link;
+        let verdict = loop {
+            if let Some(known) = memo.get(&node) {
+                break known.clone();
+            }
+            if !on_path.insert(node) {
+                break Some(format!("{} is in a parent loop", self.id(node)));
+            }
+            path.push(node);
+            match self.step(node) {
+                Step::Whole => break None,
+                Step::Broken(why) => break Some(why),
+                Step::Parent(parent) => node = parent,
+            }
+        };
+        for node in path {
+            memo.insert(node, verdict.clone());
+        }
+        verdict
+    }
+
+    /// One link's own state, and its parent link if it has one.
+    fn step(&self, link: Link) -> Step {
+        let backups = &self.catalog.backups;
+        let (index, kind, parent) = match link {
+            Link::Backup(index) => {
+                let backup = &backups[index];
+                (index, backup.kind, backup.parent.as_deref())
+            }
+            Link::Volume(index, volume) => {
+                let artifact = &backups[index].volumes[volume];
+                if artifact.failed || artifact.expiring {
+                    let state = if artifact.failed {
+                        "failed"
+                    } else {
+                        "expiring"
+                    };
+                    return Step::Broken(format!(
+                        "volume {} of {} is {state}",
+                        artifact.name, backups[index].id
+                    ));
+                }
+                (index, artifact.kind, artifact.parent.as_deref())
+            }
+        };
+        let backup = &backups[index];
+        if backup.status != BackupStatus::Completed {
+            return Step::Broken(format!("{} is {}", backup.id, backup.status.as_str()));
+        }
+        if kind == BackupKind::Full {
+            return Step::Whole;
+        }
+        let Some(parent_id) = parent else {
+            return Step::Broken(format!("{} names no parent", self.id(link)));
+        };
+        let Some(&parent) = self.by_id.get(parent_id) else {
+            return Step::Broken(format!("{parent_id} is missing"));
+        };
+        let parent_backup = &backups[parent];
+        match link {
+            Link::Backup(_) if parent_backup.volumes.is_empty() => {
+                Step::Parent(Link::Backup(parent))
+            }
+            Link::Volume(_, volume) => {
+                let name = &backup.volumes[volume].name;
+                match parent_backup.volumes.iter().position(|v| &v.name == name) {
+                    Some(at) => Step::Parent(Link::Volume(parent, at)),
+                    None => Step::Broken(format!("{parent_id} has no volume {name}")),
+                }
+            }
+            Link::Backup(_) => {
+                Step::Broken(format!("{parent_id} has volumes, {} has none", backup.id))
+            }
+        }
+    }
+
+    fn id(&self, link: Link) -> &str {
+        match link {
+            Link::Backup(index) | Link::Volume(index, _) => &self.catalog.backups[index].id,
+        }
+    }
+
+    /// The backups a restore of `index` reads, oldest first (by `completed_at`, then id).
+    fn chain_ids(&self, index: usize) -> Vec<String> {
+        let backups = &self.catalog.backups;
+        let mut members: Vec<usize> = vec![index];
+        let mut seen: HashSet<Link> = HashSet::new();
+        let mut todo: Vec<Link> = if backups[index].volumes.is_empty() {
+            vec![Link::Backup(index)]
+        } else {
+            (0..backups[index].volumes.len())
+                .map(|volume| Link::Volume(index, volume))
+                .collect()
+        };
+        while let Some(link) = todo.pop() {
+            if !seen.insert(link) {
+                continue;
+            }
+            if let Step::Parent(parent) = self.step(link) {
+                let (Link::Backup(at) | Link::Volume(at, _)) = parent;
+                members.push(at);
+                todo.push(parent);
+            }
+        }
+        members.sort_unstable();
+        members.dedup();
+        members.sort_by(|&a, &b| {
+            backups[a]
+                .completed_at
+                .cmp(&backups[b].completed_at)
+                .then_with(|| backups[a].id.cmp(&backups[b].id))
+        });
+        members
+            .into_iter()
+            .map(|at| backups[at].id.clone())
+            .collect()
+    }
+}
+
+enum Step {
+    Whole,
+    Broken(String),
+    Parent(Link),
+}
+
+/// The archive's segments as runs: for each segment, the latest instant a replay that passes
+/// through it reaches.
+struct Runs {
+    /// (first covered instant, the end its run reaches), by first instant; with the running
+    /// maximum of the ends, so that the run covering an instant is one binary search away.
+    starts: Vec<DateTime<Utc>>,
+    max_end: Vec<DateTime<Utc>>,
+    /// Each segment's own covered span, for the gaps' reasons, by start.
+    spans: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+}
+
+/// A segment's name in a numbered sequence: (stem, width of the number), number.
+fn sequence_name(key: &str) -> Option<((&str, usize), u64)> {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    let (stem, digits) = name.rsplit_once('.')?;
+    if digits.is_empty() || digits.len() > 18 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(((stem, digits.len()), digits.parse().ok()?))
+}
+
+/// A segment's covered span: first and last covered instant, and whether a run may go on
+/// after it (its last event is known).
+type Span = (DateTime<Utc>, DateTime<Utc>, bool);
+
+/// The span a segment covers: from its first to its last event, what is unknown left out.
+/// `None` when neither is known.
+fn covered_span(segment: &BinlogSegment) -> Option<Span> {
+    match (segment.first_event, segment.last_event) {
+        (Some(first), Some(last)) => Some((first.to_utc(), last.to_utc(), true)),
+        (Some(first), None) => Some((first.to_utc(), first.to_utc(), false)),
+        (None, Some(last)) => Some((last.to_utc(), last.to_utc(), true)),
+        (None, None) => None,
+    }
+}
+
+impl Runs {
+    fn new(segments: &[BinlogSegment]) -> Runs {
+        let spans: Vec<Option<Span>> = segments.iter().map(covered_span).collect();
+        let names: Vec<_> = segments
+            .iter()
+            .map(|segment| sequence_name(&segment.key))
+            .collect();
+        let mut by_name: HashMap<((&str, usize), u64), usize> = HashMap::new();
+        for (index, name) in names.iter().enumerate() {
+            if let (Some(name), Some(_)) = (name, spans[index]) {
+                by_name.entry(*name).or_insert(index);
+            }
+        }
+        // The segments by first instant, for the links by time.
+        let mut by_start: Vec<usize> = (0..segments.len())
+            .filter(|&index| spans[index].is_some())
+            .collect();
+        by_start.sort_by_key(|&index| (spans[index].map(|s| s.0), index));
+        let successors = |index: usize| -> Vec<usize> {
+            let Some((low, high, open)) = spans[index] else {
+                return Vec::new();
+            };
+            if !open {
+                return Vec::new();
+            }
+            let mut next = Vec::new();
+            if let Some((sequence, number)) = names[index] {
+                if let Some(&after) = by_name.get(&(sequence, number + 1)) {
+                    next.push(after);
+                }
+            }
+            let from = by_start.partition_point(|&i| spans[i].map(|s| s.0) < Some(low));
+            for &other in &by_start[from..] {
+                let (other_low, _, _) = spans[other].expect("by_start holds spans");
+                if other_low > high + RANGE_MARGIN {
+                    break;
+                }
+                let compare =
+                    matches!((names[index], names[other]), (Some(a), Some(b)) if a.0 == b.0);
+                if other != index && !compare && segments[other].first_event.is_some() {
+                    next.push(other);
+                }
+            }
+            next
+        };
+        let links: Vec<Vec<usize>> = (0..segments.len()).map(successors).collect();
+        // The end each segment's run reaches: the latest end over what it links to, found by
+        // passes from the newest start back until nothing grows (one or two passes unless the
+        // names and the times disagree).
+        let mut end: Vec<Option<DateTime<Utc>>> = spans.iter().map(|s| s.map(|s| s.1)).collect();
+        loop {
+            let mut grew = false;
+            for &index in by_start.iter().rev() {
+                for &next in &links[index] {
+                    if end[next] > end[index] {
+                        end[index] = end[next];
+                        grew = true;
+                    }
+                }
+            }
+            if !grew {
+                break;
+            }
+        }
+        let mut starts = Vec::with_capacity(by_start.len());
+        let mut max_end: Vec<DateTime<Utc>> = Vec::with_capacity(by_start.len());
+        for &index in &by_start {
+            let (low, _, _) = spans[index].expect("by_start holds spans");
+            let reach = end[index].expect("a span has an end");
+            starts.push(low);
+            max_end.push(max_end.last().map_or(reach, |&m| m.max(reach)));
+        }
+        let spans = by_start
+            .iter()
+            .map(|&index| {
+                let (low, _, _) = spans[index].expect("by_start holds spans");
+                (low, end[index].expect("a span has an end"))
+            })
+            .collect();
+        Runs {
+            starts,
+            max_end,
+            spans,
+        }
+    }
+
+    /// The latest instant a replay from `start` reaches: the furthest end among the runs that
+    /// cover `start`, or `None` when none does.
+    fn end_from(&self, start: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let count = self.starts.partition_point(|&low| low <= start);
+        let reach = *self.max_end.get(count.checked_sub(1)?)?;
+        (reach >= start).then_some(reach)
+    }
+
+    /// Whether the runs cover every instant of `from..=to` (each run as the span from its
+    /// segment's first instant to the end it reaches).
+    fn uncovered(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let mut reached = from;
+        for &(low, high) in &self.spans {
+            if low > reached {
+                break;
+            }
+            reached = reached.max(high);
+            if reached >= to {
+                return None;
+            }
+        }
+        let next = self
+            .spans
+            .iter()
+            .map(|&(low, _)| low)
+            .find(|&low| low > reached)
+            .map_or(to, |low| low.min(to));
+        Some((reached, next))
+    }
+}
+
+/// Merges the replay intervals (from, to, base) that overlap or touch, naming every base.
+fn merge_replays(
+    catalog: &Catalog,
+    mut replays: Vec<(DateTime<Utc>, DateTime<Utc>, usize)>,
+) -> Vec<RecoveryInterval> {
+    replays.sort_by_key(|&(from, to, index)| (from, to, index));
+    let mut merged: Vec<RecoveryInterval> = Vec::new();
+    for (from, to, index) in replays {
+        let id = catalog.backups[index].id.clone();
+        match merged.last_mut() {
+            Some(last) if from <= last.to => {
+                last.to = last.to.max(to);
+                last.bases.push(id);
+            }
+            _ => merged.push(RecoveryInterval {
+                from,
+                to,
+                bases: vec![id],
+            }),
+        }
+    }
+    merged
+}
+
+/// The spans between the oldest and the newest restorable instant that nothing reaches, each
+/// with the catalog's reasons: where the archive has no segment, which backups in it have a
+/// broken chain or are on their way out.
+fn find_gaps(
+    catalog: &Catalog,
+    chains: &Chains<'_>,
+    runs: &Runs,
+    points: &[RestorePoint],
+    intervals: &[RecoveryInterval],
+) -> Vec<RecoveryGap> {
+    // Everything restorable as closed spans, oldest first: the intervals and the points.
+    let mut reached: Vec<(DateTime<Utc>, DateTime<Utc>)> = intervals
+        .iter()
+        .map(|interval| (interval.from, interval.to))
+        .chain(
+            points
+                .iter()
+                .map(|point| (point.at.to_utc(), point.at.to_utc())),
+        )
+        .collect();
+    reached.sort_unstable();
+    let mut gaps = Vec::new();
+    let mut last_end: Option<DateTime<Utc>> = None;
+    for (from, to) in reached {
+        if let Some(end) = last_end {
+            if from > end {
+                gaps.push(RecoveryGap {
+                    from: end,
+                    to: from,
+                    reason: gap_reason(catalog, chains, runs, end, from),
+                });
+            }
+        }
+        last_end = Some(last_end.map_or(to, |end| end.max(to)));
+    }
+    gaps
+}
+
+fn gap_reason(
+    catalog: &Catalog,
+    chains: &Chains<'_>,
+    runs: &Runs,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> String {
+    let mut reasons = Vec::new();
+    match runs.uncovered(from, to) {
+        Some((start, end)) => reasons.push(format!(
+            "no segment between {} and {}",
+            start.to_rfc3339(),
+            end.to_rfc3339()
+        )),
+        None => reasons.push(format!(
+            "no restorable backup before {} starts in the archive's run over it",
+            to.to_rfc3339()
+        )),
+    }
+    let mut inside: Vec<(DateTime<FixedOffset>, &BackupRecord, usize)> = catalog
+        .backups
+        .iter()
+        .enumerate()
+        .filter_map(|(index, backup)| {
+            let at = backup.completed_at?;
+            (from < at.to_utc() && at.to_utc() < to).then_some((at, backup, index))
+        })
+        .collect();
+    inside.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    for (_, backup, index) in inside {
+        match backup.status {
+            BackupStatus::Completed => {
+                if let Some(why) = chains.broken(index) {
+                    reasons.push(format!("chain of {} broken: {why}", backup.id));
+                }
+            }
+            BackupStatus::Failed | BackupStatus::InProgress => {}
+            other => reasons.push(format!("{} is {}", backup.id, other.as_str())),
+        }
+    }
+    reasons.join("; ")
+}
