@@ -18,7 +18,7 @@ use crate::id_hash::hash_id;
 
 /// How many of the next older backups are tried as an incremental's parent before its id is
 /// looked up by hash (failed backups in between are skipped this way).
-const PARENT_NEIGHBOURS: usize = 4;
+pub(crate) const PARENT_NEIGHBOURS: usize = 4;
 
 /// A parent link not looked up yet.
 const UNRESOLVED: u32 = u32::MAX - 1;

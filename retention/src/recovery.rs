@@ -110,7 +110,7 @@ impl Recovery {
 
 /// What `catalog` can be restored to at `now`. See the module documentation for the model.
 pub fn restorable(catalog: &Catalog, now: DateTime<Utc>) -> Recovery {
-    let chains = Chains::new(catalog);
+    let mut chains = Chains::new(catalog);
     let mut points: Vec<(usize, DateTime<FixedOffset>)> = Vec::new();
     for (index, backup) in catalog.backups.iter().enumerate() {
         let Some(at) = backup.completed_at else {
@@ -198,10 +198,64 @@ pub fn after_plan(catalog: &Catalog, plan: &Plan) -> Catalog {
 
 /// Whether each backup's chain is whole, found once per backup and per volume artifact.
 struct Chains<'a> {
-    catalog: &'a Catalog,
-    by_id: HashMap<&'a str, usize>,
+    check: ChainCheck<'a, ById<'a>>,
     /// Per backup: `None` when its chain is whole, or why it is not.
     broken: Vec<Option<String>>,
+}
+
+impl<'a> Chains<'a> {
+    fn new(catalog: &'a Catalog) -> Chains<'a> {
+        let mut check = ChainCheck::new(catalog, ById::new(catalog));
+        let broken = (0..catalog.backups.len())
+            .map(|index| check.broken(index))
+            .collect();
+        Chains { check, broken }
+    }
+
+    fn broken(&self, index: usize) -> Option<&str> {
+        self.broken[index].as_deref()
+    }
+
+    fn chain_ids(&mut self, index: usize) -> Vec<String> {
+        self.check.chain_ids(index)
+    }
+}
+
+/// How a [`ChainCheck`] finds a parent by id.
+pub(crate) trait ParentLookup {
+    /// The index of backup `id`, which the backup at `child` builds on, if it is there.
+    fn find(&mut self, child: usize, id: &str) -> Option<usize>;
+}
+
+/// Every id in a map, built at once; of duplicate ids (which the engine refuses) the first
+/// one stands.
+struct ById<'a>(HashMap<&'a str, usize>);
+
+impl<'a> ById<'a> {
+    fn new(catalog: &'a Catalog) -> ById<'a> {
+        let mut by_id = HashMap::with_capacity(catalog.backups.len());
+        for (index, backup) in catalog.backups.iter().enumerate() {
+            by_id.entry(backup.id.as_str()).or_insert(index);
+        }
+        ById(by_id)
+    }
+}
+
+impl ParentLookup for ById<'_> {
+    fn find(&mut self, _child: usize, id: &str) -> Option<usize> {
+        self.0.get(id).copied()
+    }
+}
+
+/// Whether a backup's chain is whole (the module documentation's *point*, less its own status
+/// and time): found on demand, each link once, and remembered. [`restorable`] asks it of every
+/// backup; the engine asks it of the few candidates for the recovery window's base
+/// ([`crate::rules`]), with a lookup that tries the next older backups first.
+pub(crate) struct ChainCheck<'a, L> {
+    catalog: &'a Catalog,
+    lookup: L,
+    /// Per link asked so far: `None` when it is whole, or why it is not.
+    memo: HashMap<Link, Option<String>>,
 }
 
 /// A link of a chain: a backup as a whole, or one volume's artifact in it.
@@ -211,43 +265,40 @@ enum Link {
     Volume(usize, usize),
 }
 
-impl<'a> Chains<'a> {
-    fn new(catalog: &'a Catalog) -> Chains<'a> {
-        let mut by_id = HashMap::with_capacity(catalog.backups.len());
-        for (index, backup) in catalog.backups.iter().enumerate() {
-            // The engine refuses duplicate ids; here the first one stands.
-            by_id.entry(backup.id.as_str()).or_insert(index);
-        }
-        let mut chains = Chains {
+impl<'a, L: ParentLookup> ChainCheck<'a, L> {
+    pub(crate) fn new(catalog: &'a Catalog, lookup: L) -> ChainCheck<'a, L> {
+        ChainCheck {
             catalog,
-            by_id,
-            broken: Vec::new(),
-        };
-        let mut memo: HashMap<Link, Option<String>> = HashMap::new();
-        chains.broken = (0..catalog.backups.len())
-            .map(|index| chains.link_broken(Link::Backup(index), &mut memo))
-            .collect();
-        chains
+            lookup,
+            memo: HashMap::new(),
+        }
     }
 
-    fn broken(&self, index: usize) -> Option<&str> {
-        self.broken[index].as_deref()
+    pub(crate) fn lookup_mut(&mut self) -> &mut L {
+        &mut self.lookup
+    }
+
+    /// Why backup `index` cannot be restored as far as its chain goes (it, each of its
+    /// volumes' artifacts and every ancestor `completed`, none failed or expiring, every
+    /// parent in the catalog), or `None` when its chain is whole.
+    pub(crate) fn broken(&mut self, index: usize) -> Option<String> {
+        self.link_broken(Link::Backup(index))
     }
 
     /// Why `link` (with everything it builds on) cannot be restored, or `None` when it can.
     /// Walks up the parents with an explicit path, so a long chain does not deepen the stack
     /// and a parent loop ends as a broken chain.
-    fn link_broken(&self, link: Link, memo: &mut HashMap<Link, Option<String>>) -> Option<String> {
-        if let Some(known) = memo.get(&link) {
+    fn link_broken(&mut self, link: Link) -> Option<String> {
+        if let Some(known) = self.memo.get(&link) {
             return known.clone();
         }
         // A backup with volumes is whole when each of its volumes is.
         if let Link::Backup(index) = link {
-            let backup = &self.catalog.backups[index];
-            if !backup.volumes.is_empty() {
-                let why = (0..backup.volumes.len())
-                    .find_map(|volume| self.link_broken(Link::Volume(index, volume), memo));
-                memo.insert(link, why.clone());
+            let volumes = self.catalog.backups[index].volumes.len();
+            if volumes > 0 {
+                let why =
+                    (0..volumes).find_map(|volume| self.link_broken(Link::Volume(index, volume)));
+                self.memo.insert(link, why.clone());
                 return why;
             }
         }
@@ -255,7 +306,7 @@ impl<'a> Chains<'a> {
         let mut on_path: HashSet<Link> = HashSet::new();
         let mut node = link;
         let verdict = loop {
-            if let Some(known) = memo.get(&node) {
+            if let Some(known) = self.memo.get(&node) {
                 break known.clone();
             }
             if !on_path.insert(node) {
@@ -269,14 +320,15 @@ impl<'a> Chains<'a> {
             }
         };
         for node in path {
-            memo.insert(node, verdict.clone());
+            self.memo.insert(node, verdict.clone());
         }
         verdict
     }
 
     /// One link's own state, and its parent link if it has one.
-    fn step(&self, link: Link) -> Step {
-        let backups = &self.catalog.backups;
+    fn step(&mut self, link: Link) -> Step {
+        let catalog = self.catalog;
+        let backups = &catalog.backups;
         let (index, kind, parent) = match link {
             Link::Backup(index) => {
                 let backup = &backups[index];
@@ -308,7 +360,7 @@ impl<'a> Chains<'a> {
         let Some(parent_id) = parent else {
             return Step::Broken(format!("{} names no parent", self.id(link)));
         };
-        let Some(&parent) = self.by_id.get(parent_id) else {
+        let Some(parent) = self.lookup.find(index, parent_id) else {
             return Step::Broken(format!("{parent_id} is missing"));
         };
         let parent_backup = &backups[parent];
@@ -329,14 +381,14 @@ impl<'a> Chains<'a> {
         }
     }
 
-    fn id(&self, link: Link) -> &str {
+    fn id(&self, link: Link) -> &'a str {
         match link {
             Link::Backup(index) | Link::Volume(index, _) => &self.catalog.backups[index].id,
         }
     }
 
     /// The backups a restore of `index` reads, oldest first (by `completed_at`, then id).
-    fn chain_ids(&self, index: usize) -> Vec<String> {
+    fn chain_ids(&mut self, index: usize) -> Vec<String> {
         let backups = &self.catalog.backups;
         let mut members: Vec<usize> = vec![index];
         let mut seen: HashSet<Link> = HashSet::new();

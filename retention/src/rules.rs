@@ -3,9 +3,12 @@
 //! the recovery window and the verified floor each set their `KEEP_*` bit on what they keep
 //! and add its position to the chain walks' starts.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
 
 use crate::catalog::Catalog;
+use crate::chains::PARENT_NEIGHBOURS;
 use crate::flags::{
     FACT_ELIGIBLE, FACT_VERIFIED, KEEP_FLOOR_VERIFIED, KEEP_GFS, KEEP_INDEPENDENT,
     KEEP_MIN_REDUNDANCY, KEEP_RETENTION_DURATION, KEEP_VERIFIED, KEEP_WINDOW, KEEP_WINDOW_BASE,
@@ -13,6 +16,7 @@ use crate::flags::{
 };
 use crate::gfs::{self, GfsHit, SortedSnapshots};
 use crate::policy::{KeepCount, Policy};
+use crate::recovery::{ChainCheck, ParentLookup};
 use crate::sort_key::Eligible;
 
 /// What restic's rules kept: the hits, and per backup its hit's index (or `NONE`).
@@ -132,8 +136,15 @@ fn keep_retention_duration(
     }
 }
 
-/// The recovery window: everything within it, and the newest backup before it that is not
-/// held standalone (the base that replays to the window's start).
+/// The recovery window: everything within it, and the base that replays to the window's
+/// start: the newest backup before it whose chain is whole and that is not held standalone.
+///
+/// Whole is [`crate::recovery`]'s judgement of a restore point (issue 47): the backup, each of
+/// its volumes' artifacts and every ancestor `completed` (not failed, in progress, missing or
+/// on its way out), no artifact failed or expiring, every parent in the catalog. A backup
+/// whose chain is broken restores to nothing, so it is no base: keeping it instead of an older
+/// whole one would let that one go and the window's start with it. The chain walk then keeps
+/// the base's ancestors, which are all there, so the base stays restorable after the plan.
 ///
 /// A standalone backup is restorable to its own end only (the archive keeps its own range, not
 /// what follows it), so it is not the base when an older backup can be: the walk goes on to
@@ -141,6 +152,14 @@ fn keep_retention_duration(
 /// stays anyway, by its hold; skipping it only ever keeps more, so a hold never shrinks the
 /// promised window. When no older backup can be the base, the standalone one still is: kept by
 /// this rule, it stays a point-in-time base (see [`crate::binlog`]), as it was before its hold.
+///
+/// So the base is, of the backups before the window, newest first: the first whole one not
+/// held standalone; else the first whole one held standalone; and when no chain before the
+/// window is whole, the one the rule took before chains were looked at (the first not held
+/// standalone, else the first), which a missing ancestor found again would make restorable.
+///
+/// Chains are looked at only before the window, newest first, until the base is found: one
+/// or a few walks up a chain, the parent looked for first among the next older backups.
 fn keep_recovery_window(
     catalog: &Catalog,
     eligible: &Eligible,
@@ -156,25 +175,88 @@ fn keep_recovery_window(
     let start = now
         .checked_sub_signed(window.as_delta())
         .and_then(|start| start.timestamp_nanos_opt());
-    let mut standalone_base = None;
+    let mut chains = ChainCheck::new(catalog, SortedNeighbours::new(catalog, order));
+    // The fallbacks in order of preference: whole and standalone, broken and not standalone,
+    // broken and standalone. Each (position, index).
+    let mut fallbacks: [Option<(u32, usize)>; 3] = [None; 3];
     for (rank, &key) in eligible.keys.iter().enumerate() {
         let position = eligible.positions[rank];
         let index = order[position as usize] as usize;
-        let before_window = start.is_some_and(|start| key < start);
-        if before_window && catalog.backups[index].is_standalone() {
-            standalone_base.get_or_insert((position, index));
+        if start.is_none_or(|start| key >= start) {
+            walk_from.push(position);
+            flags[index] |= KEEP_WINDOW;
             continue;
         }
-        walk_from.push(position);
-        if before_window {
-            flags[index] |= KEEP_WINDOW_BASE;
-            return;
-        }
-        flags[index] |= KEEP_WINDOW;
+        let standalone = catalog.backups[index].is_standalone();
+        chains.lookup_mut().place(index, position);
+        let whole = chains.broken(index).is_none();
+        let fallback = match (whole, standalone) {
+            (true, false) => {
+                walk_from.push(position);
+                flags[index] |= KEEP_WINDOW_BASE;
+                return;
+            }
+            (true, true) => 0,
+            (false, false) => 1,
+            (false, true) => 2,
+        };
+        fallbacks[fallback].get_or_insert((position, index));
     }
-    if let Some((position, index)) = standalone_base {
+    if let Some((position, index)) = fallbacks.into_iter().flatten().next() {
         walk_from.push(position);
         flags[index] |= KEEP_WINDOW_BASE;
+    }
+}
+
+/// Finds a parent for [`ChainCheck`] in the engine: among the next older backups of the sorted
+/// order first, where the scheduler nearly always puts it (as [`crate::chains`] does), and by
+/// a map of every id, built on first need, otherwise. Ids are unique here (phase 1 refuses
+/// duplicates).
+struct SortedNeighbours<'a> {
+    catalog: &'a Catalog,
+    order: &'a [u32],
+    /// The sorted positions known so far: the candidates', and the parents found near them.
+    positions: HashMap<usize, usize>,
+    by_id: Option<HashMap<&'a str, usize>>,
+}
+
+impl<'a> SortedNeighbours<'a> {
+    fn new(catalog: &'a Catalog, order: &'a [u32]) -> SortedNeighbours<'a> {
+        SortedNeighbours {
+            catalog,
+            order,
+            positions: HashMap::new(),
+            by_id: None,
+        }
+    }
+
+    /// Backup `index` is at sorted `position`.
+    fn place(&mut self, index: usize, position: u32) {
+        self.positions.insert(index, position as usize);
+    }
+}
+
+impl ParentLookup for SortedNeighbours<'_> {
+    fn find(&mut self, child: usize, id: &str) -> Option<usize> {
+        let backups = &self.catalog.backups;
+        if let Some(&position) = self.positions.get(&child) {
+            let first = position + 1;
+            let last = (first + PARENT_NEIGHBOURS).min(self.order.len());
+            if let Some(found) = (first..last).find(|&at| backups[self.order[at] as usize].id == id)
+            {
+                let index = self.order[found] as usize;
+                self.positions.insert(index, found);
+                return Some(index);
+            }
+        }
+        let by_id = self.by_id.get_or_insert_with(|| {
+            backups
+                .iter()
+                .enumerate()
+                .map(|(index, backup)| (backup.id.as_str(), index))
+                .collect()
+        });
+        by_id.get(id).copied()
     }
 }
 

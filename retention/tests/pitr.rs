@@ -15,9 +15,10 @@
 mod common;
 
 use chrono::{DateTime, Duration, FixedOffset};
-use common::{at, policy, utc};
+use common::{at, policy, utc, with_status};
 use sexton_retention::{
-    plan, BackupRecord, BackupStatus, BinlogSegment, Catalog, LogRange, Plan, Policy,
+    after_plan, plan, restorable, BackupRecord, BackupStatus, BinlogSegment, Catalog, LogRange,
+    Plan, Policy,
 };
 
 const DAY: &str = "2024-03-01T00:00:00Z";
@@ -494,4 +495,76 @@ fn a_standalone_hold_keeps_a_base_that_nothing_older_replaces() {
         deleted_segments(&needed(true)),
         deleted_segments(&needed(false))
     );
+}
+
+/// Issue 47: the window's base must be restorable. The newest backup before the window is an
+/// incremental whose chain is broken (its parent is not in the catalog, failed, in progress,
+/// missing, or on its way out); it restores to nothing, so the window replays from the newest
+/// backup before it whose chain is whole, F1, which stays with the archive from its start on.
+/// Before, the engine took the broken incremental as the base and deleted F1, and the start of
+/// the window with it.
+#[test]
+fn the_window_base_is_the_newest_backup_before_the_window_whose_chain_is_whole() {
+    let now = utc("2024-03-03T12:00:00Z");
+    // The window starts 2024-03-02T12:00: I1 (03-02 06:40) is the newest backup before it, F1
+    // (03-02 00:40) the one before that; F2 (03-03 00:40) is in the window and is the floor.
+    let start = utc("2024-03-02T12:00:00Z");
+    let broken_parents: Vec<(&str, Vec<BackupRecord>)> = vec![
+        ("not in the catalog", vec![]),
+        (
+            "failed",
+            vec![with_status(
+                incremental("P", 1, 3, "F1"),
+                BackupStatus::Failed,
+            )],
+        ),
+        (
+            "in progress",
+            vec![with_status(
+                incremental("P", 1, 3, "F1"),
+                BackupStatus::InProgress,
+            )],
+        ),
+        (
+            "missing",
+            vec![with_status(
+                incremental("P", 1, 3, "F1"),
+                BackupStatus::Missing,
+            )],
+        ),
+        (
+            "expiring",
+            vec![with_status(
+                incremental("P", 1, 3, "F1"),
+                BackupStatus::Expiring,
+            )],
+        ),
+    ];
+    for (why, parent) in broken_parents {
+        let mut backups = vec![full("F2", 2), incremental("I1", 1, 6, "P")];
+        backups.extend(parent);
+        backups.push(full("F1", 1));
+        backups.push(full("F0", 0));
+        let catalog = Catalog {
+            backups,
+            binlog_segments: segments(),
+        };
+        let before = restorable(&catalog, now);
+        assert!(before.point("I1").is_none(), "{why}");
+        assert!(before.restorable_at(start), "{why}");
+        let plan = plan(&catalog, &policy(r#"{"recovery_window": "1d"}"#), now).expect("plans");
+        assert!(plan.keeps("F1"), "parent {why}: {:?}", plan.delete);
+        assert_eq!(
+            plan.binlog.horizon_backup.as_deref(),
+            Some("F1"),
+            "parent {why}"
+        );
+        let after = restorable(&after_plan(&catalog, &plan), now);
+        assert!(
+            after.restorable_at(start),
+            "parent {why}: the window's start is lost\nbefore: {before:?}\nafter: {after:?}"
+        );
+        // Nothing older than the base is needed: F0 goes.
+        assert!(plan.deletes("F0"), "parent {why}");
+    }
 }
