@@ -16,6 +16,7 @@ use crate::catalog::{
 };
 use crate::error::PlanError;
 use crate::flags::{status_of, FACT_CHAIN_NODE, FACT_FULL, KEEP_ANY, KEEP_HOLD, PARTIAL};
+use crate::recovery::{ChainCheck, SortedNeighbours};
 
 /// How far around a backup's start and end times its own range reaches when segments are
 /// matched by time: the executor's clock (the backup's times) and the database's (the
@@ -160,8 +161,10 @@ pub(crate) fn plan_binlog(
     let mut range_only: Vec<(u32, RangeWhy)> = Vec::new();
     // The kept fulls point-in-time recovery may be promised from, in plan order.
     let mut fulls: Vec<u32> = Vec::new();
+    // Their sorted positions, for the chain checks of pitr_full.
+    let mut full_positions: HashMap<u32, u32> = HashMap::new();
     let mut unknown_start = None;
-    for &index in order {
+    for (position, &index) in order.iter().enumerate() {
         if !kept_restorable(index) {
             continue;
         }
@@ -173,17 +176,41 @@ pub(crate) fn plan_binlog(
             continue;
         }
         match start_of(index) {
-            Some(_) => fulls.push(index),
+            Some(_) => {
+                fulls.push(index);
+                if pitr_full.is_some() {
+                    full_positions.insert(index, position as u32);
+                }
+            }
             None => unknown_start = Some(index),
         }
     }
     // Newest start first; the plan order breaks ties.
     fulls.sort_by_key(|&index| std::cmp::Reverse(start_of(index)));
     if let Some(n) = pitr_full {
-        if fulls.len() > n as usize {
-            for index in fulls.split_off(n as usize) {
-                range_only.push((index, RangeWhy::BeyondPitr(n)));
+        // Only a full that restores counts (issue 47): one kept only because something
+        // needs it while it is on its way out, missing, or with a volume whose chain is
+        // broken is no base to replay from, and counting it would move the horizon past a
+        // restorable full and lose the replay from it. Such a full newer than the N-th
+        // restorable one keeps its place (the archive after it stays anyway); an older one
+        // gets its own range, as every full past the N-th does.
+        let mut chains = ChainCheck::new(catalog, SortedNeighbours::new(catalog, order));
+        let mut counted = 0;
+        let mut open = fulls.len();
+        for (at, &index) in fulls.iter().enumerate() {
+            if counted == n {
+                open = at;
+                break;
             }
+            chains
+                .lookup_mut()
+                .place(index as usize, full_positions[&index]);
+            if chains.broken(index as usize).is_none() {
+                counted += 1;
+            }
+        }
+        for index in fulls.split_off(open) {
+            range_only.push((index, RangeWhy::BeyondPitr(n)));
         }
     }
     let mut horizon: Option<(DateTime<FixedOffset>, u32)> = fulls

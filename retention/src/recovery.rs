@@ -37,6 +37,7 @@ use serde::Serialize;
 
 use crate::binlog::RANGE_MARGIN;
 use crate::catalog::{BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog};
+use crate::chains::PARENT_NEIGHBOURS;
 use crate::plan::Plan;
 
 /// What a catalog can be restored to at `now`. Every list is oldest first.
@@ -244,6 +245,58 @@ impl<'a> ById<'a> {
 impl ParentLookup for ById<'_> {
     fn find(&mut self, _child: usize, id: &str) -> Option<usize> {
         self.0.get(id).copied()
+    }
+}
+
+/// Finds a parent for [`ChainCheck`] in the engine ([`crate::rules`], [`crate::binlog`]): among the next older backups of the sorted
+/// order first, where the scheduler nearly always puts it (as [`crate::chains`] does), and by
+/// a map of every id, built on first need, otherwise. Ids are unique here (phase 1 refuses
+/// duplicates).
+pub(crate) struct SortedNeighbours<'a> {
+    catalog: &'a Catalog,
+    order: &'a [u32],
+    /// The sorted positions known so far: the candidates', and the parents found near them.
+    positions: HashMap<usize, usize>,
+    by_id: Option<HashMap<&'a str, usize>>,
+}
+
+impl<'a> SortedNeighbours<'a> {
+    pub(crate) fn new(catalog: &'a Catalog, order: &'a [u32]) -> SortedNeighbours<'a> {
+        SortedNeighbours {
+            catalog,
+            order,
+            positions: HashMap::new(),
+            by_id: None,
+        }
+    }
+
+    /// Backup `index` is at sorted `position`.
+    pub(crate) fn place(&mut self, index: usize, position: u32) {
+        self.positions.insert(index, position as usize);
+    }
+}
+
+impl ParentLookup for SortedNeighbours<'_> {
+    fn find(&mut self, child: usize, id: &str) -> Option<usize> {
+        let backups = &self.catalog.backups;
+        if let Some(&position) = self.positions.get(&child) {
+            let first = position + 1;
+            let last = (first + PARENT_NEIGHBOURS).min(self.order.len());
+            if let Some(found) = (first..last).find(|&at| backups[self.order[at] as usize].id == id)
+            {
+                let index = self.order[found] as usize;
+                self.positions.insert(index, found);
+                return Some(index);
+            }
+        }
+        let by_id = self.by_id.get_or_insert_with(|| {
+            backups
+                .iter()
+                .enumerate()
+                .map(|(index, backup)| (backup.id.as_str(), index))
+                .collect()
+        });
+        by_id.get(id).copied()
     }
 }
 

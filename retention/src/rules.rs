@@ -3,12 +3,9 @@
 //! the recovery window and the verified floor each set their `KEEP_*` bit on what they keep
 //! and add its position to the chain walks' starts.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 
 use crate::catalog::Catalog;
-use crate::chains::PARENT_NEIGHBOURS;
 use crate::flags::{
     FACT_ELIGIBLE, FACT_VERIFIED, KEEP_FLOOR_VERIFIED, KEEP_GFS, KEEP_INDEPENDENT,
     KEEP_MIN_REDUNDANCY, KEEP_RETENTION_DURATION, KEEP_VERIFIED, KEEP_WINDOW, KEEP_WINDOW_BASE,
@@ -16,7 +13,7 @@ use crate::flags::{
 };
 use crate::gfs::{self, GfsHit, SortedSnapshots};
 use crate::policy::{KeepCount, Policy};
-use crate::recovery::{ChainCheck, ParentLookup};
+use crate::recovery::{ChainCheck, SortedNeighbours};
 use crate::sort_key::Eligible;
 
 /// What restic's rules kept: the hits, and per backup its hit's index (or `NONE`).
@@ -205,58 +202,6 @@ fn keep_recovery_window(
     if let Some((position, index)) = fallbacks.into_iter().flatten().next() {
         walk_from.push(position);
         flags[index] |= KEEP_WINDOW_BASE;
-    }
-}
-
-/// Finds a parent for [`ChainCheck`] in the engine: among the next older backups of the sorted
-/// order first, where the scheduler nearly always puts it (as [`crate::chains`] does), and by
-/// a map of every id, built on first need, otherwise. Ids are unique here (phase 1 refuses
-/// duplicates).
-struct SortedNeighbours<'a> {
-    catalog: &'a Catalog,
-    order: &'a [u32],
-    /// The sorted positions known so far: the candidates', and the parents found near them.
-    positions: HashMap<usize, usize>,
-    by_id: Option<HashMap<&'a str, usize>>,
-}
-
-impl<'a> SortedNeighbours<'a> {
-    fn new(catalog: &'a Catalog, order: &'a [u32]) -> SortedNeighbours<'a> {
-        SortedNeighbours {
-            catalog,
-            order,
-            positions: HashMap::new(),
-            by_id: None,
-        }
-    }
-
-    /// Backup `index` is at sorted `position`.
-    fn place(&mut self, index: usize, position: u32) {
-        self.positions.insert(index, position as usize);
-    }
-}
-
-impl ParentLookup for SortedNeighbours<'_> {
-    fn find(&mut self, child: usize, id: &str) -> Option<usize> {
-        let backups = &self.catalog.backups;
-        if let Some(&position) = self.positions.get(&child) {
-            let first = position + 1;
-            let last = (first + PARENT_NEIGHBOURS).min(self.order.len());
-            if let Some(found) = (first..last).find(|&at| backups[self.order[at] as usize].id == id)
-            {
-                let index = self.order[found] as usize;
-                self.positions.insert(index, found);
-                return Some(index);
-            }
-        }
-        let by_id = self.by_id.get_or_insert_with(|| {
-            backups
-                .iter()
-                .enumerate()
-                .map(|(index, backup)| (backup.id.as_str(), index))
-                .collect()
-        });
-        by_id.get(id).copied()
     }
 }
 

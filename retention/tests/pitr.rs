@@ -568,3 +568,37 @@ fn the_window_base_is_the_newest_backup_before_the_window_whose_chain_is_whole()
         assert!(plan.deletes("F0"), "parent {why}");
     }
 }
+
+/// Found by `recovery_properties.rs` with `pitr_full` drawn: `pitr_full` counted a kept full
+/// that restores to nothing (here one marked expiring, kept only because a kept incremental
+/// builds on it). It took the place of a restorable one, the horizon moved to its start, and
+/// the replay from the older full was lost although only one full newer than it restores.
+/// Only fulls whose chain is whole count now.
+#[test]
+fn pitr_full_counts_only_fulls_that_restore() {
+    let now = utc("2024-03-03T12:00:00Z");
+    let catalog = Catalog {
+        backups: vec![
+            full("F2", 2),
+            incremental("I1", 1, 12, "E1"),
+            with_status(full("E1", 1), BackupStatus::Expiring),
+            full("F0", 0),
+        ],
+        binlog_segments: segments(),
+    };
+    let plan = plan(
+        &catalog,
+        &policy(r#"{"keep_last": 3, "pitr_full": 2}"#),
+        now,
+    )
+    .expect("plans");
+    assert!(plan.keeps("E1") && plan.keeps("F0"), "{:?}", plan.delete);
+    // F2 and F0 are the two newest fulls that restore: the archive stays from F0's start on.
+    assert_eq!(plan.binlog.horizon_backup.as_deref(), Some("F0"));
+    assert_eq!(deleted_segments(&plan), vec![0]);
+    let before = restorable(&catalog, now);
+    let after = restorable(&after_plan(&catalog, &plan), now);
+    let noon = utc("2024-03-01T12:00:00Z");
+    assert!(before.restorable_at(noon));
+    assert!(after.restorable_at(noon), "{after:?}");
+}

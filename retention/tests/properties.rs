@@ -573,7 +573,9 @@ proptest! {
         }
         // The horizon is the start of a kept full backup that is not kept only by a standalone
         // hold (issue 47: a backup the rules keep stays a base whatever its hold), the earliest
-        // such start, or with pitr_full N the earliest of the newest N.
+        // such start, or with pitr_full N the earliest of the newest N that restore (a kept
+        // full whose chain is broken, say one marked expiring that something needs, is no
+        // base to replay from and does not count; issue 47).
         if let Some(horizon_backup) = &plan.binlog.horizon_backup {
             let backup = by_id[horizon_backup.as_str()];
             prop_assert_eq!(backup.kind, BackupKind::Full);
@@ -581,6 +583,7 @@ proptest! {
             prop_assert!(!kept_only_by_standalone_hold(backup, &plan, catalog));
             prop_assert_eq!(plan.binlog.horizon, backup.started_at.or(backup.completed_at));
             if let Some(n) = scenario.rules.get("pitr_full").and_then(Value::as_u64) {
+                let restores = sexton_retention::restorable(catalog, scenario.now);
                 let newer = catalog
                     .backups
                     .iter()
@@ -588,7 +591,7 @@ proptest! {
                         b.kind == BackupKind::Full
                             && plan.keeps(&b.id)
                             && !kept_only_by_standalone_hold(b, &plan, catalog)
-                            && !matches!(b.status, BackupStatus::Failed | BackupStatus::InProgress)
+                            && restores.point(&b.id).is_some()
                             && b.started_at.or(b.completed_at) > plan.binlog.horizon
                     })
                     .count();
