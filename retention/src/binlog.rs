@@ -1,7 +1,8 @@
 //! Binlog (or WAL) garbage collection. The point-in-time horizon is the start of the oldest
 //! kept full backup that point-in-time recovery is promised from: every kept full, or the
-//! newest `pitr_full` of them (issue 30), never one kept only by a standalone hold. A segment that ends before it
-//! goes, unless an older kept backup needs it to be consistent: such a backup (standalone, past
+//! newest `pitr_full` of them that restore (issue 47: a kept full whose chain is broken does
+//! not count), never one kept only by a standalone hold. A segment that ends before it goes,
+//! unless an older kept backup needs it to be consistent: such a backup (standalone, past
 //! `pitr_full`, or an incremental of one) is restorable to its own end, and the archive keeps
 //! its own range, by segment name where its executor said them and by time around its start
 //! and end either way. Conservative by construction: an unknown end, or no kept full, deletes
