@@ -13,6 +13,7 @@ pub mod manifest;
 pub mod offline_plan;
 pub mod output;
 pub mod policy_from;
+pub mod recovery;
 pub mod safety;
 pub mod simulate;
 pub mod version;

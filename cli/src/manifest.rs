@@ -790,6 +790,7 @@ pub fn update_of(desired: &ScheduleSpec, confirm: bool, dry_run: bool) -> Schedu
         policy_patch: None,
         breaker: Some(desired.breaker.clone()),
         copies: Some(desired.copies.clone()),
+        objectives: Some(desired.objectives.clone()),
         confirm,
         dry_run,
     }

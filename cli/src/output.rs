@@ -346,6 +346,11 @@ fn render(column: &Column, row: &Value, now: DateTime<Utc>) -> String {
 /// A table: columns padded to their widest cell, two spaces apart; no header row with
 /// `--no-headers`.
 pub fn table(header: &[String], rows: &[Vec<String>]) {
+    emit(&table_text(header, rows));
+}
+
+/// A table as text (its header row unless `--no-headers`), each line ending in a newline.
+pub fn table_text(header: &[String], rows: &[Vec<String>]) -> String {
     let widths = widths(header, rows.iter());
     let mut out = String::new();
     if !settings().no_headers {
@@ -356,7 +361,7 @@ pub fn table(header: &[String], rows: &[Vec<String>]) {
         out.push_str(&line(row, &widths));
         out.push('\n');
     }
-    emit(&out);
+    out
 }
 
 /// Each column's width: its widest cell, the header's included.

@@ -77,6 +77,7 @@ fn least() -> ScheduleSpec {
         annotations: BTreeMap::new(),
         breaker: None,
         copies: Vec::new(),
+        objectives: None,
         confirm: false,
         dry_run: false,
     }
@@ -154,7 +155,14 @@ fn every() -> ScheduleSpec {
                 after_days: 90,
                 storage_class: "GLACIER_IR".into(),
             }],
+            objectives: Some(
+                serde_json::from_value(json!({"window": "365d", "tested_within": "30d"})).unwrap(),
+            ),
         }],
+        objectives: Some(
+            serde_json::from_value(json!({"rpo": "1h", "window": "14d", "tested_within": "7d"}))
+                .unwrap(),
+        ),
         ..least()
     }
 }

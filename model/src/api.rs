@@ -40,6 +40,7 @@ pub use plugin::{
 };
 pub use retention::{
     ApprovalView, ApproveRequest, BreakerState, LockedOnly, PreviewGroup, PreviewRequest,
+    RecoveryRequest,
 };
 pub use schedule::{
     drifted, without_apply_annotations, ByName, KeptRecord, LastSkip, ListFilter, ScheduleBackfill,

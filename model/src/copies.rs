@@ -42,6 +42,9 @@ pub struct CopyRule {
     /// "GLACIER_IR"}]`), counted from the backup's own time, in increasing order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transitions: Vec<Transition>,
+    /// Recovery objectives at the location (issue 47), checked over the copies there alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objectives: Option<crate::objectives::Objectives>,
 }
 
 /// A copy the location's plan deletes before its storage class's minimum duration has passed:

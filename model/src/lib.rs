@@ -8,7 +8,7 @@
 //! the records embed.
 //!
 //! The modules form floors, each using only those below it: `names`, `digest`,
-//! `duration_text`, `actor`, `breaker`; `keys`, `checks`; `wire`; `copies`; `records`; `metadata`,
+//! `duration_text`, `actor`, `breaker`, `objectives`; `keys`, `checks`; `wire`; `copies`; `records`; `metadata`,
 //! `binlog`, `policy_change`; `api`. `tests/tests/crate_rules_model.rs` checks there is no
 //! circle.
 
@@ -24,6 +24,7 @@ pub mod duration_text;
 pub mod keys;
 pub mod metadata;
 pub mod names;
+pub mod objectives;
 pub mod policy_change;
 pub mod records;
 pub mod wire;

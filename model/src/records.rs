@@ -89,6 +89,10 @@ pub struct ScheduleRecord {
     /// its own retention policy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copies: Vec<crate::copies::CopyRule>,
+    /// Recovery objectives at primary (issue 47): the newest restorable point's age, the
+    /// window every instant of which is restorable, how recently a restore test passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objectives: Option<crate::objectives::Objectives>,
     pub created_at: DateTime<Utc>,
     /// Counts the changes of what a manifest declares (Kubernetes' `metadata.generation`): 1
     /// when created, one more for each accepted change of the declared spec. Not moved by

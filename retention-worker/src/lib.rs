@@ -95,6 +95,10 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .clone()
         .serve_scrubs(client.clone(), shutdown.clone());
     tasks.spawn("scrubs", scrubs);
+    let recovery = worker
+        .clone()
+        .serve_recovery(client.clone(), shutdown.clone());
+    tasks.spawn("recovery", recovery);
     let approvals = safety::serve_approvals(worker.clone(), client.clone(), shutdown.clone());
     tasks.spawn("approvals", approvals);
     let status = binlog::serve_status(worker.clone(), client.clone(), shutdown.clone());

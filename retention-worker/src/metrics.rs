@@ -16,6 +16,12 @@ pub struct Metrics {
     pub recoverable_window: prometheus::GaugeVec,
     /// The same at each location, over the copies there (issue 28).
     pub copies_recoverable_window: prometheus::GaugeVec,
+    /// Now minus the newest restorable instant at a place, the log's tail included (issue 47).
+    pub recovery_point_age: prometheus::GaugeVec,
+    /// 1 while an objective is met at a place, 0 while it is missed.
+    pub objective_met: IntGaugeVec,
+    /// By how many seconds an objective is missed (0 while met).
+    pub objective_short: prometheus::GaugeVec,
     pub policy_window: prometheus::GaugeVec,
     /// Completion time of the newest backup a restore test proved (groups with tests only).
     pub last_verified: prometheus::GaugeVec,
@@ -111,7 +117,7 @@ impl Metrics {
         let recoverable_window = prometheus::GaugeVec::new(
             Opts::new(
                 "sexton_recoverable_window_seconds",
-                "now minus the start of the oldest kept full backup",
+                "now minus the oldest instant primary can restore to, after the run's decisions",
             ),
             &["cluster", "plan"],
         )
@@ -119,9 +125,33 @@ impl Metrics {
         let copies_recoverable_window = prometheus::GaugeVec::new(
             Opts::new(
                 "sexton_copies_recoverable_window_seconds",
-                "now minus the start of the oldest full backup whose copy a location keeps",
+                "now minus the oldest instant a location can restore to, after the run's decisions",
             ),
             &["cluster", "plan", "location"],
+        )
+        .expect("valid metric");
+        let recovery_point_age = prometheus::GaugeVec::new(
+            Opts::new(
+                "sexton_recovery_point_age_seconds",
+                "now minus the newest instant a place can restore to (the log's tail included)",
+            ),
+            &["cluster", "plan", "location"],
+        )
+        .expect("valid metric");
+        let objective_met = IntGaugeVec::new(
+            Opts::new(
+                "sexton_recovery_objective_met",
+                "1 while a recovery objective (rpo, window, tested_within) is met at a place",
+            ),
+            &["cluster", "plan", "location", "objective"],
+        )
+        .expect("valid metric");
+        let objective_short = prometheus::GaugeVec::new(
+            Opts::new(
+                "sexton_recovery_objective_short_seconds",
+                "by how many seconds a recovery objective is missed at a place (0 while met)",
+            ),
+            &["cluster", "plan", "location", "objective"],
         )
         .expect("valid metric");
         let policy_window = prometheus::GaugeVec::new(
@@ -272,6 +302,9 @@ impl Metrics {
             Box::new(newest_backup_age.clone()),
             Box::new(recoverable_window.clone()),
             Box::new(copies_recoverable_window.clone()),
+            Box::new(recovery_point_age.clone()),
+            Box::new(objective_met.clone()),
+            Box::new(objective_short.clone()),
             Box::new(policy_window.clone()),
             Box::new(last_verified.clone()),
             Box::new(missing.clone()),
@@ -298,6 +331,9 @@ impl Metrics {
             newest_backup_age,
             recoverable_window,
             copies_recoverable_window,
+            recovery_point_age,
+            objective_met,
+            objective_short,
             policy_window,
             last_verified,
             missing,

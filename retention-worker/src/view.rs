@@ -92,7 +92,7 @@ impl ViewState for ClusterPlaces {
                 Some(Form {
                     plan: record.value.plan.clone(),
                     engine,
-                    entry: Entry::at_location(record),
+                    entry: Entry::at_location(record, location),
                 })
             });
             groups.apply_form(id.clone(), form);
@@ -151,6 +151,9 @@ pub struct Entry {
     pub expired_from: Option<BackupStatus>,
     /// The bytes the backup holds: what the executor reported, else the objects intake saw.
     pub bytes: u64,
+    /// When a restore test last passed at this place (issue 47): a `tested_within`
+    /// objective reads the group's newest.
+    pub passed_test_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Entry {
@@ -162,12 +165,13 @@ impl Entry {
             volume_deletion: record.value.volume_deletion.is_some(),
             expired_from: record.value.expired_from,
             bytes: bytes_of(&record.value),
+            passed_test_at: sexton_shared::recovery::passed_test_at(&record.value, None),
         }
     }
 
     /// The entry of a copy at a location: a user's request and a volume deletion are the
     /// source's, never a location's.
-    fn at_location(record: &Versioned<BackupRecord>) -> Entry {
+    fn at_location(record: &Versioned<BackupRecord>, location: &LocationName) -> Entry {
         Entry {
             revision: record.revision,
             delete_request: false,
@@ -175,6 +179,7 @@ impl Entry {
             volume_deletion: false,
             expired_from: None,
             bytes: bytes_of(&record.value),
+            passed_test_at: sexton_shared::recovery::passed_test_at(&record.value, Some(location)),
         }
     }
 }

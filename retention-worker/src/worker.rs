@@ -21,8 +21,10 @@ mod copies;
 mod groups;
 mod locks;
 mod marks;
+mod observe;
 mod plan;
 mod publish;
+mod recovery;
 mod run;
 
 use std::{sync::Arc, time::Duration};

@@ -33,7 +33,7 @@
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, FixedOffset, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::binlog::RANGE_MARGIN;
 use crate::catalog::{BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog};
@@ -41,7 +41,7 @@ use crate::chains::PARENT_NEIGHBOURS;
 use crate::plan::Plan;
 
 /// What a catalog can be restored to at `now`. Every list is oldest first.
-#[derive(Serialize, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recovery {
     pub points: Vec<RestorePoint>,
     /// Replay intervals, overlapping ones merged.
@@ -51,7 +51,7 @@ pub struct Recovery {
 }
 
 /// A backup that can be restored as it is.
-#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct RestorePoint {
     pub id: String,
     /// Its `completed_at`: the instant it restores to.
@@ -61,7 +61,7 @@ pub struct RestorePoint {
 }
 
 /// Instants reachable by restoring one of `bases` and replaying the archive.
-#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct RecoveryInterval {
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
@@ -70,7 +70,7 @@ pub struct RecoveryInterval {
 }
 
 /// A span nothing restores to, with what the catalog says about why.
-#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 pub struct RecoveryGap {
     /// The last restorable instant before the gap.
     pub from: DateTime<Utc>,

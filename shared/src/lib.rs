@@ -23,6 +23,7 @@ pub mod object_store;
 pub mod outcome;
 pub mod partitions;
 pub mod planning;
+pub mod recovery;
 pub mod schedules_view;
 pub mod service;
 pub mod shutdown;
@@ -30,5 +31,7 @@ pub mod stream_read;
 pub mod telemetry;
 pub mod topology;
 
-pub use sexton_model::{checks, conditions, copies, digest, metadata, names, records, wire};
+pub use sexton_model::{
+    checks, conditions, copies, digest, metadata, names, objectives, records, wire,
+};
 pub use shutdown::Shutdown;

@@ -108,6 +108,7 @@ fn record(name: String, cluster: u64, cron: String, created_at: DateTime<Utc>) -
         verify: None,
         breaker: None,
         copies: Vec::new(),
+        objectives: None,
         created_at,
         generation: 1,
         status: ScheduleStatus {

@@ -68,6 +68,9 @@ pub enum Command {
     /// Compare the catalog with the bucket, or rebuild it from the bucket.
     #[command(subcommand)]
     Catalog(CatalogCommand),
+    /// What can be restored, to which points in time, from which place (docs/recovery.md).
+    #[command(subcommand)]
+    Recovery(RecoveryCommand),
     /// Read the audit trail: who decided, marked, claimed and deleted what, and why
     /// (docs/safety.md).
     #[command(after_help = "Examples:
@@ -494,6 +497,28 @@ pub enum PluginCommand {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum RecoveryCommand {
+    /// Each place's recovery value now: the restore points and the instants the log replays
+    /// to, as a timeline, the gaps and why, the promised window against what is held, the
+    /// recovery point age (the log's tail included), the newest passed restore test, and each
+    /// objective checked. Exit 0 whatever it finds (a script reads `-o json`).
+    #[command(after_help = "Examples:
+  sexton recovery window --cluster db1
+  sexton recovery window --cluster db1 --location dr -o json")]
+    Window {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// Only this plan's group.
+        #[arg(long)]
+        plan: Option<String>,
+        /// Only this place: primary, or a location of the fleet.
+        #[arg(long, value_name = "LOCATION")]
+        location: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum RetentionCommand {
     /// Ask the live fleet what it would delete now and why, and whether the circuit breaker
     /// holds it; deletes nothing.
@@ -851,6 +876,16 @@ pub(super) fn parse_copies(text: &str) -> Result<CopyRules, String> {
         serde_json::from_str(text).map_err(|err| format!("invalid copy rules: {err}"))?;
     sexton_shared::copies::validate_copy_rules(&rules, None)?;
     Ok(CopyRules(rules))
+}
+
+/// `--objectives JSON`: a recovery objectives block, checked as the API checks it.
+pub(super) fn parse_objectives(
+    text: &str,
+) -> Result<sexton_shared::objectives::Objectives, String> {
+    let objectives: sexton_shared::objectives::Objectives =
+        serde_json::from_str(text).map_err(|err| format!("invalid objectives: {err}"))?;
+    objectives.validate()?;
+    Ok(objectives)
 }
 
 /// `--copies JSON`: one value holding the whole list (clap would take a `Vec` for a flag given

@@ -84,6 +84,11 @@ pub(super) fn print_answer(
             }
             crate::output::preview(output, value)
         }
+        Command::Recovery(RecoveryCommand::Window { .. }) if table => {
+            let places: Vec<sexton_shared::recovery::PlaceRecovery> =
+                decode_reply("recovery.window", value.clone())?;
+            crate::output::emit(&crate::recovery::text(&places, crate::output::now()));
+        }
         Command::Plugin(PluginCommand::List { .. }) => {
             if let Value::Array(rows) = &mut *value {
                 rows.retain(|row| shows_row(command, row));

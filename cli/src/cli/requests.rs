@@ -12,8 +12,8 @@ use sexton_shared::{
     api::{
         ApproveRequest, BackupDelete, BackupHold, BackupRef, ByName, ClusterForget, ImportRequest,
         ListFilter, OrphansRequest, PluginByName, PluginList, PluginSpec, PreviewRequest,
-        ScheduleBackfill, ScheduleDelete, ScheduleDescription, ScheduleSpec, ScheduleUpdate,
-        ScrubRequest, StatusRequest, TimingView, Unpause, VerifyRequest,
+        RecoveryRequest, ScheduleBackfill, ScheduleDelete, ScheduleDescription, ScheduleSpec,
+        ScheduleUpdate, ScrubRequest, StatusRequest, TimingView, Unpause, VerifyRequest,
     },
     names::{BackupId, ClusterName, PlanName, ScheduleName},
     topology,
@@ -46,6 +46,7 @@ pub(crate) enum Body {
     PluginByName(PluginByName),
     PluginList(PluginList),
     PreviewRequest(PreviewRequest),
+    RecoveryRequest(RecoveryRequest),
     ApproveRequest(ApproveRequest),
     ScrubRequest(ScrubRequest),
     ImportRequest(ImportRequest),
@@ -159,6 +160,20 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
         Command::Schedule(command) => return schedule_request(command),
         Command::Backup(command) => return backup_request(command),
         Command::Plugin(command) => return plugin_request(command),
+        Command::Recovery(RecoveryCommand::Window {
+            cluster,
+            plan,
+            location,
+        }) => (
+            topology::api_subject("recovery", "window"),
+            Body::RecoveryRequest(RecoveryRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<RecoveryRequest, _>(cluster)?,
+                plan: parsed_opt::<RecoveryRequest, _>(plan.as_ref())?,
+                location: parsed_opt::<RecoveryRequest, _>(location.as_ref())?,
+            }),
+            &[],
+        ),
         Command::Retention(RetentionCommand::Preview {
             cluster,
             plan,

@@ -73,6 +73,7 @@ pub(super) fn create(args: &CreateArgs) -> Result<ScheduleSpec, Failure> {
         pause_after_failures: args.pause_after_failures,
         annotations: args.annotations.iter().cloned().collect(),
         breaker: args.breaker.clone(),
+        objectives: args.objectives.clone(),
         copies: args.copies.clone().map(|c| c.0).unwrap_or_default(),
         confirm: args.yes,
         dry_run: args.dry_run,
@@ -155,6 +156,11 @@ pub(super) fn update(args: &UpdateArgs) -> Result<ScheduleUpdate, Failure> {
             .map(Some)
             .or(cleared(args.breaker_defaults)),
         copies: args.copies.clone().map(|c| c.0),
+        objectives: args
+            .objectives
+            .clone()
+            .map(Some)
+            .or(cleared(args.no_objectives)),
         confirm: args.yes,
         dry_run: args.dry_run,
     })

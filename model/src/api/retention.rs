@@ -30,6 +30,26 @@ impl Message for PreviewRequest {
     const KIND: &'static str = "request";
 }
 
+/// `recovery.window` request (`sexton recovery window --cluster C [--plan P] [--location L]`,
+/// issue 47): what each place can restore now, by plan, with the objectives checked. The
+/// retention-worker answers with a list of `sexton_shared::recovery::PlaceRecovery`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<PlanName>,
+    /// One place only (`primary`, or a location); absent: every place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
+}
+
+impl Message for RecoveryRequest {
+    const KIND: &'static str = "request";
+}
+
 /// `retention.approve` request (`sexton retention approve --cluster C --plan P`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

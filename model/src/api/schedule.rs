@@ -79,6 +79,9 @@ pub struct ScheduleSpec {
     /// retention policy (issue 28; docs/copies.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub copies: Vec<crate::copies::CopyRule>,
+    /// Recovery objectives at primary (issue 47; docs/recovery.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub objectives: Option<crate::objectives::Objectives>,
     /// Create it even though its policy deletes backups of the group at once (the reply of a
     /// request without it says which, and nothing is created).
     #[serde(default)]
@@ -126,6 +129,7 @@ impl ScheduleSpec {
             annotations: record.annotations.clone(),
             breaker: record.breaker.clone(),
             copies: record.copies.clone(),
+            objectives: record.objectives.clone(),
             confirm: false,
             dry_run: false,
         }
@@ -193,6 +197,7 @@ impl Message for ScheduleSpec {
         if let Some(verify) = &self.verify {
             verify.validate()?;
         }
+        validate_objectives(self.objectives.as_ref(), &self.copies)?;
         validate_labels(&self.labels)?;
         validate_annotations(&self.annotations)
     }
@@ -279,6 +284,13 @@ pub struct ScheduleUpdate {
         skip_serializing_if = "Option::is_none"
     )]
     pub verify: Option<Option<crate::records::VerifySpec>>,
+    /// Absent: unchanged; `null`: no objectives any more; an object: the new ones.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub objectives: Option<Option<crate::objectives::Objectives>>,
     /// Policy keys to change, merged into the stored policy (`null` removes a key): what
     /// `sexton schedule update --keep-last 5` sends, so the other rules stay. `policy`
     /// replaces the whole policy instead; giving both is refused.
@@ -457,6 +469,10 @@ impl Message for ScheduleUpdate {
         if let Some(Some(verify)) = &self.verify {
             verify.validate()?;
         }
+        validate_objectives(
+            self.objectives.as_ref().and_then(Option::as_ref),
+            self.copies.iter().flatten(),
+        )?;
         if let Some(Some(_)) = self.starting_deadline {
             validate_deadline_spellings(
                 self.starting_deadline.flatten(),
@@ -540,4 +556,22 @@ pub fn without_apply_annotations(value: &mut serde_json::Value) {
 pub fn drifted(record: &ScheduleRecord) -> Option<bool> {
     let applied = record.annotations.get(LAST_APPLIED)?;
     Some(*applied != ScheduleSpec::of_record(record).applied_digest())
+}
+
+/// Each objectives block states something (the schedule's and each copy rule's).
+fn validate_objectives<'a>(
+    objectives: Option<&crate::objectives::Objectives>,
+    copies: impl IntoIterator<Item = &'a crate::copies::CopyRule>,
+) -> Result<(), String> {
+    if let Some(objectives) = objectives {
+        objectives.validate()?;
+    }
+    for rule in copies {
+        if let Some(objectives) = &rule.objectives {
+            objectives
+                .validate()
+                .map_err(|why| format!("copies: {}: {why}", rule.to))?;
+        }
+    }
+    Ok(())
 }

@@ -15,39 +15,6 @@ use super::publish::{Jobs, Mark};
 use super::Worker;
 
 impl Worker {
-    /// `sexton_copies_recoverable_window_seconds`: how far back the copies a location keeps
-    /// reach (the start of the oldest full copy its plan keeps; unplanned, every full copy
-    /// that counts there is kept).
-    fn observe_location_group(
-        &self,
-        group: &GroupPlan,
-        location: &LocationName,
-        now: chrono::DateTime<chrono::Utc>,
-    ) {
-        let oldest_full = match &group.run {
-            Some(run) => run.oldest_kept_full,
-            None => group
-                .members
-                .engine
-                .backups
-                .iter()
-                .filter(|b| b.status == sexton_retention::BackupStatus::Completed)
-                .filter(|b| b.kind == sexton_retention::BackupKind::Full || !b.volumes.is_empty())
-                .filter_map(|b| b.started_at.or(b.completed_at))
-                .min(),
-        };
-        if let Some(oldest) = oldest_full {
-            self.metrics
-                .copies_recoverable_window
-                .with_label_values(&[
-                    group.cluster.as_str(),
-                    group.plan.as_str(),
-                    location.as_str(),
-                ])
-                .set((now - oldest.with_timezone(&chrono::Utc)).num_milliseconds() as f64 / 1e3);
-        }
-    }
-
     /// Carries out one location group's plan: the copies it deletes marked, their jobs
     /// published (again, for marks an earlier run made) once the audit has the marks.
     /// Returns the group's lock dates at its location (empty without locks there), for the
@@ -60,7 +27,6 @@ impl Worker {
         let Some(location) = &group.location else {
             return Ok(Default::default());
         };
-        self.observe_location_group(group, location, chrono::Utc::now());
         let Some(decision) = &group.run else {
             if let Some(reason) = &group.hold_reason {
                 tracing::debug!(%cluster, plan = %group.plan, %location, reason, "copies kept");

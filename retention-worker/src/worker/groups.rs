@@ -127,6 +127,11 @@ impl Worker {
                     .await;
             }
             plan.copy_delays = copy_delays(&schedules, &plan.plan);
+            plan.objectives = sexton_shared::recovery::objectives_for(
+                &schedules,
+                &plan.plan,
+                &sexton_shared::names::LocationName::primary(),
+            );
             plans.push(plan);
         }
         // A run plans each location's copies too (issue 28): per plan, over the copies that
@@ -158,6 +163,8 @@ impl Worker {
                         render,
                     );
                     plan.location = Some(location.clone());
+                    plan.objectives =
+                        sexton_shared::recovery::objectives_for(&schedules, &group.plan, location);
                     if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
                         let mut limits = self.envelope.limits(&schedules, &plan.plan, now);
                         // Full backups only: the newest copy there is as old as the last

@@ -60,6 +60,10 @@ pub struct GroupPlan {
     /// copy lag counts from a backup's completion plus it.
     #[serde(skip)]
     pub copy_delays: std::collections::BTreeMap<String, chrono::TimeDelta>,
+    /// The recovery objectives stated for the group at its place (issue 47): the schedules'
+    /// own at primary, their copy rules' at a location.
+    #[serde(skip)]
+    pub objectives: Option<sexton_shared::objectives::Objectives>,
 }
 
 impl GroupPlan {
@@ -98,6 +102,7 @@ impl GroupPlan {
             members,
             policy: None,
             copy_delays: Default::default(),
+            objectives: None,
         };
         let policy = match policy {
             Ok(policy) => policy,

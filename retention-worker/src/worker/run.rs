@@ -36,8 +36,10 @@ impl Worker {
             .into_iter()
             .partition(|group| group.location.is_some());
         let mut locks = std::collections::HashMap::new();
+        let segments = binlog.segments();
         for group in &at_primary {
             locks.extend(self.run_group(group, now).await?);
+            self.observe_recovery(group, &segments, now);
         }
         // Locks on the binlog archive follow the bases locked just now (issue 29).
         if !locks.is_empty() && binlog.collectable() {
@@ -46,9 +48,28 @@ impl Worker {
         }
         let mut location_locks: std::collections::BTreeMap<_, std::collections::HashMap<_, _>> =
             Default::default();
+        // Each location's own copy of the archive, read once per run: the log a restore
+        // there replays (the recovery gauges), and what its locks follow.
+        let mut archives: std::collections::BTreeMap<_, binlog::BinlogInput> = Default::default();
+        for location in at_locations.iter().filter_map(|g| g.location.as_ref()) {
+            if let (false, Some(store)) = (
+                archives.contains_key(location),
+                self.locations.get(location),
+            ) {
+                archives.insert(
+                    location.clone(),
+                    binlog::load(store, store.prefix(), cluster).await,
+                );
+            }
+        }
         for group in &at_locations {
             let locks = self.run_location_group(group).await?;
             if let Some(location) = &group.location {
+                let segments = archives
+                    .get(location)
+                    .map(binlog::BinlogInput::segments)
+                    .unwrap_or_default();
+                self.observe_recovery(group, &segments, now);
                 location_locks
                     .entry(location.clone())
                     .or_default()
@@ -57,10 +78,9 @@ impl Worker {
         }
         // A location's copy of the archive is locked as the copies there that need it.
         for (location, locks) in &location_locks {
-            let Some(store) = self.locations.get(location).filter(|_| !locks.is_empty()) else {
+            let Some(archive) = archives.get(location).filter(|_| !locks.is_empty()) else {
                 continue;
             };
-            let archive = binlog::load(store, store.prefix(), cluster).await;
             if archive.collectable() {
                 let at_location = at_locations
                     .iter()
@@ -399,22 +419,6 @@ impl Worker {
                 .last_verified
                 .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
                 .set(proven.map_or(0.0, |t| t.timestamp() as f64));
-        }
-        let oldest_full = match &group.run {
-            Some(run) => run.oldest_kept_full,
-            // Not planned: everything is kept.
-            None => backups
-                .iter()
-                .filter(|b| b.status == BackupStatus::Completed)
-                .filter(|b| b.kind == sexton_retention::BackupKind::Full || !b.volumes.is_empty())
-                .filter_map(|b| b.started_at.or(b.completed_at))
-                .min(),
-        };
-        if let Some(oldest) = oldest_full {
-            self.metrics
-                .recoverable_window
-                .with_label_values(&[group.cluster.as_str(), group.plan.as_str()])
-                .set((now - oldest.with_timezone(&Utc)).num_milliseconds() as f64 / 1e3);
         }
     }
 }

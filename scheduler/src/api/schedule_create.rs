@@ -69,6 +69,7 @@ impl Api {
             verify: spec.verify,
             breaker: spec.breaker,
             copies: spec.copies,
+            objectives: spec.objectives,
             created_at: now,
             generation: 1,
             status: ScheduleStatus {

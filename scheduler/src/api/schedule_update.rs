@@ -295,6 +295,9 @@ fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) -> Result<(),
     if let Some(verify) = &req.verify {
         record.verify = verify.clone();
     }
+    if let Some(objectives) = &req.objectives {
+        record.objectives = objectives.clone();
+    }
     if let Some(full_every) = req.full_every {
         record.full_every = full_every;
     }

@@ -308,6 +308,13 @@ pub struct UpdateArgs {
     /// [{"to": "dr", "policy": {"keep_monthly": 12}, "select": "fulls", "storage_class": "STANDARD_IA"}].
     #[arg(long, value_parser = parse_copies)]
     pub copies: Option<CopyRules>,
+    /// Replaces the recovery objectives at primary, as JSON (docs/recovery.md):
+    /// {"rpo": "1h", "window": "30d", "tested_within": "7d"}.
+    #[arg(long, value_parser = parse_objectives, conflicts_with = "no_objectives")]
+    pub objectives: Option<sexton_shared::objectives::Objectives>,
+    /// Removes the recovery objectives.
+    #[arg(long)]
+    pub no_objectives: bool,
     /// Back to the server's breaker defaults.
     #[arg(long)]
     pub breaker_defaults: bool,
@@ -457,6 +464,10 @@ pub struct CreateArgs {
     /// [{"to": "dr", "policy": {"keep_monthly": 12}}].
     #[arg(long, value_parser = parse_copies)]
     pub copies: Option<CopyRules>,
+    /// Recovery objectives at primary, as JSON (docs/recovery.md; a copy rule takes its own):
+    /// {"rpo": "1h", "window": "30d", "tested_within": "7d"}.
+    #[arg(long, value_parser = parse_objectives)]
+    pub objectives: Option<sexton_shared::objectives::Objectives>,
     /// Go ahead although the policy deletes backups of the group kept now (shown first).
     #[arg(long)]
     pub yes: bool,
