@@ -738,14 +738,53 @@ pub async fn get(
     let live = live_schedules(client).await?;
     let now = chrono::Utc::now();
     let status_at = with_status.then_some(now);
-    let manifests: Vec<Value> = live
+    let mut manifests = Vec::new();
+    for record in live
         .iter()
         .map(|described| &described.schedule)
         .filter(|record| name.is_none_or(|name| record.name.as_str() == name))
         .filter(|record| selector.is_none_or(|s| s.matches(Some(&labels_of(&record.labels)))))
-        .map(|record| manifest::manifest_of(record, status_at))
-        .collect();
+    {
+        let mut manifest = manifest::manifest_of(record, status_at);
+        if with_status && states_objectives(record) {
+            let condition = recoverable_condition(client, record).await;
+            if let Some(conditions) = manifest
+                .pointer_mut("/status/conditions")
+                .and_then(Value::as_array_mut)
+            {
+                conditions.push(serde_json::to_value(condition).expect("conditions serialise"));
+            }
+        }
+        manifests.push(manifest);
+    }
     write_found(output, "schedule", name, &manifests)
+}
+
+/// Whether a schedule states recovery objectives, for primary or for a copy rule's location.
+fn states_objectives(record: &ScheduleRecord) -> bool {
+    record.objectives.is_some() || record.copies.iter().any(|rule| rule.objectives.is_some())
+}
+
+/// The `Recoverable` condition of a schedule with objectives (issue 47): its group's recovery
+/// value at every place, as the retention-worker computes it now (`recovery.window`); the
+/// schedule's own objectives and its copy rules' are those checked.
+async fn recoverable_condition(
+    client: &Client,
+    record: &ScheduleRecord,
+) -> sexton_shared::conditions::Condition {
+    let request = sexton_shared::api::RecoveryRequest {
+        schema_version: sexton_shared::wire::SCHEMA_VERSION,
+        cluster: record.cluster.clone(),
+        plan: Some(record.plan.clone()),
+        location: None,
+    };
+    let subject = sexton_shared::topology::api_subject("recovery", "window");
+    let answer: Result<Vec<sexton_shared::recovery::PlaceRecovery>, Failure> =
+        client.call_as(&subject, &request).await;
+    match answer {
+        Ok(places) => sexton_shared::conditions::recoverable(Ok(&places)),
+        Err(failure) => sexton_shared::conditions::recoverable(Err(&failure.message)),
+    }
 }
 
 /// Whether apply manages an object (its annotation says so): only those are ever pruned.

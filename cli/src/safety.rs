@@ -133,6 +133,9 @@ pub fn print_policy_change(what: &str, effect: &PolicyEffect) {
         "  backups kept whole: {} -> {}",
         effect.n_keep_before, effect.n_keep_after
     );
+    for broken in &effect.objectives_broken {
+        eprintln!("  breaks the recovery objective {broken}");
+    }
     match effect.deleted.len() {
         0 => eprintln!("  deletes nothing kept now"),
         n => {

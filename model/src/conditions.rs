@@ -8,6 +8,9 @@
 //! - `Held`: the schedule is paused, by a person or by the scheduler after
 //!   `pause_after_failures`; it takes no backups until unpaused.
 //! - `Failing`: its latest backup failed (and how many in a row).
+//! - `Recoverable` (issue 47, only for a schedule that states recovery objectives): every
+//!   objective met at every place it is stated for, as the recovery value says now
+//!   ([`recoverable`]; `Unknown` when the retention-worker did not answer).
 //!
 //! A health check reads `Held` first (a paused schedule is suspended, not broken), then
 //! `Failing` and `Ready` (docs/gitops.md).
@@ -47,6 +50,55 @@ impl Condition {
     pub fn holds(&self) -> bool {
         self.status == "True"
     }
+}
+
+/// The `Recoverable` condition of a schedule with objectives, from the places' recovery values
+/// (`None`: they could not be read, `why`): `True` when every objective checked there is met,
+/// `False` naming each one missed, where and by how much.
+pub fn recoverable(places: Result<&[crate::objectives::PlaceRecovery], &str>) -> Condition {
+    let places = match places {
+        Ok(places) => places,
+        Err(why) => {
+            return Condition {
+                kind: "Recoverable".into(),
+                status: "Unknown".into(),
+                reason: "RecoveryUnknown".into(),
+                message: format!("the recovery value could not be read: {why}"),
+            }
+        }
+    };
+    let checked: Vec<String> = places
+        .iter()
+        .flat_map(|place| place.objectives.iter().map(move |check| (place, check)))
+        .filter(|(_, check)| !check.met)
+        .map(|(place, check)| {
+            format!(
+                "{} {} at {} missed: {}",
+                check.objective, check.target, place.location, check.message
+            )
+        })
+        .collect();
+    let stated = places
+        .iter()
+        .map(|place| place.objectives.len())
+        .sum::<usize>();
+    if stated == 0 {
+        return Condition::new(
+            "Recoverable",
+            true,
+            "NoObjectives",
+            "no recovery objective is stated for any place".into(),
+        );
+    }
+    if checked.is_empty() {
+        return Condition::new(
+            "Recoverable",
+            true,
+            "ObjectivesMet",
+            format!("all {stated} recovery objectives are met"),
+        );
+    }
+    Condition::new("Recoverable", false, "ObjectiveMissed", checked.join("; "))
 }
 
 /// What became of the schedule's latest backup, as far as its reports said.
@@ -182,6 +234,39 @@ pub fn schedule_conditions(record: &ScheduleRecord, now: DateTime<Utc>) -> Vec<C
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recoverable_says_which_objective_is_missed_where_and_unknown_without_an_answer() {
+        let place = |location: &str, met: bool| -> crate::objectives::PlaceRecovery {
+            serde_json::from_value(serde_json::json!({
+                "location": location, "plan": "p",
+                "recovery": {"points": [], "intervals": [], "gaps": []},
+                "objectives": [{"objective": "window", "target": "2h", "met": met,
+                                "short_seconds": if met { 0 } else { 600 },
+                                "message": "10m of the last 2h cannot be restored"}],
+            }))
+            .unwrap()
+        };
+        let all_met = recoverable(Ok(&[place("primary", true), place("dr", true)]));
+        assert_eq!(
+            (all_met.status.as_str(), all_met.reason.as_str()),
+            ("True", "ObjectivesMet")
+        );
+        let missed = recoverable(Ok(&[place("primary", true), place("dr", false)]));
+        assert_eq!(
+            (missed.status.as_str(), missed.reason.as_str()),
+            ("False", "ObjectiveMissed")
+        );
+        assert_eq!(
+            missed.message,
+            "window 2h at dr missed: 10m of the last 2h cannot be restored"
+        );
+        let unknown = recoverable(Err("no answer within 15s"));
+        assert_eq!(unknown.status, "Unknown");
+        assert!(unknown.message.contains("no answer within 15s"));
+        let none = recoverable(Ok(&[]));
+        assert_eq!(none.reason, "NoObjectives");
+    }
 
     fn record(extra: serde_json::Value) -> ScheduleRecord {
         let mut base = serde_json::json!({

@@ -17,8 +17,12 @@
 //! here, as everywhere outside a retention policy). The checks are the recovery value's
 //! (`sexton_shared::recovery`); these are the values only.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use sexton_retention::recovery::Recovery;
 use sexton_schedule::Span;
+
+use crate::names::{LocationName, PlanName};
 
 /// A schedule's (or a copy rule's) recovery objectives. Each is optional; an empty block is
 /// refused (say nothing instead).
@@ -65,6 +69,56 @@ fn min(a: Option<Span>, b: Option<Span>) -> Option<Span> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+/// What one place can restore of one plan's backups, and how that measures up.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlaceRecovery {
+    pub location: LocationName,
+    pub plan: PlanName,
+    pub recovery: Recovery,
+    /// The `recovery_window` the policy there promises, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promised_window: Option<String>,
+    /// `now` minus the newest restorable instant (the log's tail included), in seconds:
+    /// the recovery point age. `None`: nothing is restorable there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point_age_seconds: Option<i64>,
+    /// The newest restore test that passed there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed_test: Option<PassedTest>,
+    /// Each objective stated for the place, checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objectives: Vec<ObjectiveCheck>,
+}
+
+/// A restore test that passed at a place.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PassedTest {
+    pub id: String,
+    pub at: DateTime<Utc>,
+}
+
+/// One objective, checked at `now`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ObjectiveCheck {
+    /// `rpo`, `window` or `tested_within`.
+    pub objective: String,
+    /// The objective as written (`1h`).
+    pub target: String,
+    pub met: bool,
+    /// By how many seconds it is missed (0 when met): the recovery point's age beyond the
+    /// rpo, the window's unrestorable seconds, the last passed test's age beyond its span.
+    pub short_seconds: i64,
+    /// What was measured, for a person.
+    pub message: String,
+}
+
+impl PlaceRecovery {
+    /// Whether every objective stated is met (true when none is stated).
+    pub fn objectives_met(&self) -> bool {
+        self.objectives.iter().all(|check| check.met)
     }
 }
 

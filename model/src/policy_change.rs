@@ -85,6 +85,11 @@ pub struct PolicyEffect {
     /// change does not need a second confirmation nobody announced (issue 26).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker_holds: Option<BreakerForecast>,
+    /// Recovery objectives (issue 47) the change would break at the place: each met now and
+    /// missed after it, or missed by more, with by how much. A change that breaks one needs
+    /// confirming as one that deletes does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub objectives_broken: Vec<String>,
 }
 
 /// Why the breaker will hold the run after a policy change, and the command that lets it go.
@@ -102,8 +107,22 @@ impl PolicyEffect {
         !self.deleted.is_empty() || !self.volumes_deleted.is_empty()
     }
 
-    /// The sentence of a refusal: how many backups go, and how to go ahead.
+    /// Whether the change needs a person's confirmation: it deletes something kept now, or
+    /// breaks a recovery objective.
+    pub fn needs_confirmation(&self) -> bool {
+        self.deletes() || !self.objectives_broken.is_empty()
+    }
+
+    /// The sentence of a refusal: how many backups go, which objectives break, and how to go
+    /// ahead.
     pub fn refusal(&self, what: &str) -> String {
+        if !self.deletes() {
+            return format!(
+                "{what} would break recovery objective(s): {}; confirm it (sexton: --yes, API: \
+                 \"confirm\": true) or change nothing",
+                self.objectives_broken.join("; ")
+            );
+        }
         let ids: Vec<&str> = self
             .deleted
             .iter()
@@ -125,6 +144,12 @@ impl PolicyEffect {
             text.push_str(&format!(
                 " and {} volume(s) of backups that stay",
                 self.volumes_deleted.len()
+            ));
+        }
+        if !self.objectives_broken.is_empty() {
+            text.push_str(&format!(
+                ", and break recovery objective(s): {}",
+                self.objectives_broken.join("; ")
             ));
         }
         text.push_str("; confirm it (sexton: --yes, API: \"confirm\": true) or change nothing");

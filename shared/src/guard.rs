@@ -101,6 +101,7 @@ fn effect_over(
         n_keep_before: change.n_keep_current,
         n_keep_after: change.n_keep_proposed,
         breaker_holds: None,
+        objectives_broken: Vec::new(),
     })
 }
 

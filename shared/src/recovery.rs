@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use sexton_retention::recovery::{restorable, Recovery};
 
 use crate::copies::CopyState;
@@ -19,55 +18,7 @@ use crate::names::{LocationName, PlanName};
 use crate::objectives::Objectives;
 use crate::records::{BackupRecord, ScheduleRecord};
 
-/// What one place can restore of one plan's backups, and how that measures up.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct PlaceRecovery {
-    pub location: LocationName,
-    pub plan: PlanName,
-    pub recovery: Recovery,
-    /// The `recovery_window` the policy there promises, as written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub promised_window: Option<String>,
-    /// `now` minus the newest restorable instant (the log's tail included), in seconds:
-    /// the recovery point age. `None`: nothing is restorable there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub point_age_seconds: Option<i64>,
-    /// The newest restore test that passed there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub passed_test: Option<PassedTest>,
-    /// Each objective stated for the place, checked.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub objectives: Vec<ObjectiveCheck>,
-}
-
-/// A restore test that passed at a place.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct PassedTest {
-    pub id: String,
-    pub at: DateTime<Utc>,
-}
-
-/// One objective, checked at `now`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ObjectiveCheck {
-    /// `rpo`, `window` or `tested_within`.
-    pub objective: String,
-    /// The objective as written (`1h`).
-    pub target: String,
-    pub met: bool,
-    /// By how many seconds it is missed (0 when met): the recovery point's age beyond the
-    /// rpo, the window's unrestorable seconds, the last passed test's age beyond its span.
-    pub short_seconds: i64,
-    /// What was measured, for a person.
-    pub message: String,
-}
-
-impl PlaceRecovery {
-    /// Whether every objective stated is met (true when none is stated).
-    pub fn objectives_met(&self) -> bool {
-        self.objectives.iter().all(|check| check.met)
-    }
-}
+pub use crate::objectives::{ObjectiveCheck, PassedTest, PlaceRecovery};
 
 /// The newest restore test that passed for `record` at `location` (`None`: primary): at
 /// primary, its history's newest `verified` entry without a location; at a location, the
@@ -95,12 +46,16 @@ pub fn passed_test_at(
 }
 
 /// The seconds of `[start, newest]` that `recovery` cannot restore to, and the first reason:
-/// everything before the oldest restorable instant, and every gap (or part) after `start`.
-/// Nothing restorable at all: the whole span to `now`.
+/// everything before the oldest restorable instant and, where the place has a log archive
+/// (`with_log`), every gap (or part) after `start`. Without a log nothing between two backups
+/// is restorable, and no window of every instant is promised: the window then asks only that
+/// the backups reach back to its start (as a retention period does). Nothing restorable at
+/// all: the whole span to `now`.
 pub fn window_shortfall(
     recovery: &Recovery,
     start: DateTime<Utc>,
     now: DateTime<Utc>,
+    with_log: bool,
 ) -> (i64, Option<String>) {
     let Some(oldest) = recovery.oldest() else {
         return (
@@ -117,7 +72,7 @@ pub fn window_shortfall(
             oldest.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         ));
     }
-    for gap in &recovery.gaps {
+    for gap in recovery.gaps.iter().filter(|_| with_log) {
         let from = gap.from.max(start);
         if gap.to > from {
             short += (gap.to - from).num_seconds();
@@ -134,11 +89,13 @@ pub fn window_shortfall(
     (short, why)
 }
 
-/// Checks `objectives` against a place's recovery value and its newest passed test.
+/// Checks `objectives` against a place's recovery value and its newest passed test; `with_log`:
+/// the place has a log archive, so a window promises every instant ([`window_shortfall`]).
 pub fn check_objectives(
     objectives: &Objectives,
     recovery: &Recovery,
     passed_test: Option<DateTime<Utc>>,
+    with_log: bool,
     now: DateTime<Utc>,
 ) -> Vec<ObjectiveCheck> {
     let mut checks = Vec::new();
@@ -163,7 +120,7 @@ pub fn check_objectives(
     }
     if let Some(window) = objectives.window {
         let start = now - window.delta();
-        let (short, why) = window_shortfall(recovery, start, now);
+        let (short, why) = window_shortfall(recovery, start, now, with_log);
         checks.push(ObjectiveCheck {
             objective: "window".into(),
             target: window.to_string(),
@@ -228,8 +185,12 @@ pub fn judge_place(
     now: DateTime<Utc>,
 ) -> PlaceRecovery {
     let recovery = restorable(catalog, now);
+    let with_log = !catalog.binlog_segments.is_empty();
     let objectives = objectives
-        .map(|o| check_objectives(o, &recovery, passed_test.as_ref().map(|t| t.at), now))
+        .map(|o| {
+            let passed = passed_test.as_ref().map(|t| t.at);
+            check_objectives(o, &recovery, passed, with_log, now)
+        })
         .unwrap_or_default();
     PlaceRecovery {
         location: location.clone(),
@@ -284,6 +245,91 @@ pub fn promised_window(
         .cloned()
     };
     policy.and_then(|p| p.recovery_window.map(|w| w.to_string()))
+}
+
+/// The recovery objectives a policy change breaks at one place (issue 47): over the place's
+/// `catalog` (its records in the engine's form there), each objective is checked on what the
+/// plan of `before` leaves and on what the plan of `after` leaves (`None`: unplanned, everything
+/// kept); one missed after the change by more than before is broken, said with both measures.
+/// Judged over the backups alone when `catalog` holds no log segments (the guard does not read
+/// the archive): a window then narrows only as its oldest point moves.
+pub fn objectives_broken(
+    catalog: &sexton_retention::Catalog,
+    before: Option<&crate::records::Policy>,
+    after: Option<&crate::records::Policy>,
+    objectives: &Objectives,
+    passed_test: Option<DateTime<Utc>>,
+    location: &LocationName,
+    now: DateTime<Utc>,
+) -> Result<Vec<String>, sexton_retention::PlanError> {
+    let checks = |policy: Option<&crate::records::Policy>| {
+        let left = match policy {
+            Some(policy) => {
+                let plan = sexton_retention::plan(catalog, policy, now)?;
+                sexton_retention::recovery::after_plan(catalog, &plan)
+            }
+            None => catalog.clone(),
+        };
+        Ok::<_, sexton_retention::PlanError>(check_objectives(
+            objectives,
+            &restorable(&left, now),
+            passed_test,
+            !left.binlog_segments.is_empty(),
+            now,
+        ))
+    };
+    let before = checks(before)?;
+    let after = checks(after)?;
+    Ok(after
+        .iter()
+        .filter_map(|later| {
+            let now_short = before
+                .iter()
+                .find(|c| c.objective == later.objective)
+                .map_or(0, |c| c.short_seconds);
+            (later.short_seconds > now_short).then(|| {
+                format!(
+                    "{} {} at {location}: {} now, missed by {} after the change ({})",
+                    later.objective,
+                    later.target,
+                    if now_short == 0 {
+                        "met".to_string()
+                    } else {
+                        format!("missed by {}", seconds_text(now_short))
+                    },
+                    seconds_text(later.short_seconds),
+                    later.message
+                )
+            })
+        })
+        .collect())
+}
+
+/// Objectives a policy can never meet, whatever is taken (issue 47): a `window` longer than the
+/// longest the policy can keep a backup ([`crate::copies::longest_keep_days`], counted
+/// generously, with the schedule's interval between backups when known). Unbounded policies
+/// (an unlimited count, tags) can meet any window. Each with why, naming the place.
+pub fn unmeetable(
+    objectives: &Objectives,
+    policy: &crate::records::Policy,
+    interval_days: Option<f64>,
+    location: &LocationName,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some(window), Some(longest)) = (
+        objectives.window,
+        crate::copies::longest_keep_days(policy, interval_days),
+    ) {
+        let wanted = window.seconds() as f64 / 86_400.0;
+        if longest < wanted {
+            out.push(format!(
+                "window {window} at {location} cannot be met: its policy keeps a backup at \
+                 most about {} day(s)",
+                (longest * 10.0).round() / 10.0
+            ));
+        }
+    }
+    out
 }
 
 /// Every place's recovery value for a cluster's `records` (or those of `only_plan`; one
@@ -405,7 +451,7 @@ mod tests {
         let objectives: Objectives =
             serde_json::from_value(json!({"rpo": "2h", "window": "1d", "tested_within": "7d"}))
                 .unwrap();
-        let checks = check_objectives(&objectives, &value, None, now);
+        let checks = check_objectives(&objectives, &value, None, true, now);
         let by: BTreeMap<&str, &ObjectiveCheck> =
             checks.iter().map(|c| (c.objective.as_str(), c)).collect();
         assert!(by["rpo"].met, "{checks:?}");
@@ -417,7 +463,13 @@ mod tests {
         assert!(by["tested_within"]
             .message
             .contains("no restore test has passed"));
-        let tested = check_objectives(&objectives, &value, Some(at("2026-12-01T12:00:00Z")), now);
+        let tested = check_objectives(
+            &objectives,
+            &value,
+            Some(at("2026-12-01T12:00:00Z")),
+            true,
+            now,
+        );
         assert!(
             tested
                 .iter()
@@ -427,12 +479,103 @@ mod tests {
         );
         // A window older than the oldest point is short by the difference.
         let long: Objectives = serde_json::from_value(json!({"window": "3d"})).unwrap();
-        let checks = check_objectives(&long, &value, None, now);
+        let checks = check_objectives(&long, &value, None, true, now);
         assert_eq!(checks[0].short_seconds, 24 * 3600 + 23 * 3600, "{checks:?}");
+        // Without a log the gaps between backups are no promise broken: only the reach counts.
+        let reach = check_objectives(&objectives, &value, None, false, now);
+        assert!(
+            reach.iter().find(|c| c.objective == "window").unwrap().met,
+            "{reach:?}"
+        );
+        let checks = check_objectives(&long, &value, None, false, now);
+        assert_eq!(checks[0].short_seconds, 24 * 3600, "{checks:?}");
         // Nothing restorable: every objective missed, the rpo by all of itself.
-        let checks = check_objectives(&objectives, &Recovery::default(), None, now);
+        let checks = check_objectives(&objectives, &Recovery::default(), None, true, now);
         assert!(checks.iter().all(|c| !c.met), "{checks:?}");
         assert_eq!(checks[0].short_seconds, 7200);
+    }
+
+    #[test]
+    fn a_window_longer_than_the_policy_can_keep_is_unmeetable() {
+        let primary = LocationName::primary();
+        let window: Objectives = serde_json::from_value(json!({"window": "30d"})).unwrap();
+        let policy = |text: &str| crate::records::Policy::from_json(text).unwrap();
+        let short = unmeetable(&window, &policy(r#"{"keep_last": 3}"#), Some(1.0), &primary);
+        assert_eq!(short.len(), 1, "{short:?}");
+        assert!(
+            short[0].contains("window 30d at primary cannot be met"),
+            "{short:?}"
+        );
+        assert!(short[0].contains("about 3 day(s)"), "{short:?}");
+        assert!(unmeetable(
+            &window,
+            &policy(r#"{"keep_daily": 31}"#),
+            Some(1.0),
+            &primary
+        )
+        .is_empty());
+        assert!(unmeetable(
+            &window,
+            &policy(r#"{"recovery_window": "30d"}"#),
+            Some(1.0),
+            &primary
+        )
+        .is_empty());
+        // keep_last without a known interval is unbounded: nothing said.
+        assert!(unmeetable(&window, &policy(r#"{"keep_last": 3}"#), None, &primary).is_empty());
+        let rpo_only: Objectives = serde_json::from_value(json!({"rpo": "1h"})).unwrap();
+        assert!(unmeetable(
+            &rpo_only,
+            &policy(r#"{"keep_last": 1}"#),
+            Some(1.0),
+            &primary
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_policy_change_that_narrows_the_window_breaks_it_and_says_by_how_much() {
+        let now = at("2026-01-10T00:00:00Z");
+        let catalog = sexton_retention::Catalog {
+            backups: (1..=9)
+                .map(|day| {
+                    serde_json::from_value(json!({
+                        "id": format!("b{day}"), "status": "completed", "kind": "full",
+                        "completed_at": format!("2026-01-0{day}T00:00:00Z"),
+                    }))
+                    .unwrap()
+                })
+                .collect(),
+            binlog_segments: Vec::new(),
+        };
+        let policy = |text: &str| crate::records::Policy::from_json(text).unwrap();
+        let objectives: Objectives = serde_json::from_value(json!({"window": "7d"})).unwrap();
+        let primary = LocationName::primary();
+        let broken = objectives_broken(
+            &catalog,
+            Some(&policy(r#"{"keep_last": 9}"#)),
+            Some(&policy(r#"{"keep_last": 2}"#)),
+            &objectives,
+            None,
+            &primary,
+            now,
+        )
+        .unwrap();
+        assert_eq!(broken.len(), 1, "{broken:?}");
+        assert!(broken[0].starts_with("window 7d at primary:"), "{broken:?}");
+        assert!(broken[0].contains("missed by"), "{broken:?}");
+        // Keeping as much as before (or more) breaks nothing.
+        let kept = objectives_broken(
+            &catalog,
+            Some(&policy(r#"{"keep_last": 2}"#)),
+            Some(&policy(r#"{"keep_last": 9}"#)),
+            &objectives,
+            None,
+            &primary,
+            now,
+        )
+        .unwrap();
+        assert!(kept.is_empty(), "{kept:?}");
     }
 
     #[test]

@@ -114,7 +114,21 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
         &config,
         Members {
             executor: false,
+            retention_worker: false,
             ..Members::ALL
+        },
+    );
+    // The retention-worker on a metrics port of its own: its recovery gauges are read below.
+    let metrics_port = free_port();
+    let mut worker_config = config.clone();
+    worker_config.http.listen = format!("127.0.0.1:{metrics_port}");
+    let worker = Fleet::start(
+        &worker_config,
+        Members {
+            scheduler: false,
+            retention_worker: true,
+            deleter: false,
+            executor: false,
         },
     );
     let (copier_stop, copier) = {
@@ -129,8 +143,9 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
     create_schedule(
         &client,
         json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
-               "policy": {"keep_last": 2},
-               "copies": [{"to": "dr", "policy": {"keep_last": 5}}]}),
+               "policy": {"keep_last": 2}, "objectives": {"rpo": "2h", "window": "90m"},
+               "copies": [{"to": "dr", "policy": {"keep_last": 5},
+                           "objectives": {"window": "5h", "tested_within": "1d"}}]}),
     )
     .await;
     let topo = topology::ensure(&js, 1).await.unwrap();
@@ -237,6 +252,108 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
         "the test failed at once: {asked}"
     );
 
+    // What each place can restore, as `sexton recovery window` shows it: primary the two it
+    // keeps, dr all four; the objectives checked there (primary's rpo met; dr's 5h window
+    // missed, its oldest backup being 4h old; no restore test passed there yet).
+    let window = sexton_cli(
+        &config,
+        &["recovery", "window", "--cluster", "c1", "-o", "json"],
+    );
+    assert!(
+        window.status.success(),
+        "{}",
+        String::from_utf8_lossy(&window.stderr)
+    );
+    let places: Vec<Value> = serde_json::from_slice(&window.stdout).unwrap();
+    let points = |place: &Value| -> Vec<String> {
+        place["recovery"]["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(places.len(), 2, "{places:?}");
+    assert_eq!(places[0]["location"], "primary");
+    assert_eq!(points(&places[0]), ["f-b3", "f-b4"]);
+    assert_eq!(places[1]["location"], "dr");
+    assert_eq!(points(&places[1]), IDS);
+    let met = |place: &Value, objective: &str| -> bool {
+        place["objectives"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["objective"] == objective)
+            .unwrap_or_else(|| panic!("no {objective} checked: {place}"))["met"]
+            .as_bool()
+            .unwrap()
+    };
+    assert!(met(&places[0], "rpo"), "{}", places[0]);
+    assert!(met(&places[0], "window"), "{}", places[0]);
+    assert!(!met(&places[1], "window"), "{}", places[1]);
+    assert!(!met(&places[1], "tested_within"), "{}", places[1]);
+    let table = sexton_cli(&config, &["recovery", "window", "--cluster", "c1"]);
+    let table = String::from_utf8_lossy(&table.stdout).to_string();
+    assert!(table.contains("dr / full:"), "{table}");
+    assert!(table.contains("objective window 5h: MISSED"), "{table}");
+    // And `get schedule` adds the condition a health check reads.
+    let got = sexton_cli(&config, &["get", "schedule", "f", "-o", "json"]);
+    assert!(
+        got.status.success(),
+        "{}",
+        String::from_utf8_lossy(&got.stderr)
+    );
+    let got: Value = serde_json::from_slice(&got.stdout).unwrap();
+    let recoverable = got["items"][0]["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Recoverable")
+        .unwrap_or_else(|| panic!("no Recoverable condition: {got}"))
+        .clone();
+    assert_eq!(recoverable["status"], "False", "{recoverable}");
+    assert_eq!(recoverable["reason"], "ObjectiveMissed", "{recoverable}");
+    assert!(
+        recoverable["message"]
+            .as_str()
+            .unwrap()
+            .contains("window 5h at dr missed"),
+        "{recoverable}"
+    );
+    // The retention-worker's runs say the same on /metrics.
+    let gauge = |location: &str, objective: &str| {
+        http_get(metrics_port, "/metrics").and_then(|(_, page)| {
+            page.lines()
+                .filter(|line| line.starts_with("sexton_recovery_objective_met{"))
+                .find(|line| {
+                    line.contains("cluster=\"c1\"")
+                        && line.contains(&format!("location=\"{location}\""))
+                        && line.contains(&format!("objective=\"{objective}\""))
+                })
+                .and_then(|line| line.rsplit(' ').next()?.parse::<i64>().ok())
+        })
+    };
+    eventually("the objective gauges", Duration::from_secs(60), || async {
+        (gauge("primary", "rpo") == Some(1) && gauge("dr", "window") == Some(0)).then_some(())
+    })
+    .await;
+
+    // A policy change that narrows what primary keeps is refused without --yes, naming the
+    // objective it breaks there and by how much; nothing changes.
+    let narrowed = sexton_cli(&config, &["schedule", "update", "f", "--keep-last", "1"]);
+    let stderr = String::from_utf8_lossy(&narrowed.stderr).to_string();
+    assert!(!narrowed.status.success(), "{stderr}");
+    assert!(
+        stderr
+            .contains("breaks the recovery objective window 1h30m at primary: met now, missed by"),
+        "{stderr}"
+    );
+    let b3 = record(&catalog, "f-b3").await.unwrap();
+    assert!(
+        b3.held_at_primary() && b3.status == BackupStatus::Completed,
+        "{b3:?}"
+    );
+
     // 2. f-b1's data at dr written over with the storage credential: tampering, not loss.
     let data = b1.copies[&dr_name]
         .objects
@@ -309,5 +426,6 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
 
     copier_stop.trigger();
     copier.await.unwrap().unwrap();
+    worker.stop().await.unwrap();
     fleet.stop().await.unwrap();
 }

@@ -78,6 +78,10 @@ impl Api {
             },
         };
         self.check_copies(&record)?;
+        warnings.extend(super::schedule_update::unmeetable_objectives(
+            &record,
+            Utc::now(),
+        ));
         // Replaced: deleted, then created again with the same name (a GitOps tool's prune and
         // re-apply, a Helm upgrade that recreates it; velero#4093). It keeps the status it had,
         // so it neither fires at once nor waits a whole period for nothing.

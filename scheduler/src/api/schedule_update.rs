@@ -60,8 +60,19 @@ impl Api {
                 "cannot say what the policy does to the group's backups: {err}"
             ))
         };
-        let mut effect =
-            guard::policy_effect(&records, before, after_policy.clone(), now).map_err(cannot)?;
+        let mut effect = guard::policy_effect(&records, before.clone(), after_policy.clone(), now)
+            .map_err(cannot)?;
+        let primary = LocationName::primary();
+        effect.objectives_broken = objectives_broken(
+            &records,
+            &changed,
+            after,
+            &primary,
+            before,
+            after_policy.clone(),
+            now,
+        )
+        .map_err(cannot)?;
         // Would the breaker hold the run that carries the change out? Judged as the
         // retention-worker will: the group's schedules after the change, the server's limits.
         if let (true, Ok(policy)) = (effect.deletes(), after_policy) {
@@ -128,12 +139,29 @@ impl Api {
             if before.is_ok() && before == after_policy {
                 continue;
             }
-            let effect = guard::copy_policy_effect(&records, location, before, after_policy, now)
-                .map_err(|err| {
+            let cannot = |err: sexton_retention::PlanError| {
                 unavailable(format!(
                     "cannot say what the copy rule does to the copies at {location}: {err}"
                 ))
-            })?;
+            };
+            let mut effect = guard::copy_policy_effect(
+                &records,
+                location,
+                before.clone(),
+                after_policy.clone(),
+                now,
+            )
+            .map_err(cannot)?;
+            effect.objectives_broken = objectives_broken(
+                &records,
+                &changed,
+                after,
+                location,
+                before,
+                after_policy,
+                now,
+            )
+            .map_err(cannot)?;
             effects.insert(location.clone(), effect);
         }
         Ok(effects)
@@ -170,6 +198,15 @@ impl Api {
             Vec::new()
         };
         warnings.extend(converted);
+        let objectives_changed = preview.objectives != current.objectives
+            || preview
+                .copies
+                .iter()
+                .map(|r| &r.objectives)
+                .ne(current.copies.iter().map(|r| &r.objectives));
+        if objectives_changed {
+            warnings.extend(unmeetable_objectives(&preview, Utc::now()));
+        }
         if preview.policy != current.policy {
             warnings.extend(preview.policy.month_readings());
             if let Some(lock) = &self.config.s3.lock {
@@ -184,7 +221,7 @@ impl Api {
         } else {
             None
         };
-        if let Some(effect) = effect.as_ref().filter(|e| e.deletes()) {
+        if let Some(effect) = effect.as_ref().filter(|e| e.needs_confirmation()) {
             if !req.confirm && !req.dry_run {
                 return Err(ApiError::unconfirmed(
                     effect.refusal(&format!("changing the policy of schedule {}", req.name)),
@@ -197,7 +234,8 @@ impl Api {
         } else {
             BTreeMap::new()
         };
-        if let Some((location, effect)) = copy_changes.iter().find(|(_, e)| e.deletes()) {
+        if let Some((location, effect)) = copy_changes.iter().find(|(_, e)| e.needs_confirmation())
+        {
             if !req.confirm && !req.dry_run {
                 return Err(ApiError::unconfirmed(
                     effect.refusal(&format!(
@@ -311,4 +349,93 @@ fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) -> Result<(),
         record.copies = copies.clone();
     }
     Ok(())
+}
+
+/// The recovery objectives `after` states for its plan at `location` that the policy change
+/// there (`before` to `after_policy`) breaks, over the group's `records` as that place holds
+/// them ([`sexton_shared::recovery::objectives_broken`]); none when it states none there.
+fn objectives_broken(
+    records: &[&BackupRecord],
+    changed: &[ScheduleRecord],
+    after: &ScheduleRecord,
+    location: &LocationName,
+    before: Result<&Policy, String>,
+    after_policy: Result<&Policy, String>,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<String>, sexton_retention::PlanError> {
+    let Some(objectives) = sexton_shared::recovery::objectives_for(changed, &after.plan, location)
+    else {
+        return Ok(Vec::new());
+    };
+    let at = (!location.is_primary()).then_some(location);
+    let mut backups = Vec::new();
+    let mut passed = None;
+    for record in records {
+        let engine = match at {
+            Some(name) => record.to_engine_at(name),
+            None => record.held_at_primary().then(|| record.to_engine()),
+        };
+        if let Some(engine) = engine {
+            backups.push(engine);
+            passed = passed.max(sexton_shared::recovery::passed_test_at(record, at));
+        }
+    }
+    let catalog = sexton_retention::Catalog {
+        backups,
+        binlog_segments: Vec::new(),
+    };
+    let mut broken = sexton_shared::recovery::objectives_broken(
+        &catalog,
+        before.as_ref().ok().copied(),
+        after_policy.as_ref().ok().copied(),
+        &objectives,
+        passed,
+        location,
+        now,
+    )?;
+    // And what the new policy can never meet, whatever is taken, that the old one could.
+    if let Ok(policy) = after_policy {
+        let interval = sexton_shared::breaker::schedule_interval(after, now)
+            .map(|interval| interval.num_seconds() as f64 / 86_400.0);
+        let already = before.map_or_else(
+            |_| Vec::new(),
+            |p| sexton_shared::recovery::unmeetable(&objectives, p, interval, location),
+        );
+        broken.extend(
+            sexton_shared::recovery::unmeetable(&objectives, policy, interval, location)
+                .into_iter()
+                .filter(|why| !already.contains(why)),
+        );
+    }
+    Ok(broken)
+}
+
+/// What `record`'s objectives ask that its policies can never meet, at primary and at each
+/// copy rule's location: said as warnings when objectives are written.
+pub(super) fn unmeetable_objectives(
+    record: &ScheduleRecord,
+    now: chrono::DateTime<Utc>,
+) -> Vec<String> {
+    let interval = sexton_shared::breaker::schedule_interval(record, now)
+        .map(|interval| interval.num_seconds() as f64 / 86_400.0);
+    let mut out = Vec::new();
+    if let Some(objectives) = &record.objectives {
+        out.extend(sexton_shared::recovery::unmeetable(
+            objectives,
+            &record.policy,
+            interval,
+            &LocationName::primary(),
+        ));
+    }
+    for rule in &record.copies {
+        if let Some(objectives) = &rule.objectives {
+            out.extend(sexton_shared::recovery::unmeetable(
+                objectives,
+                &rule.policy,
+                interval,
+                &rule.to,
+            ));
+        }
+    }
+    out
 }
