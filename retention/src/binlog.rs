@@ -1,8 +1,9 @@
 //! Binlog (or WAL) garbage collection. The point-in-time horizon is the start of the oldest
 //! kept full backup that point-in-time recovery is promised from: every kept full, or the
 //! newest `pitr_full` of them that restore (issue 47: a kept full whose chain is broken does
-//! not count), never one kept only by a standalone hold. A segment that ends before it goes,
-//! unless an older kept backup needs it to be consistent: such a backup (standalone, past
+//! not count, nor one kept only by holds, [`crate::held`]), never one kept only by a
+//! standalone hold. A segment that ends before it goes, unless an older kept backup needs it
+//! to be consistent: such a backup (standalone, past `pitr_full`, kept only by holds under
 //! `pitr_full`, or an incremental of one) is restorable to its own end, and the archive keeps
 //! its own range, by segment name where its executor said them and by time around its start
 //! and end either way. Conservative by construction: an unknown end, or no kept full, deletes
@@ -34,6 +35,8 @@ pub(crate) enum RangeWhy {
     BeyondPitr(u32),
     /// An incremental that starts before the horizon (it builds on one of the above).
     BeforeHorizon,
+    /// A full kept only by holds, which `pitr_full` does not count ([`crate::held`]).
+    HeldOnly,
 }
 
 impl RangeWhy {
@@ -47,6 +50,9 @@ impl RangeWhy {
             RangeWhy::BeforeHorizon => {
                 "starts before the point-in-time horizon: restorable to its own end only".to_owned()
             }
+            RangeWhy::HeldOnly => "kept only by holds, which pitr_full does not count: \
+                                   restorable to its own end only"
+                .to_owned(),
         }
     }
 }
@@ -90,9 +96,10 @@ pub fn own_range_needs(backup: &BackupRecord, segment: &BinlogSegment) -> bool {
 /// Decision (issue 47): a hold only ever keeps more. A backup that the rules, the floor, a lock
 /// or a dependent keep on their own would be a point-in-time base without its hold, so it stays
 /// one with it; otherwise a standalone hold on, say, the oldest of `keep_last`'s fulls would
-/// move the horizon newer and delete the archive after it. This differs from barman, whose
-/// policies leave annotated backups out of their count; in Sexton the rules count them, and
-/// the standalone reason only limits what the hold adds.
+/// move the horizon newer and delete the archive after it. The rules count held backups
+/// (barman's policies leave annotated backups out of their count); under `pitr_full`, a full
+/// kept only by holds is left out of its count instead ([`crate::held`]), and the standalone
+/// reason only limits what the hold adds.
 ///
 /// Costs one pass over the catalog, and only when some backup is held standalone alone.
 fn standalone_only(
@@ -138,12 +145,15 @@ fn standalone_only(
     only.into_values().collect()
 }
 
-/// See the module documentation. `pitr_full` is the policy's.
+/// See the module documentation. `pitr_full` is the policy's; `kept_by_rules`, per backup,
+/// whether the plan would keep it if nothing were held ([`crate::held`]), where `pitr_full`
+/// is set and some kept backup is held.
 pub(crate) fn plan_binlog(
     catalog: &Catalog,
     order: &[u32],
     flags: &[u32],
     pitr_full: Option<u32>,
+    kept_by_rules: Option<&[bool]>,
     warnings: &mut Vec<String>,
 ) -> Result<BinlogDecisions, PlanError> {
     let kept_restorable = |index: u32| {
@@ -174,6 +184,12 @@ pub(crate) fn plan_binlog(
             continue;
         }
         if flags[index as usize] & FACT_FULL == 0 {
+            continue;
+        }
+        // A hold only ever keeps more (issue 47): a full kept only by holds is not one of the
+        // newest N, or it would push a full the rules keep out of the count.
+        if pitr_full.is_some() && kept_by_rules.is_some_and(|ruled| !ruled[index as usize]) {
+            range_only.push((index, RangeWhy::HeldOnly));
             continue;
         }
         match start_of(index) {
@@ -226,7 +242,7 @@ pub(crate) fn plan_binlog(
     } else if horizon.is_none() && !range_only.is_empty() {
         warnings.push(
             "no kept full backup is open to point-in-time recovery (the kept ones are \
-             standalone): no binlog segment is deleted"
+             standalone or kept only by holds): no binlog segment is deleted"
                 .to_owned(),
         );
     }

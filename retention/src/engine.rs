@@ -38,6 +38,7 @@ use crate::flags::{
     NONE, PARTIAL,
 };
 use crate::gfs::GfsHit;
+use crate::held::{self, any_kept_held};
 use crate::plan::Plan;
 use crate::policy::{ChainMode, KeepCount, Policy};
 use crate::rules::keep_by_rules;
@@ -125,7 +126,7 @@ pub fn evaluate<'a>(
     drop(tag_masks);
 
     // Phase 3: the rules.
-    let gfs = keep_by_rules(
+    let (gfs, unheld_window_base) = keep_by_rules(
         catalog,
         &eligible,
         &order,
@@ -192,6 +193,18 @@ pub fn evaluate<'a>(
     } else {
         None
     };
+    // What the rules keep without any hold, for pitr_full's count (issue 47).
+    let kept_by_rules = (policy.pitr_full.is_some() && any_kept_held(&flags)).then(|| {
+        held::kept_by_rules(
+            &flags,
+            &mut links,
+            held::Kept {
+                immutable_chains: &kept_chains.immutable_chains,
+                volumes: volume_decisions.as_ref(),
+                unheld_window_base,
+            },
+        )
+    });
     drop(links);
 
     // Phase 7: the guard, counts, warnings, binlog.
@@ -210,6 +223,7 @@ pub fn evaluate<'a>(
         &order,
         &flags,
         policy.pitr_full.map(NonZeroU32::get),
+        kept_by_rules.as_deref(),
         &mut warnings,
     )?;
 
@@ -237,11 +251,16 @@ pub fn evaluate<'a>(
     })
 }
 
+/// Pairs of catalog indices, sorted.
+type Pairs = Vec<(u32, u32)>;
+
 /// What keeping chains whole decided: immutable chains kept with their newest kept backup,
 /// and the merges (`chain_mode: merge`).
 struct WholeChains {
     /// (member of an immutable chain, the chain's newest backup kept in its own right), sorted.
     immutable_with: Vec<(u32, u32)>,
+    /// (root, member) of every kept immutable chain, sorted: kept or expired together.
+    immutable_chains: Vec<(u32, u32)>,
     /// (a backup that builds on one of `keep_full`'s fulls, that full), sorted.
     full_chain_of: Vec<(u32, u32)>,
     merges: Vec<MergeIndices>,
@@ -336,6 +355,7 @@ fn keep_floor_and_whole_chains(
     let mut kept = WholeChains {
         full_chain_of,
         immutable_with: Vec::new(),
+        immutable_chains: Vec::new(),
         merges: Vec::new(),
         merge_target_of: Vec::new(),
     };
@@ -343,7 +363,8 @@ fn keep_floor_and_whole_chains(
         let roots = roots
             .as_ref()
             .expect("roots are computed when a chain is immutable");
-        kept.immutable_with = keep_immutable_chains(order, roots, &chain_immutable, flags);
+        (kept.immutable_with, kept.immutable_chains) =
+            keep_immutable_chains(order, roots, &chain_immutable, flags);
     }
     if merge_mode {
         let roots = roots.as_ref().expect("roots are computed in merge mode");
@@ -486,13 +507,14 @@ fn keep_diff_chains(
 }
 
 /// Keeps every member of an immutable chain whose newest backup is kept in its own right;
-/// returns (member, that backup), sorted.
+/// returns (member, that backup), sorted, and (the chain's root, member) for every member of
+/// those chains, those kept in their own right too, sorted.
 fn keep_immutable_chains(
     order: &[u32],
     roots: &[u32],
     chain_immutable: &[bool],
     flags: &mut [u32],
-) -> Vec<(u32, u32)> {
+) -> (Pairs, Pairs) {
     let mut newest_kept = vec![NONE; flags.len()];
     for &index in order {
         let index = index as usize;
@@ -506,6 +528,7 @@ fn keep_immutable_chains(
         }
     }
     let mut immutable_with = Vec::new();
+    let mut kept_chains = Vec::new();
     for &index in order {
         let index = index as usize;
         let root = roots[index];
@@ -513,13 +536,18 @@ fn keep_immutable_chains(
             continue;
         }
         let kept_with = newest_kept[root as usize];
-        if kept_with != NONE && flags[index] & KEEP_INDEPENDENT == 0 {
+        if kept_with == NONE {
+            continue;
+        }
+        kept_chains.push((root, index as u32));
+        if flags[index] & KEEP_INDEPENDENT == 0 {
             flags[index] |= KEEP_IMMUTABLE_CHAIN;
             immutable_with.push((index as u32, kept_with));
         }
     }
     immutable_with.sort_unstable();
-    immutable_with
+    kept_chains.sort_unstable();
+    (immutable_with, kept_chains)
 }
 
 /// Phase 5: walks up from every backup kept in its own right (at the sorted positions

@@ -48,6 +48,7 @@ mod extract;
 mod flags;
 pub mod gfs;
 pub mod group;
+mod held;
 mod id_hash;
 pub mod judge;
 pub mod lock;

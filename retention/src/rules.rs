@@ -27,6 +27,10 @@ pub(crate) struct GfsKept {
 ///
 /// `floor_position` is the newest completed full backup's, which the next phase keeps: the
 /// minimum redundancy counts it as kept.
+///
+/// Also returns the base the recovery window would take if no backup were held standalone,
+/// where that is not the base it took ([`keep_recovery_window`]): what the rules keep without
+/// any hold, for `pitr_full` ([`crate::held`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn keep_by_rules(
     catalog: &Catalog,
@@ -38,15 +42,15 @@ pub(crate) fn keep_by_rules(
     floor_position: Option<usize>,
     flags: &mut [u32],
     walk_from: &mut Vec<u32>,
-) -> GfsKept {
+) -> (GfsKept, Option<u32>) {
     let gfs = keep_gfs(eligible, order, policy, now, flags, walk_from);
     keep_retention_duration(eligible, order, policy, now, flags, walk_from);
-    keep_recovery_window(catalog, eligible, order, policy, now, flags, walk_from);
+    let unheld_base = keep_recovery_window(catalog, eligible, order, policy, now, flags, walk_from);
     if any_verified {
         keep_verified(order, policy, flags, walk_from);
     }
     keep_minimum_redundancy(eligible, order, policy, floor_position, flags, walk_from);
-    gfs
+    (gfs, unheld_base)
 }
 
 /// barman's `minimum_redundancy` (issue 30): the newest N counted backups (completed, not
@@ -157,6 +161,11 @@ fn keep_retention_duration(
 ///
 /// Chains are looked at only before the window, newest first, until the base is found: one
 /// or a few walks up a chain, the parent looked for first among the next older backups.
+///
+/// Returns the base the rule would take if no backup were held standalone (the first whole
+/// one, else the first one), where that is not the base it took: a standalone hold moved the
+/// base to an older backup, which is then kept because of a hold, and the skipped one is what
+/// the rule keeps without holds. `pitr_full` counts by that ([`crate::held`]).
 fn keep_recovery_window(
     catalog: &Catalog,
     eligible: &Eligible,
@@ -165,10 +174,8 @@ fn keep_recovery_window(
     now: DateTime<Utc>,
     flags: &mut [u32],
     walk_from: &mut Vec<u32>,
-) {
-    let Some(window) = policy.recovery_window else {
-        return;
-    };
+) -> Option<u32> {
+    let window = policy.recovery_window?;
     let start = now
         .checked_sub_signed(window.as_delta())
         .and_then(|start| start.timestamp_nanos_opt());
@@ -191,7 +198,7 @@ fn keep_recovery_window(
             (true, false) => {
                 walk_from.push(position);
                 flags[index] |= KEEP_WINDOW_BASE;
-                return;
+                return fallbacks[0].map(|(_, unheld)| unheld as u32);
             }
             (true, true) => 0,
             (false, false) => 1,
@@ -199,10 +206,19 @@ fn keep_recovery_window(
         };
         fallbacks[fallback].get_or_insert((position, index));
     }
-    if let Some((position, index)) = fallbacks.into_iter().flatten().next() {
+    // Without standalone holds: the first whole one, else the first broken one.
+    let unheld = fallbacks[0].or(match (fallbacks[1], fallbacks[2]) {
+        (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    });
+    let taken = fallbacks.into_iter().flatten().next();
+    if let Some((position, index)) = taken {
         walk_from.push(position);
         flags[index] |= KEEP_WINDOW_BASE;
     }
+    unheld
+        .filter(|&unheld| Some(unheld) != taken)
+        .map(|(_, index)| index as u32)
 }
 
 /// Proven restorable (issue 13): the newest verified backup is the verified floor, kept while

@@ -57,6 +57,10 @@ pub(crate) struct VolumeDecisions {
     pub(crate) immutable_with: Vec<(u32, u32)>,
     /// Merge jobs over artifact indices.
     pub(crate) merges: Vec<MergeIndices>,
+    /// Per artifact: its parent artifact, or `NONE`.
+    pub(crate) art_parent: Vec<u32>,
+    /// Per artifact: the backup without volumes its parent link points to, or `NONE`.
+    pub(crate) cross_parent: Vec<u32>,
 }
 
 impl VolumeDecisions {
@@ -303,6 +307,8 @@ pub(crate) fn decide<'c>(
         warnings,
         first,
         art_flags,
+        art_parent,
+        cross_parent,
         mut art_needed,
         ..
     } = walk;
@@ -318,6 +324,8 @@ pub(crate) fn decide<'c>(
         merge_target_of,
         immutable_with,
         merges,
+        art_parent,
+        cross_parent,
     };
     for &index in order {
         let index = index as usize;

@@ -602,3 +602,104 @@ fn pitr_full_counts_only_fulls_that_restore() {
     assert!(before.restorable_at(noon));
     assert!(after.restorable_at(noon), "{after:?}");
 }
+
+/// Issue 47, under `pitr_full`: a hold only ever keeps more. A full kept by nothing but holds
+/// (here `keep:x` on F2, which no rule keeps) is not one of the newest N that point-in-time
+/// recovery is promised from; it keeps its own range. Before, F2 became one of the two newest
+/// kept fulls, F1 dropped out of the count, and the archive from F1's start to F2's went: the
+/// hold lost the replay over day 0 (found by `recovery_properties.rs`, property 2).
+#[test]
+fn a_full_kept_only_by_holds_is_not_counted_by_pitr_full() {
+    let now = utc("2024-03-03T12:00:00Z");
+    // keep_last keeps F3 and I1; I1 builds on F1, so F1 stays, F2 goes.
+    let catalog = |f2_holds: &[&str], i1_holds: &[&str]| {
+        let mut f2 = full("F2", 1);
+        f2.holds.extend(f2_holds.iter().map(|h| h.to_string()));
+        let mut i1 = incremental("I1", 1, 12, "F1");
+        i1.holds.extend(i1_holds.iter().map(|h| h.to_string()));
+        Catalog {
+            backups: vec![full("F3", 2), i1, f2, full("F1", 0)],
+            binlog_segments: segments(),
+        }
+    };
+    let rules = policy(r#"{"keep_last": 2, "pitr_full": 2}"#);
+    let without_catalog = catalog(&[], &[]);
+    let without = plan(&without_catalog, &rules, now).expect("plans");
+    assert!(without.deletes("F2"), "{:?}", without.keep);
+    assert_eq!(without.binlog.horizon_backup.as_deref(), Some("F1"));
+    let lost_without_the_fix = utc("2024-03-01T12:00:00Z");
+    let before = restorable(&after_plan(&without_catalog, &without), now);
+    assert!(before.restorable_at(lost_without_the_fix), "{before:?}");
+
+    for hold in ["keep:x", "standalone:x"] {
+        let held_catalog = catalog(&[hold], &[]);
+        let with = plan(&held_catalog, &rules, now).expect("plans");
+        assert!(with.keeps("F2"));
+        assert_eq!(
+            with.binlog.horizon_backup.as_deref(),
+            Some("F1"),
+            "{hold}: {:?}",
+            with.binlog
+        );
+        assert_eq!(
+            deleted_segments(&with),
+            deleted_segments(&without),
+            "{hold}"
+        );
+        let after = restorable(&after_plan(&held_catalog, &with), now);
+        assert!(
+            after.restorable_at(lost_without_the_fix),
+            "{hold}: {after:?}"
+        );
+        assert!(after.point("F2").is_some(), "{hold}: {after:?}");
+        assert_eq!(with.binlog.range_only.len(), 1, "{hold}: {:?}", with.binlog);
+        assert_eq!(with.binlog.range_only[0].backup, "F2");
+    }
+    // A legal hold is a hold too.
+    let mut legal = catalog(&[], &[]);
+    legal.backups[2].legal_hold = true;
+    let with = plan(&legal, &rules, now).expect("plans");
+    assert_eq!(with.binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(deleted_segments(&with), deleted_segments(&without));
+}
+
+/// What a hold keeps through a chain is kept by holds too: a `keep:` hold on an incremental
+/// keeps the full it builds on (needed by it), and that full is no more counted than the
+/// incremental's hold. A full that a backup kept by a rule builds on is kept by that rule,
+/// whatever holds it has: it still counts.
+#[test]
+fn pitr_full_counts_a_held_full_by_the_rules_that_keep_it_through_its_dependents() {
+    let now = utc("2024-03-03T12:00:00Z");
+    let rules = policy(r#"{"keep_last": 2, "pitr_full": 2}"#);
+    // F3 and I2 are kept by keep_last; I2 builds on F1. J2 builds on F2, which nothing keeps.
+    let catalog = |hold_on_j2: bool, hold_on_f1: bool| {
+        let mut j2 = incremental("J2", 1, 6, "F2");
+        if hold_on_j2 {
+            j2.holds.push("keep:x".to_owned());
+        }
+        let mut f1 = full("F1", 0);
+        f1.legal_hold = hold_on_f1;
+        Catalog {
+            backups: vec![
+                full("F3", 2),
+                incremental("I2", 1, 12, "F1"),
+                j2,
+                full("F2", 1),
+                f1,
+            ],
+            binlog_segments: segments(),
+        }
+    };
+    let without = plan(&catalog(false, false), &rules, now).expect("plans");
+    assert!(without.deletes("F2") && without.deletes("J2"));
+    assert_eq!(without.binlog.horizon_backup.as_deref(), Some("F1"));
+    let with = plan(&catalog(true, false), &rules, now).expect("plans");
+    assert!(with.keeps("F2") && with.keeps("J2"));
+    assert_eq!(with.binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(deleted_segments(&with), deleted_segments(&without));
+    // F1 on legal hold, and needed by I2 which keep_last keeps: it is the horizon still.
+    let with = plan(&catalog(false, true), &rules, now).expect("plans");
+    assert_eq!(with.binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(deleted_segments(&with), deleted_segments(&without));
+    assert!(with.binlog.range_only.is_empty(), "{:?}", with.binlog);
+}

@@ -394,6 +394,16 @@ fn kept_only_by_standalone_hold(backup: &BackupRecord, plan: &Plan, catalog: &Ca
         })
 }
 
+/// The catalog with every hold and legal hold lifted: what the rules keep on their own.
+fn without_holds(catalog: &Catalog) -> Catalog {
+    let mut unheld = catalog.clone();
+    for backup in &mut unheld.backups {
+        backup.holds.clear();
+        backup.legal_hold = false;
+    }
+    unheld
+}
+
 fn newest_completed_full(catalog: &Catalog) -> Option<&BackupRecord> {
     catalog
         .backups
@@ -575,7 +585,8 @@ proptest! {
         // hold (issue 47: a backup the rules keep stays a base whatever its hold), the earliest
         // such start, or with pitr_full N the earliest of the newest N that restore (a kept
         // full whose chain is broken, say one marked expiring that something needs, is no
-        // base to replay from and does not count; issue 47).
+        // base to replay from and does not count; issue 47) and that the plan keeps without
+        // any hold (a hold only ever keeps more: a full kept only by holds is not counted).
         if let Some(horizon_backup) = &plan.binlog.horizon_backup {
             let backup = by_id[horizon_backup.as_str()];
             prop_assert_eq!(backup.kind, BackupKind::Full);
@@ -584,12 +595,15 @@ proptest! {
             prop_assert_eq!(plan.binlog.horizon, backup.started_at.or(backup.completed_at));
             if let Some(n) = scenario.rules.get("pitr_full").and_then(Value::as_u64) {
                 let restores = sexton_retention::restorable(catalog, scenario.now);
+                let unheld = without_holds(catalog);
+                let unheld_plan = sexton_retention::plan(&unheld, &policy, scenario.now).ok();
                 let newer = catalog
                     .backups
                     .iter()
                     .filter(|b| {
                         b.kind == BackupKind::Full
                             && plan.keeps(&b.id)
+                            && unheld_plan.as_ref().is_some_and(|p| p.keeps(&b.id))
                             && !kept_only_by_standalone_hold(b, &plan, catalog)
                             && restores.point(&b.id).is_some()
                             && b.started_at.or(b.completed_at) > plan.binlog.horizon
