@@ -415,6 +415,48 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
         "retention settled by {:?}; segments kept: {shipped:?}",
         test_started.elapsed()
     );
+    // Issue 47: the first full, which only dr keeps now, is fetched from dr through the live
+    // fleet, each object checked (before: "backup … is deleting: only a completed backup can
+    // be restored"); primary says where it is.
+    let first = dir.path().join("first-from-dr");
+    let fetched = sexton_cli(
+        &config,
+        &[
+            "backup",
+            "fetch",
+            taken[0].id.as_str(),
+            "--cluster",
+            CLUSTER,
+            "--location",
+            "dr",
+            "--to",
+            first.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+    );
+    assert!(
+        fetched.status.success(),
+        "fetching the first full from dr: {}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    let from_primary = sexton_cli(
+        &config,
+        &[
+            "backup",
+            "fetch",
+            taken[0].id.as_str(),
+            "--cluster",
+            CLUSTER,
+            "--to",
+            first.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&from_primary.stderr).to_string();
+    assert!(
+        !from_primary.status.success() && stderr.contains("it is held at dr"),
+        "{stderr}"
+    );
     assert!(
         !shipped.contains(&"mysql-bin.000001".to_string()),
         "the first binlog should be collected: {shipped:?}"
