@@ -89,6 +89,36 @@ fn row(place: &PlaceRecovery, now: DateTime<Utc>) -> Vec<String> {
     ]
 }
 
+/// One line above a preview's table (issue 47): what the place can restore once the plan is
+/// carried out, and each objective missed then.
+pub fn after_plan_line(cluster: &str, place: &PlaceRecovery) -> String {
+    let recovery = &place.recovery;
+    let span = match (recovery.oldest(), recovery.newest()) {
+        (Some(oldest), Some(newest)) => format!(
+            "restorable {} .. {} ({} point(s), {} gap(s))",
+            time(oldest),
+            time(newest),
+            recovery.points.len(),
+            recovery.gaps.len()
+        ),
+        _ => "nothing restorable".into(),
+    };
+    let mut line = format!(
+        "{cluster}/{} at {} after this plan: {span}",
+        place.plan, place.location
+    );
+    for check in place.objectives.iter().filter(|c| !c.met) {
+        line.push_str(&format!(
+            "; objective {} {} MISSED by {}",
+            check.objective,
+            check.target,
+            seconds_text(check.short_seconds)
+        ));
+    }
+    line.push('\n');
+    line
+}
+
 /// The place's timeline, oldest first: points, replay stretches and gaps.
 fn timeline(place: &PlaceRecovery) -> String {
     let recovery = &place.recovery;
@@ -164,7 +194,10 @@ mod tests {
                             "short_seconds": 86400, "message": "the newest restorable instant is 1d 1h old"}]
         }))
         .unwrap();
-        let text = text(&[place], "2026-12-03T04:00:00Z".parse().unwrap());
+        let text = text(
+            std::slice::from_ref(&place),
+            "2026-12-03T04:00:00Z".parse().unwrap(),
+        );
         assert!(text.contains("PLACE"), "{text}");
         assert!(
             text.contains("2026-12-01T03:00:00Z .. 2026-12-02T03:00:00Z"),
@@ -175,6 +208,12 @@ mod tests {
         assert!(text.contains("GAP      no segment"), "{text}");
         assert!(text.contains("objective rpo 1h: MISSED by 24h"), "{text}");
         assert!(text.contains("never"), "{text}");
+        let line = after_plan_line("db1", &place);
+        assert_eq!(
+            line,
+            "db1/full at dr after this plan: restorable 2026-12-01T03:00:00Z .. \
+             2026-12-02T03:00:00Z (2 point(s), 1 gap(s)); objective rpo 1h MISSED by 24h\n"
+        );
         assert_eq!(
             super::text(&[], Utc::now()),
             "nothing to show: the cluster has no backups and no schedules here\n"

@@ -296,6 +296,24 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
     let table = String::from_utf8_lossy(&table.stdout).to_string();
     assert!(table.contains("dr / full:"), "{table}");
     assert!(table.contains("objective window 5h: MISSED"), "{table}");
+    // The preview says what primary can restore once its plan is carried out.
+    let preview = sexton_cli(
+        &config,
+        &["retention", "preview", "--cluster", "c1", "-o", "json"],
+    );
+    assert!(preview.status.success());
+    let preview: Vec<Value> = serde_json::from_slice(&preview.stdout).unwrap();
+    assert_eq!(
+        points(&preview[0]["recovery"]),
+        ["f-b3", "f-b4"],
+        "{preview:?}"
+    );
+    let preview = sexton_cli(&config, &["retention", "preview", "--cluster", "c1"]);
+    let preview = String::from_utf8_lossy(&preview.stdout).to_string();
+    assert!(
+        preview.contains("c1/full at primary after this plan: restorable"),
+        "{preview}"
+    );
     // And `get schedule` adds the condition a health check reads.
     let got = sexton_cli(&config, &["get", "schedule", "f", "-o", "json"]);
     assert!(

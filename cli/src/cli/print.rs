@@ -80,6 +80,12 @@ pub(super) fn print_answer(
                         crate::output::emit(&line);
                     }
                     crate::output::emit(&own_range_lines(&group));
+                    if let Some(place) = &group.recovery {
+                        crate::output::emit(&crate::recovery::after_plan_line(
+                            group.cluster.as_str(),
+                            place,
+                        ));
+                    }
                 }
             }
             crate::output::preview(output, value)

@@ -91,6 +91,10 @@ pub struct PreviewGroup {
     /// What the group keeps only because an Object Lock has not expired (issue 29).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locked_only: Option<LockedOnly>,
+    /// What the place can restore once the plan is carried out (issue 47), with the group's
+    /// objectives there checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<crate::objectives::PlaceRecovery>,
 }
 
 /// The backups a group's policy lets go that an unexpired Object Lock keeps (`expired, locked

@@ -304,10 +304,15 @@ impl Worker {
         let unavailable =
             |err: anyhow::Error| ApiError::new(ErrorCode::Unavailable, format!("{err:#}"));
         let Some(location) = &req.location else {
-            let plans = self
-                .plan_cluster(&req.cluster, req.plan.as_ref(), Utc::now())
+            let now = Utc::now();
+            let mut plans = self
+                .plan_cluster(&req.cluster, req.plan.as_ref(), now)
                 .await
                 .map_err(unavailable)?;
+            let archive = crate::binlog::load(&self.store, &self.prefix, &req.cluster).await;
+            for group in &mut plans {
+                group.recovery = recovery_after(group, &archive.segments(), now);
+            }
             return sexton_shared::api::reply_value(plans);
         };
         // The plans of the copies at one location (issue 28).
@@ -319,6 +324,12 @@ impl Worker {
             .into_iter()
             .filter(|group| group.location.as_ref() == Some(location))
             .collect();
+        if let Some(store) = self.locations.get(location) {
+            let archive = crate::binlog::load(store, store.prefix(), &req.cluster).await;
+            for group in &mut plans {
+                group.recovery = recovery_after(group, &archive.segments(), now);
+            }
+        }
         // What deleting each copy early costs: its record read whole (the view keeps the
         // engine's form only), its class and time in it.
         let default_class = self.location_classes.get(location).cloned().flatten();
@@ -396,4 +407,50 @@ async fn list_for_scrub(
         .map(|object| (object.key, object.size.max(0) as u64))
         .collect();
     Ok((listing, None))
+}
+
+/// What a previewed group's place can restore once its plan is carried out (issue 47): the
+/// recovery value over the group less what the plan deletes, with the place's own archive
+/// (`segments`) less what it collects, and the group's objectives checked. `None` for a group
+/// without a plan (everything is kept: the recovery value is today's, `sexton recovery window`).
+fn recovery_after(
+    group: &super::plan::GroupPlan,
+    segments: &[sexton_retention::BinlogSegment],
+    now: chrono::DateTime<Utc>,
+) -> Option<sexton_shared::recovery::PlaceRecovery> {
+    let plan = group.decision.as_ref()?;
+    let catalog = sexton_retention::Catalog {
+        backups: group.members.engine.backups.clone(),
+        binlog_segments: segments.to_vec(),
+    };
+    let left = sexton_retention::recovery::after_plan(&catalog, plan);
+    let location = group.location.clone().unwrap_or_else(LocationName::primary);
+    let passed = group
+        .members
+        .entries
+        .iter()
+        .zip(&group.members.engine.backups)
+        .filter(|(_, backup)| left.backups.iter().any(|b| b.id == backup.id))
+        .filter_map(|(entry, backup)| {
+            entry
+                .passed_test_at
+                .map(|at| sexton_shared::recovery::PassedTest {
+                    id: backup.id.clone(),
+                    at,
+                })
+        })
+        .max_by_key(|test| test.at);
+    let promised = group
+        .policy
+        .as_ref()
+        .and_then(|policy| policy.recovery_window.map(|w| w.to_string()));
+    Some(sexton_shared::recovery::judge_place(
+        &location,
+        &group.plan,
+        &left,
+        promised,
+        group.objectives.as_ref(),
+        passed,
+        now,
+    ))
 }

@@ -46,6 +46,9 @@ pub struct GroupPlan {
     /// whole plan was rendered and it keeps any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub locked_only: Option<sexton_shared::api::LockedOnly>,
+    /// In previews: what the place can restore once the plan is carried out (issue 47).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<sexton_shared::recovery::PlaceRecovery>,
     /// What a run acts on ([`crate::decisions`]): runs only, instead of `decision` (which a
     /// run renders too only when it deletes something: the breaker and the audit judge it).
     #[serde(skip)]
@@ -98,6 +101,7 @@ impl GroupPlan {
             breaker: None,
             early_deletions: Vec::new(),
             locked_only: None,
+            recovery: None,
             run: None,
             members,
             policy: None,
