@@ -450,6 +450,38 @@ pub fn add_location(config: &mut Config, name: &str, s3: &S3, access_key: &str, 
         .expect("test config with a location is valid");
 }
 
+/// Adds `s3` to `config` as the location `name` that locks what it keeps (issue 29): its bucket
+/// `bucket`, created here with Object Lock, and `[locations.<name>.lock]` in GOVERNANCE mode
+/// with `tiers`. Returns the location's client.
+pub async fn add_locking_location(
+    config: &mut Config,
+    name: &str,
+    s3: &S3,
+    (access_key, secret_key): (&str, &str),
+    bucket: &str,
+    tiers: sexton_retention::lock::LockTiers,
+) -> sexton_shared::object_store::ObjectStore {
+    add_location(config, name, s3, access_key, secret_key);
+    let location = config.locations.get_mut(name).expect("just added");
+    location.s3.bucket = bucket.into();
+    let store = sexton_shared::object_store::ObjectStore::connect(&location.s3)
+        .await
+        .expect("a client of the location");
+    store
+        .client()
+        .create_bucket()
+        .bucket(bucket)
+        .object_lock_enabled_for_bucket(true)
+        .send()
+        .await
+        .expect("a bucket with Object Lock");
+    location.s3.lock = Some(sexton_shared::config::LockConfig {
+        mode: sexton_retention::lock::LockMode::Governance,
+        tiers,
+    });
+    store
+}
+
 /// A configuration for services that need only NATS (the scheduler, the CLI): no S3 server to
 /// start and stop, and no metrics endpoint.
 pub fn nats_config(nats: &Nats) -> Config {

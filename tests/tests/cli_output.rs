@@ -86,7 +86,17 @@ impl Tokens {
         text.lines()
             .map(mask_digests)
             .map(|line| {
-                for field in ["uid", "instance", "sha256", "etag", "request_id"] {
+                // Ages the fleet measured against its own clock (the recovery value, issue 47)
+                // differ by the seconds a run takes.
+                for field in [
+                    "uid",
+                    "instance",
+                    "sha256",
+                    "etag",
+                    "request_id",
+                    "point_age_seconds",
+                    "short_seconds",
+                ] {
                     for (prefix, quote) in [
                         (format!("\"{field}\": "), true),
                         (format!("{field}: "), false),

@@ -685,24 +685,18 @@ async fn a_location_with_a_lock_setting_locks_the_copies_it_keeps() {
     let primary = S3::start();
     let dr_server = S3::start_as(DR_KEY, DR_SECRET);
     let mut config = config(&nats, &primary);
-    add_location(&mut config, "dr", &dr_server, DR_KEY, DR_SECRET);
-    let dr_location = config.locations.get_mut("dr").unwrap();
-    dr_location.s3.bucket = "dr-locked".into();
-    let dr = ObjectStore::connect(&dr_location.s3).await.unwrap();
-    dr.client()
-        .create_bucket()
-        .bucket("dr-locked")
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    dr_location.s3.lock = Some(LockConfig {
-        mode: LockMode::Governance,
-        tiers: LockTiers {
+    let dr = add_locking_location(
+        &mut config,
+        "dr",
+        &dr_server,
+        (DR_KEY, DR_SECRET),
+        "dr-locked",
+        LockTiers {
             last: Some(parse_lock_duration("2d").unwrap()),
             ..LockTiers::default()
         },
-    });
+    )
+    .await;
     let fleet = Fleet::start(
         &config,
         Members {

@@ -18,13 +18,12 @@ use std::time::Duration;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
-use sexton_retention::lock::{parse_lock_duration, LockMode, LockTiers};
+use sexton_retention::lock::{parse_lock_duration, LockTiers};
 use sexton_shared::{
     catalog::Catalog,
-    config::{Config, LockConfig},
+    config::Config,
     copies::CopyState,
     names::LocationName,
-    object_store::ObjectStore,
     records::{BackupRecord, BackupStatus},
     topology,
 };
@@ -92,24 +91,18 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
     let primary = S3::start();
     let dr_server = S3::start_as(DR_KEY, DR_SECRET);
     let mut config = config(&nats, &primary);
-    add_location(&mut config, "dr", &dr_server, DR_KEY, DR_SECRET);
-    let dr_location = config.locations.get_mut("dr").unwrap();
-    dr_location.s3.bucket = "dr-locked".into();
-    let dr = ObjectStore::connect(&dr_location.s3).await.unwrap();
-    dr.client()
-        .create_bucket()
-        .bucket("dr-locked")
-        .object_lock_enabled_for_bucket(true)
-        .send()
-        .await
-        .unwrap();
-    dr_location.s3.lock = Some(LockConfig {
-        mode: LockMode::Governance,
-        tiers: LockTiers {
+    let dr = add_locking_location(
+        &mut config,
+        "dr",
+        &dr_server,
+        (DR_KEY, DR_SECRET),
+        "dr-locked",
+        LockTiers {
             last: Some(parse_lock_duration("2d").unwrap()),
             ..LockTiers::default()
         },
-    });
+    )
+    .await;
     let fleet = Fleet::start(
         &config,
         Members {
