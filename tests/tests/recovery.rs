@@ -435,6 +435,76 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
         );
     }
 
+    // Bad input gets a clear error, and changes nothing.
+    for (resource, verb, body, reason) in [
+        (
+            "recovery",
+            "window",
+            json!({"schema_version": 1}),
+            "missing field",
+        ),
+        (
+            "recovery",
+            "window",
+            json!({"schema_version": 1, "cluster": "../x"}),
+            "invalid cluster name",
+        ),
+        (
+            "recovery",
+            "window",
+            json!({"schema_version": 1, "cluster": "c1", "bogus": 1}),
+            "unknown field",
+        ),
+        (
+            "recovery",
+            "window",
+            json!({"schema_version": 1, "cluster": "c1", "location": "nowhere"}),
+            "no such location nowhere; this fleet has primary, dr",
+        ),
+        (
+            "schedule",
+            "update",
+            json!({"schema_version": 1, "name": "f", "objectives": {}}),
+            "give at least one of rpo, window, tested_within",
+        ),
+        (
+            "schedule",
+            "update",
+            json!({"schema_version": 1, "name": "f", "objectives": {"rpo": "soon"}}),
+            "not a duration",
+        ),
+        (
+            "schedule",
+            "update",
+            json!({"schema_version": 1, "name": "f", "objectives": {"rpo": "1h", "rto": "1h"}}),
+            "unknown field",
+        ),
+    ] {
+        let err = api(&client, resource, verb, body.clone())
+            .await
+            .expect_err("a malformed request answered");
+        assert_eq!(err.code, sexton_shared::api::ErrorCode::Invalid, "{body}");
+        assert!(err.message.contains(reason), "{body}: {}", err.message);
+    }
+    let refused = sexton_cli(
+        &config,
+        &[
+            "schedule",
+            "update",
+            "f",
+            "--objectives",
+            r#"{"window": "1y"}"#,
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("invalid objectives"), "{stderr}");
+    let (kept, _) = schedule_record(&js, "f").await.expect("schedule f");
+    assert_eq!(
+        serde_json::to_value(&kept.objectives).unwrap(),
+        json!({"rpo": "2h", "window": "1h30m"}),
+    );
+
     copier_stop.trigger();
     copier.await.unwrap().unwrap();
     worker.stop().await.unwrap();
