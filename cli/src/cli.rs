@@ -1036,6 +1036,11 @@ fn typed_names<'a>(command: &'a Command, answer: &Value) -> Option<Typed<'a>> {
             cluster: Some(cluster),
             ..Typed::default()
         },
+        Command::Recovery(RecoveryCommand::Window { cluster, plan, .. }) if empty_list => Typed {
+            cluster: Some(cluster),
+            plan: plan.as_deref(),
+            ..Typed::default()
+        },
         Command::Binlog(BinlogCommand::Status { cluster })
             if answer["segments"]["total"].as_u64() == Some(0) =>
         {

@@ -486,6 +486,16 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
         assert_eq!(err.code, sexton_shared::api::ErrorCode::Invalid, "{body}");
         assert!(err.message.contains(reason), "{body}: {}", err.message);
     }
+    let typo = sexton_cli(&config, &["recovery", "window", "--cluster", "c2"]);
+    let stderr = String::from_utf8_lossy(&typo.stderr).to_string();
+    assert!(
+        !typo.status.success(),
+        "an unknown cluster answered: {stderr}"
+    );
+    assert!(
+        stderr.contains("no schedule and no backup names it"),
+        "{stderr}"
+    );
     let refused = sexton_cli(
         &config,
         &[
