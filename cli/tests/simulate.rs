@@ -71,6 +71,7 @@ Summary
   backups taken     8 (0 failed), every 1d; retention ran 192 times
   steady state      4 backups, 40 GiB (still changing in the last week)
   most              4 backups (first on 2026-01-04), 5 between a backup and the next sweep; storage 40 GiB (50 GiB at a peak)
+  restorable at end 2026-01-05T00:00:00+00:00 → 2026-01-08T00:00:00+00:00: 4 restore points, 3 gaps (docs/recovery.md)
   worst gap         1d (sim-20260101000000 → sim-20260102000000, first on 2026-01-02)
   promised window   3d: gaps are measured over it
   rules             recovery_window 3d: kept 8 backups (8 by it alone)
@@ -494,4 +495,40 @@ fn copies_show_each_location_with_its_classes_and_early_deletions() {
     // Without --copies the JSON has no locations at all.
     let plain = json_of(&args[..args.len() - 2]);
     assert!(plain.get("locations").is_none());
+}
+
+/// Issue 47: the simulation says what can be restored at its end, by the recovery value: a
+/// three-day window over daily backups keeps the window's four restore points, and without a
+/// log nothing between them is restorable.
+#[test]
+fn the_simulation_ends_with_what_can_be_restored() {
+    let value = json_of(&[
+        "retention",
+        "simulate",
+        "--cron",
+        "@daily",
+        "--policy",
+        r#"{"recovery_window": "3d"}"#,
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--days",
+        "8",
+    ]);
+    let points: Vec<&str> = value["recovery"]["points"]
+        .as_array()
+        .expect("recovery points")
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        points,
+        [
+            "sim-20260105000000",
+            "sim-20260106000000",
+            "sim-20260107000000",
+            "sim-20260108000000"
+        ]
+    );
+    assert_eq!(value["recovery"]["intervals"], json!([]));
+    assert_eq!(value["recovery"]["gaps"].as_array().unwrap().len(), 3);
 }

@@ -80,6 +80,9 @@ pub struct Simulation {
     /// copies made, skipped and deleted, and what early deletions cost.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub locations: Vec<crate::locations::LocationSimulation>,
+    /// What can be restored at the end (issue 47): the recovery value of what exists after
+    /// the last run (its archive included, when simulated), at `until`.
+    pub recovery: sexton_retention::recovery::Recovery,
     /// What exists after the last run, as the engine sees it.
     #[serde(skip)]
     pub final_catalog: Catalog,
@@ -274,6 +277,7 @@ pub fn simulate_with_progress(
         days,
         summary,
         locations,
+        recovery: sexton_retention::recovery::restorable(&fleet.catalog, until),
         final_catalog: fleet.catalog,
         final_sizes: fleet.sizes,
     })

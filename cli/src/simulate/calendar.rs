@@ -311,6 +311,21 @@ fn summary(simulation: &Simulation, out: &mut String) {
                 .map_or_else(|| "- (nothing collected)".to_owned(), |at| at.to_rfc3339())
         );
     }
+    let recovery = &simulation.recovery;
+    let _ = writeln!(
+        out,
+        "  restorable at end {}",
+        match (recovery.oldest(), recovery.newest()) {
+            (Some(oldest), Some(newest)) => format!(
+                "{} → {}: {} restore points, {} gaps (docs/recovery.md)",
+                oldest.to_rfc3339(),
+                newest.to_rfc3339(),
+                recovery.points.len(),
+                recovery.gaps.len()
+            ),
+            _ => "nothing".to_owned(),
+        }
+    );
     match &summary.max_gap {
         Some(gap) => {
             let _ = writeln!(
