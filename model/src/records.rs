@@ -774,27 +774,7 @@ impl BackupRecord {
         &self,
         location: Option<&crate::names::LocationName>,
     ) -> Result<(), String> {
-        let held: Vec<&str> = self
-            .copies
-            .iter()
-            .filter(|(_, copy)| copy.state == crate::copies::CopyState::Copied)
-            .map(|(name, _)| name.as_str())
-            .collect();
-        let elsewhere = |except: Option<&str>| {
-            let others: Vec<&str> = held
-                .iter()
-                .copied()
-                .filter(|name| Some(*name) != except)
-                .collect();
-            if others.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    "; it is held at {} (name one as the location)",
-                    others.join(", ")
-                )
-            }
-        };
+        let elsewhere = |except: Option<&str>| self.held_at_text(except);
         match location.filter(|name| !name.is_primary()) {
             Some(name) => match self.copies.get(name) {
                 Some(copy) if copy.state == crate::copies::CopyState::Copied => Ok(()),
@@ -822,6 +802,27 @@ impl BackupRecord {
                 elsewhere(None)
             )),
             None => Ok(()),
+        }
+    }
+
+    /// Where else a restore could read this backup, as refusals say it: `; it is held at dr,
+    /// vault (name one as the location)` for the locations whose copy counts (but `except`),
+    /// empty when none does.
+    pub fn held_at_text(&self, except: Option<&str>) -> String {
+        let held: Vec<&str> = self
+            .copies
+            .iter()
+            .filter(|(_, copy)| copy.state == crate::copies::CopyState::Copied)
+            .map(|(name, _)| name.as_str())
+            .filter(|name| Some(*name) != except)
+            .collect();
+        if held.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; it is held at {} (name one as the location)",
+                held.join(", ")
+            )
         }
     }
 

@@ -15,7 +15,6 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, FixedOffset};
 use sexton_retention::{BinlogPlan, Decision, Evaluation, Merge, Reason, Verdict, VolumeMerge};
 use sexton_shared::wire::DecisionSummary;
 
@@ -42,9 +41,6 @@ pub struct RunDecision {
     pub merges: Vec<Merge>,
     pub volume_merges: Vec<VolumeMerge>,
     pub binlog: BinlogPlan,
-    /// The start (else the completion) of the oldest kept completed full backup: where the
-    /// recoverable window begins.
-    pub oldest_kept_full: Option<DateTime<FixedOffset>>,
 }
 
 /// The run's decisions from `evaluation`.
@@ -84,19 +80,6 @@ pub fn for_run(evaluation: &Evaluation<'_>) -> RunDecision {
                     decision
                         .kept_marked
                         .push((index, evaluation.decision_at(index)));
-                }
-                let backup = evaluation.backup_at(index);
-                let counts_as_full =
-                    backup.kind == sexton_retention::BackupKind::Full || !backup.volumes.is_empty();
-                if backup.status == sexton_retention::BackupStatus::Completed && counts_as_full {
-                    if let Some(start) = backup.started_at.or(backup.completed_at) {
-                        let older = decision
-                            .oldest_kept_full
-                            .is_none_or(|oldest| start < oldest);
-                        if older {
-                            decision.oldest_kept_full = Some(start);
-                        }
-                    }
                 }
             }
         }

@@ -170,23 +170,10 @@ pub fn restore_chain<'a>(
         Some(name) => chain_at(&chain, name)?,
         None => {
             if let Some(gone) = chain.iter().find(|r| !r.held_at_primary()) {
-                let held: Vec<&str> = gone
-                    .copies
-                    .iter()
-                    .filter(|(_, copy)| copy.state == CopyState::Copied)
-                    .map(|(name, _)| name.as_str())
-                    .collect();
                 return Err(format!(
                     "{} is no longer at primary{}",
                     gone.id,
-                    if held.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            "; it is held at {} (name one as the location)",
-                            held.join(", ")
-                        )
-                    }
+                    gone.held_at_text(None)
                 ));
             }
         }

@@ -334,6 +334,41 @@ pub fn unmeetable(
     out
 }
 
+/// One place's records in the engine's form there (primary: those whose objects are still
+/// there; a location: the copies it holds, `BackupRecord::to_engine_at`), without log
+/// segments, and the newest restore test that passed there.
+pub fn place_catalog(
+    records: &[&BackupRecord],
+    location: &LocationName,
+) -> (sexton_retention::Catalog, Option<PassedTest>) {
+    let at = (!location.is_primary()).then_some(location);
+    let mut backups = Vec::new();
+    let mut passed: Option<PassedTest> = None;
+    for record in records {
+        let engine = match at {
+            Some(name) => record.to_engine_at(name),
+            None => record.held_at_primary().then(|| record.to_engine()),
+        };
+        let Some(engine) = engine else {
+            continue;
+        };
+        backups.push(engine);
+        if let Some(when) = passed_test_at(record, at) {
+            if passed.as_ref().is_none_or(|p| when > p.at) {
+                passed = Some(PassedTest {
+                    id: record.id.to_string(),
+                    at: when,
+                });
+            }
+        }
+    }
+    let catalog = sexton_retention::Catalog {
+        backups,
+        binlog_segments: Vec::new(),
+    };
+    (catalog, passed)
+}
+
 /// Every place's recovery value for a cluster's `records` (or those of `only_plan`; one
 /// `only_location`): primary over the records whose objects are still there, each location over
 /// the copies it holds, by plan. `segments` holds each place's log archive (absent: none).
@@ -368,35 +403,17 @@ pub fn places(
         if only_location.is_some_and(|only| only != location) {
             continue;
         }
-        let at = (!location.is_primary()).then_some(location);
         for plan in &plans {
             if only_plan.is_some_and(|only| only != plan) {
                 continue;
             }
-            let of_plan = records.iter().filter(|r| r.plan == *plan);
-            let mut catalog = sexton_retention::Catalog {
-                backups: Vec::new(),
-                binlog_segments: segments.get(location).cloned().unwrap_or_default(),
-            };
-            let mut passed: Option<PassedTest> = None;
-            for record in of_plan {
-                let engine = match at {
-                    Some(name) => record.to_engine_at(name),
-                    None => record.held_at_primary().then(|| record.to_engine()),
-                };
-                let Some(engine) = engine else {
-                    continue;
-                };
-                catalog.backups.push(engine);
-                if let Some(when) = passed_test_at(record, at) {
-                    if passed.as_ref().is_none_or(|p| when > p.at) {
-                        passed = Some(PassedTest {
-                            id: record.id.to_string(),
-                            at: when,
-                        });
-                    }
-                }
-            }
+            let of_plan: Vec<&BackupRecord> = records
+                .iter()
+                .copied()
+                .filter(|r| r.plan == *plan)
+                .collect();
+            let (mut catalog, passed) = place_catalog(&of_plan, location);
+            catalog.binlog_segments = segments.get(location).cloned().unwrap_or_default();
             let objectives = objectives_for(schedules, plan, location);
             let rule_here = location.is_primary()
                 || schedules

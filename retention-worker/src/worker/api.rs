@@ -424,33 +424,15 @@ fn recovery_after(
         binlog_segments: segments.to_vec(),
     };
     let left = sexton_retention::recovery::after_plan(&catalog, plan);
-    let location = group.location.clone().unwrap_or_else(LocationName::primary);
-    let passed = group
-        .members
-        .entries
-        .iter()
-        .zip(&group.members.engine.backups)
-        .filter(|(_, backup)| left.backups.iter().any(|b| b.id == backup.id))
-        .filter_map(|(entry, backup)| {
-            entry
-                .passed_test_at
-                .map(|at| sexton_shared::recovery::PassedTest {
-                    id: backup.id.clone(),
-                    at,
-                })
-        })
-        .max_by_key(|test| test.at);
     let promised = group
         .policy
         .as_ref()
         .and_then(|policy| policy.recovery_window.map(|w| w.to_string()));
-    Some(sexton_shared::recovery::judge_place(
-        &location,
-        &group.plan,
+    Some(super::observe::place_value(
+        group,
         &left,
         promised,
-        group.objectives.as_ref(),
-        passed,
+        |id| left.backups.iter().any(|b| b.id == id),
         now,
     ))
 }

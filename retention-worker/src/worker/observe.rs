@@ -49,6 +49,41 @@ pub(super) fn kept_catalog(
     catalog
 }
 
+/// The group's recovery value at its place over `catalog` (the group as some plan leaves it,
+/// with the place's archive), its objectives checked, and the newest restore test that passed
+/// there among the members `counted` lets count.
+pub(super) fn place_value(
+    group: &GroupPlan,
+    catalog: &Catalog,
+    promised_window: Option<String>,
+    counted: impl Fn(&str) -> bool,
+    now: DateTime<Utc>,
+) -> sexton_shared::recovery::PlaceRecovery {
+    let location = group.location.clone().unwrap_or_else(LocationName::primary);
+    let passed = group
+        .members
+        .entries
+        .iter()
+        .zip(&group.members.engine.backups)
+        .filter(|(_, backup)| counted(&backup.id))
+        .filter_map(|(entry, backup)| {
+            entry.passed_test_at.map(|at| PassedTest {
+                id: backup.id.clone(),
+                at,
+            })
+        })
+        .max_by_key(|test| test.at);
+    sexton_shared::recovery::judge_place(
+        &location,
+        &group.plan,
+        catalog,
+        promised_window,
+        group.objectives.as_ref(),
+        passed,
+        now,
+    )
+}
+
 impl Worker {
     /// Sets the group's recovery gauges at its place: the recoverable window (now minus the
     /// oldest restorable instant), the recovery point age (now minus the newest; nothing
@@ -61,27 +96,7 @@ impl Worker {
     ) {
         let location = group.location.clone().unwrap_or_else(LocationName::primary);
         let catalog = kept_catalog(&group.members.engine, group.run.as_ref(), segments);
-        let passed = group
-            .members
-            .entries
-            .iter()
-            .zip(&group.members.engine.backups)
-            .filter_map(|(entry, backup)| {
-                entry.passed_test_at.map(|at| PassedTest {
-                    id: backup.id.clone(),
-                    at,
-                })
-            })
-            .max_by_key(|test| test.at);
-        let place = sexton_shared::recovery::judge_place(
-            &location,
-            &group.plan,
-            &catalog,
-            None,
-            group.objectives.as_ref(),
-            passed,
-            now,
-        );
+        let place = place_value(group, &catalog, None, |_| true, now);
         let (cluster, plan) = (group.cluster.as_str(), group.plan.as_str());
         if let Some(oldest) = place.recovery.oldest() {
             let seconds = (now - oldest).num_milliseconds() as f64 / 1e3;

@@ -367,29 +367,13 @@ fn objectives_broken(
     else {
         return Ok(Vec::new());
     };
-    let at = (!location.is_primary()).then_some(location);
-    let mut backups = Vec::new();
-    let mut passed = None;
-    for record in records {
-        let engine = match at {
-            Some(name) => record.to_engine_at(name),
-            None => record.held_at_primary().then(|| record.to_engine()),
-        };
-        if let Some(engine) = engine {
-            backups.push(engine);
-            passed = passed.max(sexton_shared::recovery::passed_test_at(record, at));
-        }
-    }
-    let catalog = sexton_retention::Catalog {
-        backups,
-        binlog_segments: Vec::new(),
-    };
+    let (catalog, passed) = sexton_shared::recovery::place_catalog(records, location);
     let mut broken = sexton_shared::recovery::objectives_broken(
         &catalog,
         before.as_ref().ok().copied(),
         after_policy.as_ref().ok().copied(),
         &objectives,
-        passed,
+        passed.map(|test| test.at),
         location,
         now,
     )?;
