@@ -482,6 +482,18 @@ pub async fn add_locking_location(
     store
 }
 
+/// A copier running in this process until the returned trigger fires.
+pub fn start_copier(
+    config: &Config,
+) -> (
+    sexton_shared::shutdown::ShutdownTrigger,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
+    let (trigger, shutdown) = Shutdown::new();
+    let task = tokio::spawn(sexton_copier::run(config.clone(), shutdown));
+    (trigger, task)
+}
+
 /// A configuration for services that need only NATS (the scheduler, the CLI): no S3 server to
 /// start and stop, and no metrics endpoint.
 pub fn nats_config(nats: &Nats) -> Config {

@@ -88,18 +88,6 @@ async fn regions(change: impl FnOnce(&mut Config)) -> Regions {
     }
 }
 
-/// A copier running in this process until the returned trigger fires.
-fn start_copier(
-    config: &Config,
-) -> (
-    sexton_shared::shutdown::ShutdownTrigger,
-    tokio::task::JoinHandle<anyhow::Result<()>>,
-) {
-    let (trigger, shutdown) = sexton_shared::Shutdown::new();
-    let task = tokio::spawn(sexton_copier::run(config.clone(), shutdown));
-    (trigger, task)
-}
-
 async fn create_copying_schedule(
     client: &async_nats::Client,
     name: &str,

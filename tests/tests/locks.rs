@@ -704,13 +704,7 @@ async fn a_location_with_a_lock_setting_locks_the_copies_it_keeps() {
             ..Members::ALL
         },
     );
-    let (copier_stop, copier) = {
-        let (trigger, shutdown) = sexton_shared::Shutdown::new();
-        (
-            trigger,
-            tokio::spawn(sexton_copier::run(config.clone(), shutdown)),
-        )
-    };
+    let (copier_stop, copier) = start_copier(&config);
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = jetstream::new(client.clone());
     create_schedule(

@@ -124,13 +124,7 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
             executor: false,
         },
     );
-    let (copier_stop, copier) = {
-        let (trigger, shutdown) = sexton_shared::Shutdown::new();
-        (
-            trigger,
-            tokio::spawn(sexton_copier::run(config.clone(), shutdown)),
-        )
-    };
+    let (copier_stop, copier) = start_copier(&config);
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = jetstream::new(client.clone());
     create_schedule(
