@@ -849,7 +849,24 @@ async fn run_online(
                 }),
                 _,
                 _,
-            ) => return wait_for_verdict(&client, cluster, id, &value, output).await,
+            ) => {
+                let asked: VerifyAsked = decode_reply("backup.verify", value.clone())?;
+                return wait_for_verdict(&client, cluster, id, &asked, output).await;
+            }
+            (
+                Command::Recovery(RecoveryCommand::Drill {
+                    cluster,
+                    wait: true,
+                    ..
+                }),
+                _,
+                _,
+            ) => {
+                let asked: sexton_shared::api::DrillAsked =
+                    decode_reply("backup.drill", value.clone())?;
+                let base = asked.asked.backup_id.clone();
+                return wait_for_verdict(&client, cluster, &base, &asked.asked, output).await;
+            }
             (Command::Retention(RetentionCommand::Approve { dry_run: true, .. }), _, _)
                 if matches!(output, Output::Table | Output::Wide) =>
             {
@@ -1199,10 +1216,9 @@ async fn wait_for_verdict(
     client: &Client,
     cluster: &str,
     id: &str,
-    asked: &Value,
+    asked: &VerifyAsked,
     output: Output,
 ) -> Result<(), Failure> {
-    let asked: VerifyAsked = decode_reply("backup.verify", asked.clone())?;
     let request_id = &asked.request_id;
     let deadline = asked
         .deadline
@@ -1226,6 +1242,7 @@ async fn wait_for_verdict(
                     "request_id",
                     "outcome",
                     "location",
+                    "until",
                     "at",
                     "duration_ms",
                     "reason",

@@ -202,6 +202,7 @@ impl JobDir {
             facts_file: root.join("facts"),
             event_file: root.join("event.json"),
             inputs: root.join("inputs"),
+            log: root.join("log"),
         };
         for dir in [&paths.scratch, &paths.output, &paths.inputs] {
             std::fs::create_dir_all(dir)?;

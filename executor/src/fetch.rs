@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, FixedOffset};
 use serde::Serialize;
 use sexton_shared::{
-    binlog::{self, BinlogIndex, IndexSegment},
+    binlog::{self, IndexSegment},
     names::ClusterName,
-    object_store::{check_backup_key, lock::VersionEntry, transfer::TransferError, ObjectStore},
+    object_store::{check_backup_key, transfer::TransferError, ObjectStore},
     wire::{VerifyBackup, VerifyObject},
 };
 
@@ -261,46 +261,6 @@ pub struct FetchedBinlog {
     pub segments: Vec<FetchedSegment>,
 }
 
-/// Reads the archive's index: the current version, or on a versioned bucket where that is
-/// gone or unreadable (a delete marker, bytes written over it), the newest version that reads
-/// as an index. `Err` when none does.
-pub async fn read_index(
-    store: &ObjectStore,
-    index_key: &str,
-    archive: &str,
-) -> anyhow::Result<(BinlogIndex, Option<String>)> {
-    // Read as every reader of the index reads it: each key a segment of this archive.
-    let parse = |body: &[u8]| BinlogIndex::parse_for(body, archive);
-    let why = match store.get(index_key).await?.as_deref().map(parse) {
-        Some(Ok(index)) => return Ok((index, None)),
-        Some(Err(err)) => format!("its current version does not read: {err}"),
-        None => "there is none".to_string(),
-    };
-    for entry in older_versions(store, index_key).await? {
-        let Some(body) = store.get_at(index_key, Some(&entry.version_id)).await? else {
-            continue;
-        };
-        if let Ok(index) = parse(&body) {
-            return Ok((index, Some(entry.version_id)));
-        }
-    }
-    anyhow::bail!("the binlog index {index_key} cannot be read: {why}")
-}
-
-/// The versions of `key` beneath its current one, newest first (none on a bucket without
-/// versions): where a recovery point written over or "deleted" still lies.
-async fn older_versions(store: &ObjectStore, key: &str) -> anyhow::Result<Vec<VersionEntry>> {
-    if !store.is_versioned().await? {
-        return Ok(Vec::new());
-    }
-    Ok(store
-        .list_versions(key)
-        .await?
-        .into_iter()
-        .filter(|entry| entry.key == key && !entry.delete_marker && !entry.latest)
-        .collect())
-}
-
 /// Downloads the segments of the archive under `prefix` that may hold events of `[since,
 /// until]` into `into` (by their file names), each checked against the size and SHA-256 its
 /// index entry records. On a versioned bucket a segment whose current version is not the
@@ -316,7 +276,7 @@ pub async fn fetch_binlog(
 ) -> anyhow::Result<FetchedBinlog> {
     let index_key = binlog::index_key(prefix, cluster);
     let archive = binlog::binlog_prefix(prefix, cluster);
-    let (index, index_version) = read_index(store, &index_key, &archive).await?;
+    let (index, index_version) = binlog::store::read_recorded(store, &index_key, &archive).await?;
     let mut segments = Vec::new();
     for segment in index
         .segments
@@ -360,7 +320,7 @@ async fn fetch_segment(
         Err(err) => return Err(err.into()),
     };
     if sha256.is_some() {
-        for entry in older_versions(store, key).await? {
+        for entry in binlog::store::older_versions(store, key).await? {
             if size.is_some_and(|size| size != entry.size) {
                 continue;
             }

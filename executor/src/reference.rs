@@ -586,15 +586,60 @@ async fn verify(
             checked.push(object.key.clone());
         }
     }
+    // A drill: the archive's segments that reach the instant read back too, each as its index
+    // recorded it (the reference executor has no database to replay them into).
+    let mut segments = 0usize;
+    if let Some(replay) = &due.replay {
+        let into = std::env::temp_dir().join(format!(
+            "sexton-reference-drill-{}-{}",
+            std::process::id(),
+            due.request_id
+        ));
+        let fetched = crate::fetch::fetch_binlog(
+            store,
+            store.prefix(),
+            &due.cluster,
+            Some(replay.since.fixed_offset()),
+            Some(replay.until.fixed_offset()),
+            &into,
+        )
+        .await;
+        let _ = std::fs::remove_dir_all(&into);
+        match fetched {
+            Ok(fetched) if fetched.segments.is_empty() => problems.push(format!(
+                "the log archive has no segment between {} and {}",
+                replay.since, replay.until
+            )),
+            Ok(fetched) => {
+                for segment in fetched.segments {
+                    bytes_read += segment.size;
+                    checked.push(segment.key);
+                    segments += 1;
+                }
+            }
+            Err(err) => problems.push(format!(
+                "reading the log archive up to {}: {err:#}",
+                replay.until
+            )),
+        }
+    }
     let duration_ms = started.elapsed().as_millis() as u64;
     let (outcome, reason) = if problems.is_empty() {
+        let read = format!(
+            "{} objects of {} backups",
+            checked.len() - segments,
+            due.chain.len()
+        );
         (
             VerdictOutcome::Verified,
-            Some(format!(
-                "{} objects of {} backups read back, {bytes_read} bytes, checksums as taken",
-                checked.len(),
-                due.chain.len()
-            )),
+            Some(match &due.replay {
+                None => format!("{read} read back, {bytes_read} bytes, checksums as taken"),
+                Some(replay) => format!(
+                    "{read} and {segments} log segments up to {} read back, {bytes_read} bytes, \
+                     checksums as taken",
+                    replay.until.to_rfc3339()
+                ),
+            }),
         )
     } else {
         (VerdictOutcome::VerifyFailed, Some(problems.join("; ")))

@@ -27,8 +27,8 @@ pub use crate::checks::{
 };
 pub use backup::{
     BackupDelete, BackupDeleted, BackupDescription, BackupHold, BackupRef, BackupTaken,
-    ChainRequest, DeleteAction, RestorablePlace, RestoreChain, RetentionVerdict, VerifyAsked,
-    VerifyRequest, VolumeFate,
+    ChainRequest, DeleteAction, DrillAsked, DrillRequest, RestorablePlace, RestoreChain,
+    RetentionVerdict, VerifyAsked, VerifyRequest, VolumeFate,
 };
 pub use binlog::StatusRequest;
 pub use catalog::{ImportRequest, ScrubRequest};

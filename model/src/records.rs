@@ -633,6 +633,9 @@ pub struct VerificationEntry {
     /// The location whose copy was tested (issue 28); absent: the primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<LocationName>,
+    /// A drill (issue 47): the instant the restore replayed the log archive to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
 }
 
 /// A restore test under way.
@@ -644,6 +647,9 @@ pub struct PendingVerification {
     /// The location whose copy is under test; absent: the primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<LocationName>,
+    /// A drill: the instant the restore replays the log archive to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
 }
 
 impl Verification {

@@ -493,6 +493,19 @@ pub struct VerifyDue {
     /// keys there, read with that location's client. Absent: the primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<LocationName>,
+    /// A restore drill to a point in time (issue 47): after restoring the chain, replay the
+    /// log archive at the same place up to `until`. Absent: restore the backup as it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<VerifyReplay>,
+}
+
+/// The replay of a drill: the archive's segments that may hold events of `since..=until`
+/// (`since`: where the target's replay begins), applied from the restored backup's own log
+/// position and stopped at `until`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct VerifyReplay {
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
 }
 
 /// One backup of a chain to restore, with its objects as intake saw them.
@@ -538,6 +551,15 @@ impl Message for VerifyDue {
         }
         if self.chain.len() > 10_000 {
             return Err("a chain of more than 10000 backups".into());
+        }
+        if let Some(replay) = &self.replay {
+            if replay.since > replay.until {
+                return Err(format!(
+                    "a replay from {} to {}: it ends before it starts",
+                    replay.since.to_rfc3339(),
+                    replay.until.to_rfc3339()
+                ));
+            }
         }
         Ok(())
     }

@@ -82,5 +82,8 @@ pub use policy::{
     RetentionDays, TagList, WindowUnit, MAX_TAG_LISTS,
 };
 pub use reason::{Bucket, Reason, Reasons, Rule};
-pub use recovery::{after_plan, restorable, Recovery, RecoveryGap, RecoveryInterval, RestorePoint};
+pub use recovery::{
+    after_plan, drill, restorable, Drill, Recovery, RecoveryGap, RecoveryInterval, Replay,
+    RestorePoint,
+};
 pub use render::PlanJson;

@@ -154,6 +154,126 @@ pub fn restorable(catalog: &Catalog, now: DateTime<Utc>) -> Recovery {
     }
 }
 
+/// What a restore to one instant reads (issue 47, restore drills): the point to restore and,
+/// when the instant is past it, the replay of the archive that reaches it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Drill {
+    pub base: RestorePoint,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<Replay>,
+}
+
+/// A replay of the archive: the segments that may hold events of `since..=until`, applied from
+/// the base's own log position and stopped at `until`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Replay {
+    /// The first instant of the newest segment that starts no later than the base did: the
+    /// segment being written when the base was taken, where its replay begins.
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+}
+
+/// How to restore `catalog` to instant `t` at `now`: the newest point at `t` exactly, else the
+/// newest point before `t` whose replay reaches `t` (a restore reads as little archive as it
+/// can). `Err` says why `t` is not restorable: the gap it falls in, with its reason, or where
+/// the restorable span begins or ends. Consistent with [`restorable`]: `t` has a drill exactly
+/// when `restorable(catalog, now).restorable_at(t)`.
+pub fn drill(catalog: &Catalog, now: DateTime<Utc>, t: DateTime<Utc>) -> Result<Drill, String> {
+    if t > now {
+        return Err(format!(
+            "{} is in the future (now is {})",
+            t.to_rfc3339(),
+            now.to_rfc3339()
+        ));
+    }
+    let recovery = restorable(catalog, now);
+    if let Some(point) = recovery.points.iter().rev().find(|p| p.at.to_utc() == t) {
+        return Ok(Drill {
+            base: point.clone(),
+            replay: None,
+        });
+    }
+    let by_id = ById::new(catalog);
+    let runs = Runs::new(&catalog.binlog_segments);
+    for point in recovery.points.iter().rev() {
+        let at = point.at.to_utc();
+        if at > t {
+            continue;
+        }
+        let Some(&index) = by_id.0.get(point.id.as_str()) else {
+            continue;
+        };
+        let start = catalog.backups[index]
+            .started_at
+            .unwrap_or(point.at)
+            .to_utc();
+        if runs.end_from(start).is_some_and(|end| end.min(now) >= t) {
+            let count = runs.starts.partition_point(|&low| low <= start);
+            let since = runs.starts[count - 1];
+            return Ok(Drill {
+                base: point.clone(),
+                replay: Some(Replay { since, until: t }),
+            });
+        }
+    }
+    let t_text = t.to_rfc3339();
+    Err(match (recovery.oldest(), recovery.newest()) {
+        (None, _) | (_, None) => "nothing is restorable here: no backup's chain is whole".into(),
+        (Some(oldest), _) if t < oldest => format!(
+            "{t_text} is before the oldest restorable instant, {}",
+            oldest.to_rfc3339()
+        ),
+        (_, Some(newest)) if t > newest => format!(
+            "{t_text} is after the newest restorable instant, {} (the archive reaches no further)",
+            newest.to_rfc3339()
+        ),
+        _ => match recovery.gaps.iter().find(|gap| gap.from < t && t < gap.to) {
+            Some(gap) => format!(
+                "{t_text} falls in a gap from {} to {}: {}",
+                gap.from.to_rfc3339(),
+                gap.to.to_rfc3339(),
+                gap.reason
+            ),
+            None => format!("{t_text} is not restorable here"),
+        },
+    })
+}
+
+impl Recovery {
+    /// An instant among the restorable ones, `fraction` (0 to 1) of the way through their total
+    /// length (the replay intervals laid end to end; the points alone when no interval has any
+    /// length): how a scheduled drill picks its instant. `None` when nothing is restorable.
+    pub fn instant_at(&self, fraction: f64) -> Option<DateTime<Utc>> {
+        let fraction = if fraction.is_finite() {
+            fraction.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        let total: i64 = self
+            .intervals
+            .iter()
+            .map(|i| (i.to - i.from).num_seconds())
+            .sum();
+        if total <= 0 {
+            let count = self.points.len();
+            if count == 0 {
+                return None;
+            }
+            let at = ((count - 1) as f64 * fraction).round() as usize;
+            return Some(self.points[at.min(count - 1)].at.to_utc());
+        }
+        let mut left = (total as f64 * fraction).floor() as i64;
+        for interval in &self.intervals {
+            let length = (interval.to - interval.from).num_seconds();
+            if left <= length {
+                return Some(interval.from + chrono::Duration::seconds(left));
+            }
+            left -= length;
+        }
+        self.intervals.last().map(|i| i.to)
+    }
+}
+
 /// The catalog as it stands once `plan` is carried out: deleted backups and binlog segments
 /// gone, and the volumes a partial decision deletes gone from their backups. Statuses are left
 /// as they are (a kept backup marked `expiring` stays marked until someone takes it back), and

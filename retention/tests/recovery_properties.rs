@@ -24,8 +24,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Value};
 use sexton_retention::{
-    after_plan, plan, restorable, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog,
-    Plan, PlanError, Policy, Recovery, VolumeArtifact,
+    after_plan, drill, plan, restorable, BackupKind, BackupRecord, BackupStatus, BinlogSegment,
+    Catalog, Plan, PlanError, Policy, Recovery, VolumeArtifact,
 };
 
 #[derive(Clone, Debug)]
@@ -503,6 +503,48 @@ fn hold_invariant(scenario: &Scenario) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// A drill (what a restore to one instant reads) exists exactly at the instants the recovery
+/// value calls restorable, and reads what it claims: a point restorable as it is, at or before
+/// the instant, and a replay from a segment started no later than the point that stops at it.
+fn drill_invariant(scenario: &Scenario) -> Result<(), TestCaseError> {
+    let catalog = &scenario.catalog;
+    let recovery = restorable(catalog, scenario.now);
+    let from = recovery
+        .oldest()
+        .map_or(scenario.now - TimeDelta::days(2), |t| {
+            t - TimeDelta::hours(1)
+        });
+    for t in samples(&recovery, from, scenario.now) {
+        let drill = drill(catalog, scenario.now, t);
+        prop_assert_eq!(
+            drill.is_ok(),
+            recovery.restorable_at(t),
+            "{}: drill {:?}\nrecovery {:?}",
+            t,
+            drill,
+            recovery
+        );
+        let Ok(drill) = drill else { continue };
+        prop_assert!(recovery.point(&drill.base.id) == Some(&drill.base));
+        let at = drill.base.at.to_utc();
+        prop_assert!(at <= t);
+        match drill.replay {
+            None => prop_assert_eq!(at, t),
+            Some(replay) => {
+                let backup = catalog
+                    .backups
+                    .iter()
+                    .find(|b| b.id == drill.base.id)
+                    .unwrap();
+                prop_assert!(at < t);
+                prop_assert_eq!(replay.until, t);
+                prop_assert!(replay.since <= backup.started_at.unwrap_or(drill.base.at).to_utc());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `cases`, or `PROPTEST_CASES` when it asks for more.
 fn config(cases: u32) -> Config {
     let asked = std::env::var("PROPTEST_CASES")
@@ -531,6 +573,11 @@ fn a_plan_keeps_every_restorable_instant_of_the_window() {
 #[test]
 fn a_hold_never_loses_a_restorable_instant() {
     check(5_000, hold_invariant);
+}
+
+#[test]
+fn a_drill_reads_exactly_what_the_recovery_value_promises() {
+    check(5_000, drill_invariant);
 }
 
 #[test]

@@ -32,6 +32,7 @@ mod backup_chain;
 mod backup_create;
 mod backup_delete;
 mod backup_describe;
+mod backup_drill;
 mod backup_hold;
 mod backup_list;
 mod backup_taken;
@@ -285,6 +286,7 @@ impl Api {
             "backup.taken" => self.backup_taken(decode(body)?).await,
             "backup.hold" => self.backup_hold(decode(body)?).await,
             "backup.verify" => self.backup_verify(decode(body)?).await,
+            "backup.drill" => self.backup_drill(decode(body)?).await,
             "backup.chain" => self.backup_chain(decode(body)?).await,
             "backup.release" => self.backup_release(decode(body)?).await,
             "cluster.forget" => self.cluster_forget(decode(body)?, actor).await,

@@ -125,23 +125,24 @@ async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Re
             verdict.request_id, verdict.backup_id
         )));
     }
-    // Where the test read: the place asked for (the record's, not the verdict's claim).
-    let location = record
+    // Where the test read, and a drill's instant: what was asked for (the record's, not the
+    // verdict's claim).
+    let (location, until) = record
         .verification
         .as_ref()
         .and_then(|v| {
             v.pending
                 .as_ref()
                 .filter(|p| p.request_id == verdict.request_id)
-                .map(|p| p.location.clone())
+                .map(|p| (p.location.clone(), p.until))
                 .or_else(|| {
                     v.history
                         .iter()
                         .find(|e| e.request_id == verdict.request_id)
-                        .map(|e| e.location.clone())
+                        .map(|e| (e.location.clone(), e.until))
                 })
         })
-        .flatten();
+        .unwrap_or_default();
     let now = Utc::now();
     let outcome = match verdict.outcome {
         VerdictOutcome::Verified => "verified",
@@ -155,6 +156,7 @@ async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Re
         duration_ms: Some(verdict.duration_ms),
         via: None,
         location,
+        until,
     };
     let already = record
         .verification

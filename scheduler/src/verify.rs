@@ -39,7 +39,7 @@ use sexton_shared::{
         VerificationEntry, VerifyPick,
     },
     topology::{self, Topology},
-    wire::{self, Incident, VerifyBackup, VerifyDue, VerifyObject},
+    wire::{self, Incident, VerifyBackup, VerifyDue, VerifyObject, VerifyReplay},
     Shutdown,
 };
 
@@ -251,6 +251,7 @@ pub fn event(
     requested_at: DateTime<Utc>,
     timeout: chrono::Duration,
     location: Option<&LocationName>,
+    replay: Option<VerifyReplay>,
 ) -> VerifyDue {
     let target = chain.last().expect("a chain ends with its target");
     VerifyDue {
@@ -265,6 +266,7 @@ pub fn event(
         deadline: requested_at + timeout,
         chain: chain.iter().map(|r| verify_backup(r, location)).collect(),
         location: location.cloned(),
+        replay,
     }
 }
 
@@ -317,6 +319,17 @@ pub struct Verifier {
     pub pending: Pending,
 }
 
+/// How a test is asked for: its request id, how long the executor has, the place it reads
+/// (`None`: primary) and, for a drill, the replay of the log archive after the restore.
+#[derive(Debug, Clone, Copy)]
+pub struct TestRequest<'a> {
+    pub request_id: &'a str,
+    pub timeout: chrono::Duration,
+    pub now: DateTime<Utc>,
+    pub location: Option<&'a LocationName>,
+    pub replay: Option<VerifyReplay>,
+}
+
 /// What asking for a test did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Asked {
@@ -335,11 +348,15 @@ impl Verifier {
         &self,
         records: &[Versioned<BackupRecord>],
         target: &BackupRecord,
-        request_id: &str,
-        timeout: chrono::Duration,
-        now: DateTime<Utc>,
-        location: Option<&LocationName>,
+        request: TestRequest<'_>,
     ) -> anyhow::Result<Option<Asked>> {
+        let TestRequest {
+            request_id,
+            timeout,
+            now,
+            location,
+            replay,
+        } = request;
         let by_id: BTreeMap<&str, &BackupRecord> = records
             .iter()
             .map(|r| (r.value.id.as_str(), &r.value))
@@ -367,6 +384,7 @@ impl Verifier {
                         duration_ms: None,
                         via: None,
                         location: location.cloned(),
+                        until: replay.map(|r| r.until),
                     },
                 )
                 .await?;
@@ -375,7 +393,7 @@ impl Verifier {
                 return Ok(None);
             }
         };
-        let event = event(request_id, &chain, now, timeout, location);
+        let event = event(request_id, &chain, now, timeout, location, replay);
         // Held before the event goes out: an executor may answer at once, and a verdict counts
         // only for a test the catalog knows was asked for.
         self.hold(&event).await?;
@@ -452,6 +470,7 @@ impl Verifier {
                 since: event.requested_at,
                 deadline: event.deadline,
                 location: event.location.clone(),
+                until: event.replay.map(|r| r.until),
             });
             record.holds.push(hold.clone());
             match self.catalog.update(&record, current.revision).await {
@@ -596,6 +615,7 @@ impl Verifier {
             return;
         };
         let location = pending.location.clone();
+        let until = pending.until;
         let why = format!("no verdict for restore test {request} by its deadline");
         let entry = VerificationEntry {
             request_id: request.to_string(),
@@ -605,6 +625,7 @@ impl Verifier {
             duration_ms: None,
             via: None,
             location,
+            until,
         };
         match self.settle(cluster, id, &current.value.uid, entry).await {
             Ok(_) => {
@@ -665,10 +686,13 @@ impl Verifier {
                 self.ask(
                     &records,
                     target,
-                    &request,
-                    spec.timeout.as_delta(),
-                    now,
-                    location,
+                    TestRequest {
+                        request_id: &request,
+                        timeout: spec.timeout.as_delta(),
+                        now,
+                        location,
+                        replay: None,
+                    },
                 )
                 .await?;
             }
@@ -814,6 +838,7 @@ mod tests {
                 duration_ms: None,
                 via: None,
                 location: None,
+                until: None,
             }],
             ..Verification::default()
         });
@@ -992,12 +1017,19 @@ mod tests {
         let chain = [&f, &i1];
         chain_at(&chain, &dr).unwrap();
         let now: DateTime<Utc> = "2026-01-03T00:00:00Z".parse().unwrap();
-        let due = event("r", &chain, now, chrono::Duration::hours(1), Some(&dr));
+        let due = event(
+            "r",
+            &chain,
+            now,
+            chrono::Duration::hours(1),
+            Some(&dr),
+            None,
+        );
         assert_eq!(due.location.as_ref(), Some(&dr));
         assert_eq!(due.chain[0].objects[0].key, "dr/c1/s/f/data");
         assert_eq!(due.chain[1].objects[0].size, Some(4));
         // At primary: the primary's keys.
-        let due = event("r", &chain, now, chrono::Duration::hours(1), None);
+        let due = event("r", &chain, now, chrono::Duration::hours(1), None, None);
         assert_eq!(due.chain[0].objects[0].key, "b/c1/s/f/data");
         assert_eq!(due.location, None);
         // The parent's copy being deleted there, or never made: no test there.
@@ -1022,6 +1054,7 @@ mod tests {
             duration_ms: None,
             via: None,
             location: location.map(|l| LocationName::new(l).unwrap()),
+            until: None,
         };
         verification.record(entry("failed", Some("dr")));
         assert_eq!(

@@ -220,6 +220,7 @@ fn verify_due() {
         deadline: at("2026-03-01T07:00:00Z").into(),
         chain: vec![backup("b1", BackupKind::Full, None, bare.clone())],
         location: None,
+        replay: None,
     };
     let every = VerifyDue {
         request_id: "s-20260301060000".into(),
@@ -241,6 +242,10 @@ fn verify_due() {
             ),
         ],
         location: Some(sexton_shared::names::LocationName::new("dr").unwrap()),
+        replay: Some(sexton_shared::wire::VerifyReplay {
+            since: at("2026-03-01T02:00:00Z").into(),
+            until: at("2026-03-01T05:30:00Z").into(),
+        }),
         ..least.clone()
     };
     let root = check("verify-due", &[json!(least), json!(every)]);

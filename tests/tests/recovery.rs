@@ -239,6 +239,58 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
         "the test failed at once: {asked}"
     );
 
+    // A drill to an instant (issue 47, item 7): at f-b2's own instant dr restores f-b2 as it
+    // is; between two backups, with no log archive, nothing reaches, and the refusal says why.
+    let b2_at = now - chrono::Duration::hours(3);
+    let drill = |at: DateTime<Utc>, location: &'static str| {
+        let client = client.clone();
+        async move {
+            api(
+                &client,
+                "backup",
+                "drill",
+                json!({"schema_version": 1, "cluster": "c1", "at": at, "location": location,
+                       "timeout": "1m"}),
+            )
+            .await
+        }
+    };
+    let drilled = drill(b2_at, "dr").await.expect("a drill at f-b2's instant");
+    assert_eq!(drilled["backup_id"], "f-b2", "{drilled}");
+    assert_eq!(drilled["chain"], json!(["f-b2"]), "{drilled}");
+    assert!(drilled["replay"].is_null(), "{drilled}");
+    let pending = record(&catalog, "f-b2")
+        .await
+        .unwrap()
+        .verification
+        .and_then(|v| v.pending)
+        .expect("f-b2 under test");
+    // At a backup's own instant nothing is replayed: the test is a restore test of it.
+    assert_eq!(pending.until, None);
+    assert_eq!(pending.location.as_ref(), Some(&dr_name));
+    for (at, location, words) in [
+        (
+            b2_at + chrono::Duration::minutes(30),
+            "dr",
+            "falls in a gap from",
+        ),
+        (b2_at, "primary", "before the oldest restorable instant"),
+        (now + chrono::Duration::hours(1), "dr", "is in the future"),
+    ] {
+        let err = drill(at, location).await.expect_err("refused").to_string();
+        assert!(err.contains(words), "{at} at {location}: {err}");
+    }
+    let err = api(
+        &client,
+        "backup",
+        "drill",
+        json!({"schema_version": 1, "cluster": "c1", "at": "yesterday"}),
+    )
+    .await
+    .expect_err("a malformed instant")
+    .to_string();
+    assert!(err.contains("at"), "{err}");
+
     // What each place can restore, as `sexton recovery window` shows it: primary the two it
     // keeps, dr all four; the objectives checked there (primary's rpo met; dr's 5h window
     // missed, its oldest backup being 4h old; no restore test passed there yet).

@@ -516,6 +516,34 @@ pub enum RecoveryCommand {
         #[arg(long, value_name = "LOCATION")]
         location: Option<String>,
     },
+    /// A restore drill to a point in time: an executor restores, at one place, the backup a
+    /// recovery to --at reads there (its chain, then the log archive replayed up to --at),
+    /// checks it and answers; the verdict is recorded on the backup with the instant. Refused,
+    /// saying why (the gap, or where the restorable span ends), when --at is not restorable
+    /// there. With --wait, wait for the verdict; exit 1 if it failed.
+    #[command(after_help = "Examples:
+  sexton recovery drill --cluster db1 --at 2026-11-23T14:00:00Z --wait
+  sexton recovery drill --cluster db1 --at 2026-11-20T09:30:00Z --location dr --timeout 2h")]
+    Drill {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// The instant to recover to (RFC 3339).
+        #[arg(long)]
+        at: String,
+        /// The plan whose backups to read; needed when the cluster has more than one.
+        #[arg(long)]
+        plan: Option<String>,
+        /// Read the copies and the log archive at this location instead of the primary's.
+        #[arg(long)]
+        location: Option<String>,
+        /// How long the executor has (1m to 7d; default 1h).
+        #[arg(long)]
+        timeout: Option<String>,
+        /// Wait for the verdict (up to the timeout) and print it; exit 1 if it failed.
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -45,6 +45,8 @@ fn decodes(subject: &str, body: &Body) {
         "backup.hold" | "backup.release" => decode_request::<api::BackupHold>(&bytes).map(drop),
         "backup.delete" => decode_request::<api::BackupDelete>(&bytes).map(drop),
         "backup.verify" => decode_request::<api::VerifyRequest>(&bytes).map(drop),
+        "backup.drill" => decode_request::<api::DrillRequest>(&bytes).map(drop),
+        "recovery.window" => decode_request::<api::RecoveryRequest>(&bytes).map(drop),
         "orphans.list" | "orphans.delete" => {
             decode_request::<api::OrphansRequest>(&bytes).map(drop)
         }
@@ -257,6 +259,21 @@ fn every_online_command_sends_what_its_service_decodes() {
         &["catalog", "import", "--cluster", "c", "--from", "dr"],
         &["binlog", "status", "--cluster", "c"],
         &["cluster", "forget", "--cluster", "c", "--remote"],
+        &["recovery", "window", "--cluster", "c", "--location", "dr"],
+        &[
+            "recovery",
+            "drill",
+            "--cluster",
+            "c",
+            "--at",
+            "2026-11-23T14:00:00+01:00",
+            "--plan",
+            "p",
+            "--location",
+            "dr",
+            "--timeout",
+            "2h",
+        ],
     ];
     for line in lines {
         let (subject, body) = body(line);
@@ -311,6 +328,47 @@ fn a_name_the_service_refuses_is_refused_before_sending_in_its_words() {
         ),
         (
             &["backup", "verify", "b", "--cluster", "c", "--timeout", "5s"],
+            "verify timeout",
+        ),
+        (
+            &["recovery", "drill", "--cluster", "c", "--at", "yesterday"],
+            "--at \"yesterday\" is not an RFC 3339 time",
+        ),
+        (
+            &[
+                "recovery",
+                "drill",
+                "--cluster",
+                "c",
+                "--at",
+                "2026-11-23T14:00:00",
+            ],
+            "not an RFC 3339 time",
+        ),
+        (
+            &[
+                "recovery",
+                "drill",
+                "--cluster",
+                "c",
+                "--at",
+                "2026-11-23T14:00:00Z",
+                "--location",
+                "d/r",
+            ],
+            "location",
+        ),
+        (
+            &[
+                "recovery",
+                "drill",
+                "--cluster",
+                "c",
+                "--at",
+                "2026-11-23T14:00:00Z",
+                "--timeout",
+                "30d",
+            ],
             "verify timeout",
         ),
         (&["cluster", "forget", "--cluster", "a/../b"], "--cluster"),

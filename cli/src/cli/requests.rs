@@ -10,10 +10,11 @@ use chrono::Utc;
 use serde::Serialize;
 use sexton_shared::{
     api::{
-        ApproveRequest, BackupDelete, BackupHold, BackupRef, ByName, ClusterForget, ImportRequest,
-        ListFilter, OrphansRequest, PluginByName, PluginList, PluginSpec, PreviewRequest,
-        RecoveryRequest, ScheduleBackfill, ScheduleDelete, ScheduleDescription, ScheduleSpec,
-        ScheduleUpdate, ScrubRequest, StatusRequest, TimingView, Unpause, VerifyRequest,
+        ApproveRequest, BackupDelete, BackupHold, BackupRef, ByName, ClusterForget, DrillRequest,
+        ImportRequest, ListFilter, OrphansRequest, PluginByName, PluginList, PluginSpec,
+        PreviewRequest, RecoveryRequest, ScheduleBackfill, ScheduleDelete, ScheduleDescription,
+        ScheduleSpec, ScheduleUpdate, ScrubRequest, StatusRequest, TimingView, Unpause,
+        VerifyRequest,
     },
     names::{BackupId, ClusterName, PlanName, ScheduleName},
     topology,
@@ -47,6 +48,7 @@ pub(crate) enum Body {
     PluginList(PluginList),
     PreviewRequest(PreviewRequest),
     RecoveryRequest(RecoveryRequest),
+    DrillRequest(DrillRequest),
     ApproveRequest(ApproveRequest),
     ScrubRequest(ScrubRequest),
     ImportRequest(ImportRequest),
@@ -173,6 +175,35 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 location: parsed_opt::<RecoveryRequest, _>(location.as_ref())?,
             }),
             &[],
+        ),
+        Command::Recovery(RecoveryCommand::Drill {
+            cluster,
+            at,
+            plan,
+            location,
+            timeout,
+            wait: _,
+        }) => (
+            topology::api_subject("backup", "drill"),
+            Body::DrillRequest(DrillRequest {
+                schema_version: SCHEMA_VERSION,
+                cluster: parsed::<DrillRequest, _>(cluster)?,
+                at: parse_time("at", at)?,
+                plan: parsed_opt::<DrillRequest, _>(plan.as_ref())?,
+                location: parsed_opt::<DrillRequest, _>(location.as_ref())?,
+                timeout: timeout
+                    .as_deref()
+                    .map(choice::<DrillRequest, _>)
+                    .transpose()?,
+            }),
+            &[
+                "request_id",
+                "backup_id",
+                "at",
+                "location",
+                "deadline",
+                "recorded",
+            ],
         ),
         Command::Retention(RetentionCommand::Preview {
             cluster,

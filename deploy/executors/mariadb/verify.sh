@@ -7,6 +7,9 @@
 #
 #   sexton exec --verify-command /opt/sexton/mariadb/verify.sh ...
 #
+# A drill (`sexton recovery drill`) also sets SEXTON_RECOVER_UNTIL and SEXTON_LOG_DIR: the
+# binlogs are replayed up to that instant before the check query.
+#
 # Environment (besides sexton exec's): MARIADB_VERIFY_PORT (default 3399; one test at a time
 # per port) and MARIADB_VERIFY_QUERY (default "SELECT 1"; a query that must return a row).
 set -euo pipefail
@@ -18,8 +21,17 @@ for dir in "$SEXTON_INPUT_DIR"/*/; do
   files+=("$dir/backup.xbstream")
 done
 [ ${#files[@]} -gt 0 ] || { echo "verify.sh: the chain is empty" >&2; exit 1; }
+# A drill to a point in time (`sexton recovery drill`): the segments that reach the instant are
+# in $SEXTON_LOG_DIR; replay them from the restored backup's binlog position up to the second
+# of $SEXTON_RECOVER_UNTIL (events at or after it are not applied).
+replay=()
+if [ -n "${SEXTON_RECOVER_UNTIL:-}" ]; then
+  stop="$(date -u -d "$SEXTON_RECOVER_UNTIL" '+%Y-%m-%d %H:%M:%S')" \
+    || { echo "verify.sh: SEXTON_RECOVER_UNTIL=$SEXTON_RECOVER_UNTIL is not a time" >&2; exit 1; }
+  replay=(--binlog-dir "$SEXTON_LOG_DIR" --stop-datetime "$stop")
+fi
 out="$("$here/restore-verify.sh" --work "$SEXTON_SCRATCH_DIR" \
   --port "${MARIADB_VERIFY_PORT:-3399}" --check-query "${MARIADB_VERIFY_QUERY:-SELECT 1}" \
-  "${files[@]}")"
+  "${replay[@]}" "${files[@]}")"
 [ -n "$out" ] || { echo "verify.sh: the check query returned nothing" >&2; exit 1; }
-echo "restored ${#files[@]} backup(s) of $SEXTON_BACKUP_ID; the check query returned $(printf '%s\n' "$out" | wc -l) row(s)"
+echo "restored ${#files[@]} backup(s) of $SEXTON_BACKUP_ID${stop:+, replayed to $stop UTC}; the check query returned $(printf '%s\n' "$out" | wc -l) row(s)"

@@ -32,6 +32,8 @@ pub struct JobPaths {
     pub event_file: std::path::PathBuf,
     /// Where parents' `metadata.json` files are put (backups) or the inputs (merges).
     pub inputs: std::path::PathBuf,
+    /// A drill's log segments (created only for a drill).
+    pub log: std::path::PathBuf,
 }
 
 fn path_text(path: &Path) -> String {
@@ -199,6 +201,19 @@ pub fn verify_env(
         ("SEXTON_DEADLINE".into(), due.deadline.to_rfc3339()),
         ("SEXTON_INPUT_DIR".into(), path_text(&paths.inputs)),
     ]);
+    // A drill (issue 47): the segments that reach the instant are in SEXTON_LOG_DIR, by their
+    // file names; replay them from the restored backup's position up to SEXTON_RECOVER_UNTIL.
+    if let Some(replay) = &due.replay {
+        env.extend([
+            (
+                "SEXTON_RECOVER_UNTIL".into(),
+                replay
+                    .until
+                    .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            ),
+            ("SEXTON_LOG_DIR".into(), path_text(&paths.log)),
+        ]);
+    }
     env
 }
 
@@ -305,7 +320,38 @@ mod tests {
             facts_file: "/w/j/facts".into(),
             event_file: "/w/j/event.json".into(),
             inputs: "/w/j/inputs".into(),
+            log: "/w/j/log".into(),
         }
+    }
+
+    #[test]
+    fn a_drill_says_until_when_and_where_the_log_is_and_a_test_does_not() {
+        let due = |replay: serde_json::Value| -> sexton_shared::wire::VerifyDue {
+            serde_json::from_value(serde_json::json!({
+                "request_id": "drill-1", "cluster": "db1", "plan": "p", "backup_id": "b1",
+                "uid": "u", "requested_at": "2026-03-01T06:00:00Z",
+                "deadline": "2026-03-01T07:00:00Z",
+                "chain": [{"id": "b1", "uid": "u", "backup_name": "s", "kind": "full",
+                           "objects": []}],
+                "replay": replay,
+            }))
+            .unwrap()
+        };
+        let drill = verify_env(
+            &due(serde_json::json!({"since": "2026-03-01T02:00:00Z",
+                                    "until": "2026-03-01T05:30:00Z"})),
+            "backups/db1/s/b1/",
+            &paths(),
+        );
+        assert_eq!(
+            get(&drill, "SEXTON_RECOVER_UNTIL"),
+            Some("2026-03-01T05:30:00Z")
+        );
+        assert_eq!(get(&drill, "SEXTON_LOG_DIR"), Some("/w/j/log"));
+        assert_eq!(get(&drill, "SEXTON_INPUT_DIR"), Some("/w/j/inputs"));
+        let test = verify_env(&due(serde_json::Value::Null), "backups/db1/s/b1/", &paths());
+        assert_eq!(get(&test, "SEXTON_RECOVER_UNTIL"), None);
+        assert_eq!(get(&test, "SEXTON_LOG_DIR"), None);
     }
 
     fn get<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {

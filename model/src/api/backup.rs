@@ -109,6 +109,48 @@ impl Message for VerifyRequest {
     const KIND: &'static str = "request";
 }
 
+/// `backup.drill` (`sexton recovery drill --cluster C --at T [--location L]`, issue 47): a
+/// restore test to a point in time. The scheduler picks what a restore to `at` reads at the
+/// place (the newest backup restorable there at `at`, or before it with a log archive that
+/// reaches `at`), asks for the test of that backup with the replay, and records the verdict on
+/// it with the instant. Refused, saying why, when `at` is not restorable there.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DrillRequest {
+    #[serde(default = "v1")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    /// The instant to recover to.
+    pub at: DateTime<Utc>,
+    /// The plan whose backups to read; needed when the cluster has more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<crate::names::PlanName>,
+    /// Read the copies and the log archive at this location; absent: the primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
+    /// How long an executor has (1m to 7d); default 1h.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<VerifyTimeout>,
+}
+
+impl Message for DrillRequest {
+    const KIND: &'static str = "request";
+}
+
+/// What `backup.drill` asked for: the test ([`VerifyAsked`]), the backup it restores with its
+/// chain, and the replay (absent when `at` is that backup's own instant).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DrillAsked {
+    #[serde(flatten)]
+    pub asked: VerifyAsked,
+    pub at: DateTime<Utc>,
+    pub chain: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::wire::VerifyReplay>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
+}
+
 /// `backup.chain` (`sexton backup fetch ID --cluster C [--location L]`): what a restore of
 /// the backup reads, its chain oldest first, each object with the size, SHA-256 and version
 /// intake (or the copier) recorded: the same list a restore test gets.

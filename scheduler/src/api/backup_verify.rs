@@ -46,7 +46,17 @@ impl Api {
         let timeout = req.timeout.unwrap_or_default().as_delta();
         let asked = self
             .verifier
-            .ask(&records, target, &request_id, timeout, now, location)
+            .ask(
+                &records,
+                target,
+                crate::verify::TestRequest {
+                    request_id: &request_id,
+                    timeout,
+                    now,
+                    location,
+                    replay: None,
+                },
+            )
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
         let answer = match asked {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::object_store::{ObjectError, ObjectStore, Precondition, PutError};
+use crate::object_store::{lock::VersionEntry, ObjectError, ObjectStore, Precondition, PutError};
 
 use super::{BinlogIndex, IndexError};
 
@@ -155,4 +155,64 @@ fn backoff(n: u32) -> Duration {
             .unwrap_or(0),
     );
     Duration::from_millis(1 + jitter % ceiling_ms)
+}
+
+/// Reads the archive's index as restores read it (issue 29): the current version, or on a
+/// versioned bucket where that is gone or unreadable (a delete marker, bytes written over it),
+/// the newest version that reads as an index. `Err` when none does.
+pub async fn read_recorded(
+    store: &ObjectStore,
+    index_key: &str,
+    archive: &str,
+) -> anyhow::Result<(BinlogIndex, Option<String>)> {
+    // Read as every reader of the index reads it: each key a segment of this archive.
+    let parse = |body: &[u8]| BinlogIndex::parse_for(body, archive);
+    let why = match store.get(index_key).await?.as_deref().map(parse) {
+        Some(Ok(index)) => return Ok((index, None)),
+        Some(Err(err)) => format!("its current version does not read: {err}"),
+        None => "there is none".to_string(),
+    };
+    for entry in older_versions(store, index_key).await? {
+        let Some(body) = store.get_at(index_key, Some(&entry.version_id)).await? else {
+            continue;
+        };
+        if let Ok(index) = parse(&body) {
+            return Ok((index, Some(entry.version_id)));
+        }
+    }
+    anyhow::bail!("the binlog index {index_key} cannot be read: {why}")
+}
+
+/// [`read_recorded`], where an archive that never had an index (no version of it at all) is
+/// `None`: a place without a log archive, not a damaged one.
+pub async fn read_recorded_if_any(
+    store: &ObjectStore,
+    index_key: &str,
+    archive: &str,
+) -> anyhow::Result<Option<(BinlogIndex, Option<String>)>> {
+    if store.get(index_key).await?.is_none()
+        && (!store.is_versioned().await?
+            || store
+                .list_versions(index_key)
+                .await?
+                .iter()
+                .all(|entry| entry.key != index_key))
+    {
+        return Ok(None);
+    }
+    read_recorded(store, index_key, archive).await.map(Some)
+}
+
+/// The versions of `key` beneath its current one, newest first (none on a bucket without
+/// versions): where a recovery point written over or "deleted" still lies.
+pub async fn older_versions(store: &ObjectStore, key: &str) -> anyhow::Result<Vec<VersionEntry>> {
+    if !store.is_versioned().await? {
+        return Ok(Vec::new());
+    }
+    Ok(store
+        .list_versions(key)
+        .await?
+        .into_iter()
+        .filter(|entry| entry.key == key && !entry.delete_marker && !entry.latest)
+        .collect())
 }

@@ -1,0 +1,190 @@
+//! `backup.drill` (`sexton recovery drill --cluster C --at T [--location L] [--wait]`, issue
+//! 47): a restore test to a point in time. What a restore to `at` reads is the retention core's
+//! decision ([`sexton_retention::drill`]), over the same place catalog the recovery value is
+//! computed from ([`sexton_shared::recovery::place_catalog`]) and that place's log archive read
+//! as restores read it (the recorded index, from beneath a newer version if need be). The test
+//! then goes the way of every restore test ([`crate::verify::Verifier::ask`]): the event with
+//! the chain and the replay, the base held until the verdict, the verdict recorded on the base
+//! with the instant it recovered to.
+
+use chrono::Utc;
+use serde_json::Value;
+use sexton_shared::{
+    api::{ApiError, DrillAsked, DrillRequest, ErrorCode, VerifyAsked},
+    binlog,
+    names::{LocationName, PlanName},
+    object_store::ObjectStore,
+    records::BackupRecord,
+    wire::VerifyReplay,
+};
+
+use super::{invalid, unavailable, Api};
+
+impl Api {
+    pub(super) async fn backup_drill(&self, req: DrillRequest) -> Result<Value, ApiError> {
+        let location = req.location.as_ref().filter(|name| !name.is_primary());
+        if let Some(name) = location {
+            self.check_location(name)?;
+        }
+        let records = self
+            .catalog
+            .list_cluster(&req.cluster)
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        if records.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!("cluster {} has no backups in the catalog", req.cluster),
+            ));
+        }
+        let plan = self.drill_plan(&req, &records)?;
+        let place = location.cloned().unwrap_or_else(LocationName::primary);
+        let of_plan: Vec<&BackupRecord> = records
+            .iter()
+            .map(|r| &r.value)
+            .filter(|r| r.plan == plan)
+            .collect();
+        let (mut catalog, _) = sexton_shared::recovery::place_catalog(&of_plan, &place);
+        let store = match location {
+            None => &self.store,
+            Some(name) => self.locations.get(name).ok_or_else(|| {
+                unavailable(format!("location {name} has no store configured here"))
+            })?,
+        };
+        catalog.binlog_segments = log_archive(store, &req.cluster)
+            .await
+            .map_err(|err| unavailable(format!("reading the log archive at {place}: {err:#}")))?;
+        let now = Utc::now();
+        let drill = sexton_retention::drill(&catalog, now, req.at).map_err(|why| {
+            ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "{} cannot be recovered to {} at {place}: {why}",
+                    req.cluster,
+                    req.at.to_rfc3339()
+                ),
+            )
+        })?;
+        let target = records
+            .iter()
+            .find(|r| r.value.id.as_str() == drill.base.id)
+            .map(|r| &r.value)
+            .ok_or_else(|| invalid(format!("backup {} left the catalog", drill.base.id)))?;
+        if let Some(pending) = target
+            .verification
+            .as_ref()
+            .and_then(|v| v.pending.as_ref())
+        {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "backup {}, which a restore to {} reads, is already under test ({}, until {})",
+                    target.id,
+                    req.at.to_rfc3339(),
+                    pending.request_id,
+                    pending.deadline
+                ),
+            ));
+        }
+        let replay = drill.replay.map(|r| VerifyReplay {
+            since: r.since,
+            until: r.until,
+        });
+        let request_id = format!(
+            "drill-{}-{}",
+            now.format("%Y%m%d%H%M%S"),
+            &uuid::Uuid::new_v4().simple().to_string()[..6]
+        );
+        let asked = self
+            .verifier
+            .ask(
+                &records,
+                target,
+                crate::verify::TestRequest {
+                    request_id: &request_id,
+                    timeout: req.timeout.unwrap_or_default().as_delta(),
+                    now,
+                    location,
+                    replay,
+                },
+            )
+            .await
+            .map_err(|err| unavailable(format!("{err:#}")))?;
+        let asked = match asked {
+            Some(asked) => VerifyAsked {
+                request_id: asked.request_id,
+                backup_id: asked.backup_id,
+                deadline: Some(asked.deadline),
+                duplicate: Some(asked.duplicate),
+                recorded: None,
+            },
+            None => VerifyAsked {
+                request_id,
+                backup_id: target.id.to_string(),
+                deadline: None,
+                duplicate: None,
+                recorded: Some("failed".into()),
+            },
+        };
+        serde_json::to_value(DrillAsked {
+            asked,
+            at: req.at,
+            chain: drill.base.chain,
+            replay,
+            location: location.cloned(),
+        })
+        .map_err(invalid)
+    }
+
+    /// The plan a drill reads: the one asked for, or the cluster's only one.
+    fn drill_plan(
+        &self,
+        req: &DrillRequest,
+        records: &[sexton_shared::catalog::Versioned<BackupRecord>],
+    ) -> Result<PlanName, ApiError> {
+        let mut plans: Vec<&PlanName> = records.iter().map(|r| &r.value.plan).collect();
+        plans.sort();
+        plans.dedup();
+        let list = || {
+            plans
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match &req.plan {
+            Some(plan) if plans.contains(&plan) => Ok(plan.clone()),
+            Some(plan) => Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "cluster {} has no backups of plan {plan}; its plans: {}",
+                    req.cluster,
+                    list()
+                ),
+            )),
+            None if plans.len() == 1 => Ok(plans[0].clone()),
+            None => Err(invalid(format!(
+                "cluster {} has backups of {} plans ({}): name one with --plan",
+                req.cluster,
+                plans.len(),
+                list()
+            ))),
+        }
+    }
+}
+
+/// A place's log archive in the engine's form, read as restores read it; empty where the
+/// place never had one.
+async fn log_archive(
+    store: &ObjectStore,
+    cluster: &sexton_shared::names::ClusterName,
+) -> anyhow::Result<Vec<sexton_retention::BinlogSegment>> {
+    let index_key = binlog::index_key(store.prefix(), cluster);
+    let archive = binlog::binlog_prefix(store.prefix(), cluster);
+    Ok(
+        binlog::store::read_recorded_if_any(store, &index_key, &archive)
+            .await?
+            .map(|(index, _)| index.to_engine())
+            .unwrap_or_default(),
+    )
+}
