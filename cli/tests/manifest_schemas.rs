@@ -321,6 +321,7 @@ fn schedule_manifest() {
             VerifyPick::Random,
             VerifyPick::OldestKept,
             VerifyPick::Each,
+            VerifyPick::Point,
         ],
     );
     enum_matches(

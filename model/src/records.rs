@@ -144,6 +144,10 @@ pub enum VerifyPick {
     OldestKept,
     /// Each new backup once: the oldest completed backup never tested.
     Each,
+    /// A drill (issue 47): an instant among those restorable at the test's place (within the
+    /// promised window where one is stated), chosen from the tick; the backup a restore to it
+    /// reads is restored and the log archive replayed to the instant.
+    Point,
 }
 
 impl VerifyPick {
@@ -153,6 +157,7 @@ impl VerifyPick {
             VerifyPick::Random => "random",
             VerifyPick::OldestKept => "oldest_kept",
             VerifyPick::Each => "each",
+            VerifyPick::Point => "point",
         }
     }
 }
@@ -166,9 +171,10 @@ impl TryFrom<String> for VerifyPick {
             "random" => VerifyPick::Random,
             "oldest_kept" => VerifyPick::OldestKept,
             "each" => VerifyPick::Each,
+            "point" => VerifyPick::Point,
             _ => {
                 return Err(format!(
-                    "verify pick {text:?}: expected latest, random, oldest_kept or each"
+                    "verify pick {text:?}: expected latest, random, oldest_kept, each or point"
                 ))
             }
         })

@@ -240,6 +240,34 @@ pub fn drill(catalog: &Catalog, now: DateTime<Utc>, t: DateTime<Utc>) -> Result<
 }
 
 impl Recovery {
+    /// What of this value lies at or after `start`: points from `start`, intervals cut at it,
+    /// gaps that end after it (how a drill keeps to a promised window).
+    pub fn since(&self, start: DateTime<Utc>) -> Recovery {
+        Recovery {
+            points: self
+                .points
+                .iter()
+                .filter(|point| point.at.to_utc() >= start)
+                .cloned()
+                .collect(),
+            intervals: self
+                .intervals
+                .iter()
+                .filter(|interval| interval.to >= start)
+                .map(|interval| RecoveryInterval {
+                    from: interval.from.max(start),
+                    ..interval.clone()
+                })
+                .collect(),
+            gaps: self
+                .gaps
+                .iter()
+                .filter(|gap| gap.to > start)
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// An instant among the restorable ones, `fraction` (0 to 1) of the way through their total
     /// length (the replay intervals laid end to end; the points alone when no interval has any
     /// length): how a scheduled drill picks its instant. `None` when nothing is restorable.

@@ -6,7 +6,7 @@ mod common;
 use chrono::{DateTime, Duration, FixedOffset, Utc};
 use common::{at, full, incremental, policy, utc, with_status};
 use sexton_retention::{
-    after_plan, plan, restorable, BackupRecord, BackupStatus, BinlogSegment, Catalog,
+    after_plan, drill, plan, restorable, BackupRecord, BackupStatus, BinlogSegment, Catalog,
     VolumeArtifact,
 };
 
@@ -264,4 +264,62 @@ fn after_plan_is_the_catalog_once_the_plan_is_carried_out() {
     assert_eq!(json["points"][0]["id"], "F2");
     assert_eq!(json["intervals"][0]["bases"][0], "F2");
     assert!(json["gaps"].as_array().unwrap().is_empty());
+}
+
+/// A drill's instant is drawn over the restorable instants laid end to end; kept to a window
+/// by `since`; and what it reads is the newest base that reaches it.
+#[test]
+fn a_drill_picks_a_restorable_instant_and_reads_the_newest_base_that_reaches_it() {
+    let catalog = drill_catalog();
+    let now = t("2026-03-02T00:00:00Z");
+    let recovery = restorable(&catalog, now);
+    for k in 0..=20 {
+        let at = recovery.instant_at(k as f64 / 20.0).unwrap();
+        assert!(recovery.restorable_at(at), "{at}");
+        let drill = drill(&catalog, now, at).unwrap();
+        assert!(drill.base.at.to_utc() <= at);
+    }
+    assert_eq!(recovery.instant_at(f64::NAN), recovery.instant_at(0.0));
+    let late = recovery.since(t("2026-03-01T12:00:00Z"));
+    assert!(late.instant_at(0.0).unwrap() >= t("2026-03-01T12:00:00Z"));
+    // Past f2's own instant, f2 is the base (not f1, whose replay reaches as far).
+    let drill_to = drill(&catalog, now, t("2026-03-01T13:00:00Z")).unwrap();
+    assert_eq!(drill_to.base.id, "f2");
+    let replay = drill_to.replay.unwrap();
+    assert_eq!(replay.until, t("2026-03-01T13:00:00Z"));
+    assert_eq!(replay.since, t("2026-03-01T06:00:00Z"));
+    // At a point exactly: no replay.
+    assert_eq!(
+        drill(&catalog, now, t("2026-03-01T02:00:00Z"))
+            .unwrap()
+            .replay,
+        None
+    );
+    let refused = |at: &str| drill(&catalog, now, t(at)).unwrap_err();
+    assert!(refused("2026-02-28T00:00:00Z").contains("before the oldest restorable instant"));
+    assert!(refused("2026-03-01T23:00:00Z").contains("after the newest restorable instant"));
+    assert!(refused("2026-03-03T00:00:00Z").contains("in the future"));
+    assert!(drill(&Catalog::default(), now, t("2026-03-01T02:00:00Z"))
+        .unwrap_err()
+        .contains("nothing is restorable"));
+}
+
+/// Two fulls on 2026-03-01 (done 02:00 and 07:00) and an archive of three six-hour segments
+/// from 00:00 to 18:00.
+fn drill_catalog() -> Catalog {
+    let segment = |k: i64| {
+        let first: DateTime<FixedOffset> = at("2026-03-01T00:00:00Z") + Duration::hours(6 * k);
+        BinlogSegment {
+            key: format!("g/binlog/mysql-bin.{k:06}"),
+            first_event: Some(first),
+            last_event: Some(first + Duration::hours(6)),
+        }
+    };
+    Catalog {
+        backups: vec![
+            started(full("f1", "2026-03-01T02:00:00Z"), "2026-03-01T01:50:00Z"),
+            started(full("f2", "2026-03-01T07:00:00Z"), "2026-03-01T06:30:00Z"),
+        ],
+        binlog_segments: (0..3).map(segment).collect(),
+    }
 }

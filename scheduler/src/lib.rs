@@ -117,11 +117,16 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     );
     // Restore tests: the scheduled ones, the verdicts, and the API's on-demand ones share the
     // tests this replica waits on.
+    let locations = sexton_shared::object_store::ObjectStore::connect_locations(&config).await?;
     let verifier = verify::Verifier {
         topology: topology.clone(),
         catalog: sexton_shared::catalog::Catalog::new(topology.catalog.clone()),
         metrics: metrics.clone(),
         pending: verify::Pending::default(),
+        places: verify::Places {
+            primary: store.clone(),
+            locations: locations.clone(),
+        },
     };
     tasks.spawn("verify", verify::run(verifier.clone(), shutdown.clone()));
     tasks.spawn(
@@ -137,8 +142,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             api::Edges {
                 store: store.clone(),
                 verifier,
-                locations: sexton_shared::object_store::ObjectStore::connect_locations(&config)
-                    .await?,
+                locations,
                 dues,
             },
             config.clone(),

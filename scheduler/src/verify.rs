@@ -28,11 +28,13 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use sexton_schedule::CronSpec;
 use sexton_shared::{
+    binlog,
     catalog::{CasError, Catalog, Lookup, Versioned},
     copies::CopyState,
     digest,
-    names::{BackupId, ClusterName, LocationName, ScheduleName},
+    names::{BackupId, ClusterName, LocationName, PlanName, ScheduleName},
     nats::publish_once_acked,
+    object_store::ObjectStore,
     outcome::publish_incident,
     records::{
         BackupRecord, BackupStatus, PendingVerification, ScheduleRecord, Verification,
@@ -97,7 +99,15 @@ pub fn pick<'a>(
         VerifyPick::Each => candidates
             .into_iter()
             .find(|r| r.verification.as_ref().is_none_or(|v| v.history.is_empty())),
+        // A drill picks an instant, not a backup: [`Verifier::drill_target`].
+        VerifyPick::Point => None,
     }
+}
+
+/// A number in `0..1` drawn from `request_id`: the same on every replica.
+fn draw(request_id: &str) -> f64 {
+    let draw = u64::from_str_radix(&digest::short_digest([request_id]), 16).unwrap_or(0);
+    (draw % 1_000_000) as f64 / 1_000_000.0
 }
 
 /// What a restore of `target` reads: its ancestors (through its parent and its volumes'
@@ -317,6 +327,28 @@ pub struct Verifier {
     pub catalog: Catalog,
     pub metrics: Arc<Metrics>,
     pub pending: Pending,
+    /// Where tests read, for the log archives a drill reads.
+    pub places: Places,
+}
+
+/// The primary store and each location's, read only.
+#[derive(Clone)]
+pub struct Places {
+    pub primary: ObjectStore,
+    pub locations: BTreeMap<LocationName, ObjectStore>,
+}
+
+impl Places {
+    /// The store of `location` (`None`: primary); `Err` for one this fleet lacks.
+    pub fn store(&self, location: Option<&LocationName>) -> anyhow::Result<&ObjectStore> {
+        match location {
+            None => Ok(&self.primary),
+            Some(name) => self
+                .locations
+                .get(name)
+                .with_context(|| format!("location {name} has no store configured here")),
+        }
+    }
 }
 
 /// How a test is asked for: its request id, how long the executor has, the place it reads
@@ -681,8 +713,30 @@ impl Verifier {
             .filter(|r| r.schedule.as_ref() == Some(&schedule.name))
             .collect();
         let request = request_id(&schedule.name, tick);
-        match pick(&mine, spec.pick, &request, location) {
-            Some(target) => {
+        let chosen = match spec.pick {
+            VerifyPick::Point => {
+                let place = location.cloned().unwrap_or_else(LocationName::primary);
+                let window = sexton_shared::recovery::objectives_for(
+                    std::slice::from_ref(schedule),
+                    &schedule.plan,
+                    &place,
+                )
+                .and_then(|objectives| objectives.window);
+                let catalog = self
+                    .place_catalog(&records, &schedule.plan, location)
+                    .await?;
+                drill_target(&catalog, now, window.map(|w| now - w.delta()), &request)
+            }
+            how => pick(&mine, how, &request, location).map(|target| (target.id.clone(), None)),
+        };
+        let target = chosen.and_then(|(id, replay)| {
+            records
+                .iter()
+                .find(|r| r.value.id == id)
+                .map(|r| (&r.value, replay))
+        });
+        match target {
+            Some((target, replay)) => {
                 self.ask(
                     &records,
                     target,
@@ -691,7 +745,7 @@ impl Verifier {
                         timeout: spec.timeout.as_delta(),
                         now,
                         location,
-                        replay: None,
+                        replay,
                     },
                 )
                 .await?;
@@ -711,6 +765,63 @@ impl Verifier {
             .await;
         Ok(())
     }
+}
+
+impl Verifier {
+    /// `plan`'s records as the place `location` (`None`: primary) holds them, in the engine's
+    /// form, with that place's log archive read as restores read it (the recorded index, from
+    /// beneath a newer version if need be; none where the place never had one): what the
+    /// recovery value there is computed from, and what a drill there reads.
+    pub async fn place_catalog(
+        &self,
+        records: &[Versioned<BackupRecord>],
+        plan: &PlanName,
+        location: Option<&LocationName>,
+    ) -> anyhow::Result<sexton_retention::Catalog> {
+        let place = location.cloned().unwrap_or_else(LocationName::primary);
+        let of_plan: Vec<&BackupRecord> = records
+            .iter()
+            .map(|r| &r.value)
+            .filter(|r| r.plan == *plan)
+            .collect();
+        let (mut catalog, _) = sexton_shared::recovery::place_catalog(&of_plan, &place);
+        let store = self.places.store(location)?;
+        let Some(cluster) = of_plan.first().map(|r| &r.cluster) else {
+            return Ok(catalog);
+        };
+        let index_key = binlog::index_key(store.prefix(), cluster);
+        let archive = binlog::binlog_prefix(store.prefix(), cluster);
+        catalog.binlog_segments = binlog::store::read_recorded_if_any(store, &index_key, &archive)
+            .await
+            .with_context(|| format!("reading the log archive at {place}"))?
+            .map(|(index, _)| index.to_engine())
+            .unwrap_or_default();
+        Ok(catalog)
+    }
+}
+
+/// A scheduled drill's target (pure): an instant drawn from `request_id` among those
+/// restorable in `catalog` at `now` (from `window_start` on, where a window is promised),
+/// and the backup and replay a restore to it reads. `None` when nothing is restorable there.
+pub fn drill_target(
+    catalog: &sexton_retention::Catalog,
+    now: DateTime<Utc>,
+    window_start: Option<DateTime<Utc>>,
+    request_id: &str,
+) -> Option<(BackupId, Option<VerifyReplay>)> {
+    let recovery = sexton_retention::restorable(catalog, now);
+    let within = match window_start {
+        Some(start) => recovery.since(start),
+        None => recovery,
+    };
+    let at = within.instant_at(draw(request_id))?;
+    let drill = sexton_retention::drill(catalog, now, at).ok()?;
+    let id = BackupId::new(&drill.base.id).ok()?;
+    let replay = drill.replay.map(|r| VerifyReplay {
+        since: r.since,
+        until: r.until,
+    });
+    Some((id, replay))
 }
 
 /// Fires the scheduled restore tests until `shutdown` trips: a watch on the schedules bucket
@@ -824,6 +935,54 @@ mod tests {
             "artifacts": [format!("b/c1/s/{id}/data")],
         }))
         .unwrap()
+    }
+
+    /// A scheduled drill draws its instant from the tick, among what is restorable within the
+    /// promised window, and reads the newest base that reaches it.
+    #[test]
+    fn a_scheduled_drill_draws_an_instant_of_the_window_the_same_everywhere() {
+        let at = |h: u32| {
+            chrono::DateTime::parse_from_rfc3339(&format!("2026-01-01T{h:02}:00:00Z")).unwrap()
+        };
+        let catalog = sexton_retention::Catalog {
+            backups: vec![
+                record("f1", 1, None).to_engine(),
+                record("f2", 5, None).to_engine(),
+            ],
+            binlog_segments: (0..3)
+                .map(|k| sexton_retention::BinlogSegment {
+                    key: format!("a/mysql-bin.{k:06}"),
+                    first_event: Some(at(4 * k)),
+                    last_event: Some(at(4 * k + 4)),
+                })
+                .collect(),
+        };
+        let now = at(12).to_utc();
+        let start = at(6).to_utc();
+        let mut bases = std::collections::BTreeSet::new();
+        for n in 0..40 {
+            let request = format!("s-{n}");
+            let (id, replay) = drill_target(&catalog, now, Some(start), &request).unwrap();
+            assert_eq!(
+                drill_target(&catalog, now, Some(start), &request),
+                Some((id.clone(), replay))
+            );
+            let replay = replay.expect("between the points, the log is replayed");
+            assert!(start <= replay.until && replay.until <= now, "{replay:?}");
+            assert_eq!(id.as_str(), "f2", "the newest base before {}", replay.until);
+            bases.insert(replay.until);
+        }
+        assert!(bases.len() > 30, "instants drawn: {bases:?}");
+        // The whole span without a window: f1's replay too.
+        let whole: Vec<_> = (0..40)
+            .filter_map(|n| drill_target(&catalog, now, None, &format!("s-{n}")))
+            .map(|(id, _)| id.to_string())
+            .collect();
+        assert!(whole.iter().any(|id| id == "f1"), "{whole:?}");
+        assert_eq!(
+            drill_target(&sexton_retention::Catalog::default(), now, None, "s-1"),
+            None
+        );
     }
 
     #[test]

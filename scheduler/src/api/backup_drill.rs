@@ -1,8 +1,8 @@
 //! `backup.drill` (`sexton recovery drill --cluster C --at T [--location L] [--wait]`, issue
 //! 47): a restore test to a point in time. What a restore to `at` reads is the retention core's
-//! decision ([`sexton_retention::drill`]), over the same place catalog the recovery value is
-//! computed from ([`sexton_shared::recovery::place_catalog`]) and that place's log archive read
-//! as restores read it (the recorded index, from beneath a newer version if need be). The test
+//! decision ([`sexton_retention::drill`]), over the place's records and log archive as the
+//! verifier reads them ([`crate::verify::Verifier::place_catalog`]), as a scheduled drill
+//! (`verify.pick: point`) does. The test
 //! then goes the way of every restore test ([`crate::verify::Verifier::ask`]): the event with
 //! the chain and the replay, the base held until the verdict, the verdict recorded on the base
 //! with the instant it recovered to.
@@ -11,9 +11,7 @@ use chrono::Utc;
 use serde_json::Value;
 use sexton_shared::{
     api::{ApiError, DrillAsked, DrillRequest, ErrorCode, VerifyAsked},
-    binlog,
     names::{LocationName, PlanName},
-    object_store::ObjectStore,
     records::BackupRecord,
     wire::VerifyReplay,
 };
@@ -39,21 +37,11 @@ impl Api {
         }
         let plan = self.drill_plan(&req, &records)?;
         let place = location.cloned().unwrap_or_else(LocationName::primary);
-        let of_plan: Vec<&BackupRecord> = records
-            .iter()
-            .map(|r| &r.value)
-            .filter(|r| r.plan == plan)
-            .collect();
-        let (mut catalog, _) = sexton_shared::recovery::place_catalog(&of_plan, &place);
-        let store = match location {
-            None => &self.store,
-            Some(name) => self.locations.get(name).ok_or_else(|| {
-                unavailable(format!("location {name} has no store configured here"))
-            })?,
-        };
-        catalog.binlog_segments = log_archive(store, &req.cluster)
+        let catalog = self
+            .verifier
+            .place_catalog(&records, &plan, location)
             .await
-            .map_err(|err| unavailable(format!("reading the log archive at {place}: {err:#}")))?;
+            .map_err(|err| unavailable(format!("{err:#}")))?;
         let now = Utc::now();
         let drill = sexton_retention::drill(&catalog, now, req.at).map_err(|why| {
             ApiError::new(
@@ -171,20 +159,4 @@ impl Api {
             ))),
         }
     }
-}
-
-/// A place's log archive in the engine's form, read as restores read it; empty where the
-/// place never had one.
-async fn log_archive(
-    store: &ObjectStore,
-    cluster: &sexton_shared::names::ClusterName,
-) -> anyhow::Result<Vec<sexton_retention::BinlogSegment>> {
-    let index_key = binlog::index_key(store.prefix(), cluster);
-    let archive = binlog::binlog_prefix(store.prefix(), cluster);
-    Ok(
-        binlog::store::read_recorded_if_any(store, &index_key, &archive)
-            .await?
-            .map(|(index, _)| index.to_engine())
-            .unwrap_or_default(),
-    )
 }

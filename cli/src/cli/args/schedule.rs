@@ -367,8 +367,9 @@ pub struct UpdateArgs {
     /// Restore tests: when (cron), e.g. '0 6 * * 0' (see docs/verification.md).
     #[arg(long)]
     pub verify_cron: Option<String>,
-    /// Which backup a test proves: latest, random, oldest_kept or each (each new one once).
-    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each"])]
+    /// Which backup a test proves: latest, random, oldest_kept, each (each new one once) or
+    /// point (a drill: an instant of the window, the log replayed to it).
+    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each", "point"])]
     pub verify_pick: Option<String>,
     /// How long an executor has to answer a test (1m to 7d; default 1h).
     #[arg(long)]
@@ -450,8 +451,9 @@ pub struct CreateArgs {
     /// Restore tests: when (cron), e.g. '0 6 * * 0' (see docs/verification.md).
     #[arg(long)]
     pub verify_cron: Option<String>,
-    /// Which backup a test proves: latest, random, oldest_kept or each (each new one once).
-    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each"])]
+    /// Which backup a test proves: latest, random, oldest_kept, each (each new one once) or
+    /// point (a drill: an instant of the window, the log replayed to it).
+    #[arg(long, value_parser = ["latest", "random", "oldest_kept", "each", "point"])]
     pub verify_pick: Option<String>,
     /// How long an executor has to answer a test (1m to 7d; default 1h).
     #[arg(long)]
