@@ -34,6 +34,12 @@ pub struct BreakerLimits {
     /// A run that deletes anything while the group's newest completed backup is older than
     /// this trips: backups are failing, so the good old ones must not expire.
     pub stale_after: Option<Duration>,
+    /// The recovery window promised (issue 47: the place's `objectives.window`): a run after
+    /// which an instant of the last `recovery_window` that is restorable now no longer is
+    /// trips. The engine never does that within its own `recovery_window` (the property
+    /// tests); this catches what they cannot (a policy that cannot meet the objective, a
+    /// grouping or a catalog read wrong), and holds the run rather than lose the instant.
+    pub recovery_window: Option<Duration>,
 }
 
 impl BreakerLimits {
@@ -43,6 +49,7 @@ impl BreakerLimits {
         min_backups: 0,
         max_delete_count: None,
         stale_after: None,
+        recovery_window: None,
     };
 }
 
@@ -53,6 +60,7 @@ pub enum TripKind {
     Fraction,
     Count,
     Stale,
+    Recovery,
 }
 
 impl TripKind {
@@ -61,6 +69,7 @@ impl TripKind {
             TripKind::Fraction => "fraction",
             TripKind::Count => "count",
             TripKind::Stale => "stale",
+            TripKind::Recovery => "recovery",
         }
     }
 }
@@ -122,6 +131,23 @@ pub fn judge(
         completed,
         trips: Vec::new(),
     };
+    // Before the count: a run that deletes only log segments can lose instants too.
+    if let Some(window) = limits.recovery_window {
+        if let Some((first, last)) =
+            crate::recovery::lost_instants(catalog, plan, now, now - window)
+        {
+            verdict.trips.push(Trip {
+                kind: TripKind::Recovery,
+                reason: format!(
+                    "would make instants of the promised recovery window ({}) unrestorable \
+                     that are restorable now: from {} to {}",
+                    span_text(window),
+                    first.to_rfc3339(),
+                    last.to_rfc3339()
+                ),
+            });
+        }
+    }
     let n = verdict.deleting.len();
     if n == 0 {
         return verdict;
@@ -256,6 +282,7 @@ mod tests {
             min_backups: 10,
             max_delete_count: Some(100),
             stale_after: Some(Duration::hours(72)),
+            recovery_window: None,
         }
     }
 
@@ -281,6 +308,36 @@ mod tests {
             expected,
             "{:#?}",
             verdict.trips
+        );
+    }
+
+    /// Issue 47: a run that takes a restorable instant out of the promised window trips; one
+    /// that takes only what lies before it passes.
+    #[test]
+    fn a_run_that_loses_an_instant_of_the_promised_window_trips() {
+        let fresh = "2026-03-01T11:00:00Z";
+        let with_window = |window| BreakerLimits {
+            recovery_window: Some(window),
+            ..limits()
+        };
+        check(
+            backups(8, fresh, BackupStatus::Completed),
+            r#"{"keep_last": 7}"#,
+            with_window(Duration::days(30)),
+            (&[TripKind::Recovery], 1),
+        );
+        check(
+            backups(8, fresh, BackupStatus::Completed),
+            r#"{"keep_last": 7}"#,
+            with_window(Duration::minutes(90)),
+            (&[], 1),
+        );
+        // The engine's own window is kept whole: no trip, whatever it deletes before it.
+        check(
+            backups(8, fresh, BackupStatus::Completed),
+            r#"{"keep_last": 1, "recovery_window": "30d"}"#,
+            with_window(Duration::days(30)),
+            (&[], 0),
         );
     }
 

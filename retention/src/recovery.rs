@@ -302,6 +302,60 @@ impl Recovery {
     }
 }
 
+/// The first and the last instant at or after `from` (up to `now`) that are restorable in
+/// `catalog` and would not be once `plan` is carried out; `None` when the plan loses none.
+/// What only backups a user asked to delete restore to is not counted: the user's word beats
+/// the window. Judged at every point, interval end and gap end of the value before, and at 64
+/// evenly spaced instants.
+pub fn lost_instants(
+    catalog: &Catalog,
+    plan: &Plan,
+    now: DateTime<Utc>,
+    from: DateTime<Utc>,
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    if plan.delete.is_empty()
+        && plan.binlog.delete.is_empty()
+        && plan
+            .keep
+            .iter()
+            .chain(&plan.partial)
+            .all(|d| d.volumes_delete.is_empty())
+    {
+        return None;
+    }
+    let without_requested = Catalog {
+        backups: catalog
+            .backups
+            .iter()
+            .filter(|b| !b.delete_requested)
+            .cloned()
+            .collect(),
+        binlog_segments: catalog.binlog_segments.clone(),
+    };
+    let before = restorable(&without_requested, now);
+    let after = restorable(&after_plan(catalog, plan), now);
+    if from >= now {
+        return None;
+    }
+    let mut times: Vec<DateTime<Utc>> = before
+        .points
+        .iter()
+        .map(|point| point.at.to_utc())
+        .chain(before.intervals.iter().flat_map(|i| [i.from, i.to]))
+        .chain(before.gaps.iter().flat_map(|g| [g.from, g.to]))
+        .filter(|&t| from <= t && t <= now)
+        .collect();
+    let step = (now - from) / 64;
+    times.extend((0..=64).map(|k| from + step * k));
+    times.sort_unstable();
+    times.dedup();
+    let lost: Vec<DateTime<Utc>> = times
+        .into_iter()
+        .filter(|&t| before.restorable_at(t) && !after.restorable_at(t))
+        .collect();
+    Some((*lost.first()?, *lost.last()?))
+}
+
 /// The catalog as it stands once `plan` is carried out: deleted backups and binlog segments
 /// gone, and the volumes a partial decision deletes gone from their backups. Statuses are left
 /// as they are (a kept backup marked `expiring` stays marked until someone takes it back), and

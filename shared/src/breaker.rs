@@ -165,6 +165,7 @@ mod tests {
             min_backups: 10,
             max_delete_count: Some(count),
             stale_after: stale,
+            recovery_window: None,
         };
         check(&[json!({})], on(0.5, 1000, Some(hours(72))));
         check(

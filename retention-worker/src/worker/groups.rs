@@ -111,8 +111,21 @@ impl Worker {
                 now,
                 render,
             );
+            let objectives = sexton_shared::recovery::objectives_for(
+                &schedules,
+                &plan.plan,
+                &sexton_shared::names::LocationName::primary(),
+            );
             if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
-                let limits = self.envelope.limits(&schedules, &plan.plan, now);
+                let mut limits = self.envelope.limits(&schedules, &plan.plan, now);
+                // The promised window, where the breaker is on: a run that would lose an
+                // instant of it is held (at primary, where the plan's catalog holds the log).
+                if limits != sexton_retention::breaker::BreakerLimits::OFF {
+                    limits.recovery_window = objectives
+                        .as_ref()
+                        .and_then(|o| o.window)
+                        .map(|w| w.delta());
+                }
                 plan.breaker = self
                     .envelope
                     .judge(
@@ -127,11 +140,7 @@ impl Worker {
                     .await;
             }
             plan.copy_delays = copy_delays(&schedules, &plan.plan);
-            plan.objectives = sexton_shared::recovery::objectives_for(
-                &schedules,
-                &plan.plan,
-                &sexton_shared::names::LocationName::primary(),
-            );
+            plan.objectives = objectives;
             plans.push(plan);
         }
         // A run plans each location's copies too (issue 28): per plan, over the copies that
