@@ -729,10 +729,17 @@ impl Verifier {
             }
             how => pick(&mine, how, &request, location).map(|target| (target.id.clone(), None)),
         };
+        // A drill's base already under test waits for the next tick, as a pick skips it.
         let target = chosen.and_then(|(id, replay)| {
             records
                 .iter()
                 .find(|r| r.value.id == id)
+                .filter(|r| {
+                    r.value
+                        .verification
+                        .as_ref()
+                        .is_none_or(|v| v.pending.is_none())
+                })
                 .map(|r| (&r.value, replay))
         });
         match target {

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use sexton_shared::{
     catalog::Catalog,
@@ -429,6 +429,97 @@ async fn a_schedule_tests_its_backups_on_its_own_cron() {
     assert!(requests.iter().all(|r| r.starts_with("s-")), "{requests:?}");
     let schedule = schedule_record(&w.js, "s").await.unwrap().0;
     assert!(schedule.status.last_verify_tick.is_some());
+    fleet.stop().await.unwrap();
+}
+
+/// Issue 47: a schedule's drills (`pick: point`) draw an instant of what is restorable, and
+/// the executor restores the backup a recovery to it reads and reads the log archive up to it;
+/// the verdict is recorded on that backup with the instant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_schedule_drills_to_instants_between_its_backups() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(&config, Members::ALL);
+    let w = world(&config, &nats).await;
+    create_schedule(
+        &w.client,
+        json!({"name": "d", "cluster": "cd", "plan": "full", "cron": "0 0 1 1 *",
+               "policy": {"keep_last": 5}}),
+    )
+    .await;
+    // Three backups over a few seconds: the reference executor ships a segment with each,
+    // so replays reach from one backup to the start of the next.
+    for _ in 0..3 {
+        let id = trigger_backup(&w.client, "d").await;
+        wait_reported(&w.catalog, "cd", &id).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    let updated = sexton_cli(
+        &config,
+        &[
+            "schedule",
+            "update",
+            "d",
+            "--verify-cron",
+            "@every 1s",
+            "--verify-pick",
+            "point",
+            "--verify-timeout",
+            "5m",
+        ],
+    );
+    assert!(
+        updated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&updated.stderr)
+    );
+    let drilled = eventually(
+        "a drill verified with its instant",
+        Duration::from_secs(60),
+        || async {
+            let records = fixtures::records_of(&w.catalog, "cd").await;
+            records.values().find_map(|r| {
+                let entry = r
+                    .value
+                    .verification
+                    .as_ref()?
+                    .history
+                    .iter()
+                    .find(|e| e.until.is_some() && e.via.is_none())?
+                    .clone();
+                Some((r.value.clone(), entry))
+            })
+        },
+    )
+    .await;
+    let (base, entry) = drilled;
+    assert_eq!(entry.outcome, "verified", "{entry:?}");
+    let until = entry.until.unwrap();
+    assert!(
+        base.completed_at.unwrap().to_utc() < until,
+        "{until} is after the base it restores"
+    );
+    assert!(
+        entry
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("log segments up to")),
+        "{entry:?}"
+    );
+    let events = read_stream(&w.js, topology::STREAM_VERIFY, "sexton.v1.verify.due.>").await;
+    let event: Value = events
+        .iter()
+        .map(|m| serde_json::from_slice::<Value>(&m.payload).unwrap())
+        .find(|e| e["request_id"] == entry.request_id.as_str())
+        .expect("the drill's event");
+    assert_eq!(
+        event["replay"]["until"]
+            .as_str()
+            .map(|t| t.parse::<DateTime<Utc>>().unwrap()),
+        Some(until),
+        "{event}"
+    );
     fleet.stop().await.unwrap();
 }
 
