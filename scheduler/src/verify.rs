@@ -792,18 +792,31 @@ impl Verifier {
             .filter(|r| r.plan == *plan)
             .collect();
         let (mut catalog, _) = sexton_shared::recovery::place_catalog(&of_plan, &place);
+        if let Some(cluster) = of_plan.first().map(|r| &r.cluster) {
+            catalog.binlog_segments = self.log_archive(cluster, location).await?;
+        }
+        Ok(catalog)
+    }
+
+    /// `cluster`'s log archive at `location` (`None`: primary) in the engine's form, read as
+    /// restores read it (the recorded index, from beneath a newer version if need be); empty
+    /// where the place never had one.
+    pub async fn log_archive(
+        &self,
+        cluster: &ClusterName,
+        location: Option<&LocationName>,
+    ) -> anyhow::Result<Vec<sexton_retention::BinlogSegment>> {
+        let place = location.cloned().unwrap_or_else(LocationName::primary);
         let store = self.places.store(location)?;
-        let Some(cluster) = of_plan.first().map(|r| &r.cluster) else {
-            return Ok(catalog);
-        };
         let index_key = binlog::index_key(store.prefix(), cluster);
         let archive = binlog::binlog_prefix(store.prefix(), cluster);
-        catalog.binlog_segments = binlog::store::read_recorded_if_any(store, &index_key, &archive)
-            .await
-            .with_context(|| format!("reading the log archive at {place}"))?
-            .map(|(index, _)| index.to_engine())
-            .unwrap_or_default();
-        Ok(catalog)
+        Ok(
+            binlog::store::read_recorded_if_any(store, &index_key, &archive)
+                .await
+                .with_context(|| format!("reading the log archive at {place}"))?
+                .map(|(index, _)| index.to_engine())
+                .unwrap_or_default(),
+        )
     }
 }
 

@@ -253,8 +253,8 @@ pub fn promised_window(
 /// `catalog` (its records in the engine's form there), each objective is checked on what the
 /// plan of `before` leaves and on what the plan of `after` leaves (`None`: unplanned, everything
 /// kept); one missed after the change by more than before is broken, said with both measures.
-/// Judged over the backups alone when `catalog` holds no log segments (the guard does not read
-/// the archive): a window then narrows only as its oldest point moves.
+/// Judged over the backups alone when `catalog` holds no log segments (a place without an
+/// archive): a window then narrows only as its oldest point moves.
 pub fn objectives_broken(
     catalog: &sexton_retention::Catalog,
     before: Option<&crate::records::Policy>,

@@ -63,8 +63,10 @@ impl Api {
         let mut effect = guard::policy_effect(&records, before.clone(), after_policy.clone(), now)
             .map_err(cannot)?;
         let primary = LocationName::primary();
+        let segments = self.guard_archive(&changed, after, &primary).await;
         effect.objectives_broken = objectives_broken(
             &records,
+            &segments,
             &changed,
             after,
             &primary,
@@ -152,8 +154,10 @@ impl Api {
                 now,
             )
             .map_err(cannot)?;
+            let segments = self.guard_archive(&changed, after, location).await;
             effect.objectives_broken = objectives_broken(
                 &records,
+                &segments,
                 &changed,
                 after,
                 location,
@@ -351,11 +355,38 @@ fn apply_update(record: &mut ScheduleRecord, req: &ScheduleUpdate) -> Result<(),
     Ok(())
 }
 
+impl Api {
+    /// The log archive the guard judges a place's objectives with: read only where `after`'s
+    /// plan states objectives there. One that cannot be read is left out, said in the log:
+    /// the objectives are then judged over the backups alone, as a place without an archive.
+    async fn guard_archive(
+        &self,
+        changed: &[ScheduleRecord],
+        after: &ScheduleRecord,
+        location: &LocationName,
+    ) -> Vec<sexton_retention::BinlogSegment> {
+        if sexton_shared::recovery::objectives_for(changed, &after.plan, location).is_none() {
+            return Vec::new();
+        }
+        let at = (!location.is_primary()).then_some(location);
+        match self.verifier.log_archive(&after.cluster, at).await {
+            Ok(segments) => segments,
+            Err(err) => {
+                tracing::warn!(cluster = %after.cluster, %location, error = format!("{err:#}"), "the policy-change guard judges objectives without the log archive");
+                Vec::new()
+            }
+        }
+    }
+}
+
 /// The recovery objectives `after` states for its plan at `location` that the policy change
 /// there (`before` to `after_policy`) breaks, over the group's `records` as that place holds
-/// them ([`sexton_shared::recovery::objectives_broken`]); none when it states none there.
+/// them and its log archive `segments` ([`sexton_shared::recovery::objectives_broken`]); none
+/// when it states none there.
+#[allow(clippy::too_many_arguments)]
 fn objectives_broken(
     records: &[&BackupRecord],
+    segments: &[sexton_retention::BinlogSegment],
     changed: &[ScheduleRecord],
     after: &ScheduleRecord,
     location: &LocationName,
@@ -367,7 +398,8 @@ fn objectives_broken(
     else {
         return Ok(Vec::new());
     };
-    let (catalog, passed) = sexton_shared::recovery::place_catalog(records, location);
+    let (mut catalog, passed) = sexton_shared::recovery::place_catalog(records, location);
+    catalog.binlog_segments = segments.to_vec();
     let mut broken = sexton_shared::recovery::objectives_broken(
         &catalog,
         before.as_ref().ok().copied(),
