@@ -604,6 +604,15 @@ async fn each_breaker_trigger_holds_the_run_and_a_fresh_backup_ends_a_stale_hold
         json!({"paused": false, "cron": "0 0 1 1 *", "breaker": {"stale_after": "1h"}}),
     )
     .await;
+    // Recovery (issue 47): the schedule promises a day of restorable instants; the default
+    // limits (a small group, few deletions) would let the narrowed run through.
+    schedule(
+        &client,
+        "recov",
+        "c4",
+        json!({"objectives": {"window": "1d"}}),
+    )
+    .await;
     let topo = topology::ensure(&js, 1).await.unwrap();
     let catalog = Catalog::new(topo.catalog.clone());
     let store = object_store(&config).await;
@@ -622,11 +631,22 @@ async fn each_breaker_trigger_holds_the_run_and_a_fresh_backup_ends_a_stale_hold
             report("c3", "stale", &format!("s-{i}"), 300 - i),
         )
         .await;
+        take(
+            &js,
+            &store,
+            &catalog,
+            report("c4", "recov", &format!("r-{i}"), 60 - i),
+        )
+        .await;
     }
     quiet(&js).await;
     let keys_before = fixtures::keys_under(&store, "backups/").await;
 
-    for (cluster, name, kind) in [("c2", "count", "count"), ("c3", "stale", "stale")] {
+    for (cluster, name, kind) in [
+        ("c2", "count", "count"),
+        ("c3", "stale", "stale"),
+        ("c4", "recov", "recovery"),
+    ] {
         // The API refuses the narrowing without confirm, with the preview, and changes nothing.
         let update = json!({"schema_version": 1, "name": name,
                             "policy_patch": {"keep_last": 2}});
@@ -666,7 +686,7 @@ async fn each_breaker_trigger_holds_the_run_and_a_fresh_backup_ends_a_stale_hold
     }
     quiet(&js).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    for cluster in ["c2", "c3"] {
+    for cluster in ["c2", "c3", "c4"] {
         let (ids, marked) = catalog_state(&catalog, cluster).await;
         assert_eq!((ids.len(), marked), (6, false), "{cluster} deleted nothing");
     }
@@ -677,7 +697,10 @@ async fn each_breaker_trigger_holds_the_run_and_a_fresh_backup_ends_a_stale_hold
         .filter(|i| i.kind == "retention-held")
         .filter_map(|i| i.cluster)
         .collect();
-    assert_eq!(kinds, BTreeSet::from(["c2".into(), "c3".into()]));
+    assert_eq!(
+        kinds,
+        BTreeSet::from(["c2".into(), "c3".into(), "c4".into()])
+    );
 
     // A fresh backup of the stale group: its run is judged afresh, nothing trips, five go.
     take(&js, &store, &catalog, report("c3", "stale", "s-7", 0)).await;

@@ -146,6 +146,10 @@ impl Worker {
         // A run plans each location's copies too (issue 28): per plan, over the copies that
         // location holds, with the policy the plan's copy rules give it there.
         if places == Places::All {
+            let mut archives: std::collections::BTreeMap<
+                sexton_shared::names::LocationName,
+                Vec<sexton_retention::BinlogSegment>,
+            > = Default::default();
             for (location, groups) in &mut view.locations {
                 for group in groups.groups_mut() {
                     if only_plan.is_some_and(|p| *p != group.plan) {
@@ -190,6 +194,25 @@ impl Worker {
                         if fulls_only {
                             limits.stale_after = None;
                         }
+                        // The promised window there, judged over the copies and the
+                        // location's own copy of the archive (read once per location).
+                        let window = plan.objectives.as_ref().and_then(|o| o.window);
+                        let mut judged = None;
+                        if let (true, Some(window), Some(store)) = (
+                            limits != sexton_retention::breaker::BreakerLimits::OFF,
+                            window,
+                            self.locations.get(location),
+                        ) {
+                            limits.recovery_window = Some(window.delta());
+                            if !archives.contains_key(location) {
+                                let input = binlog::load(store, store.prefix(), cluster).await;
+                                archives.insert(location.clone(), input.segments());
+                            }
+                            let mut catalog = plan.members.engine.clone();
+                            catalog.binlog_segments =
+                                archives.get(location).cloned().unwrap_or_default();
+                            judged = Some(catalog);
+                        }
                         plan.breaker = self
                             .envelope
                             .judge(
@@ -197,7 +220,7 @@ impl Worker {
                                 &plan.plan,
                                 Some(location),
                                 &limits,
-                                &plan.members.engine,
+                                judged.as_ref().unwrap_or(&plan.members.engine),
                                 owned,
                                 now,
                             )
