@@ -57,6 +57,8 @@ pub struct Metrics {
     pub conflicts: prometheus::IntCounter,
     /// Runs asked for again because a run met a conflict.
     pub reruns: prometheus::IntCounter,
+    /// Runs that met an object the store says is gone, scrubbed the cluster and ran again.
+    pub missing_object_runs: prometheus::IntCounter,
     /// The locations each group's gauges were set for, so a location that no backup awaits
     /// any more reads 0 rather than its last value.
     copy_locations: std::sync::Mutex<
@@ -286,7 +288,13 @@ impl Metrics {
             "retention runs asked for again because the catalog changed under a run",
         )
         .expect("valid metric");
+        let missing_object_runs = prometheus::IntCounter::new(
+            "sexton_retention_missing_object_runs_total",
+            "retention runs that met an object the store says is gone, scrubbed the cluster and ran again",
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(missing_object_runs.clone()),
             Box::new(partitions.clone()),
             Box::new(conflicts.clone()),
             Box::new(reruns.clone()),
@@ -352,6 +360,7 @@ impl Metrics {
             partitions,
             conflicts,
             reruns,
+            missing_object_runs,
             copy_locations: Default::default(),
         }
     }

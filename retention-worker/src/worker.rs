@@ -37,7 +37,7 @@ use sexton_shared::{
     config::Config,
     names::ClusterName,
     nats::publish_once,
-    object_store::ObjectStore,
+    object_store::{ObjectError, ObjectStore},
     outcome::Outcome,
     topology::{self, Topology},
     wire::{self, CheckpointComplete, RetentionSweep},
@@ -232,6 +232,9 @@ impl Worker {
                 self.metrics.reruns.inc();
                 self.rerun(&cluster, started).await
             }
+            Err(err) if ObjectError::in_chain_missing(&err) => {
+                self.after_missing_object(&cluster, err).await
+            }
             other => other,
         };
         match result {
@@ -252,6 +255,25 @@ impl Worker {
                 Outcome::RetryAfter(Duration::from_secs(5))
             }
         }
+    }
+
+    /// A run met an object the store says is not there (locking a kept backup, issue 54):
+    /// evidence, not a transient error. The cluster is scrubbed now, which marks what is gone
+    /// `missing` at the place it is gone from (with an incident and an audit entry), and the
+    /// run is done once more over what is there, deciding and locking the others. A run that
+    /// meets it again (the scrub found nothing gone) fails as before and is retried.
+    async fn after_missing_object(
+        &self,
+        cluster: &ClusterName,
+        err: anyhow::Error,
+    ) -> anyhow::Result<()> {
+        tracing::warn!(%cluster, error = format!("{err:#}"), "an object of a kept backup is not in the store; scrubbing the cluster and running again");
+        self.metrics.missing_object_runs.inc();
+        let report = self.scrub(cluster, false).await.map_err(|scrub| {
+            err.context(format!("and the scrub it asked for failed: {scrub:#}"))
+        })?;
+        tracing::info!(%cluster, findings = report.findings.len(), copies = report.copies.len(), "scrubbed after a missing object");
+        self.run_cluster(cluster, Utc::now()).await
     }
 
     /// Asks for another run of `cluster`: this one met a record that changed under it, and

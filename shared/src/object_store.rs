@@ -48,6 +48,27 @@ pub struct ObjectError {
     pub permanent: bool,
 }
 
+/// Codes with which a store says the object (or the version asked for) is not there.
+const MISSING_CODES: &[&str] = &["NoSuchKey", "NoSuchVersion", "NotFound"];
+
+impl ObjectError {
+    /// Whether the store said the object, or the version asked for, is not there: evidence
+    /// about the object, not a transient failure (issue 54). The one place that tells them
+    /// apart; a bucket that is gone is not this (`NoSuchBucket` is permanent).
+    pub fn is_missing(&self) -> bool {
+        MISSING_CODES.contains(&self.code.as_str())
+    }
+
+    /// Whether an error chain holds a store's answer that an object is not there.
+    pub fn in_chain_missing(err: &anyhow::Error) -> bool {
+        err.chain().any(|cause| {
+            cause
+                .downcast_ref::<ObjectError>()
+                .is_some_and(ObjectError::is_missing)
+        })
+    }
+}
+
 #[derive(Clone)]
 pub struct ObjectStore {
     client: Client,

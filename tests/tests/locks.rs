@@ -750,3 +750,140 @@ async fn a_location_with_a_lock_setting_locks_the_copies_it_keeps() {
     copier.await.unwrap().unwrap();
     fleet.stop().await.unwrap();
 }
+
+/// Issue 54: an object lost before its backup's first lock (the lock turned on under kept
+/// backups) is evidence, not a transient error. The run that meets it scrubs the cluster:
+/// that backup is `missing` (with an incident) within one sweep, the others are locked and
+/// decided, and no run is retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_lost_before_its_first_lock_is_found_missing_and_the_others_are_locked() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    config.scheduler.retention_sweep_interval = Duration::from_secs(2);
+    // No scheduled scrub: the hour before it is when a lost object meets the first lock.
+    config.scheduler.scrub_interval = Duration::ZERO;
+    let store = locked_bucket(&mut config).await;
+    // Three backups taken while the fleet did not lock.
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            retention_worker: false,
+            ..Members::ALL
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 2}}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+    for (n, id) in ["f-b1", "f-b2", "f-b3"].iter().enumerate() {
+        let mut body = report(id, now - chrono::Duration::hours(3 - n as i64));
+        fixtures::upload_genuine_json(&store, &mut body).await;
+        publish(&js, &body, id).await;
+    }
+    let b2 = eventually(
+        "three backups recorded",
+        Duration::from_secs(60),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            let done = ["f-b1", "f-b2", "f-b3"].iter().all(|id| {
+                records
+                    .get(*id)
+                    .is_some_and(|r| r.value.status == BackupStatus::Completed)
+            });
+            done.then(|| records["f-b2"].value.clone())
+        },
+    )
+    .await;
+    // f-b2's data is lost: its recorded version deleted outright (nothing locked it yet).
+    let data = b2
+        .objects
+        .iter()
+        .find(|o| o.key.ends_with("backup.xbstream"))
+        .unwrap();
+    store
+        .client()
+        .delete_object()
+        .bucket("locked")
+        .key(&data.key)
+        .version_id(data.version_id.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+
+    // Then the lock is turned on, and the retention-worker starts.
+    config.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            last: Some(parse_lock_duration("1d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let metrics_port = free_port();
+    let mut worker_config = config.clone();
+    worker_config.http.listen = format!("127.0.0.1:{metrics_port}");
+    let worker = Fleet::start(
+        &worker_config,
+        Members {
+            scheduler: false,
+            retention_worker: true,
+            deleter: false,
+            executor: false,
+        },
+    );
+    eventually(
+        "f-b2 missing, f-b1 and f-b3 locked",
+        Duration::from_secs(30),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            let missing = records["f-b2"].value.status == BackupStatus::Missing;
+            let locked = ["f-b1", "f-b3"]
+                .iter()
+                .all(|id| records[*id].value.locked_until.is_some());
+            (missing && locked).then_some(())
+        },
+    )
+    .await;
+    let incident = eventually("the incident", Duration::from_secs(10), || async {
+        fixtures::incidents(&js)
+            .await
+            .into_iter()
+            .find(|i| i.kind == "backup-missing" && i.backup_id.as_deref() == Some("f-b2"))
+    })
+    .await;
+    assert!(incident.reason.contains(&data.key), "{incident:?}");
+    // f-b1 is kept in f-b2's place (keep_last 2 counts what is there), and locked for it.
+    let records = fixtures::records_of(&catalog, "c1").await;
+    assert_eq!(records["f-b1"].value.status, BackupStatus::Completed);
+    let counter = |name: &str| {
+        http_get(metrics_port, "/metrics").map(|(_, page)| {
+            page.lines()
+                .filter(|line| line.starts_with(name))
+                .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum::<f64>()
+        })
+    };
+    assert!(
+        counter("sexton_retention_missing_object_runs_total").unwrap_or(0.0) >= 1.0,
+        "no run met the missing object"
+    );
+    let retried = http_get(metrics_port, "/metrics").map(|(_, page)| {
+        page.lines()
+            .filter(|line| {
+                line.starts_with("sexton_retention_runs_total{") && line.contains("retry")
+            })
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    });
+    assert_eq!(retried.unwrap_or(0.0), 0.0, "a run was retried");
+    worker.stop().await.unwrap();
+    fleet.stop().await.unwrap();
+}
