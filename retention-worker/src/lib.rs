@@ -283,9 +283,8 @@ async fn check_lockable(
     if !enabled {
         anyhow::bail!(
             "{setting} is set, but bucket {bucket} does not have Object Lock enabled, so no \
-             lock could be set: create the bucket with Object Lock enabled (S3 turns it on only \
-             at creation, or with AWS support for an existing bucket), or remove {setting} \
-             (docs/immutability.md)"
+             lock could be set: turn Object Lock on for the bucket in place (versioning on, then \
+             put-object-lock-configuration), or remove {setting} (docs/immutability.md)"
         );
     }
     Ok(())

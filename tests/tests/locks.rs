@@ -887,3 +887,137 @@ async fn an_object_lost_before_its_first_lock_is_found_missing_and_the_others_ar
     worker.stop().await.unwrap();
     fleet.stop().await.unwrap();
 }
+
+/// Issue 54: Object Lock turned on in place under a fleet that holds backups, as AWS S3 (since
+/// November 2023), Ceph RGW and SeaweedFS allow: versioning on, then the lock configuration on
+/// the existing bucket, then the lock setting and a restart of the retention-worker. One sweep
+/// locks every kept backup, objects written before versioning included (their `null`
+/// version), and the store then refuses to delete them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_lock_turned_on_in_place_locks_the_backups_already_there() {
+    use aws_sdk_s3::types::{
+        BucketVersioningStatus, ObjectLockConfiguration, ObjectLockEnabled, VersioningConfiguration,
+    };
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    config.scheduler.retention_sweep_interval = Duration::from_secs(2);
+    let store = object_store(&config).await;
+    let bucket = config.s3.bucket.clone();
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            retention_worker: false,
+            ..Members::ALL
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 3}}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+    let ids = ["f-b1", "f-b2", "f-b3"];
+    for (n, id) in ids.iter().enumerate() {
+        let mut body = report(id, now - chrono::Duration::hours(3 - n as i64));
+        fixtures::upload_genuine_json(&store, &mut body).await;
+        publish(&js, &body, id).await;
+    }
+    eventually(
+        "three backups recorded",
+        Duration::from_secs(60),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            ids.iter()
+                .all(|id| {
+                    records
+                        .get(*id)
+                        .is_some_and(|r| r.value.status == BackupStatus::Completed)
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(!store.object_lock_enabled().await.unwrap());
+
+    // The documented steps (docs/immutability.md), with the storage's own API.
+    store
+        .client()
+        .put_bucket_versioning()
+        .bucket(&bucket)
+        .versioning_configuration(
+            VersioningConfiguration::builder()
+                .status(BucketVersioningStatus::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    store
+        .client()
+        .put_object_lock_configuration()
+        .bucket(&bucket)
+        .object_lock_configuration(
+            ObjectLockConfiguration::builder()
+                .object_lock_enabled(ObjectLockEnabled::Enabled)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(store.object_lock_enabled().await.unwrap());
+    config.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            min: Some(parse_lock_duration("1d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let worker = Fleet::start(
+        &config,
+        Members {
+            scheduler: false,
+            retention_worker: true,
+            deleter: false,
+            executor: false,
+        },
+    );
+    let records = eventually(
+        "every kept backup locked",
+        Duration::from_secs(30),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            ids.iter()
+                .all(|id| records[*id].value.locked_until.is_some())
+                .then_some(records)
+        },
+    )
+    .await;
+    for id in ids {
+        let record = &records[id].value;
+        assert_eq!(record.status, BackupStatus::Completed);
+        for object in &record.objects {
+            let (mode, until) = retention_of(&store, &object.key, None).await;
+            assert_eq!(mode, "GOVERNANCE", "{}", object.key);
+            assert_eq!(until, record.locked_until.unwrap().timestamp());
+            // The pre-versioning object is its `null` version: deleting it is refused.
+            let refused = store
+                .client()
+                .delete_object()
+                .bucket(&bucket)
+                .key(&object.key)
+                .version_id("null")
+                .send()
+                .await;
+            assert!(refused.is_err(), "{} deleted under its lock", object.key);
+        }
+    }
+    worker.stop().await.unwrap();
+    fleet.stop().await.unwrap();
+}
