@@ -59,6 +59,9 @@ pub struct Metrics {
     pub reruns: prometheus::IntCounter,
     /// Runs that met an object the store says is gone, scrubbed the cluster and ran again.
     pub missing_object_runs: prometheus::IntCounter,
+    /// Runs per cluster, by outcome (`done`, `failed`): a cluster whose runs keep failing is
+    /// visible on its own (issue 54), whichever replica runs it.
+    pub cluster_runs: IntCounterVec,
     /// The locations each group's gauges were set for, so a location that no backup awaits
     /// any more reads 0 rather than its last value.
     copy_locations: std::sync::Mutex<
@@ -293,7 +296,16 @@ impl Metrics {
             "retention runs that met an object the store says is gone, scrubbed the cluster and ran again",
         )
         .expect("valid metric");
+        let cluster_runs = IntCounterVec::new(
+            Opts::new(
+                "sexton_retention_cluster_runs_total",
+                "retention runs of each cluster, by outcome (done, failed)",
+            ),
+            &["cluster", "outcome"],
+        )
+        .expect("valid metric");
         let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(cluster_runs.clone()),
             Box::new(missing_object_runs.clone()),
             Box::new(partitions.clone()),
             Box::new(conflicts.clone()),
@@ -361,6 +373,7 @@ impl Metrics {
             conflicts,
             reruns,
             missing_object_runs,
+            cluster_runs,
             copy_locations: Default::default(),
         }
     }

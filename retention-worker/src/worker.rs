@@ -38,7 +38,7 @@ use sexton_shared::{
     names::ClusterName,
     nats::publish_once,
     object_store::{ObjectError, ObjectStore},
-    outcome::Outcome,
+    outcome::{publish_incident, Outcome},
     topology::{self, Topology},
     wire::{self, CheckpointComplete, RetentionSweep},
 };
@@ -244,9 +244,46 @@ impl Worker {
                     .runs
                     .with_label_values(&[trigger, "done"])
                     .inc();
+                self.metrics
+                    .cluster_runs
+                    .with_label_values(&[cluster.as_str(), "done"])
+                    .inc();
                 Outcome::Done
             }
             Err(err) => {
+                self.metrics
+                    .cluster_runs
+                    .with_label_values(&[cluster.as_str(), "failed"])
+                    .inc();
+                let delivered = message.info().map(|info| info.delivered).unwrap_or(0);
+                if delivered >= topology::MAX_DELIVER {
+                    // The last delivery: said, not dropped in silence. The cluster's next
+                    // sweep runs it again; until one passes, nothing of it is decided.
+                    tracing::error!(%cluster, error = format!("{err:#}"), delivered, "retention run failed on its last delivery; the next sweep tries again");
+                    self.metrics
+                        .runs
+                        .with_label_values(&[trigger, "abandoned"])
+                        .inc();
+                    publish_incident(
+                        &self.topology.jetstream,
+                        wire::Incident {
+                            schema_version: wire::SCHEMA_VERSION,
+                            service: "retention-worker".into(),
+                            kind: "retention-failing".into(),
+                            cluster: Some(cluster.to_string()),
+                            backup_id: None,
+                            subject: message.subject.to_string(),
+                            reason: format!(
+                                "the {trigger} run failed {delivered} times, the last: {err:#}; \
+                                 nothing of the cluster is decided until a run passes (the next \
+                                 sweep tries again)"
+                            ),
+                            at: Utc::now(),
+                        },
+                    )
+                    .await;
+                    return Outcome::Done;
+                }
                 tracing::warn!(%cluster, error = format!("{err:#}"), "retention run failed; will retry");
                 self.metrics
                     .runs
