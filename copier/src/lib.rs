@@ -306,7 +306,7 @@ async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'sta
         Err(Failure::Bad(incident)) => {
             let delay = sexton_shared::nats::patient_retry_delay(delivered);
             tracing::error!(cluster = %job.cluster, backup = %job.backup_id, location = %job.location, "copy refused: {}", incident.reason);
-            publish_incident(&copier.topology.jetstream, incident).await;
+            report_bad(copier, incident).await;
             ("refused", Outcome::RetryAfter(delay))
         }
     };
@@ -438,7 +438,7 @@ async fn copy_awaited(
             Err(Failure::Wait(why)) => ("retry", Some(why)),
             Err(Failure::Bad(incident)) => {
                 let why = incident.reason.clone();
-                publish_incident(&copier.topology.jetstream, incident).await;
+                report_bad(copier, incident).await;
                 ("refused", Some(why))
             }
         };
@@ -1052,6 +1052,40 @@ async fn ask_retention_run(
     .await
     {
         tracing::warn!(%cluster, %location, error = %err, "cannot ask for a retention run; the next sweep does it");
+    }
+}
+
+/// Publishes a copy's bad news; where the source's data is not what intake recorded (an object
+/// gone or changed), it is evidence about the backup (issue 54): the retention-worker is asked
+/// for a scrub of the cluster, which marks a backup whose objects are gone `missing` (then no
+/// copy of it is attempted again) and leaves one whose objects are all there as it is.
+async fn report_bad(copier: &Copier, incident: Incident) {
+    let scrub = (incident.kind == "copy-refused")
+        .then(|| incident.cluster.as_deref().map(ClusterName::new))
+        .flatten()
+        .and_then(Result::ok);
+    let backup = incident.backup_id.clone().unwrap_or_default();
+    publish_incident(&copier.topology.jetstream, incident).await;
+    let Some(cluster) = scrub else {
+        return;
+    };
+    let sweep = wire::RetentionSweep {
+        schema_version: wire::SCHEMA_VERSION,
+        cluster: cluster.clone(),
+        requested_at: Utc::now(),
+        scrub: true,
+    };
+    // Once per backup within the stream's de-duplication window, however often the job is
+    // retried.
+    if let Err(err) = sexton_shared::nats::publish_once(
+        &copier.topology.jetstream,
+        topology::sweep_subject(&cluster),
+        &format!("scrub.copy-refused.{cluster}.{backup}"),
+        wire::encode(&sweep),
+    )
+    .await
+    {
+        tracing::warn!(%cluster, backup, error = format!("{err:#}"), "could not ask for a scrub after a refused copy; the scheduled scrub finds it");
     }
 }
 

@@ -566,6 +566,79 @@ async fn a_corrupt_source_object_is_refused_then_copied_once_mended() {
     world.fleet.unwrap().stop().await.unwrap();
 }
 
+/// Issue 54: a source object gone is evidence, not a transient failure. The copy is refused
+/// (an incident), the copier asks for a scrub, the backup is found `missing`, and its copy is
+/// not attempted again; the others are copied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_object_gone_makes_the_backup_missing_not_a_copy_retried_forever() {
+    let world = regions(|config| {
+        // No scheduled scrub: the copier's evidence is what finds it.
+        config.scheduler.scrub_interval = Duration::ZERO;
+    })
+    .await;
+    create_copying_schedule(&world.client, "db", "c1", 5).await;
+    let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
+    let b2 = Backup::full("b2", at("2026-03-02T00:00:00Z"), 10);
+    report_backup(&world.js, &world.source, "c1", "base", "db", &b1).await;
+    report_backup(&world.js, &world.source, "c1", "base", "db", &b2).await;
+    wait_for_completed(&world.catalog, "c1", 2).await;
+    let data_key = b1.artifacts("c1", "db")[0].clone();
+    let report = world
+        .source
+        .delete_keys_each(std::slice::from_ref(&data_key))
+        .await
+        .unwrap();
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+
+    let (stop, copier) = start_copier(&world.config);
+    let missing = eventually(
+        "b1 found missing after its copy was refused",
+        Duration::from_secs(60),
+        || async {
+            let record = record(&world.catalog, "c1", "b1").await?;
+            (record.status == sexton_shared::records::BackupStatus::Missing).then_some(record)
+        },
+    )
+    .await;
+    assert!(
+        missing
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&data_key),
+        "{:?}",
+        missing.last_error
+    );
+    assert!(missing
+        .copies
+        .values()
+        .all(|c| c.state != CopyState::Copied));
+    assert!(
+        incidents(&world.js)
+            .await
+            .iter()
+            .any(|i| i.contains("copy-refused") && i.contains("b1")),
+        "no copy-refused incident"
+    );
+    let b2_copied = copied(&world.catalog, "c1", "b2").await;
+    check_whole_at_dr(&world.dr, &b2_copied).await;
+    // b1's job is settled: nothing of it waits in the copy stream.
+    eventually("the copy jobs settled", Duration::from_secs(60), || async {
+        (consumer_backlog(
+            &world.js,
+            topology::STREAM_COPIES,
+            topology::CONSUMER_COPIER,
+        )
+        .await
+            == Some(0))
+        .then_some(())
+    })
+    .await;
+    stop.trigger();
+    copier.await.unwrap().unwrap();
+    world.fleet.unwrap().stop().await.unwrap();
+}
+
 /// Writes a backup with one large object (a multipart copy) and reports it.
 async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size: usize) {
     let [data_key, metadata_key] = backup.artifacts(cluster_name, "db");
