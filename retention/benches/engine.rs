@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Datelike, FixedOffset, TimeDelta, TimeZone, Utc};
 use sexton_retention::{
-    evaluate, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, Policy,
+    evaluate, restorable, BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog, Policy,
     VolumeArtifact,
 };
 
@@ -142,6 +142,43 @@ fn main() {
         rss_before as f64 / 1024.0,
         peak_during_engine as f64 / 1024.0,
         memory_kib("VmHWM").max(rss_before) as f64 / 1024.0
+    );
+
+    // Issue 47's recovery value on the same catalog, with its archive and without one (every
+    // instant between two backups a gap, each with its reasons), next to the same sort.
+    let points_only = Catalog {
+        backups: catalog.backups.clone(),
+        binlog_segments: Vec::new(),
+    };
+    let mut with_log = Vec::new();
+    let mut without_log = Vec::new();
+    let mut shapes = (0, 0, 0, 0);
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let value = restorable(&catalog, now);
+        with_log.push(started.elapsed());
+        shapes.0 = value.points.len();
+        shapes.1 = value.gaps.len();
+        black_box(&value);
+        let started = Instant::now();
+        let value = restorable(&points_only, now);
+        without_log.push(started.elapsed());
+        shapes.2 = value.points.len();
+        shapes.3 = value.gaps.len();
+        black_box(&value);
+    }
+    let with_log = median(&mut with_log);
+    let without_log = median(&mut without_log);
+    println!(
+        "recovery value (restorable), median of {RUNS} runs: with the archive {with_log:.2?} \
+         ({} points, {} gaps) = {:.2} x the stable sort; without one {without_log:.2?} ({} \
+         points, {} gaps) = {:.2} x",
+        shapes.0,
+        shapes.1,
+        ratio(with_log, sort_stable),
+        shapes.2,
+        shapes.3,
+        ratio(without_log, sort_stable)
     );
 }
 

@@ -36,7 +36,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::binlog::RANGE_MARGIN;
-use crate::catalog::{BackupKind, BackupRecord, BackupStatus, BinlogSegment, Catalog};
+use crate::catalog::{BackupKind, BackupStatus, BinlogSegment, Catalog};
 use crate::chains::PARENT_NEIGHBOURS;
 use crate::plan::Plan;
 
@@ -694,6 +694,9 @@ struct Runs {
     max_end: Vec<DateTime<Utc>>,
     /// Each segment's own covered span, for the gaps' reasons, by start.
     spans: Vec<(DateTime<Utc>, DateTime<Utc>)>,
+    /// The running maximum of the spans' ends, so the reach from an instant is one binary
+    /// search away (the gaps' reasons, one per gap, stay linear in the archive's size).
+    spans_max_high: Vec<DateTime<Utc>>,
 }
 
 /// A segment's name in a numbered sequence: (stem, width of the number), number.
@@ -793,17 +796,22 @@ impl Runs {
             starts.push(low);
             max_end.push(max_end.last().map_or(reach, |&m| m.max(reach)));
         }
-        let spans = by_start
+        let spans: Vec<(DateTime<Utc>, DateTime<Utc>)> = by_start
             .iter()
             .map(|&index| {
                 let (low, _, _) = spans[index].expect("by_start holds spans");
                 (low, end[index].expect("a span has an end"))
             })
             .collect();
+        let mut spans_max_high: Vec<DateTime<Utc>> = Vec::with_capacity(spans.len());
+        for &(_, high) in &spans {
+            spans_max_high.push(spans_max_high.last().map_or(high, |&m| m.max(high)));
+        }
         Runs {
             starts,
             max_end,
             spans,
+            spans_max_high,
         }
     }
 
@@ -822,8 +830,17 @@ impl Runs {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
-        let mut reached = from;
-        for &(low, high) in &self.spans {
+        // Every span starting at or before `from` counts at once: the furthest of their ends.
+        let first = self.spans.partition_point(|&(low, _)| low <= from);
+        let mut reached = match first.checked_sub(1) {
+            Some(last) => from.max(self.spans_max_high[last]),
+            None => from,
+        };
+        if reached >= to {
+            return None;
+        }
+        let mut at = first;
+        while let Some(&(low, high)) = self.spans.get(at) {
             if low > reached {
                 break;
             }
@@ -831,9 +848,10 @@ impl Runs {
             if reached >= to {
                 return None;
             }
+            at += 1;
         }
-        let next = self
-            .spans
+        // The spans are by start: the first one past the reach is the next one not walked.
+        let next = self.spans[at..]
             .iter()
             .map(|&(low, _)| low)
             .find(|&low| low > reached)
@@ -887,6 +905,17 @@ fn find_gaps(
         )
         .collect();
     reached.sort_unstable();
+    // The backups by their instant, once: each gap's reasons read the ones inside it.
+    let mut by_time: Vec<(DateTime<Utc>, usize)> = catalog
+        .backups
+        .iter()
+        .enumerate()
+        .filter_map(|(index, backup)| Some((backup.completed_at?.to_utc(), index)))
+        .collect();
+    by_time.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| catalog.backups[a.1].id.cmp(&catalog.backups[b.1].id))
+    });
     let mut gaps = Vec::new();
     let mut last_end: Option<DateTime<Utc>> = None;
     for (from, to) in reached {
@@ -895,7 +924,7 @@ fn find_gaps(
                 gaps.push(RecoveryGap {
                     from: end,
                     to: from,
-                    reason: gap_reason(catalog, chains, runs, end, from),
+                    reason: gap_reason(catalog, chains, runs, &by_time, end, from),
                 });
             }
         }
@@ -908,6 +937,7 @@ fn gap_reason(
     catalog: &Catalog,
     chains: &Chains<'_>,
     runs: &Runs,
+    by_time: &[(DateTime<Utc>, usize)],
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> String {
@@ -923,17 +953,10 @@ fn gap_reason(
             to.to_rfc3339()
         )),
     }
-    let mut inside: Vec<(DateTime<FixedOffset>, &BackupRecord, usize)> = catalog
-        .backups
-        .iter()
-        .enumerate()
-        .filter_map(|(index, backup)| {
-            let at = backup.completed_at?;
-            (from < at.to_utc() && at.to_utc() < to).then_some((at, backup, index))
-        })
-        .collect();
-    inside.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
-    for (_, backup, index) in inside {
+    let low = by_time.partition_point(|&(at, _)| at <= from);
+    let high = by_time.partition_point(|&(at, _)| at < to);
+    for &(_, index) in &by_time[low..high.max(low)] {
+        let backup = &catalog.backups[index];
         match backup.status {
             BackupStatus::Completed => {
                 if let Some(why) = chains.broken(index) {
