@@ -337,23 +337,37 @@ pub fn lost_instants(
     if from >= now {
         return None;
     }
-    let mut times: Vec<DateTime<Utc>> = before
-        .points
-        .iter()
-        .map(|point| point.at.to_utc())
-        .chain(before.intervals.iter().flat_map(|i| [i.from, i.to]))
-        .chain(before.gaps.iter().flat_map(|g| [g.from, g.to]))
-        .filter(|&t| from <= t && t <= now)
-        .collect();
-    let step = (now - from) / 64;
-    times.extend((0..=64).map(|k| from + step * k));
-    times.sort_unstable();
-    times.dedup();
-    let lost: Vec<DateTime<Utc>> = times
+    let lost: Vec<DateTime<Utc>> = sample_instants(&before, from, now, 64)
         .into_iter()
         .filter(|&t| before.restorable_at(t) && !after.restorable_at(t))
         .collect();
     Some((*lost.first()?, *lost.last()?))
+}
+
+/// The instants at which to compare two recovery values over `from..=to`: every point, interval
+/// end and gap end of `recovery` inside it (where restorability can change), and `steps + 1`
+/// evenly spaced ones, both ends included; sorted, each once.
+pub fn sample_instants(
+    recovery: &Recovery,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    steps: i32,
+) -> Vec<DateTime<Utc>> {
+    let mut times: Vec<DateTime<Utc>> = recovery
+        .points
+        .iter()
+        .map(|point| point.at.to_utc())
+        .chain(recovery.intervals.iter().flat_map(|i| [i.from, i.to]))
+        .chain(recovery.gaps.iter().flat_map(|g| [g.from, g.to]))
+        .filter(|&t| from <= t && t <= to)
+        .collect();
+    let steps = steps.max(1);
+    let step = (to - from) / steps;
+    times.extend((0..=steps).map(|k| from + step * k));
+    times.push(to);
+    times.sort_unstable();
+    times.dedup();
+    times
 }
 
 /// The catalog as it stands once `plan` is carried out: deleted backups and binlog segments

@@ -23,6 +23,7 @@ use chrono::{DateTime, FixedOffset, TimeDelta, TimeZone, Utc};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{json, Value};
+use sexton_retention::recovery::sample_instants;
 use sexton_retention::{
     after_plan, drill, plan, restorable, BackupKind, BackupRecord, BackupStatus, BinlogSegment,
     Catalog, Plan, PlanError, Policy, Recovery, VolumeArtifact,
@@ -364,20 +365,7 @@ fn plan_of(
 /// The instants to compare in `from..=to`: every point and interval boundary and gap end of
 /// `recovery` inside it, and nine evenly spaced ones (both ends included).
 fn samples(recovery: &Recovery, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
-    let mut times: Vec<DateTime<Utc>> = recovery
-        .points
-        .iter()
-        .map(|point| point.at.to_utc())
-        .chain(recovery.intervals.iter().flat_map(|i| [i.from, i.to]))
-        .chain(recovery.gaps.iter().flat_map(|g| [g.from, g.to]))
-        .filter(|&t| from <= t && t <= to)
-        .collect();
-    let step = (to - from) / 8;
-    times.extend((0..=8).map(|k| from + step * k));
-    times.push(to);
-    times.sort_unstable();
-    times.dedup();
-    times
+    sample_instants(recovery, from, to, 8)
 }
 
 /// The catalog less the backups a user asked to delete: what only they restore to is not

@@ -513,6 +513,15 @@ pub const SCHEDULER_ONLY: Members = Members {
     executor: false,
 };
 
+/// Only the retention-worker: beside a fleet without one, with settings of its own (a lock
+/// turned on later, a metrics port to read).
+pub const RETENTION_WORKER_ONLY: Members = Members {
+    scheduler: false,
+    retention_worker: true,
+    deleter: false,
+    executor: false,
+};
+
 /// The services running in-process, stopped on drop.
 pub struct Fleet {
     trigger: ShutdownTrigger,

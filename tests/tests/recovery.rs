@@ -115,15 +115,7 @@ async fn every_point_a_location_keeps_is_restorable_there_whatever_primary_did()
     let metrics_port = free_port();
     let mut worker_config = config.clone();
     worker_config.http.listen = format!("127.0.0.1:{metrics_port}");
-    let worker = Fleet::start(
-        &worker_config,
-        Members {
-            scheduler: false,
-            retention_worker: true,
-            deleter: false,
-            executor: false,
-        },
-    );
+    let worker = Fleet::start(&worker_config, RETENTION_WORKER_ONLY);
     let (copier_stop, copier) = start_copier(&config);
     let client = async_nats::connect(nats.url()).await.unwrap();
     let js = jetstream::new(client.clone());

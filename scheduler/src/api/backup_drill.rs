@@ -10,7 +10,7 @@
 use chrono::Utc;
 use serde_json::Value;
 use sexton_shared::{
-    api::{ApiError, DrillAsked, DrillRequest, ErrorCode, VerifyAsked},
+    api::{ApiError, DrillAsked, DrillRequest, ErrorCode},
     names::{LocationName, PlanName},
     records::BackupRecord,
     wire::VerifyReplay,
@@ -78,11 +78,7 @@ impl Api {
             since: r.since,
             until: r.until,
         });
-        let request_id = format!(
-            "drill-{}-{}",
-            now.format("%Y%m%d%H%M%S"),
-            &uuid::Uuid::new_v4().simple().to_string()[..6]
-        );
+        let request_id = super::backup_verify::asked_request_id("drill", now);
         let asked = self
             .verifier
             .ask(
@@ -98,24 +94,8 @@ impl Api {
             )
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
-        let asked = match asked {
-            Some(asked) => VerifyAsked {
-                request_id: asked.request_id,
-                backup_id: asked.backup_id,
-                deadline: Some(asked.deadline),
-                duplicate: Some(asked.duplicate),
-                recorded: None,
-            },
-            None => VerifyAsked {
-                request_id,
-                backup_id: target.id.to_string(),
-                deadline: None,
-                duplicate: None,
-                recorded: Some("failed".into()),
-            },
-        };
         serde_json::to_value(DrillAsked {
-            asked,
+            asked: super::backup_verify::answer(asked, request_id, &target.id),
             at: req.at,
             chain: drill.base.chain,
             replay,

@@ -38,11 +38,7 @@ impl Api {
             ));
         }
         let now = Utc::now();
-        let request_id = format!(
-            "manual-{}-{}",
-            now.format("%Y%m%d%H%M%S"),
-            &uuid::Uuid::new_v4().simple().to_string()[..6]
-        );
+        let request_id = asked_request_id("manual", now);
         let timeout = req.timeout.unwrap_or_default().as_delta();
         let asked = self
             .verifier
@@ -59,23 +55,41 @@ impl Api {
             )
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
-        let answer = match asked {
-            Some(asked) => VerifyAsked {
-                request_id: asked.request_id,
-                backup_id: asked.backup_id,
-                deadline: Some(asked.deadline),
-                duplicate: Some(asked.duplicate),
-                recorded: None,
-            },
-            // The chain cannot be restored: recorded failed at once, with the reason.
-            None => VerifyAsked {
-                request_id,
-                backup_id: req.id.to_string(),
-                deadline: None,
-                duplicate: None,
-                recorded: Some("failed".into()),
-            },
-        };
-        serde_json::to_value(answer).map_err(invalid)
+        serde_json::to_value(answer(asked, request_id, &req.id)).map_err(invalid)
+    }
+}
+
+/// The id of a test asked for through the API at `now`: `<kind>-<YYYYMMDDhhmmss>-<6 hex>`.
+pub(super) fn asked_request_id(kind: &str, now: chrono::DateTime<Utc>) -> String {
+    format!(
+        "{kind}-{}-{}",
+        now.format("%Y%m%d%H%M%S"),
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    )
+}
+
+/// What asking for a test of backup `id` came to, as `backup.verify` and `backup.drill`
+/// answer it: the test asked for, or, for a chain that cannot be restored, recorded failed at
+/// once (with the reason, on the backup).
+pub(super) fn answer(
+    asked: Option<crate::verify::Asked>,
+    request_id: String,
+    id: &sexton_shared::names::BackupId,
+) -> VerifyAsked {
+    match asked {
+        Some(asked) => VerifyAsked {
+            request_id: asked.request_id,
+            backup_id: asked.backup_id,
+            deadline: Some(asked.deadline),
+            duplicate: Some(asked.duplicate),
+            recorded: None,
+        },
+        None => VerifyAsked {
+            request_id,
+            backup_id: id.to_string(),
+            deadline: None,
+            duplicate: None,
+            recorded: Some("failed".into()),
+        },
     }
 }
