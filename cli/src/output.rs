@@ -533,6 +533,8 @@ pub const SCHEDULE_COLUMNS: &[Column] = &[
     col("AGE", "schedule.created_at", Kind::Age),
     wide("LAST BACKUP AT", "schedule.status.last_backup", Kind::Time),
     wide("NEXT RUN AT", "schedule.status.next_run_time", Kind::Time),
+    wide("RETENTION", "retention.outcome", Kind::Text),
+    wide("RETENTION SINCE", "retention.since", Kind::Age),
     wide("LABELS", "schedule.labels", Kind::Text),
 ];
 

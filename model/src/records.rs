@@ -466,6 +466,89 @@ impl ClusterRecord {
     }
 }
 
+/// How a cluster's retention runs are going (issue 54), in the retention status bucket
+/// (key = cluster): written by the retention-worker after each run, read by `schedule get`
+/// and `describe`. A cluster whose runs keep failing, or are held, says so and why.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RetentionStatus {
+    #[serde(default = "record_schema_version")]
+    pub schema_version: u32,
+    pub cluster: ClusterName,
+    /// How the last run ended.
+    pub outcome: RetentionOutcome,
+    /// When it ended.
+    pub at: DateTime<Utc>,
+    /// Why a run failed or was held: its error, or the hold's explanation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Since when the runs have ended this way (the first of them).
+    pub since: DateTime<Utc>,
+    /// How many runs in a row ended this way.
+    pub runs: u64,
+    /// When a run last decided the cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_decided: Option<DateTime<Utc>>,
+}
+
+/// How one retention run of a cluster ended.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum RetentionOutcome {
+    /// The run decided the cluster (whatever it decided).
+    Decided,
+    /// The run failed; it is retried, and the next sweep runs it again.
+    Failed,
+    /// The run decided nothing on purpose (a bucket the fleet was not given holds some of the
+    /// cluster's backups): nothing is deleted or marked until a person acts.
+    Held,
+}
+
+impl RetentionOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetentionOutcome::Decided => "decided",
+            RetentionOutcome::Failed => "failed",
+            RetentionOutcome::Held => "held",
+        }
+    }
+}
+
+impl RetentionStatus {
+    /// The status after a run of `cluster` that ended at `at` with `outcome`, given the one
+    /// before it: `since` and `runs` carry on while the outcome (and a hold's reason) stays.
+    pub fn after(
+        previous: Option<&RetentionStatus>,
+        cluster: &ClusterName,
+        outcome: RetentionOutcome,
+        reason: Option<String>,
+        at: DateTime<Utc>,
+    ) -> RetentionStatus {
+        let same = previous.filter(|previous| {
+            previous.outcome == outcome
+                && (outcome != RetentionOutcome::Held || previous.reason == reason)
+        });
+        RetentionStatus {
+            schema_version: RECORD_SCHEMA_VERSION,
+            cluster: cluster.clone(),
+            outcome,
+            at,
+            reason,
+            since: same.map_or(at, |previous| previous.since.min(at)),
+            runs: same.map_or(1, |previous| previous.runs.saturating_add(1)),
+            last_decided: match outcome {
+                RetentionOutcome::Decided => Some(at),
+                _ => previous.and_then(|previous| previous.last_decided),
+            },
+        }
+    }
+
+    /// Whether this status starts something a person should hear of (a hold that began or
+    /// changed its reason): the incident is raised once, not on every run.
+    pub fn is_new_hold(&self) -> bool {
+        self.outcome == RetentionOutcome::Held && self.runs == 1
+    }
+}
+
 /// One backup in the catalog.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BackupRecord {
@@ -1092,6 +1175,69 @@ pub fn judge_copy(
 mod tests {
     use super::*;
     use crate::copies::{CopyState, CopyVerdict};
+
+    #[test]
+    fn retention_status_counts_runs_that_end_alike_and_starts_over_on_a_change() {
+        let cluster = ClusterName::new("c1").unwrap();
+        let t = |s: i64| DateTime::from_timestamp(1_700_000_000 + s, 0).unwrap();
+        let failed = |previous: Option<&RetentionStatus>, s, why: &str| {
+            RetentionStatus::after(
+                previous,
+                &cluster,
+                RetentionOutcome::Failed,
+                Some(why.into()),
+                t(s),
+            )
+        };
+        let decided = RetentionStatus::after(None, &cluster, RetentionOutcome::Decided, None, t(0));
+        assert_eq!(
+            (decided.runs, decided.since, decided.last_decided),
+            (1, t(0), Some(t(0)))
+        );
+        let first = failed(Some(&decided), 10, "a");
+        let second = failed(Some(&first), 20, "b");
+        assert_eq!((second.runs, second.since), (2, t(10)));
+        assert_eq!(second.reason.as_deref(), Some("b"));
+        assert_eq!(
+            second.last_decided,
+            Some(t(0)),
+            "a failure keeps the last decided run"
+        );
+        let again = RetentionStatus::after(
+            Some(&second),
+            &cluster,
+            RetentionOutcome::Decided,
+            None,
+            t(30),
+        );
+        assert_eq!((again.runs, again.since), (1, t(30)));
+        // A hold is new when it begins and when its reason changes, not on every run.
+        let hold = |previous: Option<&RetentionStatus>, s, why: &str| {
+            RetentionStatus::after(
+                previous,
+                &cluster,
+                RetentionOutcome::Held,
+                Some(why.into()),
+                t(s),
+            )
+        };
+        let held = hold(Some(&again), 40, "bucket a");
+        assert!(held.is_new_hold());
+        let still = hold(Some(&held), 50, "bucket a");
+        assert!(!still.is_new_hold());
+        assert_eq!(still.since, t(40));
+        assert!(hold(Some(&still), 60, "bucket b").is_new_hold());
+        assert!(!second.is_new_hold());
+        // Read back as written; an unknown outcome is refused, not guessed.
+        let text = serde_json::to_string(&still).unwrap();
+        assert!(text.contains(r#""outcome":"held""#), "{text}");
+        assert_eq!(
+            serde_json::from_str::<RetentionStatus>(&text).unwrap(),
+            still
+        );
+        let bad = text.replace(r#""held""#, r#""paused""#);
+        assert!(serde_json::from_str::<RetentionStatus>(&bad).is_err());
+    }
 
     fn rule(json: serde_json::Value) -> Result<crate::copies::CopyRule, String> {
         serde_json::from_value(json).map_err(|e| e.to_string())

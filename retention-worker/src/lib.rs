@@ -80,12 +80,16 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         )
         .await?;
     }
+    let retention_status = topology::retention_status_bucket(&jetstream, config.nats.replicas)
+        .await
+        .context("opening the retention status bucket")?;
     let worker = worker::Worker::new(
         topology.clone(),
         config.clone(),
         metrics.clone(),
         store,
         locations,
+        retention_status,
     );
     let previews = worker
         .clone()

@@ -39,6 +39,7 @@ use sexton_shared::{
     nats::publish_once,
     object_store::{ObjectError, ObjectStore},
     outcome::{publish_incident, Outcome},
+    records::{RetentionOutcome, RetentionStatus},
     topology::{self, Topology},
     wire::{self, CheckpointComplete, RetentionSweep},
 };
@@ -86,6 +87,8 @@ pub struct Worker {
     /// The binlog segments this replica has locked, and until when: a cache (lost on a
     /// restart, which costs one request per segment, once).
     segment_locks: Arc<std::sync::Mutex<std::collections::HashMap<String, DateTime<Utc>>>>,
+    /// How each cluster's runs are going (issue 54): written after each run.
+    retention_status: async_nats::jetstream::kv::Store,
 }
 
 tokio::task_local! {
@@ -119,6 +122,7 @@ impl Worker {
         metrics: Arc<Metrics>,
         store: ObjectStore,
         locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
+        retention_status: async_nats::jetstream::kv::Store,
     ) -> Worker {
         let envelope = Arc::new(Envelope::new(
             topology.jetstream.clone(),
@@ -148,6 +152,7 @@ impl Worker {
                 .collect(),
             lock: config.s3.lock.clone(),
             segment_locks: Arc::default(),
+            retention_status,
             location_locks: config
                 .locations
                 .iter()
@@ -240,6 +245,8 @@ impl Worker {
         match result {
             Ok(()) => {
                 self.ran(&cluster, started);
+                self.note_status(&cluster, RetentionOutcome::Decided, None)
+                    .await;
                 self.metrics
                     .runs
                     .with_label_values(&[trigger, "done"])
@@ -255,6 +262,8 @@ impl Worker {
                     .cluster_runs
                     .with_label_values(&[cluster.as_str(), "failed"])
                     .inc();
+                self.note_status(&cluster, RetentionOutcome::Failed, Some(format!("{err:#}")))
+                    .await;
                 let delivered = message.info().map(|info| info.delivered).unwrap_or(0);
                 if delivered >= topology::MAX_DELIVER {
                     // The last delivery: said, not dropped in silence. The cluster's next
@@ -292,6 +301,40 @@ impl Worker {
                 Outcome::RetryAfter(Duration::from_secs(5))
             }
         }
+    }
+
+    /// Writes how this run of `cluster` ended to the retention status bucket, carrying on the
+    /// count of runs that ended alike ([`RetentionStatus::after`]); returns the status. A
+    /// status that cannot be read or written is said in the log: it never fails the run.
+    pub(crate) async fn note_status(
+        &self,
+        cluster: &ClusterName,
+        outcome: RetentionOutcome,
+        reason: Option<String>,
+    ) -> RetentionStatus {
+        let previous = match sexton_shared::leader_read::value(
+            &self.retention_status,
+            cluster.as_str(),
+        )
+        .await
+        {
+            Ok(body) => body.and_then(|body| serde_json::from_slice(&body).ok()),
+            Err(err) => {
+                tracing::warn!(%cluster, error = format!("{err:#}"), "reading the retention status failed");
+                None
+            }
+        };
+        let status =
+            RetentionStatus::after(previous.as_ref(), cluster, outcome, reason, Utc::now());
+        let body = serde_json::to_vec(&status).expect("a status serialises");
+        if let Err(err) = self
+            .retention_status
+            .put(cluster.as_str(), body.into())
+            .await
+        {
+            tracing::warn!(%cluster, error = %err, "writing the retention status failed");
+        }
+        status
     }
 
     /// A run met an object the store says is not there (locking a kept backup, issue 54):

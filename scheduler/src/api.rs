@@ -62,6 +62,8 @@ pub struct Edges {
     >,
     /// The issued due-backups: `backup.create` remembers the one it publishes.
     pub dues: async_nats::jetstream::kv::Store,
+    /// How each cluster's retention runs are going (issue 54), read by `schedule.get`.
+    pub retention_status: async_nats::jetstream::kv::Store,
 }
 
 /// Subscribes to the API's subjects and returns once the server has the subscriptions: from
@@ -105,6 +107,7 @@ pub async fn run(
         verifier,
         locations,
         dues,
+        retention_status,
     } = edges;
     let api = Api {
         catalog: Catalog::new(topology.catalog.clone()),
@@ -119,6 +122,7 @@ pub async fn run(
         verifier,
         locations,
         dues,
+        retention_status,
         config,
         metrics,
     };
@@ -140,6 +144,7 @@ struct Api {
         sexton_shared::object_store::ObjectStore,
     >,
     dues: async_nats::jetstream::kv::Store,
+    retention_status: async_nats::jetstream::kv::Store,
     config: Config,
     catalog: Catalog,
     metrics: std::sync::Arc<crate::metrics::Metrics>,

@@ -49,6 +49,10 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     topology::copy_leases_bucket(&jetstream, config.nats.replicas)
         .await
         .context("creating the copy leases' bucket")?;
+    // The retention-worker's run statuses (issue 54): it writes them, the API reads them.
+    let retention_status = topology::retention_status_bucket(&jetstream, config.nats.replicas)
+        .await
+        .context("creating the retention status bucket")?;
     // The retention-worker's partitions (issue 32), created here for the same reason.
     topology::partitions_bucket(&jetstream, config.nats.replicas)
         .await
@@ -144,6 +148,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
                 verifier,
                 locations,
                 dues,
+                retention_status,
             },
             config.clone(),
             metrics.clone(),

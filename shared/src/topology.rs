@@ -55,6 +55,11 @@ pub const DUES_REMEMBERED: std::time::Duration = std::time::Duration::from_secs(
 /// copier reads and writes it.
 pub const BUCKET_COPY_LEASES: &str = "sexton-copy-leases";
 
+/// How each cluster's retention runs are going (issue 54), key = `<cluster>`: a
+/// `RetentionStatus` the retention-worker writes after each run, which `schedule get` and
+/// `describe` show. The scheduler creates it ([`retention_status_bucket`]) and reads it.
+pub const BUCKET_RETENTION_STATUS: &str = "sexton-retention-status";
+
 /// The circuit breaker's approvals, key = `<cluster>.<plan>`: a held run a person let through,
 /// until the run that uses it (docs/safety.md).
 pub const BUCKET_BREAKER: &str = "sexton-breaker";
@@ -537,6 +542,33 @@ async fn open_or_await(
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
+}
+
+/// The retention status bucket's definition: one small entry per cluster, the latest only.
+pub fn retention_status_bucket_config(replicas: usize) -> kv::Config {
+    kv::Config {
+        bucket: BUCKET_RETENTION_STATUS.into(),
+        description: "sexton retention runs, how each cluster's are going".into(),
+        history: 1,
+        num_replicas: replicas,
+        storage: StorageType::File,
+        ..Default::default()
+    }
+}
+
+/// Opens the retention status bucket, creating it if missing (the scheduler, at start-up). A
+/// service whose user may not create it (the retention-worker) waits up to
+/// [`ENSURE_PATIENCE`] for it.
+pub async fn retention_status_bucket(
+    jetstream: &jetstream::Context,
+    replicas: usize,
+) -> anyhow::Result<kv::Store> {
+    open_or_await(
+        jetstream,
+        retention_status_bucket_config(replicas),
+        "the retention status bucket is not there: the scheduler creates it at start-up",
+    )
+    .await
 }
 
 /// The partitions' bucket's definition: a few small entries per service (one per partition,

@@ -96,6 +96,8 @@ impl Tokens {
                     "request_id",
                     "point_age_seconds",
                     "short_seconds",
+                    // How many retention runs ended alike: the sweeps and checkpoints of a run.
+                    "runs",
                 ] {
                     for (prefix, quote) in [
                         (format!("\"{field}\": "), true),
@@ -319,6 +321,22 @@ async fn every_list_and_describe_verb_prints_every_format() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
+    // Both clusters' retention has run (the checkpoints, the first sweep) before anything is
+    // printed: `schedule get` and `describe` show how it went (issue 54).
+    let statuses = sexton_shared::topology::retention_status_bucket(&js, 1)
+        .await
+        .unwrap();
+    for cluster in ["db1", "web"] {
+        eventually(
+            &format!("a retention status of {cluster}"),
+            Duration::from_secs(30),
+            || {
+                let statuses = statuses.clone();
+                async move { statuses.get(cluster).await.ok().flatten().map(|_| ()) }
+            },
+        )
+        .await;
+    }
 
     let mut cases: Vec<(String, Vec<&str>)> = Vec::new();
     let formats = ["table", "wide", "json", "yaml", "name"];

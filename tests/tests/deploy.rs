@@ -449,6 +449,27 @@ async fn only_the_retention_worker_publishes_delete_jobs_and_only_the_scheduler_
         "{:?}",
         connections["copier"].server_errors()
     );
+    // How each cluster's retention runs are going (issue 54) is the retention-worker's to
+    // say: the scheduler creates the bucket and reads it, no other role writes it.
+    for role in ["executor", "deleter", "scheduler", "operator", "copier"] {
+        assert_publish_refused(role, &connections[role], "$KV.sexton-retention-status.c1").await;
+    }
+    let statuses = topology::retention_status_bucket(&connections["scheduler"].jetstream(), 1)
+        .await
+        .expect("the scheduler creates the retention status bucket");
+    topology::retention_status_bucket(&connections["retention-worker"].jetstream(), 1)
+        .await
+        .expect("the retention-worker opens the retention status bucket")
+        .put("c1", "{}".into())
+        .await
+        .expect("the retention-worker writes a status");
+    assert_eq!(
+        sexton_shared::leader_read::value(&statuses, "c1")
+            .await
+            .expect("the scheduler reads a status")
+            .as_deref(),
+        Some(&b"{}"[..])
+    );
     // The copier's durable is its own: no other name, no delete jobs.
     let copier = &connections["copier"];
     for subject in [

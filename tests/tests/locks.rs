@@ -996,3 +996,194 @@ async fn object_lock_turned_on_in_place_locks_the_backups_already_there() {
     worker.stop().await.unwrap();
     fleet.stop().await.unwrap();
 }
+
+/// A report of backup `id` of `cluster`, schedule `f` (its objects to be uploaded).
+fn report_of(cluster: &str, id: &str, completed_at: DateTime<Utc>) -> Value {
+    let mut body = report(id, completed_at);
+    body["cluster"] = json!(cluster);
+    body["schedule"] = json!(format!("{cluster}-f"));
+    body["artifacts"] = json!([
+        format!("backups/{cluster}/f/{id}/backup.xbstream"),
+        format!("backups/{cluster}/f/{id}/metadata.json"),
+    ]);
+    body
+}
+
+/// Issue 54: a cluster whose runs keep failing does not hold up a healthy cluster in the same
+/// retention partition, and says so. The failing cluster's data object was locked by hand in
+/// COMPLIANCE mode for a day; the fleet's GOVERNANCE lock for five days is refused by the
+/// store, every run of it fails and is retried. A checkpoint of the healthy cluster is
+/// decided within 10 s meanwhile, and `schedule describe` shows the failing cluster's last
+/// error with how long it has been failing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    let store = locked_bucket(&mut config).await;
+    config.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            last: Some(parse_lock_duration("5d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            retention_worker: false,
+            ..Members::ALL
+        },
+    );
+    // The retention-worker beside it, with a metrics port of its own to read.
+    let metrics_port = free_port();
+    let mut worker_config = config.clone();
+    worker_config.http.listen = format!("127.0.0.1:{metrics_port}");
+    let worker = Fleet::start(&worker_config, RETENTION_WORKER_ONLY);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    // Two clusters of one partition: the failing one, and the first healthy name beside it.
+    let failing = "failing";
+    let partition = topology::partition_of(failing, topology::RETENTION_PARTITIONS);
+    let healthy = (0..)
+        .map(|n| format!("healthy{n}"))
+        .find(|name| topology::partition_of(name, topology::RETENTION_PARTITIONS) == partition)
+        .unwrap();
+    for cluster in [failing, healthy.as_str()] {
+        create_schedule(
+            &client,
+            json!({"name": format!("{cluster}-f"), "cluster": cluster, "plan": "full",
+                   "cron": "@daily", "paused": true, "policy": {"keep_last": 1}}),
+        )
+        .await;
+    }
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let statuses = topology::retention_status_bucket(&js, 1).await.unwrap();
+    let status_of = |cluster: String| {
+        let statuses = statuses.clone();
+        async move {
+            let entry = statuses.get(&cluster).await.ok().flatten()?;
+            serde_json::from_slice::<sexton_shared::records::RetentionStatus>(&entry).ok()
+        }
+    };
+
+    // The failing cluster's backup, its data locked by hand before the fleet saw it.
+    let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+    let mut body = report_of(failing, "f-b1", now - chrono::Duration::hours(1));
+    fixtures::upload_genuine_json(&store, &mut body).await;
+    let data = format!("backups/{failing}/f/f-b1/backup.xbstream");
+    let by_hand = now + chrono::Duration::days(1);
+    store
+        .client()
+        .put_object_retention()
+        .bucket("locked")
+        .key(&data)
+        .retention(
+            aws_sdk_s3::types::ObjectLockRetention::builder()
+                .mode(aws_sdk_s3::types::ObjectLockRetentionMode::Compliance)
+                .retain_until_date(aws_sdk_s3::primitives::DateTime::from_secs(
+                    by_hand.timestamp(),
+                ))
+                .build(),
+        )
+        .send()
+        .await
+        .expect("a compliance lock set by hand");
+    js.publish(
+        format!("sexton.v1.report.{failing}"),
+        serde_json::to_vec(&body).unwrap().into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let failed = eventually(
+        "the failing cluster's runs failing, twice",
+        Duration::from_secs(60),
+        || async {
+            let status = status_of(failing.to_string()).await?;
+            (status.outcome == sexton_shared::records::RetentionOutcome::Failed && status.runs >= 2)
+                .then_some(status)
+        },
+    )
+    .await;
+    let reason = failed.reason.clone().unwrap_or_default();
+    assert!(reason.contains(&data), "{failed:?}");
+
+    // The healthy cluster: its checkpoint is decided within 10 s while the other fails.
+    let mut body = report_of(&healthy, "f-b1", now - chrono::Duration::minutes(30));
+    fixtures::upload_genuine_json(&store, &mut body).await;
+    let published = Utc::now();
+    js.publish(
+        format!("sexton.v1.report.{healthy}"),
+        serde_json::to_vec(&body).unwrap().into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let decided = eventually(
+        "the healthy cluster decided and locked",
+        Duration::from_secs(30),
+        || async {
+            let record = fixtures::records_of(&catalog, &healthy)
+                .await
+                .remove("f-b1")?
+                .value;
+            record.locked_until?;
+            let status = status_of(healthy.clone()).await?;
+            (status.outcome == sexton_shared::records::RetentionOutcome::Decided
+                && status.at >= published)
+                .then_some(status)
+        },
+    )
+    .await;
+    let took = decided.at - published;
+    assert!(
+        took < chrono::Duration::seconds(10),
+        "the healthy cluster was decided {took} after its report"
+    );
+    let still = status_of(failing.to_string()).await.unwrap();
+    assert_eq!(
+        still.outcome,
+        sexton_shared::records::RetentionOutcome::Failed,
+        "{still:?}"
+    );
+    assert!(
+        sexton_tests::fault::metric(
+            metrics_port,
+            "sexton_retention_cluster_runs_total",
+            &format!("cluster=\"{failing}\",outcome=\"failed\"")
+        )
+        .unwrap_or(0.0)
+            >= 2.0
+    );
+    eprintln!(
+        "the healthy cluster was decided {} ms after its report; the failing one had failed {} runs",
+        took.num_milliseconds(),
+        still.runs
+    );
+
+    // What a person reads: the failing schedule's describe names the error and since when.
+    let out = sexton_cli(&config, &["schedule", "describe", "failing-f"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("retention:"))
+        .unwrap_or_else(|| panic!("no retention line in\n{text}"));
+    assert!(
+        line.contains("FAILING since") && line.contains(&data) && line.contains("last decided"),
+        "{line}"
+    );
+    let out = sexton_cli(&config, &["schedule", "get", "failing-f", "-o", "wide"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains("RETENTION") && text.contains("failed"),
+        "{text}"
+    );
+    worker.stop().await.unwrap();
+    fleet.stop().await.unwrap();
+}

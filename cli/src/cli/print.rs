@@ -741,6 +741,45 @@ pub(super) fn print_runs(runs: &[sexton_schedule::PlannedRun], zone: chrono_tz::
 
 /// `schedule describe` as text: the schedule's settings, its timing in words (the zone said
 /// even when it is UTC), what happens now and why, and its next runs.
+/// How the cluster's retention runs are going, in a line: when the last one decided, or since
+/// when they fail or are held, how many, and why.
+fn retention_line(status: &sexton_shared::records::RetentionStatus) -> String {
+    use sexton_shared::records::RetentionOutcome;
+    let ago = |at: chrono::DateTime<chrono::Utc>| {
+        format!(
+            "{} ({} ago)",
+            crate::output::time(at),
+            crate::output::age(crate::output::now() - at)
+        )
+    };
+    let last_decided = match status.last_decided {
+        Some(at) => format!("last decided {}", ago(at)),
+        None => "never decided".into(),
+    };
+    let runs = |n: u64| {
+        if n == 1 {
+            "1 run".to_string()
+        } else {
+            format!("{n} runs")
+        }
+    };
+    match status.outcome {
+        RetentionOutcome::Decided => format!("decided {}", ago(status.at)),
+        RetentionOutcome::Failed => format!(
+            "FAILING since {} ({}; {last_decided}): {}",
+            ago(status.since),
+            runs(status.runs),
+            status.reason.as_deref().unwrap_or("no reason given")
+        ),
+        RetentionOutcome::Held => format!(
+            "HELD since {} ({}; {last_decided}): {}",
+            ago(status.since),
+            runs(status.runs),
+            status.reason.as_deref().unwrap_or("no reason given")
+        ),
+    }
+}
+
 pub(super) fn print_schedule_description(described: &ScheduleDescription) {
     let schedule = &described.schedule;
     let status = &schedule.status;
@@ -831,6 +870,9 @@ pub(super) fn print_schedule_description(described: &ScheduleDescription) {
         line("paused", shown(reason));
     }
     line("last backup", shown(&status.last_backup));
+    if let Some(retention) = &described.retention {
+        line("retention", retention_line(retention));
+    }
     if let Some(skip) = &described.last_skip {
         line(
             "last skip",

@@ -406,6 +406,10 @@ pub struct ScheduleDescription {
     pub timing: TimingView,
     /// `None` (`null`) when the last due tick fired.
     pub last_skip: Option<LastSkip>,
+    /// How the cluster's retention runs are going (issue 54): absent before its first run,
+    /// and in the answers of verbs that change the schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::records::RetentionStatus>,
 }
 
 /// A schedule's timing: in words, with its next runs; or why it does not parse.

@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use sexton_schedule::Timing;
 use sexton_shared::{
     api::{ApiError, ByName, LastSkip, ListFilter, ScheduleDescription, TimingView},
-    records::ScheduleRecord,
+    records::{RetentionStatus, ScheduleRecord},
 };
 
 use super::{unavailable, Api};
@@ -17,11 +17,43 @@ use crate::timers;
 impl Api {
     pub(super) async fn schedule_get(&self, req: ByName) -> Result<Value, ApiError> {
         let (record, revision) = self.read(req.name.as_str()).await?;
-        Ok(describe(
+        let mut described = describe(
             &record,
             revision,
             self.config.scheduler.skip_immediately_default,
-        ))
+        );
+        self.with_retention(&mut described, &record.cluster).await?;
+        Ok(described)
+    }
+
+    /// Adds how the cluster's retention runs are going (issue 54) to a schedule's view.
+    async fn with_retention(
+        &self,
+        described: &mut Value,
+        cluster: &sexton_shared::names::ClusterName,
+    ) -> Result<(), ApiError> {
+        if let Some(status) = self.retention_status(cluster).await? {
+            described["retention"] = json!(status);
+        }
+        Ok(())
+    }
+
+    /// The retention-worker's last word on `cluster`'s runs; one it cannot read is left out
+    /// (said in the log), not made up.
+    async fn retention_status(
+        &self,
+        cluster: &sexton_shared::names::ClusterName,
+    ) -> Result<Option<RetentionStatus>, ApiError> {
+        let body = sexton_shared::leader_read::value(&self.retention_status, cluster.as_str())
+            .await
+            .map_err(unavailable)?;
+        Ok(body.and_then(|body| {
+            serde_json::from_slice::<RetentionStatus>(&body)
+                .inspect_err(|err| {
+                    tracing::warn!(%cluster, error = %err, "unreadable retention status; left out")
+                })
+                .ok()
+        }))
     }
 
     /// `get`, plus the schedule's cluster record (its last retention run).
@@ -41,6 +73,7 @@ impl Api {
             self.config.scheduler.skip_immediately_default,
         );
         described["cluster"] = cluster;
+        self.with_retention(&mut described, &record.cluster).await?;
         Ok(described)
     }
 
@@ -52,6 +85,8 @@ impl Api {
         }
         names.sort();
         let mut out = Vec::new();
+        // One read per cluster, however many schedules name it.
+        let mut statuses = std::collections::BTreeMap::new();
         for name in names {
             let Ok((record, revision)) = self.read(&name).await else {
                 continue;
@@ -64,11 +99,19 @@ impl Api {
             {
                 continue;
             }
-            out.push(describe(
+            let mut described = describe(
                 &record,
                 revision,
                 self.config.scheduler.skip_immediately_default,
-            ));
+            );
+            if !statuses.contains_key(&record.cluster) {
+                let status = self.retention_status(&record.cluster).await?;
+                statuses.insert(record.cluster.clone(), status);
+            }
+            if let Some(Some(status)) = statuses.get(&record.cluster) {
+                described["retention"] = json!(status);
+            }
+            out.push(described);
         }
         Ok(Value::Array(out))
     }
@@ -83,6 +126,7 @@ pub(super) fn describe(record: &ScheduleRecord, revision: u64, server_default: b
         explain: json!(explanation),
         timing: timing_view(record, now),
         last_skip: last_skip(record),
+        retention: None,
     };
     json!(description)
 }
