@@ -366,6 +366,26 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             )
             .await
         }
+        Command::Catalog(CatalogCommand::Migrate {
+            from_bucket,
+            from_prefix,
+            from_endpoint,
+            cluster,
+            dry_run,
+        }) => {
+            crate::migrate::migrate(
+                cli.output,
+                &load_config,
+                crate::migrate::From {
+                    bucket: from_bucket,
+                    prefix: from_prefix.as_deref(),
+                    endpoint: from_endpoint.as_deref(),
+                },
+                cluster.as_deref(),
+                *dry_run,
+            )
+            .await
+        }
         Command::Binlog(BinlogCommand::Fetch {
             cluster,
             location,

@@ -410,6 +410,7 @@ async fn copy_awaited(
     let now = Utc::now();
     for record in records.iter().filter(|record| {
         record.held_at_primary()
+            && record.stranded_from(copier.source.place()).is_none()
             && record.status == BackupStatus::Completed
             && match record.copies.get(name) {
                 Some(copy) => copy.state == CopyState::Missing,
@@ -661,6 +662,19 @@ async fn copy_backup(copier: &Copier, job: &CopyJob, location: &Location) -> Res
     }
     // The chain first: an incremental counts at a location only with its ancestors there.
     let chain = ancestors_missing(copier, &record, &job.location).await?;
+    // Objects in another store than the one this copier reads (issue 54) are not missing:
+    // the copy waits until they are moved (`sexton catalog migrate`).
+    let here = copier.source.place();
+    if let Some((stranded, there)) = std::iter::once(&record)
+        .chain(chain.iter())
+        .find_map(|r| Some((r, r.stranded_from(here)?)))
+    {
+        return Err(Failure::Refused(format!(
+            "backup {} of {} is recorded in {there}, not in {here} where this copier reads: not \
+             copied until it is moved (sexton catalog migrate)",
+            stranded.id, stranded.cluster
+        )));
+    }
     let class = storage_class(copier, &record, &job.location, location).await?;
     for ancestor in chain.iter().rev() {
         copy_record(copier, ancestor, &job.location, location, class.as_deref()).await?;

@@ -31,7 +31,10 @@ pub use backup::{
     RetentionVerdict, VerifyAsked, VerifyRequest, VolumeFate,
 };
 pub use binlog::StatusRequest;
-pub use catalog::{ImportRequest, ScrubRequest};
+pub use catalog::{
+    AdoptRefusal, AdoptReport, AdoptRequest, Adopted, ImportRequest, ScrubRequest, Stranded,
+    StrandedGroup, StrandedRequest,
+};
 pub use cluster::{ClusterForget, ClusterForgotten};
 pub use location::{LocationList, LocationLock, LocationSpec};
 pub use orphans::{FailedKey, OrphansFound, OrphansRequest, DEFAULT_GRACE};

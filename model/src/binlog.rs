@@ -236,6 +236,25 @@ impl BinlogIndex {
         added
     }
 
+    /// Puts `older` (an archive moved from another store, issue 54) before the segments
+    /// listed: those whose keys are not listed yet, in their order. Returns how many were added.
+    pub fn apply_migrated(&mut self, older: &[IndexSegment]) -> usize {
+        let keys: HashSet<&str> = self.segments.iter().map(|s| s.key.as_str()).collect();
+        let mut seen = HashSet::new();
+        let added: Vec<IndexSegment> = older
+            .iter()
+            .filter(|s| !keys.contains(s.key.as_str()) && seen.insert(s.key.clone()))
+            .cloned()
+            .collect();
+        let n = added.len();
+        if n > 0 {
+            let listed = std::mem::take(&mut self.segments);
+            self.segments = added;
+            self.segments.extend(listed);
+        }
+        n
+    }
+
     /// Removes the segments whose keys are in `keys`; the others keep their order. Returns
     /// how many were removed (a repeated removal removes nothing).
     pub fn apply_removals(&mut self, keys: &BTreeSet<String>) -> usize {
@@ -817,6 +836,25 @@ mod tests {
         let keys: Vec<&str> = idx.segments.iter().map(|s| s.key.as_str()).collect();
         assert_eq!(keys, [key("a"), key("b"), key("c")]);
         // The existing entry of `a` was not replaced.
+        assert_eq!(idx.segments[0].last_event, Some(t("2026-01-01T00:00:00Z")));
+    }
+
+    #[test]
+    fn a_migrated_archive_goes_before_what_is_listed_once_and_in_its_order() {
+        // Appended at the new store since the move: c.
+        let mut idx = index(&[("c", None, Some("2026-01-03T00:00:00Z"))]);
+        let older = vec![
+            IndexSegment::new(key("a"), None, Some(t("2026-01-01T00:00:00Z"))),
+            IndexSegment::new(key("b"), None, Some(t("2026-01-02T00:00:00Z"))),
+            IndexSegment::new(key("c"), None, Some(t("2026-05-01T00:00:00Z"))),
+            IndexSegment::new(key("a"), None, None),
+        ];
+        assert_eq!(idx.apply_migrated(&older), 2);
+        assert_eq!(idx.apply_migrated(&older), 0, "a second move adds nothing");
+        let keys: Vec<&str> = idx.segments.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(keys, [key("a"), key("b"), key("c")]);
+        // The listed entry of `c` was not replaced, nor the first `a` by the repeated one.
+        assert_eq!(idx.segments[2].last_event, Some(t("2026-01-03T00:00:00Z")));
         assert_eq!(idx.segments[0].last_event, Some(t("2026-01-01T00:00:00Z")));
     }
 

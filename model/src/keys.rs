@@ -19,6 +19,56 @@ pub struct KeyError {
     pub why: &'static str,
 }
 
+/// Which store a backup's objects were written to (issue 54): the endpoint, bucket and prefix
+/// the fleet was given when it recorded them. Records carry it so that a fleet moved to
+/// another bucket (or prefix, or endpoint) knows which backups it can no longer read where it
+/// looks, instead of calling them missing.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreRef {
+    /// The S3 endpoint; absent: the AWS endpoint of the region.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    pub bucket: String,
+    /// The prefix every key of the fleet lies under (empty: none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prefix: String,
+}
+
+impl StoreRef {
+    /// The same place, written alike: a trailing `/` on the endpoint or around the prefix
+    /// makes no other place, nor does the case of the endpoint's scheme and host.
+    pub fn normalised(&self) -> StoreRef {
+        StoreRef {
+            endpoint: self
+                .endpoint
+                .as_deref()
+                .map(|e| e.trim_end_matches('/').to_ascii_lowercase())
+                .filter(|e| !e.is_empty()),
+            bucket: self.bucket.clone(),
+            prefix: self.prefix.trim_matches('/').to_string(),
+        }
+    }
+
+    /// Whether `self` and `other` name the same place.
+    pub fn same_place(&self, other: &StoreRef) -> bool {
+        self.normalised() == other.normalised()
+    }
+}
+
+impl std::fmt::Display for StoreRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "bucket {}", self.bucket)?;
+        if !self.prefix.is_empty() {
+            write!(f, " prefix {}", self.prefix)?;
+        }
+        match &self.endpoint {
+            Some(endpoint) => write!(f, " at {endpoint}"),
+            None => f.write_str(" at the AWS endpoint"),
+        }
+    }
+}
+
 pub fn cluster_prefix(prefix: &str, cluster: &ClusterName) -> String {
     if prefix.is_empty() {
         format!("{cluster}/")

@@ -676,6 +676,11 @@ pub struct BackupRecord {
     /// chain's full. Counted by `keep_diff`; everything else reads it as the incremental it is.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub differential: bool,
+    /// The store its objects at primary were written to (issue 54): the fleet's `[s3]` when it
+    /// recorded them, or where `sexton catalog migrate` moved them. Absent on records written
+    /// before issue 54: they are taken to be where the fleet looks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::keys::StoreRef>,
 }
 
 /// What restore tests say of a backup.
@@ -1073,6 +1078,15 @@ impl BackupRecord {
     /// any backup with volumes (each volume has its own chain; issue 8).
     pub fn counts_as_full(&self) -> bool {
         self.kind == BackupKind::Full || !self.volumes.is_empty()
+    }
+
+    /// The store this record's objects at primary are in, when it is not `here` (the store the
+    /// fleet is given): a record that names none is taken to be here (written before records
+    /// named their store), and one whose objects at primary are gone is nowhere.
+    pub fn stranded_from(&self, here: &crate::keys::StoreRef) -> Option<&crate::keys::StoreRef> {
+        self.store
+            .as_ref()
+            .filter(|store| self.held_at_primary() && !store.same_place(here))
     }
 
     /// The key `metadata.json` sits at, if the backup has one.

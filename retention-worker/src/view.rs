@@ -27,6 +27,7 @@ use std::sync::Arc;
 use sexton_shared::{
     catalog::Versioned,
     catalog_view::{self, ViewState},
+    keys::StoreRef,
     names::{BackupId, ClusterName, LocationName, PlanName},
     records::{BackupRecord, BackupStatus},
 };
@@ -42,6 +43,54 @@ pub type CatalogView = catalog_view::CatalogView<ClusterPlaces>;
 pub struct ClusterPlaces {
     pub primary: ClusterGroups,
     pub locations: BTreeMap<LocationName, ClusterGroups>,
+    /// The stores the records at primary name (issue 54), each with its records: a run holds
+    /// the cluster while one is not the store the fleet is given.
+    pub stores: Stores,
+}
+
+/// The records at primary by the store they name ([`BackupRecord::store`]); records that name
+/// none are not here.
+#[derive(Default)]
+pub struct Stores {
+    by_store: BTreeMap<StoreRef, std::collections::BTreeSet<BackupId>>,
+    of: HashMap<BackupId, StoreRef>,
+}
+
+impl Stores {
+    fn apply(&mut self, id: &BackupId, store: Option<&StoreRef>) {
+        if let Some(previous) = self.of.remove(id) {
+            if let Some(ids) = self.by_store.get_mut(&previous) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    self.by_store.remove(&previous);
+                }
+            }
+        }
+        if let Some(store) = store {
+            let store = store.normalised();
+            self.by_store
+                .entry(store.clone())
+                .or_default()
+                .insert(id.clone());
+            self.of.insert(id.clone(), store);
+        }
+    }
+
+    /// The stores other than `here` that records at primary name, with how many name each and
+    /// the first few of them.
+    pub fn elsewhere(&self, here: &StoreRef) -> Vec<(StoreRef, usize, Vec<BackupId>)> {
+        self.by_store
+            .iter()
+            .filter(|(store, _)| !store.same_place(here))
+            .map(|(store, ids)| {
+                (
+                    store.clone(),
+                    ids.len(),
+                    ids.iter().take(3).cloned().collect(),
+                )
+            })
+            .collect()
+    }
 }
 
 impl ClusterPlaces {
@@ -81,6 +130,13 @@ impl ViewState for ClusterPlaces {
                 entry: Entry::of(record),
             });
         self.primary.apply_form(id.clone(), at_primary);
+        self.stores.apply(
+            &id,
+            change
+                .as_ref()
+                .filter(|record| record.value.held_at_primary())
+                .and_then(|record| record.value.store.as_ref()),
+        );
         if let Some(record) = &change {
             for location in record.value.copies.keys().chain(&record.value.copy_to) {
                 self.locations.entry(location.clone()).or_default();

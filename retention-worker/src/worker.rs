@@ -203,6 +203,16 @@ impl Worker {
                 "the {trigger} event names cluster {cluster}, its subject {subject_cluster}"
             ));
         }
+        // Backups recorded in a store the fleet was not given (issue 54): nothing of the
+        // cluster is decided, locked, scrubbed or deleted until a person moves them.
+        match self.stranded(&cluster).await {
+            Ok(Some(reason)) => return self.hold(trigger, &cluster, reason, message).await,
+            Ok(None) => {}
+            // The run reads the same view: it fails, and is retried, as any run would.
+            Err(err) => {
+                tracing::warn!(%cluster, error = format!("{err:#}"), "reading the catalog view failed")
+            }
+        }
         // The scheduler's sweep asks for the cluster's scrub once per scrub interval: the
         // bucket first, so this very run counts only what is there. A bucket that cannot be
         // listed costs this scrub, not the run (the next interval scrubs again).
@@ -301,6 +311,89 @@ impl Worker {
                 Outcome::RetryAfter(Duration::from_secs(5))
             }
         }
+    }
+
+    /// Why `cluster`'s retention is held, when some of its backups at primary are recorded in
+    /// another store than the one the fleet is given (issue 54): the stores, how many backups
+    /// name each, and the way out.
+    async fn stranded(&self, cluster: &ClusterName) -> anyhow::Result<Option<String>> {
+        let view = self.view.current(cluster).await?;
+        let here = self.store.place();
+        let elsewhere = view.stores.elsewhere(here);
+        if elsewhere.is_empty() {
+            return Ok(None);
+        }
+        let stores = elsewhere
+            .iter()
+            .map(|(store, n, first)| {
+                let first: Vec<&str> = first.iter().map(|id| id.as_str()).collect();
+                format!(
+                    "{n} in {store} ({}{})",
+                    first.join(", "),
+                    if *n > first.len() { ", ..." } else { "" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let (from, _, _) = &elsewhere[0];
+        let mut command = format!(
+            "sexton catalog migrate --cluster {cluster} --from-bucket {}",
+            from.bucket
+        );
+        if from.prefix != here.prefix {
+            command.push_str(&format!(" --from-prefix '{}'", from.prefix));
+        }
+        if from.endpoint != here.endpoint {
+            if let Some(endpoint) = &from.endpoint {
+                command.push_str(&format!(" --from-endpoint {endpoint}"));
+            }
+        }
+        Ok(Some(format!(
+            "backups of {cluster} are recorded in another store than the fleet's ({here}): \
+             {stores}. Retention is held: nothing of {cluster} is decided, locked, marked \
+             missing or deleted until they are moved with `{command}` (docs/immutability.md), \
+             or the fleet is given that store again"
+        )))
+    }
+
+    /// A run held on purpose ([`Worker::stranded`]): said in the status on every run, and in
+    /// an incident when the hold begins or its reason changes.
+    async fn hold(
+        &self,
+        trigger: &str,
+        cluster: &ClusterName,
+        reason: String,
+        message: &jetstream::Message,
+    ) -> Outcome {
+        tracing::warn!(%cluster, reason, "retention held");
+        self.metrics
+            .runs
+            .with_label_values(&[trigger, "held"])
+            .inc();
+        self.metrics
+            .cluster_runs
+            .with_label_values(&[cluster.as_str(), "held"])
+            .inc();
+        let status = self
+            .note_status(cluster, RetentionOutcome::Held, Some(reason.clone()))
+            .await;
+        if status.is_new_hold() {
+            publish_incident(
+                &self.topology.jetstream,
+                wire::Incident {
+                    schema_version: wire::SCHEMA_VERSION,
+                    service: "retention-worker".into(),
+                    kind: "store-moved".into(),
+                    cluster: Some(cluster.to_string()),
+                    backup_id: None,
+                    subject: message.subject.to_string(),
+                    reason,
+                    at: Utc::now(),
+                },
+            )
+            .await;
+        }
+        Outcome::Done
     }
 
     /// Writes how this run of `cluster` ended to the retention status bucket, carrying on the

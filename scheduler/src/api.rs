@@ -37,6 +37,7 @@ mod backup_hold;
 mod backup_list;
 mod backup_taken;
 mod backup_verify;
+mod catalog_adopt;
 mod catalog_import;
 mod cluster_forget;
 mod location_list;
@@ -80,6 +81,8 @@ pub async fn subscribe(client: &async_nats::Client) -> anyhow::Result<Listener> 
             ("backup", "*"),
             ("cluster", "*"),
             ("catalog", "import"),
+            ("catalog", "stranded"),
+            ("catalog", "adopt"),
             ("location", "list"),
         ],
     )
@@ -296,6 +299,8 @@ impl Api {
             "backup.release" => self.backup_release(decode(body)?).await,
             "cluster.forget" => self.cluster_forget(decode(body)?, actor).await,
             "catalog.import" => self.catalog_import(decode(body)?).await,
+            "catalog.stranded" => self.catalog_stranded(decode(body)?).await,
+            "catalog.adopt" => self.catalog_adopt(decode(body)?).await,
             "location.list" => self.location_list(decode(body)?).await,
             _ => Err(ApiError::new(
                 ErrorCode::Invalid,

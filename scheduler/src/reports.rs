@@ -510,6 +510,7 @@ async fn record_report(
                     locked_until: None,
                     log_range: report.log_range.clone(),
                     differential: report.differential,
+                    store: Some(gate.store.place().clone()),
                 };
                 let result = catalog.create(&record).await.map(|_| ());
                 written = Some(record);

@@ -32,6 +32,7 @@ use sexton_shared::{
     catalog::{CasError, Catalog, Lookup, Versioned},
     copies::CopyState,
     digest,
+    keys::StoreRef,
     names::{BackupId, ClusterName, LocationName, PlanName, ScheduleName},
     nats::publish_once_acked,
     object_store::ObjectStore,
@@ -169,11 +170,13 @@ pub(crate) fn parents(record: &BackupRecord) -> Vec<String> {
 
 /// What a restore of `target` reads ([`chain_of`]) where it would read it: at `location`, every
 /// link's copy there must count ([`chain_at`]); at primary, every link must still be there (a
-/// backup held only by copies names where it is).
+/// backup held only by copies names where it is) and in the store the fleet reads, `here`
+/// ([`in_store`]).
 pub fn restore_chain<'a>(
     by_id: &BTreeMap<&str, &'a BackupRecord>,
     target: &'a BackupRecord,
     location: Option<&LocationName>,
+    here: &StoreRef,
 ) -> Result<Vec<&'a BackupRecord>, String> {
     let chain = chain_of(by_id, target, location)?;
     match location {
@@ -186,9 +189,23 @@ pub fn restore_chain<'a>(
                     gone.held_at_text(None)
                 ));
             }
+            in_store(&chain, here)?;
         }
     }
     Ok(chain)
+}
+
+/// Every link of a chain at primary is in the store the fleet reads (issue 54); otherwise which
+/// is not, where it is, and the way to move it.
+pub fn in_store(chain: &[&BackupRecord], here: &StoreRef) -> Result<(), String> {
+    match chain.iter().find_map(|r| Some((r, r.stranded_from(here)?))) {
+        None => Ok(()),
+        Some((record, there)) => Err(format!(
+            "{} is recorded in {there}, not in the fleet's {here}: move it first with `sexton \
+             catalog migrate --cluster {} --from-bucket {}` (docs/immutability.md)",
+            record.id, record.cluster, there.bucket
+        )),
+    }
 }
 
 /// A backup of a chain as the event carries it: its objects with what intake recorded; at a
@@ -397,6 +414,13 @@ impl Verifier {
             Some(name) => chain_at(&chain, name).map(|()| chain),
             None => Ok(chain),
         });
+        // Objects in another store than the fleet's (issue 54) are not a failed restore: the
+        // test is not asked, and the caller hears why.
+        if let (Ok(chain), None) = (&chain, location) {
+            if let Err(why) = in_store(chain, self.places.primary.place()) {
+                anyhow::bail!("{why}");
+            }
+        }
         let chain = match chain {
             Ok(chain) => chain,
             Err(why) => {
@@ -946,6 +970,53 @@ fn next_of(record: &ScheduleRecord, cron: &CronSpec) -> Option<DateTime<Utc>> {
 mod tests {
     use super::*;
 
+    /// The store the tests' fleet reads.
+    fn here() -> StoreRef {
+        StoreRef {
+            endpoint: Some("http://127.0.0.1:8333".into()),
+            bucket: "new".into(),
+            prefix: "b".into(),
+        }
+    }
+
+    #[test]
+    fn a_chain_at_primary_with_a_link_in_another_store_is_refused_naming_it_and_the_way_out() {
+        let full = record("f1", 1, None);
+        let mut i1 = record("i1", 2, Some("f1"));
+        let by_id = |records: &[&BackupRecord]| -> BTreeMap<String, BackupRecord> {
+            records
+                .iter()
+                .map(|r| (r.id.to_string(), (*r).clone()))
+                .collect()
+        };
+        // Records written before they named their store are where the fleet reads.
+        let all = by_id(&[&full, &i1]);
+        let index: BTreeMap<&str, &BackupRecord> =
+            all.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        assert!(restore_chain(&index, &i1, None, &here()).is_ok());
+        // The same store written otherwise is the same place.
+        let mut same = here();
+        same.endpoint = Some("HTTP://127.0.0.1:8333/".into());
+        same.prefix = "b/".into();
+        i1.store = Some(same);
+        let all = by_id(&[&full, &i1]);
+        let index: BTreeMap<&str, &BackupRecord> =
+            all.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        assert!(restore_chain(&index, &i1, None, &here()).is_ok());
+        // The full in the old bucket: the chain is refused, naming it and the command.
+        let mut old_full = full.clone();
+        old_full.store = Some(StoreRef {
+            bucket: "old".into(),
+            ..here()
+        });
+        let all = by_id(&[&old_full, &i1]);
+        let index: BTreeMap<&str, &BackupRecord> =
+            all.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        let why = restore_chain(&index, &i1, None, &here()).unwrap_err();
+        assert!(why.contains("f1 is recorded in bucket old"), "{why}");
+        assert!(why.contains("--from-bucket old"), "{why}");
+    }
+
     fn record(id: &str, hour: u32, parent: Option<&str>) -> BackupRecord {
         serde_json::from_value(serde_json::json!({
             "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p", "schedule": "s",
@@ -1090,7 +1161,7 @@ mod tests {
         let restored = |f: &BackupRecord, location: Option<&LocationName>| {
             let by_id: BTreeMap<&str, &BackupRecord> =
                 [f, &i1].into_iter().map(|r| (r.id.as_str(), r)).collect();
-            restore_chain(&by_id, &i1, location)
+            restore_chain(&by_id, &i1, location, &here())
                 .map(|chain| chain.iter().map(|r| r.id.to_string()).collect::<Vec<_>>())
         };
         assert_eq!(restored(&f, None).unwrap(), ["f", "i1"]);
@@ -1146,13 +1217,13 @@ mod tests {
         i1.primary_deleted_at = Some("2026-01-02T00:00:00Z".parse().unwrap());
         let by_id: BTreeMap<&str, &BackupRecord> =
             [&f, &i1].into_iter().map(|r| (r.id.as_str(), r)).collect();
-        let chain: Vec<&str> = restore_chain(&by_id, &i1, Some(&dr))
+        let chain: Vec<&str> = restore_chain(&by_id, &i1, Some(&dr), &here())
             .unwrap()
             .iter()
             .map(|r| r.id.as_str())
             .collect();
         assert_eq!(chain, ["f", "i1"]);
-        assert!(restore_chain(&by_id, &i1, None)
+        assert!(restore_chain(&by_id, &i1, None, &here())
             .unwrap_err()
             .contains("f is missing"));
         assert_eq!(i1.restorable_at(Some(&dr)), Ok(()));

@@ -154,6 +154,18 @@ pub struct S3Config {
     pub lock: Option<LockConfig>,
 }
 
+impl S3Config {
+    /// The place these settings name (issue 54): what records written through them carry.
+    pub fn place(&self) -> sexton_model::keys::StoreRef {
+        sexton_model::keys::StoreRef {
+            endpoint: self.endpoint.clone(),
+            bucket: self.bucket.clone(),
+            prefix: self.prefix.clone(),
+        }
+        .normalised()
+    }
+}
+
 /// `[s3.lock]` or `[locations.<name>.lock]`: how long each kind of keep is locked
 /// (docs/immutability.md).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -32,6 +32,6 @@ pub mod telemetry;
 pub mod topology;
 
 pub use sexton_model::{
-    checks, conditions, copies, digest, metadata, names, objectives, records, wire,
+    checks, conditions, copies, digest, keys, metadata, names, objectives, records, wire,
 };
 pub use shutdown::Shutdown;

@@ -74,6 +74,8 @@ pub struct ObjectStore {
     client: Client,
     bucket: String,
     prefix: String,
+    /// Endpoint, bucket and prefix: the place records name (issue 54).
+    place: sexton_model::keys::StoreRef,
     /// Whether the bucket keeps versions, asked once.
     versioned: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
@@ -104,8 +106,14 @@ impl ObjectStore {
             client: Client::from_conf(builder.build()),
             bucket: config.bucket.clone(),
             prefix: config.prefix.clone(),
+            place: config.place(),
             versioned: Default::default(),
         })
+    }
+
+    /// The place this client reads and writes: what a record written through it names.
+    pub fn place(&self) -> &sexton_model::keys::StoreRef {
+        &self.place
     }
 
     pub fn client(&self) -> &Client {
@@ -389,6 +397,42 @@ impl ObjectStore {
                     .is_some_and(|raw| raw.status().as_u16() == 404) =>
             {
                 Ok(false)
+            }
+            Err(err) => Err(object_error("head", key, err)),
+        }
+    }
+
+    /// The size and version of `key` (that very `version` when one is given, else the current
+    /// one), `None` when there is none (`HeadObject`).
+    pub async fn head_at(
+        &self,
+        key: &str,
+        version: Option<&str>,
+    ) -> Result<Option<(u64, Option<String>)>, ObjectError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_version_id(version.map(str::to_string))
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some((
+                out.content_length()
+                    .and_then(|n| u64::try_from(n).ok())
+                    .unwrap_or(0),
+                out.version_id().map(str::to_string),
+            ))),
+            Err(err)
+                if err.code() == Some("NotFound")
+                    || err.code() == Some("NoSuchKey")
+                    || err.code() == Some("NoSuchVersion")
+                    || err
+                        .raw_response()
+                        .is_some_and(|raw| raw.status().as_u16() == 404) =>
+            {
+                Ok(None)
             }
             Err(err) => Err(object_error("head", key, err)),
         }

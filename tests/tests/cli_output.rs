@@ -98,6 +98,8 @@ impl Tokens {
                     "short_seconds",
                     // How many retention runs ended alike: the sweeps and checkpoints of a run.
                     "runs",
+                    // The store a record names (issue 54): the test's S3 port.
+                    "endpoint",
                 ] {
                     for (prefix, quote) in [
                         (format!("\"{field}\": "), true),

@@ -1187,3 +1187,351 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
     worker.stop().await.unwrap();
     fleet.stop().await.unwrap();
 }
+
+/// A closed binlog segment of c1 shipped as `sexton binlog append` ships it: the object, then
+/// its entry (size and SHA-256) in the index.
+async fn ship_c1_segment(
+    store: &ObjectStore,
+    name: &str,
+    first: DateTime<Utc>,
+    last: DateTime<Utc>,
+) {
+    let c1: sexton_shared::names::ClusterName = "c1".parse().unwrap();
+    let key = format!("backups/c1/binlog/{name}");
+    let body = format!("binlog events of {name}").into_bytes();
+    store.put(&key, body.clone().into()).await.unwrap();
+    let mut segment = sexton_shared::binlog::IndexSegment::new(
+        key,
+        Some(first.fixed_offset()),
+        Some(last.fixed_offset()),
+    );
+    segment.extra.insert(
+        "sha256".into(),
+        json!(sexton_shared::digest::sha256_hex(&body)),
+    );
+    segment.extra.insert("size".into(), json!(body.len()));
+    sexton_shared::binlog::store::update(
+        store,
+        &sexton_shared::binlog::index_key("backups", &c1),
+        &sexton_shared::binlog::binlog_prefix("backups", &c1),
+        move |index| index.apply_appends(std::slice::from_ref(&segment)) > 0,
+    )
+    .await
+    .unwrap();
+}
+
+/// Issue 54: the documented way to Object Lock used to be a new bucket, and a new bucket
+/// stranded every backup: records did not say which bucket held them. Now they do. With the
+/// fleet pointed at a new bucket (locked), the cluster whose backups are in the old one is held
+/// (an incident and a status naming both buckets and the command; nothing marked missing,
+/// locked or deleted, a scrub included) while a new cluster in the new bucket is decided as
+/// usual. `sexton catalog migrate --from-bucket` then copies every backup and the binlog
+/// archive, the records move, the next run locks them, each is byte-identical and fetched
+/// through the fleet, and the queues drain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_bucket_holds_its_clusters_until_migrated_then_every_backup_is_locked_there() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    config.scheduler.retention_sweep_interval = Duration::from_secs(3600);
+    let old = object_store(&config).await;
+    // The fleet as it was: the old bucket, no lock.
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 5}}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+    let ids = ["f-b1", "f-b2", "f-b3"];
+    for (n, id) in ids.iter().enumerate() {
+        let mut body = report(id, now - chrono::Duration::hours(3 - n as i64));
+        fixtures::upload_genuine_json(&old, &mut body).await;
+        publish(&js, &body, id).await;
+    }
+    ship_c1_segment(
+        &old,
+        "mysql-bin.000001",
+        now - chrono::Duration::hours(4),
+        now - chrono::Duration::hours(2),
+    )
+    .await;
+    ship_c1_segment(
+        &old,
+        "mysql-bin.000002",
+        now - chrono::Duration::hours(2),
+        now - chrono::Duration::minutes(30),
+    )
+    .await;
+    let before = eventually(
+        "three backups recorded",
+        Duration::from_secs(60),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            ids.iter()
+                .all(|id| {
+                    records
+                        .get(*id)
+                        .is_some_and(|r| r.value.status == BackupStatus::Completed)
+                })
+                .then_some(records)
+        },
+    )
+    .await;
+    for id in ids {
+        let store = before[id]
+            .value
+            .store
+            .clone()
+            .expect("intake names the store");
+        assert_eq!(store.bucket, BUCKET, "{id}");
+    }
+    fleet.stop().await.unwrap();
+
+    // Object Lock the documented old way: a new bucket with the lock, the fleet pointed at it.
+    let mut moved = config.clone();
+    let new = locked_bucket(&mut moved).await;
+    moved.s3.lock = Some(LockConfig {
+        mode: LockMode::Governance,
+        tiers: LockTiers {
+            last: Some(parse_lock_duration("1d").unwrap()),
+            ..LockTiers::default()
+        },
+    });
+    let fleet = Fleet::start(
+        &moved,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let statuses = topology::retention_status_bucket(&js, 1).await.unwrap();
+    let status_of = |cluster: &'static str| {
+        let statuses = statuses.clone();
+        async move {
+            let entry = statuses.get(cluster).await.ok().flatten()?;
+            serde_json::from_slice::<sexton_shared::records::RetentionStatus>(&entry).ok()
+        }
+    };
+    // A sweep with a scrub: c1 is held, and its backups are not called missing.
+    js.publish(
+        topology::sweep_subject(&"c1".parse().unwrap()),
+        serde_json::to_vec(&json!({"schema_version": 1, "cluster": "c1",
+            "requested_at": Utc::now(), "scrub": true}))
+        .unwrap()
+        .into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let held = eventually("c1's retention held", Duration::from_secs(30), || async {
+        let status = status_of("c1").await?;
+        (status.outcome == sexton_shared::records::RetentionOutcome::Held).then_some(status)
+    })
+    .await;
+    let reason = held.reason.clone().unwrap();
+    for says in [
+        "bucket sexton",
+        "bucket locked",
+        "sexton catalog migrate --cluster c1 --from-bucket sexton",
+    ] {
+        assert!(reason.contains(says), "{says:?} not in {reason}");
+    }
+    let incident = eventually(
+        "the store-moved incident",
+        Duration::from_secs(10),
+        || async {
+            fixtures::incidents(&js)
+                .await
+                .into_iter()
+                .find(|i| i.kind == "store-moved" && i.cluster.as_deref() == Some("c1"))
+        },
+    )
+    .await;
+    assert_eq!(incident.reason, reason);
+    let out = sexton_cli(&moved, &["schedule", "describe", "f"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(text.contains("retention:    HELD since"), "{text}");
+    // A restore from the fleet is refused with the way out, not attempted and failed.
+    let dir = tempfile::tempdir().unwrap();
+    let out = sexton_cli(
+        &moved,
+        &[
+            "backup",
+            "fetch",
+            "f-b3",
+            "--cluster",
+            "c1",
+            "--to",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && said.contains("catalog migrate"),
+        "{said}"
+    );
+
+    // A new cluster in the new bucket is decided as usual meanwhile.
+    create_schedule(
+        &client,
+        json!({"name": "c2-f", "cluster": "c2", "plan": "full", "cron": "@daily",
+               "paused": true, "policy": {"keep_last": 1}}),
+    )
+    .await;
+    let mut body = report_of("c2", "f-n1", now - chrono::Duration::minutes(10));
+    fixtures::upload_genuine_json(&new, &mut body).await;
+    js.publish(
+        "sexton.v1.report.c2",
+        serde_json::to_vec(&body).unwrap().into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    eventually("c2 decided and locked", Duration::from_secs(30), || async {
+        let record = fixtures::records_of(&catalog, "c2")
+            .await
+            .remove("f-n1")?
+            .value;
+        record.locked_until?;
+        let status = status_of("c2").await?;
+        (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(())
+    })
+    .await;
+    // Nothing of c1 changed: none missing, locked or deleted.
+    let during = fixtures::records_of(&catalog, "c1").await;
+    for id in ids {
+        let record = &during[id].value;
+        assert_eq!(record.status, BackupStatus::Completed, "{id}");
+        assert_eq!(record.locked_until, None, "{id}");
+    }
+
+    // The dry run says what it would do and does nothing.
+    let out = sexton_cli(
+        &moved,
+        &[
+            "catalog",
+            "migrate",
+            "--from-bucket",
+            BUCKET,
+            "--dry-run",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let dry: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(dry[0]["copied"], 6, "{dry}");
+    assert_eq!(dry[0]["segments"], 2, "{dry}");
+    assert_eq!(dry[0]["moved"], 0, "{dry}");
+    assert!(new
+        .head_at(&before["f-b1"].value.artifacts[0], None)
+        .await
+        .unwrap()
+        .is_none());
+
+    // The migration.
+    let out = sexton_cli(
+        &moved,
+        &["catalog", "migrate", "--from-bucket", BUCKET, "-o", "json"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&done[0]["moved"], &done[0]["copied"], &done[0]["segments"]),
+        (&json!(3), &json!(6), &json!(2)),
+        "{done}"
+    );
+    eprintln!("migrated: {done}");
+    let after = eventually(
+        "every moved backup locked",
+        Duration::from_secs(30),
+        || async {
+            let records = fixtures::records_of(&catalog, "c1").await;
+            ids.iter()
+                .all(|id| records[*id].value.locked_until.is_some())
+                .then_some(records)
+        },
+    )
+    .await;
+    for id in ids {
+        let (was, now_) = (&before[id].value, &after[id].value);
+        assert_eq!(now_.status, BackupStatus::Completed, "{id}");
+        assert_eq!(now_.store.as_ref().unwrap().bucket, "locked", "{id}");
+        assert_eq!(now_.objects.len(), was.objects.len());
+        for (a, b) in was.objects.iter().zip(&now_.objects) {
+            assert_eq!((&a.key, a.size, &a.sha256), (&b.key, b.size, &b.sha256));
+            // Byte-identical in the new bucket, at the version recorded, and locked there.
+            let (size, sha) = new
+                .digest_at(&b.key, b.version_id.as_deref())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!((size, Some(sha)), (a.size, a.sha256.clone()), "{}", b.key);
+            let (mode, _) = retention_of(&new, &b.key, b.version_id.as_deref()).await;
+            assert_eq!(mode, "GOVERNANCE");
+        }
+    }
+    let status = eventually("c1 decided again", Duration::from_secs(30), || async {
+        let status = status_of("c1").await?;
+        (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(status)
+    })
+    .await;
+    assert!(status.last_decided.is_some());
+    // The archive moved with them, listed in the new bucket's index.
+    let index = sexton_shared::binlog::store::read(
+        &new,
+        "backups/c1/binlog/_index.json",
+        "backups/c1/binlog/",
+    )
+    .await
+    .unwrap()
+    .index;
+    let names: Vec<&str> = index
+        .segments
+        .iter()
+        .map(|s| s.key.rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(names, ["mysql-bin.000001", "mysql-bin.000002"]);
+    // Restorable through the fleet: fetched and checked against intake's digests.
+    let out = sexton_cli(
+        &moved,
+        &[
+            "backup",
+            "fetch",
+            "f-b3",
+            "--cluster",
+            "c1",
+            "--to",
+            dir.path().to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The queues drained.
+    eventually("the queues drained", Duration::from_secs(60), || async {
+        (sexton_tests::fault::total_backlog(&js).await? == 0).then_some(())
+    })
+    .await;
+    // A second run finds nothing left to move.
+    let out = sexton_cli(&moved, &["catalog", "migrate", "--from-bucket", BUCKET]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to move"));
+    fleet.stop().await.unwrap();
+}

@@ -458,6 +458,36 @@ pub enum CatalogCommand {
         #[arg(long, value_name = "LOCATION")]
         from: Option<String>,
     },
+    /// Move the backups recorded in another store (a bucket, prefix or endpoint the fleet was
+    /// given before) into the fleet's own: every object copied with the CLI's S3 settings and
+    /// checked against the SHA-256 intake recorded, the cluster's binlog archive with them,
+    /// then the records moved once the fleet has seen each object there. Until then those
+    /// clusters' retention is held (docs/immutability.md).
+    #[command(after_help = "Examples:
+  sexton catalog migrate --from-bucket sexton-old --dry-run
+  sexton catalog migrate --from-bucket sexton-old
+  sexton catalog migrate --from-bucket sexton-old --cluster db1
+  sexton catalog migrate --from-bucket b --from-prefix old/backups --from-endpoint https://s3.old:9000
+
+The objects are read from the old store with the same credentials as the fleet's store
+(SEXTON_S3_*); the old store's objects are left as they are.")]
+    Migrate {
+        /// The bucket the backups were recorded in.
+        #[arg(long, value_name = "BUCKET")]
+        from_bucket: String,
+        /// The prefix they were recorded under, when it is not the fleet's.
+        #[arg(long, value_name = "PREFIX")]
+        from_prefix: Option<String>,
+        /// The endpoint of that store, when it is not the fleet's.
+        #[arg(long, value_name = "URL")]
+        from_endpoint: Option<String>,
+        /// Only this cluster's backups.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Only say what would be copied and moved; copy and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -37,14 +37,15 @@ impl Worker {
         // counts, whatever was written over them (issue 29).
         let (listing, versions) = list_for_scrub(&self.store, &prefix).await.map_err(failed)?;
         let binlog_prefix = sexton_shared::binlog::binlog_prefix(&self.prefix, cluster);
-        let mut report = scrub::judge(
-            cluster,
-            &records,
-            &listing,
-            versions.as_ref(),
-            &binlog_prefix,
-        );
+        // Records of another store (issue 54) are not judged by this bucket's listing: their
+        // objects are where they were written, not missing.
+        let (elsewhere, here): (Vec<_>, Vec<_>) = records
+            .iter()
+            .cloned()
+            .partition(|record| record.value.stranded_from(self.store.place()).is_some());
+        let mut report = scrub::judge(cluster, &here, &listing, versions.as_ref(), &binlog_prefix);
         report.dry_run = dry_run;
+        report.elsewhere = elsewhere.len();
         // Each location's copies against that location's own listing: a copy gone at one
         // place stops counting there, and nowhere else. A versioned location (Object Lock) is
         // judged by the versions the copier recorded, as primary is (issue 47).

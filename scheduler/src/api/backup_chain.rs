@@ -26,7 +26,7 @@ impl Api {
             .iter()
             .map(|r| (r.value.id.as_str(), &r.value))
             .collect();
-        let chain = crate::verify::restore_chain(&by_id, target, location)
+        let chain = crate::verify::restore_chain(&by_id, target, location, self.store.place())
             .map_err(|why| ApiError::new(ErrorCode::Conflict, format!("{}: {why}", req.id)))?;
         let answer = RestoreChain {
             cluster: req.cluster.clone(),

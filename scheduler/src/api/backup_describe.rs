@@ -128,9 +128,10 @@ impl Api {
         );
         let restorable = places
             .map(|place| {
-                let why = record
-                    .restorable_at(place)
-                    .and_then(|()| crate::verify::restore_chain(&by_id, record, place).map(|_| ()));
+                let why = record.restorable_at(place).and_then(|()| {
+                    crate::verify::restore_chain(&by_id, record, place, self.store.place())
+                        .map(|_| ())
+                });
                 RestorablePlace {
                     location: place.cloned().unwrap_or_else(LocationName::primary),
                     restorable: why.is_ok(),

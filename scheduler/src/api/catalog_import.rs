@@ -217,6 +217,7 @@ pub fn record_from(
         locked_until: None,
         log_range: document.log_range.clone(),
         differential: document.differential,
+        store: None,
     })
 }
 
@@ -360,7 +361,10 @@ impl Api {
                 Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
             };
             let mut record = match record_from(cluster, directory, &metadata_key, &body, now) {
-                Ok(record) => record,
+                Ok(record) => BackupRecord {
+                    store: Some(self.store.place().clone()),
+                    ..record
+                },
                 Err(why) => {
                     skip(&mut report, path, why);
                     continue;
