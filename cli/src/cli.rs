@@ -371,6 +371,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             from_prefix,
             from_endpoint,
             cluster,
+            location,
             dry_run,
         }) => {
             crate::migrate::migrate(
@@ -382,6 +383,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                     endpoint: from_endpoint.as_deref(),
                 },
                 cluster.as_deref(),
+                location.as_deref(),
                 *dry_run,
             )
             .await

@@ -30,7 +30,7 @@ use sexton_shared::{
     config::{Config, S3Config},
     copies::destination_key,
     keys::StoreRef,
-    names::ClusterName,
+    names::{ClusterName, LocationName},
     object_store::{transfer::UploadSettings, ObjectStore},
     records::BackupRecord,
     topology,
@@ -103,6 +103,7 @@ pub async fn migrate(
     load_config: &dyn Fn() -> Result<Config, Failure>,
     from: From<'_>,
     cluster: Option<&str>,
+    location: Option<&str>,
     dry_run: bool,
 ) -> Result<(), Failure> {
     let cluster = cluster
@@ -110,16 +111,42 @@ pub async fn migrate(
             ClusterName::new(name).map_err(|err| Failure::input(format!("--cluster: {err}")))
         })
         .transpose()?;
+    let location = location
+        .filter(|name| *name != "primary")
+        .map(|name| {
+            LocationName::new(name).map_err(|err| Failure::input(format!("--location: {err}")))
+        })
+        .transpose()?;
     let config = load_config()?;
-    let old_s3 = from_settings(&config.s3, &from)?;
+    // The place's settings: the fleet's `[s3]`, or the location's.
+    let place_s3 = match &location {
+        None => &config.s3,
+        Some(name) => {
+            &config
+                .locations
+                .get(name.as_str())
+                .ok_or_else(|| {
+                    Failure::input(format!(
+                        "--location {name}: no such location in the configuration; it has {}",
+                        config.location_names()
+                    ))
+                })?
+                .s3
+        }
+    };
+    let place = location
+        .as_ref()
+        .map_or("primary", |l| l.as_str())
+        .to_string();
+    let old_s3 = from_settings(place_s3, &from)?;
     let there = old_s3.place();
-    let target = ObjectStore::connect(&config.s3)
+    let target = ObjectStore::connect(place_s3)
         .await
         .map_err(Failure::runtime)?;
     if there.same_place(target.place()) {
         return Err(Failure::input(format!(
-            "--from-bucket {}: that is the store the CLI writes to ({}); name the store the \
-             backups were recorded in",
+            "--from-bucket {}: that is the store the CLI writes to for {place} ({}); name the \
+             store the backups were recorded in",
             from.bucket,
             target.place()
         )));
@@ -131,13 +158,15 @@ pub async fn migrate(
             &StrandedRequest {
                 schema_version: SCHEMA_VERSION,
                 cluster: cluster.clone(),
+                location: location.clone(),
             },
         )
         .await?;
     if !stranded.here.same_place(target.place()) {
         return Err(Failure::input(format!(
-            "the fleet's store is {}, and the CLI's S3 settings name {}: give the CLI the \
-             fleet's settings (SEXTON_S3_* or SEXTON_CONFIG), it copies into that store",
+            "{place} is {} for the fleet, and the CLI's settings name {}: give the CLI the \
+             fleet's settings (SEXTON_S3_*, SEXTON_LOCATION_<NAME>_* or SEXTON_CONFIG), it \
+             copies into that store",
             stranded.here,
             target.place()
         )));
@@ -167,15 +196,22 @@ pub async fn migrate(
     };
     let mut report = Vec::new();
     for group in &groups {
-        let moved = migrate_cluster(&client, &source, &target, group, settings, dry_run)
-            .await
-            .map_err(|err| {
-                Failure::runtime(err.context(format!(
-                    "moving {}'s backups from {there} to {}",
-                    group.cluster,
-                    target.place()
-                )))
-            })?;
+        let moved = migrate_cluster(
+            &client,
+            (&source, &target),
+            location.as_ref(),
+            group,
+            settings,
+            dry_run,
+        )
+        .await
+        .map_err(|err| {
+            Failure::runtime(err.context(format!(
+                "moving {}'s backups from {there} to {}",
+                group.cluster,
+                target.place()
+            )))
+        })?;
         report.push(moved);
     }
     print(output, &report)?;
@@ -190,8 +226,8 @@ pub async fn migrate(
 
 async fn migrate_cluster(
     client: &Client,
-    source: &ObjectStore,
-    target: &ObjectStore,
+    (source, target): (&ObjectStore, &ObjectStore),
+    location: Option<&LocationName>,
     group: &StrandedGroup,
     settings: UploadSettings,
     dry_run: bool,
@@ -205,7 +241,7 @@ async fn migrate_cluster(
     let mut adopted = Vec::new();
     for record in &group.backups {
         let mut objects = Vec::new();
-        for expected in recorded_objects(source, record).await? {
+        for expected in recorded_objects(source, record, location).await? {
             let key = moved_key(from, here, &expected.key)?;
             if let Some(version) = whole_there(target, &key, &expected).await? {
                 moved.already_there += 1;
@@ -244,6 +280,7 @@ async fn migrate_cluster(
                 &AdoptRequest {
                     schema_version: SCHEMA_VERSION,
                     cluster: group.cluster.clone(),
+                    location: location.cloned(),
                     from: group.store.clone(),
                     backups: batch.to_vec(),
                 },
@@ -261,12 +298,21 @@ async fn migrate_cluster(
     Ok(moved)
 }
 
-/// Each object of `record` as intake recorded it (size, SHA-256, the version written); a record
-/// from before intake kept digests names its keys only, and the old store gives their sizes.
+/// Each object of `record` at `location` (`None`: primary) as recorded there (size, SHA-256,
+/// the version written): at a location, its copy's objects; at primary, intake's, and a record
+/// from before intake kept digests names its keys only, the old store giving their sizes.
 async fn recorded_objects(
     source: &ObjectStore,
     record: &BackupRecord,
+    location: Option<&LocationName>,
 ) -> anyhow::Result<Vec<ObjectDigest>> {
+    if let Some(name) = location {
+        return Ok(record
+            .copies
+            .get(name)
+            .map(|copy| copy.objects.clone())
+            .unwrap_or_default());
+    }
     let recorded: BTreeMap<&str, &ObjectDigest> =
         record.objects.iter().map(|o| (o.key.as_str(), o)).collect();
     let mut out = Vec::new();

@@ -906,7 +906,7 @@ async fn copy_record(
         }
     }
     seen_at(&location.store, record, name, &written).await?;
-    record_copy(copier, record, name, written, class).await?;
+    record_copy(copier, record, (name, location), written, class).await?;
     copier
         .metrics
         .seconds
@@ -978,7 +978,7 @@ fn common_directory<'a>(mut keys: impl Iterator<Item = &'a str>) -> String {
 async fn record_copy(
     copier: &Copier,
     copied: &BackupRecord,
-    name: &LocationName,
+    (name, location): (&LocationName, &Location),
     objects: Vec<sexton_shared::wire::ObjectDigest>,
     class: Option<&str>,
 ) -> Result<(), Failure> {
@@ -1015,6 +1015,7 @@ async fn record_copy(
         }
         record.keep_mark(entry.revision);
         let mut copy = LocationCopy::new(CopyState::Copied, Utc::now());
+        copy.store = Some(location.store.place().clone());
         copy.objects = objects.clone();
         copy.storage_class = class.map(str::to_string);
         record.copies.insert(name.clone(), copy);

@@ -507,6 +507,11 @@ pub struct LocationCopy {
     /// Until when this copy's objects are under S3 Object Lock at the location (issue 29).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locked_until: Option<DateTime<Utc>>,
+    /// The store the copy was written to (issue 54): the location's endpoint, bucket and
+    /// prefix when the copier wrote it. Absent on copies written before: taken to be where the
+    /// location's settings point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::keys::StoreRef>,
 }
 
 /// The last restore test of a copy at its location: the verdict of the backup's history entry
@@ -538,6 +543,7 @@ impl LocationCopy {
             problems: Vec::new(),
             delete_requested_at: None,
             locked_until: None,
+            store: None,
         }
     }
 

@@ -1089,6 +1089,30 @@ impl BackupRecord {
             .filter(|store| self.held_at_primary() && !store.same_place(here))
     }
 
+    /// The store this record's copy at `location` is in, when it is not `here` (the store the
+    /// location's settings name): a copy that names none is taken to be there, one the
+    /// location no longer holds is nowhere.
+    pub fn copy_stranded_from(
+        &self,
+        location: &crate::names::LocationName,
+        here: &crate::keys::StoreRef,
+    ) -> Option<&crate::keys::StoreRef> {
+        let copy = self.copies.get(location).filter(|copy| copy.is_held())?;
+        copy.store.as_ref().filter(|store| !store.same_place(here))
+    }
+
+    /// The store of its objects at `place` (`None`: primary) when it is not `here`.
+    pub fn stranded_at(
+        &self,
+        place: Option<&crate::names::LocationName>,
+        here: &crate::keys::StoreRef,
+    ) -> Option<&crate::keys::StoreRef> {
+        match place {
+            None => self.stranded_from(here),
+            Some(location) => self.copy_stranded_from(location, here),
+        }
+    }
+
     /// The key `metadata.json` sits at, if the backup has one.
     pub fn is_metadata_key(key: &str) -> bool {
         key.rsplit('/').next() == Some("metadata.json")

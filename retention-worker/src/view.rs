@@ -48,49 +48,83 @@ pub struct ClusterPlaces {
     pub stores: Stores,
 }
 
-/// The records at primary by the store they name ([`BackupRecord::store`]); records that name
+/// The records by the store their objects at each place name ([`BackupRecord::store`] at
+/// primary, [`sexton_shared::copies::LocationCopy::store`] at a location); objects that name
 /// none are not here.
 #[derive(Default)]
 pub struct Stores {
-    by_store: BTreeMap<StoreRef, std::collections::BTreeSet<BackupId>>,
-    of: HashMap<BackupId, StoreRef>,
+    by_store: BTreeMap<(Option<LocationName>, StoreRef), std::collections::BTreeSet<BackupId>>,
+    of: HashMap<BackupId, Vec<(Option<LocationName>, StoreRef)>>,
+}
+
+/// The stores a record's objects name, by place.
+fn stores_of(record: &BackupRecord) -> Vec<(Option<LocationName>, StoreRef)> {
+    let primary = record
+        .store
+        .as_ref()
+        .filter(|_| record.held_at_primary())
+        .map(|store| (None, store.normalised()));
+    let copies = record.copies.iter().filter_map(|(name, copy)| {
+        let store = copy.store.as_ref().filter(|_| copy.is_held())?;
+        Some((Some(name.clone()), store.normalised()))
+    });
+    primary.into_iter().chain(copies).collect()
 }
 
 impl Stores {
-    fn apply(&mut self, id: &BackupId, store: Option<&StoreRef>) {
-        if let Some(previous) = self.of.remove(id) {
-            if let Some(ids) = self.by_store.get_mut(&previous) {
+    fn apply(&mut self, id: &BackupId, record: Option<&BackupRecord>) {
+        for key in self.of.remove(id).unwrap_or_default() {
+            if let Some(ids) = self.by_store.get_mut(&key) {
                 ids.remove(id);
                 if ids.is_empty() {
-                    self.by_store.remove(&previous);
+                    self.by_store.remove(&key);
                 }
             }
         }
-        if let Some(store) = store {
-            let store = store.normalised();
+        let keys = record.map(stores_of).unwrap_or_default();
+        for key in &keys {
             self.by_store
-                .entry(store.clone())
+                .entry(key.clone())
                 .or_default()
                 .insert(id.clone());
-            self.of.insert(id.clone(), store);
+        }
+        if !keys.is_empty() {
+            self.of.insert(id.clone(), keys);
         }
     }
 
-    /// The stores other than `here` that records at primary name, with how many name each and
-    /// the first few of them.
-    pub fn elsewhere(&self, here: &StoreRef) -> Vec<(StoreRef, usize, Vec<BackupId>)> {
+    /// The stores, by place, that objects name other than the one the place is now
+    /// (`here_at`: `None` for a place this replica has no settings for, which is left alone),
+    /// with how many backups name each and the first few of them.
+    pub fn elsewhere<'a>(
+        &self,
+        here_at: impl Fn(Option<&LocationName>) -> Option<&'a StoreRef>,
+    ) -> Vec<Stranded> {
         self.by_store
             .iter()
-            .filter(|(store, _)| !store.same_place(here))
-            .map(|(store, ids)| {
-                (
-                    store.clone(),
-                    ids.len(),
-                    ids.iter().take(3).cloned().collect(),
-                )
+            .filter_map(|((place, store), ids)| {
+                let here = here_at(place.as_ref())?;
+                (!store.same_place(here)).then(|| Stranded {
+                    place: place.clone(),
+                    store: store.clone(),
+                    here: here.clone(),
+                    count: ids.len(),
+                    first: ids.iter().take(3).cloned().collect(),
+                })
             })
             .collect()
     }
+}
+
+/// Backups of a cluster whose objects at one place are in another store than the place's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stranded {
+    /// `None`: primary.
+    pub place: Option<LocationName>,
+    pub store: StoreRef,
+    pub here: StoreRef,
+    pub count: usize,
+    pub first: Vec<BackupId>,
 }
 
 impl ClusterPlaces {
@@ -130,13 +164,8 @@ impl ViewState for ClusterPlaces {
                 entry: Entry::of(record),
             });
         self.primary.apply_form(id.clone(), at_primary);
-        self.stores.apply(
-            &id,
-            change
-                .as_ref()
-                .filter(|record| record.value.held_at_primary())
-                .and_then(|record| record.value.store.as_ref()),
-        );
+        self.stores
+            .apply(&id, change.as_ref().map(|record| &record.value));
         if let Some(record) = &change {
             for location in record.value.copies.keys().chain(&record.value.copy_to) {
                 self.locations.entry(location.clone()).or_default();
@@ -354,6 +383,72 @@ mod tests {
         }))
         .unwrap();
         Versioned { value, revision }
+    }
+
+    #[test]
+    fn stores_follow_each_records_places_and_name_only_those_not_where_the_place_is() {
+        let store = |bucket: &str| StoreRef {
+            endpoint: None,
+            bucket: bucket.into(),
+            prefix: "b".into(),
+        };
+        let dr: LocationName = "dr".parse().unwrap();
+        let mut places = ClusterPlaces::default();
+        let cluster: ClusterName = "c1".parse().unwrap();
+        let mut b1 = record("b1", "p", 1, 1);
+        b1.value.store = Some(store("new"));
+        let mut copy = sexton_shared::copies::LocationCopy::new(
+            sexton_shared::copies::CopyState::Copied,
+            chrono::Utc::now(),
+        );
+        copy.store = Some(store("dr-old"));
+        b1.value.copies.insert(dr.clone(), copy);
+        let mut b2 = record("b2", "p", 2, 1);
+        b2.value.store = Some(store("old"));
+        places
+            .apply(&cluster, "b1".parse().unwrap(), Some(b1.clone()))
+            .unwrap();
+        places
+            .apply(&cluster, "b2".parse().unwrap(), Some(b2.clone()))
+            .unwrap();
+        let (new, dr_new) = (store("new"), store("dr-new"));
+        let here = |place: Option<&LocationName>| match place {
+            None => Some(&new),
+            Some(_) => Some(&dr_new),
+        };
+        let found: Vec<(Option<String>, String, usize)> = places
+            .stores
+            .elsewhere(here)
+            .into_iter()
+            .map(|s| (s.place.map(|p| p.to_string()), s.store.bucket, s.count))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (None, "old".to_string(), 1),
+                (Some("dr".to_string()), "dr-old".to_string(), 1)
+            ]
+        );
+        // A place this replica has no settings for is left alone.
+        assert_eq!(
+            places
+                .stores
+                .elsewhere(|place| place.is_none().then_some(&new))
+                .len(),
+            1
+        );
+        // Moved (b2 now names the new store), deleted at primary, gone: nothing left.
+        b2.value.store = Some(store("new"));
+        places
+            .apply(&cluster, "b2".parse().unwrap(), Some(b2))
+            .unwrap();
+        b1.value.copies.get_mut(&dr).unwrap().state = sexton_shared::copies::CopyState::Deleted;
+        places
+            .apply(&cluster, "b1".parse().unwrap(), Some(b1))
+            .unwrap();
+        assert!(places.stores.elsewhere(here).is_empty());
+        places.apply(&cluster, "b1".parse().unwrap(), None).unwrap();
+        assert!(!places.stores.of.contains_key(&"b1".parse().unwrap()));
     }
 
     /// The view against a plain map of the same changes: every record once, in the group of

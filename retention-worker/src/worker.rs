@@ -104,6 +104,53 @@ pub(crate) fn count_conflict(metrics: &Metrics) {
     let _ = RUN_CONFLICTS.try_with(|conflicts| conflicts.set(conflicts.get() + 1));
 }
 
+/// Why a cluster is held: each place whose backups name another store than the place's
+/// settings, how many, the first of them, and the command that moves them.
+fn stranded_reason(cluster: &ClusterName, elsewhere: &[crate::view::Stranded]) -> String {
+    let stores = elsewhere
+        .iter()
+        .map(|s| {
+            let first: Vec<&str> = s.first.iter().map(|id| id.as_str()).collect();
+            let place = s.place.as_ref().map_or("primary", |l| l.as_str());
+            format!(
+                "at {place}, {} in {} ({}{}) while {place} is {}",
+                s.count,
+                s.store,
+                first.join(", "),
+                if s.count > first.len() { ", ..." } else { "" },
+                s.here
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let commands = elsewhere
+        .iter()
+        .map(|s| {
+            let mut command = format!("sexton catalog migrate --cluster {cluster}");
+            if let Some(location) = &s.place {
+                command.push_str(&format!(" --location {location}"));
+            }
+            command.push_str(&format!(" --from-bucket {}", s.store.bucket));
+            if s.store.prefix != s.here.prefix {
+                command.push_str(&format!(" --from-prefix '{}'", s.store.prefix));
+            }
+            if s.store.endpoint != s.here.endpoint {
+                if let Some(endpoint) = &s.store.endpoint {
+                    command.push_str(&format!(" --from-endpoint {endpoint}"));
+                }
+            }
+            format!("`{command}`")
+        })
+        .collect::<Vec<_>>()
+        .join(", then ");
+    format!(
+        "backups of {cluster} are recorded in another store than their place's: {stores}. \
+         Retention is held: nothing of {cluster} is decided, locked, marked missing or deleted \
+         until they are moved with {commands} (docs/immutability.md), or the place is given \
+         that store again"
+    )
+}
+
 /// How much earlier than a run's start an event must have been published to count as covered
 /// by it: room for the clocks of the NATS server and this host to disagree. Skew beyond it only
 /// makes an event run again, or (the other way) wait for the next event or sweep: retention
@@ -318,42 +365,14 @@ impl Worker {
     /// name each, and the way out.
     async fn stranded(&self, cluster: &ClusterName) -> anyhow::Result<Option<String>> {
         let view = self.view.current(cluster).await?;
-        let here = self.store.place();
-        let elsewhere = view.stores.elsewhere(here);
+        let elsewhere = view.stores.elsewhere(|place| match place {
+            None => Some(self.store.place()),
+            Some(name) => self.locations.get(name).map(ObjectStore::place),
+        });
         if elsewhere.is_empty() {
             return Ok(None);
         }
-        let stores = elsewhere
-            .iter()
-            .map(|(store, n, first)| {
-                let first: Vec<&str> = first.iter().map(|id| id.as_str()).collect();
-                format!(
-                    "{n} in {store} ({}{})",
-                    first.join(", "),
-                    if *n > first.len() { ", ..." } else { "" }
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        let (from, _, _) = &elsewhere[0];
-        let mut command = format!(
-            "sexton catalog migrate --cluster {cluster} --from-bucket {}",
-            from.bucket
-        );
-        if from.prefix != here.prefix {
-            command.push_str(&format!(" --from-prefix '{}'", from.prefix));
-        }
-        if from.endpoint != here.endpoint {
-            if let Some(endpoint) = &from.endpoint {
-                command.push_str(&format!(" --from-endpoint {endpoint}"));
-            }
-        }
-        Ok(Some(format!(
-            "backups of {cluster} are recorded in another store than the fleet's ({here}): \
-             {stores}. Retention is held: nothing of {cluster} is decided, locked, marked \
-             missing or deleted until they are moved with `{command}` (docs/immutability.md), \
-             or the fleet is given that store again"
-        )))
+        Ok(Some(stranded_reason(cluster, &elsewhere)))
     }
 
     /// A run held on purpose ([`Worker::stranded`]): said in the status on every run, and in

@@ -172,6 +172,21 @@ fn backup_not_found(cluster: &ClusterName, id: &sexton_shared::names::BackupId) 
 
 impl Api {
     /// `Err` unless `name` is one of this fleet's locations, naming the ones it has.
+    /// The store `place` (`None`: primary) is now, as this fleet's settings name it; `None`
+    /// for a location it has none for.
+    fn place_store(
+        &self,
+        place: Option<&sexton_shared::names::LocationName>,
+    ) -> Option<&sexton_shared::keys::StoreRef> {
+        match place {
+            None => Some(self.store.place()),
+            Some(name) => self
+                .locations
+                .get(name)
+                .map(sexton_shared::object_store::ObjectStore::place),
+        }
+    }
+
     fn check_location(&self, name: &sexton_shared::names::LocationName) -> Result<(), ApiError> {
         if self.config.locations.contains_key(name.as_str()) {
             return Ok(());

@@ -170,13 +170,13 @@ pub(crate) fn parents(record: &BackupRecord) -> Vec<String> {
 
 /// What a restore of `target` reads ([`chain_of`]) where it would read it: at `location`, every
 /// link's copy there must count ([`chain_at`]); at primary, every link must still be there (a
-/// backup held only by copies names where it is) and in the store the fleet reads, `here`
-/// ([`in_store`]).
+/// backup held only by copies names where it is). At either, every link must be in the store
+/// the place's settings name now, `here` where known ([`in_store`]).
 pub fn restore_chain<'a>(
     by_id: &BTreeMap<&str, &'a BackupRecord>,
     target: &'a BackupRecord,
     location: Option<&LocationName>,
-    here: &StoreRef,
+    here: Option<&StoreRef>,
 ) -> Result<Vec<&'a BackupRecord>, String> {
     let chain = chain_of(by_id, target, location)?;
     match location {
@@ -189,21 +189,37 @@ pub fn restore_chain<'a>(
                     gone.held_at_text(None)
                 ));
             }
-            in_store(&chain, here)?;
         }
+    }
+    if let Some(here) = here {
+        in_store(&chain, location, here)?;
     }
     Ok(chain)
 }
 
-/// Every link of a chain at primary is in the store the fleet reads (issue 54); otherwise which
-/// is not, where it is, and the way to move it.
-pub fn in_store(chain: &[&BackupRecord], here: &StoreRef) -> Result<(), String> {
-    match chain.iter().find_map(|r| Some((r, r.stranded_from(here)?))) {
+/// Every link of a chain at `place` (`None`: primary) is in the store the place's settings
+/// name now, `here` (issue 54); otherwise which is not, where it is, and the way to move it.
+pub fn in_store(
+    chain: &[&BackupRecord],
+    place: Option<&LocationName>,
+    here: &StoreRef,
+) -> Result<(), String> {
+    match chain
+        .iter()
+        .find_map(|r| Some((r, r.stranded_at(place, here)?)))
+    {
         None => Ok(()),
         Some((record, there)) => Err(format!(
-            "{} is recorded in {there}, not in the fleet's {here}: move it first with `sexton \
-             catalog migrate --cluster {} --from-bucket {}` (docs/immutability.md)",
-            record.id, record.cluster, there.bucket
+            "{} is recorded{} in {there}, not in {here} where {} is now: move it first with \
+             `sexton catalog migrate --cluster {}{} --from-bucket {}` (docs/immutability.md)",
+            record.id,
+            place.map(|p| format!(" at {p}")).unwrap_or_default(),
+            place.map_or("primary", |p| p.as_str()),
+            record.cluster,
+            place
+                .map(|p| format!(" --location {p}"))
+                .unwrap_or_default(),
+            there.bucket
         )),
     }
 }
@@ -414,10 +430,10 @@ impl Verifier {
             Some(name) => chain_at(&chain, name).map(|()| chain),
             None => Ok(chain),
         });
-        // Objects in another store than the fleet's (issue 54) are not a failed restore: the
+        // Objects in another store than the place's (issue 54) are not a failed restore: the
         // test is not asked, and the caller hears why.
-        if let (Ok(chain), None) = (&chain, location) {
-            if let Err(why) = in_store(chain, self.places.primary.place()) {
+        if let (Ok(chain), Ok(store)) = (&chain, self.places.store(location)) {
+            if let Err(why) = in_store(chain, location, store.place()) {
                 anyhow::bail!("{why}");
             }
         }
@@ -993,7 +1009,7 @@ mod tests {
         let all = by_id(&[&full, &i1]);
         let index: BTreeMap<&str, &BackupRecord> =
             all.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        assert!(restore_chain(&index, &i1, None, &here()).is_ok());
+        assert!(restore_chain(&index, &i1, None, Some(&here())).is_ok());
         // The same store written otherwise is the same place.
         let mut same = here();
         same.endpoint = Some("HTTP://127.0.0.1:8333/".into());
@@ -1002,7 +1018,7 @@ mod tests {
         let all = by_id(&[&full, &i1]);
         let index: BTreeMap<&str, &BackupRecord> =
             all.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        assert!(restore_chain(&index, &i1, None, &here()).is_ok());
+        assert!(restore_chain(&index, &i1, None, Some(&here())).is_ok());
         // The full in the old bucket: the chain is refused, naming it and the command.
         let mut old_full = full.clone();
         old_full.store = Some(StoreRef {
@@ -1012,7 +1028,7 @@ mod tests {
         let all = by_id(&[&old_full, &i1]);
         let index: BTreeMap<&str, &BackupRecord> =
             all.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        let why = restore_chain(&index, &i1, None, &here()).unwrap_err();
+        let why = restore_chain(&index, &i1, None, Some(&here())).unwrap_err();
         assert!(why.contains("f1 is recorded in bucket old"), "{why}");
         assert!(why.contains("--from-bucket old"), "{why}");
     }
@@ -1161,7 +1177,7 @@ mod tests {
         let restored = |f: &BackupRecord, location: Option<&LocationName>| {
             let by_id: BTreeMap<&str, &BackupRecord> =
                 [f, &i1].into_iter().map(|r| (r.id.as_str(), r)).collect();
-            restore_chain(&by_id, &i1, location, &here())
+            restore_chain(&by_id, &i1, location, Some(&here()))
                 .map(|chain| chain.iter().map(|r| r.id.to_string()).collect::<Vec<_>>())
         };
         assert_eq!(restored(&f, None).unwrap(), ["f", "i1"]);
@@ -1217,13 +1233,13 @@ mod tests {
         i1.primary_deleted_at = Some("2026-01-02T00:00:00Z".parse().unwrap());
         let by_id: BTreeMap<&str, &BackupRecord> =
             [&f, &i1].into_iter().map(|r| (r.id.as_str(), r)).collect();
-        let chain: Vec<&str> = restore_chain(&by_id, &i1, Some(&dr), &here())
+        let chain: Vec<&str> = restore_chain(&by_id, &i1, Some(&dr), Some(&here()))
             .unwrap()
             .iter()
             .map(|r| r.id.as_str())
             .collect();
         assert_eq!(chain, ["f", "i1"]);
-        assert!(restore_chain(&by_id, &i1, None, &here())
+        assert!(restore_chain(&by_id, &i1, None, Some(&here()))
             .unwrap_err()
             .contains("f is missing"));
         assert_eq!(i1.restorable_at(Some(&dr)), Ok(()));

@@ -1535,3 +1535,189 @@ async fn a_moved_bucket_holds_its_clusters_until_migrated_then_every_backup_is_l
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to move"));
     fleet.stop().await.unwrap();
 }
+
+/// Issue 54, item 5: a copy location's prefix changed under its copies. Each copy names the
+/// store the copier wrote it to; with the location's settings naming another prefix, the
+/// cluster is held and the scrub leaves the copies alone (none `missing`), restores from there
+/// are refused with the way out, and `sexton catalog migrate --location dr` moves them: each
+/// byte-identical at its new key, restorable from dr, and the cluster decided again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locations_prefix_moved_under_its_copies_holds_until_migrated() {
+    const DR_KEY: &str = "dr-only-key";
+    const DR_SECRET: &str = "dr-only-secret";
+    let nats = Nats::start();
+    let primary = S3::start();
+    let dr_server = S3::start_as(DR_KEY, DR_SECRET);
+    let mut config = config(&nats, &primary);
+    add_location(&mut config, "dr", &dr_server, DR_KEY, DR_SECRET);
+    let members = Members {
+        executor: false,
+        ..Members::ALL
+    };
+    let fleet = Fleet::start(&config, members);
+    let (copier_stop, copier) = start_copier(&config);
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 5},
+               "copies": [{"to": "dr", "policy": {"keep_last": 5}}]}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let source = object_store(&config).await;
+    let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
+    let ids = ["f-b1", "f-b2"];
+    for (n, id) in ids.iter().enumerate() {
+        let mut body = report(id, now - chrono::Duration::hours(2 - n as i64));
+        fixtures::upload_genuine_json(&source, &mut body).await;
+        publish(&js, &body, id).await;
+    }
+    let dr: sexton_shared::names::LocationName = "dr".parse().unwrap();
+    let before = eventually("both copied to dr", Duration::from_secs(90), || async {
+        let records = fixtures::records_of(&catalog, "c1").await;
+        ids.iter()
+            .all(|id| {
+                records.get(*id).is_some_and(|r| {
+                    r.value
+                        .copies
+                        .get(&dr)
+                        .is_some_and(|c| c.state == sexton_shared::copies::CopyState::Copied)
+                })
+            })
+            .then_some(records)
+    })
+    .await;
+    for id in ids {
+        let copy = &before[id].value.copies[&dr];
+        assert_eq!(copy.store.as_ref().unwrap().prefix, "dr-copies", "{id}");
+    }
+    copier_stop.trigger();
+    copier.await.unwrap().unwrap();
+    fleet.stop().await.unwrap();
+
+    // The location's prefix changed in the settings, the copies left where they were.
+    let mut moved = config.clone();
+    moved.locations.get_mut("dr").unwrap().s3.prefix = "dr-v2".into();
+    let fleet = Fleet::start(&moved, members);
+    let (copier_stop, copier) = start_copier(&moved);
+    js.publish(
+        topology::sweep_subject(&"c1".parse().unwrap()),
+        serde_json::to_vec(&json!({"schema_version": 1, "cluster": "c1",
+            "requested_at": Utc::now(), "scrub": true}))
+        .unwrap()
+        .into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+    let statuses = topology::retention_status_bucket(&js, 1).await.unwrap();
+    let status = || {
+        let statuses = statuses.clone();
+        async move {
+            let entry = statuses.get("c1").await.ok().flatten()?;
+            serde_json::from_slice::<sexton_shared::records::RetentionStatus>(&entry).ok()
+        }
+    };
+    let held = eventually("c1 held for dr", Duration::from_secs(30), || async {
+        let status = status().await?;
+        (status.outcome == sexton_shared::records::RetentionOutcome::Held).then_some(status)
+    })
+    .await;
+    let reason = held.reason.unwrap();
+    assert!(
+        reason.contains("at dr")
+            && reason.contains("--location dr --from-bucket sexton --from-prefix 'dr-copies'"),
+        "{reason}"
+    );
+    // The location's scrub, asked directly, leaves those copies alone.
+    let out = sexton_cli(&moved, &["catalog", "scrub", "--cluster", "c1"]);
+    assert!(out.status.success(), "{out:?}");
+    let during = fixtures::records_of(&catalog, "c1").await;
+    for id in ids {
+        assert_eq!(
+            during[id].value.copies[&dr].state,
+            sexton_shared::copies::CopyState::Copied,
+            "{id}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fetch = |dir: &std::path::Path| {
+        sexton_cli(
+            &moved,
+            &[
+                "backup",
+                "fetch",
+                "f-b2",
+                "--cluster",
+                "c1",
+                "--location",
+                "dr",
+                "--to",
+                dir.to_str().unwrap(),
+            ],
+        )
+    };
+    let out = fetch(dir.path());
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        !out.status.success() && said.contains("--location dr"),
+        "{said}"
+    );
+
+    let out = sexton_cli(
+        &moved,
+        &[
+            "catalog",
+            "migrate",
+            "--location",
+            "dr",
+            "--from-bucket",
+            BUCKET,
+            "--from-prefix",
+            "dr-copies",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let done: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&done[0]["moved"], &done[0]["copied"]),
+        (&json!(2), &json!(4)),
+        "{done}"
+    );
+    let dr_store = object_store(&{
+        let mut c = moved.clone();
+        c.s3 = moved.locations["dr"].s3.clone();
+        c
+    })
+    .await;
+    let after = fixtures::records_of(&catalog, "c1").await;
+    for id in ids {
+        let (was, now_) = (&before[id].value.copies[&dr], &after[id].value.copies[&dr]);
+        assert_eq!(now_.store.as_ref().unwrap().prefix, "dr-v2");
+        for (a, b) in was.objects.iter().zip(&now_.objects) {
+            assert_eq!(b.key, a.key.replacen("dr-copies/", "dr-v2/", 1));
+            let (size, sha) = dr_store.digest(&b.key).await.unwrap().unwrap();
+            assert_eq!((size, Some(sha)), (a.size, a.sha256.clone()), "{}", b.key);
+        }
+    }
+    eventually("c1 decided again", Duration::from_secs(30), || async {
+        let status = status().await?;
+        (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(())
+    })
+    .await;
+    let out = fetch(dir.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    copier_stop.trigger();
+    copier.await.unwrap().unwrap();
+    fleet.stop().await.unwrap();
+}

@@ -468,9 +468,11 @@ pub enum CatalogCommand {
   sexton catalog migrate --from-bucket sexton-old
   sexton catalog migrate --from-bucket sexton-old --cluster db1
   sexton catalog migrate --from-bucket b --from-prefix old/backups --from-endpoint https://s3.old:9000
+  sexton catalog migrate --location dr --from-bucket dr-old     # the copies at location dr
 
-The objects are read from the old store with the same credentials as the fleet's store
-(SEXTON_S3_*); the old store's objects are left as they are.")]
+The objects are read from the old store with the same credentials as the place's store
+(SEXTON_S3_*, or the location's SEXTON_LOCATION_<NAME>_*); the old store's objects are left as
+they are.")]
     Migrate {
         /// The bucket the backups were recorded in.
         #[arg(long, value_name = "BUCKET")]
@@ -484,6 +486,10 @@ The objects are read from the old store with the same credentials as the fleet's
         /// Only this cluster's backups.
         #[arg(long)]
         cluster: Option<String>,
+        /// The copies at this location (its settings name the store they move to), instead of
+        /// the backups at primary.
+        #[arg(long, value_name = "LOCATION")]
+        location: Option<String>,
         /// Only say what would be copied and moved; copy and change nothing.
         #[arg(long)]
         dry_run: bool,

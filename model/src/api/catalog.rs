@@ -55,16 +55,20 @@ pub struct StrandedRequest {
     /// Only this cluster's; absent: every cluster's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterName>,
+    /// The copies at this location, against the store its settings name now; absent: the
+    /// records at primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
 }
 
 impl Message for StrandedRequest {
     const KIND: &'static str = "request";
 }
 
-/// The answer to `catalog.stranded`: the fleet's store, and the records that name another.
+/// The answer to `catalog.stranded`: the place's store, and the records that name another.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Stranded {
-    /// The store the fleet is given (its `[s3]`).
+    /// The store the place is now (the fleet's `[s3]`, or the location's settings).
     pub here: StoreRef,
     pub groups: Vec<StrandedGroup>,
 }
@@ -87,7 +91,10 @@ pub struct AdoptRequest {
     #[serde(default = "v1")]
     pub schema_version: u32,
     pub cluster: ClusterName,
-    /// The store the records name now.
+    /// The copies at this location; absent: the records at primary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<crate::names::LocationName>,
+    /// The store the records (or copies) name now.
     pub from: StoreRef,
     pub backups: Vec<Adopted>,
 }

@@ -52,8 +52,15 @@ impl Worker {
         for (name, store) in &self.locations {
             match list_for_scrub(store, &store.cluster_prefix(cluster)).await {
                 Ok((listing, versions)) => {
+                    // Copies written to another store than the location's now (issue 54)
+                    // are not judged by its listing.
+                    let there: Vec<_> = records
+                        .iter()
+                        .filter(|r| r.value.copy_stranded_from(name, store.place()).is_none())
+                        .cloned()
+                        .collect();
                     let found = scrub::judge_copies(
-                        &records,
+                        &there,
                         name,
                         &listing,
                         versions.as_ref(),

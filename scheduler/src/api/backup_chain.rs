@@ -26,8 +26,9 @@ impl Api {
             .iter()
             .map(|r| (r.value.id.as_str(), &r.value))
             .collect();
-        let chain = crate::verify::restore_chain(&by_id, target, location, self.store.place())
-            .map_err(|why| ApiError::new(ErrorCode::Conflict, format!("{}: {why}", req.id)))?;
+        let chain =
+            crate::verify::restore_chain(&by_id, target, location, self.place_store(location))
+                .map_err(|why| ApiError::new(ErrorCode::Conflict, format!("{}: {why}", req.id)))?;
         let answer = RestoreChain {
             cluster: req.cluster.clone(),
             id: req.id.clone(),

@@ -129,7 +129,7 @@ impl Api {
         let restorable = places
             .map(|place| {
                 let why = record.restorable_at(place).and_then(|()| {
-                    crate::verify::restore_chain(&by_id, record, place, self.store.place())
+                    crate::verify::restore_chain(&by_id, record, place, self.place_store(place))
                         .map(|_| ())
                 });
                 RestorablePlace {

@@ -23,6 +23,7 @@ use sexton_shared::{
     catalog::{CasError, Versioned},
     copies::destination_key,
     keys::StoreRef,
+    names::LocationName,
     records::BackupRecord,
     wire::ObjectDigest,
 };
@@ -30,26 +31,49 @@ use sexton_shared::{
 use super::{invalid, unavailable, Api};
 
 impl Api {
+    /// The place's store (`None`: primary) and its client; a location this fleet lacks is
+    /// refused.
+    fn place_client(
+        &self,
+        location: Option<&LocationName>,
+    ) -> Result<&sexton_shared::object_store::ObjectStore, ApiError> {
+        match location {
+            None => Ok(&self.store),
+            Some(name) => {
+                self.check_location(name)?;
+                self.locations.get(name).ok_or_else(|| {
+                    unavailable(format!("location {name} has no client in this scheduler"))
+                })
+            }
+        }
+    }
+
     pub(super) async fn catalog_stranded(&self, req: StrandedRequest) -> Result<Value, ApiError> {
+        let place = req.location.as_ref().filter(|l| !l.is_primary());
+        let here = self.place_client(place)?.place().clone();
         let records = match &req.cluster {
             Some(cluster) => self.catalog.list_cluster(cluster).await,
             None => self.catalog.list_all().await,
         }
         .map_err(unavailable)?;
-        let here = self.store.place().clone();
         let answer = Stranded {
-            groups: stranded_groups(&here, records.into_iter().map(|r| r.value)),
+            groups: stranded_groups(&here, place, records.into_iter().map(|r| r.value)),
             here,
         };
         serde_json::to_value(answer).map_err(invalid)
     }
 
     pub(super) async fn catalog_adopt(&self, req: AdoptRequest) -> Result<Value, ApiError> {
-        let here = self.store.place().clone();
+        let place = req.location.as_ref().filter(|l| !l.is_primary());
+        let client = self.place_client(place)?;
+        let here = client.place().clone();
         if req.from.same_place(&here) {
             return Err(ApiError::new(
                 ErrorCode::Invalid,
-                format!("--from names the fleet's own store ({here}): nothing to move"),
+                format!(
+                    "from names the store {} is now ({here}): nothing to move",
+                    place.map_or("primary", |p| p.as_str())
+                ),
             ));
         }
         let mut seen = BTreeSet::new();
@@ -64,7 +88,7 @@ impl Api {
             ..AdoptReport::default()
         };
         for adopted in &req.backups {
-            match self.adopt_one(&req, adopted, &here).await? {
+            match self.adopt_one(&req, place, client, adopted).await? {
                 Ok(()) => report.adopted.push(adopted.id.to_string()),
                 Err(reason) => report.refused.push(AdoptRefusal {
                     id: adopted.id.to_string(),
@@ -73,7 +97,7 @@ impl Api {
             }
         }
         if !report.adopted.is_empty() {
-            tracing::info!(cluster = %req.cluster, from = %req.from, adopted = report.adopted.len(), refused = report.refused.len(), "records moved to the fleet's store");
+            tracing::info!(cluster = %req.cluster, from = %req.from, adopted = report.adopted.len(), refused = report.refused.len(), "records moved to their place's store");
             // A run now, not at the next sweep: the cluster's hold may be over, and what moved
             // is locked there.
             self.ask_retention_run(
@@ -89,8 +113,9 @@ impl Api {
     async fn adopt_one(
         &self,
         req: &AdoptRequest,
+        place: Option<&LocationName>,
+        client: &sexton_shared::object_store::ObjectStore,
         adopted: &Adopted,
-        here: &StoreRef,
     ) -> Result<Result<(), String>, ApiError> {
         let Some(entry) = self
             .catalog
@@ -100,33 +125,36 @@ impl Api {
         else {
             return Ok(Err("not in the catalog".into()));
         };
-        let moved = match adopted_record(&entry, adopted, &req.from, here) {
-            Ok(moved) => moved,
-            Err(why) => return Ok(Err(why)),
-        };
+        let (moved, objects) =
+            match adopted_record(&entry, adopted, place, &req.from, client.place()) {
+                Ok(moved) => moved,
+                Err(why) => return Ok(Err(why)),
+            };
         // Each object there, at the version claimed, with the size intake recorded.
-        for object in &moved.objects {
-            match self
-                .store
+        for object in &objects {
+            match client
                 .head_at(&object.key, object.version_id.as_deref())
                 .await
             {
                 Ok(Some((size, _))) if size == object.size => {}
                 Ok(Some((size, _))) => {
                     return Ok(Err(format!(
-                        "{} holds {size} bytes in the fleet's store, not the {} recorded",
-                        object.key, object.size
+                        "{} holds {size} bytes in {}, not the {} recorded",
+                        object.key,
+                        client.place(),
+                        object.size
                     )))
                 }
                 Ok(None) => {
                     return Ok(Err(format!(
-                        "{}{} is not in the fleet's store",
+                        "{}{} is not in {}",
                         object.key,
                         object
                             .version_id
                             .as_deref()
                             .map(|v| format!(" (version {v})"))
-                            .unwrap_or_default()
+                            .unwrap_or_default(),
+                        client.place()
                     )))
                 }
                 Err(err) => return Err(unavailable(err)),
@@ -142,40 +170,48 @@ impl Api {
     }
 }
 
-/// The records at primary that name another store than `here`, by cluster and store. Pure.
+/// The records whose objects at `place` (`None`: primary) name another store than `here`, by
+/// cluster and store. Pure.
 pub fn stranded_groups(
     here: &StoreRef,
+    place: Option<&LocationName>,
     records: impl IntoIterator<Item = BackupRecord>,
 ) -> Vec<StrandedGroup> {
-    let mut groups: BTreeMap<(String, StoreRef), Vec<BackupRecord>> = BTreeMap::new();
+    let mut groups: BTreeMap<(String, StoreRef), (StoreRef, Vec<BackupRecord>)> = BTreeMap::new();
     for record in records {
-        if let Some(store) = record.stranded_from(here) {
+        if let Some(store) = record.stranded_at(place, here).cloned() {
             let key = (record.cluster.to_string(), store.normalised());
-            groups.entry(key).or_default().push(record);
+            groups
+                .entry(key)
+                .or_insert_with(|| (store, Vec::new()))
+                .1
+                .push(record);
         }
     }
     groups
         .into_values()
-        .map(|mut backups| {
+        .map(|(store, mut backups)| {
             backups.sort_by(|a, b| a.id.cmp(&b.id));
             StrandedGroup {
                 cluster: backups[0].cluster.clone(),
-                store: backups[0].store.clone().unwrap_or_else(|| here.clone()),
+                store,
                 backups,
             }
         })
         .collect()
 }
 
-/// The record as it reads once `adopted` is true: in `here`, its keys moved from `from`'s
-/// prefix to `here`'s, each object with the version claimed and the size and SHA-256 intake
-/// recorded, seen now, locked nowhere yet. `Err` when the claim is not this record's. Pure.
+/// The record as it reads once `adopted` is true, and the objects to look at first: its
+/// objects at `place` (`None`: primary) in `here`, their keys moved from `from`'s prefix to
+/// `here`'s, each with the version claimed and the size and SHA-256 recorded, locked nowhere
+/// yet (at primary also seen now). `Err` when the claim is not this record's. Pure.
 pub fn adopted_record(
     entry: &Versioned<BackupRecord>,
     adopted: &Adopted,
+    place: Option<&LocationName>,
     from: &StoreRef,
     here: &StoreRef,
-) -> Result<BackupRecord, String> {
+) -> Result<(BackupRecord, Vec<ObjectDigest>), String> {
     let record = &entry.value;
     if record.uid != adopted.uid {
         return Err(format!(
@@ -183,7 +219,7 @@ pub fn adopted_record(
             record.uid, adopted.uid
         ));
     }
-    match record.stranded_from(here) {
+    match record.stranded_at(place, here) {
         Some(store) if store.same_place(from) => {}
         Some(store) => return Err(format!("it is recorded in {store}, not in {from}")),
         None => return Err(format!("it is not recorded in another store than {here}")),
@@ -192,8 +228,18 @@ pub fn adopted_record(
         destination_key(&from.prefix, &here.prefix, key)
             .ok_or_else(|| format!("{key} is not under the prefix {:?}", from.prefix))
     };
-    let keys = record
-        .all_keys()
+    // The keys at the place, and what was recorded of each there.
+    let (keys, recorded): (Vec<String>, &[ObjectDigest]) = match place {
+        None => (record.all_keys(), &record.objects),
+        Some(name) => {
+            let copy = &record.copies[name];
+            (
+                copy.objects.iter().map(|o| o.key.clone()).collect(),
+                &copy.objects,
+            )
+        }
+    };
+    let keys = keys
         .iter()
         .map(|key| moved_key(key))
         .collect::<Result<BTreeSet<String>, String>>()?;
@@ -213,27 +259,13 @@ pub fn adopted_record(
             "the objects named are not the backup's: lacking {lacking:?}, not its own {other:?}"
         ));
     }
-    let mut moved = record.clone();
-    moved.artifacts = record
-        .artifacts
-        .iter()
-        .map(|key| moved_key(key))
-        .collect::<Result<_, _>>()?;
-    for volume in &mut moved.volumes {
-        volume.keys = volume
-            .keys
-            .iter()
-            .map(|key| moved_key(key))
-            .collect::<Result<_, _>>()?;
-    }
-    // Sizes and digests are intake's; only keys and versions come from the claim. A record
-    // without digests (written before intake kept them) takes the sizes it can: none.
-    let recorded: BTreeMap<String, &ObjectDigest> = record
-        .objects
+    // Sizes and digests are the record's; only keys and versions come from the claim. A record
+    // without digests (written before intake kept them) takes the claimed size, checked there.
+    let recorded: BTreeMap<String, &ObjectDigest> = recorded
         .iter()
         .filter_map(|o| Some((moved_key(&o.key).ok()?, o)))
         .collect();
-    moved.objects = claimed_keys
+    let objects: Vec<ObjectDigest> = claimed_keys
         .iter()
         .map(|key| {
             let claim = claimed[key.as_str()];
@@ -253,11 +285,35 @@ pub fn adopted_record(
             }
         })
         .collect();
-    moved.store = Some(here.clone());
-    moved.seen_at = Some(Utc::now());
-    // Locks were set on the objects in the other store; none is set here yet.
-    moved.locked_until = None;
-    Ok(moved)
+    let mut moved = record.clone();
+    match place {
+        None => {
+            moved.artifacts = record
+                .artifacts
+                .iter()
+                .map(|key| moved_key(key))
+                .collect::<Result<_, _>>()?;
+            for volume in &mut moved.volumes {
+                volume.keys = volume
+                    .keys
+                    .iter()
+                    .map(|key| moved_key(key))
+                    .collect::<Result<_, _>>()?;
+            }
+            moved.objects = objects.clone();
+            moved.store = Some(here.clone());
+            moved.seen_at = Some(Utc::now());
+            // Locks were set on the objects in the other store; none is set here yet.
+            moved.locked_until = None;
+        }
+        Some(name) => {
+            let copy = moved.copies.get_mut(name).expect("stranded_at found it");
+            copy.objects = objects.clone();
+            copy.store = Some(here.clone());
+            copy.locked_until = None;
+        }
+    }
+    Ok((moved, objects))
 }
 
 #[cfg(test)]
@@ -310,7 +366,9 @@ mod tests {
         let here = store("b", "new");
         let entry = record("b1", Some(from.clone()));
         let adopted = claim("b1", &["new/c1/s/b1/data", "new/c1/s/b1/metadata.json"]);
-        let moved = adopted_record(&entry, &adopted, &from, &here).unwrap();
+        let moved = adopted_record(&entry, &adopted, None, &from, &here)
+            .unwrap()
+            .0;
         assert_eq!(moved.store, Some(here.clone()));
         assert_eq!(
             moved.artifacts,
@@ -343,7 +401,7 @@ mod tests {
             &["new/c1/s/b2/data", both[1]][..],
             &[both[0], both[0], both[1]][..],
         ] {
-            let why = adopted_record(&entry, &claim("b1", keys), &from, &here).unwrap_err();
+            let why = adopted_record(&entry, &claim("b1", keys), None, &from, &here).unwrap_err();
             assert!(
                 why.contains("not the backup's") || why.contains("named twice"),
                 "{keys:?}: {why}"
@@ -353,27 +411,72 @@ mod tests {
         // that names no store (written before records named theirs: where the fleet reads).
         let mut other = claim("b1", &both);
         other.uid = "u-x".into();
-        assert!(adopted_record(&entry, &other, &from, &here)
+        assert!(adopted_record(&entry, &other, None, &from, &here)
             .unwrap_err()
             .contains("another backup of that id"));
         let elsewhere = store("c", "old");
         assert!(
-            adopted_record(&entry, &claim("b1", &both), &elsewhere, &here)
+            adopted_record(&entry, &claim("b1", &both), None, &elsewhere, &here)
                 .unwrap_err()
                 .contains("recorded in bucket a")
         );
         for at in [Some(here.clone()), None] {
             let entry = record("b1", at);
-            assert!(adopted_record(&entry, &claim("b1", &both), &from, &here)
-                .unwrap_err()
-                .contains("not recorded in another store"));
+            assert!(
+                adopted_record(&entry, &claim("b1", &both), None, &from, &here)
+                    .unwrap_err()
+                    .contains("not recorded in another store")
+            );
         }
         // A key outside the old prefix cannot be moved.
         let mut odd = record("b1", Some(from.clone()));
         odd.value.artifacts.push("elsewhere/x".into());
-        assert!(adopted_record(&odd, &claim("b1", &both), &from, &here)
-            .unwrap_err()
-            .contains("not under the prefix"));
+        assert!(
+            adopted_record(&odd, &claim("b1", &both), None, &from, &here)
+                .unwrap_err()
+                .contains("not under the prefix")
+        );
+    }
+
+    #[test]
+    fn a_copy_at_a_location_moves_there_and_the_record_at_primary_stays_as_it_was() {
+        let dr: LocationName = "dr".parse().unwrap();
+        let (from, here) = (store("dr-old", "old"), store("dr-new", "dr"));
+        let mut entry = record("b1", None);
+        let mut copy = sexton_shared::copies::LocationCopy::new(
+            sexton_shared::copies::CopyState::Copied,
+            Utc::now(),
+        );
+        copy.objects = entry.value.objects.clone();
+        copy.store = Some(from.clone());
+        copy.locked_until = Some(Utc::now());
+        entry.value.copies.insert(dr.clone(), copy);
+        let keys = ["dr/c1/s/b1/data", "dr/c1/s/b1/metadata.json"];
+        let (moved, objects) =
+            adopted_record(&entry, &claim("b1", &keys), Some(&dr), &from, &here).unwrap();
+        let copy = &moved.copies[&dr];
+        assert_eq!(copy.store, Some(here.clone()));
+        assert_eq!(copy.locked_until, None);
+        assert_eq!(objects, copy.objects);
+        assert_eq!(
+            (copy.objects[0].key.as_str(), copy.objects[0].size),
+            ("dr/c1/s/b1/data", 3)
+        );
+        assert_eq!(
+            moved.artifacts, entry.value.artifacts,
+            "primary is not touched"
+        );
+        assert_eq!(moved.store, entry.value.store);
+        // At primary, the same record is where the fleet reads: nothing to adopt there.
+        let primary = store("b", "old");
+        assert!(adopted_record(&entry, &claim("b1", &keys), None, &from, &primary).is_err());
+        // A copy the location no longer holds is nowhere.
+        entry.value.copies.get_mut(&dr).unwrap().state = sexton_shared::copies::CopyState::Deleted;
+        assert!(
+            adopted_record(&entry, &claim("b1", &keys), Some(&dr), &from, &here)
+                .unwrap_err()
+                .contains("not recorded in another store")
+        );
     }
 
     #[test]
@@ -386,7 +489,7 @@ mod tests {
             record("b4", None),
             record("b5", Some(store("z", "old"))),
         ];
-        let groups = stranded_groups(&here, records.iter().map(|r| r.value.clone()));
+        let groups = stranded_groups(&here, None, records.iter().map(|r| r.value.clone()));
         let summary: Vec<(String, Vec<String>)> = groups
             .iter()
             .map(|g| {
