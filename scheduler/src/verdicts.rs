@@ -218,12 +218,14 @@ async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Re
                 .await?;
         }
     }
-    // Retention decides again with the new proof (or its absence).
+    // Retention decides again with the new proof (or its absence). A failed test may have met
+    // an object gone (issue 54: evidence, wherever it is met): its sweep scrubs the cluster
+    // first, which marks what is gone `missing` at the place it is gone from.
     let sweep = RetentionSweep {
         schema_version: wire::SCHEMA_VERSION,
         cluster: verdict.cluster.clone(),
         requested_at: now,
-        scrub: false,
+        scrub: verdict.outcome == VerdictOutcome::VerifyFailed,
     };
     publish_once(
         &verifier.topology.jetstream,

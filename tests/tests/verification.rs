@@ -227,6 +227,62 @@ async fn the_newest_proven_backup_outlives_the_rules_until_a_newer_one_is_proven
     fleet.stop().await.unwrap();
 }
 
+/// Issue 54: a restore test that fails because an object is gone is evidence, not only a
+/// verdict: the sweep it asks for scrubs the cluster, and the backup is `missing` (with its
+/// incident) at once, not at the next hourly scrub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_that_meets_an_object_gone_makes_the_backup_missing_at_once() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let mut config = config(&nats, &s3);
+    // No scheduled scrub: only the failed test can find it.
+    config.scheduler.scrub_interval = Duration::ZERO;
+    let fleet = Fleet::start(&config, Members::ALL);
+    let w = world(&config, &nats).await;
+    create_schedule(
+        &w.client,
+        json!({"name": "v", "cluster": "cv", "plan": "full", "cron": "0 0 1 1 *",
+               "policy": {"keep_last": 5}}),
+    )
+    .await;
+    let id = trigger_backup(&w.client, "v").await;
+    wait_reported(&w.catalog, "cv", &id).await;
+    let data = format!("backups/cv/v/{id}/backup.xbstream");
+    w.store
+        .delete_batch(std::slice::from_ref(&data))
+        .await
+        .unwrap();
+    let asked = w.verify("cv", &id).await;
+    let request = asked["request_id"].as_str().unwrap().to_string();
+    let (outcome, reason) = w.verdict("cv", &id, &request).await;
+    assert_eq!(outcome, "failed", "{reason}");
+    let record = eventually("the backup missing", Duration::from_secs(30), || async {
+        let record = w.record("cv", &id).await?;
+        (record.status == BackupStatus::Missing).then_some(record)
+    })
+    .await;
+    assert!(
+        record
+            .last_error
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&data),
+        "{record:?}"
+    );
+    eventually(
+        "the backup-missing incident",
+        Duration::from_secs(10),
+        || async {
+            fixtures::incidents(&w.js)
+                .await
+                .into_iter()
+                .find(|i| i.kind == "backup-missing" && i.backup_id.as_deref() == Some(id.as_str()))
+        },
+    )
+    .await;
+    fleet.stop().await.unwrap();
+}
+
 /// A test of an incremental restores its chain, so its ancestors are proven with it; a backup
 /// under test is held until its verdict, whatever the rules say.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
