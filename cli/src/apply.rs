@@ -739,20 +739,29 @@ pub async fn get(
     let now = chrono::Utc::now();
     let status_at = with_status.then_some(now);
     let mut manifests = Vec::new();
-    for record in live
+    for described in live
         .iter()
-        .map(|described| &described.schedule)
-        .filter(|record| name.is_none_or(|name| record.name.as_str() == name))
-        .filter(|record| selector.is_none_or(|s| s.matches(Some(&labels_of(&record.labels)))))
+        .filter(|d| name.is_none_or(|name| d.schedule.name.as_str() == name))
+        .filter(|d| selector.is_none_or(|s| s.matches(Some(&labels_of(&d.schedule.labels)))))
     {
+        let record = &described.schedule;
         let mut manifest = manifest::manifest_of(record, status_at);
-        if with_status && states_objectives(record) {
-            let condition = recoverable_condition(client, record).await;
+        if with_status {
+            let mut added = vec![sexton_shared::conditions::retention_decided(
+                described.retention.as_ref(),
+            )];
+            if states_objectives(record) {
+                added.push(recoverable_condition(client, record).await);
+            }
             if let Some(conditions) = manifest
                 .pointer_mut("/status/conditions")
                 .and_then(Value::as_array_mut)
             {
-                conditions.push(serde_json::to_value(condition).expect("conditions serialise"));
+                conditions.extend(
+                    added
+                        .into_iter()
+                        .map(|c| serde_json::to_value(c).expect("conditions serialise")),
+                );
             }
         }
         manifests.push(manifest);

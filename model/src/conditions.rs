@@ -52,6 +52,47 @@ impl Condition {
     }
 }
 
+/// The `RetentionDecided` condition (issue 54): `True` while the cluster's last retention run
+/// decided it; `False` while its runs fail (`RunsFailing`: how many, since when, the error) or
+/// are held (`Held`: why, and the way out); `Unknown` before its first run.
+pub fn retention_decided(status: Option<&crate::records::RetentionStatus>) -> Condition {
+    use crate::records::RetentionOutcome;
+    let at = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+    let Some(status) = status else {
+        return Condition {
+            kind: "RetentionDecided".into(),
+            status: "Unknown".into(),
+            reason: "NoRunYet".into(),
+            message: "no retention run of the cluster has ended yet".into(),
+        };
+    };
+    let why = status.reason.as_deref().unwrap_or("no reason given");
+    match status.outcome {
+        RetentionOutcome::Decided => Condition::new(
+            "RetentionDecided",
+            true,
+            "Decided",
+            format!("the last run decided the cluster at {}", at(status.at)),
+        ),
+        RetentionOutcome::Failed => Condition::new(
+            "RetentionDecided",
+            false,
+            "RunsFailing",
+            format!(
+                "{} run(s) failed since {}: {why}",
+                status.runs,
+                at(status.since)
+            ),
+        ),
+        RetentionOutcome::Held => Condition::new(
+            "RetentionDecided",
+            false,
+            "Held",
+            format!("held since {}: {why}", at(status.since)),
+        ),
+    }
+}
+
 /// The `Recoverable` condition of a schedule with objectives, from the places' recovery values
 /// (`None`: they could not be read, `why`): `True` when every objective checked there is met,
 /// `False` naming each one missed, where and by how much.
@@ -234,6 +275,55 @@ pub fn schedule_conditions(record: &ScheduleRecord, now: DateTime<Utc>) -> Vec<C
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retention_decided_says_how_the_clusters_runs_go() {
+        use crate::records::{RetentionOutcome, RetentionStatus};
+        let cluster = crate::names::ClusterName::new("c1").unwrap();
+        let t = DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        let unknown = retention_decided(None);
+        assert_eq!(
+            (unknown.status.as_str(), unknown.reason.as_str()),
+            ("Unknown", "NoRunYet")
+        );
+        let decided = RetentionStatus::after(None, &cluster, RetentionOutcome::Decided, None, t);
+        let c = retention_decided(Some(&decided));
+        assert!(c.holds());
+        assert_eq!(c.reason, "Decided");
+        let failed = RetentionStatus::after(
+            Some(&decided),
+            &cluster,
+            RetentionOutcome::Failed,
+            Some("AccessDenied".into()),
+            t,
+        );
+        let failed = RetentionStatus::after(
+            Some(&failed),
+            &cluster,
+            RetentionOutcome::Failed,
+            Some("AccessDenied".into()),
+            t + chrono::Duration::seconds(5),
+        );
+        let c = retention_decided(Some(&failed));
+        assert!(!c.holds());
+        assert_eq!(c.reason, "RunsFailing");
+        assert!(
+            c.message
+                .starts_with("2 run(s) failed since 2027-01-15T08:00:00Z: AccessDenied"),
+            "{}",
+            c.message
+        );
+        let held = RetentionStatus::after(
+            None,
+            &cluster,
+            RetentionOutcome::Held,
+            Some("moved".into()),
+            t,
+        );
+        let c = retention_decided(Some(&held));
+        assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Held"));
+        assert!(c.message.ends_with(": moved"));
+    }
 
     #[test]
     fn recoverable_says_which_objective_is_missed_where_and_unknown_without_an_answer() {

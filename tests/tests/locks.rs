@@ -1184,6 +1184,25 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
         text.contains("RETENTION") && text.contains("failed"),
         "{text}"
     );
+    // What a health check reads: the manifest's condition.
+    let out = sexton_cli(&config, &["get", "schedule", "failing-f", "-o", "json"]);
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let condition = list["items"][0]["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "RetentionDecided")
+        .cloned()
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(
+        (&condition["status"], &condition["reason"]),
+        (&json!("False"), &json!("RunsFailing")),
+        "{condition}"
+    );
+    assert!(
+        condition["message"].as_str().unwrap().contains(&data),
+        "{condition}"
+    );
     worker.stop().await.unwrap();
     fleet.stop().await.unwrap();
 }
