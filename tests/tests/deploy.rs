@@ -1140,3 +1140,70 @@ async fn the_tls_configuration_serves_the_fleet_and_refuses_plain_clients() {
     assert!(scheduler.all_running());
     scheduler.stop().await.unwrap();
 }
+
+/// `n` consecutive free loopback ports below the ephemeral range, for a script that takes a
+/// base port and counts up from it.
+fn free_run(n: u16) -> u16 {
+    let seed = std::process::id() as u16;
+    (0..2000u16)
+        .map(|k| 20_000 + (seed.wrapping_mul(7).wrapping_add(k.wrapping_mul(13))) % 9_000)
+        .find(|base| {
+            (*base..*base + n).all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        })
+        .expect("a run of free ports")
+}
+
+/// Issue 50: `deploy/local/run` printed `the fleet is up` when a service had died at start (a
+/// retention-worker refusing a lock setting the bucket cannot take): nothing deleted, silently.
+/// Now it names the service that died, says the fleet is not up, and stops with exit code 1.
+#[test]
+fn the_local_fleet_names_a_service_that_died_at_start_and_is_not_called_up() {
+    let state = tempfile::tempdir().unwrap();
+    // One run of free ports, shared out: NATS, S3 (8), dr (8), the services' metrics (8).
+    let base = free_run(30);
+    let (nats, s3, dr, metrics) = (base, base + 2, base + 11, base + 20);
+    assert!(std::net::TcpListener::bind(("127.0.0.1", nats + 4000)).is_ok());
+    let mut command = std::process::Command::new(repo_root().join("deploy/local/run"));
+    command
+        .args(["--for", "5s"])
+        .current_dir(repo_root())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("SEXTON_LOCAL_STATE", state.path())
+        .env("SEXTON_LOCAL_NATS_PORT", nats.to_string())
+        .env("SEXTON_LOCAL_S3_PORT", s3.to_string())
+        .env("SEXTON_LOCAL_S3_DR_PORT", dr.to_string())
+        .env("SEXTON_LOCAL_METRICS_PORT", metrics.to_string())
+        // A lock setting on the local bucket, which has no Object Lock: the retention-worker
+        // refuses to start (docs/immutability.md).
+        .env("SEXTON_S3_LOCK", "mode=governance,min=1d")
+        .stdin(std::process::Stdio::null());
+    for key in ["HOME", "CARGO_HOME", "RUSTUP_HOME", "SEXTON_VENV", "TMPDIR"] {
+        if let Some(value) = std::env::var_os(key) {
+            command.env(key, value);
+        }
+    }
+    let out = command.output().expect("running deploy/local/run");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let said = format!("--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        stderr.contains("==> retention exited at start")
+            && stderr.contains("the fleet is NOT up"),
+        "{said}"
+    );
+    assert!(!stdout.contains("the fleet is up"), "{said}");
+    // The worker's own words are there too, prefixed with its name.
+    assert!(
+        stdout.contains("[retention]") && stdout.contains("Object Lock"),
+        "{said}"
+    );
+    // Everything it started is stopped: the NATS port is free again.
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", nats)).is_ok(),
+        "nats-server is still running"
+    );
+}
