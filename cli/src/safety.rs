@@ -23,10 +23,13 @@ static ACTOR: OnceLock<Actor> = OnceLock::new();
 /// Who runs this command, as the audit will name them: the OS user and host, the NATS user of
 /// the configuration (or its credentials file), and this program.
 pub fn actor_of(config: &Config) -> Actor {
+    // `$USER` is unset under cron, in CI and in Kubernetes Jobs: then the user this process
+    // runs as (issue 50), by name where /etc/passwd has one.
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()
-        .filter(|u| !u.is_empty());
+        .filter(|u| !u.is_empty())
+        .or_else(process_user);
     let host = std::fs::read_to_string("/etc/hostname")
         .ok()
         .or_else(|| std::env::var("HOSTNAME").ok())
@@ -52,6 +55,25 @@ pub fn actor_of(config: &Config) -> Actor {
         nats_user,
         client: Some(format!("sexton-cli/{}", env!("CARGO_PKG_VERSION"))),
     }
+}
+
+/// The user this process runs as: its name in /etc/passwd, else `uid:<n>` (a container's
+/// user often has no entry). `None` where the process's own uid cannot be read.
+fn process_user() -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    Some(user_named(&passwd, uid).unwrap_or_else(|| format!("uid:{uid}")))
+}
+
+/// The name of `uid` in an /etc/passwd text (`name:x:uid:gid:...`).
+fn user_named(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let id = fields.nth(1)?.parse::<u32>().ok()?;
+        (id == uid && !name.is_empty()).then(|| name.to_string())
+    })
 }
 
 /// Remembers who runs this command (once the configuration is read).
@@ -234,5 +256,24 @@ pub fn print_preview(groups: &[PreviewGroup]) {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uid_is_named_from_passwd_and_only_an_exact_entry_counts() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
+                      # a comment\n\
+                      broken line\n\
+                      backup:x:34:34:backup:/var/backups:/usr/sbin/nologin\n\
+                      :x:35:35::/:/bin/false\n";
+        assert_eq!(user_named(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(user_named(passwd, 34).as_deref(), Some("backup"));
+        assert_eq!(user_named(passwd, 3), None, "no entry with uid 3");
+        assert_eq!(user_named(passwd, 35), None, "an entry without a name");
+        assert_eq!(user_named("", 0), None);
     }
 }

@@ -210,6 +210,57 @@ async fn schedule(client: &async_nats::Client, name: &str, cluster: &str, extra:
     create_schedule(client, body).await;
 }
 
+/// Issue 50: a backup triggered from cron, CI or a Kubernetes Job (no `$USER`) is audited with
+/// the process's own user, not `unknown`, and filed under its cluster, so `sexton audit
+/// --cluster` shows who triggered the cluster's backups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backup_triggered_without_user_is_audited_by_the_process_user_under_its_cluster() {
+    let world = Setup::new(SERVICES).start().await;
+    let url = world.nats.url();
+    schedule(&world.client, "nightly", "w1", json!({})).await;
+    let binary = service_binary("sexton");
+    let url_ = url.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        Command::new(binary)
+            .args(["backup", "create", "--from-schedule", "nightly"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEXTON_NATS_URL", url_)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("running sexton")
+    })
+    .await
+    .unwrap();
+    assert!(run.status.success(), "{run:?}");
+    let me = std::fs::read_to_string("/etc/passwd")
+        .unwrap()
+        .lines()
+        .find_map(|line| {
+            let fields: Vec<&str> = line.split(':').collect();
+            use std::os::unix::fs::MetadataExt as _;
+            let uid = std::fs::metadata("/proc/self").unwrap().uid().to_string();
+            (fields.get(2) == Some(&uid.as_str())).then(|| fields[0].to_string())
+        })
+        .expect("this test's user in /etc/passwd");
+    let entries = eventually("the request in w1's audit", Duration::from_secs(15), || {
+        let url = url.clone();
+        async move {
+            let entries = audit(&url, "w1").await;
+            entries
+                .into_iter()
+                .find(|e| e["kind"] == "user-action" && e["verb"] == "backup.create")
+        }
+    })
+    .await;
+    let user = entries["actor"]["user"].as_str().unwrap_or_default().to_string();
+    assert!(
+        user == me || user.starts_with(&format!("{me}@")),
+        "the audit names {user:?}, not this process's user {me}: {entries}"
+    );
+    world.fleet.stop().await.unwrap();
+}
+
 /// A share of the group: held, the narrowing guard in front of it, one approval lets exactly that
 /// run through, every object deleted is in the audit, and the next mass deletion is held again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

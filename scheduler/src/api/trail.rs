@@ -69,7 +69,7 @@ impl Api {
             .and_then(|name| name.parse::<ClusterName>().ok());
         // A request naming only a schedule (a refused update, a pause) is filed under the
         // schedule's cluster, so `sexton audit --cluster` finds it.
-        if cluster.is_none() && verb.starts_with("schedule.") {
+        if cluster.is_none() && (verb.starts_with("schedule.") || verb == "backup.create") {
             if let Some(name) = arguments.get("name").and_then(Value::as_str) {
                 cluster = self.read(name).await.ok().map(|(record, _)| record.cluster);
             }
