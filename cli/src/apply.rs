@@ -641,6 +641,7 @@ pub async fn diff(client: &Client, manifests: &Manifests) -> Result<bool, Failur
     let steps = steps(desired, &live)?;
     for step in &steps {
         let name = &step.manifest.spec.name;
+        crate::simulate::warn_months(&format!("schedule {name}"), &step.manifest.spec.policy);
         let wanted = manifest::to_yaml_documents(&[step.manifest.spec.compared()]);
         let text = match step.live {
             Some(record) => {

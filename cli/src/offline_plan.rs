@@ -104,10 +104,14 @@ pub fn run(
     // The text is as large as the parsed catalog: let it go before the engine runs.
     drop(catalog_bytes);
     let policy = match policy_source {
-        PolicySource::File(path) => Policy::from_json(policy_text.as_deref().unwrap_or_default())
-            .map_err(|err| {
-            Failure::input(format!("invalid policy {}: {err}", path.display()))
-        })?,
+        PolicySource::File(path) => {
+            let policy =
+                Policy::from_json(policy_text.as_deref().unwrap_or_default()).map_err(|err| {
+                    Failure::input(format!("invalid policy {}: {err}", path.display()))
+                })?;
+            crate::simulate::warn_months(&path.display().to_string(), &policy);
+            policy
+        }
         PolicySource::Translated(setting) => {
             let translated = crate::policy_from::translate(setting).map_err(Failure::input)?;
             eprintln!("policy: {}", translated.json);

@@ -102,7 +102,19 @@ pub fn read_policy(flag: &str, text: &str) -> Result<Policy, Failure> {
         std::fs::read_to_string(text)
             .map_err(|err| Failure::input(format!("--{flag}: cannot read {text}: {err}")))?
     };
-    Policy::from_json(&json).map_err(|err| Failure::input(format!("invalid --{flag}: {err}")))
+    let policy = Policy::from_json(&json)
+        .map_err(|err| Failure::input(format!("invalid --{flag}: {err}")))?;
+    warn_months(&format!("--{flag}"), &policy);
+    Ok(policy)
+}
+
+/// Says how a policy reads its months (issue 50: `15m` is fifteen months, which a reader of
+/// `retention simulate`, `plan` or `diff` might take for minutes), on stderr, as `schedule
+/// create` and `update` do in their warnings.
+pub fn warn_months(what: &str, policy: &Policy) {
+    for reading in policy.month_readings() {
+        eprintln!("warning: {what}: {reading}");
+    }
 }
 
 /// Copy rules given as a file name or as inline JSON (text starting with `[`), checked as a

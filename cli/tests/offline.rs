@@ -1805,3 +1805,55 @@ fn retention_plan_reads_a_pgbackrest_or_barman_listing_and_compares() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+/// Issue 50: months are `m` or `mo` everywhere a policy takes a duration, a bare `m` is said to
+/// be months on every path that reads a policy (here `retention simulate`), and minutes in a
+/// keep_within are refused by name.
+#[test]
+fn months_are_said_on_every_path_and_minutes_refused_by_name() {
+    let simulate = |policy: &str| {
+        sexton(&[
+            "retention",
+            "simulate",
+            "--cron",
+            "@daily",
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--policy",
+            policy,
+            "-o",
+            "json",
+        ])
+    };
+    let out = simulate(r#"{"keep_within": "15m"}"#);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("warning: --policy: keep_within \"15m\" counts 15 calendar months"),
+        "{said}"
+    );
+    // `mo` reads the same, and is said the same (the note is about the reading, whatever the
+    // spelling).
+    let out = simulate(r#"{"keep_within": "15mo", "recovery_window": "2mo"}"#);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("15 calendar months"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("2 months of 30 days"),
+        "{}",
+        stderr(&out)
+    );
+    let out = simulate(r#"{"keep_within": "15min"}"#);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("minutes are not a unit here (m and mo are months)"),
+        "{}",
+        stderr(&out)
+    );
+    // The flag's help says what m is.
+    let help = stdout(&sexton(&["schedule", "create", "--help"]));
+    assert!(help.contains("mo or m = months"), "{help}");
+}

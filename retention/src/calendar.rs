@@ -32,10 +32,12 @@ pub enum DurationError {
     Empty,
     #[error("expected a number in {text:?}; write e.g. \"7d\" or \"1y2m3d4h\"")]
     ExpectedNumber { text: String },
-    #[error("missing unit after {number} in {text:?}; units are y, m, d and h")]
+    #[error("missing unit after {number} in {text:?}; units are y, m or mo (months), d and h")]
     MissingUnit { number: u64, text: String },
-    #[error("unknown unit {unit:?} in {text:?}; units are y (years), m (months), d (days) and h (hours), and a week is 7d")]
+    #[error("unknown unit {unit:?} in {text:?}; units are y (years), m or mo (months), d (days) and h (hours), and a week is 7d")]
     UnknownUnit { unit: char, text: String },
+    #[error("{text:?}: minutes are not a unit here (m and mo are months); the units are y, m or mo, d and h, the smallest an hour")]
+    Minutes { text: String },
     #[error("unit {unit:?} appears twice in {text:?}")]
     RepeatedUnit { unit: char, text: String },
     #[error("number too large in {text:?}")]
@@ -76,6 +78,19 @@ impl CalendarDuration {
                     text: trimmed.to_owned(),
                 });
             };
+            // Minutes are not a unit here (restic's durations have none): said plainly, not
+            // read as months followed by garbage.
+            if rest.starts_with("min") {
+                return Err(DurationError::Minutes {
+                    text: trimmed.to_owned(),
+                });
+            }
+            // `mo`: months, spelled so that nobody reads minutes (issue 50).
+            let unit_len = if rest.starts_with("mo") {
+                2
+            } else {
+                unit.len_utf8()
+            };
             let (slot, field) = match unit {
                 'y' => (0, &mut duration.years),
                 'm' => (1, &mut duration.months),
@@ -96,7 +111,7 @@ impl CalendarDuration {
             }
             seen[slot] = true;
             *field = number;
-            rest = &rest[unit.len_utf8()..];
+            rest = &rest[unit_len..];
         }
         if duration.is_zero() {
             return Err(DurationError::Zero {
@@ -331,6 +346,31 @@ mod tests {
 
     fn at(text: &str) -> DateTime<FixedOffset> {
         DateTime::parse_from_rfc3339(text).unwrap()
+    }
+
+    #[test]
+    fn months_are_m_or_mo_and_minutes_are_refused_by_name() {
+        let parse = |text: &str| CalendarDuration::parse(text);
+        assert_eq!(parse("15mo").unwrap(), parse("15m").unwrap());
+        assert_eq!(parse("1y2mo3d4h").unwrap(), parse("1y2m3d4h").unwrap());
+        assert_eq!(parse("15mo").unwrap().months, 15);
+        for text in ["15min", "1d30min", "2mins"] {
+            let err = parse(text).unwrap_err();
+            assert!(
+                matches!(err, DurationError::Minutes { .. }),
+                "{text}: {err}"
+            );
+            assert!(err.to_string().contains("minutes are not a unit"), "{err}");
+        }
+        // `mo` twice, or `m` and `mo`, is the same unit twice.
+        assert!(matches!(
+            parse("1m2mo"),
+            Err(DurationError::RepeatedUnit { .. })
+        ));
+        assert!(matches!(
+            parse("1mx"),
+            Err(DurationError::ExpectedNumber { .. })
+        ));
     }
 
     #[test]

@@ -95,8 +95,8 @@ impl Policy {
         for (field, duration) in within {
             if let Some(duration) = duration.as_ref().filter(|d| d.months > 0) {
                 readings.push(format!(
-                    "{field} \"{duration}\" counts {} calendar month{} (in a policy m is months; \
-                     a policy has no minutes)",
+                    "{field} \"{duration}\" counts {} calendar month{} (in a policy m and mo are \
+                     months; keep_within has no minutes)",
                     duration.months,
                     if duration.months == 1 { "" } else { "s" }
                 ));
@@ -110,7 +110,7 @@ impl Policy {
             let months = window.amount.get();
             readings.push(format!(
                 "recovery_window \"{window}\" is {months} month{} of 30 days ({} days; in a policy \
-                 m is months, minutes are written \"{months}min\")",
+                 m and mo are months, minutes are written \"{months}min\")",
                 if months == 1 { "" } else { "s" },
                 window.seconds() / 86_400
             ));
@@ -275,8 +275,8 @@ impl RecoveryWindow {
             field_error(
                 "recovery_window",
                 format!(
-                    "expected <n>d, <n>w or <n>m (a month is 30 days), or <n>h, <n>min or <n>s, \
-                     got {text:?}"
+                    "expected <n>d, <n>w or <n>mo (also <n>m; a month is 30 days), or <n>h, <n>min \
+                     or <n>s, got {text:?}"
                 ),
             )
         };
@@ -290,7 +290,7 @@ impl RecoveryWindow {
             "h" => WindowUnit::Hours,
             "d" => WindowUnit::Days,
             "w" => WindowUnit::Weeks,
-            "m" => WindowUnit::Months,
+            "m" | "mo" => WindowUnit::Months,
             _ => return Err(bad()),
         };
         if digits.is_empty() {

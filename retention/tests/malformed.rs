@@ -122,19 +122,19 @@ fn malformed_policies_are_refused_with_the_field_named() {
         ),
         (
             r#"{"recovery_window": "30"}"#,
-            "recovery_window: expected <n>d, <n>w or <n>m",
+            "recovery_window: expected <n>d, <n>w or <n>mo",
         ),
         (
             r#"{"recovery_window": "1y"}"#,
-            "recovery_window: expected <n>d, <n>w or <n>m",
+            "recovery_window: expected <n>d, <n>w or <n>mo",
         ),
         (
             r#"{"recovery_window": "30 d"}"#,
-            "recovery_window: expected <n>d, <n>w or <n>m",
+            "recovery_window: expected <n>d, <n>w or <n>mo",
         ),
         (
             r#"{"recovery_window": "-30d"}"#,
-            "recovery_window: expected <n>d, <n>w or <n>m",
+            "recovery_window: expected <n>d, <n>w or <n>mo",
         ),
         (
             r#"{"recovery_window": "0d"}"#,

@@ -1191,8 +1191,7 @@ fn the_local_fleet_names_a_service_that_died_at_start_and_is_not_called_up() {
     let said = format!("--- stdout\n{stdout}\n--- stderr\n{stderr}");
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(
-        stderr.contains("==> retention exited at start")
-            && stderr.contains("the fleet is NOT up"),
+        stderr.contains("==> retention exited at start") && stderr.contains("the fleet is NOT up"),
         "{said}"
     );
     assert!(!stdout.contains("the fleet is up"), "{said}");

@@ -253,7 +253,10 @@ async fn a_backup_triggered_without_user_is_audited_by_the_process_user_under_it
         }
     })
     .await;
-    let user = entries["actor"]["user"].as_str().unwrap_or_default().to_string();
+    let user = entries["actor"]["user"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
         user == me || user.starts_with(&format!("{me}@")),
         "the audit names {user:?}, not this process's user {me}: {entries}"

@@ -30,10 +30,11 @@ pub const NAME_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$";
 pub const SHA256_PATTERN: &str = "^[0-9a-f]{64}$";
 /// `sexton_schedule::Span` as text: `90s`, `15m`, `1h30m`, `2d` (the parser trims spaces).
 pub const SPAN_PATTERN: &str = "^\\s*([0-9]+[dhms])+\\s*$";
-/// A policy's calendar duration (`keep_within`): `7d`, `1y2m3d4h`, each unit at most once.
-pub const CALENDAR_DURATION_PATTERN: &str = "^\\s*([0-9]+[ymdh])+\\s*$";
-/// A policy's `recovery_window`: `30d`, `4w`, `1m` (30 days), `12h`, `90min`, `600s`.
-pub const RECOVERY_WINDOW_PATTERN: &str = "^[0-9]+(s|min|h|d|w|m)$";
+/// A policy's calendar duration (`keep_within`): `7d`, `1y2m3d4h`, `6mo`, each unit at most
+/// once.
+pub const CALENDAR_DURATION_PATTERN: &str = "^\\s*([0-9]+(y|mo|m|d|h))+\\s*$";
+/// A policy's `recovery_window`: `30d`, `4w`, `1mo` or `1m` (30 days), `12h`, `90min`, `600s`.
+pub const RECOVERY_WINDOW_PATTERN: &str = "^[0-9]+(s|min|h|d|w|mo|m)$";
 /// A policy's `failed_grace`: `1h`, `30min`, `600s`, `2d` (`m` is refused).
 pub const GRACE_PATTERN: &str = "^([0-9]+(s|min|h|d)|never)$";
 /// A restore test's `timeout`: one number and one unit, `90s`, `30m`, `2h`, `1d`.

@@ -193,22 +193,27 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "N", value_parser = parse_keep_count)]
     pub keep_yearly: Option<i64>,
     /// Keep every backup completed within DURATION of the newest one (restic's keep_within:
-    /// 7d, 1y2m3d4h).
+    /// 7d, 6mo, 1y2mo3d4h; units y, mo or m = months, d, h: no minutes).
     #[arg(long, value_name = "DURATION")]
     pub keep_within: Option<String>,
-    /// Keep the newest backup of every hour within DURATION of the newest one.
+    /// Keep the newest backup of every hour within DURATION of the newest one (7d, 6mo:
+    /// m and mo are months).
     #[arg(long, value_name = "DURATION")]
     pub keep_within_hourly: Option<String>,
-    /// Keep the newest backup of every day within DURATION of the newest one.
+    /// Keep the newest backup of every day within DURATION of the newest one (7d, 6mo:
+    /// m and mo are months).
     #[arg(long, value_name = "DURATION")]
     pub keep_within_daily: Option<String>,
-    /// Keep the newest backup of every week within DURATION of the newest one.
+    /// Keep the newest backup of every week within DURATION of the newest one (7d, 6mo:
+    /// m and mo are months).
     #[arg(long, value_name = "DURATION")]
     pub keep_within_weekly: Option<String>,
-    /// Keep the newest backup of every month within DURATION of the newest one.
+    /// Keep the newest backup of every month within DURATION of the newest one (7d, 6mo:
+    /// m and mo are months).
     #[arg(long, value_name = "DURATION")]
     pub keep_within_monthly: Option<String>,
-    /// Keep the newest backup of every year within DURATION of the newest one.
+    /// Keep the newest backup of every year within DURATION of the newest one (7d, 6mo:
+    /// m and mo are months).
     #[arg(long, value_name = "DURATION")]
     pub keep_within_yearly: Option<String>,
     /// Keep backups carrying every one of these comma-separated tags (one AND-list of
@@ -225,7 +230,7 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "DURATION", conflicts_with = "retention_duration")]
     pub ttl: Option<String>,
     /// Keep every point of the last WINDOW recoverable (barman's recovery_window: 30d, 4w,
-    /// 1m = 30 days, 12h).
+    /// 1mo or 1m = a month of 30 days, 12h, 90min).
     #[arg(long, value_name = "WINDOW")]
     pub recovery_window: Option<String>,
     /// Keep the newest N backups a restore test proved restorable (keep_verified).
