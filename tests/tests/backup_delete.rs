@@ -320,3 +320,121 @@ async fn user_deletes_are_opt_in_refused_deferred_or_carried_out_and_orphans_are
     assert!(fleet.all_running());
     fleet.stop().await.unwrap();
 }
+
+/// Issue 50: a record-only `backup delete` (no `--remote`) says where the objects stay and how
+/// to undo it, and `catalog import --include-removed` brings the record back; without the flag
+/// the import still leaves a record removed on purpose alone, saying so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_only_delete_says_where_its_objects_are_and_import_undoes_it() {
+    let nats = Nats::start();
+    let s3 = S3::start();
+    let config = config(&nats, &s3);
+    let fleet = Fleet::start(
+        &config,
+        Members {
+            executor: false,
+            ..Members::ALL
+        },
+    );
+    let client = async_nats::connect(nats.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    create_schedule(
+        &client,
+        json!({"name": "f", "cluster": "c1", "plan": "full", "cron": "@daily", "paused": true,
+               "policy": {"keep_last": 5}}),
+    )
+    .await;
+    let topo = topology::ensure(&js, 1).await.unwrap();
+    let catalog = Catalog::new(topo.catalog.clone());
+    let store = object_store(&config).await;
+    let now = chrono::Utc::now();
+    for (n, id) in ["f-b1", "f-b2"].iter().enumerate() {
+        let completed = now - chrono::Duration::hours(2 - n as i64);
+        let mut body = json!({
+            "schema_version": 1, "backup_id": id, "cluster": "c1", "plan": "full",
+            "schedule": "f", "backup_name": "f", "status": "completed", "kind": "full",
+            "started_at": (completed - chrono::Duration::minutes(5)).to_rfc3339(),
+            "completed_at": completed.to_rfc3339(),
+            "artifacts": [format!("backups/c1/f/{id}/backup.xbstream"),
+                          format!("backups/c1/f/{id}/metadata.json")],
+        });
+        upload_genuine_json(&store, &mut body).await;
+        js.publish(
+            "sexton.v1.report.c1",
+            serde_json::to_vec(&body).unwrap().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    }
+    let before = eventually("two backups", Duration::from_secs(30), || async {
+        let records = records_of(&catalog, "c1").await;
+        (records.len() == 2
+            && records
+                .values()
+                .all(|r| r.value.status == BackupStatus::Completed))
+        .then_some(records)
+    })
+    .await;
+    let out = sexton_cli(&config, &["backup", "delete", "f-b1", "--cluster", "c1"]);
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("its objects stay under backups/c1/f/f-b1/")
+            && said.contains("sexton catalog import --cluster c1 --include-removed"),
+        "{said}"
+    );
+    assert!(!records_of(&catalog, "c1").await.contains_key("f-b1"));
+    assert_eq!(keys_under(&store, "backups/c1/f/f-b1/").await.len(), 2);
+
+    let out = sexton_cli(
+        &config,
+        &["catalog", "import", "--cluster", "c1", "-o", "json"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report.to_string().contains("on purpose")
+            && report.to_string().contains("--include-removed"),
+        "{report}"
+    );
+    assert!(!records_of(&catalog, "c1").await.contains_key("f-b1"));
+
+    let out = sexton_cli(
+        &config,
+        &[
+            "catalog",
+            "import",
+            "--cluster",
+            "c1",
+            "--include-removed",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["imported"][0]["id"], "f-b1", "{report}");
+    assert_eq!(report["imported"].as_array().unwrap().len(), 1, "{report}");
+    let back = records_of(&catalog, "c1")
+        .await
+        .remove("f-b1")
+        .unwrap()
+        .value;
+    let was = &before["f-b1"].value;
+    assert_eq!(back.status, BackupStatus::Completed);
+    assert_eq!(back.artifacts, was.artifacts);
+    let digests = |r: &sexton_shared::records::BackupRecord| {
+        r.objects
+            .iter()
+            .map(|o| (o.key.clone(), o.size, o.sha256.clone()))
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(digests(&back), digests(was));
+    fleet.stop().await.unwrap();
+}

@@ -882,8 +882,8 @@ async fn describe_says_what_m_means_and_counts_every_from_the_last_run() {
     expect(&created, 0, "create");
     assert!(
         created.stderr.contains(
-            "warning: recovery_window \"15m\" is 15 months of 30 days (450 days; in a policy m is \
-             months, minutes are written \"15min\")"
+            "warning: recovery_window \"15m\" is 15 months of 30 days (450 days; in a policy m and \
+             mo are months, minutes are written \"15min\")"
         ),
         "{}",
         created.stderr

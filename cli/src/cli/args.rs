@@ -446,7 +446,8 @@ pub enum CatalogCommand {
     #[command(after_help = "Examples:
   sexton catalog import --cluster db1 --dry-run
   sexton catalog import --cluster db1
-  sexton catalog import --cluster db1 --from dr     # the copies at location dr")]
+  sexton catalog import --cluster db1 --from dr     # the copies at location dr
+  sexton catalog import --cluster db1 --include-removed   # undo a record-only backup delete")]
     Import {
         /// The cluster whose records are rebuilt.
         #[arg(long)]
@@ -457,6 +458,9 @@ pub enum CatalogCommand {
         /// Read the copies at this location (docs/copies.md) instead of the primary bucket.
         #[arg(long, value_name = "LOCATION")]
         from: Option<String>,
+        /// Bring back records removed on purpose too: undoes a record-only `backup delete`.
+        #[arg(long)]
+        include_removed: bool,
     },
     /// Move the backups recorded in another store (a bucket, prefix or endpoint the fleet was
     /// given before) into the fleet's own: every object copied with the CLI's S3 settings and

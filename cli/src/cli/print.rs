@@ -228,6 +228,12 @@ pub(super) fn print_changes(
 /// What a destructive command's dry run (its answer on `subject`) says, and the question to
 /// ask before going ahead (`None`: it deletes nothing, so nothing to ask). The dry run is read
 /// as the reply type its service sends.
+/// Whether a person is there to answer: stdin and stderr are terminals.
+fn on_a_terminal() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
 pub(super) fn describe_destructive(
     command: &Command,
     subject: &str,
@@ -282,7 +288,7 @@ pub(super) fn describe_destructive(
             }
             let what = match (plan.action, plan.remote) {
                 (DeleteAction::RecordDeleted, _) => {
-                    "removes its catalog record; its objects stay".to_string()
+                    format!("removes its catalog record: {reason}")
                 }
                 (DeleteAction::Deleting, true) => "deletes it with its objects".to_string(),
                 (DeleteAction::Deleting, false) => "deleting".to_string(),
@@ -298,10 +304,22 @@ pub(super) fn describe_destructive(
             };
             let destroys = plan.remote
                 && matches!(plan.action, DeleteAction::Deleting | DeleteAction::Deferred);
+            let question = if destroys {
+                Some(format!(
+                    "Delete backup {id} of cluster {cluster} and its objects?"
+                ))
+            } else if plan.action == DeleteAction::RecordDeleted && on_a_terminal() {
+                // Undoable (catalog import --include-removed), so asked on a terminal only: a
+                // script goes on as before (issue 50).
+                Some(format!(
+                    "Remove the record of backup {id} of cluster {cluster} (its objects stay)?"
+                ))
+            } else {
+                None
+            };
             (
                 format!("deleting backup {id} of cluster {cluster} {what}"),
-                destroys
-                    .then(|| format!("Delete backup {id} of cluster {cluster} and its objects?")),
+                question,
             )
         }
         Command::Backup(BackupCommand::Orphans { cluster, .. }) => {

@@ -268,6 +268,7 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
             cluster,
             dry_run,
             from,
+            include_removed,
         }) => (
             topology::api_subject("catalog", "import"),
             Body::ImportRequest(ImportRequest {
@@ -275,6 +276,7 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 cluster: parsed::<ImportRequest, _>(cluster)?,
                 dry_run: *dry_run,
                 from: parsed_opt::<ImportRequest, _>(from.as_ref())?,
+                include_removed: *include_removed,
             }),
             &[
                 "cluster",

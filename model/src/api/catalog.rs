@@ -23,6 +23,10 @@ pub struct ImportRequest {
     /// back a copy there that their record lost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<crate::names::LocationName>,
+    /// Bring back records removed on purpose too (a record-only `backup delete` undone,
+    /// issue 50); without it they are left removed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub include_removed: bool,
 }
 
 impl Message for ImportRequest {

@@ -67,6 +67,28 @@ fn primary_group<'s>(
         .collect())
 }
 
+/// Where a record-only delete leaves a backup's objects, and how the record comes back.
+fn objects_kept(prefix: &str, target: &sexton_shared::records::BackupRecord) -> String {
+    let copies: Vec<&str> = target
+        .copies
+        .iter()
+        .filter(|(_, copy)| copy.is_held())
+        .map(|(name, _)| name.as_str())
+        .collect();
+    format!(
+        "its objects stay under {prefix}{}; `sexton catalog import --cluster {} \
+         --include-removed` brings the record back, `sexton backup orphans --cluster {} --grace \
+         0s` lists the objects",
+        if copies.is_empty() {
+            String::new()
+        } else {
+            format!(" (and its copies at {})", copies.join(", "))
+        },
+        target.cluster,
+        target.cluster
+    )
+}
+
 impl Api {
     pub(super) async fn backup_delete(
         &self,
@@ -88,6 +110,13 @@ impl Api {
             let group = primary_group(&state, target)?;
             let remote = remote_cleanup(&request, target, &state.schedules);
             let now = Utc::now();
+            // A record-only delete leaves the objects: where, and how to undo it (issue 50).
+            let kept = objects_kept(
+                &self
+                    .store
+                    .backup_prefix(&target.cluster, &target.backup_name, target.id.as_str()),
+                target,
+            );
             let reply = |action: DeleteAction, reason: Option<String>| {
                 reply_value(BackupDeleted {
                     cluster: request.cluster.clone(),
@@ -118,7 +147,9 @@ impl Api {
                 return match verdict {
                     UserDelete::Refused(why) => Err(invalid(format!("refused: {why}"))),
                     UserDelete::AlreadyDeleting => reply(DeleteAction::AlreadyDeleting, None),
-                    UserDelete::Now if !remote => reply(DeleteAction::RecordDeleted, None),
+                    UserDelete::Now if !remote => {
+                        reply(DeleteAction::RecordDeleted, Some(kept.clone()))
+                    }
                     UserDelete::Now => reply(DeleteAction::Deleting, None),
                     UserDelete::Deferred(why) => reply(DeleteAction::Deferred, Some(why)),
                 };
@@ -150,7 +181,7 @@ impl Api {
                                 actor,
                             )
                             .await;
-                            return reply(DeleteAction::RecordDeleted, None);
+                            return reply(DeleteAction::RecordDeleted, Some(kept));
                         }
                         Err(CasError::Conflict) => continue,
                         Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),

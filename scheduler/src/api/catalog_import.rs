@@ -5,7 +5,8 @@
 //!
 //! - a backup the catalog holds is left alone (`known`);
 //! - one whose record was removed on purpose (the key's last operation is a removal, say a
-//!   record-only `backup delete`) is not brought back;
+//!   record-only `backup delete`) is not brought back, unless asked (`include_removed`: a
+//!   mistaken delete undone);
 //! - one whose document is unreadable, names another backup or cluster, or whose objects are
 //!   not all there with the sizes it gives, is skipped with the reason (a broken backup is no
 //!   recovery point; its objects stay for `sexton backup orphans`);
@@ -329,15 +330,17 @@ impl Api {
                     }
                     continue;
                 }
-                Ok(Lookup::Removed) => {
+                Ok(Lookup::Removed) if !req.include_removed => {
                     skip(
                         &mut report,
                         path,
-                        "its record was removed from the catalog on purpose; not brought back"
+                        "its record was removed from the catalog on purpose; not brought back \
+                         (--include-removed brings it back)"
                             .into(),
                     );
                     continue;
                 }
+                Ok(Lookup::Removed) => {}
                 Ok(Lookup::Never) => {}
             }
             if directory.objects[&metadata_key] as usize > metadata::MAX_METADATA_BYTES {
