@@ -110,6 +110,11 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         command: canonical(cli.command)?,
         ..cli
     };
+    let cli = Cli {
+        command: resolve_cluster(cli.command, cli.config.as_deref(), cli.nats_url.as_deref())
+            .await?,
+        ..cli
+    };
     let load_config = || -> Result<Config, Failure> {
         let mut config =
             Config::load(cli.config.as_deref()).map_err(|err| Failure::input(err.to_string()))?;
@@ -359,7 +364,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 cli.output,
                 &load_config,
                 id,
-                cluster,
+                values::given_cluster(cluster)?,
                 location.as_deref(),
                 to,
                 *only,
@@ -457,8 +462,11 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             location,
             with_dependents,
         }) => {
+            let cluster_name = cluster
+                .as_deref()
+                .ok_or_else(|| Failure::input("backup delete --oldest needs --cluster"))?;
             let client = Client::connect(&load_config()?).await?;
-            let id = resolve_oldest(&client, cluster, plan.as_deref()).await?;
+            let id = resolve_oldest(&client, cluster_name, plan.as_deref()).await?;
             let resolved = Command::Backup(BackupCommand::Delete {
                 id: Some(id),
                 oldest: true,
@@ -946,9 +954,6 @@ fn canonical(command: Command) -> Result<Command, Failure> {
                     "--plan, --schedule, -l and --watch list backups: give them without an ID",
                 ));
             }
-            let cluster = cluster.ok_or_else(|| {
-                Failure::input("backup get ID needs --cluster, the cluster the backup belongs to")
-            })?;
             Command::Backup(BackupCommand::Describe { id, cluster })
         }
         Command::Schedule(ScheduleCommand::Get {
@@ -966,6 +971,106 @@ fn canonical(command: Command) -> Result<Command, Failure> {
             ))
         }
         command => command,
+    })
+}
+
+/// A backup named by id without `--cluster` (`describe`, `get`, `fetch`, `delete`): its cluster
+/// found from the id (issue 50), said on stderr. Several clusters with that id are listed and
+/// refused; none is `not found`, as the verb would say it.
+async fn resolve_cluster(
+    command: Command,
+    config: Option<&std::path::Path>,
+    nats_url: Option<&str>,
+) -> Result<Command, Failure> {
+    let id = match &command {
+        Command::Backup(BackupCommand::Describe { id, cluster: None })
+        | Command::Backup(BackupCommand::Fetch {
+            id, cluster: None, ..
+        })
+        | Command::Backup(BackupCommand::Delete {
+            id: Some(id),
+            cluster: None,
+            ..
+        }) => id.clone(),
+        _ => return Ok(command),
+    };
+    let filter = ListFilter {
+        id: Some(parsed::<ListFilter, _>(&id)?),
+        ..ListFilter::default()
+    };
+    let mut config = Config::load(config).map_err(|err| Failure::input(err.to_string()))?;
+    if let Some(url) = nats_url {
+        config
+            .set("nats.url", url)
+            .map_err(|err| Failure::input(err.to_string()))?;
+    }
+    let client = Client::connect(&config).await?;
+    let rows = client
+        .call(&topology::api_subject("backup", "list"), &filter)
+        .await?;
+    let records: Vec<sexton_shared::records::BackupRecord> =
+        serde_json::from_value(rows).map_err(|err| Failure::runtime(err.into()))?;
+    let clusters: BTreeSet<String> = records.iter().map(|r| r.cluster.to_string()).collect();
+    let cluster = match clusters.len() {
+        0 => {
+            return Err(Failure {
+                code: 1,
+                message: format!("backup {id} not found in any cluster"),
+            })
+        }
+        1 => clusters.into_iter().next().expect("one"),
+        _ => {
+            return Err(Failure::input(format!(
+                "backup {id} is in clusters {}: say which with --cluster",
+                clusters.into_iter().collect::<Vec<_>>().join(", ")
+            )))
+        }
+    };
+    eprintln!("backup {id} is of cluster {cluster}");
+    Ok(match command {
+        Command::Backup(BackupCommand::Describe { id, .. }) => {
+            Command::Backup(BackupCommand::Describe {
+                id,
+                cluster: Some(cluster),
+            })
+        }
+        Command::Backup(BackupCommand::Fetch {
+            id,
+            location,
+            to,
+            only,
+            ..
+        }) => Command::Backup(BackupCommand::Fetch {
+            id,
+            cluster: Some(cluster),
+            location,
+            to,
+            only,
+        }),
+        Command::Backup(BackupCommand::Delete {
+            id,
+            remote,
+            force,
+            dry_run,
+            yes,
+            location,
+            with_dependents,
+            oldest,
+            plan,
+            ..
+        }) => Command::Backup(BackupCommand::Delete {
+            id,
+            cluster: Some(cluster),
+            remote,
+            force,
+            dry_run,
+            yes,
+            location,
+            with_dependents,
+            oldest,
+            plan,
+        }),
+        other => other,
     })
 }
 

@@ -1124,7 +1124,10 @@ fn velero_and_kubectl_habits_are_understood() {
             &["schedule", "next", "x", "--jitter", "5m"],
             "go with --cron",
         ),
-        (&["backup", "get", "b1"], "needs --cluster"),
+        (
+            &["backup", "delete", "--oldest"],
+            "--oldest needs --cluster",
+        ),
         (&["schedule", "get", "x", "--watch"], "without a NAME"),
     ];
     for (args, expect) in refused {

@@ -1113,3 +1113,67 @@ async fn get_next_and_watch_work_as_kubectl_users_expect() {
     assert!(seen[0].starts_with("NAME"), "{seen:#?}");
     fleet.stop().await.unwrap();
 }
+
+/// Issue 50: `backup describe`, `get`, `fetch` and `delete` take a backup id without
+/// `--cluster` when only one cluster has it, and say which; an id two clusters have is refused
+/// naming both, an unknown one is not found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unique_backup_id_finds_its_cluster() {
+    let world = Setup::new(Members {
+        executor: false,
+        deleter: false,
+        ..Members::ALL
+    })
+    .start()
+    .await;
+    let World {
+        nats,
+        fleet,
+        config,
+        catalog,
+        ..
+    } = world;
+    let store = object_store(&config).await;
+    let records = [
+        fixtures::backup("db1", "full", "only-here", None, 1, 1),
+        fixtures::backup("db1", "full", "both", None, 2, 1),
+        fixtures::backup("db2", "full", "both", None, 3, 1),
+    ];
+    fixtures::put_backups(&catalog, &store, &records).await;
+    let url = nats.url();
+    let url = url.as_str();
+    for args in [
+        &["backup", "describe", "only-here", "-o", "json"][..],
+        &["backup", "get", "only-here", "-o", "json"][..],
+    ] {
+        let run = sexton(url, args).await;
+        expect(&run, 0, "describe without --cluster");
+        assert!(
+            run.stderr.contains("backup only-here is of cluster db1"),
+            "{}",
+            run.stderr
+        );
+        let described: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(described["backup"]["cluster"], "db1", "{described}");
+    }
+    let run = sexton(url, &["backup", "delete", "only-here", "--dry-run"]).await;
+    expect(&run, 0, "delete --dry-run without --cluster");
+    assert!(run.stderr.contains("is of cluster db1"), "{}", run.stderr);
+    let run = sexton(url, &["backup", "describe", "both"]).await;
+    expect(&run, 2, "an id of two clusters");
+    assert!(
+        run.stderr
+            .contains("backup both is in clusters db1, db2: say which with --cluster"),
+        "{}",
+        run.stderr
+    );
+    let run = sexton(url, &["backup", "fetch", "nowhere", "--to", "/tmp/unused"]).await;
+    expect(&run, 1, "an unknown id");
+    assert!(
+        run.stderr
+            .contains("backup nowhere not found in any cluster"),
+        "{}",
+        run.stderr
+    );
+    fleet.stop().await.unwrap();
+}

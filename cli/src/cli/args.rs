@@ -250,9 +250,9 @@ pub enum BackupCommand {
     Describe {
         /// The backup's id (NAME in `backup list`).
         id: String,
-        /// The cluster the backup belongs to.
+        /// The cluster the backup belongs to; found from the id when only one cluster has it.
         #[arg(long)]
-        cluster: String,
+        cluster: Option<String>,
     },
     /// Keep a backup while it is in use (a restore, a clone, a bootstrap), whatever retention
     /// says, until the same reason is released. A `standalone:<why>` hold keeps an archival
@@ -295,9 +295,10 @@ pub enum BackupCommand {
         /// The backup's id.
         #[arg(required_unless_present = "oldest", conflicts_with = "oldest")]
         id: Option<String>,
-        /// The cluster the backup belongs to.
+        /// The cluster the backup belongs to; found from the id when only one cluster has it
+        /// (--oldest needs it).
         #[arg(long)]
-        cluster: String,
+        cluster: Option<String>,
         /// Also delete the objects, through the deleter.
         #[arg(long)]
         remote: bool,
@@ -360,9 +361,9 @@ pub enum BackupCommand {
     Fetch {
         /// The backup's id.
         id: String,
-        /// The cluster the backup belongs to.
+        /// The cluster the backup belongs to; found from the id when only one cluster has it.
         #[arg(long)]
-        cluster: String,
+        cluster: Option<String>,
         /// Read the backup's copies at this location instead of the primary's objects.
         #[arg(long)]
         location: Option<String>,

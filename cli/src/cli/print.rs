@@ -260,6 +260,7 @@ pub(super) fn describe_destructive(
         }
         Command::Backup(BackupCommand::Delete { id, cluster, .. }) => {
             let id = id.as_deref().unwrap_or("(oldest)");
+            let cluster = cluster.as_deref().unwrap_or("-");
             let plan: BackupDeleted = decode_reply(subject, plan)?;
             let reason = plan.reason.as_deref().unwrap_or("-");
             if let Some(location) = &plan.location {

@@ -603,10 +603,14 @@ fn get_without_a_name_lists_and_with_one_describes() {
         super::Command::Backup(super::BackupCommand::List { schedule: Some(_), list, .. })
             if list.selector.is_some()
     ));
+    // An id without its cluster is describe without one: the cluster is found from the id.
+    assert!(matches!(
+        canonical(&["backup", "get", "b-1"]).unwrap(),
+        super::Command::Backup(super::BackupCommand::Describe { cluster: None, .. })
+    ));
     for (line, words) in [
-        (&["backup", "get", "b-1"][..], "needs --cluster"),
         (
-            &["backup", "get", "b-1", "--cluster", "c", "--watch"],
+            &["backup", "get", "b-1", "--cluster", "c", "--watch"][..],
             "without an ID",
         ),
         (

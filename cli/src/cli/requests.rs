@@ -23,7 +23,7 @@ use sexton_shared::{
 
 use super::{
     args::*,
-    values::{choice, parsed, parsed_opt},
+    values::{choice, given_cluster, parsed, parsed_opt},
 };
 use crate::failure::{parse_time, Failure};
 
@@ -405,6 +405,7 @@ fn schedule_request(command: &ScheduleCommand) -> Result<Call, Failure> {
                 schema_version: SCHEMA_VERSION,
                 cluster: parsed_opt::<ListFilter, _>(cluster.as_ref())?,
                 plan: None,
+                id: None,
             }),
             SCHEDULE_COLUMNS,
         ),
@@ -492,6 +493,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
                 schema_version: SCHEMA_VERSION,
                 cluster: parsed_opt::<ListFilter, _>(cluster.as_ref())?,
                 plan: parsed_opt::<ListFilter, _>(plan.as_ref())?,
+                id: None,
             }),
             &[
                 "cluster",
@@ -528,7 +530,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
         ),
         BackupCommand::Describe { id, cluster } => (
             topology::api_subject("backup", "describe"),
-            Body::BackupRef(backup_ref(cluster, id)?),
+            Body::BackupRef(backup_ref(given_cluster(cluster)?, id)?),
             &[],
         ),
         BackupCommand::Hold {
@@ -564,7 +566,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             topology::api_subject("backup", "delete"),
             Body::BackupDelete(BackupDelete {
                 schema_version: SCHEMA_VERSION,
-                cluster: parsed::<BackupDelete, _>(cluster)?,
+                cluster: parsed::<BackupDelete, _>(given_cluster(cluster)?)?,
                 // --oldest is resolved to the set's full before (cli::resolve_oldest).
                 id: parsed::<BackupDelete, _>(id.as_deref().ok_or_else(|| {
                     Failure::input("backup delete needs an ID or --oldest".to_string())

@@ -30,6 +30,13 @@ where
     value.map(|value| parsed::<M, T>(value)).transpose()
 }
 
+/// A backup's `--cluster`, once given or found from its id ([`super::resolve_cluster`]).
+pub(super) fn given_cluster(cluster: &Option<String>) -> Result<&str, Failure> {
+    cluster
+        .as_deref()
+        .ok_or_else(|| Failure::input("--cluster: the cluster the backup belongs to is needed"))
+}
+
 /// A flag's word (`skip`, `allow`, `schedule`, ...) as the field of request `M` it sets, read
 /// as the service reads the field.
 pub(super) fn choice<M: Message, T: DeserializeOwned>(word: &str) -> Result<T, Failure> {

@@ -520,6 +520,10 @@ pub struct ListFilter {
     pub cluster: Option<ClusterName>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<PlanName>,
+    /// Only the backups of this id, whatever their cluster (`backup.list`): how the CLI finds
+    /// the cluster of a backup named without one (issue 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<crate::names::BackupId>,
 }
 
 impl Default for ListFilter {
@@ -528,6 +532,7 @@ impl Default for ListFilter {
             schema_version: v1(),
             cluster: None,
             plan: None,
+            id: None,
         }
     }
 }

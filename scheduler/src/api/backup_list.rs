@@ -17,6 +17,7 @@ impl Api {
             .into_iter()
             .map(|v| v.value)
             .filter(|r| filter.plan.as_ref().is_none_or(|p| *p == r.plan))
+            .filter(|r| filter.id.as_ref().is_none_or(|id| *id == r.id))
             .collect();
         records.sort_by(|a, b| {
             (&a.cluster, b.completed_at, &a.id).cmp(&(&b.cluster, a.completed_at, &b.id))
