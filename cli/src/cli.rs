@@ -940,6 +940,7 @@ fn canonical(command: Command) -> Result<Command, Failure> {
             cluster,
             plan,
             schedule,
+            location: None,
             list,
         }),
         Command::Backup(BackupCommand::Get {

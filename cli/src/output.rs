@@ -565,6 +565,7 @@ pub const BACKUP_COLUMNS: &[Column] = &[
     wide("STARTED", "started_at", Kind::Time),
     wide("COMPLETED", "completed_at", Kind::Time),
     wide("VERIFIED AT", "verification.at", Kind::Time),
+    wide("COPIES", "copies_cell", Kind::Text),
     wide("LABELS", "labels", Kind::Text),
 ];
 

@@ -1134,11 +1134,22 @@ async fn a_unique_backup_id_finds_its_cluster() {
         ..
     } = world;
     let store = object_store(&config).await;
-    let records = [
+    let mut records = [
         fixtures::backup("db1", "full", "only-here", None, 1, 1),
         fixtures::backup("db1", "full", "both", None, 2, 1),
         fixtures::backup("db2", "full", "both", None, 3, 1),
     ];
+    // Copies at dr: one held there, one deleted there (issue 50, item 7: what is at dr).
+    let dr: sexton_shared::names::LocationName = "dr".parse().unwrap();
+    for (record, state) in records.iter_mut().zip([
+        sexton_shared::copies::CopyState::Copied,
+        sexton_shared::copies::CopyState::Deleted,
+    ]) {
+        record.copies.insert(
+            dr.clone(),
+            sexton_shared::copies::LocationCopy::new(state, chrono::Utc::now()),
+        );
+    }
     fixtures::put_backups(&catalog, &store, &records).await;
     let url = nats.url();
     let url = url.as_str();
@@ -1167,6 +1178,28 @@ async fn a_unique_backup_id_finds_its_cluster() {
         "{}",
         run.stderr
     );
+    // What dr holds: only the copy there, with its state there; COPIES in -o wide.
+    let run = sexton(url, &["backup", "list", "--location", "dr", "-o", "wide"]).await;
+    expect(&run, 0, "backup list --location dr");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(lines[0].contains("COPIES"), "{}", run.stdout);
+    assert!(
+        lines[1].starts_with("only-here")
+            && lines[1].contains("copied")
+            && lines[1].contains("dr:copied"),
+        "{}",
+        run.stdout
+    );
+    let run = sexton(
+        url,
+        &["backup", "list", "--location", "primary", "-o", "name"],
+    )
+    .await;
+    expect(&run, 0, "backup list --location primary");
+    assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
+    let run = sexton(url, &["backup", "list", "--location", "../dr"]).await;
+    expect(&run, 2, "a location name that climbs");
     let run = sexton(url, &["backup", "fetch", "nowhere", "--to", "/tmp/unused"]).await;
     expect(&run, 1, "an unknown id");
     assert!(

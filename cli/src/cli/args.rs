@@ -228,7 +228,8 @@ pub enum BackupCommand {
   sexton backup list --cluster db1 -o wide
   sexton backup list --schedule nightly -l team=db
   sexton backup list --cluster db1 -o name | head -1
-  sexton backup list --cluster db1 --watch")]
+  sexton backup list --cluster db1 --watch
+  sexton backup list --location dr                  # what dr holds, each copy's state there")]
     List {
         /// Only this cluster's backups.
         #[arg(long)]
@@ -239,6 +240,10 @@ pub enum BackupCommand {
         /// Only backups this schedule took.
         #[arg(long)]
         schedule: Option<String>,
+        /// Only what this location holds: backups with a copy there (STATUS is the copy's
+        /// state there); `primary`: those whose objects are still at primary.
+        #[arg(long, value_parser = parse_location)]
+        location: Option<String>,
         #[command(flatten)]
         list: crate::listing::ListArgs,
     },
@@ -1028,4 +1033,11 @@ pub(super) fn parse_pause_after(text: &str) -> Result<u32, String> {
         return Err(bad());
     }
     Ok(n)
+}
+
+/// A `--location` name, checked as the services check it.
+fn parse_location(text: &str) -> Result<String, String> {
+    sexton_shared::names::LocationName::new(text)
+        .map(|_| text.to_string())
+        .map_err(|err| err.to_string())
 }

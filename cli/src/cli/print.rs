@@ -45,13 +45,13 @@ pub(super) fn print_answer(
             let described = decode_reply("backup.describe", value.clone())?;
             print_backup_description(&described)
         }
-        Command::Backup(BackupCommand::List { .. }) => {
+        Command::Backup(BackupCommand::List { location, .. }) => {
             if let Value::Array(rows) = &mut *value {
                 rows.retain(|row| shows_row(command, row));
                 if table {
                     let now = crate::output::now();
                     for row in rows.iter_mut() {
-                        backup_cells(row, now);
+                        backup_cells(row, now, location.as_deref());
                     }
                 }
             }
@@ -119,11 +119,17 @@ fn shows_row(command: &Command, row: &Value) -> bool {
         Command::Schedule(ScheduleCommand::List { list, .. }) => {
             selected(list, row.pointer("/schedule/labels"))
         }
-        Command::Backup(BackupCommand::List { schedule, list, .. }) => {
+        Command::Backup(BackupCommand::List {
+            schedule,
+            list,
+            location,
+            ..
+        }) => {
             schedule
                 .as_ref()
                 .is_none_or(|s| row.get("schedule").and_then(Value::as_str) == Some(s))
                 && selected(list, row.get("labels"))
+                && location.as_deref().is_none_or(|place| held_at(row, place))
         }
         Command::Plugin(PluginCommand::List { list }) => selected(list, row.get("selector")),
         _ => true,
@@ -179,6 +185,7 @@ fn same_row(command: &Command, before: &Value, after: &Value) -> bool {
         // The VERIFIED cell is drawn from the record's verification.
         let path = match column.path {
             "verified_cell" => "verification",
+            "copies_cell" => "copies",
             path => path,
         };
         crate::output::lookup(before, path) == crate::output::lookup(after, path)
@@ -204,8 +211,8 @@ pub(super) fn print_changes(
     // A backup's VERIFIED cell is worked out for the table, as `print_answer` does.
     let shown = |row: &Value| {
         let mut row = row.clone();
-        if matches!(command, Command::Backup(_)) {
-            backup_cells(&mut row, crate::output::now());
+        if let Command::Backup(BackupCommand::List { location, .. }) = command {
+            backup_cells(&mut row, crate::output::now(), location.as_deref());
         }
         row
     };
@@ -545,16 +552,51 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
     }
 }
 
-/// The VERIFIED cell of one row of `backup list` (a record as the server sent it).
-/// A backup row's cells worked out for the table: VERIFIED, and STATUS `copies-only` once its
-/// objects at primary are gone and only copies elsewhere hold it (issue 28).
-fn backup_cells(row: &mut Value, now: chrono::DateTime<Utc>) {
+/// Whether `place` (`primary`, or a location) holds the backup of `row`: its objects at primary
+/// are not deleted, or its copy there is in any state but `deleted` and `skipped`.
+fn held_at(row: &Value, place: &str) -> bool {
+    if place == "primary" {
+        return row.get("primary_deleted_at").is_none_or(Value::is_null);
+    }
+    row.pointer(&format!("/copies/{place}/state"))
+        .and_then(Value::as_str)
+        .is_some_and(|state| state != "deleted" && state != "skipped")
+}
+
+/// A backup row's cells worked out for the table: VERIFIED; COPIES (`dr:copied`, each place's
+/// state); and STATUS `copies-only` once its objects at primary are gone and only copies
+/// elsewhere hold it (issue 28), or, listing a location, the copy's state there (issue 50).
+fn backup_cells(row: &mut Value, now: chrono::DateTime<Utc>, location: Option<&str>) {
     row["verified_cell"] = Value::String(verified_cell(row, now));
-    if row
-        .get("primary_deleted_at")
-        .is_some_and(|at| !at.is_null())
-    {
-        row["status"] = Value::String("copies-only".into());
+    let copies: Vec<String> = row
+        .get("copies")
+        .and_then(Value::as_object)
+        .map(|copies| {
+            copies
+                .iter()
+                .map(|(name, copy)| format!("{name}:{}", copy["state"].as_str().unwrap_or("?")))
+                .collect()
+        })
+        .unwrap_or_default();
+    row["copies_cell"] = Value::String(if copies.is_empty() {
+        "-".into()
+    } else {
+        copies.join(",")
+    });
+    match location.filter(|place| *place != "primary") {
+        Some(place) => {
+            if let Some(state) = row.pointer(&format!("/copies/{place}/state")).cloned() {
+                row["status"] = state;
+            }
+        }
+        None => {
+            if row
+                .get("primary_deleted_at")
+                .is_some_and(|at| !at.is_null())
+            {
+                row["status"] = Value::String("copies-only".into());
+            }
+        }
     }
 }
 
