@@ -746,6 +746,27 @@ async fn a_location_with_a_lock_setting_locks_the_copies_it_keeps() {
     }
     let record = &fixtures::records_of(&catalog, "c1").await["f-b1"].value;
     assert_eq!(record.locked_until, None, "primary has no lock setting");
+    // What a person reads (issue 50): the lock at dr, and the copy rule in the schedule.
+    let out = sexton_cli(&config, &["backup", "describe", "f-b1", "--cluster", "c1"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let locked = text
+        .lines()
+        .find(|l| l.starts_with("locked:"))
+        .unwrap_or_default();
+    assert!(
+        locked.contains(&format!(
+            "dr until {} (S3 Object Lock)",
+            until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )) && !locked.contains("primary"),
+        "{text}"
+    );
+    assert!(!text.contains("()"), "{text}");
+    let out = sexton_cli(&config, &["schedule", "describe", "f"]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains("copy:         to dr: keep_last=3; selects all; in the location's class"),
+        "{text}"
+    );
     copier_stop.trigger();
     copier.await.unwrap().unwrap();
     fleet.stop().await.unwrap();

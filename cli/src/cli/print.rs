@@ -447,18 +447,7 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
         ("tags", shown(&backup.tags)),
         ("holds", shown(&backup.holds)),
         ("legal hold", shown(&backup.legal_hold)),
-        (
-            "locked",
-            backup.locked_until.map_or_else(
-                || "-".to_string(),
-                |until| {
-                    format!(
-                        "until {} (S3 Object Lock)",
-                        until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                    )
-                },
-            ),
-        ),
+        ("locked", locked_text(backup)),
         ("copies", copies_text(backup)),
         ("last error", shown(&backup.last_error)),
     ] {
@@ -468,17 +457,17 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
     println!("{:<12}{verified}", "verified:");
     let retention = &described.retention;
     println!(
-        "{:<12}{} ({})",
+        "{:<12}{}{}",
         "retention:",
         shown(&retention.verdict),
-        join_reasons(&retention.reasons)
+        in_parentheses(&retention.reasons)
     );
     for (location, verdict) in &described.copies_retention {
         println!(
-            "{:<12}{} ({})",
+            "{:<12}{}{}",
             format!("at {location}:"),
             shown(&verdict.verdict),
-            join_reasons(&verdict.reasons)
+            in_parentheses(&verdict.reasons)
         );
     }
     if !described.restorable.is_empty() {
@@ -742,11 +731,13 @@ pub(super) fn copies_text(backup: &sexton_shared::records::BackupRecord) -> Stri
             ),
         );
     }
-    parts.extend(
-        backup
-            .awaiting_copy()
-            .map(|location| format!("{location}: awaiting copy (held here)")),
-    );
+    parts.extend(backup.awaiting_copy().map(|location| {
+        if backup.held_at_primary() {
+            format!("{location}: awaiting copy (held at primary until copied)")
+        } else {
+            format!("{location}: awaiting copy, which cannot be made: primary's objects are gone")
+        }
+    }));
     if parts.is_empty() {
         "-".to_string()
     } else {
@@ -853,6 +844,11 @@ pub(super) fn print_schedule_description(described: &ScheduleDescription) {
     line("policy", shown(&schedule.policy).replace(',', ", "));
     for reading in schedule.policy.month_readings() {
         line("policy note", reading);
+    }
+    // Each copy rule whole (issue 50: describe left them out): where, its policy there, what it
+    // selects, after what delay, in which class and when it moves.
+    for rule in &schedule.copies {
+        line("copy", copy_rule_text(rule));
     }
     if !schedule.labels.is_empty() {
         line("labels", shown(&schedule.labels));
@@ -1013,6 +1009,64 @@ fn join_reasons(reasons: &[String]) -> String {
     reasons.iter().map(shown).collect::<Vec<_>>().join("; ")
 }
 
+/// One copy rule in a line: `to dr: keep_last=5; selects all; after 1h; in STANDARD_IA, to
+/// GLACIER after 30 days; objectives rpo=1h`.
+pub(super) fn copy_rule_text(rule: &sexton_shared::copies::CopyRule) -> String {
+    let mut parts = vec![
+        format!("to {}: {}", rule.to, shown(&rule.policy).replace(',', ", ")),
+        format!("selects {}", shown(&rule.select)),
+    ];
+    if let Some(delay) = &rule.delay {
+        parts.push(format!("after {delay}"));
+    }
+    let mut class = rule
+        .storage_class
+        .as_ref()
+        .map(|class| format!("in {class}"))
+        .unwrap_or_else(|| "in the location's class".into());
+    for transition in &rule.transitions {
+        class.push_str(&format!(
+            ", to {} after {} days",
+            transition.storage_class, transition.after_days
+        ));
+    }
+    parts.push(class);
+    if let Some(objectives) = &rule.objectives {
+        parts.push(format!("objectives {}", shown(objectives)));
+    }
+    parts.join("; ")
+}
+
+/// ` (a; b)`, or nothing for no reasons (issue 50: an empty `()` said nothing).
+fn in_parentheses(reasons: &[String]) -> String {
+    if reasons.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", join_reasons(reasons))
+    }
+}
+
+/// Until when each place's objects of the backup are under S3 Object Lock, one place after
+/// another (issue 50: `locked: -` while the copy at dr was locked).
+pub(super) fn locked_text(backup: &sexton_shared::records::BackupRecord) -> String {
+    let at =
+        |until: chrono::DateTime<Utc>| until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let mut places: Vec<String> = Vec::new();
+    if let Some(until) = backup.locked_until.filter(|_| backup.held_at_primary()) {
+        places.push(format!("primary until {}", at(until)));
+    }
+    for (location, copy) in &backup.copies {
+        if let Some(until) = copy.locked_until.filter(|_| copy.is_held()) {
+            places.push(format!("{location} until {}", at(until)));
+        }
+    }
+    if places.is_empty() {
+        "-".into()
+    } else {
+        format!("{} (S3 Object Lock)", places.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod copies_tests {
     use super::copies_text;
@@ -1082,7 +1136,7 @@ mod copies_tests {
             .unwrap();
         assert_eq!(
             copies_text(&record),
-            "dr: copied 2026-03-01T00:00:00Z, vault: awaiting copy (held here)"
+            "dr: copied 2026-03-01T00:00:00Z, vault: awaiting copy (held at primary until copied)"
         );
         let dr = sexton_shared::names::LocationName::new("dr").unwrap();
         let copy = record.copies.get_mut(&dr).unwrap();
@@ -1096,10 +1150,62 @@ mod copies_tests {
         assert_eq!(
             copies_text(&record),
             "dr: copied 2026-03-01T00:00:00Z in STANDARD_IA, restore test there failed \
-             2026-03-02T00:00:00Z, vault: awaiting copy (held here)"
+             2026-03-02T00:00:00Z, vault: awaiting copy (held at primary until copied)"
         );
         record.copy_to.clear();
         record.copies.clear();
         assert_eq!(copies_text(&record), "-");
+    }
+
+    #[test]
+    fn a_copy_rule_is_said_whole() {
+        let rule: sexton_shared::copies::CopyRule = serde_json::from_value(serde_json::json!({
+            "to": "dr", "policy": {"keep_last": 5}, "select": "fulls", "delay": "1h",
+            "storage_class": "STANDARD_IA",
+            "transitions": [{"after_days": 30, "storage_class": "GLACIER"}],
+        }))
+        .unwrap();
+        assert_eq!(
+            super::copy_rule_text(&rule),
+            "to dr: keep_last=5; selects fulls; after 1h; in STANDARD_IA, to GLACIER after 30 days"
+        );
+        let rule: sexton_shared::copies::CopyRule =
+            serde_json::from_value(serde_json::json!({"to": "vault", "policy": {"keep_daily": 7}}))
+                .unwrap();
+        assert_eq!(
+            super::copy_rule_text(&rule),
+            "to vault: keep_daily=7; selects all; in the location's class"
+        );
+    }
+
+    #[test]
+    fn locks_are_said_place_by_place() {
+        let mut record: sexton_shared::records::BackupRecord =
+            serde_json::from_value(serde_json::json!({
+                "id": "b1", "uid": "u1", "cluster": "c1", "plan": "p", "backup_name": "s",
+                "kind": "full", "status": "completed",
+                "copies": {"dr": {"state": "copied", "copied_at": "2026-03-01T00:00:00Z",
+                                  "locked_until": "2026-04-01T00:00:00Z"}},
+            }))
+            .unwrap();
+        assert_eq!(
+            super::locked_text(&record),
+            "dr until 2026-04-01T00:00:00Z (S3 Object Lock)"
+        );
+        record.locked_until = Some("2026-03-08T00:00:00Z".parse().unwrap());
+        assert_eq!(
+            super::locked_text(&record),
+            "primary until 2026-03-08T00:00:00Z, dr until 2026-04-01T00:00:00Z (S3 Object Lock)"
+        );
+        // Gone at primary: its lock there says nothing any more.
+        record.primary_deleted_at = Some("2026-03-09T00:00:00Z".parse().unwrap());
+        record.copy_to = vec!["vault".parse().unwrap()];
+        assert_eq!(
+            super::locked_text(&record),
+            "dr until 2026-04-01T00:00:00Z (S3 Object Lock)"
+        );
+        assert!(copies_text(&record).contains("vault: awaiting copy, which cannot be made"));
+        assert_eq!(super::in_parentheses(&[]), "");
+        assert_eq!(super::in_parentheses(&["a".into(), "b".into()]), " (a; b)");
     }
 }
