@@ -227,11 +227,18 @@ pub async fn apply(
     }
     if !yes {
         for (name, deletes) in &effects {
-            errors.push(format!(
+            let said = format!(
                 "schedule {name}: the change {}; give --yes to apply it (the breaker still \
                  judges the run that deletes)",
                 deletes.join(" and ")
-            ));
+            );
+            // A dry run reports what applying would need and ends well (kubectl apply
+            // --dry-run=server does; issue 50): only the real apply refuses.
+            if dry_run {
+                eprintln!("note: {said}");
+            } else {
+                errors.push(said);
+            }
         }
     }
     if !errors.is_empty() {
@@ -558,7 +565,11 @@ fn print_results(output: Output, results: &[(Kind, String, &str)], dry_run: bool
 
 /// `sexton diff -f PATH…`: each schedule's live spec against its manifest as a unified diff,
 /// and what applying would delete now; `Ok(true)` when anything differs.
-pub async fn diff(client: &Client, manifests: &Manifests) -> Result<bool, Failure> {
+pub async fn diff(
+    client: &Client,
+    manifests: &Manifests,
+    prune: Option<&Selector>,
+) -> Result<bool, Failure> {
     let mut differs = false;
     if !manifests.locations.is_empty() {
         let live = live_locations(client).await?;
@@ -630,7 +641,7 @@ pub async fn diff(client: &Client, manifests: &Manifests) -> Result<bool, Failur
         }
     }
     let desired = &manifests.schedules[..];
-    if desired.is_empty() {
+    if desired.is_empty() && prune.is_none() {
         return Ok(differs);
     }
     let live: BTreeMap<String, ScheduleRecord> = live_schedules(client)
@@ -668,6 +679,29 @@ pub async fn diff(client: &Client, manifests: &Manifests) -> Result<bool, Failur
                 }
             }
             Err(error) => println!("# the scheduler would refuse it: {error}"),
+        }
+    }
+    // What `apply --prune -l SELECTOR` would delete, so a CI gate sees it (issue 50): each
+    // such schedule as removed, and each such delete plugin.
+    for record in prunable(desired, &live, prune)? {
+        differs = true;
+        let name = &record.name;
+        let have = manifest::to_yaml_documents(&[ScheduleSpec::of_record(record).compared()]);
+        print!(
+            "{}",
+            manifest::unified_diff(&format!("live/schedule/{name}"), "/dev/null", &have, "")
+        );
+        println!(
+            "# schedule {name}: apply --prune deletes it (no manifest names it); its backups \
+             stay with cluster {}",
+            record.cluster
+        );
+    }
+    if prune.is_some() {
+        let plugins = live_plugins(client).await?;
+        for name in prunable_plugins(&manifests.plugins, &plugins, prune) {
+            differs = true;
+            println!("# delete plugin {name}: apply --prune unregisters it (no manifest names it)");
         }
     }
     Ok(differs)

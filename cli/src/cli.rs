@@ -422,10 +422,15 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             let prune = args.selector.as_ref().filter(|_| args.prune);
             crate::apply::apply(&client, cli.output, &desired, args.dry_run, args.yes, prune).await
         }
-        Command::Diff { files } => {
+        Command::Diff {
+            files,
+            prune,
+            selector,
+        } => {
             let desired = crate::apply::read(files)?;
             let client = Client::connect(&load_config()?).await?;
-            if crate::apply::diff(&client, &desired).await? {
+            let prune = selector.as_ref().filter(|_| *prune);
+            if crate::apply::diff(&client, &desired, prune).await? {
                 // Differences: exit 1 and nothing more to say (the diff said it).
                 return Err(Failure {
                     code: 1,

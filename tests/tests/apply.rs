@@ -148,6 +148,15 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
         diff.stdout
     );
     assert!(!diff.stdout.contains("weekly"), "{}", diff.stdout);
+    // A dry run reports what the real apply would need, and ends well (issue 50).
+    let dry = sexton(url, root, &["apply", "-f", "schedules", "--dry-run"]).await;
+    expect(&dry, 0, "apply --dry-run of a policy that deletes");
+    assert!(
+        dry.stderr.contains("note: schedule nightly: the change")
+            && dry.stderr.contains("give --yes"),
+        "{}",
+        dry.stderr
+    );
     let refused = sexton(url, root, &["apply", "-f", "schedules"]).await;
     expect(&refused, 2, "apply of a policy that deletes, without --yes");
     assert!(
@@ -339,6 +348,31 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
         "a schedule made by hand",
     );
     write_db(root, &[("nightly", 1)]);
+    // diff sees what apply --prune would delete: a CI gate fails on it (issue 50).
+    let plain = sexton(url, root, &["diff", "-f", "schedules"]).await;
+    assert!(
+        !plain.stdout.contains("apply --prune deletes"),
+        "{}",
+        plain.stdout
+    );
+    let gate = sexton(
+        url,
+        root,
+        &["diff", "-f", "schedules", "--prune", "-l", "team=db"],
+    )
+    .await;
+    expect(&gate, 1, "diff --prune of a removed manifest");
+    assert!(
+        gate.stdout.contains("--- live/schedule/weekly")
+            && gate
+                .stdout
+                .contains("# schedule weekly: apply --prune deletes it")
+            && !gate.stdout.contains("schedule manual"),
+        "{}",
+        gate.stdout
+    );
+    let no_selector = sexton(url, root, &["diff", "-f", "schedules", "--prune"]).await;
+    expect(&no_selector, 2, "diff --prune without a selector");
     let no_selector = sexton(url, root, &["apply", "-f", "schedules", "--prune"]).await;
     expect(&no_selector, 2, "--prune without a selector");
     let pruned = sexton(

@@ -124,11 +124,19 @@ pub enum Command {
     /// What `apply -f` would change: each schedule's spec as a unified diff, and what the
     /// change deletes now. Exits 1 when anything differs, as `kubectl diff` does.
     #[command(after_help = "Examples:
-  sexton diff -f schedules/ || echo 'differs from the fleet'")]
+  sexton diff -f schedules/ || echo 'differs from the fleet'
+  sexton diff -f schedules/ --prune -l team=db   # also what apply --prune would delete")]
     Diff {
         /// Manifest files or directories.
         #[arg(short = 'f', long = "filename", required = true)]
         files: Vec<std::path::PathBuf>,
+        /// Also show what `apply --prune` would delete: the schedules (and delete plugins)
+        /// apply manages that match -l and that no manifest names.
+        #[arg(long, requires = "selector")]
+        prune: bool,
+        /// With --prune: which objects it may delete (key=value or key!=value, comma-separated).
+        #[arg(short = 'l', long = "selector", value_parser = crate::listing::Selector::parse)]
+        selector: Option<crate::listing::Selector>,
     },
     /// Write the fleet's schedules (or delete plugins) as manifests that `apply -f` takes
     /// back unchanged (YAML documents; `-o json`: a List), each with its status (for a
