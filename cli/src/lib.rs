@@ -10,6 +10,7 @@ pub mod client;
 pub mod failure;
 pub mod listing;
 pub mod manifest;
+pub mod manifest_fields;
 pub mod migrate;
 pub mod offline_plan;
 pub mod output;

@@ -96,6 +96,85 @@ impl Document {
     }
 }
 
+impl Document {
+    /// `file:line` of the field at `path` (keys, array indexes as `[n]`): each key looked for
+    /// below the line of the one before it, as a mapping key in block (`key:`) or flow
+    /// (`{a: 1, key: 2}`) style; the document's start when a key is not found.
+    fn at_path(&self, path: &[String]) -> String {
+        let lines: Vec<&str> = self.text.lines().collect();
+        let mut start = 0;
+        let mut found_any = false;
+        for key in path.iter().filter(|part| !part.starts_with('[')) {
+            let hit = lines.iter().skip(start).position(|line| {
+                [
+                    format!("{key}:"),
+                    format!("\"{key}\":"),
+                    format!("'{key}':"),
+                ]
+                .iter()
+                .any(|pattern| {
+                    line.match_indices(pattern.as_str()).any(|(at, _)| {
+                        at == 0
+                            || line[..at]
+                                .chars()
+                                .last()
+                                .is_some_and(|c| c == ' ' || c == '{' || c == ',' || c == '-')
+                    })
+                })
+            });
+            match hit {
+                Some(offset) => {
+                    start += offset;
+                    found_any = true;
+                }
+                None => break,
+            }
+        }
+        let line = if found_any {
+            self.line + start
+        } else {
+            self.line
+        };
+        format!("{}:{line}", self.file.display())
+    }
+}
+
+/// Every unknown field of a document's spec, at any depth, each `file:line: kind name: unknown
+/// field `key`, expected one of …; did you mean …? (at spec.a.b)` (issue 50: every one, where
+/// it is, not only serde's first). Keys of the spec that belong elsewhere have their own
+/// words (`not_in_spec`) and are left to them.
+fn unknown_field_errors(document: &Document, kind: Kind, name: &str) -> Vec<String> {
+    let kind_name = match kind {
+        Kind::Schedule => "Schedule",
+        Kind::DeletePlugin => "DeletePlugin",
+        Kind::Location => "Location",
+    };
+    crate::manifest_fields::unknown_fields(kind_name, &document.value)
+        .iter()
+        .filter(|unknown| unknown.path.first().map(String::as_str) == Some("spec"))
+        .filter(|unknown| {
+            !(unknown.path.len() == 2
+                && kind
+                    .not_in_spec()
+                    .iter()
+                    .any(|(key, _)| *key == unknown.key()))
+        })
+        .map(|unknown| {
+            let known = unknown.known.iter().map(String::as_str);
+            let expected: Vec<String> = unknown.known.iter().map(|k| format!("`{k}`")).collect();
+            format!(
+                "{}: {} {name}: unknown field `{}`, expected one of {}{} (at {})",
+                document.at_path(&unknown.path),
+                kind.word(),
+                unknown.key(),
+                expected.join(", "),
+                crate::listing::did_you_mean(unknown.key(), known),
+                unknown.dotted()
+            )
+        })
+        .collect()
+}
+
 /// Every document of `paths`: files as given, directories read recursively (their `.yaml`,
 /// `.yml` and `.json` files, in name order). A document that is a `List` (what `sexton get -o
 /// json` writes) gives its items. Every file is read: the documents that parse, and every
@@ -363,7 +442,8 @@ pub fn manifests(documents: &[Document]) -> Result<Manifests, Vec<String>> {
             }),
         };
         if let Err(error) = added {
-            errors.push(error);
+            // One line per problem (every unknown field of a document is one each).
+            errors.extend(error.lines().map(str::to_string));
         }
     }
     if errors.is_empty() {
@@ -445,9 +525,10 @@ fn header(document: &Document) -> Result<Header, String> {
         }
         Some(kind) => {
             return Err(format!(
-                "{}: unknown kind {kind:?}; this version applies Schedule, DeletePlugin and \
+                "{}: unknown kind {kind:?}{}; this version applies Schedule, DeletePlugin and \
                  Location",
-                document.at_key("kind")
+                document.at_key("kind"),
+                crate::listing::did_you_mean(kind, ["Schedule", "DeletePlugin", "Location"])
             ))
         }
         None => {
@@ -544,6 +625,13 @@ fn decode_spec<T: serde::de::DeserializeOwned>(
     } = header;
     serde_json::from_value(Value::Object(body)).map_err(|err| {
         let message = spec_fields_only(kind, &err.to_string());
+        // serde names the first unknown field it met; every one is said, each where it is.
+        if message.starts_with("unknown field") {
+            let all = unknown_field_errors(document, kind, &name);
+            if !all.is_empty() {
+                return all.join("\n");
+            }
+        }
         // Point at the field serde names, when it names one.
         let key = message
             .split('`')
@@ -918,7 +1006,7 @@ spec:
         let cases: &[(String, &str)] = &[
             (
                 SNAPSHOTS.replace("  timeout_seconds: 5\n", "  timeout_seconds: 5\n  retries: 3\n"),
-                "s.yaml:10: deleteplugin snapshots: unknown field `retries`, expected one of `subject`, `selector`, `timeout_seconds`",
+                "s.yaml:10: deleteplugin snapshots: unknown field `retries`, expected one of `selector`, `subject`, `timeout_seconds` (at spec.retries)",
             ),
             (
                 SNAPSHOTS.replace("  timeout_seconds: 5\n", "  registered_at: 2026-01-01T00:00:00Z\n"),
@@ -1004,12 +1092,25 @@ spec:
             ),
             (NIGHTLY.replace("Schedule", "Cronjob"), "s.yaml:2: unknown kind"),
             (
+                NIGHTLY.replace("kind: Schedule", "kind: Schedul"),
+                "s.yaml:2: unknown kind \"Schedul\"; did you mean Schedule?",
+            ),
+            (
                 NIGHTLY.replace("Schedule", "ClusterPolicy"),
                 "s.yaml:2: kind ClusterPolicy cannot be applied by this version (",
             ),
             (
                 NIGHTLY.replace("  plan: full\n", "  plan: full\n  colour: red\n"),
-                "s.yaml:10: schedule nightly: unknown field `colour`, expected one of `cluster`, `plan`, `cron`, `paused`, `skip_immediately`, `policy`, `remote_cleanup`",
+                "s.yaml:10: schedule nightly: unknown field `colour`, expected one of `backup_owner`, `breaker`, `cluster`",
+            ),
+            // Every unknown field, at any depth, each at its own line, with the closest name.
+            (
+                NIGHTLY.replace("  plan: full\n", "  plan: full\n  polcy: {keep_last: 1}\n  verify: {cron: '@daily', timout: 1h}\n"),
+                "s.yaml:10: schedule nightly: unknown field `polcy`, expected one of `backup_owner`",
+            ),
+            (
+                NIGHTLY.replace("  plan: full\n", "  plan: full\n  polcy: {keep_last: 1}\n  verify: {cron: '@daily', timout: 1h}\n"),
+                "s.yaml:11: schedule nightly: unknown field `timout`",
             ),
             (
                 NIGHTLY.replace("  plan: full\n", "  plan: full\n  name: other\n"),

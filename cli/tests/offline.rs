@@ -1860,3 +1860,33 @@ fn months_are_said_on_every_path_and_minutes_refused_by_name() {
     let help = stdout(&sexton(&["schedule", "create", "--help"]));
     assert!(help.contains("mo or m = months"), "{help}");
 }
+
+/// Issue 50: every unknown field of a manifest, at any depth, is listed at its own line with
+/// the closest field, before anything is sent (the fleet is not even reached).
+#[test]
+fn every_unknown_field_of_a_manifest_is_listed_where_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("nightly.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: sexton.io/v1\nkind: Schedule\nmetadata:\n  name: nightly\nspec:\n  \
+         cluster: db1\n  plan: full\n  cron: '@daily'\n  policy: {keep_last: 3}\n  copies:\n  \
+         - to: dr\n    polcy: {keep_last: 1}\n  verify:\n    cron: '@daily'\n    timout: 1h\n",
+    )
+    .unwrap();
+    let out = sexton(&["apply", "-f", file.to_str().unwrap(), "--dry-run"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let said = stderr(&out);
+    let at = |line: usize| format!("{}:{line}: schedule nightly: unknown field", file.display());
+    assert!(
+        said.contains(&format!("{} `polcy`", at(12)))
+            && said.contains("did you mean policy? (at spec.copies[0].polcy)"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("{} `timout`", at(15)))
+            && said.contains("did you mean timeout? (at spec.verify.timout)"),
+        "{said}"
+    );
+    assert!(said.contains("nothing was applied"), "{said}");
+}

@@ -448,7 +448,7 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
     let bad = sexton(url, root, &["apply", "-f", "schedules"]).await;
     expect(&bad, 2, "apply with a bad document");
     assert!(
-        bad.stderr.contains("schedules/bad.yaml:24: schedule broken: unknown field `colour`, expected one of `cluster`, `plan`")
+        bad.stderr.contains("schedules/bad.yaml:24: schedule broken: unknown field `colour`, expected one of `backup_owner`, `breaker`, `cluster`")
             && bad.stderr.contains("nothing was applied"),
         "{}",
         bad.stderr
