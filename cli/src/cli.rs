@@ -126,7 +126,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         ));
         if let Some(url) = &cli.nats_url {
             config
-                .set("nats.url", url)
+                .set("nats.url", &with_scheme(url))
                 .map_err(|err| Failure::input(err.to_string()))?;
             config
                 .validate()
@@ -980,6 +980,22 @@ fn canonical(command: Command) -> Result<Command, Failure> {
     })
 }
 
+/// `--nats-url` as people type it: `127.0.0.1:4222` is `nats://127.0.0.1:4222` (issue 50), each
+/// of several comma-separated; a URL with a scheme is left as it is (and checked as before).
+fn with_scheme(urls: &str) -> String {
+    urls.split(',')
+        .map(|url| {
+            let url = url.trim();
+            if url.contains("://") || url.is_empty() {
+                url.to_string()
+            } else {
+                format!("nats://{url}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// A backup named by id without `--cluster` (`describe`, `get`, `fetch`, `delete`): its cluster
 /// found from the id (issue 50), said on stderr. Several clusters with that id are listed and
 /// refused; none is `not found`, as the verb would say it.
@@ -1007,7 +1023,7 @@ async fn resolve_cluster(
     let mut config = Config::load(config).map_err(|err| Failure::input(err.to_string()))?;
     if let Some(url) = nats_url {
         config
-            .set("nats.url", url)
+            .set("nats.url", &with_scheme(url))
             .map_err(|err| Failure::input(err.to_string()))?;
     }
     let client = Client::connect(&config).await?;

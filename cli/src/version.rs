@@ -82,9 +82,9 @@ fn print(format: Output, client_row: &Value, services: &[VersionInfo]) {
 
 /// Every answer that arrives within [`COLLECT_FOR`], sorted by service and instance.
 async fn gather(config: &Config) -> Result<Vec<VersionInfo>, Failure> {
-    let client = sexton_shared::nats::connect_once(&config.nats, "sexton-cli")
-        .await
-        .map_err(Failure::runtime)?;
+    // The same connection, and the same words when it fails, as every other verb (issue 50: a
+    // raw, doubled error).
+    let client = crate::client::Client::connect(config).await?.nats().clone();
     let inbox = client.new_inbox();
     let mut answers = client
         .subscribe(inbox.clone())

@@ -1890,3 +1890,25 @@ fn every_unknown_field_of_a_manifest_is_listed_where_it_is() {
     );
     assert!(said.contains("nothing was applied"), "{said}");
 }
+
+/// Issue 50: `--nats-url host:port` is read as `nats://host:port`, and `sexton version` with
+/// the fleet down says so once, in the words every other verb uses.
+#[test]
+fn a_nats_url_without_a_scheme_is_nats_and_version_says_an_unreachable_fleet_once() {
+    let out = sexton(&["--nats-url", "127.0.0.1:1", "backup", "list"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot connect to NATS at nats://127.0.0.1:1 (from --nats-url)"),
+        "{}",
+        stderr(&out)
+    );
+    let out = sexton(&["version"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert_eq!(said.matches("Connection refused").count(), 1, "{said}");
+    assert!(
+        said.contains("cannot connect to NATS at nats://127.0.0.1:1"),
+        "{said}"
+    );
+    assert!(stdout(&out).contains("client"), "{}", stdout(&out));
+}

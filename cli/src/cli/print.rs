@@ -861,7 +861,7 @@ pub(super) fn print_schedule_description(described: &ScheduleDescription) {
     line(
         "full every",
         match schedule.full_every {
-            Some(n) => format!("{}: every {}th backup is a full", shown(&n), shown(&n)),
+            Some(n) => format!("{}: every {} backup is a full", shown(&n), ordinal(n.get())),
             None => "unset: every backup is a full unless the executor chains it".into(),
         },
     );
@@ -1037,6 +1037,18 @@ pub(super) fn copy_rule_text(rule: &sexton_shared::copies::CopyRule) -> String {
     parts.join("; ")
 }
 
+/// `1st`, `2nd`, `3rd`, `4th`, `11th`, `21st`, ...
+pub(super) fn ordinal(n: u32) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
 /// ` (a; b)`, or nothing for no reasons (issue 50: an empty `()` said nothing).
 fn in_parentheses(reasons: &[String]) -> String {
     if reasons.is_empty() {
@@ -1155,6 +1167,21 @@ mod copies_tests {
         record.copy_to.clear();
         record.copies.clear();
         assert_eq!(copies_text(&record), "-");
+    }
+
+    #[test]
+    fn ordinals_read_as_english() {
+        let said: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 101, 111]
+            .into_iter()
+            .map(super::ordinal)
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd",
+                "101st", "111th"
+            ]
+        );
     }
 
     #[test]
