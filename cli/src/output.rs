@@ -612,12 +612,27 @@ pub fn orphans(output: Output, answer: &Value) {
         format!("object/{}", text(row.get("key")))
     });
     if matches!(output, Output::Table | Output::Wide) {
+        // The grace as people write it (24h, not 86400s), and a dry run of --delete says that
+        // it deleted nothing and what it would (issue 50).
+        let grace = answer
+            .get("grace_seconds")
+            .and_then(Value::as_u64)
+            .and_then(|s| sexton_schedule::Span::from_seconds(s).ok())
+            .map_or_else(
+                || format!("{}s", text(answer.get("grace_seconds"))),
+                |span| span.to_string(),
+            );
+        let dry_run = answer.get("dry_run").and_then(Value::as_bool) == Some(true);
         let mut notes = format!(
-            "orphans: {}; not counted: {} younger than the grace period ({}s), {} of backups in \
-             progress, {} in the binlog archive\n",
+            "orphans: {}{}; not counted: {} younger than the grace period ({grace}), {} of \
+             backups in progress, {} in the binlog archive\n",
             rows.len(),
+            if dry_run {
+                " (a dry run: nothing was deleted; --delete without --dry-run deletes these)"
+            } else {
+                ""
+            },
             text(answer.get("n_young")),
-            text(answer.get("grace_seconds")),
             text(answer.get("n_in_progress")),
             text(answer.get("n_binlog")),
         );

@@ -391,6 +391,36 @@ async fn a_record_only_delete_says_where_its_objects_are_and_import_undoes_it() 
     );
     assert!(!records_of(&catalog, "c1").await.contains_key("f-b1"));
     assert_eq!(keys_under(&store, "backups/c1/f/f-b1/").await.len(), 2);
+    // Its objects are orphans now; a dry run of their deletion says it deleted nothing, and
+    // the grace reads as people write it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let out = sexton_cli(
+        &config,
+        &[
+            "backup",
+            "orphans",
+            "--cluster",
+            "c1",
+            "--grace",
+            "1s",
+            "--delete",
+            "--dry-run",
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("orphans: 2 (a dry run: nothing was deleted")
+            && said.contains("younger than the grace period (1s)"),
+        "{said}"
+    );
+    let out = sexton_cli(&config, &["backup", "orphans", "--cluster", "c1"]);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        said.contains("orphans: 0;") && !said.contains("86400s"),
+        "{said}"
+    );
+    assert_eq!(keys_under(&store, "backups/c1/f/f-b1/").await.len(), 2);
 
     let out = sexton_cli(
         &config,

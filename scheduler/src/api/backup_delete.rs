@@ -78,7 +78,7 @@ fn objects_kept(prefix: &str, target: &sexton_shared::records::BackupRecord) -> 
     format!(
         "its objects stay under {prefix}{}; `sexton catalog import --cluster {} \
          --include-removed` brings the record back, `sexton backup orphans --cluster {} --grace \
-         0s` lists the objects",
+         1s` lists the objects",
         if copies.is_empty() {
             String::new()
         } else {
