@@ -869,6 +869,14 @@ async fn run_online(
         for warning in &notes.warnings {
             eprintln!("warning: {}", shown(warning));
         }
+        // A dry run's row is what would be, not what is (issue 50: it looked created).
+        if notes.dry_run {
+            let what = match command {
+                Command::Schedule(ScheduleCommand::Create(_)) => "created",
+                _ => "changed",
+            };
+            eprintln!("dry run: nothing was {what}; the row below is what the schedule would be");
+        }
         check_names_known(&client, command, &value).await?;
         let listed = watch_seconds(command)
             .filter(|_| matches!(output, Output::Table | Output::Wide))
@@ -935,6 +943,26 @@ fn canonical(command: Command) -> Result<Command, Failure> {
         cluster || plan || schedule || list.selector.is_some() || list.watch.is_some()
     };
     Ok(match command {
+        // kubectl's habit (issue 50): `get backups` lists them, `get backup ID` describes one.
+        // Backups are not manifests: the listing is `backup list`'s.
+        Command::Get {
+            kind,
+            name,
+            selector,
+            ..
+        } if kind.starts_with("backup") => match name {
+            None => Command::Backup(BackupCommand::List {
+                cluster: None,
+                plan: None,
+                schedule: None,
+                location: None,
+                list: crate::listing::ListArgs {
+                    selector,
+                    watch: None,
+                },
+            }),
+            Some(id) => Command::Backup(BackupCommand::Describe { id, cluster: None }),
+        },
         Command::Backup(BackupCommand::Get {
             id: None,
             cluster,

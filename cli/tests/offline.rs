@@ -210,7 +210,7 @@ fn bad_input_exits_2_with_a_clear_message() {
         (vec!["apply", "-f", m, "--prune"], "--selector"),
         (vec!["apply", "-f", m, "-l", "team=db"], "give --prune with it"),
         (vec!["apply", "-f", m, "--prune", "-l", "team"], "selector"),
-        (vec!["get", "backups"], "invalid value"),
+        (vec!["get", "snapshots"], "invalid value"),
         (
             vec!["schedule", "next", "--cron", "61 * * * *"],
             "invalid cron",

@@ -1200,6 +1200,43 @@ async fn a_unique_backup_id_finds_its_cluster() {
     assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
     let run = sexton(url, &["backup", "list", "--location", "../dr"]).await;
     expect(&run, 2, "a location name that climbs");
+    // kubectl's habit: get backups lists them, get backup ID describes one.
+    let run = sexton(url, &["get", "backups", "-o", "name"]).await;
+    expect(&run, 0, "get backups");
+    assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
+    let run = sexton(url, &["get", "backup", "only-here", "-o", "json"]).await;
+    expect(&run, 0, "get backup ID");
+    assert!(run.stdout.contains("\"only-here\""), "{}", run.stdout);
+    // A dry run's row is said to be one.
+    let run = sexton(
+        url,
+        &[
+            "schedule",
+            "create",
+            "maybe",
+            "--cluster",
+            "db9",
+            "--plan",
+            "full",
+            "--cron",
+            "@daily",
+            "--keep-last",
+            "3",
+            "--dry-run",
+        ],
+    )
+    .await;
+    expect(&run, 0, "schedule create --dry-run");
+    assert!(
+        run.stderr.contains("dry run: nothing was created"),
+        "{}",
+        run.stderr
+    );
+    expect(
+        &sexton(url, &["schedule", "get", "maybe"]).await,
+        1,
+        "nothing created",
+    );
     let run = sexton(url, &["backup", "fetch", "nowhere", "--to", "/tmp/unused"]).await;
     expect(&run, 1, "an unknown id");
     assert!(

@@ -150,7 +150,7 @@ pub enum Command {
   sexton get schedules -l team=db -o json")]
     Get {
         /// What to write.
-        #[arg(value_parser = ["schedules", "schedule", "deleteplugins", "deleteplugin", "locations", "location"])]
+        #[arg(value_parser = ["schedules", "schedule", "deleteplugins", "deleteplugin", "locations", "location", "backups", "backup"])]
         kind: String,
         /// One object of the kind.
         name: Option<String>,
