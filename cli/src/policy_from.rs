@@ -31,6 +31,15 @@ pub fn translate(text: &str) -> Result<Translated, String> {
         format!("--policy-from {text:?}: expected pgbackrest:SETTINGS or barman:SETTINGS")
     })?;
     let (object, notes) = match tool {
+        // A pgbackrest.conf as it is (issue 50: a migration starts from the file).
+        "pgbackrest" if looks_like_a_file(settings) => {
+            let text = std::fs::read_to_string(settings)
+                .map_err(|err| format!("--policy-from pgbackrest:{settings}: {err}"))?;
+            let (options, mut read) = conf_settings(&text, settings)?;
+            let (object, notes) = pgbackrest(&options)?;
+            read.extend(notes);
+            (object, read)
+        }
         "pgbackrest" => pgbackrest(settings)?,
         "barman" => barman(settings)?,
         other => {
@@ -60,6 +69,58 @@ fn whole_number(key: &str, value: &str) -> Result<u32, String> {
 }
 
 type Parts = (Map<String, Value>, Vec<String>);
+
+/// Whether `--policy-from pgbackrest:X` names a file (a path), not settings.
+fn looks_like_a_file(settings: &str) -> bool {
+    !settings.contains('=') && (settings.contains('/') || settings.ends_with(".conf"))
+}
+
+/// The retention options of a pgbackrest.conf (`[section]` headers, `#` comments, one
+/// `key=value` a line), as the settings [`pgbackrest`] reads; the other options are left out
+/// and counted in a note. An option set in two sections with two values is refused: which one
+/// a stanza uses depends on pgBackRest's precedence, not on the file's order.
+fn conf_settings(text: &str, file: &str) -> Result<(String, Vec<String>), String> {
+    let mut kept: Vec<(String, String, usize)> = Vec::new();
+    let mut ignored = 0usize;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('[') {
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            return Err(format!("{file}:{}: {line:?} is not key=value", n + 1));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        let option = key
+            .strip_prefix("repo")
+            .map(|rest| {
+                rest.trim_start_matches(|c: char| c.is_ascii_digit())
+                    .trim_start_matches('-')
+            })
+            .unwrap_or(key);
+        if !option.starts_with("retention-") {
+            ignored += 1;
+            continue;
+        }
+        if let Some((_, other, at)) = kept.iter().find(|(k, v, _)| k == key && v != value) {
+            return Err(format!(
+                "{file}:{}: {key}={value}, and {key}={other} at line {at}: one value per option, \
+                 please (each stanza's own would be a policy each)",
+                n + 1
+            ));
+        }
+        kept.push((key.to_string(), value.to_string(), n + 1));
+    }
+    let options: Vec<String> = kept.iter().map(|(k, v, _)| format!("{k}={v}")).collect();
+    let mut notes = vec![format!(
+        "read {file}: {} retention option(s) translated ({}), {ignored} other option(s) left \
+         out (paths, processes, compression: not retention)",
+        options.len(),
+        options.join(" ")
+    )];
+    notes.dedup();
+    Ok((options.join(" "), notes))
+}
 
 fn pgbackrest(settings: &str) -> Result<Parts, String> {
     let mut full = None;
@@ -231,6 +292,36 @@ fn barman(settings: &str) -> Result<Parts, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pgbackrest_conf_is_read_for_its_retention_options_only() {
+        let conf = "[global]\nrepo1-path=/var/lib/pgbackrest\nrepo1-retention-full=2\n\
+                    # a comment\nprocess-max=4\n\n[demo]\npg1-path=/var/lib/postgresql/15/main\n\
+                    repo1-retention-diff=3\n";
+        let (options, notes) = conf_settings(conf, "pgbackrest.conf").unwrap();
+        assert_eq!(options, "repo1-retention-full=2 repo1-retention-diff=3");
+        assert!(notes[0].contains("3 other option(s) left out"), "{notes:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pgbackrest.conf");
+        std::fs::write(&path, conf).unwrap();
+        let translated = translate(&format!("pgbackrest:{}", path.display())).unwrap();
+        assert_eq!(
+            translated.json,
+            serde_json::json!({"keep_full": 2, "keep_diff": 3})
+        );
+        // Two values of one option, and a line that is not key=value, are refused by line.
+        let twice = "[global]\nrepo1-retention-full=2\n[demo]\nrepo1-retention-full=4\n";
+        let err = conf_settings(twice, "p.conf").unwrap_err();
+        assert!(
+            err.starts_with("p.conf:4: repo1-retention-full=4, and"),
+            "{err}"
+        );
+        let err = conf_settings("[global]\nnonsense\n", "p.conf").unwrap_err();
+        assert!(err.starts_with("p.conf:2:"), "{err}");
+        // A file that is not there says so.
+        let err = translate("pgbackrest:/nonexistent/pgbackrest.conf").unwrap_err();
+        assert!(err.contains("/nonexistent/pgbackrest.conf"), "{err}");
+    }
 
     fn json(text: &str) -> String {
         translate(text)

@@ -189,7 +189,16 @@ pub fn scenario(
         let setting = sexton_shared::config::LockConfig::from_pairs(text)
             .map_err(|why| Failure::input(format!("--lock {text:?}: {why}")))?;
         scenario.lock = match setting {
-            Some(setting) if !setting.tiers.is_empty() => Some(setting.tiers),
+            Some(setting) if !setting.tiers.is_empty() => {
+                // A tier shorter than its rule promises, said as `schedule create` says it
+                // (issue 50).
+                for warning in
+                    sexton_retention::lock::tier_warnings(&scenario.policy, &setting.tiers)
+                {
+                    eprintln!("warning: --lock: {warning}");
+                }
+                Some(setting.tiers)
+            }
             _ => {
                 return Err(Failure::input(format!(
                     "--lock {text:?}: no tier set, so nothing would be locked; give at least \

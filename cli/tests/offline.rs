@@ -1912,3 +1912,78 @@ fn a_nats_url_without_a_scheme_is_nats_and_version_says_an_unreachable_fleet_onc
     );
     assert!(stdout(&out).contains("client"), "{}", stdout(&out));
 }
+
+/// Issue 50: `retention simulate --lock` warns of a tier shorter than its rule, as `schedule
+/// create` does, and `--policy-from pgbackrest:FILE` reads a pgbackrest.conf as it is.
+#[test]
+fn simulate_warns_of_short_tiers_and_a_pgbackrest_conf_is_read_as_is() {
+    let out = sexton(&[
+        "retention",
+        "simulate",
+        "--cron",
+        "@daily",
+        "--from",
+        "2026-01-01T00:00:00Z",
+        "--days",
+        "20",
+        "--policy",
+        r#"{"keep_daily": 14}"#,
+        "--lock",
+        "mode=governance,daily=5d",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: --lock: keep_daily 14 keeps each pick for about 14 days"),
+        "{}",
+        stderr(&out)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("pgbackrest.conf");
+    std::fs::write(
+        &conf,
+        "[global]\nrepo1-path=/var/lib/pgbackrest\nrepo1-retention-full=2\n\n[main]\npg1-path=/pg\n",
+    )
+    .unwrap();
+    let catalog = dir.path().join("catalog.json");
+    std::fs::write(
+        &catalog,
+        r#"{"backups": [
+            {"id": "f1", "completed_at": "2026-01-01T00:00:00Z", "status": "completed", "kind": "full"},
+            {"id": "f2", "completed_at": "2026-01-02T00:00:00Z", "status": "completed", "kind": "full"},
+            {"id": "f3", "completed_at": "2026-01-03T00:00:00Z", "status": "completed", "kind": "full"}]}"#,
+    )
+    .unwrap();
+    let out = sexton(&[
+        "retention",
+        "plan",
+        "--catalog",
+        catalog.to_str().unwrap(),
+        "--policy-from",
+        &format!("pgbackrest:{}", conf.display()),
+        "--now",
+        "2026-01-04T00:00:00Z",
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("policy: {\"keep_full\":2}"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("2 other option(s) left out"),
+        "{}",
+        stderr(&out)
+    );
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let deleted: Vec<&str> = plan["delete"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(deleted, ["f1"], "{plan}");
+}
