@@ -29,17 +29,29 @@ Exit codes: 0 success, 1 failure or not found, 2 bad input, 77 permission denied
 )]
 pub struct Cli {
     /// A TOML configuration file; SEXTON_* environment variables override it.
-    #[arg(long, global = true, env = "SEXTON_CONFIG")]
+    #[arg(
+        long,
+        global = true,
+        env = "SEXTON_CONFIG",
+        help_heading = "Global options"
+    )]
     pub config: Option<PathBuf>,
     /// The NATS server to talk to (overrides nats.url).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub nats_url: Option<String>,
     /// Output format: table (default), wide (more columns, absolute times), json, yaml, or
     /// name (kind/name per line).
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    #[arg(
+        short = 'o',
+        long,
+        global = true,
+        value_enum,
+        default_value_t = Output::Table,
+        help_heading = "Global options"
+    )]
     pub output: Output,
     /// Print tables without their header row.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Global options")]
     pub no_headers: bool,
     #[command(subcommand)]
     pub command: Command,

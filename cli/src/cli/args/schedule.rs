@@ -173,6 +173,7 @@ pub enum ScheduleCommand {
 /// (`sexton_retention::Policy`), and Velero's `--ttl`. Together they make one policy object
 /// (on update, the keys of the policy patch); `schedule_body` merges them with `--policy`.
 #[derive(Args, Debug, Default, Clone)]
+#[command(next_help_heading = "Retention rules (merged with --policy)")]
 pub struct PolicyArgs {
     /// Keep the newest N completed backups (keep_last; `unlimited`: all).
     #[arg(long, value_name = "N", value_parser = parse_keep_count)]
@@ -265,6 +266,7 @@ pub struct PolicyArgs {
 
 /// The timing settings `create`, `update` and `next` share.
 #[derive(Args, Debug, Default)]
+#[command(next_help_heading = "Timing")]
 pub struct TimingArgs {
     /// Move every run by a fixed offset in [0, JITTER) drawn from the schedule's name (90s,
     /// 15m, 1h), so a fleet's schedules do not start at once.
