@@ -28,6 +28,9 @@ pub(super) fn print_answer(
         Command::Schedule(ScheduleCommand::List { .. }) => {
             if let Value::Array(rows) = &mut *value {
                 rows.retain(|row| shows_row(command, row));
+                if table {
+                    rows.iter_mut().for_each(schedule_cells);
+                }
             }
             crate::output::schedules(output, value)
         }
@@ -37,7 +40,12 @@ pub(super) fn print_answer(
             | ScheduleCommand::Update(_)
             | ScheduleCommand::Pause { .. }
             | ScheduleCommand::Unpause { .. },
-        ) => crate::output::schedules(output, value),
+        ) => {
+            if table {
+                schedule_cells(value);
+            }
+            crate::output::schedules(output, value)
+        }
         Command::Schedule(ScheduleCommand::Describe { .. }) if table => {
             print_schedule_description(&decode_reply("schedule.describe", value.clone())?)
         }
@@ -186,6 +194,7 @@ fn same_row(command: &Command, before: &Value, after: &Value) -> bool {
         let path = match column.path {
             "verified_cell" => "verification",
             "copies_cell" => "copies",
+            "last_backup_cell" => "schedule.status",
             path => path,
         };
         crate::output::lookup(before, path) == crate::output::lookup(after, path)
@@ -211,8 +220,12 @@ pub(super) fn print_changes(
     // A backup's VERIFIED cell is worked out for the table, as `print_answer` does.
     let shown = |row: &Value| {
         let mut row = row.clone();
-        if let Command::Backup(BackupCommand::List { location, .. }) = command {
-            backup_cells(&mut row, crate::output::now(), location.as_deref());
+        match command {
+            Command::Backup(BackupCommand::List { location, .. }) => {
+                backup_cells(&mut row, crate::output::now(), location.as_deref());
+            }
+            Command::Schedule(ScheduleCommand::List { .. }) => schedule_cells(&mut row),
+            _ => {}
         }
         row
     };
@@ -539,6 +552,24 @@ pub(super) fn print_backup_description(described: &BackupDescription) {
             &rows,
         );
     }
+}
+
+/// A schedule row's cells worked out for the table: LAST BACKUP is the latest of when the
+/// schedule last fired and when its latest backup completed, so a backup taken by hand counts
+/// (issue 50: `-` after manual backups).
+fn schedule_cells(row: &mut Value) {
+    let at = |path: &str| {
+        row.pointer(path)
+            .and_then(Value::as_str)
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+    };
+    let last = at("/schedule/status/last_backup")
+        .into_iter()
+        .chain(at("/schedule/status/last_completed"))
+        .max();
+    row["last_backup_cell"] = last.map_or(Value::Null, |t| {
+        Value::String(t.with_timezone(&Utc).to_rfc3339())
+    });
 }
 
 /// Whether `place` (`primary`, or a location) holds the backup of `row`: its objects at primary
@@ -926,7 +957,11 @@ pub(super) fn print_schedule_description(described: &ScheduleDescription) {
     if let Some(reason) = &status.paused_reason {
         line("paused", shown(reason));
     }
-    line("last backup", shown(&status.last_backup));
+    // The latest of its fired runs and its completions: a backup taken by hand counts.
+    line(
+        "last backup",
+        shown(&status.last_backup.into_iter().chain(status.last_completed).max()),
+    );
     if let Some(retention) = &described.retention {
         line("retention", retention_line(retention));
     }
