@@ -132,6 +132,8 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 .validate()
                 .map_err(|err| Failure::input(err.to_string()))?;
         }
+        // Who asks, for every request of this command (apply's too: it said `by unknown`).
+        crate::safety::set_actor(&config);
         Ok(config)
     };
     let simulates = matches!(

@@ -9,3 +9,22 @@ pub mod binlog_file;
 pub mod exec;
 pub mod fetch;
 pub mod reference;
+
+/// `1 backup`, `2 backups`: a count with its noun, as a person writes it.
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+#[cfg(test)]
+mod count_tests {
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(super::count(1, "backup"), "1 backup");
+        assert_eq!(super::count(0, "log segment"), "0 log segments");
+        assert_eq!(super::count(3, "object"), "3 objects");
+    }
+}

@@ -626,17 +626,17 @@ async fn verify(
     let duration_ms = started.elapsed().as_millis() as u64;
     let (outcome, reason) = if problems.is_empty() {
         let read = format!(
-            "{} objects of {} backups",
-            checked.len() - segments,
-            due.chain.len()
+            "{} of {}",
+            crate::count(checked.len() - segments, "object"),
+            crate::count(due.chain.len(), "backup")
         );
         (
             VerdictOutcome::Verified,
             Some(match &due.replay {
                 None => format!("{read} read back, {bytes_read} bytes, checksums as taken"),
                 Some(replay) => format!(
-                    "{read} and {segments} log segments up to {} read back, {bytes_read} bytes, \
-                     checksums as taken",
+                    "{read} and {} up to {} read back, {bytes_read} bytes, checksums as taken",
+                    crate::count(segments, "log segment"),
                     replay.until.to_rfc3339()
                 ),
             }),

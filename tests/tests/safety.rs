@@ -261,6 +261,48 @@ async fn a_backup_triggered_without_user_is_audited_by_the_process_user_under_it
         user == me || user.starts_with(&format!("{me}@")),
         "the audit names {user:?}, not this process's user {me}: {entries}"
     );
+    // A change by `apply` is audited with who applied it too (it said `by unknown`).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("w2.yaml"),
+        "apiVersion: sexton.io/v1\nkind: Schedule\nmetadata: {name: w2}\nspec:\n  cluster: w2\n  \
+         plan: full\n  cron: '@daily'\n  paused: true\n  policy: {keep_last: 3}\n",
+    )
+    .unwrap();
+    let binary = service_binary("sexton");
+    let (url_, path) = (url.clone(), dir.path().join("w2.yaml"));
+    let run = tokio::task::spawn_blocking(move || {
+        Command::new(binary)
+            .args(["apply", "-f", path.to_str().unwrap()])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("SEXTON_NATS_URL", url_)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("running sexton")
+    })
+    .await
+    .unwrap();
+    assert!(run.status.success(), "{run:?}");
+    let changed = eventually(
+        "w2's creation in the audit",
+        Duration::from_secs(15),
+        || {
+            let url = url.clone();
+            async move {
+                audit(&url, "w2")
+                    .await
+                    .into_iter()
+                    .find(|e| e["kind"] == "schedule-changed")
+            }
+        },
+    )
+    .await;
+    let user = changed["actor"]["user"].as_str().unwrap_or_default();
+    assert!(
+        user.starts_with(&me),
+        "apply was audited as {user:?}: {changed}"
+    );
     world.fleet.stop().await.unwrap();
 }
 

@@ -960,7 +960,13 @@ pub(super) fn print_schedule_description(described: &ScheduleDescription) {
     // The latest of its fired runs and its completions: a backup taken by hand counts.
     line(
         "last backup",
-        shown(&status.last_backup.into_iter().chain(status.last_completed).max()),
+        shown(
+            &status
+                .last_backup
+                .into_iter()
+                .chain(status.last_completed)
+                .max(),
+        ),
     );
     if let Some(retention) = &described.retention {
         line("retention", retention_line(retention));

@@ -207,15 +207,16 @@ async fn verify_in(
             VerdictOutcome::Verified,
             match &due.replay {
                 None => format!(
-                    "{} objects of {} backups checked ({bytes_read} bytes) and the verify command passed",
-                    checked.len(),
-                    due.chain.len()
+                    "{} of {} checked ({bytes_read} bytes) and the verify command passed",
+                    crate::count(checked.len(), "object"),
+                    crate::count(due.chain.len(), "backup")
                 ),
                 Some(replay) => format!(
-                    "{} objects of {} backups and {segments} log segments checked ({bytes_read} \
-                     bytes), and the verify command passed, recovering to {}",
-                    checked.len() - segments,
-                    due.chain.len(),
+                    "{} of {} and {} checked ({bytes_read} bytes), and the verify command \
+                     passed, recovering to {}",
+                    crate::count(checked.len() - segments, "object"),
+                    crate::count(due.chain.len(), "backup"),
+                    crate::count(segments, "log segment"),
                     replay.until.to_rfc3339()
                 ),
             },
