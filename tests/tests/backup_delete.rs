@@ -271,7 +271,10 @@ async fn user_deletes_are_opt_in_refused_deferred_or_carried_out_and_orphans_are
         ),
         // Without --cluster, the id finds its cluster (issue 50), and the refusal is the same.
         (vec!["backup", "delete", "b-held"], "legal hold"),
-        (vec!["backup", "delete", "--oldest"], "--oldest needs --cluster"),
+        (
+            vec!["backup", "delete", "--oldest"],
+            "--oldest needs --cluster",
+        ),
         (
             vec![
                 "backup",
