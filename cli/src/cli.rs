@@ -115,27 +115,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             .await?,
         ..cli
     };
-    let load_config = || -> Result<Config, Failure> {
-        let mut config =
-            Config::load(cli.config.as_deref()).map_err(|err| Failure::input(err.to_string()))?;
-        crate::client::note_url_source(url_source(
-            cli.nats_url.is_some(),
-            std::env::var_os("SEXTON_NATS_URL").is_some(),
-            cli.config.as_deref(),
-            &config,
-        ));
-        if let Some(url) = &cli.nats_url {
-            config
-                .set("nats.url", &with_scheme(url))
-                .map_err(|err| Failure::input(err.to_string()))?;
-            config
-                .validate()
-                .map_err(|err| Failure::input(err.to_string()))?;
-        }
-        // Who asks, for every request of this command (apply's too: it said `by unknown`).
-        crate::safety::set_actor(&config);
-        Ok(config)
-    };
+    let load_config = || config_of(cli.config.as_deref(), cli.nats_url.as_deref());
     let simulates = matches!(
         &cli.command,
         Command::Retention(RetentionCommand::Simulate { .. })
@@ -1010,6 +990,29 @@ fn canonical(command: Command) -> Result<Command, Failure> {
     })
 }
 
+/// The configuration a command runs with: the file (or `SEXTON_CONFIG`), the environment, and
+/// `--nats-url` over them; who asks is remembered from it for every request.
+fn config_of(path: Option<&std::path::Path>, nats_url: Option<&str>) -> Result<Config, Failure> {
+    let mut config = Config::load(path).map_err(|err| Failure::input(err.to_string()))?;
+    crate::client::note_url_source(url_source(
+        nats_url.is_some(),
+        std::env::var_os("SEXTON_NATS_URL").is_some(),
+        path,
+        &config,
+    ));
+    if let Some(url) = nats_url {
+        config
+            .set("nats.url", &with_scheme(url))
+            .map_err(|err| Failure::input(err.to_string()))?;
+        config
+            .validate()
+            .map_err(|err| Failure::input(err.to_string()))?;
+    }
+    // Who asks, for every request of this command (apply's too: it said `by unknown`).
+    crate::safety::set_actor(&config);
+    Ok(config)
+}
+
 /// `--nats-url` as people type it: `127.0.0.1:4222` is `nats://127.0.0.1:4222` (issue 50), each
 /// of several comma-separated; a URL with a scheme is left as it is (and checked as before).
 fn with_scheme(urls: &str) -> String {
@@ -1030,33 +1033,26 @@ fn with_scheme(urls: &str) -> String {
 /// found from the id (issue 50), said on stderr. Several clusters with that id are listed and
 /// refused; none is `not found`, as the verb would say it.
 async fn resolve_cluster(
-    command: Command,
+    mut command: Command,
     config: Option<&std::path::Path>,
     nats_url: Option<&str>,
 ) -> Result<Command, Failure> {
-    let id = match &command {
-        Command::Backup(BackupCommand::Describe { id, cluster: None })
-        | Command::Backup(BackupCommand::Fetch {
-            id, cluster: None, ..
-        })
+    // The `--cluster` left out, and the id it is to be found from.
+    let (id, slot) = match &mut command {
+        Command::Backup(BackupCommand::Describe { id, cluster })
+        | Command::Backup(BackupCommand::Fetch { id, cluster, .. })
         | Command::Backup(BackupCommand::Delete {
             id: Some(id),
-            cluster: None,
+            cluster,
             ..
-        }) => id.clone(),
+        }) if cluster.is_none() => (id.clone(), cluster),
         _ => return Ok(command),
     };
     let filter = ListFilter {
         id: Some(parsed::<ListFilter, _>(&id)?),
         ..ListFilter::default()
     };
-    let mut config = Config::load(config).map_err(|err| Failure::input(err.to_string()))?;
-    if let Some(url) = nats_url {
-        config
-            .set("nats.url", &with_scheme(url))
-            .map_err(|err| Failure::input(err.to_string()))?;
-    }
-    let client = Client::connect(&config).await?;
+    let client = Client::connect(&config_of(config, nats_url)?).await?;
     let rows = client
         .call(&topology::api_subject("backup", "list"), &filter)
         .await?;
@@ -1079,51 +1075,8 @@ async fn resolve_cluster(
         }
     };
     eprintln!("backup {id} is of cluster {cluster}");
-    Ok(match command {
-        Command::Backup(BackupCommand::Describe { id, .. }) => {
-            Command::Backup(BackupCommand::Describe {
-                id,
-                cluster: Some(cluster),
-            })
-        }
-        Command::Backup(BackupCommand::Fetch {
-            id,
-            location,
-            to,
-            only,
-            ..
-        }) => Command::Backup(BackupCommand::Fetch {
-            id,
-            cluster: Some(cluster),
-            location,
-            to,
-            only,
-        }),
-        Command::Backup(BackupCommand::Delete {
-            id,
-            remote,
-            force,
-            dry_run,
-            yes,
-            location,
-            with_dependents,
-            oldest,
-            plan,
-            ..
-        }) => Command::Backup(BackupCommand::Delete {
-            id,
-            cluster: Some(cluster),
-            remote,
-            force,
-            dry_run,
-            yes,
-            location,
-            with_dependents,
-            oldest,
-            plan,
-        }),
-        other => other,
-    })
+    *slot = Some(cluster);
+    Ok(command)
 }
 
 /// `--watch`'s interval of a list verb, if given.

@@ -104,6 +104,19 @@ pub(crate) fn count_conflict(metrics: &Metrics) {
     let _ = RUN_CONFLICTS.try_with(|conflicts| conflicts.set(conflicts.get() + 1));
 }
 
+/// A run that decided nothing on purpose (issue 54), and why: carried as the run's error so
+/// that every caller of a run (an event, a rerun, a run after a scrub) holds the same way.
+#[derive(Debug)]
+pub(crate) struct Held(pub String);
+
+impl std::fmt::Display for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Held {}
+
 /// Why a cluster is held: each place whose backups name another store than the place's
 /// settings, how many, the first of them, and the command that moves them.
 fn stranded_reason(cluster: &ClusterName, elsewhere: &[crate::view::Stranded]) -> String {
@@ -250,16 +263,6 @@ impl Worker {
                 "the {trigger} event names cluster {cluster}, its subject {subject_cluster}"
             ));
         }
-        // Backups recorded in a store the fleet was not given (issue 54): nothing of the
-        // cluster is decided, locked, scrubbed or deleted until a person moves them.
-        match self.stranded(&cluster).await {
-            Ok(Some(reason)) => return self.hold(trigger, &cluster, reason, message).await,
-            Ok(None) => {}
-            // The run reads the same view: it fails, and is retried, as any run would.
-            Err(err) => {
-                tracing::warn!(%cluster, error = format!("{err:#}"), "reading the catalog view failed")
-            }
-        }
         // The scheduler's sweep asks for the cluster's scrub once per scrub interval: the
         // bucket first, so this very run counts only what is there. A bucket that cannot be
         // listed costs this scrub, not the run (the next interval scrubs again).
@@ -299,6 +302,12 @@ impl Worker {
             }
             other => other,
         };
+        // Backups recorded in a store the place was not given (issue 54): the run decided
+        // nothing on purpose, which is not a failure to retry.
+        if let Some(Held(reason)) = result.as_ref().err().and_then(|err| err.downcast_ref()) {
+            let reason = reason.clone();
+            return self.hold(trigger, &cluster, reason, message).await;
+        }
         match result {
             Ok(()) => {
                 self.ran(&cluster, started);
@@ -360,19 +369,20 @@ impl Worker {
         }
     }
 
-    /// Why `cluster`'s retention is held, when some of its backups at primary are recorded in
-    /// another store than the one the fleet is given (issue 54): the stores, how many backups
-    /// name each, and the way out.
-    async fn stranded(&self, cluster: &ClusterName) -> anyhow::Result<Option<String>> {
-        let view = self.view.current(cluster).await?;
-        let elsewhere = view.stores.elsewhere(|place| match place {
+    /// Why `cluster`'s retention is held, when some of its backups are recorded in another
+    /// store than the one their place's settings name (issue 54): the stores, how many backups
+    /// name each, and the way out. Read from the view the run plans on (no catalog request of
+    /// its own).
+    pub(super) fn stranded(
+        &self,
+        cluster: &ClusterName,
+        places: &crate::view::ClusterPlaces,
+    ) -> Option<Held> {
+        let elsewhere = places.stores.elsewhere(|place| match place {
             None => Some(self.store.place()),
             Some(name) => self.locations.get(name).map(ObjectStore::place),
         });
-        if elsewhere.is_empty() {
-            return Ok(None);
-        }
-        Ok(Some(stranded_reason(cluster, &elsewhere)))
+        (!elsewhere.is_empty()).then(|| Held(stranded_reason(cluster, &elsewhere)))
     }
 
     /// A run held on purpose ([`Worker::stranded`]): said in the status on every run, and in

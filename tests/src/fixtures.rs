@@ -160,6 +160,36 @@ pub async fn incidents(js: &jetstream::Context) -> Vec<Incident> {
         .collect()
 }
 
+/// How `cluster`'s retention runs are going, as the retention-worker last wrote it (issue 54);
+/// `None` before its first run.
+pub async fn retention_status(
+    js: &jetstream::Context,
+    cluster: &str,
+) -> Option<sexton_shared::records::RetentionStatus> {
+    let statuses = topology::retention_status_bucket(js, 1).await.ok()?;
+    let entry = statuses.get(cluster).await.ok().flatten()?;
+    Some(serde_json::from_slice(&entry).expect("a retention status as the worker writes it"))
+}
+
+/// Asks for a retention run of `cluster` that scrubs it first, as the scheduler's sweep does
+/// once per scrub interval.
+pub async fn sweep_with_scrub(js: &jetstream::Context, cluster: &str) {
+    let sweep = sexton_shared::wire::RetentionSweep {
+        schema_version: sexton_shared::wire::SCHEMA_VERSION,
+        cluster: cluster.parse().expect("a cluster name"),
+        requested_at: chrono::Utc::now(),
+        scrub: true,
+    };
+    js.publish(
+        topology::sweep_subject(&sweep.cluster),
+        sexton_shared::wire::encode(&sweep),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+}
+
 /// Waits until the deleter's consumer has nothing pending or unacknowledged.
 pub async fn deleter_drained(js: &jetstream::Context, timeout: std::time::Duration) {
     crate::eventually("the deleter to drain its jobs", timeout, || {

@@ -325,17 +325,11 @@ async fn every_list_and_describe_verb_prints_every_format() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     // Both clusters' retention has run (the checkpoints, the first sweep) before anything is
     // printed: `schedule get` and `describe` show how it went (issue 54).
-    let statuses = sexton_shared::topology::retention_status_bucket(&js, 1)
-        .await
-        .unwrap();
     for cluster in ["db1", "web"] {
         eventually(
             &format!("a retention status of {cluster}"),
             Duration::from_secs(30),
-            || {
-                let statuses = statuses.clone();
-                async move { statuses.get(cluster).await.ok().flatten().map(|_| ()) }
-            },
+            || fixtures::retention_status(&js, cluster),
         )
         .await;
     }

@@ -1081,14 +1081,6 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
     }
     let topo = topology::ensure(&js, 1).await.unwrap();
     let catalog = Catalog::new(topo.catalog.clone());
-    let statuses = topology::retention_status_bucket(&js, 1).await.unwrap();
-    let status_of = |cluster: String| {
-        let statuses = statuses.clone();
-        async move {
-            let entry = statuses.get(&cluster).await.ok().flatten()?;
-            serde_json::from_slice::<sexton_shared::records::RetentionStatus>(&entry).ok()
-        }
-    };
 
     // The failing cluster's backup, its data locked by hand before the fleet saw it.
     let now = DateTime::from_timestamp(Utc::now().timestamp(), 0).unwrap();
@@ -1124,7 +1116,7 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
         "the failing cluster's runs failing, twice",
         Duration::from_secs(60),
         || async {
-            let status = status_of(failing.to_string()).await?;
+            let status = fixtures::retention_status(&js, failing).await?;
             (status.outcome == sexton_shared::records::RetentionOutcome::Failed && status.runs >= 2)
                 .then_some(status)
         },
@@ -1154,7 +1146,7 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
                 .remove("f-b1")?
                 .value;
             record.locked_until?;
-            let status = status_of(healthy.clone()).await?;
+            let status = fixtures::retention_status(&js, &healthy).await?;
             (status.outcome == sexton_shared::records::RetentionOutcome::Decided
                 && status.at >= published)
                 .then_some(status)
@@ -1166,7 +1158,7 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
         took < chrono::Duration::seconds(10),
         "the healthy cluster was decided {took} after its report"
     );
-    let still = status_of(failing.to_string()).await.unwrap();
+    let still = fixtures::retention_status(&js, failing).await.unwrap();
     assert_eq!(
         still.outcome,
         sexton_shared::records::RetentionOutcome::Failed,
@@ -1356,28 +1348,10 @@ async fn a_moved_bucket_holds_its_clusters_until_migrated_then_every_backup_is_l
             ..Members::ALL
         },
     );
-    let statuses = topology::retention_status_bucket(&js, 1).await.unwrap();
-    let status_of = |cluster: &'static str| {
-        let statuses = statuses.clone();
-        async move {
-            let entry = statuses.get(cluster).await.ok().flatten()?;
-            serde_json::from_slice::<sexton_shared::records::RetentionStatus>(&entry).ok()
-        }
-    };
     // A sweep with a scrub: c1 is held, and its backups are not called missing.
-    js.publish(
-        topology::sweep_subject(&"c1".parse().unwrap()),
-        serde_json::to_vec(&json!({"schema_version": 1, "cluster": "c1",
-            "requested_at": Utc::now(), "scrub": true}))
-        .unwrap()
-        .into(),
-    )
-    .await
-    .unwrap()
-    .await
-    .unwrap();
+    fixtures::sweep_with_scrub(&js, "c1").await;
     let held = eventually("c1's retention held", Duration::from_secs(30), || async {
-        let status = status_of("c1").await?;
+        let status = fixtures::retention_status(&js, "c1").await?;
         (status.outcome == sexton_shared::records::RetentionOutcome::Held).then_some(status)
     })
     .await;
@@ -1447,7 +1421,7 @@ async fn a_moved_bucket_holds_its_clusters_until_migrated_then_every_backup_is_l
             .remove("f-n1")?
             .value;
         record.locked_until?;
-        let status = status_of("c2").await?;
+        let status = fixtures::retention_status(&js, "c2").await?;
         (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(())
     })
     .await;
@@ -1526,7 +1500,7 @@ async fn a_moved_bucket_holds_its_clusters_until_migrated_then_every_backup_is_l
         }
     }
     let status = eventually("c1 decided again", Duration::from_secs(30), || async {
-        let status = status_of("c1").await?;
+        let status = fixtures::retention_status(&js, "c1").await?;
         (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(status)
     })
     .await;
@@ -1643,27 +1617,9 @@ async fn a_locations_prefix_moved_under_its_copies_holds_until_migrated() {
     moved.locations.get_mut("dr").unwrap().s3.prefix = "dr-v2".into();
     let fleet = Fleet::start(&moved, members);
     let (copier_stop, copier) = start_copier(&moved);
-    js.publish(
-        topology::sweep_subject(&"c1".parse().unwrap()),
-        serde_json::to_vec(&json!({"schema_version": 1, "cluster": "c1",
-            "requested_at": Utc::now(), "scrub": true}))
-        .unwrap()
-        .into(),
-    )
-    .await
-    .unwrap()
-    .await
-    .unwrap();
-    let statuses = topology::retention_status_bucket(&js, 1).await.unwrap();
-    let status = || {
-        let statuses = statuses.clone();
-        async move {
-            let entry = statuses.get("c1").await.ok().flatten()?;
-            serde_json::from_slice::<sexton_shared::records::RetentionStatus>(&entry).ok()
-        }
-    };
+    fixtures::sweep_with_scrub(&js, "c1").await;
     let held = eventually("c1 held for dr", Duration::from_secs(30), || async {
-        let status = status().await?;
+        let status = fixtures::retention_status(&js, "c1").await?;
         (status.outcome == sexton_shared::records::RetentionOutcome::Held).then_some(status)
     })
     .await;
@@ -1747,7 +1703,7 @@ async fn a_locations_prefix_moved_under_its_copies_holds_until_migrated() {
         }
     }
     eventually("c1 decided again", Duration::from_secs(30), || async {
-        let status = status().await?;
+        let status = fixtures::retention_status(&js, "c1").await?;
         (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(())
     })
     .await;

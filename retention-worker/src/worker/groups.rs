@@ -85,6 +85,13 @@ impl Worker {
         let schedules = self.schedules.of_cluster(cluster).await?;
         let policies = planning::group_policies(&schedules);
         let mut view = self.view.current(cluster).await?;
+        // A run over backups recorded in another store than their place's is held (issue 54):
+        // nothing of it is decided, locked or deleted. A preview still shows the plan.
+        if matches!(render, Render::Run) {
+            if let Some(held) = self.stranded(cluster, &view) {
+                return Err(held.into());
+            }
+        }
         let refresh = view.last_refresh;
         tracing::debug!(%cluster, records = view.len(), ?refresh, "catalog view current");
         let mut plans = Vec::new();
