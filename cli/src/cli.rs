@@ -22,6 +22,7 @@ use sexton_shared::{
     topology,
 };
 
+mod actions;
 mod args;
 mod fetch;
 mod print;
@@ -34,7 +35,7 @@ mod values;
 pub use args::*;
 use print::*;
 use requests::*;
-use values::parsed;
+use values::{given_cluster, parsed};
 
 use crate::client::{decode_reply, Client};
 use crate::failure::parse_time;
@@ -79,7 +80,15 @@ pub fn command() -> clap::Command {
     };
     let (output, no_headers) = (hidden("output"), hidden("no_headers"));
     command.mut_subcommands(|sub| {
-        if ["executor", "exec", "serve", "completion"].contains(&sub.get_name()) {
+        if [
+            "executor",
+            "exec",
+            "serve",
+            "completion",
+            crate::completion::NAMES_VERB,
+        ]
+        .contains(&sub.get_name())
+        {
             sub.arg(output.clone()).arg(no_headers.clone())
         } else {
             sub
@@ -126,16 +135,29 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             "-o html is for retention simulate and schedule describe --simulate",
         ));
     }
+    if let Some(what) = cli
+        .command
+        .answers_without_names()
+        .filter(|_| cli.output == Output::Name)
+    {
+        return Err(Failure::input(format!(
+            "-o name prints the kind/name of what a verb lists or acts on; this one answers with \
+             {what}: use -o table, wide, json or yaml"
+        )));
+    }
     crate::output::configure(crate::output::Settings {
         no_headers: cli.no_headers,
     });
     match &cli.command {
         Command::Completion { shell } => {
-            let mut script = Vec::new();
-            clap_complete::generate(*shell, &mut command(), "sexton", &mut script);
-            crate::output::emit(&String::from_utf8_lossy(&script));
+            crate::output::emit(&crate::completion::script(*shell)?);
             Ok(())
         }
+        Command::CompleteNames { kind, cluster } => match load_config() {
+            Ok(config) => crate::completion::names(&config, *kind, cluster.as_deref()).await,
+            // A completion prints no error into the user's line.
+            Err(_) => Ok(()),
+        },
         Command::Version => {
             let config = load_config()?;
             crate::version::run(&config, cli.output).await
@@ -876,7 +898,8 @@ async fn run_online(
                 _,
             ) => {
                 let asked: VerifyAsked = decode_reply("backup.verify", value.clone())?;
-                return wait_for_verdict(&client, cluster, id, &asked, output).await;
+                return wait_for_verdict(&client, given_cluster(cluster)?, id, &asked, output)
+                    .await;
             }
             (
                 Command::Recovery(RecoveryCommand::Drill {
@@ -899,6 +922,9 @@ async fn run_online(
                     &subject,
                     value.clone(),
                 )?)
+            }
+            (command, _, _) if actions::is_action(command) => {
+                actions::print(command, output, &value, said_already)?
             }
             (command, _, _) => print_answer(command, output, &mut value, &columns)?,
         }
@@ -1041,6 +1067,9 @@ async fn resolve_cluster(
     let (id, slot) = match &mut command {
         Command::Backup(BackupCommand::Describe { id, cluster })
         | Command::Backup(BackupCommand::Fetch { id, cluster, .. })
+        | Command::Backup(BackupCommand::Hold { id, cluster, .. })
+        | Command::Backup(BackupCommand::Release { id, cluster, .. })
+        | Command::Backup(BackupCommand::Verify { id, cluster, .. })
         | Command::Backup(BackupCommand::Delete {
             id: Some(id),
             cluster,

@@ -7,6 +7,7 @@ pub mod audit;
 pub mod catalog_from;
 pub mod cli;
 pub mod client;
+pub mod completion;
 pub mod failure;
 pub mod listing;
 pub mod manifest;

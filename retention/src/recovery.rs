@@ -182,8 +182,8 @@ pub fn drill(catalog: &Catalog, now: DateTime<Utc>, t: DateTime<Utc>) -> Result<
     if t > now {
         return Err(format!(
             "{} is in the future (now is {})",
-            t.to_rfc3339(),
-            now.to_rfc3339()
+            said(t),
+            said(now)
         ));
     }
     let recovery = restorable(catalog, now);
@@ -216,22 +216,22 @@ pub fn drill(catalog: &Catalog, now: DateTime<Utc>, t: DateTime<Utc>) -> Result<
             });
         }
     }
-    let t_text = t.to_rfc3339();
+    let t_text = said(t);
     Err(match (recovery.oldest(), recovery.newest()) {
         (None, _) | (_, None) => "nothing is restorable here: no backup's chain is whole".into(),
         (Some(oldest), _) if t < oldest => format!(
             "{t_text} is before the oldest restorable instant, {}",
-            oldest.to_rfc3339()
+            said(oldest)
         ),
         (_, Some(newest)) if t > newest => format!(
             "{t_text} is after the newest restorable instant, {} (the archive reaches no further)",
-            newest.to_rfc3339()
+            said(newest)
         ),
         _ => match recovery.gaps.iter().find(|gap| gap.from < t && t < gap.to) {
             Some(gap) => format!(
                 "{t_text} falls in a gap from {} to {}: {}",
-                gap.from.to_rfc3339(),
-                gap.to.to_rfc3339(),
+                said(gap.from),
+                said(gap.to),
                 gap.reason
             ),
             None => format!("{t_text} is not restorable here"),
@@ -947,6 +947,12 @@ fn find_gaps(
     gaps
 }
 
+/// An instant as a reason says it to people: UTC to the second (`2026-11-28T03:00:00Z`); the
+/// nanoseconds stay in the value's own fields (issue 50).
+fn said(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 fn gap_reason(
     catalog: &Catalog,
     chains: &Chains<'_>,
@@ -959,12 +965,12 @@ fn gap_reason(
     match runs.uncovered(from, to) {
         Some((start, end)) => reasons.push(format!(
             "no segment between {} and {}",
-            start.to_rfc3339(),
-            end.to_rfc3339()
+            said(start),
+            said(end)
         )),
         None => reasons.push(format!(
             "no restorable backup before {} starts in the archive's run over it",
-            to.to_rfc3339()
+            said(to)
         )),
     }
     let low = by_time.partition_point(|&(at, _)| at <= from);

@@ -394,6 +394,11 @@ async fn a_record_only_delete_says_where_its_objects_are_and_import_undoes_it() 
             && said.contains("sexton catalog import --cluster c1 --include-removed"),
         "{said}"
     );
+    // The result in kubectl's form, without flag cells (issue 50).
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "backup/f-b1 record removed in cluster c1\n"
+    );
     assert!(!records_of(&catalog, "c1").await.contains_key("f-b1"));
     assert_eq!(keys_under(&store, "backups/c1/f/f-b1/").await.len(), 2);
     // Its objects are orphans now; a dry run of their deletion says it deleted nothing, and

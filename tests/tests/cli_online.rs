@@ -602,23 +602,52 @@ async fn the_volume_hold_and_owner_commands_work_against_a_live_scheduler() {
         "{}",
         missing.stderr
     );
-    expect(
-        &sexton(
-            url,
-            &[
-                "backup",
-                "release",
-                "d1",
-                "--cluster",
-                "c1",
-                "--reason",
-                "restore:r-1",
-            ],
-        )
-        .await,
-        0,
-        "backup release",
+    // An action's result in kubectl's form, the same in every verb: `kind/name verb-ed`, no
+    // flag cells (issue 50); `-o name` the kind/name alone.
+    let released = sexton(
+        url,
+        &[
+            "backup",
+            "release",
+            "d1",
+            "--cluster",
+            "c1",
+            "--reason",
+            "restore:r-1",
+        ],
+    )
+    .await;
+    expect(&released, 0, "backup release");
+    assert_eq!(
+        released.stdout,
+        "backup/d1 released in cluster c1: holds none\n"
     );
+    let held = sexton(
+        url,
+        &[
+            "backup",
+            "hold",
+            "d1",
+            "--reason",
+            "legal:case-7",
+            "-o",
+            "name",
+        ],
+    )
+    .await;
+    expect(&held, 0, "backup hold without --cluster");
+    assert_eq!(held.stdout, "backup/d1\n");
+    assert!(
+        held.stderr.contains("backup d1 is of cluster c1"),
+        "{}",
+        held.stderr
+    );
+    let released = sexton(
+        url,
+        &["backup", "release", "d1", "--reason", "legal:case-7"],
+    )
+    .await;
+    expect(&released, 0, "backup release without --cluster");
 
     // The dry run says what deleting would do, and changes nothing.
     let dry = sexton(

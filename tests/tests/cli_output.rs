@@ -127,6 +127,49 @@ impl Tokens {
 
 /// Every SHA-256 in hex (a word of exactly 64 hex digits) in `line` as `<sha256>`: a table
 /// column of digests (`backup describe`'s objects), where `metadata.json`'s differs per run.
+/// What bash completes for `line` (its last word the one being completed), with the script
+/// `sexton completion bash` prints sourced in a real bash and the fleet at `url`.
+fn complete_in_bash(url: &str, now: &str, line: &[&str]) -> String {
+    let binary = service_binary("sexton");
+    let script =
+        std::env::temp_dir().join(format!("sexton-completion-{}.bash", std::process::id()));
+    std::fs::write(
+        &script,
+        sexton_with(url, now, &["completion", "bash"], &[]).stdout,
+    )
+    .unwrap();
+    let words: Vec<String> = line.iter().map(|w| format!("{w:?}")).collect();
+    let program = format!(
+        "source {}; COMP_WORDS=({}); COMP_CWORD={}; \
+         _sexton_names sexton \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; \
+         echo \"${{COMPREPLY[*]}}\"",
+        script.display(),
+        words.join(" "),
+        line.len() - 1
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(program)
+        .env_clear()
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                binary.parent().unwrap().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
+        .env("SEXTON_NATS_URL", url)
+        .output()
+        .expect("bash");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 fn mask_digests(line: &str) -> String {
     line.split(' ')
         .map(|word| {
@@ -460,6 +503,33 @@ async fn every_list_and_describe_verb_prints_every_format() {
     ] {
         cases.push((name.to_string(), args));
     }
+    // Names complete from the fleet (issue 50); clap's verbs and flags still complete
+    // around them.
+    let (url_for_blocking, now_for_blocking) = (url.clone(), cli_now.clone());
+    tokio::task::spawn_blocking(move || {
+        let completed =
+            |line: &[&str]| complete_in_bash(&url_for_blocking, &now_for_blocking, line);
+        assert_eq!(
+            completed(&["sexton", "schedule", "describe", "n"]),
+            "nightly"
+        );
+        assert_eq!(completed(&["sexton", "schedule", "pause", "w"]), "weekly");
+        assert_eq!(
+            completed(&["sexton", "backup", "list", "--cluster", "d"]),
+            "db1"
+        );
+        assert_eq!(
+            completed(&["sexton", "backup", "hold", "--cluster", "db1", "nightly-"]),
+            "nightly-1 nightly-2 nightly-3"
+        );
+        let verbs = completed(&["sexton", "backup", "de"]);
+        assert!(
+            verbs.contains("describe") && verbs.contains("delete"),
+            "{verbs}"
+        );
+    })
+    .await
+    .unwrap();
     let url_for_blocking = url.clone();
     let differences = tokio::task::spawn_blocking(move || {
         cases
@@ -703,6 +773,24 @@ async fn pipes_logs_version_watch_and_completion_behave() {
             ] {
                 assert!(run.stdout.contains(word), "{shell} completion lacks {word}");
             }
+        }
+        // With the fleet unreachable: no names and no error in the user's line.
+        let run = sexton_with(
+            "nats://127.0.0.1:1",
+            &now,
+            &["__complete-names", "schedule"],
+            &[],
+        );
+        assert_eq!(
+            (run.code, run.stdout.as_str(), run.stderr.as_str()),
+            (0, "", "")
+        );
+        let zsh = sexton_with(&url, &now, &["completion", "zsh"], &[]).stdout;
+        for kind in ["cluster", "schedule", "backup"] {
+            assert!(
+                zsh.contains(&format!(":_sexton_names {kind}'")),
+                "zsh completes no {kind} names"
+            );
         }
         // `executor --help` offers no -o; list verbs do, with examples.
         let run = sexton_with(&url, &now, &["executor", "--help"], &[]);

@@ -475,6 +475,13 @@ async fn a_mass_deletion_is_held_until_approved_once_and_every_deleted_object_is
     .await;
     expect(&refused, 2, "approve without --yes");
     assert!(refused.stderr.contains("--yes"), "{}", refused.stderr);
+    // What approving does is said first, without the hint to run the command being run.
+    assert!(
+        refused.stderr.contains("HELD by the circuit breaker")
+            && !refused.stderr.contains("to let this run through once"),
+        "{}",
+        refused.stderr
+    );
     assert!(topo.breaker.entry("c1.full").await.unwrap().is_none());
 
     // With --yes: exactly the held run goes through.
@@ -488,12 +495,21 @@ async fn a_mass_deletion_is_held_until_approved_once_and_every_deleted_object_is
             "--plan",
             "full",
             "--yes",
-            "-o",
-            "json",
         ],
     )
     .await;
     expect(&approved, 0, "approve --yes");
+    // The result in kubectl's form, one backup a line (issue 50).
+    let mut said = vec![format!(
+        "retention/c1/full approved: its next run deletes {} backups",
+        deleting.len()
+    )];
+    let mut by_line: Vec<String> = deleting.iter().map(|id| format!("  backup/{id}")).collect();
+    by_line.sort();
+    said.extend(by_line);
+    let mut printed: Vec<String> = approved.stdout.lines().map(str::to_string).collect();
+    printed[1..].sort();
+    assert_eq!(printed, said, "{}", approved.stdout);
     let kept: BTreeSet<String> = all.difference(&deleting).cloned().collect();
     eventually("the approved run deleted", Duration::from_secs(60), || {
         let (catalog, kept) = (catalog.clone(), kept.clone());

@@ -111,7 +111,8 @@ pub enum Command {
         #[arg(value_parser = ["scheduler", "retention-worker", "deleter", "executor"])]
         service: String,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish or powershell).
+    /// Print a shell completion script (bash, zsh, fish, elvish or powershell); bash, zsh and
+    /// fish complete the fleet's cluster, schedule and backup names too.
     #[command(after_help = "Examples:
   sexton completion bash > /etc/bash_completion.d/sexton
   sexton completion zsh > \"${fpath[1]}/_sexton\"
@@ -119,6 +120,21 @@ pub enum Command {
     Completion {
         /// The shell to complete for.
         shell: clap_complete::Shell,
+    },
+    /// The names a completion script offers (hidden: the scripts call it).
+    #[command(
+        name = "__complete-names",
+        hide = true,
+        after_help = "Examples:
+  sexton __complete-names schedule
+  sexton __complete-names backup --cluster db1"
+    )]
+    CompleteNames {
+        /// What to name: cluster, schedule or backup.
+        kind: crate::completion::NameKind,
+        /// Backups of this cluster only.
+        #[arg(long)]
+        cluster: Option<String>,
     },
     /// Print this client's version and ask every running service for its own.
     #[command(after_help = "Examples:
@@ -289,9 +305,9 @@ pub enum BackupCommand {
     Hold {
         /// The backup's id.
         id: String,
-        /// The cluster the backup belongs to.
+        /// The cluster the backup belongs to; found from the id when only one cluster has it.
         #[arg(long)]
-        cluster: String,
+        cluster: Option<String>,
         /// `<what>:<id>`, such as `restore:r-42`.
         #[arg(long, value_parser = parse_hold_reason)]
         reason: String,
@@ -302,9 +318,9 @@ pub enum BackupCommand {
     Release {
         /// The backup's id.
         id: String,
-        /// The cluster the backup belongs to.
+        /// The cluster the backup belongs to; found from the id when only one cluster has it.
         #[arg(long)]
-        cluster: String,
+        cluster: Option<String>,
         /// The reason the hold was taken with, `<what>:<id>`.
         #[arg(long, value_parser = parse_hold_reason)]
         reason: String,
@@ -363,9 +379,9 @@ pub enum BackupCommand {
     Verify {
         /// The backup's id.
         id: String,
-        /// The cluster the backup belongs to.
+        /// The cluster the backup belongs to; found from the id when only one cluster has it.
         #[arg(long)]
-        cluster: String,
+        cluster: Option<String>,
         /// How long the executor has (1m to 7d; default 1h).
         #[arg(long)]
         timeout: Option<String>,
@@ -1060,4 +1076,27 @@ fn parse_location(text: &str) -> Result<String, String> {
     sexton_shared::names::LocationName::new(text)
         .map(|_| text.to_string())
         .map_err(|err| err.to_string())
+}
+
+impl Command {
+    /// What this verb answers with when that is not a set of things with names, so that
+    /// `-o name` is refused rather than ignored (issue 50); `None` for a verb that lists or acts
+    /// on named things.
+    pub fn answers_without_names(&self) -> Option<&'static str> {
+        Some(match self {
+            Command::Schedule(ScheduleCommand::Next { .. }) => "run times",
+            Command::Schedule(ScheduleCommand::Explain { .. }) => "an explanation",
+            Command::Retention(RetentionCommand::Simulate { .. }) => "a simulation",
+            Command::Retention(RetentionCommand::Plan { .. }) => "an offline plan",
+            Command::Recovery(RecoveryCommand::Window { .. }) => "restorable windows",
+            Command::Recovery(RecoveryCommand::Drill { .. }) => "a drill's verdict",
+            Command::Catalog(CatalogCommand::Migrate { .. }) => "a migration's report",
+            Command::Binlog(BinlogCommand::Append { .. }) => "the segments it shipped",
+            Command::Backup(BackupCommand::Fetch { .. }) => "the files it wrote",
+            Command::Audit(_) => "audit entries",
+            Command::Diff { .. } => "a diff",
+            Command::Version => "versions",
+            _ => return None,
+        })
+    }
 }

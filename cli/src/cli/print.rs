@@ -361,9 +361,14 @@ pub(super) fn describe_destructive(
         }) => {
             let groups: Vec<PreviewGroup> = decode_reply(subject, plan)?;
             let breaker = groups.into_iter().next().and_then(|group| group.breaker);
+            // Without the hint to run `approve`: this is that run (issue 50).
             let lines = breaker
                 .as_ref()
-                .map(crate::safety::held_lines)
+                .map(|breaker| {
+                    let mut lines = crate::safety::held_lines(breaker);
+                    lines.retain(|line| !line.contains(&breaker.approve_with));
+                    lines
+                })
                 .unwrap_or_else(|| {
                     vec![format!(
                         "retention of cluster {cluster} plan {name} is not held now"

@@ -515,7 +515,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             topology::api_subject("backup", "verify"),
             Body::VerifyRequest(VerifyRequest {
                 schema_version: SCHEMA_VERSION,
-                cluster: parsed::<VerifyRequest, _>(cluster)?,
+                cluster: parsed::<VerifyRequest, _>(given_cluster(cluster)?)?,
                 id: parsed::<VerifyRequest, _>(id)?,
                 timeout: timeout
                     .as_deref()
@@ -539,7 +539,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             reason,
         } => (
             topology::api_subject("backup", "hold"),
-            Body::BackupHold(backup_hold(cluster, id, reason)?),
+            Body::BackupHold(backup_hold(given_cluster(cluster)?, id, reason)?),
             &["cluster", "id", "action", "holds", "warning"],
         ),
         BackupCommand::Release {
@@ -548,7 +548,7 @@ fn backup_request(command: &BackupCommand) -> Result<Call, Failure> {
             reason,
         } => (
             topology::api_subject("backup", "release"),
-            Body::BackupHold(backup_hold(cluster, id, reason)?),
+            Body::BackupHold(backup_hold(given_cluster(cluster)?, id, reason)?),
             &["cluster", "id", "action", "holds"],
         ),
         BackupCommand::Delete {
