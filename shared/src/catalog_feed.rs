@@ -6,7 +6,8 @@
 //! stream forward from N, entry by entry, so a catch-up costs the server every entry stored
 //! since the cluster's last use, whichever cluster wrote it: with 2,000 clusters at 60
 //! completions/s that is some 10,000 entries per use, and the scans took 41% of nats-server's CPU
-//! and held up every other JetStream API request behind them (profiled in ARCHITECTURE.md).
+//! and held up every other JetStream API request behind them (profiled in
+//! docs/decisions/0005-views-fed-by-one-consumer.md).
 //!
 //! The feed is one ordered consumer per view whose filters are the clusters the view holds
 //! (`$KV.sexton-catalog.<cluster>.*`, one each): the server hands it each entry of those
