@@ -353,6 +353,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 "scheduler" => sexton_scheduler::run(config, shutdown).await,
                 "retention-worker" => sexton_retention_worker::run(config, shutdown).await,
                 "deleter" => sexton_deleter::run(config, shutdown).await,
+                "copier" => sexton_copier::run(config, shutdown).await,
                 _ => sexton_executor::reference::run(config, shutdown).await,
             };
             result.map_err(Failure::runtime)

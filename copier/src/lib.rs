@@ -16,19 +16,18 @@ use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::Utc;
 use sexton_shared::{
     catalog::{CasError, Catalog},
+    channels,
     config::Config,
     copies::{self, destination_key, CopyJob, CopyState, CopyVerdict, LocationCopy},
     names::{BackupId, ClusterName, LocationName},
     object_store::{copy::CopyError, transfer::UploadSettings, ObjectStore},
-    outcome::{publish_incident, settle, Outcome},
+    outcome::{publish_incident, Outcome},
     records::{BackupRecord, BackupStatus, ScheduleRecord},
-    service::TaskGroup,
     telemetry, topology,
     topology::Topology,
     wire::{self, Incident},
     Shutdown,
 };
-use tracing::Instrument as _;
 
 mod binlog;
 mod lease;
@@ -93,111 +92,88 @@ struct Copier {
 }
 
 pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    let mut tasks = TaskGroup::new("copier", shutdown);
-    let shutdown = tasks.shutdown();
-    let client = sexton_shared::nats::connect(&config.nats, "sexton-copier").await?;
-    let jetstream = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure_for(&jetstream, &config)
-        .await
-        .context("creating the nats topology")?;
-    let source = ObjectStore::connect(&config.s3).await?;
-    let mut locations = BTreeMap::new();
-    for (name, store) in ObjectStore::connect_locations(&config).await? {
-        let configured = config.locations.get(name.as_str());
-        let storage_class = configured.and_then(|location| location.storage_class.clone());
-        let locked = configured.is_some_and(|location| location.s3.lock.is_some());
-        locations.insert(
-            name,
-            Location {
-                store,
-                storage_class,
-                locked,
-            },
-        );
-    }
-    let leases = topology::copy_leases_bucket(&jetstream, config.nats.replicas)
-        .await
-        .context("opening the copy leases' bucket")?;
-    let metrics = Arc::new(metrics::Metrics::new());
+    let started = sexton_shared::service::start("copier", &config, shutdown).await?;
+    let copier = Arc::new(Copier::open(&config, &started).await?);
     // Ready with NATS: a location (or the primary) being down delays copies, it does not make
     // the copier unready, so one store's outage never restarts the service.
-    let addr = telemetry::serve(
-        &config.http.listen,
-        metrics.registry.clone(),
-        telemetry::nats_readiness(client.clone()),
-        shutdown.clone(),
-    )
-    .await?;
-    sexton_shared::build::start(&client, "copier", &metrics.registry, shutdown.clone()).await?;
-    tracing::info!(metrics = %telemetry::listen_text(addr), locations = ?locations.keys().collect::<Vec<_>>(), "copier started");
-    let stream = jetstream
-        .get_stream(topology::STREAM_COPIES)
-        .await
-        .context("opening the copies stream")?;
-    let consumer: PullConsumer = stream
-        .get_or_create_consumer(
-            topology::CONSUMER_COPIER,
-            async_nats::jetstream::consumer::pull::Config {
-                // A copy waits out an outage of its destination however long it lasts: the
-                // backup is held at its source meanwhile, and the lag shows in the metrics
-                // and the alert. Poison jobs are terminated, so none is retried for ever.
-                max_deliver: -1,
-                // No backoff: JetStream would apply it to acknowledgement timeouts too. A
-                // failed copy is naked with its own growing delay (`retry_delay`), and a long
-                // one keeps its job with progress acks.
-                backoff: Vec::new(),
-                max_ack_pending: (4 * config.copier.concurrency) as i64,
-                ..topology::consumer_config(
-                    topology::CONSUMER_COPIER,
-                    Some(format!("{}.copy.*", topology::SUBJECT_ROOT)),
-                    config.copier.ack_wait,
-                )
+    let readiness = telemetry::nats_readiness(started.client.clone());
+    let registry = &copier.metrics.registry;
+    started
+        .serve("copier", &config, registry, readiness)
+        .await?;
+    let consumer = channels::COPY_DURABLE
+        .open(
+            &started.jetstream,
+            None,
+            channels::Settings {
+                ack_wait: config.copier.ack_wait,
+                max_ack_pending: Some((4 * config.copier.concurrency) as i64),
             },
         )
-        .await
-        .context("creating the copier consumer")?;
-    metrics.consumer.spawn_poller(
-        jetstream.clone(),
+        .await?;
+    let (mut tasks, shutdown) = (started.tasks, started.shutdown);
+    copier.metrics.consumer.spawn_poller(
+        started.jetstream,
         topology::STREAM_COPIES,
         topology::CONSUMER_COPIER,
         Duration::from_secs(5),
         shutdown.clone(),
     );
-    let copier = Arc::new(Copier {
-        catalog: Catalog::new(topology.catalog.clone()),
-        views: sexton_shared::catalog_view::CatalogView::new(topology.catalog.clone()),
-        schedules: sexton_shared::schedules_view::SchedulesView::new(topology.schedules.clone()),
-        binlog_reported: Default::default(),
-        topology,
-        source,
-        locations,
-        settings: UploadSettings {
-            part_size: config.copier.part_size,
-            concurrency: config.copier.parts_in_flight,
-        },
-        metrics,
-        clusters: sexton_shared::service::ClusterLocks::new(64),
-        leases: lease::Leases::new(leases),
-    });
-    tasks.spawn(
-        "binlog copies",
-        binlog_passes(
-            copier.clone(),
-            config.copier.binlog_interval,
-            shutdown.clone(),
-        ),
-    );
-    tasks.spawn(
-        "copy jobs",
-        consume(
-            copier,
-            consumer,
-            config.copier.concurrency,
-            config.copier.ack_wait,
-            shutdown,
-        ),
-    );
+    let interval = config.copier.binlog_interval;
+    let passes = binlog_passes(copier.clone(), interval, shutdown.clone());
+    tasks.spawn("binlog copies", passes);
+    let (concurrency, ack_wait) = (config.copier.concurrency, config.copier.ack_wait);
+    let jobs = consume(copier, consumer, concurrency, ack_wait, shutdown);
+    tasks.spawn("copy jobs", jobs);
     tasks.join(Duration::from_secs(30)).await
+}
+
+impl Copier {
+    /// The copier's state: its stores (the primary and each location), its leases' bucket,
+    /// its views of the catalog and the schedules, its metrics.
+    async fn open(
+        config: &Config,
+        started: &sexton_shared::service::Started,
+    ) -> anyhow::Result<Copier> {
+        let source = ObjectStore::connect(&config.s3).await?;
+        let mut locations = BTreeMap::new();
+        for (name, store) in ObjectStore::connect_locations(config).await? {
+            let configured = config.locations.get(name.as_str());
+            let storage_class = configured.and_then(|location| location.storage_class.clone());
+            let locked = configured.is_some_and(|location| location.s3.lock.is_some());
+            locations.insert(
+                name,
+                Location {
+                    store,
+                    storage_class,
+                    locked,
+                },
+            );
+        }
+        tracing::info!(locations = ?locations.keys().collect::<Vec<_>>(), "copying to");
+        let leases = topology::copy_leases_bucket(&started.jetstream, config.nats.replicas)
+            .await
+            .context("opening the copy leases' bucket")?;
+        let topology = started.topology.clone();
+        Ok(Copier {
+            catalog: Catalog::new(topology.catalog.clone()),
+            views: sexton_shared::catalog_view::CatalogView::new(topology.catalog.clone()),
+            schedules: sexton_shared::schedules_view::SchedulesView::new(
+                topology.schedules.clone(),
+            ),
+            binlog_reported: Default::default(),
+            topology,
+            source,
+            locations,
+            settings: UploadSettings {
+                part_size: config.copier.part_size,
+                concurrency: config.copier.parts_in_flight,
+            },
+            metrics: Arc::new(metrics::Metrics::new()),
+            clusters: sexton_shared::service::ClusterLocks::new(64),
+            leases: lease::Leases::new(leases),
+        })
+    }
 }
 
 async fn consume(
@@ -220,49 +196,45 @@ async fn consume(
         concurrency,
         |message| {
             let copier = copier.clone();
-            let span = telemetry::message_span(&message);
             async move {
                 // The job stays this replica's while it copies, however long that takes.
                 let keep = sexton_shared::nats::KeepInProgress::start(&message, ack_wait / 3);
-                let (location, label, outcome) = handle(&copier, &message).await;
+                // A job refused before it was read counts under `unknown`, `refused`.
+                let labels = std::sync::Mutex::new(("unknown".to_string(), "refused"));
+                channels::deliver(
+                    &channels::COPY_JOBS,
+                    "copier",
+                    &copier.topology.jetstream,
+                    Some(&copier.metrics.consumer),
+                    &message,
+                    |job| async {
+                        let (location, label, outcome) = handle(&copier, job, &message).await;
+                        *labels.lock().expect("not poisoned") = (location, label);
+                        outcome
+                    },
+                )
+                .await;
                 drop(keep);
+                let (location, label) = labels.into_inner().expect("not poisoned");
                 copier
                     .metrics
                     .copies
                     .with_label_values(&[&location, label])
                     .inc();
-                settle(&copier.topology.jetstream, "copier", &message, &outcome).await;
-                copier.metrics.consumer.observe(&outcome);
             }
-            .instrument(span)
         },
     )
     .await
 }
 
 /// One copy job: the location and outcome labels for the metrics, and the outcome.
-async fn handle(copier: &Copier, message: &jetstream::Message) -> (String, &'static str, Outcome) {
-    let job: CopyJob = match wire::decode(&message.payload) {
-        Ok(job) => job,
-        Err(err) => {
-            return (
-                "unknown".into(),
-                "refused",
-                Outcome::Poison(err.to_string()),
-            )
-        }
-    };
+/// The job is received (`channels::COPY_JOBS`): it decoded and names its subject's cluster.
+async fn handle(
+    copier: &Copier,
+    job: CopyJob,
+    message: &jetstream::Message,
+) -> (String, &'static str, Outcome) {
     let label = job.location.to_string();
-    if message.subject.as_str() != topology::copy_job_subject(&job.cluster) {
-        return (
-            "unknown".into(),
-            "refused",
-            Outcome::Poison(format!(
-                "a copy job for cluster {} on subject {}",
-                job.cluster, message.subject
-            )),
-        );
-    }
     let Some(location) = copier.locations.get(&job.location) else {
         return (
             "unknown".into(),
@@ -529,7 +501,7 @@ async fn binlog_pass(
                         kind: kind.into(),
                         cluster: Some(cluster.to_string()),
                         backup_id: None,
-                        subject: topology::copy_job_subject(cluster),
+                        subject: channels::COPY_JOBS.subject(cluster),
                         reason,
                         at: Utc::now(),
                     },
@@ -1045,24 +1017,14 @@ async fn ask_retention_run(
     location: &LocationName,
     message_id: &str,
 ) {
-    let sweep = wire::RetentionSweep {
-        schema_version: wire::SCHEMA_VERSION,
-        cluster: cluster.clone(),
-        requested_at: Utc::now(),
-        scrub: false,
-    };
-    let body = match serde_json::to_vec(&sweep) {
-        Ok(body) => body,
-        Err(err) => {
-            tracing::warn!(%cluster, error = %err, "cannot encode a retention sweep");
-            return;
-        }
-    };
-    if let Err(err) = sexton_shared::nats::publish_once(
+    if let Err(err) = channels::request_sweep(
         &copier.topology.jetstream,
-        topology::sweep_subject(cluster),
-        message_id,
-        body.into(),
+        cluster,
+        Utc::now(),
+        false,
+        &channels::SweepCause::Copied {
+            id: message_id.to_string(),
+        },
     )
     .await
     {
@@ -1084,19 +1046,16 @@ async fn report_bad(copier: &Copier, incident: Incident) {
     let Some(cluster) = scrub else {
         return;
     };
-    let sweep = wire::RetentionSweep {
-        schema_version: wire::SCHEMA_VERSION,
-        cluster: cluster.clone(),
-        requested_at: Utc::now(),
-        scrub: true,
-    };
     // Once per backup within the stream's de-duplication window, however often the job is
     // retried.
-    if let Err(err) = sexton_shared::nats::publish_once(
+    if let Err(err) = channels::request_sweep(
         &copier.topology.jetstream,
-        topology::sweep_subject(&cluster),
-        &format!("scrub.copy-refused.{cluster}.{backup}"),
-        wire::encode(&sweep),
+        &cluster,
+        Utc::now(),
+        true,
+        &channels::SweepCause::CopyRefused {
+            backup: backup.clone(),
+        },
     )
     .await
     {
@@ -1111,7 +1070,7 @@ fn incident(cluster: &ClusterName, backup: &BackupId, kind: &str, reason: String
         kind: kind.into(),
         cluster: Some(cluster.to_string()),
         backup_id: Some(backup.to_string()),
-        subject: topology::copy_job_subject(cluster),
+        subject: channels::COPY_JOBS.subject(cluster),
         reason,
         at: Utc::now(),
     }

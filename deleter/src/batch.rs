@@ -28,6 +28,7 @@ use chrono::Utc;
 use futures::StreamExt;
 use sexton_shared::{
     catalog::{CasError, Catalog, Versioned},
+    channels,
     config::Config,
     names::ClusterName,
     object_store::{ObjectError, ObjectStore, DELETE_BATCH},
@@ -207,17 +208,8 @@ impl Deleter {
         // 1. Decode, and judge each cluster's jobs against its catalog.
         let mut by_cluster: BTreeMap<ClusterName, Vec<(usize, DeleteJob)>> = BTreeMap::new();
         for (slot, message) in messages.iter().enumerate() {
-            match wire::decode::<DeleteJob>(&message.payload) {
-                Err(err) => outcomes[slot] = Some(Outcome::Poison(err.to_string())),
-                Ok(job)
-                    if sexton_shared::topology::published_subject(&message.subject)
-                        != sexton_shared::topology::delete_job_subject(&job.cluster) =>
-                {
-                    outcomes[slot] = Some(Outcome::Poison(format!(
-                        "a job for cluster {} on subject {}",
-                        job.cluster, message.subject
-                    )))
-                }
+            match channels::DELETE_JOBS.receive(message) {
+                Err(why) => outcomes[slot] = Some(Outcome::Poison(why)),
                 Ok(job) => by_cluster
                     .entry(job.cluster.clone())
                     .or_default()

@@ -25,22 +25,22 @@ use std::{
     sync::Arc,
     time::Duration,
 };
-use tracing::Instrument as _;
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::PullConsumer};
+use async_nats::jetstream::{self};
 use chrono::{DateTime, FixedOffset, Utc};
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
 use sexton_shared::{
     binlog::{self, check_segment_key, safe_horizon_with, select_orphans, store},
+    channels::{self, Channel},
     config::Config,
     names::{ClusterName, LocationName},
     object_store::{ObjectError, ObjectStore},
-    outcome::{publish_incident, settle, Outcome},
+    outcome::{publish_incident, Outcome},
     planning,
     records::BackupRecord,
     schedules_view::SchedulesView,
-    topology::{self, Topology},
+    topology::Topology,
     wire::{self, BinlogGcJob, Incident},
     Shutdown,
 };
@@ -149,17 +149,25 @@ impl Collector {
     }
 
     /// One job: handled within the collector's bound on jobs at once, settled, in its span.
-    async fn handle_one(&self, message: &jetstream::Message) {
+    async fn handle_one(&self, channel: &Channel<BinlogGcJob>, message: &jetstream::Message) {
         let _turn = self
             .in_flight
             .acquire()
             .await
             .expect("the semaphore is never closed");
-        let outcome = self
-            .handle(message)
-            .instrument(sexton_shared::telemetry::message_span(message))
-            .await;
-        settle(&self.topology.jetstream, "deleter", message, &outcome).await;
+        let outcome = channels::deliver(
+            channel,
+            "deleter",
+            &self.topology.jetstream,
+            None,
+            message,
+            |job| self.handle(job, message),
+        )
+        .await;
+        self.metrics
+            .jobs
+            .with_label_values(&[outcome.label()])
+            .inc();
     }
 }
 
@@ -168,25 +176,17 @@ impl Collector {
 /// cluster at a time. Every replica reads it; once it is empty it costs an idle pull.
 pub async fn run_unpartitioned(collector: Collector, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let jetstream = collector.topology.jetstream.clone();
-    let stream = jetstream
-        .get_stream(topology::STREAM_JOBS)
-        .await
-        .context("opening the jobs stream")?;
-    let consumer: PullConsumer = stream
-        .get_or_create_consumer(
-            topology::CONSUMER_DELETER_BINLOG,
-            jetstream::consumer::pull::Config {
+    let consumer = channels::LEGACY_BINLOG_DURABLE
+        .open(
+            &jetstream,
+            None,
+            channels::Settings {
+                ack_wait: ACK_WAIT,
                 // A crashed replica's job waits out ack_wait without holding up the others.
-                max_ack_pending: 64,
-                ..topology::consumer_config(
-                    topology::CONSUMER_DELETER_BINLOG,
-                    Some(format!("{}.job.binlog.*", topology::SUBJECT_ROOT)),
-                    ACK_WAIT,
-                )
+                max_ack_pending: Some(64),
             },
         )
-        .await
-        .context("creating the binlog consumer")?;
+        .await?;
     let in_flight = collector.limit;
     let mut messages = consumer
         .stream()
@@ -202,7 +202,11 @@ pub async fn run_unpartitioned(collector: Collector, mut shutdown: Shutdown) -> 
         in_flight,
         |message| {
             let collector = collector.clone();
-            async move { collector.handle_one(&message).await }
+            async move {
+                collector
+                    .handle_one(&channels::LEGACY_BINLOG_JOBS, &message)
+                    .await
+            }
         },
     )
     .await
@@ -220,20 +224,16 @@ const PARTITION_PULL: Duration = Duration::from_secs(2);
 /// partition's clusters one after another; the partitions at once, within the collector's
 /// bound).
 pub async fn consume_partition(collector: Collector, partition: u16, mut stop: Shutdown) {
-    let durable = topology::binlog_partition_durable(partition);
     let mut reader = sexton_shared::partitions::PartitionReader::new(
         collector.topology.jetstream.clone(),
-        topology::STREAM_BINLOG,
-        topology::consumer_config(
-            &durable,
-            Some(topology::binlog_partition_filter(partition)),
-            ACK_WAIT,
-        ),
+        &channels::BINLOG_DURABLE,
+        partition,
+        channels::Settings::ack_wait(ACK_WAIT),
         PARTITION_PULL,
     );
     while let Some(mut pull) = reader.pull(PARTITION_BATCH, &mut stop).await {
         while let Some(message) = pull.next(&stop).await {
-            collector.handle_one(&message).await;
+            collector.handle_one(&channels::BINLOG_JOBS, &message).await;
         }
         pull.finish().await;
     }
@@ -296,31 +296,17 @@ impl Collector {
         awaited
     }
 
-    pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
+    /// One job, received from `message` (`channels::BINLOG_JOBS`: the body names the cluster
+    /// its subject names, so the job is of a cluster of the partition this replica holds).
+    pub async fn handle(&self, job: BinlogGcJob, message: &jetstream::Message) -> Outcome {
         let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
-        let subject_cluster = sexton_shared::telemetry::subject_cluster(&message.subject);
-        let outcome = match wire::decode::<BinlogGcJob>(&message.payload) {
-            Err(err) => Outcome::Poison(err.to_string()),
-            // The cluster is a claim: the stream put the job in the partition of its subject's
-            // cluster, and this replica holds that partition, not the other cluster's (the
-            // retention-worker refuses such events the same way).
-            Ok(job) if job.cluster.as_str() != subject_cluster => Outcome::Poison(format!(
-                "the binlog gc job names cluster {}, its subject {subject_cluster}",
-                job.cluster
-            )),
-            Ok(job) => match self.collect(&job, delivered).await {
-                Ok(outcome) => outcome,
-                Err(err) => {
-                    tracing::warn!(cluster = %job.cluster, error = format!("{err:#}"), "binlog gc failed; will retry");
-                    Outcome::RetryAfter(Duration::from_secs(5))
-                }
-            },
-        };
-        self.metrics
-            .jobs
-            .with_label_values(&[outcome.label()])
-            .inc();
-        outcome
+        match self.collect(&job, delivered).await {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                tracing::warn!(cluster = %job.cluster, error = format!("{err:#}"), "binlog gc failed; will retry");
+                Outcome::RetryAfter(Duration::from_secs(5))
+            }
+        }
     }
 
     /// One pass over a cluster's binlog folder; see the module documentation for the order.
@@ -419,7 +405,7 @@ impl Collector {
             &self.topology.jetstream,
             "binlog-delete-failed",
             cluster,
-            topology::binlog_job_subject(cluster),
+            sexton_shared::channels::BINLOG_JOBS.subject(cluster),
             "binlog objects",
             &swept.failed,
         )

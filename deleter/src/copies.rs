@@ -22,21 +22,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::PullConsumer};
+use async_nats::jetstream::{self};
 use chrono::{DateTime, Utc};
 use sexton_retention::judge;
 use sexton_shared::{
     audit::{AuditBackup, AuditEvent, AuditObject},
     catalog::{CasError, Versioned},
+    channels,
     copies::{copy_policy, CopyDeleteJob, CopyState},
     names::{BackupId, LocationName},
     object_store::{check_backup_key, ObjectStore},
-    outcome::{settle, Outcome},
+    outcome::Outcome,
     planning,
     records::{BackupRecord, ScheduleRecord},
-    telemetry, topology, wire, Shutdown,
+    topology, Shutdown,
 };
-use tracing::Instrument as _;
 
 use crate::{batch::Deleter, copies_binlog::LocationCollector};
 
@@ -179,28 +179,16 @@ pub async fn run(
     ack_wait: Duration,
     mut shutdown: Shutdown,
 ) -> anyhow::Result<()> {
-    let stream = jetstream
-        .get_stream(topology::STREAM_JOBS)
-        .await
-        .context("opening the jobs stream")?;
-    let consumer: PullConsumer = stream
-        .get_or_create_consumer(
-            topology::CONSUMER_DELETER_COPIES,
-            jetstream::consumer::pull::Config {
-                // A location down for hours delays its deletions that long; the copy stays
-                // marked meanwhile and counts no more. A forged job is terminated at once.
-                max_deliver: -1,
-                backoff: Vec::new(),
-                max_ack_pending: (4 * concurrency) as i64,
-                ..topology::consumer_config(
-                    topology::CONSUMER_DELETER_COPIES,
-                    Some(format!("{}.job.copy-delete.*", topology::SUBJECT_ROOT)),
-                    ack_wait,
-                )
+    let consumer = channels::COPY_DELETE_DURABLE
+        .open(
+            &jetstream,
+            None,
+            channels::Settings {
+                ack_wait,
+                max_ack_pending: Some((4 * concurrency) as i64),
             },
         )
-        .await
-        .context("creating the copy deletions consumer")?;
+        .await?;
     let mut messages = consumer
         .stream()
         .expires(topology::PULL_EXPIRES)
@@ -218,20 +206,32 @@ pub async fn run(
             let deleter = deleter.clone();
             let locations = locations.clone();
             let binlogs = binlogs.clone();
-            let span = telemetry::message_span(&message);
             async move {
                 let keep = sexton_shared::nats::KeepInProgress::start(&message, ack_wait / 3);
-                let (location, label, outcome) =
-                    handle(&deleter, &locations, &binlogs, &message).await;
+                // A job refused before it was read counts under `unknown`, `refused`.
+                let labels = std::sync::Mutex::new(("unknown".to_string(), "refused"));
+                channels::deliver(
+                    &channels::COPY_DELETE_JOBS,
+                    "deleter",
+                    &deleter.topology().jetstream,
+                    None,
+                    &message,
+                    |job| async {
+                        let (location, label, outcome) =
+                            handle(&deleter, &locations, &binlogs, job, &message).await;
+                        *labels.lock().expect("not poisoned") = (location, label);
+                        outcome
+                    },
+                )
+                .await;
                 drop(keep);
+                let (location, label) = labels.into_inner().expect("not poisoned");
                 deleter
                     .metrics()
                     .copy_deletions
                     .with_label_values(&[&location, label])
                     .inc();
-                settle(&deleter.topology().jetstream, "deleter", &message, &outcome).await;
             }
-            .instrument(span)
         },
     )
     .await
@@ -242,28 +242,9 @@ async fn handle(
     deleter: &Deleter,
     locations: &BTreeMap<LocationName, ObjectStore>,
     binlogs: &LocationCollector,
+    job: CopyDeleteJob,
     message: &jetstream::Message,
 ) -> (String, &'static str, Outcome) {
-    let job: CopyDeleteJob = match wire::decode(&message.payload) {
-        Ok(job) => job,
-        Err(err) => {
-            return (
-                "unknown".into(),
-                "refused",
-                Outcome::Poison(err.to_string()),
-            )
-        }
-    };
-    if message.subject.as_str() != topology::copy_delete_job_subject(&job.cluster) {
-        return (
-            "unknown".into(),
-            "refused",
-            Outcome::Poison(format!(
-                "a copy delete job for cluster {} on subject {}",
-                job.cluster, message.subject
-            )),
-        );
-    }
     let Some(store) = locations.get(&job.location) else {
         return (
             "unknown".into(),

@@ -38,7 +38,6 @@ use sexton_shared::{
     object_store::ObjectStore,
     outcome::publish_incident,
     service::ClusterLocks,
-    topology,
     wire::{self, Incident},
 };
 
@@ -189,7 +188,7 @@ impl LocationCollector {
             &deleter.topology().jetstream,
             "location-binlog-delete-failed",
             cluster,
-            topology::copy_delete_job_subject(cluster),
+            sexton_shared::channels::COPY_DELETE_JOBS.subject(cluster),
             &format!("binlog objects at {location}"),
             &swept.failed,
         )
@@ -229,7 +228,7 @@ impl LocationCollector {
                 kind: "location-binlog-index-malformed".into(),
                 cluster: Some(cluster.to_string()),
                 backup_id: None,
-                subject: topology::copy_delete_job_subject(cluster),
+                subject: sexton_shared::channels::COPY_DELETE_JOBS.subject(cluster),
                 reason: format!(
                     "refusing to collect the binlog archive of {cluster} at {location}: {err}; \
                      the index is not rewritten"

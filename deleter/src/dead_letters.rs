@@ -12,7 +12,6 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use async_nats::jetstream::consumer::PullConsumer;
 use serde::Deserialize;
 use sexton_shared::{
     outcome::{publish_incident, settle, Outcome},
@@ -36,20 +35,13 @@ struct MaxDeliveries {
 
 pub async fn run(deleter: Arc<Deleter>, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let jetstream = deleter.topology().jetstream.clone();
-    let consumer: PullConsumer = jetstream
-        .get_stream(topology::STREAM_DEAD_LETTERS)
-        .await
-        .context("opening the dead letters stream")?
-        .get_or_create_consumer(
-            topology::CONSUMER_DEAD_LETTERS,
-            topology::consumer_config(
-                topology::CONSUMER_DEAD_LETTERS,
-                None,
-                Duration::from_secs(30),
-            ),
+    let consumer = sexton_shared::channels::DEAD_LETTERS_DURABLE
+        .open(
+            &jetstream,
+            None,
+            sexton_shared::channels::Settings::ack_wait(Duration::from_secs(30)),
         )
-        .await
-        .context("creating the dead letters consumer")?;
+        .await?;
     let mut advisories = consumer
         .stream()
         .max_messages_per_batch(16)
@@ -172,7 +164,7 @@ async fn record_partial_failure(
             },
             cluster: Some(job.cluster.to_string()),
             backup_id: Some(job.backup_id.to_string()),
-            subject: topology::delete_job_subject(&job.cluster),
+            subject: sexton_shared::channels::DELETE_JOBS.subject(&job.cluster),
             reason,
             at: chrono::Utc::now(),
         },
@@ -207,7 +199,7 @@ async fn record_failure(deleter: &Deleter, job: &DeleteJob, gave_up: &str) -> an
                     kind: "dead-job-dropped".into(),
                     cluster: Some(job.cluster.to_string()),
                     backup_id: Some(job.backup_id.to_string()),
-                    subject: topology::delete_job_subject(&job.cluster),
+                    subject: sexton_shared::channels::DELETE_JOBS.subject(&job.cluster),
                     reason: format!("{gave_up}; the backup is no longer waiting for it"),
                     at: chrono::Utc::now(),
                 },

@@ -18,9 +18,9 @@
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::pull, consumer::PullConsumer, AckKind};
+use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
 use futures::{FutureExt as _, StreamExt as _};
-use sexton_shared::{config::Config, topology, Shutdown};
+use sexton_shared::{channels, config::Config, topology, Shutdown};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 /// How long one pull of a partition waits for its jobs. A partition let go of stops within it.
@@ -90,7 +90,8 @@ impl Intake {
 /// (`partitions::PartitionReader`). Returns once every job it passed on is settled.
 pub async fn feed_partition(
     jetstream: jetstream::Context,
-    config: pull::Config,
+    partition: u16,
+    settings: channels::Settings,
     jobs: mpsc::UnboundedSender<Pulled>,
     intake: Intake,
     mut stop: Shutdown,
@@ -98,8 +99,9 @@ pub async fn feed_partition(
     let unsettled = Arc::new(Semaphore::new(intake.places as usize));
     let mut reader = sexton_shared::partitions::PartitionReader::new(
         jetstream,
-        topology::STREAM_JOBS,
-        config,
+        &channels::DELETE_DURABLE,
+        partition,
+        settings,
         PARTITION_PULL,
     );
     loop {

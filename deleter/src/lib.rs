@@ -28,10 +28,9 @@ pub mod view;
 use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
-use async_nats::jetstream::consumer::PullConsumer;
 use sexton_shared::{
-    config::Config, object_store::ObjectStore, outcome::settle, partitions, service::TaskGroup,
-    telemetry, topology, Shutdown,
+    channels, config::Config, object_store::ObjectStore, outcome::settle, partitions,
+    service::TaskGroup, telemetry, topology, Shutdown,
 };
 
 /// How long the tasks have, once the deleter is stopping, to finish what they hold: the batches
@@ -139,17 +138,12 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
     // `Deleter::workers` shares this: the value stays what existing consumers were created
     // with).
     let max_ack_pending = (2 * config.deleter.concurrency * batch_jobs) as i64;
-    let ack_wait = config.deleter.ack_wait;
-    let consumer_config = move |durable: &str, filter: String| {
-        async_nats::jetstream::consumer::pull::Config {
-            max_ack_pending,
-            // No backoff: JetStream applies it to acknowledgement timeouts, so with it a batch
-            // still running after 1 s would be delivered again. Failed jobs are naked with a
-            // growing delay instead (job::retry_delay), and a long batch keeps its messages
-            // with progress acks.
-            backoff: Vec::new(),
-            ..topology::consumer_config(durable, Some(filter), ack_wait)
-        }
+    // No backoff (`channels::DELETE_DURABLE`): with it a batch still running after 1 s would
+    // be delivered again. Failed jobs are naked with a growing delay instead
+    // (job::retry_delay), and a long batch keeps its messages with progress acks.
+    let settings = channels::Settings {
+        ack_wait: config.deleter.ack_wait,
+        max_ack_pending: Some(max_ack_pending),
     };
     // Each partition's durables are read by the replica holding its lease, so a cluster's
     // delete and binlog jobs, and the catalog view they are judged with, stay on one replica.
@@ -196,16 +190,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
              issue 32): every replica takes any cluster's jobs; see \
              docs/semantics.md#partitions to migrate it"
         );
-        let consumer: PullConsumer = stream
-            .get_or_create_consumer(
-                topology::CONSUMER_DELETER,
-                consumer_config(
-                    topology::CONSUMER_DELETER,
-                    format!("{}.job.delete.*", topology::SUBJECT_ROOT),
-                ),
-            )
-            .await
-            .context("creating the deleter consumer")?;
+        let consumer = channels::DELETE_UNPARTITIONED
+            .open(&jetstream, None, settings)
+            .await?;
         metrics.consumer.spawn_poller(
             jetstream.clone(),
             topology::STREAM_JOBS,
@@ -234,10 +221,10 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
             move |partition, stop: Shutdown| {
                 let binlog = binlog::consume_partition(collector.clone(), partition, stop.clone());
                 let delete = feeds.clone().map(|jobs| {
-                    let durable = topology::delete_partition_durable(partition);
                     intake::feed_partition(
                         jetstream.clone(),
-                        consumer_config(&durable, topology::delete_partition_filter(partition)),
+                        partition,
+                        settings,
                         jobs,
                         intake.clone(),
                         stop,

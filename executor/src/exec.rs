@@ -43,13 +43,12 @@ use async_nats::jetstream::{
 };
 use futures::StreamExt as _;
 use sexton_shared::{
+    channels,
     config::Config,
     names::ClusterName,
     object_store::{transfer::UploadSettings, ObjectStore},
     outcome::{settle, Outcome},
-    topology,
-    wire::{self, DueBackup, MergeJob, VerifyDue},
-    Shutdown,
+    topology, Shutdown,
 };
 use tokio::sync::Semaphore;
 use tracing::Instrument as _;
@@ -239,13 +238,9 @@ pub async fn run(
     let store = ObjectStore::connect(&config.s3).await?;
     let due_consumer = consumer(
         &jetstream,
-        topology::STREAM_DUE,
+        &channels::DUES,
         &options.durable,
-        format!(
-            "{}.due.{}",
-            topology::SUBJECT_ROOT,
-            options.cluster.as_ref().map_or("*", |c| c.as_str())
-        ),
+        options.cluster.as_ref(),
         &options,
         true,
     )
@@ -254,13 +249,9 @@ pub async fn run(
         Some(_) => Some(
             consumer(
                 &jetstream,
-                topology::STREAM_JOBS,
+                &channels::MERGE_JOBS,
                 &options.merge_durable,
-                format!(
-                    "{}.job.merge.{}",
-                    topology::SUBJECT_ROOT,
-                    options.cluster.as_ref().map_or("*", |c| c.as_str())
-                ),
+                options.cluster.as_ref(),
                 &options,
                 false,
             )
@@ -272,13 +263,9 @@ pub async fn run(
         Some(_) => Some(
             consumer(
                 &jetstream,
-                topology::STREAM_VERIFY,
+                &channels::VERIFY_DUES,
                 &options.verify_durable,
-                format!(
-                    "{}.verify.due.{}",
-                    topology::SUBJECT_ROOT,
-                    options.cluster.as_ref().map_or("*", |c| c.as_str())
-                ),
+                options.cluster.as_ref(),
                 &options,
                 false,
             )
@@ -353,15 +340,17 @@ pub async fn run(
 
 /// The durable consumer of a job kind. A new due-backup durable starts at the due-backups of
 /// the last `catch_up` (not the stream's week of them); an existing one resumes where it was.
-async fn consumer(
+async fn consumer<T: channels::Addressed>(
     jetstream: &jetstream::Context,
-    stream: &str,
+    channel: &channels::Channel<T>,
     durable: &str,
-    filter: String,
+    cluster: Option<&ClusterName>,
     options: &ExecOptions,
     catch_up: bool,
 ) -> anyhow::Result<PullConsumer> {
-    let mut config = topology::consumer_config(durable, Some(filter), options.ack_wait);
+    // The operator's own durable, on one cluster's subject or every cluster's.
+    let filter = cluster.map_or_else(|| channel.pattern(), |cluster| channel.subject(cluster));
+    let mut config = channels::consumer_config(durable, Some(filter), options.ack_wait);
     if catch_up {
         let since = chrono::Utc::now()
             - chrono::TimeDelta::from_std(options.catch_up).unwrap_or(chrono::TimeDelta::hours(1));
@@ -372,13 +361,7 @@ async fn consumer(
         }))
         .context("a start time for the consumer")?;
     }
-    jetstream
-        .get_stream(stream)
-        .await
-        .with_context(|| format!("opening stream {stream}"))?
-        .get_or_create_consumer(durable, config)
-        .await
-        .with_context(|| format!("creating the durable consumer {durable} on {stream}"))
+    channels::open(jetstream, channel.stream, config).await
 }
 
 /// Fetches one message whenever a job slot is free and hands it to a job task.
@@ -478,8 +461,8 @@ async fn backup_job(
     last_delivery: bool,
     shutdown: &mut Shutdown,
 ) -> Option<Outcome> {
-    let due = match wire::decode::<DueBackup>(&message.payload)
-        .map_err(|e| e.to_string())
+    let due = match channels::DUES
+        .receive(message)
         .and_then(|due| due.check_object_prefix(&ctx.prefix).map(|()| due))
     {
         Ok(due) => due,
@@ -543,9 +526,9 @@ async fn merge_job(
     let Some(merge_command) = ctx.options.merge_command.as_deref() else {
         return Some(Outcome::RetryAfter(Duration::from_secs(60)));
     };
-    let job = match wire::decode::<MergeJob>(&message.payload) {
+    let job = match channels::MERGE_JOBS.receive(message) {
         Ok(job) => job,
-        Err(err) => return Some(Outcome::Poison(err.to_string())),
+        Err(why) => return Some(Outcome::Poison(why)),
     };
     let span = tracing::info_span!("merge", cluster = %job.cluster, target = %job.target.id);
     let outcome = async {
@@ -571,9 +554,9 @@ async fn verify_job(
     let Some(verify_command) = ctx.options.verify_command.as_deref() else {
         return Some(Outcome::RetryAfter(Duration::from_secs(60)));
     };
-    let due = match wire::decode::<VerifyDue>(&message.payload) {
+    let due = match channels::VERIFY_DUES.receive(message) {
         Ok(due) => due,
-        Err(err) => return Some(Outcome::Poison(err.to_string())),
+        Err(why) => return Some(Outcome::Poison(why)),
     };
     let span = tracing::info_span!("verify", cluster = %due.cluster, backup = %due.backup_id, request = %due.request_id);
     let outcome = async {

@@ -25,14 +25,14 @@ use std::{
 };
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::PullConsumer};
+use async_nats::jetstream::{self};
 use chrono::Utc;
 use futures::StreamExt;
 use sexton_shared::{
     binlog::{self, store, IndexSegment},
+    channels,
     config::Config,
     metadata::{self, BackupMetadata},
-    nats::publish_once,
     object_store::ObjectStore,
     outcome::{settle, Outcome},
     records::BackupKind,
@@ -52,58 +52,24 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let store = ObjectStore::connect(&config.s3).await?;
     let prefix = config.s3.prefix.clone();
     let locations = ObjectStore::connect_locations(&config).await?;
-    let stream = js
-        .get_stream(topology::STREAM_DUE)
-        .await
-        .context("opening the due-backup stream")?;
-    let consumer: PullConsumer = stream
-        .get_or_create_consumer(
-            topology::CONSUMER_EXECUTOR,
-            topology::consumer_config(topology::CONSUMER_EXECUTOR, None, Duration::from_secs(60)),
-        )
-        .await
-        .context("creating the executor consumer")?;
-    let mut messages = consumer
+    let ack_wait = channels::Settings::ack_wait(Duration::from_secs(60));
+    let mut messages = channels::EXECUTOR_DUE_DURABLE
+        .open(&js, None, ack_wait)
+        .await?
         .stream()
         .expires(topology::PULL_EXPIRES)
         .messages()
         .await?;
-    let jobs = js
-        .get_stream(topology::STREAM_JOBS)
-        .await
-        .context("opening the jobs stream")?;
-    let merge_consumer: PullConsumer = jobs
-        .get_or_create_consumer(
-            topology::CONSUMER_EXECUTOR_MERGE,
-            topology::consumer_config(
-                topology::CONSUMER_EXECUTOR_MERGE,
-                Some(format!("{}.job.merge.*", topology::SUBJECT_ROOT)),
-                Duration::from_secs(60),
-            ),
-        )
-        .await
-        .context("creating the executor's merge consumer")?;
-    let mut merges = merge_consumer
+    let mut merges = channels::EXECUTOR_MERGE_DURABLE
+        .open(&js, None, ack_wait)
+        .await?
         .stream()
         .expires(topology::PULL_EXPIRES)
         .messages()
         .await?;
-    let verify_stream = js
-        .get_stream(topology::STREAM_VERIFY)
-        .await
-        .context("opening the verify stream")?;
-    let verify_consumer: PullConsumer = verify_stream
-        .get_or_create_consumer(
-            topology::CONSUMER_EXECUTOR_VERIFY,
-            topology::consumer_config(
-                topology::CONSUMER_EXECUTOR_VERIFY,
-                Some(format!("{}.verify.due.*", topology::SUBJECT_ROOT)),
-                Duration::from_secs(60),
-            ),
-        )
-        .await
-        .context("creating the executor's verify consumer")?;
-    let mut verifications = verify_consumer
+    let mut verifications = channels::EXECUTOR_VERIFY_DURABLE
+        .open(&js, None, ack_wait)
+        .await?
         .stream()
         .expires(topology::PULL_EXPIRES)
         .messages()
@@ -121,8 +87,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
                     Some(Ok(message)) => {
                         // A test at a location reads the copies there, with that location's
                         // own client (issue 28).
-                        let outcome = match wire::decode::<VerifyDue>(&message.payload)
-                            .map_err(|e| e.to_string())
+                        let outcome = match channels::VERIFY_DUES
+                            .receive(&message)
                             .and_then(|due| {
                                 let store = match &due.location {
                                     None => &store,
@@ -155,8 +121,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             merge = merges.next() => {
                 match merge {
                     Some(Ok(message)) => {
-                        let outcome = match wire::decode::<MergeJob>(&message.payload)
-                            .map_err(|e| e.to_string())
+                        let outcome = match channels::MERGE_JOBS
+                            .receive(&message)
                             .and_then(|job| check_merge_keys(&prefix, &job).map(|()| job))
                         {
                             Err(why) => Outcome::Poison(why),
@@ -191,8 +157,8 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
             }
             None => anyhow::bail!("the executor consumer ended"),
         };
-        let outcome = match wire::decode::<DueBackup>(&message.payload)
-            .map_err(|e| e.to_string())
+        let outcome = match channels::DUES
+            .receive(&message)
             .and_then(|due| due.check_object_prefix(&config.s3.prefix).map(|()| due))
         {
             Err(why) => Outcome::Poison(why),
@@ -479,13 +445,9 @@ async fn take_backup(
     report.artifacts.push(metadata_key);
     report.size_bytes = Some(size_bytes);
     let status_word = if failed { "failed" } else { "completed" };
-    publish_once(
-        js,
-        topology::report_subject(&due.cluster),
-        &format!("report.{}.{}.{status_word}", due.cluster, due.backup_id),
-        wire::encode(&report),
-    )
-    .await?;
+    channels::REPORTS
+        .publish_once(js, &report, &channels::ids::report(&report))
+        .await?;
     tracing::info!(cluster = %due.cluster, backup = %due.backup_id, status = status_word, "backup taken and reported");
     Ok(())
 }
@@ -657,13 +619,9 @@ async fn verify(
         checked,
         bytes_read,
     };
-    publish_once(
-        js,
-        topology::verdict_subject(&due.cluster),
-        &format!("verdict.{}", due.request_id),
-        wire::encode(&verdict),
-    )
-    .await?;
+    channels::VERDICTS
+        .publish_once(js, &verdict, &channels::ids::verdict(&due.request_id))
+        .await?;
     tracing::info!(cluster = %due.cluster, backup = %due.backup_id, request = %due.request_id, ?outcome, duration_ms, bytes_read, "restore test answered");
     Ok(())
 }
@@ -777,13 +735,9 @@ async fn merge_chain(
         started_at.fixed_offset(),
     );
     let volume = job.volume.as_deref().unwrap_or("");
-    publish_once(
-        js,
-        topology::report_subject(&job.cluster),
-        &merge_message_id(job),
-        wire::encode(&report),
-    )
-    .await?;
+    channels::REPORTS
+        .publish_once(js, &report, &channels::ids::merge_report(job))
+        .await?;
     tracing::info!(cluster = %job.cluster, target = %target.id, volume, sources = job.sources.len(), "merge done and reported");
     Ok(())
 }
@@ -858,17 +812,6 @@ pub fn merge_report(
         log_range: None,
         differential: false,
     }
-}
-
-/// A merge report's message id: one per target (uid) and volume.
-pub fn merge_message_id(job: &MergeJob) -> String {
-    format!(
-        "merge.{}.{}.{}.{}",
-        job.cluster,
-        job.target.id,
-        job.target.uid,
-        job.volume.as_deref().unwrap_or("")
-    )
 }
 
 /// Rewrites the target's `metadata.json` after a merge: the backup (or the merged volume) is a

@@ -16,13 +16,11 @@ pub mod view;
 pub mod worker;
 
 use std::{sync::Arc, time::Duration};
-use tracing::Instrument as _;
 
 use anyhow::Context as _;
-use async_nats::jetstream::consumer::PullConsumer;
 use sexton_shared::{
+    channels,
     config::Config,
-    outcome::settle,
     partitions,
     service::TaskGroup,
     telemetry,
@@ -164,13 +162,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
              issue 32): every replica takes any cluster's events; see \
              docs/semantics.md#partitions to migrate it"
         );
-        let consumer: PullConsumer = stream
-            .get_or_create_consumer(
-                topology::CONSUMER_RETENTION,
-                topology::consumer_config(topology::CONSUMER_RETENTION, None, ACK_WAIT),
-            )
-            .await
-            .context("creating the retention consumer")?;
+        let consumer = channels::RETENTION_UNPARTITIONED
+            .open(&jetstream, None, channels::Settings::ack_wait(ACK_WAIT))
+            .await?;
         metrics.consumer.spawn_poller(
             jetstream.clone(),
             topology::STREAM_RETENTION,
@@ -230,14 +224,15 @@ async fn handle_one(
     metrics: &metrics::Metrics,
     message: &async_nats::jetstream::Message,
 ) {
-    let outcome = async {
-        let outcome = worker.handle(message).await;
-        settle(jetstream, "retention-worker", message, &outcome).await;
-        outcome
-    }
-    .instrument(telemetry::message_span(message))
+    channels::deliver(
+        &channels::RETENTION_EVENTS,
+        "retention-worker",
+        jetstream,
+        Some(&metrics.consumer),
+        message,
+        |event| worker.handle(event, message),
+    )
     .await;
-    metrics.consumer.observe(&outcome);
 }
 
 /// How many events one pull of a partition asks for, and how long it waits for them
@@ -254,15 +249,11 @@ async fn consume_partition(
     partition: u16,
     mut stop: Shutdown,
 ) {
-    let durable = topology::retention_partition_durable(partition);
     let mut reader = partitions::PartitionReader::new(
         jetstream.clone(),
-        topology::STREAM_RETENTION,
-        topology::consumer_config(
-            &durable,
-            Some(topology::retention_partition_filter(partition)),
-            ACK_WAIT,
-        ),
+        &channels::RETENTION_DURABLE,
+        partition,
+        channels::Settings::ack_wait(ACK_WAIT),
         PARTITION_PULL,
     );
     while let Some(mut pull) = reader.pull(PARTITION_BATCH, &mut stop).await {

@@ -34,14 +34,14 @@ use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use sexton_shared::{
     catalog::Catalog,
+    channels::{self, RetentionEvent},
     config::Config,
     names::ClusterName,
-    nats::publish_once,
     object_store::{ObjectError, ObjectStore},
     outcome::{publish_incident, Outcome},
     records::{RetentionOutcome, RetentionStatus},
     topology::{self, Topology},
-    wire::{self, CheckpointComplete, RetentionSweep},
+    wire::{self},
 };
 
 use crate::metrics::Metrics;
@@ -241,28 +241,14 @@ impl Worker {
         *entry = (*entry).max(started);
     }
 
-    /// Handles one `checkpoint-complete` or `retention-sweep` message.
-    pub async fn handle(&self, message: &jetstream::Message) -> Outcome {
-        let (trigger, cluster, scrub) = if message.subject.contains(".retention.checkpoint.") {
-            match wire::decode::<CheckpointComplete>(&message.payload) {
-                Ok(event) => ("checkpoint", event.cluster, false),
-                Err(err) => return Outcome::Poison(err.to_string()),
-            }
-        } else {
-            match wire::decode::<RetentionSweep>(&message.payload) {
-                Ok(event) => ("sweep", event.cluster, event.scrub),
-                Err(err) => return Outcome::Poison(err.to_string()),
-            }
+    /// Handles one `checkpoint-complete` or `retention-sweep` event, received from `message`
+    /// (`channels::RETENTION_EVENTS`: the body names the cluster its subject names, so the run
+    /// is of a cluster of the partition this replica holds).
+    pub async fn handle(&self, event: RetentionEvent, message: &jetstream::Message) -> Outcome {
+        let (trigger, cluster, scrub) = match event {
+            RetentionEvent::Checkpoint(event) => ("checkpoint", event.cluster, false),
+            RetentionEvent::Sweep(event) => ("sweep", event.cluster, event.scrub),
         };
-        // The cluster is a claim: the stream put the event in the partition of its subject's
-        // cluster, and this replica holds that partition, not the other cluster's. A run of
-        // the cluster the body names could overlap with its own partition holder's.
-        let subject_cluster = sexton_shared::telemetry::subject_cluster(&message.subject);
-        if cluster.as_str() != subject_cluster {
-            return Outcome::Poison(format!(
-                "the {trigger} event names cluster {cluster}, its subject {subject_cluster}"
-            ));
-        }
         // The scheduler's sweep asks for the cluster's scrub once per scrub interval: the
         // bucket first, so this very run counts only what is there. A bucket that cannot be
         // listed costs this scrub, not the run (the next interval scrubs again).
@@ -485,17 +471,14 @@ impl Worker {
     /// the run's start, so a redelivery of this run asks once.
     async fn rerun(&self, cluster: &ClusterName, started: DateTime<Utc>) -> anyhow::Result<()> {
         tracing::info!(%cluster, "the catalog changed under the run; another run asked for");
-        let sweep = RetentionSweep {
-            schema_version: wire::SCHEMA_VERSION,
-            cluster: cluster.clone(),
-            requested_at: Utc::now(),
-            scrub: false,
-        };
-        publish_once(
+        channels::request_sweep(
             &self.topology.jetstream,
-            topology::sweep_subject(cluster),
-            &format!("rerun.{cluster}.{}", started.timestamp_micros()),
-            wire::encode(&sweep),
+            cluster,
+            Utc::now(),
+            false,
+            &channels::SweepCause::Rerun {
+                started_micros: started.timestamp_micros(),
+            },
         )
         .await
         .context("asking for another retention run")?;

@@ -257,17 +257,14 @@ impl Api {
         cluster: &ClusterName,
         message_id: &str,
     ) -> Result<(), ApiError> {
-        let sweep = sexton_shared::wire::RetentionSweep {
-            schema_version: sexton_shared::wire::SCHEMA_VERSION,
-            cluster: cluster.clone(),
-            requested_at: chrono::Utc::now(),
-            scrub: false,
-        };
-        sexton_shared::nats::publish_once(
+        sexton_shared::channels::request_sweep(
             &self.topology.jetstream,
-            sexton_shared::topology::sweep_subject(cluster),
-            message_id,
-            sexton_shared::wire::encode(&sweep),
+            cluster,
+            chrono::Utc::now(),
+            false,
+            &sexton_shared::channels::SweepCause::Asked {
+                id: message_id.to_string(),
+            },
         )
         .await
         .map_err(|err| unavailable(format!("{err:#}")))?;

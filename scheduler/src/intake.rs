@@ -57,7 +57,7 @@ impl Intake {
                 kind: "intake-refused".into(),
                 cluster: Some(report.cluster.to_string()),
                 backup_id: Some(report.backup_id.to_string()),
-                subject: sexton_shared::topology::report_subject(&report.cluster),
+                subject: sexton_shared::channels::REPORTS.subject(&report.cluster),
                 reason,
                 at: chrono::Utc::now(),
             },

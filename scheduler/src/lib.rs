@@ -23,7 +23,7 @@ pub mod verify;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use sexton_shared::{config::Config, service::TaskGroup, telemetry, topology, Shutdown};
+use sexton_shared::{config::Config, telemetry, topology, Shutdown};
 
 /// How long the scheduler's tasks have to stop once it is stopping: a firing burst's records
 /// and an API request in hand finish well within it.
@@ -32,142 +32,153 @@ const DRAIN: std::time::Duration = std::time::Duration::from_secs(20);
 /// Runs the scheduler until `shutdown` trips, or until one of its tasks fails (which stops the
 /// others). `main` and the tests both call this.
 pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
-    let mut tasks = TaskGroup::new("scheduler", shutdown);
-    let shutdown = tasks.shutdown();
-    let client = sexton_shared::nats::connect(&config.nats, "sexton-scheduler").await?;
-    let jetstream = async_nats::jetstream::new(client.clone());
-    let topology = topology::ensure_for(&jetstream, &config)
-        .await
-        .context("creating the nats topology")?;
-    let clusters_bucket = topology::clusters_bucket(&jetstream, config.nats.replicas)
-        .await
-        .context("opening the clusters bucket")?;
-    let dues = topology::dues_bucket(&jetstream, config.nats.replicas)
-        .await
-        .context("opening the bucket of issued due-backups")?;
-    // The copier's, created here: the copier's user creates nothing.
-    topology::copy_leases_bucket(&jetstream, config.nats.replicas)
-        .await
-        .context("creating the copy leases' bucket")?;
-    // The retention-worker's run statuses (issue 54): it writes them, the API reads them.
-    let retention_status = topology::retention_status_bucket(&jetstream, config.nats.replicas)
-        .await
-        .context("creating the retention status bucket")?;
-    // The retention-worker's partitions (issue 32), created here for the same reason.
-    topology::partitions_bucket(&jetstream, config.nats.replicas)
-        .await
-        .context("creating the partitions' bucket")?;
+    let started = sexton_shared::service::start("scheduler", &config, shutdown).await?;
+    let buckets = Buckets::open(&started.jetstream, &config).await?;
     let metrics = Arc::new(metrics::Metrics::new());
     // Ready once connected and answering the API: a client that waits for /readyz and then
     // calls the API must find a responder.
     let api_ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let readiness: telemetry::ReadinessCheck = {
-        let client = client.clone();
-        let api_ready = api_ready.clone();
-        Arc::new(move || {
-            let result = telemetry::nats_connected(&client).and_then(|()| {
-                if api_ready.load(std::sync::atomic::Ordering::Acquire) {
-                    Ok(())
-                } else {
-                    Err("the api is not subscribed yet".to_string())
-                }
-            });
-            Box::pin(async move { result })
-        })
-    };
-    let addr = telemetry::serve(
-        &config.http.listen,
-        metrics.registry.clone(),
-        readiness,
-        shutdown.clone(),
-    )
-    .await?;
-    sexton_shared::build::start(&client, "scheduler", &metrics.registry, shutdown.clone()).await?;
-    tracing::info!(metrics = %telemetry::listen_text(addr), "scheduler started");
-
+    let readiness = api_readiness(started.client.clone(), api_ready.clone());
+    started
+        .serve("scheduler", &config, &metrics.registry, readiness)
+        .await?;
     // The API listens before the timers fire anything: an executor asks `backup.taken` about a
     // due-backup as soon as it has one, and with no answer it takes the backup without knowing
     // whether it was taken before.
-    let api_listener = api::subscribe(&client).await?;
+    let api_listener = api::subscribe(&started.client).await?;
     api_ready.store(true, std::sync::atomic::Ordering::Release);
+    let sexton_shared::service::Started {
+        mut tasks,
+        shutdown,
+        client,
+        topology,
+        ..
+    } = started;
+    let Buckets {
+        clusters: clusters_bucket,
+        dues,
+        retention_status,
+    } = buckets;
     // The timers' watch keeps the set of clusters with schedules; the sweeps read it.
     let (clusters, clusters_seen) = tokio::sync::watch::channel(Default::default());
-    tasks.spawn(
-        "timers",
-        timers::run(
-            topology.clone(),
-            dues.clone(),
-            config.clone(),
-            metrics.clone(),
-            clusters,
-            shutdown.clone(),
-        ),
-    );
+    let (top, cfg, m) = (topology.clone(), config.clone(), metrics.clone());
+    let timers = timers::run(top, dues.clone(), cfg, m, clusters, shutdown.clone());
+    tasks.spawn("timers", timers);
     // Intake reads the bucket: a completed backup counts only once its objects are seen.
     let store = sexton_shared::object_store::ObjectStore::connect(&config.s3)
         .await
         .context("configuring the object store")?;
-    tasks.spawn(
-        "reports",
-        reports::run(
-            topology.clone(),
-            clusters_bucket.clone(),
-            store.clone(),
-            dues.clone(),
-            config.clone(),
-            metrics.clone(),
-            shutdown.clone(),
-        ),
+    let (top, cfg, m, s) = (
+        topology.clone(),
+        config.clone(),
+        metrics.clone(),
+        store.clone(),
     );
+    let reports = reports::run(
+        top,
+        clusters_bucket.clone(),
+        s,
+        dues.clone(),
+        cfg,
+        m,
+        shutdown.clone(),
+    );
+    tasks.spawn("reports", reports);
     // Restore tests: the scheduled ones, the verdicts, and the API's on-demand ones share the
     // tests this replica waits on.
     let locations = sexton_shared::object_store::ObjectStore::connect_locations(&config).await?;
-    let verifier = verify::Verifier {
-        topology: topology.clone(),
-        catalog: sexton_shared::catalog::Catalog::new(topology.catalog.clone()),
-        metrics: metrics.clone(),
-        pending: verify::Pending::default(),
-        places: verify::Places {
-            primary: store.clone(),
-            locations: locations.clone(),
-        },
-    };
+    let verifier = verify::Verifier::new(&topology, &metrics, &store, &locations);
     tasks.spawn("verify", verify::run(verifier.clone(), shutdown.clone()));
     tasks.spawn(
         "verdicts",
         verdicts::run(verifier.clone(), shutdown.clone()),
     );
-    tasks.spawn(
-        "api",
-        api::run(
-            api_listener,
-            topology.clone(),
-            clusters_bucket.clone(),
-            api::Edges {
-                store: store.clone(),
-                verifier,
-                locations,
-                dues,
-                retention_status,
-            },
-            config.clone(),
-            metrics.clone(),
-            shutdown.clone(),
-        ),
+    let edges = api::Edges {
+        store,
+        verifier,
+        locations,
+        dues,
+        retention_status,
+    };
+    let (top, cfg, m) = (topology.clone(), config.clone(), metrics.clone());
+    let answers = api::run(
+        api_listener,
+        top,
+        clusters_bucket.clone(),
+        edges,
+        cfg,
+        m,
+        shutdown.clone(),
     );
-    tasks.spawn(
-        "sweeps",
-        sweeps::run(
-            topology.clone(),
-            clusters_bucket,
-            config.clone(),
-            metrics.clone(),
-            clusters_seen,
-            shutdown.clone(),
-        ),
+    tasks.spawn("api", answers);
+    let sweeps = sweeps::run(
+        topology,
+        clusters_bucket,
+        config,
+        metrics,
+        clusters_seen,
+        shutdown,
     );
+    tasks.spawn("sweeps", sweeps);
     let stopped = tasks.join(DRAIN).await;
     client.flush().await.ok();
     tracing::info!("scheduler stopped");
     stopped
+}
+
+/// The buckets only the scheduler opens (besides the topology's), and those it creates for the
+/// services whose users create nothing.
+struct Buckets {
+    clusters: async_nats::jetstream::kv::Store,
+    dues: async_nats::jetstream::kv::Store,
+    retention_status: async_nats::jetstream::kv::Store,
+}
+
+impl Buckets {
+    async fn open(
+        jetstream: &async_nats::jetstream::Context,
+        config: &Config,
+    ) -> anyhow::Result<Buckets> {
+        let replicas = config.nats.replicas;
+        let clusters = topology::clusters_bucket(jetstream, replicas)
+            .await
+            .context("opening the clusters bucket")?;
+        let dues = topology::dues_bucket(jetstream, replicas)
+            .await
+            .context("opening the bucket of issued due-backups")?;
+        // The copier's, created here: the copier's user creates nothing.
+        topology::copy_leases_bucket(jetstream, replicas)
+            .await
+            .context("creating the copy leases' bucket")?;
+        // The retention-worker's run statuses (issue 54): it writes them, the API reads them.
+        let retention_status = topology::retention_status_bucket(jetstream, replicas)
+            .await
+            .context("creating the retention status bucket")?;
+        // The retention-worker's partitions (issue 32), created here for the same reason.
+        topology::partitions_bucket(jetstream, replicas)
+            .await
+            .context("creating the partitions' bucket")?;
+        Ok(Buckets {
+            clusters,
+            dues,
+            retention_status,
+        })
+    }
+}
+
+/// Ready once connected and once the API is subscribed (`api_ready`).
+fn api_readiness(
+    client: async_nats::Client,
+    api_ready: Arc<std::sync::atomic::AtomicBool>,
+) -> telemetry::ReadinessCheck {
+    Arc::new(move || {
+        let result = telemetry::nats_connected(&client).and_then(|()| {
+            if api_ready.load(std::sync::atomic::Ordering::Acquire) {
+                Ok(())
+            } else {
+                Err("the api is not subscribed yet".to_string())
+            }
+        });
+        Box::pin(async move { result })
+    })
 }

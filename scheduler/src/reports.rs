@@ -6,25 +6,23 @@
 //! (say, "completed" for a backup already expiring) changes nothing.
 
 use std::{sync::Arc, time::Duration};
-use tracing::Instrument as _;
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::PullConsumer};
+use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use sexton_retention::VolumeArtifact;
 use sexton_shared::{
     catalog::{CasError, Catalog, Lookup},
+    channels,
     config::Config,
     nats::publish_once,
     object_store::{check_backup_key, ObjectStore},
-    outcome::{settle, Outcome},
+    outcome::Outcome,
     records::{
         BackupKind, BackupRecord, BackupStatus, InFlight, ScheduleRecord, RECORD_SCHEMA_VERSION,
     },
     topology::{self, Topology},
-    wire::{
-        self, CheckpointComplete, MergeDone, ObjectDigest, Report, ReportStatus, RetentionSweep,
-    },
+    wire::{self, CheckpointComplete, MergeDone, ObjectDigest, Report, ReportStatus},
     Shutdown,
 };
 
@@ -48,18 +46,13 @@ pub async fn run(
         metrics: metrics.intake_checks.clone(),
         jetstream: topology.jetstream.clone(),
     };
-    let stream = topology
-        .jetstream
-        .get_stream(topology::STREAM_REPORTS)
-        .await
-        .context("opening the reports stream")?;
-    let consumer: PullConsumer = stream
-        .get_or_create_consumer(
-            topology::CONSUMER_REPORTS,
-            topology::consumer_config(topology::CONSUMER_REPORTS, None, Duration::from_secs(30)),
+    let consumer = channels::REPORTS_DURABLE
+        .open(
+            &topology.jetstream,
+            None,
+            channels::Settings::ack_wait(Duration::from_secs(30)),
         )
-        .await
-        .context("creating the reports consumer")?;
+        .await?;
     let mut messages = consumer
         .stream()
         .expires(topology::PULL_EXPIRES)
@@ -93,28 +86,28 @@ pub async fn run(
         |message| {
             let state = state.clone();
             async move {
-                let span = sexton_shared::telemetry::message_span(&message);
-                let outcome = async {
-                    let (status, outcome) = handle(
-                        &state.topology,
-                        &state.clusters_bucket,
-                        &state.catalog,
-                        &state.gate,
-                        &state.config,
-                        &message,
-                    )
-                    .await;
-                    state
-                        .metrics
-                        .reports
-                        .with_label_values(&[status, outcome.label()])
-                        .inc();
-                    settle(&state.topology.jetstream, "scheduler", &message, &outcome).await;
-                    outcome
-                }
-                .instrument(span)
+                let metrics = &state.metrics;
+                let status = std::sync::Mutex::new("malformed");
+                let outcome = channels::deliver(
+                    &channels::REPORTS,
+                    "scheduler",
+                    &state.topology.jetstream,
+                    Some(&metrics.consumer),
+                    &message,
+                    |report| async {
+                        let (handled, outcome) = handle(&state, report, &message).await;
+                        *status.lock().expect("not poisoned") = handled;
+                        outcome
+                    },
+                )
                 .await;
-                state.metrics.consumer.observe(&outcome);
+                // A report refused before it was read (it does not decode, or names another
+                // cluster than its subject) counts as `malformed`.
+                let status = *status.lock().expect("not poisoned");
+                metrics
+                    .reports
+                    .with_label_values(&[status, outcome.label()])
+                    .inc();
             }
         },
     )
@@ -134,25 +127,15 @@ struct Handler {
     metrics: Arc<Metrics>,
 }
 
+/// One report, received (decoded, its subject checked): recorded, and its status for the
+/// metrics. A report that does not decode or names another cluster than its subject is poison
+/// before it gets here (`channels::REPORTS`), counted as `malformed`.
 async fn handle(
-    topology: &Topology,
-    clusters_bucket: &async_nats::jetstream::kv::Store,
-    catalog: &Catalog,
-    gate: &intake::Intake,
-    config: &Config,
+    state: &Handler,
+    report: Report,
     message: &jetstream::Message,
 ) -> (&'static str, Outcome) {
-    let report: Report = match wire::decode(&message.payload) {
-        Ok(report) => report,
-        Err(err) => return ("malformed", Outcome::Poison(err.to_string())),
-    };
     tracing::Span::current().record("backup", report.backup_id.as_str());
-    // An executor may report only for the cluster its subject names: the shipped NATS
-    // permissions can scope an executor's user to its clusters' subjects, and that scope means
-    // nothing if the body may name another cluster.
-    if let Err(why) = check_subject(&message.subject, &report.cluster) {
-        return ("malformed", Outcome::Poison(why));
-    }
     let delivered = message.info().map(|info| info.delivered).unwrap_or(1);
     // When the executor published it, by the server's clock (not when this scheduler reads it:
     // a report that waited out an outage is as late as it was when sent).
@@ -168,11 +151,11 @@ async fn handle(
         ReportStatus::Failed => "failed",
     };
     let outcome = match record_report(
-        topology,
-        clusters_bucket,
-        catalog,
-        gate,
-        config,
+        &state.topology,
+        &state.clusters_bucket,
+        &state.catalog,
+        &state.gate,
+        &state.config,
         &report,
         Delivery {
             delivered,
@@ -199,21 +182,6 @@ async fn handle(
 struct Delivery {
     delivered: i64,
     published: Option<chrono::DateTime<Utc>>,
-}
-
-/// The cluster a report's subject names must be the one its body names.
-pub fn check_subject(
-    subject: &str,
-    cluster: &sexton_shared::names::ClusterName,
-) -> Result<(), String> {
-    let expected = topology::report_subject(cluster);
-    if subject != expected {
-        return Err(format!(
-            "report for cluster {cluster} arrived on {:?}, not on {expected:?}",
-            subject.chars().take(200).collect::<String>()
-        ));
-    }
-    Ok(())
 }
 
 /// Checks a report against what Sexton knows; `Err(why)` refuses it. `cluster_known` says
@@ -955,17 +923,14 @@ async fn check_merged_chain(
 
 /// Asks for a retention sweep of the cluster: the merged sources can go now.
 async fn sweep_after_merge(topology: &Topology, report: &Report, uid: &str) -> anyhow::Result<()> {
-    let sweep = RetentionSweep {
-        schema_version: wire::SCHEMA_VERSION,
-        cluster: report.cluster.clone(),
-        requested_at: Utc::now(),
-        scrub: false,
-    };
-    publish_once(
+    channels::request_sweep(
         &topology.jetstream,
-        topology::sweep_subject(&report.cluster),
-        &format!("merge-recorded.{}.{uid}", report.cluster),
-        wire::encode(&sweep),
+        &report.cluster,
+        Utc::now(),
+        false,
+        &channels::SweepCause::MergeRecorded {
+            uid: uid.to_string(),
+        },
     )
     .await?;
     Ok(())
@@ -1179,7 +1144,7 @@ async fn announce_pause(
         kind: "schedule-paused-after-failures".into(),
         cluster: Some(schedule.cluster.to_string()),
         backup_id: Some(report.backup_id.to_string()),
-        subject: topology::report_subject(&report.cluster),
+        subject: sexton_shared::channels::REPORTS.subject(&report.cluster),
         reason: format!(
             "schedule {}: {reason}{}",
             schedule.name,
@@ -1243,13 +1208,9 @@ async fn finish(
                 uid: record.uid.clone(),
                 location: location.clone(),
             };
-            publish_once(
-                &topology.jetstream,
-                topology::copy_job_subject(&record.cluster),
-                &format!("copy.{}.{}", record.uid, location),
-                wire::encode(&job),
-            )
-            .await?;
+            channels::COPY_JOBS
+                .publish_once(&topology.jetstream, &job, &channels::ids::copy_job(&job))
+                .await?;
         }
     }
     let event = CheckpointComplete {
@@ -1259,13 +1220,13 @@ async fn finish(
         backup_id: report.backup_id.clone(),
         schedule: report.schedule.clone(),
     };
-    publish_once(
-        &topology.jetstream,
-        topology::checkpoint_subject(&report.cluster),
-        &format!("ckpt.{}.{}", report.cluster, report.backup_id),
-        wire::encode(&event),
-    )
-    .await?;
+    channels::CHECKPOINTS
+        .publish_once(
+            &topology.jetstream,
+            &event,
+            &channels::ids::checkpoint(&event),
+        )
+        .await?;
     Ok(Outcome::Done)
 }
 

@@ -23,12 +23,7 @@ use async_nats::jetstream::kv::{self, Operation};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use sexton_shared::{
-    config::Config,
-    names::ClusterName,
-    nats::publish_once,
-    records::ClusterRecord,
-    topology::{self, Topology},
-    wire::{self, RetentionSweep},
+    channels, config::Config, names::ClusterName, records::ClusterRecord, topology::Topology,
     Shutdown,
 };
 
@@ -199,17 +194,12 @@ async fn sweep(
         .last_retention_run
         .map_or(0, |t| t.timestamp_millis());
     let scrub = scrub_due(record.last_scrub, scrub_every, now);
-    let event = RetentionSweep {
-        schema_version: wire::SCHEMA_VERSION,
-        cluster: cluster.clone(),
-        requested_at: now,
-        scrub,
-    };
-    let duplicate = publish_once(
+    let duplicate = channels::request_sweep(
         &topology.jetstream,
-        topology::sweep_subject(cluster),
-        &format!("sweep.{cluster}.{previous}"),
-        wire::encode(&event),
+        cluster,
+        now,
+        scrub,
+        &channels::SweepCause::Scheduled { previous },
     )
     .await?;
     let mut updated = record;

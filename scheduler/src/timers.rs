@@ -52,9 +52,9 @@ use futures::StreamExt;
 use sexton_schedule::{Action, Decision};
 use sexton_shared::{
     catalog::Catalog,
+    channels,
     config::Config,
     names::{BackupId, ScheduleName},
-    nats::publish_once_acked,
     object_store::cluster_prefix,
     records::{BackupKind, OverlapPolicy, SchedulePhase, ScheduleRecord},
     topology::{self, Topology},
@@ -262,7 +262,7 @@ async fn decide_own(firing: &Firing<'_>, name: &str, slot: &Slot, now: DateTime<
                 tick,
                 fired_at: now,
                 backup_id: backup_id_for(&schedule, Asking::Scheduled, now, tick),
-                message_id: format!("due.{}.{}", schedule, tick.timestamp_millis()),
+                message_id: channels::ids::due(schedule.as_str(), tick),
                 backfill: None,
             };
             let published = publish_due(
@@ -335,12 +335,7 @@ async fn backfill_step(firing: &Firing<'_>, name: &str, slot: &Slot, now: DateTi
         tick: step.tick,
         fired_at: now,
         backup_id: backup_id_for(&schedule, Asking::Backfill, now, step.tick),
-        message_id: format!(
-            "backfill.{}.{}.{}",
-            schedule,
-            step.id,
-            step.tick.timestamp_millis()
-        ),
+        message_id: channels::ids::due_backfill(schedule.as_str(), &step.id.to_string(), step.tick),
         backfill: Some(step.id),
     };
     let ack = match publish_due(
@@ -656,13 +651,9 @@ pub async fn publish_due(
         },
     )
     .await?;
-    let ack = publish_once_acked(
-        &topology.jetstream,
-        topology::due_subject(target.cluster),
-        &request.message_id,
-        wire::encode(&event),
-    )
-    .await?;
+    let ack = channels::DUES
+        .publish(&topology.jetstream, &event, &request.message_id)
+        .await?;
     if let (Some(metrics), false) = (metrics, ack.duplicate) {
         for (kind, reason) in counted {
             let kind = match kind {

@@ -9,41 +9,29 @@
 //! ancestors too: the restore replayed them, so each is recorded verified `via` the target.
 
 use std::{sync::Arc, time::Duration};
-use tracing::Instrument as _;
 
 use anyhow::Context as _;
-use async_nats::jetstream::{self, consumer::PullConsumer};
 use chrono::Utc;
 use sexton_shared::{
     catalog::Lookup,
-    nats::publish_once,
-    outcome::{settle, Outcome},
+    channels,
+    outcome::Outcome,
     records::VerificationEntry,
     topology,
-    wire::{self, RetentionSweep, Verdict, VerdictOutcome},
+    wire::{Verdict, VerdictOutcome},
     Shutdown,
 };
 
 use crate::verify::Verifier;
 
 pub async fn run(verifier: Verifier, mut shutdown: Shutdown) -> anyhow::Result<()> {
-    let stream = verifier
-        .topology
-        .jetstream
-        .get_stream(topology::STREAM_VERIFY)
-        .await
-        .context("opening the verify stream")?;
-    let consumer: PullConsumer = stream
-        .get_or_create_consumer(
-            topology::CONSUMER_VERDICTS,
-            topology::consumer_config(
-                topology::CONSUMER_VERDICTS,
-                Some(format!("{}.verify.verdict.*", topology::SUBJECT_ROOT)),
-                Duration::from_secs(30),
-            ),
+    let consumer = channels::VERDICTS_DURABLE
+        .open(
+            &verifier.topology.jetstream,
+            None,
+            channels::Settings::ack_wait(Duration::from_secs(30)),
         )
-        .await
-        .context("creating the verdicts consumer")?;
+        .await?;
     let mut messages = consumer
         .stream()
         .expires(topology::PULL_EXPIRES)
@@ -57,45 +45,29 @@ pub async fn run(verifier: Verifier, mut shutdown: Shutdown) -> anyhow::Result<(
         else {
             return Ok(());
         };
-        let span = sexton_shared::telemetry::message_span(&message);
-        async {
-            let outcome = match handle(&verifier, &message).await {
-                Ok(outcome) => outcome,
-                Err(err) => {
+        channels::deliver(
+            &channels::VERDICTS,
+            "scheduler",
+            &verifier.topology.jetstream,
+            None,
+            &message,
+            |verdict| async {
+                handle(&verifier, verdict).await.unwrap_or_else(|err| {
                     tracing::warn!(
                         error = format!("{err:#}"),
                         "verdict not recorded; will retry"
                     );
                     Outcome::RetryAfter(Duration::from_secs(2))
-                }
-            };
-            settle(
-                &verifier.topology.jetstream,
-                "scheduler",
-                &message,
-                &outcome,
-            )
-            .await;
-        }
-        .instrument(span)
+                })
+            },
+        )
         .await;
     }
 }
 
-async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Result<Outcome> {
-    let verdict: Verdict = match wire::decode(&message.payload) {
-        Ok(verdict) => verdict,
-        Err(err) => return Ok(Outcome::Poison(err.to_string())),
-    };
+/// One verdict, received (decoded, its subject checked: `channels::VERDICTS`).
+async fn handle(verifier: &Verifier, verdict: Verdict) -> anyhow::Result<Outcome> {
     tracing::Span::current().record("backup", verdict.backup_id.as_str());
-    let expected = topology::verdict_subject(&verdict.cluster);
-    if message.subject.as_str() != expected {
-        return Ok(Outcome::Poison(format!(
-            "verdict for cluster {} arrived on {:?}, not on {expected:?}",
-            verdict.cluster,
-            message.subject.chars().take(200).collect::<String>()
-        )));
-    }
     let catalog = &verifier.catalog;
     let current = match catalog.lookup(&verdict.cluster, &verdict.backup_id).await? {
         Lookup::Live(current) => current,
@@ -221,17 +193,14 @@ async fn handle(verifier: &Verifier, message: &jetstream::Message) -> anyhow::Re
     // Retention decides again with the new proof (or its absence). A failed test may have met
     // an object gone (issue 54: evidence, wherever it is met): its sweep scrubs the cluster
     // first, which marks what is gone `missing` at the place it is gone from.
-    let sweep = RetentionSweep {
-        schema_version: wire::SCHEMA_VERSION,
-        cluster: verdict.cluster.clone(),
-        requested_at: now,
-        scrub: verdict.outcome == VerdictOutcome::VerifyFailed,
-    };
-    publish_once(
+    channels::request_sweep(
         &verifier.topology.jetstream,
-        topology::sweep_subject(&verdict.cluster),
-        &format!("verdict.{}.{}", verdict.cluster, verdict.request_id),
-        wire::encode(&sweep),
+        &verdict.cluster,
+        now,
+        verdict.outcome == VerdictOutcome::VerifyFailed,
+        &channels::SweepCause::Verdict {
+            request_id: verdict.request_id.clone(),
+        },
     )
     .await?;
     Ok(Outcome::Done)

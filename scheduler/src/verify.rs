@@ -30,11 +30,11 @@ use sexton_schedule::CronSpec;
 use sexton_shared::{
     binlog,
     catalog::{CasError, Catalog, Lookup, Versioned},
+    channels,
     copies::CopyState,
     digest,
     keys::StoreRef,
     names::{BackupId, ClusterName, LocationName, PlanName, ScheduleName},
-    nats::publish_once_acked,
     object_store::ObjectStore,
     outcome::publish_incident,
     records::{
@@ -364,6 +364,30 @@ pub struct Verifier {
     pub places: Places,
 }
 
+impl Verifier {
+    /// The restore tests of this replica, reading at the primary `store` and at `locations`.
+    pub fn new(
+        topology: &Topology,
+        metrics: &Arc<Metrics>,
+        store: &sexton_shared::object_store::ObjectStore,
+        locations: &std::collections::BTreeMap<
+            sexton_shared::names::LocationName,
+            sexton_shared::object_store::ObjectStore,
+        >,
+    ) -> Verifier {
+        Verifier {
+            topology: topology.clone(),
+            catalog: Catalog::new(topology.catalog.clone()),
+            metrics: metrics.clone(),
+            pending: Pending::default(),
+            places: Places {
+                primary: store.clone(),
+                locations: locations.clone(),
+            },
+        }
+    }
+}
+
 /// The primary store and each location's, read only.
 #[derive(Clone)]
 pub struct Places {
@@ -469,13 +493,13 @@ impl Verifier {
         // Held before the event goes out: an executor may answer at once, and a verdict counts
         // only for a test the catalog knows was asked for.
         self.hold(&event).await?;
-        let ack = publish_once_acked(
-            &self.topology.jetstream,
-            topology::verify_due_subject(&target.cluster),
-            &format!("verify.{request_id}"),
-            wire::encode(&event),
-        )
-        .await?;
+        let ack = channels::VERIFY_DUES
+            .publish(
+                &self.topology.jetstream,
+                &event,
+                &channels::ids::verify_due(request_id),
+            )
+            .await?;
         // A replica that asked first may have picked another backup: carry out its request.
         let event = if ack.duplicate {
             let stream = self
@@ -723,7 +747,7 @@ impl Verifier {
                 kind: kind.into(),
                 cluster: Some(cluster.to_string()),
                 backup_id: Some(backup.to_string()),
-                subject: topology::verify_due_subject(cluster),
+                subject: sexton_shared::channels::VERIFY_DUES.subject(cluster),
                 reason: reason.to_string(),
                 at: Utc::now(),
             },

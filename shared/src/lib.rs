@@ -15,6 +15,7 @@ pub mod build;
 pub mod catalog;
 pub mod catalog_feed;
 pub mod catalog_view;
+pub mod channels;
 pub mod config;
 pub mod guard;
 pub mod leader_read;

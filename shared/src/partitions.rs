@@ -572,25 +572,28 @@ where
 /// found it dead-lettered).
 pub struct PartitionReader {
     jetstream: async_nats::jetstream::Context,
-    stream: String,
-    config: async_nats::jetstream::consumer::pull::Config,
+    durable: &'static crate::channels::Durable,
+    partition: u16,
+    settings: crate::channels::Settings,
     wait: Duration,
     consumer: Option<async_nats::jetstream::consumer::PullConsumer>,
 }
 
 impl PartitionReader {
-    /// A reader of the durable `config` names on `stream`, created on first use; each pull
-    /// waits at most `wait` for its messages.
+    /// A reader of `partition`'s durable of `durable` (the channel table's), opened on first
+    /// use; each pull waits at most `wait` for its messages.
     pub fn new(
         jetstream: async_nats::jetstream::Context,
-        stream: &str,
-        config: async_nats::jetstream::consumer::pull::Config,
+        durable: &'static crate::channels::Durable,
+        partition: u16,
+        settings: crate::channels::Settings,
         wait: Duration,
     ) -> Self {
         PartitionReader {
             jetstream,
-            stream: stream.to_string(),
-            config,
+            durable,
+            partition,
+            settings,
             wait,
             consumer: None,
         }
@@ -600,20 +603,14 @@ impl PartitionReader {
     /// cannot be opened or read is tried again after a pause; the partition stays held.
     pub async fn pull(&mut self, max: usize, stop: &mut Shutdown) -> Option<Pull> {
         use anyhow::Context as _;
-        let durable = self.config.durable_name.clone().unwrap_or_default();
+        let durable = self.durable.name_of(Some(self.partition));
         while !stop.is_triggered() {
             let pulled = async {
                 if self.consumer.is_none() {
-                    let stream = self
-                        .jetstream
-                        .get_stream(&self.stream)
-                        .await
-                        .with_context(|| format!("opening the stream {}", self.stream))?;
                     self.consumer = Some(
-                        stream
-                            .get_or_create_consumer(&durable, self.config.clone())
-                            .await
-                            .with_context(|| format!("creating the consumer {durable}"))?,
+                        self.durable
+                            .open(&self.jetstream, Some(self.partition), self.settings)
+                            .await?,
                     );
                 }
                 self.consumer

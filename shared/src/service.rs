@@ -268,3 +268,60 @@ impl ClusterLocks {
         self.0[slot].lock().await
     }
 }
+
+/// What every service starts with ([`start`]): its task group and the group's shutdown, the
+/// NATS connection, and the topology (streams and buckets created where missing).
+pub struct Started {
+    pub tasks: TaskGroup,
+    pub shutdown: Shutdown,
+    pub client: async_nats::Client,
+    pub jetstream: async_nats::jetstream::Context,
+    pub topology: crate::topology::Topology,
+}
+
+/// The one start-up of a service: its task group on `shutdown`, the NATS connection (named
+/// `sexton-<service>`), and the topology ensured ([`crate::topology::ensure_for`]).
+pub async fn start(
+    service: &'static str,
+    config: &crate::config::Config,
+    shutdown: Shutdown,
+) -> anyhow::Result<Started> {
+    use anyhow::Context as _;
+    let tasks = TaskGroup::new(service, shutdown);
+    let shutdown = tasks.shutdown();
+    let client = crate::nats::connect(&config.nats, &format!("sexton-{service}")).await?;
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let topology = crate::topology::ensure_for(&jetstream, config)
+        .await
+        .context("creating the nats topology")?;
+    Ok(Started {
+        tasks,
+        shutdown,
+        client,
+        jetstream,
+        topology,
+    })
+}
+
+impl Started {
+    /// The service's HTTP endpoint (metrics, health, readiness by `readiness`) and its build
+    /// facts and version answers; says the service started, with where its metrics are.
+    pub async fn serve(
+        &self,
+        service: &'static str,
+        config: &crate::config::Config,
+        registry: &prometheus::Registry,
+        readiness: crate::telemetry::ReadinessCheck,
+    ) -> anyhow::Result<()> {
+        let addr = crate::telemetry::serve(
+            &config.http.listen,
+            registry.clone(),
+            readiness,
+            self.shutdown.clone(),
+        )
+        .await?;
+        crate::build::start(&self.client, service, registry, self.shutdown.clone()).await?;
+        tracing::info!(metrics = %crate::telemetry::listen_text(addr), "{service} started");
+        Ok(())
+    }
+}

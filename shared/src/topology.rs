@@ -5,9 +5,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{
-    self,
-    consumer::{pull, AckPolicy},
-    kv,
+    self, kv,
     stream::{self, RetentionPolicy, StorageType},
 };
 
@@ -223,44 +221,46 @@ pub fn retention_partition_filter(partition: u16) -> String {
 /// due tick and dies before recording it is replaced well within this window.
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 
+/// The subjects of the channel table ([`crate::channels`]), by their old names (tests and
+/// tools use them).
 pub fn due_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.due.{cluster}")
+    crate::channels::DUES.subject(cluster)
 }
 pub fn verify_due_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.verify.due.{cluster}")
+    crate::channels::VERIFY_DUES.subject(cluster)
 }
 pub fn verdict_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.verify.verdict.{cluster}")
+    crate::channels::VERDICTS.subject(cluster)
 }
 pub fn report_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.report.{cluster}")
+    crate::channels::REPORTS.subject(cluster)
 }
 pub fn checkpoint_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.retention.checkpoint.{cluster}")
+    crate::channels::CHECKPOINTS.subject(cluster)
 }
 pub fn copy_job_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.copy.{cluster}")
+    crate::channels::COPY_JOBS.subject(cluster)
 }
 pub fn sweep_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.retention.sweep.{cluster}")
+    crate::channels::SWEEPS.subject(cluster)
 }
 pub fn delete_job_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.job.delete.{cluster}")
+    crate::channels::DELETE_JOBS.subject(cluster)
 }
 /// Copy delete jobs (issue 28): delete a backup's copy at another location, as that
 /// location's retention decided. The deleter takes them on a durable of their own.
 pub fn copy_delete_job_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.job.copy-delete.{cluster}")
+    crate::channels::COPY_DELETE_JOBS.subject(cluster)
 }
 /// Merge jobs (`chain_mode: merge`) for executors: fold a chain's expired head into the
 /// oldest kept backup.
 pub fn merge_job_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.job.merge.{cluster}")
+    crate::channels::MERGE_JOBS.subject(cluster)
 }
 pub const CONSUMER_EXECUTOR_MERGE: &str = "reference-executor-merge";
 /// Where the retention-worker publishes a cluster's binlog job (SEXTON_BINLOG).
 pub fn binlog_job_subject(cluster: &ClusterName) -> String {
-    format!("{SUBJECT_ROOT}.binlog.{cluster}")
+    crate::channels::BINLOG_JOBS.subject(cluster)
 }
 /// Where JetStream announces that a delete job ran out of deliveries on the deleter's durable
 /// of a stream created before issue 32. The work-queue stream keeps such a message; the
@@ -405,28 +405,8 @@ pub const PULL_EXPIRES: Duration = Duration::from_secs(5);
 /// How many times a durable consumer delivers one message before giving up on it.
 pub const MAX_DELIVER: i64 = 20;
 
-/// The durable pull consumer of a service, with its redelivery settings.
-pub fn consumer_config(durable: &str, filter: Option<String>, ack_wait: Duration) -> pull::Config {
-    pull::Config {
-        durable_name: Some(durable.to_string()),
-        ack_policy: AckPolicy::Explicit,
-        ack_wait,
-        max_deliver: MAX_DELIVER,
-        filter_subject: filter.unwrap_or_default(),
-        // Growing delays between redeliveries of a message that keeps failing. nats-server
-        // (measured on 2.15) replaces ack_wait with the first entry, and waits
-        // `backoff[n-1] - ack_wait + delay` before delivery n+1 of a message Nak'd with a
-        // delay. So the list starts at ack_wait (a list starting at 1 s redelivered every
-        // message still being handled, or waiting in a prefetch buffer, after one second), and
-        // a handler's `RetryAfter(d)` comes back after d, d+5 s, d+15 s, d+30 s, then d+60 s:
-        // the 20 deliveries last about 17 minutes of continuous failure.
-        backoff: [0, 5, 15, 30, 60]
-            .into_iter()
-            .map(|extra| ack_wait + Duration::from_secs(extra))
-            .collect(),
-        ..Default::default()
-    }
-}
+/// A durable pull consumer's configuration: the channel table's ([`crate::channels`]).
+pub use crate::channels::consumer_config;
 
 pub fn bucket_configs(replicas: usize) -> Vec<kv::Config> {
     vec![

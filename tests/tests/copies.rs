@@ -372,7 +372,17 @@ async fn two_copier_replicas_copy_each_backup_once_and_leave_nothing_uncounted()
     )
     .await;
     let (stop_a, copier_a) = start_copier(&world.config);
-    let (stop_b, copier_b) = start_copier(&world.config);
+    // The second replica is `sexton serve copier`, a process of its own (issue 48: `serve`
+    // starts every service, the copier included).
+    let mut copier_b = std::process::Command::new(service_binary("sexton"))
+        .args(["serve", "copier"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(config_env(&world.config))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting sexton serve copier");
     let ids: Vec<String> = (1..=8).map(|n| format!("b{n}")).collect();
     for (n, id) in ids.iter().enumerate() {
         let backup = Backup::full(
@@ -418,10 +428,24 @@ async fn two_copier_replicas_copy_each_backup_once_and_leave_nothing_uncounted()
         uncounted.is_empty(),
         "objects at dr that no copy counts: {uncounted:?}"
     );
-    for (stop, copier) in [(stop_a, copier_a), (stop_b, copier_b)] {
-        stop.trigger();
-        copier.await.unwrap().unwrap();
-    }
+    stop_a.trigger();
+    copier_a.await.unwrap().unwrap();
+    assert!(
+        copier_b.try_wait().unwrap().is_none(),
+        "sexton serve copier died"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &copier_b.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::task::spawn_blocking(move || copier_b.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        status.success(),
+        "sexton serve copier stopped with {status}"
+    );
     world.fleet.unwrap().stop().await.unwrap();
     drop(world.nats);
 }

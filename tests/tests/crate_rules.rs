@@ -53,6 +53,7 @@ const MAY_DEPEND_ON: &[(&str, &[&str])] = &[
             "sexton-scheduler",
             "sexton-retention-worker",
             "sexton-deleter",
+            "sexton-copier",
             "sexton-executor",
         ],
     ),

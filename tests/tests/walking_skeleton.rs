@@ -149,6 +149,32 @@ async fn a_schedule_fires_and_retention_keeps_the_newest_three() {
         "S3 holds both objects of the 3 newest backups, nothing else"
     );
 
+    // Every durable consumer the services created is one the channel table declares, on the
+    // stream it names (issue 48: consumers are created in one module, from one table).
+    let jetstream =
+        async_nats::jetstream::new(async_nats::connect(config.nats.url.as_str()).await.unwrap());
+    let mut created = Vec::new();
+    for stream in sexton_shared::topology::stream_configs(1) {
+        use futures::StreamExt as _;
+        let stream = jetstream.get_stream(&stream.name).await.unwrap();
+        let infos: Vec<_> = stream.consumers().collect().await;
+        for info in infos {
+            let info = info.unwrap();
+            if let Some(name) = info.config.durable_name {
+                created.push((info.stream_name, name));
+            }
+        }
+    }
+    assert!(!created.is_empty(), "the fleet created no durable");
+    for (stream, name) in &created {
+        assert!(
+            sexton_shared::channels::DURABLES
+                .iter()
+                .any(|d| d.stream == stream && d.names().contains(name)),
+            "durable {name} on {stream} is not in the channel table"
+        );
+    }
+
     assert!(fleet.all_running());
     fleet.stop().await.unwrap();
 }

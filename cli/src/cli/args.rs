@@ -102,13 +102,15 @@ pub enum Command {
   sexton exec --backup-command 'pg_basebackup -D \"$SEXTON_OUTPUT_DIR\" -Ft -z' --concurrency 2
   sexton exec --backup-command ./backup.sh --verify-command ./restore-verify.sh")]
     Exec(ExecArgs),
-    /// Run a service in this process: scheduler, retention-worker or deleter.
+    /// Run a service in this process: scheduler, retention-worker, deleter, copier or the
+    /// reference executor.
     #[command(after_help = "Examples:
   sexton serve scheduler --config /etc/sexton/sexton.toml
-  SEXTON_NATS_URL=nats://127.0.0.1:4222 sexton serve deleter")]
+  SEXTON_NATS_URL=nats://127.0.0.1:4222 sexton serve deleter
+  sexton serve copier --config /etc/sexton/sexton.toml")]
     Serve {
         /// The service to run.
-        #[arg(value_parser = ["scheduler", "retention-worker", "deleter", "executor"])]
+        #[arg(value_parser = ["scheduler", "retention-worker", "deleter", "copier", "executor"])]
         service: String,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish or powershell); bash, zsh and

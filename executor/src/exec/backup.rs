@@ -9,9 +9,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use chrono::Utc;
 use sexton_shared::{
+    channels,
     metadata::{self, BackupMetadata},
-    nats::publish_once,
-    topology,
     wire::{self, DueBackup, ObjectDigest, Report},
     Shutdown,
 };
@@ -336,14 +335,10 @@ async fn finish(ctx: &Context, mut report: Report, facts: &Facts) -> Result<(), 
 
 /// Publishes a report once (its message id makes a second publication a no-op).
 pub async fn publish(ctx: &Context, report: &Report) -> Result<(), JobError> {
-    publish_once(
-        &ctx.jetstream,
-        topology::report_subject(&report.cluster),
-        &report::message_id(report),
-        wire::encode(report),
-    )
-    .await
-    .context("publishing the report")
-    .map_err(JobError::Transient)?;
+    channels::REPORTS
+        .publish_once(&ctx.jetstream, report, &channels::ids::report(report))
+        .await
+        .context("publishing the report")
+        .map_err(JobError::Transient)?;
     Ok(())
 }

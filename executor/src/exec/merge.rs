@@ -12,20 +12,14 @@
 
 use chrono::Utc;
 use sexton_shared::{
-    metadata,
-    nats::publish_once,
-    outcome::Outcome,
-    records::BackupRecord,
-    topology,
-    wire::{self, MergeJob},
-    Shutdown,
+    channels, metadata, outcome::Outcome, records::BackupRecord, wire::MergeJob, Shutdown,
 };
 
 use super::{
     command::{self, CommandSpec, Ending},
     environment, output, Context, JobDir, JobError,
 };
-use crate::reference::{check_merge_keys, merge_message_id, merge_report, rewrite_metadata};
+use crate::reference::{check_merge_keys, merge_report, rewrite_metadata};
 
 /// Does `job` with `merge_command`. `Ok` carries the outcome for the job's message.
 pub async fn merge(
@@ -183,14 +177,10 @@ async fn merge_in(
         .await
         .map_err(JobError::Transient)?;
     let report = merge_report(job, &metadata_key, merged, rewritten, started_at);
-    publish_once(
-        &ctx.jetstream,
-        topology::report_subject(&job.cluster),
-        &merge_message_id(job),
-        wire::encode(&report),
-    )
-    .await
-    .map_err(JobError::Transient)?;
+    channels::REPORTS
+        .publish_once(&ctx.jetstream, &report, &channels::ids::merge_report(job))
+        .await
+        .map_err(JobError::Transient)?;
     tracing::info!(target = %target.id, sources = job.sources.len(), "merge done and reported");
     Ok(Outcome::Done)
 }

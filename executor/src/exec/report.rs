@@ -201,17 +201,6 @@ pub fn failed(
     report
 }
 
-/// The report's message id: one per backup and outcome, so a report published again (a retry,
-/// a redelivered due-backup) is dropped by the stream.
-pub fn message_id(report: &Report) -> String {
-    let status = match report.status {
-        ReportStatus::Started => "started",
-        ReportStatus::Completed => "completed",
-        ReportStatus::Failed => "failed",
-    };
-    format!("report.{}.{}.{status}", report.cluster, report.backup_id)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,7 +263,10 @@ mod tests {
         assert_eq!(report.size_bytes, Some(12));
         assert_eq!(report.artifacts.len(), 2);
         assert_eq!(report.parent.as_ref().map(|p| p.as_str()), Some("b1"));
-        assert_eq!(message_id(&report), "report.c1.b2.completed");
+        assert_eq!(
+            sexton_shared::channels::ids::report(&report),
+            "report.c1.b2.completed"
+        );
     }
 
     #[test]
@@ -338,9 +330,15 @@ mod tests {
         assert_eq!(report.status, ReportStatus::Failed);
         assert!(report.error.as_ref().unwrap().chars().count() <= MAX_REASON_CHARS + 1);
         assert_eq!(report.artifacts, ["backups/c1/s/b2/part"]);
-        assert_eq!(message_id(&report), "report.c1.b2.failed");
+        assert_eq!(
+            sexton_shared::channels::ids::report(&report),
+            "report.c1.b2.failed"
+        );
         let started = started(&inc, at("2026-01-01T00:00:01Z"));
         assert_eq!(started.validate(), Ok(()));
-        assert_eq!(message_id(&started), "report.c1.b2.started");
+        assert_eq!(
+            sexton_shared::channels::ids::report(&started),
+            "report.c1.b2.started"
+        );
     }
 }

@@ -12,9 +12,8 @@
 use std::time::Instant;
 
 use sexton_shared::{
-    nats::publish_once,
+    channels,
     outcome::Outcome,
-    topology,
     wire::{self, Verdict, VerdictOutcome, VerifyDue},
     Shutdown,
 };
@@ -80,14 +79,14 @@ pub async fn verify(
         checked,
         bytes_read,
     };
-    publish_once(
-        &ctx.jetstream,
-        topology::verdict_subject(&due.cluster),
-        &format!("verdict.{}", due.request_id),
-        wire::encode(&verdict),
-    )
-    .await
-    .map_err(JobError::Transient)?;
+    channels::VERDICTS
+        .publish_once(
+            &ctx.jetstream,
+            &verdict,
+            &channels::ids::verdict(&due.request_id),
+        )
+        .await
+        .map_err(JobError::Transient)?;
     tracing::info!(backup = %due.backup_id, request = %due.request_id, ?outcome, "restore test answered");
     Ok(Outcome::Done)
 }

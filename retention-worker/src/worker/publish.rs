@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
 use sexton_shared::{
     catalog::Versioned,
+    channels,
     copies::CopyDeleteJob,
     names::{ClusterName, LocationName},
-    nats::publish_once,
     outcome::publish_incident,
     records::{BackupRecord, BackupStatus},
     topology,
@@ -63,12 +63,20 @@ impl Mark {
 #[derive(Default)]
 pub(super) struct Jobs(Vec<PendingJob>);
 
-struct PendingJob {
-    subject: String,
-    message_id: String,
-    payload: bytes::Bytes,
+enum PendingJob {
+    Delete(DeleteJob),
+    CopyDelete(CopyDeleteJob),
+}
+
+impl PendingJob {
     /// `sexton_retention_jobs_published_total`'s label.
-    kind: &'static str,
+    fn kind(&self) -> &'static str {
+        match self {
+            PendingJob::Delete(job) if job.volumes.is_empty() => "backup",
+            PendingJob::Delete(_) => "volumes",
+            PendingJob::CopyDelete(_) => "copy",
+        }
+    }
 }
 
 impl Jobs {
@@ -91,16 +99,7 @@ impl Jobs {
             reasons: reasons.to_vec(),
             volumes: volumes.to_vec(),
         };
-        self.0.push(PendingJob {
-            subject: topology::delete_job_subject(&record.cluster),
-            message_id: format!("del.{}.{}", record.uid, revision),
-            payload: wire::encode(&job),
-            kind: if volumes.is_empty() {
-                "backup"
-            } else {
-                "volumes"
-            },
-        });
+        self.0.push(PendingJob::Delete(job));
     }
 
     /// The delete job of the copy of `record` at `location`, marked at `mark` (the revision
@@ -121,29 +120,30 @@ impl Jobs {
             revision: mark,
             reasons: reasons.to_vec(),
         };
-        self.0.push(PendingJob {
-            subject: topology::copy_delete_job_subject(&record.cluster),
-            message_id: format!("cdel.{}.{location}.{mark}", record.uid),
-            payload: wire::encode(&job),
-            kind: "copy",
-        });
+        self.0.push(PendingJob::CopyDelete(job));
     }
 }
 
 impl Worker {
     /// Publishes the jobs a run held, in the order its marks were made.
     pub(super) async fn publish_jobs(&self, jobs: Jobs) -> anyhow::Result<()> {
+        let jetstream = &self.topology.jetstream;
         for job in jobs.0 {
-            publish_once(
-                &self.topology.jetstream,
-                job.subject,
-                &job.message_id,
-                job.payload,
-            )
-            .await?;
+            match &job {
+                PendingJob::Delete(delete) => {
+                    channels::DELETE_JOBS
+                        .publish_once(jetstream, delete, &channels::ids::delete_job(delete))
+                        .await?
+                }
+                PendingJob::CopyDelete(delete) => {
+                    channels::COPY_DELETE_JOBS
+                        .publish_once(jetstream, delete, &channels::ids::copy_delete_job(delete))
+                        .await?
+                }
+            };
             self.metrics
                 .jobs_published
-                .with_label_values(&[job.kind])
+                .with_label_values(&[job.kind()])
                 .inc();
         }
         Ok(())
@@ -234,13 +234,9 @@ impl Worker {
             }
         };
         for (message_id, job) in binlog::jobs(cluster, &decision, binlog.etag()) {
-            publish_once(
-                &self.topology.jetstream,
-                topology::binlog_job_subject(cluster),
-                &message_id,
-                wire::encode(&job),
-            )
-            .await?;
+            channels::BINLOG_JOBS
+                .publish_once(&self.topology.jetstream, &job, &message_id)
+                .await?;
             self.metrics
                 .jobs_published
                 .with_label_values(&["binlog"])
@@ -271,7 +267,7 @@ impl Worker {
         // Merge jobs of this cluster still waiting (no executor has taken them yet): ask for
         // nothing more, so a fleet without a merging executor does not pile up a job per
         // merge per run in the work queue. What is still missing is asked for once they drain.
-        let subject = topology::merge_job_subject(&group.cluster);
+        let subject = channels::MERGE_JOBS.subject(&group.cluster);
         if let Some(count) = self.merge_jobs_waiting(&subject).await? {
             tracing::info!(cluster = %group.cluster, waiting = count, "merge jobs still waiting for an executor; none added");
             return Ok(());
@@ -317,13 +313,13 @@ impl Worker {
                     continue;
                 }
             };
-            publish_once(
-                &self.topology.jetstream,
-                subject.clone(),
-                &merge_message_id(&job),
-                wire::encode(&job),
-            )
-            .await?;
+            channels::MERGE_JOBS
+                .publish_once(
+                    &self.topology.jetstream,
+                    &job,
+                    &channels::ids::merge_job(&job),
+                )
+                .await?;
             tracing::info!(cluster = %group.cluster, %target, volume, ?sources, "merge job published");
         }
         Ok(())
@@ -410,26 +406,4 @@ fn merge_job(
     };
     job.validate()?;
     Ok(job)
-}
-
-/// The message id of a merge job: its cluster, target and (for a volume) volume, and its
-/// sources, which are one chain ending at the target's parent (validated): the first and the
-/// last with their count name it.
-fn merge_message_id(job: &MergeJob) -> String {
-    let first = &job.sources[0].uid;
-    let last = &job.sources[job.sources.len() - 1].uid;
-    match &job.volume {
-        None => format!(
-            "merge.{}.{}.{first}.{last}.{}",
-            job.cluster,
-            job.target.uid,
-            job.sources.len()
-        ),
-        Some(volume) => format!(
-            "merge.{}.{}.{volume}.{first}.{last}.{}",
-            job.cluster,
-            job.target.uid,
-            job.sources.len()
-        ),
-    }
 }

@@ -21,7 +21,7 @@ impl Api {
             tick,
             fired_at: now,
             backup_id: backup_id.clone(),
-            message_id: format!("manual.{}.{}", record.name, tick.timestamp_millis()),
+            message_id: sexton_shared::channels::ids::due_manual(record.name.as_str(), tick),
             backfill: None,
         };
         let duplicate = timers::publish_due(

@@ -26,14 +26,13 @@ use serde_json::Value;
 use sexton_shared::{
     api::ApiError,
     catalog::{CasError, Lookup},
+    channels,
     copies::{CopyState, LocationCopy},
     digest,
     metadata::{self, BackupMetadata},
     names::{BackupId, ClusterName, LocationName},
-    nats::publish_once,
     records::{BackupRecord, BackupStatus, RECORD_SCHEMA_VERSION},
-    topology,
-    wire::{self, ObjectDigest, ReportStatus, RetentionSweep},
+    wire::{ObjectDigest, ReportStatus},
 };
 
 use super::{invalid, unavailable, Api};
@@ -436,17 +435,14 @@ impl Api {
         }
         if !req.dry_run && !report.imported.is_empty() {
             tracing::info!(%cluster, imported = report.imported.len(), "catalog import: records recreated from the bucket");
-            let sweep = RetentionSweep {
-                schema_version: wire::SCHEMA_VERSION,
-                cluster: cluster.clone(),
-                requested_at: now,
-                scrub: false,
-            };
-            publish_once(
+            channels::request_sweep(
                 &self.topology.jetstream,
-                topology::sweep_subject(cluster),
-                &format!("import.{cluster}.{}", now.timestamp_micros()),
-                wire::encode(&sweep),
+                cluster,
+                now,
+                false,
+                &channels::SweepCause::Import {
+                    at_micros: now.timestamp_micros(),
+                },
             )
             .await
             .map_err(|err| unavailable(format!("asking for a retention run: {err:#}")))?;

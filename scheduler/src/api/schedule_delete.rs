@@ -26,12 +26,10 @@ use serde_json::Value;
 use sexton_shared::{
     api::{reply_value, ApiError, ErrorCode, KeptRecord, ScheduleDelete, ScheduleDeleted},
     catalog::{CasError, Versioned},
+    channels,
     names::{BackupId, ClusterName},
-    nats::publish_once,
     planning,
     records::{BackupOwner, BackupRecord, DeleteRequest, ScheduleRecord},
-    topology,
-    wire::{self, RetentionSweep},
 };
 
 use super::{unavailable, Api};
@@ -331,17 +329,14 @@ impl Api {
         self.audit_records_removed(&removed, "removed by a user, objects kept", actor)
             .await;
         if requested {
-            let sweep = RetentionSweep {
-                schema_version: wire::SCHEMA_VERSION,
-                cluster: cluster.clone(),
-                requested_at: now,
-                scrub: false,
-            };
-            publish_once(
+            channels::request_sweep(
                 &self.topology.jetstream,
-                topology::sweep_subject(cluster),
-                sweep_id,
-                wire::encode(&sweep),
+                cluster,
+                now,
+                false,
+                &channels::SweepCause::ScheduleDeleted {
+                    id: sweep_id.to_string(),
+                },
             )
             .await
             .map_err(|err| unavailable(format!("{err:#}")))?;
