@@ -116,15 +116,6 @@ impl IndexSegment {
             extra: Map::new(),
         }
     }
-
-    /// The retention engine's view of this segment.
-    pub fn to_engine(&self) -> sexton_retention::BinlogSegment {
-        sexton_retention::BinlogSegment {
-            key: self.key.clone(),
-            first_event: self.first_event,
-            last_event: self.last_event,
-        }
-    }
 }
 
 impl Default for BinlogIndex {
@@ -270,10 +261,6 @@ impl BinlogIndex {
 
     pub fn oldest_first_event(&self) -> Option<DateTime<FixedOffset>> {
         self.segments.iter().filter_map(|s| s.first_event).min()
-    }
-
-    pub fn to_engine(&self) -> Vec<sexton_retention::BinlogSegment> {
-        self.segments.iter().map(IndexSegment::to_engine).collect()
     }
 
     /// The keys among `candidates` whose entry has a known `last_event` before `horizon`: what

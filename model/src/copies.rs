@@ -593,18 +593,6 @@ impl CopyState {
             CopyState::Skipped => "skipped",
         }
     }
-
-    /// The status the retention engine sees for a copy in this state; `None` once deleted
-    /// (the location's groups hold it no more).
-    pub fn engine_status(self) -> Option<sexton_retention::BackupStatus> {
-        match self {
-            CopyState::Copied => Some(sexton_retention::BackupStatus::Completed),
-            CopyState::Expiring => Some(sexton_retention::BackupStatus::Expiring),
-            CopyState::Deleting => Some(sexton_retention::BackupStatus::Deleting),
-            CopyState::Deleted | CopyState::Skipped => None,
-            CopyState::Missing => Some(sexton_retention::BackupStatus::Missing),
-        }
-    }
 }
 
 /// Retention-worker → deleter: delete this backup's copy at this location. A claim to check:

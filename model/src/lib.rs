@@ -9,8 +9,9 @@
 //!
 //! The modules form floors, each using only those below it: `names`, `digest`,
 //! `duration_text`, `actor`, `breaker`, `objectives`; `keys`, `checks`; `wire`; `copies`; `records`; `metadata`,
-//! `binlog`, `policy_change`; `api`. `tests/tests/crate_rules_model.rs` checks there is no
-//! circle.
+//! `binlog`, `policy_change`; `engine_form`, `api`. `tests/tests/crate_rules_model.rs` checks
+//! there is no circle. The records become the retention engine's input in one module,
+//! [`engine_form`].
 
 pub mod actor;
 pub mod api;
@@ -21,6 +22,7 @@ pub mod conditions;
 pub mod copies;
 pub mod digest;
 pub mod duration_text;
+pub mod engine_form;
 pub mod keys;
 pub mod metadata;
 pub mod names;

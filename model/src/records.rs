@@ -1,6 +1,6 @@
 //! The records Sexton keeps in its JetStream key-value buckets: schedules and the backup
 //! catalog. These are the stored shapes (serde, with a schema version); the retention engine's
-//! input is derived from them in [`BackupRecord::to_engine`].
+//! input is derived from them in [`crate::engine_form`].
 
 use std::collections::BTreeMap;
 
@@ -812,31 +812,6 @@ pub struct PluginFailure {
 }
 
 impl BackupRecord {
-    /// The retention engine's view of this record.
-    pub fn to_engine(&self) -> sexton_retention::BackupRecord {
-        sexton_retention::BackupRecord {
-            id: self.id.to_string(),
-            completed_at: self.completed_at,
-            started_at: self.started_at,
-            status: self.status,
-            kind: self.kind,
-            parent: self.parent.as_ref().map(|p| p.to_string()),
-            tags: self.tags.clone(),
-            legal_hold: self.legal_hold,
-            holds: self.holds_with_copies(),
-            immutable: self.immutable,
-            delete_requested: self.delete_requested || self.delete_request.is_some(),
-            locked_until: self.locked_until,
-            volumes: self.volumes.clone(),
-            verification: self
-                .verification
-                .as_ref()
-                .map_or(VerificationState::Unverified, |v| v.state),
-            log_range: self.log_range.clone(),
-            differential: self.differential,
-        }
-    }
-
     /// The record's holds and one per location a copy rule still has to copy it to: the
     /// source never deletes what a copy still needs (issue 28).
     pub fn holds_with_copies(&self) -> Vec<String> {
@@ -950,69 +925,6 @@ impl BackupRecord {
         }
     }
 
-    /// The retention engine's view of this backup's copy at `location`, if the location holds
-    /// one or awaits one: the source's id, times, kind, parent, tags, volumes and verification
-    /// (a copy is the same bytes, checked against intake's digests), the record's holds, and
-    /// the status of the copy there. A copy awaited (the location is in `copy_to`, no copy
-    /// yet) is `in-progress` there: never counted, never deleted, and its ancestors' copies
-    /// are kept for it, so a location never lets a parent go that a copy on its way needs.
-    /// Not the holds that only the source carries (copies awaited), nor a user's delete
-    /// request (it asks for the backup at its source).
-    pub fn to_engine_at(
-        &self,
-        location: &crate::names::LocationName,
-    ) -> Option<sexton_retention::BackupRecord> {
-        let delete_requested = self
-            .copies
-            .get(location)
-            .is_some_and(|copy| copy.delete_requested_at.is_some());
-        let status = match self.copies.get(location) {
-            Some(copy) => copy.state.engine_status()?,
-            None if self.copy_to.contains(location) && self.held_at_primary() => {
-                BackupStatus::InProgress
-            }
-            None => return None,
-        };
-        let mut volumes = self.volumes.clone();
-        for volume in &mut volumes {
-            volume.expiring = false;
-        }
-        Some(sexton_retention::BackupRecord {
-            id: self.id.to_string(),
-            completed_at: self.completed_at,
-            started_at: self.started_at,
-            status,
-            kind: self.kind,
-            parent: self.parent.as_ref().map(|p| p.to_string()),
-            tags: self.tags.clone(),
-            legal_hold: self.legal_hold,
-            holds: self.holds.clone(),
-            immutable: self.immutable,
-            delete_requested,
-            locked_until: self.copies.get(location).and_then(|copy| copy.locked_until),
-            volumes,
-            verification: self
-                .verification
-                .as_ref()
-                .map_or(VerificationState::Unverified, |v| v.state),
-            log_range: self.log_range.clone(),
-            differential: self.differential,
-        })
-    }
-
-    /// The engine's view of the copy at `location` with its `expiring` mark taken off: what a
-    /// plan made now would have seen had nobody marked it (the deleter's re-check).
-    pub fn to_engine_at_unmarked(
-        &self,
-        location: &crate::names::LocationName,
-    ) -> Option<sexton_retention::BackupRecord> {
-        let mut engine = self.to_engine_at(location)?;
-        if engine.status == BackupStatus::Expiring {
-            engine.status = BackupStatus::Completed;
-        }
-        Some(engine)
-    }
-
     /// The locations a copy rule sends this backup to that hold no copy of it yet.
     pub fn awaiting_copy(&self) -> impl Iterator<Item = &crate::names::LocationName> {
         // A copy a scrub found missing there is awaited again: the source keeps the backup
@@ -1022,28 +934,6 @@ impl BackupRecord {
                 .get(*location)
                 .is_none_or(|copy| copy.state == crate::copies::CopyState::Missing)
         })
-    }
-
-    /// The engine's view of this record as it was before it was marked `expiring`: what a
-    /// plan made now would have seen had nobody marked it. Other statuses are unchanged.
-    pub fn to_engine_unmarked(&self) -> sexton_retention::BackupRecord {
-        let mut engine = self.to_engine();
-        if self.status == BackupStatus::Expiring {
-            engine.status = self.expired_from.unwrap_or(BackupStatus::Completed);
-        }
-        engine
-    }
-
-    /// The engine's view with the `expiring` marks of `volumes` taken off: what a plan made now
-    /// would have seen had nobody marked them (the deleter's re-check of a partial deletion).
-    pub fn to_engine_volumes_unmarked(&self, volumes: &[String]) -> sexton_retention::BackupRecord {
-        let mut engine = self.to_engine();
-        for volume in &mut engine.volumes {
-            if volumes.contains(&volume.name) {
-                volume.expiring = false;
-            }
-        }
-        engine
     }
 
     /// The object keys of the named volumes.
@@ -1192,17 +1082,7 @@ pub fn judge_copy(
     if rule.select != crate::copies::CopySelect::Kept || again {
         return crate::copies::CopyVerdict::Copy;
     }
-    let backups: Vec<sexton_retention::BackupRecord> = group
-        .iter()
-        .filter_map(|record| {
-            let mut engine = record.to_engine_at(location)?;
-            let awaited = record.awaiting_copy().any(|awaited| awaited == location);
-            if awaited && record.status == BackupStatus::Completed {
-                engine.status = sexton_retention::BackupStatus::Completed;
-            }
-            Some(engine)
-        })
-        .collect();
+    let backups = crate::engine_form::view_with_awaited_at(group, location);
     match crate::copies::not_kept_there(backups, candidate.id.as_str(), &rule.policy, now) {
         Some(reasons) => crate::copies::CopyVerdict::Skip(reasons),
         None => crate::copies::CopyVerdict::Copy,
@@ -1382,65 +1262,6 @@ mod tests {
             judge_copy(&group, &lost, &dr, Some(&last2), now()),
             CopyVerdict::Copy
         );
-    }
-
-    #[test]
-    fn a_copy_is_seen_at_its_location_in_its_own_state() {
-        let dr = crate::names::LocationName::new("dr").unwrap();
-        let mut record: BackupRecord = serde_json::from_value(serde_json::json!({
-            "id": "b1", "uid": "u1", "cluster": "c1", "plan": "p", "backup_name": "s",
-            "kind": "full", "status": "expiring", "holds": ["case-7"],
-            "completed_at": "2026-01-01T00:00:00Z", "delete_requested": true,
-        }))
-        .unwrap();
-        assert_eq!(record.to_engine_at(&dr), None, "not copied, not awaited");
-        record.copy_to = vec![dr.clone()];
-        let awaited = record.to_engine_at(&dr).unwrap();
-        assert_eq!(awaited.status, BackupStatus::InProgress);
-        assert_eq!(
-            record.holds_with_copies(),
-            ["case-7", "awaiting copy to dr"]
-        );
-        // Copied: completed there whatever the source's status, the record's own holds and
-        // not the source's wait, no user request.
-        record.copies.insert(
-            dr.clone(),
-            serde_json::from_value(serde_json::json!({
-                "state": "copied", "copied_at": "2026-01-01T01:00:00Z"
-            }))
-            .unwrap(),
-        );
-        let copy = record.to_engine_at(&dr).unwrap();
-        assert_eq!(copy.status, BackupStatus::Completed);
-        assert_eq!(copy.holds, ["case-7"]);
-        assert!(!copy.delete_requested);
-        assert!(record.held_elsewhere());
-        for (state, seen) in [
-            (
-                crate::copies::CopyState::Expiring,
-                Some(BackupStatus::Expiring),
-            ),
-            (
-                crate::copies::CopyState::Deleting,
-                Some(BackupStatus::Deleting),
-            ),
-            (crate::copies::CopyState::Deleted, None),
-        ] {
-            record.copies.get_mut(&dr).unwrap().state = state;
-            assert_eq!(
-                record.to_engine_at(&dr).map(|e| e.status),
-                seen,
-                "{state:?}"
-            );
-        }
-        assert!(!record.held_elsewhere(), "a deleted copy holds nothing");
-        assert!(
-            record.awaiting_copy().next().is_none(),
-            "served, not awaited"
-        );
-        assert_eq!(record.status_text(), "expiring");
-        record.primary_deleted_at = Some("2026-01-03T00:00:00Z".parse().unwrap());
-        assert_eq!(record.status_text(), "copies-only");
     }
 
     #[test]

@@ -110,33 +110,10 @@ pub fn groups(
 pub use sexton_retention::judge::{user_delete_policy, UserDelete};
 
 /// Why a backup may never be deleted now, whoever asks ([`judge::protection`]). Called on
-/// every record of a group, so it copies only what the judgement reads, not the whole record.
+/// every record of a group, so it copies only what the judgement reads, not the whole record
+/// ([`BackupRecord::to_protection_form`]).
 pub fn protection(record: &BackupRecord) -> Option<String> {
-    judge::protection(&sexton_retention::BackupRecord {
-        id: record.id.to_string(),
-        status: record.status,
-        legal_hold: record.legal_hold,
-        holds: record.holds.clone(),
-        ..sexton_retention::BackupRecord::default()
-    })
-}
-
-/// The judgement's view of one record: the engine's, and the status it had before its mark.
-fn member(record: &BackupRecord) -> judge::Member {
-    judge::Member {
-        record: record.to_engine(),
-        expired_from: record.expired_from,
-    }
-}
-
-/// How a record's deletion was asked for: its user's request, else retention's mark.
-fn asked(record: &BackupRecord) -> judge::Asked {
-    match &record.delete_request {
-        Some(request) if request.force => judge::Asked::ForcedUser,
-        Some(_) => judge::Asked::User,
-        None if record.delete_requested => judge::Asked::User,
-        None => judge::Asked::Retention,
-    }
+    judge::protection(&record.to_protection_form())
 }
 
 /// Whether each of `candidates` (backups of `group`) may go now, judged the way it was asked
@@ -147,7 +124,7 @@ pub fn may_go(
     group_policy: Result<&Policy, &str>,
     now: DateTime<Utc>,
 ) -> Vec<Result<(), String>> {
-    let group: Vec<judge::Member> = group.iter().map(|record| member(record)).collect();
+    let group: Vec<judge::Member> = group.iter().map(|record| record.to_member()).collect();
     may_go_members(&group, candidates, group_policy, now)
 }
 
@@ -161,7 +138,7 @@ pub fn may_go_members(
 ) -> Vec<Result<(), String>> {
     let candidates: Vec<(&str, judge::Asked)> = candidates
         .iter()
-        .map(|record| (record.id.as_str(), asked(record)))
+        .map(|record| (record.id.as_str(), record.delete_asked()))
         .collect();
     judge::may_go(group, &candidates, group_policy, now)
 }
@@ -174,7 +151,7 @@ pub fn still_deletes(
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Vec<Result<(), String>> {
-    let group: Vec<judge::Member> = group.iter().map(|record| member(record)).collect();
+    let group: Vec<judge::Member> = group.iter().map(|record| record.to_member()).collect();
     judge::still_deletes(&group, ids, policy, now)
 }
 
