@@ -667,28 +667,6 @@ pub enum CopyVerdict {
     Skip(Vec<String>),
 }
 
-/// The `select: kept` judgement itself, on the engine's records: `backups` is the location's
-/// view (what it holds, and what awaits a copy there counted as there, `candidate` too),
-/// planned with `policy` at `now`. `Some(reasons)` when the plan deletes `candidate` at once;
-/// `None` when it keeps it, or when no plan can be made (then the copy is made: skipping one
-/// is never the guess). The copier ([`crate::records::judge_copy`]) and the simulator ask it.
-pub fn not_kept_there(
-    backups: Vec<sexton_retention::BackupRecord>,
-    candidate: &str,
-    policy: &Policy,
-    now: DateTime<Utc>,
-) -> Option<Vec<String>> {
-    let catalog = sexton_retention::Catalog {
-        backups,
-        binlog_segments: Vec::new(),
-    };
-    let plan = sexton_retention::plan(&catalog, policy, now).ok()?;
-    plan.delete
-        .iter()
-        .find(|decision| decision.id == candidate)
-        .map(|decision| sexton_retention::Reason::texts(&decision.reasons))
-}
-
 /// The hold a backup carries at its source while a copy rule still has to copy it.
 pub fn awaiting_hold(location: &LocationName) -> String {
     format!("awaiting copy to {location}")

@@ -1048,51 +1048,9 @@ pub fn rule_for<'a>(
         .find(|rule| rule.to == *location)
 }
 
-/// Judges the copy of `candidate` (a backup awaiting its copy at `location`) under `rule` (its
-/// schedule's rule there; `None` once the rule is gone: copy, as the rule asked when the
-/// backup completed). `group` is every record of the candidate's plan (the candidate too).
-///
-/// - `delay`: not before the backup completed plus the delay.
-/// - `select: kept`: the rule's policy judged now over what the location holds of the group
-///   with every backup still awaiting a copy there counted as copied (those are the copies
-///   that will be there); the candidate is copied only if that plan keeps it. A plan that
-///   cannot be made copies it: the copy is a recovery point, and skipping one is never the
-///   guess. A copy found missing there is copied again whatever the policy says (it was kept
-///   when it was copied; the location's retention judges it once it is back).
-pub fn judge_copy(
-    group: &[&BackupRecord],
-    candidate: &BackupRecord,
-    location: &crate::names::LocationName,
-    rule: Option<&crate::copies::CopyRule>,
-    now: DateTime<Utc>,
-) -> crate::copies::CopyVerdict {
-    let Some(rule) = rule else {
-        return crate::copies::CopyVerdict::Copy;
-    };
-    if let (Some(delay), Some(completed)) = (rule.delay, candidate.completed_at) {
-        let due = completed.with_timezone(&Utc) + delay.delta();
-        if due > now {
-            return crate::copies::CopyVerdict::NotBefore(due);
-        }
-    }
-    let again = candidate
-        .copies
-        .get(location)
-        .is_some_and(|copy| copy.state == crate::copies::CopyState::Missing);
-    if rule.select != crate::copies::CopySelect::Kept || again {
-        return crate::copies::CopyVerdict::Copy;
-    }
-    let backups = crate::engine_form::view_with_awaited_at(group, location);
-    match crate::copies::not_kept_there(backups, candidate.id.as_str(), &rule.policy, now) {
-        Some(reasons) => crate::copies::CopyVerdict::Skip(reasons),
-        None => crate::copies::CopyVerdict::Copy,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::copies::{CopyState, CopyVerdict};
 
     #[test]
     fn retention_status_counts_runs_that_end_alike_and_starts_over_on_a_change() {
@@ -1155,113 +1113,6 @@ mod tests {
         );
         let bad = text.replace(r#""held""#, r#""paused""#);
         assert!(serde_json::from_str::<RetentionStatus>(&bad).is_err());
-    }
-
-    fn rule(json: serde_json::Value) -> Result<crate::copies::CopyRule, String> {
-        serde_json::from_value(json).map_err(|e| e.to_string())
-    }
-
-    fn awaiting(id: &str, completed: &str, tags: &[&str]) -> BackupRecord {
-        serde_json::from_value(serde_json::json!({
-            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
-            "backup_name": "s", "schedule": "nightly", "kind": "full", "status": "completed",
-            "completed_at": completed, "tags": tags, "copy_to": ["dr"],
-        }))
-        .unwrap()
-    }
-
-    fn copied(mut record: BackupRecord) -> BackupRecord {
-        record.copies.insert(
-            crate::names::LocationName::new("dr").unwrap(),
-            serde_json::from_value(serde_json::json!({
-                "state": "copied", "copied_at": "2026-03-01T00:00:00Z"
-            }))
-            .unwrap(),
-        );
-        record
-    }
-
-    fn now() -> DateTime<Utc> {
-        "2026-03-10T12:00:00Z".parse().unwrap()
-    }
-
-    #[test]
-    fn a_delayed_copy_waits_for_its_time_then_is_copied() {
-        let dr = crate::names::LocationName::new("dr").unwrap();
-        let rule = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
-            "delay": "1d"}))
-        .unwrap();
-        let young = awaiting("b2", "2026-03-10T00:00:00Z", &[]);
-        let old = awaiting("b1", "2026-03-09T00:00:00Z", &[]);
-        let group = [&old, &young];
-        assert_eq!(
-            judge_copy(&group, &young, &dr, Some(&rule), now()),
-            CopyVerdict::NotBefore("2026-03-11T00:00:00Z".parse().unwrap())
-        );
-        assert_eq!(
-            judge_copy(&group, &old, &dr, Some(&rule), now()),
-            CopyVerdict::Copy
-        );
-        // The rule gone from the schedule: copied at once, as asked when it completed.
-        assert_eq!(
-            judge_copy(&group, &young, &dr, None, now()),
-            CopyVerdict::Copy
-        );
-    }
-
-    #[test]
-    fn kept_copies_only_what_the_policy_there_keeps_counting_what_awaits() {
-        let dr = crate::names::LocationName::new("dr").unwrap();
-        let kept = |policy: serde_json::Value| {
-            rule(serde_json::json!({"to": "dr", "policy": policy, "select": "kept"})).unwrap()
-        };
-        let b1 = copied(awaiting("b1", "2026-03-01T00:00:00Z", &[]));
-        let b2 = awaiting("b2", "2026-03-08T00:00:00Z", &[]);
-        let b3 = awaiting("b3", "2026-03-09T00:00:00Z", &["monthly"]);
-        let b4 = awaiting("b4", "2026-03-10T00:00:00Z", &[]);
-        let group = [&b1, &b2, &b3, &b4];
-        // keep_last 2 over b1 (there) and b2..b4 (awaited, counted as there): b2 would go
-        // at once, b3 and b4 stay.
-        let last2 = kept(serde_json::json!({"keep_last": 2}));
-        match judge_copy(&group, &b2, &dr, Some(&last2), now()) {
-            CopyVerdict::Skip(reasons) => assert!(!reasons.is_empty()),
-            other => panic!("b2 should be skipped, got {other:?}"),
-        }
-        for keeper in [&b3, &b4] {
-            assert_eq!(
-                judge_copy(&group, keeper, &dr, Some(&last2), now()),
-                CopyVerdict::Copy
-            );
-        }
-        // A tag policy: only the tagged one.
-        let tagged = kept(serde_json::json!({"keep_tags": [["monthly"]]}));
-        assert_eq!(
-            judge_copy(&group, &b3, &dr, Some(&tagged), now()),
-            CopyVerdict::Copy
-        );
-        assert!(matches!(
-            judge_copy(&group, &b2, &dr, Some(&tagged), now()),
-            CopyVerdict::Skip(_)
-        ));
-        // The newest is kept by the engine's floor whatever the rules say.
-        assert_eq!(
-            judge_copy(&group, &b4, &dr, Some(&tagged), now()),
-            CopyVerdict::Copy,
-        );
-        // `all` copies whatever the policy keeps.
-        let all = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 2}})).unwrap();
-        assert_eq!(
-            judge_copy(&group, &b2, &dr, Some(&all), now()),
-            CopyVerdict::Copy
-        );
-        // A copy found missing there is copied again, whatever the policy says now.
-        let mut lost = copied(awaiting("b2", "2026-03-08T00:00:00Z", &[]));
-        lost.copies.get_mut(&dr).unwrap().state = CopyState::Missing;
-        let group = [&b1, &lost, &b3, &b4];
-        assert_eq!(
-            judge_copy(&group, &lost, &dr, Some(&last2), now()),
-            CopyVerdict::Copy
-        );
     }
 
     #[test]
