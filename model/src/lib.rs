@@ -4,9 +4,11 @@
 //!
 //! Values only: this crate does no I/O (no async runtime, no NATS, no S3, no CLI parser) and
 //! reads no file, no clock and no environment: the caller hands it bytes, readers and `now`.
-//! `tests/tests/crate_rules_model.rs` holds it to that. It runs no engine either: the records
-//! become the retention engine's input in [`engine_form`], and what plans or judges over them
-//! lives in `sexton-shared` (`planning`, `guard`, `recovery`) and the services. `sexton-shared` carries
+//! `tests/tests/crate_rules_model.rs` holds it to that, and `model/clippy.toml` makes a call to
+//! the clock, the file system, the environment or the network a lint error. It runs no engine
+//! either: the records become the retention engine's input in [`engine_form`], and what plans
+//! or judges over them lives in `sexton-shared` (`planning`, `guard`, `recovery`) and the
+//! services. `sexton-shared` carries
 //! these values between the world and the pure cores, `sexton-retention` and `sexton-schedule`,
 //! whose types the records embed.
 //!
