@@ -555,7 +555,7 @@ impl Done {
     }
 }
 
-/// What the backup's copy rule asks for it now ([`sexton_shared::records::judge_copy`]): the rule is its
+/// What the backup's copy rule asks for it now ([`sexton_shared::planning::judge_copy`]): the rule is its
 /// schedule's now; the group (for `select: kept`) the records of its plan as the catalog view
 /// holds them, with `record` as just read.
 async fn judge(
@@ -577,7 +577,7 @@ async fn judge(
     };
     let mut members: Vec<&BackupRecord> = group.iter().collect();
     members.push(record);
-    Ok(sexton_shared::records::judge_copy(
+    Ok(sexton_shared::planning::judge_copy(
         &members,
         record,
         location,

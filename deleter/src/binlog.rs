@@ -331,8 +331,11 @@ impl Collector {
         // pitr_full; issue 30) do not hold the horizon back; their own ranges are kept below.
         // Judged with the schedules' policies as they are now, as every delete job is.
         let schedules = self.schedules.of_cluster(cluster).await?;
-        let range_only =
-            binlog::range_only_backups(&records, &planning::group_policies(&schedules), Utc::now());
+        let range_only = planning::range_only_backups(
+            &records,
+            &planning::group_policies(&schedules),
+            Utc::now(),
+        );
         let safe = safe_horizon_with(job.horizon, &records, &range_only);
         if let Some(reason) = &safe.reason {
             tracing::info!(
@@ -360,7 +363,7 @@ impl Collector {
         };
         let candidates: BTreeSet<String> = job.delete.iter().cloned().collect();
         let mut expired = snapshot.index.select_expired(&candidates, horizon);
-        let ranges = binlog::kept_for_ranges(&snapshot.index, &expired, &records, &range_only);
+        let ranges = planning::kept_for_ranges(&snapshot.index, &expired, &records, &range_only);
         if !ranges.is_empty() {
             tracing::info!(%cluster, segments = ranges.len(), "binlog segments kept: a backup restorable to its own end needs them");
             expired.retain(|key| !ranges.contains(key));

@@ -153,12 +153,7 @@ pub fn judge(
     let group: Vec<judge::Member> = records
         .values()
         .filter(|r| r.value.plan == record.plan)
-        .filter_map(|r| {
-            Some(judge::Member {
-                record: r.value.to_engine_at(location)?,
-                expired_from: None,
-            })
-        })
+        .filter_map(|r| r.value.to_member_at(location))
         .collect();
     match judge::still_deletes(&group, &[record.id.as_str()], policy, now)
         .into_iter()

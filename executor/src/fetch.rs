@@ -124,7 +124,7 @@ async fn fetch_version(
             });
         }
         if let Some(recorded) = sha256 {
-            let sha = sexton_shared::digest::file_sha256(&partial).map_err(local)?;
+            let sha = file_sha256(&partial).map_err(local)?;
             if !sha.eq_ignore_ascii_case(recorded) {
                 return Err(FetchError::Sha256 {
                     key: key.into(),
@@ -141,6 +141,12 @@ async fn fetch_version(
         let _ = std::fs::remove_file(&partial);
     }
     result
+}
+
+/// The SHA-256 of a file in lowercase hex: opened here, at the edge, and hashed by the model's
+/// [`digest::reader_sha256`](sexton_shared::digest::reader_sha256) in 1 MiB pieces.
+fn file_sha256(path: &Path) -> std::io::Result<String> {
+    sexton_shared::digest::reader_sha256(std::fs::File::open(path)?)
 }
 
 fn partial_path(path: &Path) -> PathBuf {

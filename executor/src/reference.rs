@@ -439,7 +439,7 @@ async fn take_backup(
         differential: false,
     };
     // metadata.json last: it describes every object written before it (seed 003's layout).
-    let metadata = BackupMetadata::describe(&report).encode();
+    let metadata = BackupMetadata::describe(&report, Utc::now()).encode();
     size_bytes += metadata.len() as u64;
     store.put(&metadata_key, metadata.into()).await?;
     report.artifacts.push(metadata_key);

@@ -116,15 +116,6 @@ impl IndexSegment {
             extra: Map::new(),
         }
     }
-
-    /// The retention engine's view of this segment.
-    pub fn to_engine(&self) -> sexton_retention::BinlogSegment {
-        sexton_retention::BinlogSegment {
-            key: self.key.clone(),
-            first_event: self.first_event,
-            last_event: self.last_event,
-        }
-    }
 }
 
 impl Default for BinlogIndex {
@@ -272,10 +263,6 @@ impl BinlogIndex {
         self.segments.iter().filter_map(|s| s.first_event).min()
     }
 
-    pub fn to_engine(&self) -> Vec<sexton_retention::BinlogSegment> {
-        self.segments.iter().map(IndexSegment::to_engine).collect()
-    }
-
     /// The keys among `candidates` whose entry has a known `last_event` before `horizon`: what
     /// a garbage-collection pass may delete. Keys the index no longer lists are not returned
     /// (a redelivered job finds its work done); an unknown end is kept.
@@ -365,8 +352,9 @@ pub fn safe_horizon(job_horizon: DateTime<FixedOffset>, records: &[BackupRecord]
 }
 
 /// [`safe_horizon`], where the backups of `range_only` (ids) do not pull the horizon back: a
-/// plan made now keeps them restorable to their own end only ([`range_only_backups`]), and
-/// the caller keeps their own ranges instead ([`kept_for_ranges`]).
+/// plan made now keeps them restorable to their own end only (`range_only_backups` in
+/// `sexton_shared::planning`), and the caller keeps their own ranges instead
+/// (`kept_for_ranges`, there too).
 pub fn safe_horizon_with(
     job_horizon: DateTime<FixedOffset>,
     records: &[BackupRecord],
@@ -436,78 +424,6 @@ pub fn safe_horizon_with(
         reason,
         refused: None,
     }
-}
-
-/// The backups of a cluster that a plan made now, over the records at primary and each
-/// group's one policy, keeps restorable to their own end only (standalone, past `pitr_full`,
-/// or an incremental of one: [`sexton_retention::BinlogPlan::range_only`]). The deleter's
-/// re-check of a binlog job: such a backup does not pull the horizon back. A group without one
-/// policy, or that the engine refuses to plan, gives none: its fulls pull the horizon back as
-/// they always did.
-pub fn range_only_backups(
-    records: &[BackupRecord],
-    policies: &std::collections::BTreeMap<crate::names::PlanName, Vec<sexton_retention::Policy>>,
-    now: DateTime<chrono::Utc>,
-) -> BTreeSet<String> {
-    let mut groups: std::collections::BTreeMap<&crate::names::PlanName, Vec<&BackupRecord>> =
-        Default::default();
-    for record in records.iter().filter(|r| r.held_at_primary()) {
-        groups.entry(&record.plan).or_default().push(record);
-    }
-    let mut out = BTreeSet::new();
-    for (plan, members) in groups {
-        let Ok(policy) =
-            sexton_retention::group::group_policy(policies.get(plan).map_or(&[], Vec::as_slice))
-        else {
-            continue;
-        };
-        if policy.pitr_full.is_none()
-            && !members
-                .iter()
-                .any(|record| sexton_retention::holds_standalone(&record.holds))
-        {
-            continue;
-        }
-        // Which backups are range-only does not depend on the segments.
-        let catalog = sexton_retention::Catalog {
-            backups: members.iter().map(|record| record.to_engine()).collect(),
-            binlog_segments: Vec::new(),
-        };
-        if let Ok(plan) = sexton_retention::plan(&catalog, policy, now) {
-            out.extend(plan.binlog.range_only.into_iter().map(|r| r.backup));
-        }
-    }
-    out
-}
-
-/// The keys of `candidates` that the own range of a backup of `range_only` needs
-/// ([`sexton_retention::own_range_needs`]): kept whatever the job says.
-pub fn kept_for_ranges(
-    index: &BinlogIndex,
-    candidates: &[String],
-    records: &[BackupRecord],
-    range_only: &BTreeSet<String>,
-) -> BTreeSet<String> {
-    let owners: Vec<sexton_retention::BackupRecord> = records
-        .iter()
-        .filter(|record| range_only.contains(record.id.as_str()))
-        .map(BackupRecord::to_engine)
-        .collect();
-    if owners.is_empty() {
-        return BTreeSet::new();
-    }
-    index
-        .segments
-        .iter()
-        .filter(|segment| candidates.contains(&segment.key))
-        .filter(|segment| {
-            let segment = segment.to_engine();
-            owners
-                .iter()
-                .any(|owner| sexton_retention::own_range_needs(owner, &segment))
-        })
-        .map(|segment| segment.key.clone())
-        .collect()
 }
 
 /// A cluster's binlog decision, from the plans of all its groups (cluster/plan).
@@ -962,88 +878,6 @@ mod tests {
         assert!(safe.waiting_for.is_empty());
         let undated = full("undated", BackupStatus::DeleteFailed, None);
         assert_eq!(safe_horizon(job, &[kept, undated]).horizon, None);
-    }
-
-    /// Issue 30: what a plan made now keeps restorable to its own end only does not pull the
-    /// horizon back, and its own range stays; a forged policy cannot come from a job.
-    #[test]
-    fn range_only_backups_keep_their_own_range_not_the_horizon() {
-        let job = t("2026-01-10T00:10:00Z");
-        let newest = full("new", BackupStatus::Completed, Some("2026-01-10T00:10:00Z"));
-        let mut standalone = full("old", BackupStatus::Completed, Some("2026-01-05T00:10:00Z"));
-        standalone.holds = vec!["standalone:yearly".into()];
-        let records = vec![newest.clone(), standalone.clone()];
-        let plan_name = crate::names::PlanName::new("p").unwrap();
-        let policies = std::collections::BTreeMap::from([(
-            plan_name.clone(),
-            vec![sexton_retention::Policy::keep_last(1)],
-        )]);
-        let now = "2026-01-11T00:00:00Z".parse().unwrap();
-        let range_only = range_only_backups(&records, &policies, now);
-        assert_eq!(range_only, BTreeSet::from(["old".to_string()]));
-        // Not pulled back to the standalone backup's start.
-        let safe = safe_horizon_with(job, &records, &range_only);
-        assert_eq!(safe.horizon, Some(job));
-        // Without the set (or without a policy for the group), it is, as always.
-        assert_eq!(
-            safe_horizon(job, &records).horizon,
-            Some(t("2026-01-05T00:10:00Z"))
-        );
-        assert!(range_only_backups(&records, &Default::default(), now).is_empty());
-        // Its own range stays: the segment around 2026-01-05 00:10 by time, and the one it
-        // names; the others go.
-        let index = index(&[
-            (
-                "m.000001",
-                Some("2026-01-04T00:00:00Z"),
-                Some("2026-01-05T00:00:00Z"),
-            ),
-            (
-                "m.000002",
-                Some("2026-01-05T00:00:00Z"),
-                Some("2026-01-06T00:00:00Z"),
-            ),
-            (
-                "m.000003",
-                Some("2026-01-06T00:00:00Z"),
-                Some("2026-01-07T00:00:00Z"),
-            ),
-            (
-                "m.000004",
-                Some("2026-01-07T00:00:00Z"),
-                Some("2026-01-08T00:00:00Z"),
-            ),
-        ]);
-        let candidates: Vec<String> = ["m.000001", "m.000002", "m.000003", "m.000004"]
-            .iter()
-            .map(|name| key(name))
-            .collect();
-        let kept = kept_for_ranges(&index, &candidates, &records, &range_only);
-        assert_eq!(kept, BTreeSet::from([key("m.000002")]));
-        let mut named = standalone.clone();
-        named.log_range = Some(sexton_retention::LogRange {
-            first: "m.000002".into(),
-            last: "m.000003".into(),
-        });
-        let records = vec![newest.clone(), named];
-        let kept = kept_for_ranges(&index, &candidates, &records, &range_only);
-        assert_eq!(kept, BTreeSet::from([key("m.000002"), key("m.000003")]));
-        // pitr_full 1 over two fulls: the older is range-only, without any hold.
-        let older = full(
-            "older",
-            BackupStatus::Completed,
-            Some("2026-01-05T00:10:00Z"),
-        );
-        let pitr = std::collections::BTreeMap::from([(
-            plan_name,
-            vec![
-                sexton_retention::Policy::from_json(r#"{"keep_last": 2, "pitr_full": 1}"#).unwrap(),
-            ],
-        )]);
-        assert_eq!(
-            range_only_backups(&[newest, older], &pitr, now),
-            BTreeSet::from(["older".to_string()])
-        );
     }
 
     #[test]

@@ -593,18 +593,6 @@ impl CopyState {
             CopyState::Skipped => "skipped",
         }
     }
-
-    /// The status the retention engine sees for a copy in this state; `None` once deleted
-    /// (the location's groups hold it no more).
-    pub fn engine_status(self) -> Option<sexton_retention::BackupStatus> {
-        match self {
-            CopyState::Copied => Some(sexton_retention::BackupStatus::Completed),
-            CopyState::Expiring => Some(sexton_retention::BackupStatus::Expiring),
-            CopyState::Deleting => Some(sexton_retention::BackupStatus::Deleting),
-            CopyState::Deleted | CopyState::Skipped => None,
-            CopyState::Missing => Some(sexton_retention::BackupStatus::Missing),
-        }
-    }
 }
 
 /// Retention-worker → deleter: delete this backup's copy at this location. A claim to check:
@@ -677,28 +665,6 @@ pub enum CopyVerdict {
     /// Never: the rule's policy (`select: kept`) would delete the copy at once, for these
     /// reasons.
     Skip(Vec<String>),
-}
-
-/// The `select: kept` judgement itself, on the engine's records: `backups` is the location's
-/// view (what it holds, and what awaits a copy there counted as there, `candidate` too),
-/// planned with `policy` at `now`. `Some(reasons)` when the plan deletes `candidate` at once;
-/// `None` when it keeps it, or when no plan can be made (then the copy is made: skipping one
-/// is never the guess). The copier ([`crate::records::judge_copy`]) and the simulator ask it.
-pub fn not_kept_there(
-    backups: Vec<sexton_retention::BackupRecord>,
-    candidate: &str,
-    policy: &Policy,
-    now: DateTime<Utc>,
-) -> Option<Vec<String>> {
-    let catalog = sexton_retention::Catalog {
-        backups,
-        binlog_segments: Vec::new(),
-    };
-    let plan = sexton_retention::plan(&catalog, policy, now).ok()?;
-    plan.delete
-        .iter()
-        .find(|decision| decision.id == candidate)
-        .map(|decision| sexton_retention::Reason::texts(&decision.reasons))
 }
 
 /// The hold a backup carries at its source while a copy rule still has to copy it.

@@ -20,14 +20,14 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
-/// The SHA-256 of a file in lowercase hex, read in 1 MiB pieces (never whole in memory).
-pub fn file_sha256(path: &std::path::Path) -> std::io::Result<String> {
-    use std::io::Read as _;
-    let mut file = std::fs::File::open(path)?;
+/// The SHA-256 of everything `reader` gives, in lowercase hex, read in 1 MiB pieces (never
+/// whole in memory). The caller opens the file (or whatever it reads): this module does no
+/// I/O of its own.
+pub fn reader_sha256(mut reader: impl std::io::Read) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 20];
     loop {
-        let n = file.read(&mut buffer)?;
+        let n = reader.read(&mut buffer)?;
         if n == 0 {
             break;
         }
@@ -71,6 +71,10 @@ mod tests {
         ));
         assert!(!is_sha256_hex("abc"));
         assert_eq!(short_digest(["a", "b"]).len(), 16);
+        // A reader, in pieces smaller and larger than its buffer, gives the bytes' digest.
+        let big = vec![7u8; (1 << 20) + 3];
+        assert_eq!(reader_sha256(&big[..]).unwrap(), sha256_hex(&big));
+        assert_eq!(reader_sha256(&b"abc"[..]).unwrap(), sha256_hex(b"abc"));
         assert_ne!(short_digest(["ab"]), short_digest(["a", "b"]));
     }
 }

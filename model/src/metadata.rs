@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, FixedOffset};
+use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::names::{BackupId, ClusterName, PlanName, ScheduleName};
@@ -177,8 +177,9 @@ impl BackupMetadata {
     /// The document describing what `report` reports: its backup, and the objects of
     /// `report.objects` (which should describe every object but `metadata.json`). An executor
     /// uploads the data objects, builds its report, writes this document, then adds its key to
-    /// the report's artifacts and publishes the report.
-    pub fn describe(report: &crate::wire::Report) -> BackupMetadata {
+    /// the report's artifacts and publishes the report. `now` is the completion time of a
+    /// report that gives none (the caller's clock: this crate reads none).
+    pub fn describe(report: &crate::wire::Report, now: DateTime<Utc>) -> BackupMetadata {
         BackupMetadata {
             format: FORMAT.into(),
             schema_version: METADATA_SCHEMA_VERSION,
@@ -194,9 +195,7 @@ impl BackupMetadata {
                 _ => ReportStatus::Completed,
             },
             started_at: report.started_at,
-            completed_at: report
-                .completed_at
-                .unwrap_or_else(|| chrono::Utc::now().fixed_offset()),
+            completed_at: report.completed_at.unwrap_or_else(|| now.fixed_offset()),
             objects: report
                 .objects
                 .iter()

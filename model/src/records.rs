@@ -1,6 +1,6 @@
 //! The records Sexton keeps in its JetStream key-value buckets: schedules and the backup
 //! catalog. These are the stored shapes (serde, with a schema version); the retention engine's
-//! input is derived from them in [`BackupRecord::to_engine`].
+//! input is derived from them in [`crate::engine_form`].
 
 use std::collections::BTreeMap;
 
@@ -812,31 +812,6 @@ pub struct PluginFailure {
 }
 
 impl BackupRecord {
-    /// The retention engine's view of this record.
-    pub fn to_engine(&self) -> sexton_retention::BackupRecord {
-        sexton_retention::BackupRecord {
-            id: self.id.to_string(),
-            completed_at: self.completed_at,
-            started_at: self.started_at,
-            status: self.status,
-            kind: self.kind,
-            parent: self.parent.as_ref().map(|p| p.to_string()),
-            tags: self.tags.clone(),
-            legal_hold: self.legal_hold,
-            holds: self.holds_with_copies(),
-            immutable: self.immutable,
-            delete_requested: self.delete_requested || self.delete_request.is_some(),
-            locked_until: self.locked_until,
-            volumes: self.volumes.clone(),
-            verification: self
-                .verification
-                .as_ref()
-                .map_or(VerificationState::Unverified, |v| v.state),
-            log_range: self.log_range.clone(),
-            differential: self.differential,
-        }
-    }
-
     /// The record's holds and one per location a copy rule still has to copy it to: the
     /// source never deletes what a copy still needs (issue 28).
     pub fn holds_with_copies(&self) -> Vec<String> {
@@ -950,69 +925,6 @@ impl BackupRecord {
         }
     }
 
-    /// The retention engine's view of this backup's copy at `location`, if the location holds
-    /// one or awaits one: the source's id, times, kind, parent, tags, volumes and verification
-    /// (a copy is the same bytes, checked against intake's digests), the record's holds, and
-    /// the status of the copy there. A copy awaited (the location is in `copy_to`, no copy
-    /// yet) is `in-progress` there: never counted, never deleted, and its ancestors' copies
-    /// are kept for it, so a location never lets a parent go that a copy on its way needs.
-    /// Not the holds that only the source carries (copies awaited), nor a user's delete
-    /// request (it asks for the backup at its source).
-    pub fn to_engine_at(
-        &self,
-        location: &crate::names::LocationName,
-    ) -> Option<sexton_retention::BackupRecord> {
-        let delete_requested = self
-            .copies
-            .get(location)
-            .is_some_and(|copy| copy.delete_requested_at.is_some());
-        let status = match self.copies.get(location) {
-            Some(copy) => copy.state.engine_status()?,
-            None if self.copy_to.contains(location) && self.held_at_primary() => {
-                BackupStatus::InProgress
-            }
-            None => return None,
-        };
-        let mut volumes = self.volumes.clone();
-        for volume in &mut volumes {
-            volume.expiring = false;
-        }
-        Some(sexton_retention::BackupRecord {
-            id: self.id.to_string(),
-            completed_at: self.completed_at,
-            started_at: self.started_at,
-            status,
-            kind: self.kind,
-            parent: self.parent.as_ref().map(|p| p.to_string()),
-            tags: self.tags.clone(),
-            legal_hold: self.legal_hold,
-            holds: self.holds.clone(),
-            immutable: self.immutable,
-            delete_requested,
-            locked_until: self.copies.get(location).and_then(|copy| copy.locked_until),
-            volumes,
-            verification: self
-                .verification
-                .as_ref()
-                .map_or(VerificationState::Unverified, |v| v.state),
-            log_range: self.log_range.clone(),
-            differential: self.differential,
-        })
-    }
-
-    /// The engine's view of the copy at `location` with its `expiring` mark taken off: what a
-    /// plan made now would have seen had nobody marked it (the deleter's re-check).
-    pub fn to_engine_at_unmarked(
-        &self,
-        location: &crate::names::LocationName,
-    ) -> Option<sexton_retention::BackupRecord> {
-        let mut engine = self.to_engine_at(location)?;
-        if engine.status == BackupStatus::Expiring {
-            engine.status = BackupStatus::Completed;
-        }
-        Some(engine)
-    }
-
     /// The locations a copy rule sends this backup to that hold no copy of it yet.
     pub fn awaiting_copy(&self) -> impl Iterator<Item = &crate::names::LocationName> {
         // A copy a scrub found missing there is awaited again: the source keeps the backup
@@ -1022,28 +934,6 @@ impl BackupRecord {
                 .get(*location)
                 .is_none_or(|copy| copy.state == crate::copies::CopyState::Missing)
         })
-    }
-
-    /// The engine's view of this record as it was before it was marked `expiring`: what a
-    /// plan made now would have seen had nobody marked it. Other statuses are unchanged.
-    pub fn to_engine_unmarked(&self) -> sexton_retention::BackupRecord {
-        let mut engine = self.to_engine();
-        if self.status == BackupStatus::Expiring {
-            engine.status = self.expired_from.unwrap_or(BackupStatus::Completed);
-        }
-        engine
-    }
-
-    /// The engine's view with the `expiring` marks of `volumes` taken off: what a plan made now
-    /// would have seen had nobody marked them (the deleter's re-check of a partial deletion).
-    pub fn to_engine_volumes_unmarked(&self, volumes: &[String]) -> sexton_retention::BackupRecord {
-        let mut engine = self.to_engine();
-        for volume in &mut engine.volumes {
-            if volumes.contains(&volume.name) {
-                volume.expiring = false;
-            }
-        }
-        engine
     }
 
     /// The object keys of the named volumes.
@@ -1158,61 +1048,9 @@ pub fn rule_for<'a>(
         .find(|rule| rule.to == *location)
 }
 
-/// Judges the copy of `candidate` (a backup awaiting its copy at `location`) under `rule` (its
-/// schedule's rule there; `None` once the rule is gone: copy, as the rule asked when the
-/// backup completed). `group` is every record of the candidate's plan (the candidate too).
-///
-/// - `delay`: not before the backup completed plus the delay.
-/// - `select: kept`: the rule's policy judged now over what the location holds of the group
-///   with every backup still awaiting a copy there counted as copied (those are the copies
-///   that will be there); the candidate is copied only if that plan keeps it. A plan that
-///   cannot be made copies it: the copy is a recovery point, and skipping one is never the
-///   guess. A copy found missing there is copied again whatever the policy says (it was kept
-///   when it was copied; the location's retention judges it once it is back).
-pub fn judge_copy(
-    group: &[&BackupRecord],
-    candidate: &BackupRecord,
-    location: &crate::names::LocationName,
-    rule: Option<&crate::copies::CopyRule>,
-    now: DateTime<Utc>,
-) -> crate::copies::CopyVerdict {
-    let Some(rule) = rule else {
-        return crate::copies::CopyVerdict::Copy;
-    };
-    if let (Some(delay), Some(completed)) = (rule.delay, candidate.completed_at) {
-        let due = completed.with_timezone(&Utc) + delay.delta();
-        if due > now {
-            return crate::copies::CopyVerdict::NotBefore(due);
-        }
-    }
-    let again = candidate
-        .copies
-        .get(location)
-        .is_some_and(|copy| copy.state == crate::copies::CopyState::Missing);
-    if rule.select != crate::copies::CopySelect::Kept || again {
-        return crate::copies::CopyVerdict::Copy;
-    }
-    let backups: Vec<sexton_retention::BackupRecord> = group
-        .iter()
-        .filter_map(|record| {
-            let mut engine = record.to_engine_at(location)?;
-            let awaited = record.awaiting_copy().any(|awaited| awaited == location);
-            if awaited && record.status == BackupStatus::Completed {
-                engine.status = sexton_retention::BackupStatus::Completed;
-            }
-            Some(engine)
-        })
-        .collect();
-    match crate::copies::not_kept_there(backups, candidate.id.as_str(), &rule.policy, now) {
-        Some(reasons) => crate::copies::CopyVerdict::Skip(reasons),
-        None => crate::copies::CopyVerdict::Copy,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::copies::{CopyState, CopyVerdict};
 
     #[test]
     fn retention_status_counts_runs_that_end_alike_and_starts_over_on_a_change() {
@@ -1275,172 +1113,6 @@ mod tests {
         );
         let bad = text.replace(r#""held""#, r#""paused""#);
         assert!(serde_json::from_str::<RetentionStatus>(&bad).is_err());
-    }
-
-    fn rule(json: serde_json::Value) -> Result<crate::copies::CopyRule, String> {
-        serde_json::from_value(json).map_err(|e| e.to_string())
-    }
-
-    fn awaiting(id: &str, completed: &str, tags: &[&str]) -> BackupRecord {
-        serde_json::from_value(serde_json::json!({
-            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
-            "backup_name": "s", "schedule": "nightly", "kind": "full", "status": "completed",
-            "completed_at": completed, "tags": tags, "copy_to": ["dr"],
-        }))
-        .unwrap()
-    }
-
-    fn copied(mut record: BackupRecord) -> BackupRecord {
-        record.copies.insert(
-            crate::names::LocationName::new("dr").unwrap(),
-            serde_json::from_value(serde_json::json!({
-                "state": "copied", "copied_at": "2026-03-01T00:00:00Z"
-            }))
-            .unwrap(),
-        );
-        record
-    }
-
-    fn now() -> DateTime<Utc> {
-        "2026-03-10T12:00:00Z".parse().unwrap()
-    }
-
-    #[test]
-    fn a_delayed_copy_waits_for_its_time_then_is_copied() {
-        let dr = crate::names::LocationName::new("dr").unwrap();
-        let rule = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
-            "delay": "1d"}))
-        .unwrap();
-        let young = awaiting("b2", "2026-03-10T00:00:00Z", &[]);
-        let old = awaiting("b1", "2026-03-09T00:00:00Z", &[]);
-        let group = [&old, &young];
-        assert_eq!(
-            judge_copy(&group, &young, &dr, Some(&rule), now()),
-            CopyVerdict::NotBefore("2026-03-11T00:00:00Z".parse().unwrap())
-        );
-        assert_eq!(
-            judge_copy(&group, &old, &dr, Some(&rule), now()),
-            CopyVerdict::Copy
-        );
-        // The rule gone from the schedule: copied at once, as asked when it completed.
-        assert_eq!(
-            judge_copy(&group, &young, &dr, None, now()),
-            CopyVerdict::Copy
-        );
-    }
-
-    #[test]
-    fn kept_copies_only_what_the_policy_there_keeps_counting_what_awaits() {
-        let dr = crate::names::LocationName::new("dr").unwrap();
-        let kept = |policy: serde_json::Value| {
-            rule(serde_json::json!({"to": "dr", "policy": policy, "select": "kept"})).unwrap()
-        };
-        let b1 = copied(awaiting("b1", "2026-03-01T00:00:00Z", &[]));
-        let b2 = awaiting("b2", "2026-03-08T00:00:00Z", &[]);
-        let b3 = awaiting("b3", "2026-03-09T00:00:00Z", &["monthly"]);
-        let b4 = awaiting("b4", "2026-03-10T00:00:00Z", &[]);
-        let group = [&b1, &b2, &b3, &b4];
-        // keep_last 2 over b1 (there) and b2..b4 (awaited, counted as there): b2 would go
-        // at once, b3 and b4 stay.
-        let last2 = kept(serde_json::json!({"keep_last": 2}));
-        match judge_copy(&group, &b2, &dr, Some(&last2), now()) {
-            CopyVerdict::Skip(reasons) => assert!(!reasons.is_empty()),
-            other => panic!("b2 should be skipped, got {other:?}"),
-        }
-        for keeper in [&b3, &b4] {
-            assert_eq!(
-                judge_copy(&group, keeper, &dr, Some(&last2), now()),
-                CopyVerdict::Copy
-            );
-        }
-        // A tag policy: only the tagged one.
-        let tagged = kept(serde_json::json!({"keep_tags": [["monthly"]]}));
-        assert_eq!(
-            judge_copy(&group, &b3, &dr, Some(&tagged), now()),
-            CopyVerdict::Copy
-        );
-        assert!(matches!(
-            judge_copy(&group, &b2, &dr, Some(&tagged), now()),
-            CopyVerdict::Skip(_)
-        ));
-        // The newest is kept by the engine's floor whatever the rules say.
-        assert_eq!(
-            judge_copy(&group, &b4, &dr, Some(&tagged), now()),
-            CopyVerdict::Copy,
-        );
-        // `all` copies whatever the policy keeps.
-        let all = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 2}})).unwrap();
-        assert_eq!(
-            judge_copy(&group, &b2, &dr, Some(&all), now()),
-            CopyVerdict::Copy
-        );
-        // A copy found missing there is copied again, whatever the policy says now.
-        let mut lost = copied(awaiting("b2", "2026-03-08T00:00:00Z", &[]));
-        lost.copies.get_mut(&dr).unwrap().state = CopyState::Missing;
-        let group = [&b1, &lost, &b3, &b4];
-        assert_eq!(
-            judge_copy(&group, &lost, &dr, Some(&last2), now()),
-            CopyVerdict::Copy
-        );
-    }
-
-    #[test]
-    fn a_copy_is_seen_at_its_location_in_its_own_state() {
-        let dr = crate::names::LocationName::new("dr").unwrap();
-        let mut record: BackupRecord = serde_json::from_value(serde_json::json!({
-            "id": "b1", "uid": "u1", "cluster": "c1", "plan": "p", "backup_name": "s",
-            "kind": "full", "status": "expiring", "holds": ["case-7"],
-            "completed_at": "2026-01-01T00:00:00Z", "delete_requested": true,
-        }))
-        .unwrap();
-        assert_eq!(record.to_engine_at(&dr), None, "not copied, not awaited");
-        record.copy_to = vec![dr.clone()];
-        let awaited = record.to_engine_at(&dr).unwrap();
-        assert_eq!(awaited.status, BackupStatus::InProgress);
-        assert_eq!(
-            record.holds_with_copies(),
-            ["case-7", "awaiting copy to dr"]
-        );
-        // Copied: completed there whatever the source's status, the record's own holds and
-        // not the source's wait, no user request.
-        record.copies.insert(
-            dr.clone(),
-            serde_json::from_value(serde_json::json!({
-                "state": "copied", "copied_at": "2026-01-01T01:00:00Z"
-            }))
-            .unwrap(),
-        );
-        let copy = record.to_engine_at(&dr).unwrap();
-        assert_eq!(copy.status, BackupStatus::Completed);
-        assert_eq!(copy.holds, ["case-7"]);
-        assert!(!copy.delete_requested);
-        assert!(record.held_elsewhere());
-        for (state, seen) in [
-            (
-                crate::copies::CopyState::Expiring,
-                Some(BackupStatus::Expiring),
-            ),
-            (
-                crate::copies::CopyState::Deleting,
-                Some(BackupStatus::Deleting),
-            ),
-            (crate::copies::CopyState::Deleted, None),
-        ] {
-            record.copies.get_mut(&dr).unwrap().state = state;
-            assert_eq!(
-                record.to_engine_at(&dr).map(|e| e.status),
-                seen,
-                "{state:?}"
-            );
-        }
-        assert!(!record.held_elsewhere(), "a deleted copy holds nothing");
-        assert!(
-            record.awaiting_copy().next().is_none(),
-            "served, not awaited"
-        );
-        assert_eq!(record.status_text(), "expiring");
-        record.primary_deleted_at = Some("2026-01-03T00:00:00Z".parse().unwrap());
-        assert_eq!(record.status_text(), "copies-only");
     }
 
     #[test]

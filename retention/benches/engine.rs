@@ -11,6 +11,11 @@
 //! shuffled order, as a key-value listing by id returns them, and their strings are
 //! allocated in that order, as a deserialiser would.
 
+// A benchmark times itself on the real clock and reads its settings from the environment (or
+// the command line) and its memory from /proc: exempt from the crate's clippy.toml, which
+// forbids those to the crate itself.
+#![allow(clippy::disallowed_methods)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -242,6 +242,29 @@ pub fn still_deletes_volumes(
     }
 }
 
+/// The reasons a plan made now with `policy` over `backups` deletes `candidate` at once;
+/// `None` when it keeps it, or when no plan can be made (the caller then does what it would do
+/// without the policy). The `select: kept` judgement of a copy rule (issue 28): `backups` is
+/// the location's view (what it holds, and each copy awaited there counted as made, the
+/// candidate's too). The copier asks it through `sexton_shared::planning::judge_copy`, the
+/// simulator directly.
+pub fn deleted_at_once(
+    backups: Vec<BackupRecord>,
+    candidate: &str,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Option<Vec<String>> {
+    let catalog = Catalog {
+        backups,
+        binlog_segments: Vec::new(),
+    };
+    let plan = crate::plan(&catalog, policy, now).ok()?;
+    plan.delete
+        .iter()
+        .find(|decision| decision.id == candidate)
+        .map(|decision| crate::Reason::texts(&decision.reasons))
+}
+
 /// What becomes of a user's delete of one backup (`sexton backup delete`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UserDelete {
@@ -527,6 +550,20 @@ mod tests {
                 expired_from: None,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_backup_the_plan_would_delete_at_once_is_told_with_the_reasons() {
+        let group = vec![
+            record("f1", 1, BackupStatus::Completed, None),
+            record("f2", 2, BackupStatus::Completed, None),
+        ];
+        let keep_one = Policy::keep_last(1);
+        let reasons = deleted_at_once(group.clone(), "f1", &keep_one, now())
+            .expect("keep_last 1 deletes the older full");
+        assert!(!reasons.is_empty());
+        assert_eq!(deleted_at_once(group.clone(), "f2", &keep_one, now()), None);
+        assert_eq!(deleted_at_once(group, "absent", &keep_one, now()), None);
     }
 
     #[test]

@@ -534,6 +534,9 @@ fn drill_invariant(scenario: &Scenario) -> Result<(), TestCaseError> {
 }
 
 /// `cases`, or `PROPTEST_CASES` when it asks for more.
+// `PROPTEST_CASES` from the environment, as proptest itself reads it: a test's setting, not
+// the crate's (its clippy.toml forbids the environment to the crate).
+#[allow(clippy::disallowed_methods)]
 fn config(cases: u32) -> Config {
     let asked = std::env::var("PROPTEST_CASES")
         .ok()

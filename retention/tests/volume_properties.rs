@@ -332,6 +332,9 @@ fn artifact_kept(plan: &Plan, id: &str, volume: &str) -> bool {
     }
 }
 
+// `PROPTEST_CASES` from the environment, as proptest itself reads it: a test's setting, not
+// the crate's (its clippy.toml forbids the environment to the crate).
+#[allow(clippy::disallowed_methods)]
 fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()

@@ -26,10 +26,7 @@ pub fn breaker_trips(
     limits: &sexton_retention::breaker::BreakerLimits,
     now: DateTime<Utc>,
 ) -> Result<Vec<String>, PlanError> {
-    let catalog = sexton_retention::Catalog {
-        backups: records.iter().map(|r| r.to_engine()).collect(),
-        binlog_segments: Vec::new(),
-    };
+    let catalog = crate::engine_form::catalog(records);
     let plan = sexton_retention::plan(&catalog, after, now)?;
     Ok(
         sexton_retention::breaker::judge(&catalog, &plan, limits, now)
@@ -48,11 +45,7 @@ pub fn policy_effect(
     after: Result<&Policy, String>,
     now: DateTime<Utc>,
 ) -> Result<PolicyEffect, PlanError> {
-    let catalog = sexton_retention::Catalog {
-        backups: records.iter().map(|r| r.to_engine()).collect(),
-        binlog_segments: Vec::new(),
-    };
-    effect_over(catalog, before, after, now)
+    effect_over(crate::engine_form::catalog(records), before, after, now)
 }
 
 /// What replacing the policy of the group's copies at `location` (issue 28) does to the copies
@@ -65,14 +58,12 @@ pub fn copy_policy_effect(
     after: Result<&Policy, String>,
     now: DateTime<Utc>,
 ) -> Result<PolicyEffect, PlanError> {
-    let catalog = sexton_retention::Catalog {
-        backups: records
-            .iter()
-            .filter_map(|r| r.to_engine_at(location))
-            .collect(),
-        binlog_segments: Vec::new(),
-    };
-    effect_over(catalog, before, after, now)
+    effect_over(
+        crate::engine_form::catalog_at(records, location),
+        before,
+        after,
+        now,
+    )
 }
 
 fn effect_over(

@@ -33,6 +33,7 @@ pub mod telemetry;
 pub mod topology;
 
 pub use sexton_model::{
-    checks, conditions, copies, digest, keys, metadata, names, objectives, records, wire,
+    checks, conditions, copies, digest, engine_form, keys, metadata, names, objectives, records,
+    wire,
 };
 pub use shutdown::Shutdown;

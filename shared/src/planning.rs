@@ -6,20 +6,27 @@
 //!
 //! The judgement made with them (may a backup go now?) is the retention crate's
 //! ([`sexton_retention::judge`]); the functions here are its adapters to the catalog's records.
+//! They are where the engine is run over the catalog's records, so that the model stays values
+//! (the records' engine form is [`crate::engine_form`]) and the services stay I/O: besides the
+//! deletion checks, whether an awaited copy is made now ([`judge_copy`], the copier's) and
+//! which backups a binlog collection must keep their own ranges for ([`range_only_backups`],
+//! [`kept_for_ranges`], the deleter's).
 //!
 //! A group's policy comes from the schedules of that cluster and plan. A group without one, or
 //! whose schedules disagree, is not planned at all: everything is kept
 //! ([`sexton_retention::group`] says so; this loads the schedules it reads).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Context as _;
 use async_nats::jetstream::kv;
 use chrono::{DateTime, Utc};
 use sexton_retention::judge;
 
+use crate::binlog::BinlogIndex;
 use crate::catalog::{Catalog, Versioned};
-use crate::names::{ClusterName, PlanName};
+use crate::copies::{CopyRule, CopySelect, CopyState, CopyVerdict};
+use crate::names::{ClusterName, LocationName, PlanName};
 use crate::records::{BackupRecord, Policy, ScheduleRecord};
 
 /// Everything a retention decision about one cluster reads, loaded at one moment.
@@ -110,33 +117,10 @@ pub fn groups(
 pub use sexton_retention::judge::{user_delete_policy, UserDelete};
 
 /// Why a backup may never be deleted now, whoever asks ([`judge::protection`]). Called on
-/// every record of a group, so it copies only what the judgement reads, not the whole record.
+/// every record of a group, so it copies only what the judgement reads, not the whole record
+/// ([`BackupRecord::to_protection_form`]).
 pub fn protection(record: &BackupRecord) -> Option<String> {
-    judge::protection(&sexton_retention::BackupRecord {
-        id: record.id.to_string(),
-        status: record.status,
-        legal_hold: record.legal_hold,
-        holds: record.holds.clone(),
-        ..sexton_retention::BackupRecord::default()
-    })
-}
-
-/// The judgement's view of one record: the engine's, and the status it had before its mark.
-fn member(record: &BackupRecord) -> judge::Member {
-    judge::Member {
-        record: record.to_engine(),
-        expired_from: record.expired_from,
-    }
-}
-
-/// How a record's deletion was asked for: its user's request, else retention's mark.
-fn asked(record: &BackupRecord) -> judge::Asked {
-    match &record.delete_request {
-        Some(request) if request.force => judge::Asked::ForcedUser,
-        Some(_) => judge::Asked::User,
-        None if record.delete_requested => judge::Asked::User,
-        None => judge::Asked::Retention,
-    }
+    judge::protection(&record.to_protection_form())
 }
 
 /// Whether each of `candidates` (backups of `group`) may go now, judged the way it was asked
@@ -147,7 +131,7 @@ pub fn may_go(
     group_policy: Result<&Policy, &str>,
     now: DateTime<Utc>,
 ) -> Vec<Result<(), String>> {
-    let group: Vec<judge::Member> = group.iter().map(|record| member(record)).collect();
+    let group: Vec<judge::Member> = group.iter().map(|record| record.to_member()).collect();
     may_go_members(&group, candidates, group_policy, now)
 }
 
@@ -161,7 +145,7 @@ pub fn may_go_members(
 ) -> Vec<Result<(), String>> {
     let candidates: Vec<(&str, judge::Asked)> = candidates
         .iter()
-        .map(|record| (record.id.as_str(), asked(record)))
+        .map(|record| (record.id.as_str(), record.delete_asked()))
         .collect();
     judge::may_go(group, &candidates, group_policy, now)
 }
@@ -174,7 +158,7 @@ pub fn still_deletes(
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Vec<Result<(), String>> {
-    let group: Vec<judge::Member> = group.iter().map(|record| member(record)).collect();
+    let group: Vec<judge::Member> = group.iter().map(|record| record.to_member()).collect();
     judge::still_deletes(&group, ids, policy, now)
 }
 
@@ -233,6 +217,114 @@ pub fn judge_user_delete(
         group.iter().map(|record| record.to_engine()).collect();
     let group_name = format!("{}/{}", target.cluster, target.plan);
     judge::judge_user_delete(&group, &target.to_engine(), &group_name, force, now)
+}
+
+/// Judges the copy of `candidate` (a backup awaiting its copy at `location`) under `rule` (its
+/// schedule's rule there; `None` once the rule is gone: copy, as the rule asked when the
+/// backup completed). `group` is every record of the candidate's plan (the candidate too).
+///
+/// - `delay`: not before the backup completed plus the delay.
+/// - `select: kept`: the rule's policy judged now over what the location holds of the group
+///   with every backup still awaiting a copy there counted as copied (those are the copies
+///   that will be there; [`crate::engine_form::view_with_awaited_at`]); the candidate is
+///   copied only if that plan keeps it ([`judge::deleted_at_once`]). A plan that cannot be
+///   made copies it: the copy is a recovery point, and skipping one is never the guess. A
+///   copy found missing there is copied again whatever the policy says (it was kept when it
+///   was copied; the location's retention judges it once it is back).
+pub fn judge_copy(
+    group: &[&BackupRecord],
+    candidate: &BackupRecord,
+    location: &LocationName,
+    rule: Option<&CopyRule>,
+    now: DateTime<Utc>,
+) -> CopyVerdict {
+    let Some(rule) = rule else {
+        return CopyVerdict::Copy;
+    };
+    if let (Some(delay), Some(completed)) = (rule.delay, candidate.completed_at) {
+        let due = completed.with_timezone(&Utc) + delay.delta();
+        if due > now {
+            return CopyVerdict::NotBefore(due);
+        }
+    }
+    let again = candidate
+        .copies
+        .get(location)
+        .is_some_and(|copy| copy.state == CopyState::Missing);
+    if rule.select != CopySelect::Kept || again {
+        return CopyVerdict::Copy;
+    }
+    let view = crate::engine_form::view_with_awaited_at(group, location);
+    match judge::deleted_at_once(view, candidate.id.as_str(), &rule.policy, now) {
+        Some(reasons) => CopyVerdict::Skip(reasons),
+        None => CopyVerdict::Copy,
+    }
+}
+
+/// The backups of a cluster that a plan made now, over the records at primary and each
+/// group's one policy, keeps restorable to their own end only (standalone, past `pitr_full`,
+/// or an incremental of one: [`sexton_retention::BinlogPlan::range_only`]). The deleter's
+/// re-check of a binlog job: such a backup does not pull the horizon back
+/// ([`crate::binlog::safe_horizon_with`]). A group without one policy, or that the engine
+/// refuses to plan, gives none: its fulls pull the horizon back as they always did.
+pub fn range_only_backups(
+    records: &[BackupRecord],
+    policies: &BTreeMap<PlanName, Vec<Policy>>,
+    now: DateTime<Utc>,
+) -> BTreeSet<String> {
+    let mut groups: BTreeMap<&PlanName, Vec<&BackupRecord>> = BTreeMap::new();
+    for record in records.iter().filter(|r| r.held_at_primary()) {
+        groups.entry(&record.plan).or_default().push(record);
+    }
+    let mut out = BTreeSet::new();
+    for (plan, members) in groups {
+        let Ok(policy) = policy_for(policies, plan) else {
+            continue;
+        };
+        if policy.pitr_full.is_none()
+            && !members
+                .iter()
+                .any(|record| sexton_retention::holds_standalone(&record.holds))
+        {
+            continue;
+        }
+        // Which backups are range-only does not depend on the segments.
+        let catalog = crate::engine_form::catalog(&members);
+        if let Ok(plan) = sexton_retention::plan(&catalog, policy, now) {
+            out.extend(plan.binlog.range_only.into_iter().map(|r| r.backup));
+        }
+    }
+    out
+}
+
+/// The keys of `candidates` that the own range of a backup of `range_only` needs
+/// ([`sexton_retention::own_range_needs`]): kept whatever the job says.
+pub fn kept_for_ranges(
+    index: &BinlogIndex,
+    candidates: &[String],
+    records: &[BackupRecord],
+    range_only: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let owners: Vec<sexton_retention::BackupRecord> = records
+        .iter()
+        .filter(|record| range_only.contains(record.id.as_str()))
+        .map(BackupRecord::to_engine)
+        .collect();
+    if owners.is_empty() {
+        return BTreeSet::new();
+    }
+    index
+        .segments
+        .iter()
+        .filter(|segment| candidates.contains(&segment.key))
+        .filter(|segment| {
+            let segment = segment.to_engine();
+            owners
+                .iter()
+                .any(|owner| sexton_retention::own_range_needs(owner, &segment))
+        })
+        .map(|segment| segment.key.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -418,5 +510,240 @@ mod tests {
         assert!(protection(&r).unwrap().contains("legal hold"));
         let r = record("b2", 1, BackupStatus::InProgress, None);
         assert!(protection(&r).unwrap().contains("in progress"));
+    }
+}
+
+/// [`judge_copy`], moved here from `sexton_model::records` with the function.
+#[cfg(test)]
+mod copy_tests {
+    use super::*;
+
+    fn rule(json: serde_json::Value) -> Result<CopyRule, String> {
+        serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+
+    fn awaiting(id: &str, completed: &str, tags: &[&str]) -> BackupRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
+            "backup_name": "s", "schedule": "nightly", "kind": "full", "status": "completed",
+            "completed_at": completed, "tags": tags, "copy_to": ["dr"],
+        }))
+        .unwrap()
+    }
+
+    fn copied(mut record: BackupRecord) -> BackupRecord {
+        record.copies.insert(
+            LocationName::new("dr").unwrap(),
+            serde_json::from_value(serde_json::json!({
+                "state": "copied", "copied_at": "2026-03-01T00:00:00Z"
+            }))
+            .unwrap(),
+        );
+        record
+    }
+
+    fn now() -> DateTime<Utc> {
+        "2026-03-10T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn a_delayed_copy_waits_for_its_time_then_is_copied() {
+        let dr = LocationName::new("dr").unwrap();
+        let rule = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 3},
+            "delay": "1d"}))
+        .unwrap();
+        let young = awaiting("b2", "2026-03-10T00:00:00Z", &[]);
+        let old = awaiting("b1", "2026-03-09T00:00:00Z", &[]);
+        let group = [&old, &young];
+        assert_eq!(
+            judge_copy(&group, &young, &dr, Some(&rule), now()),
+            CopyVerdict::NotBefore("2026-03-11T00:00:00Z".parse().unwrap())
+        );
+        assert_eq!(
+            judge_copy(&group, &old, &dr, Some(&rule), now()),
+            CopyVerdict::Copy
+        );
+        // The rule gone from the schedule: copied at once, as asked when it completed.
+        assert_eq!(
+            judge_copy(&group, &young, &dr, None, now()),
+            CopyVerdict::Copy
+        );
+    }
+
+    #[test]
+    fn kept_copies_only_what_the_policy_there_keeps_counting_what_awaits() {
+        let dr = LocationName::new("dr").unwrap();
+        let kept = |policy: serde_json::Value| {
+            rule(serde_json::json!({"to": "dr", "policy": policy, "select": "kept"})).unwrap()
+        };
+        let b1 = copied(awaiting("b1", "2026-03-01T00:00:00Z", &[]));
+        let b2 = awaiting("b2", "2026-03-08T00:00:00Z", &[]);
+        let b3 = awaiting("b3", "2026-03-09T00:00:00Z", &["monthly"]);
+        let b4 = awaiting("b4", "2026-03-10T00:00:00Z", &[]);
+        let group = [&b1, &b2, &b3, &b4];
+        // keep_last 2 over b1 (there) and b2..b4 (awaited, counted as there): b2 would go
+        // at once, b3 and b4 stay.
+        let last2 = kept(serde_json::json!({"keep_last": 2}));
+        match judge_copy(&group, &b2, &dr, Some(&last2), now()) {
+            CopyVerdict::Skip(reasons) => assert!(!reasons.is_empty()),
+            other => panic!("b2 should be skipped, got {other:?}"),
+        }
+        for keeper in [&b3, &b4] {
+            assert_eq!(
+                judge_copy(&group, keeper, &dr, Some(&last2), now()),
+                CopyVerdict::Copy
+            );
+        }
+        // A tag policy: only the tagged one.
+        let tagged = kept(serde_json::json!({"keep_tags": [["monthly"]]}));
+        assert_eq!(
+            judge_copy(&group, &b3, &dr, Some(&tagged), now()),
+            CopyVerdict::Copy
+        );
+        assert!(matches!(
+            judge_copy(&group, &b2, &dr, Some(&tagged), now()),
+            CopyVerdict::Skip(_)
+        ));
+        // The newest is kept by the engine's floor whatever the rules say.
+        assert_eq!(
+            judge_copy(&group, &b4, &dr, Some(&tagged), now()),
+            CopyVerdict::Copy,
+        );
+        // `all` copies whatever the policy keeps.
+        let all = rule(serde_json::json!({"to": "dr", "policy": {"keep_last": 2}})).unwrap();
+        assert_eq!(
+            judge_copy(&group, &b2, &dr, Some(&all), now()),
+            CopyVerdict::Copy
+        );
+        // A copy found missing there is copied again, whatever the policy says now.
+        let mut lost = copied(awaiting("b2", "2026-03-08T00:00:00Z", &[]));
+        lost.copies.get_mut(&dr).unwrap().state = CopyState::Missing;
+        let group = [&b1, &lost, &b3, &b4];
+        assert_eq!(
+            judge_copy(&group, &lost, &dr, Some(&last2), now()),
+            CopyVerdict::Copy
+        );
+    }
+}
+
+/// [`range_only_backups`] and [`kept_for_ranges`], moved here from `sexton_model::binlog` with
+/// the functions.
+#[cfg(test)]
+mod range_tests {
+    use chrono::FixedOffset;
+
+    use super::*;
+    use crate::binlog::{safe_horizon, safe_horizon_with, IndexSegment};
+    use crate::records::BackupStatus;
+
+    fn t(text: &str) -> DateTime<FixedOffset> {
+        DateTime::parse_from_rfc3339(text).unwrap()
+    }
+
+    const PREFIX: &str = "backups/c1/binlog/";
+
+    fn key(name: &str) -> String {
+        format!("{PREFIX}{name}")
+    }
+
+    fn index(segments: &[(&str, Option<&str>, Option<&str>)]) -> BinlogIndex {
+        BinlogIndex {
+            segments: segments
+                .iter()
+                .map(|(name, first, last)| IndexSegment::new(key(name), first.map(t), last.map(t)))
+                .collect(),
+            ..BinlogIndex::empty()
+        }
+    }
+
+    fn full(id: &str, status: BackupStatus, started: Option<&str>) -> BackupRecord {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "uid": "u", "cluster": "c1", "plan": "p", "backup_name": "s",
+            "kind": "full", "status": status, "started_at": started,
+            "completed_at": started,
+        }))
+        .unwrap()
+    }
+
+    /// Issue 30: what a plan made now keeps restorable to its own end only does not pull the
+    /// horizon back, and its own range stays; a forged policy cannot come from a job.
+    #[test]
+    fn range_only_backups_keep_their_own_range_not_the_horizon() {
+        let job = t("2026-01-10T00:10:00Z");
+        let newest = full("new", BackupStatus::Completed, Some("2026-01-10T00:10:00Z"));
+        let mut standalone = full("old", BackupStatus::Completed, Some("2026-01-05T00:10:00Z"));
+        standalone.holds = vec!["standalone:yearly".into()];
+        let records = vec![newest.clone(), standalone.clone()];
+        let plan_name = PlanName::new("p").unwrap();
+        let policies = BTreeMap::from([(
+            plan_name.clone(),
+            vec![sexton_retention::Policy::keep_last(1)],
+        )]);
+        let now = "2026-01-11T00:00:00Z".parse().unwrap();
+        let range_only = range_only_backups(&records, &policies, now);
+        assert_eq!(range_only, BTreeSet::from(["old".to_string()]));
+        // Not pulled back to the standalone backup's start.
+        let safe = safe_horizon_with(job, &records, &range_only);
+        assert_eq!(safe.horizon, Some(job));
+        // Without the set (or without a policy for the group), it is, as always.
+        assert_eq!(
+            safe_horizon(job, &records).horizon,
+            Some(t("2026-01-05T00:10:00Z"))
+        );
+        assert!(range_only_backups(&records, &Default::default(), now).is_empty());
+        // Its own range stays: the segment around 2026-01-05 00:10 by time, and the one it
+        // names; the others go.
+        let index = index(&[
+            (
+                "m.000001",
+                Some("2026-01-04T00:00:00Z"),
+                Some("2026-01-05T00:00:00Z"),
+            ),
+            (
+                "m.000002",
+                Some("2026-01-05T00:00:00Z"),
+                Some("2026-01-06T00:00:00Z"),
+            ),
+            (
+                "m.000003",
+                Some("2026-01-06T00:00:00Z"),
+                Some("2026-01-07T00:00:00Z"),
+            ),
+            (
+                "m.000004",
+                Some("2026-01-07T00:00:00Z"),
+                Some("2026-01-08T00:00:00Z"),
+            ),
+        ]);
+        let candidates: Vec<String> = ["m.000001", "m.000002", "m.000003", "m.000004"]
+            .iter()
+            .map(|name| key(name))
+            .collect();
+        let kept = kept_for_ranges(&index, &candidates, &records, &range_only);
+        assert_eq!(kept, BTreeSet::from([key("m.000002")]));
+        let mut named = standalone.clone();
+        named.log_range = Some(sexton_retention::LogRange {
+            first: "m.000002".into(),
+            last: "m.000003".into(),
+        });
+        let records = vec![newest.clone(), named];
+        let kept = kept_for_ranges(&index, &candidates, &records, &range_only);
+        assert_eq!(kept, BTreeSet::from([key("m.000002"), key("m.000003")]));
+        // pitr_full 1 over two fulls: the older is range-only, without any hold.
+        let older = full(
+            "older",
+            BackupStatus::Completed,
+            Some("2026-01-05T00:10:00Z"),
+        );
+        let pitr = BTreeMap::from([(
+            plan_name,
+            vec![
+                sexton_retention::Policy::from_json(r#"{"keep_last": 2, "pitr_full": 1}"#).unwrap(),
+            ],
+        )]);
+        assert_eq!(
+            range_only_backups(&[newest, older], &pitr, now),
+            BTreeSet::from(["older".to_string()])
+        );
     }
 }

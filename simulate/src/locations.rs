@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc};
 use serde::Serialize;
 use sexton_model::copies::{self, CopyRule, CopySelect};
+use sexton_retention::judge::deleted_at_once;
 use sexton_retention::{evaluate, BackupRecord, BackupStatus, Catalog, PlanError, Verdict};
 
 use crate::simulation::SimulatedBackup;
@@ -190,9 +191,7 @@ pub(crate) fn simulate_location(
                         })
                         .map(|&(other, _)| copy_record(&backups[other])),
                 );
-                if copies::not_kept_there(view, &backups[index].record.id, &rule.policy, now)
-                    .is_some()
-                {
+                if deleted_at_once(view, &backups[index].record.id, &rule.policy, now).is_some() {
                     today.skipped += 1;
                     summary.skipped += 1;
                     continue;

@@ -625,7 +625,7 @@ async fn report(
     };
     artifacts.push(metadata_key.clone());
     report.artifacts = artifacts;
-    let document = metadata::BackupMetadata::describe(&report).encode();
+    let document = metadata::BackupMetadata::describe(&report, Utc::now()).encode();
     world
         .source
         .put(&metadata_key, document.into())

@@ -1143,7 +1143,7 @@ impl ReportLoad {
         let [data, metadata] = self.artifacts(prefix, n);
         let report: sexton_shared::wire::Report =
             serde_json::from_slice(&self.genuine_report(prefix, n)).expect("a report");
-        let document = sexton_shared::metadata::BackupMetadata::describe(&report);
+        let document = sexton_shared::metadata::BackupMetadata::describe(&report, Utc::now());
         [
             (data, bytes::Bytes::from_static(LOAD_DATA)),
             (metadata, document.encode().into()),

@@ -294,7 +294,7 @@ pub async fn upload_genuine(store: &ObjectStore, report: &mut sexton_shared::wir
     if report.completed_at.is_none() {
         report.completed_at = Some(chrono::Utc::now().fixed_offset());
     }
-    let document = metadata::BackupMetadata::describe(report).encode();
+    let document = metadata::BackupMetadata::describe(report, chrono::Utc::now()).encode();
     store.put(&metadata_key, document.into()).await.unwrap();
     if !report.artifacts.contains(&metadata_key) {
         report.artifacts.push(metadata_key);

@@ -65,7 +65,7 @@ async fn verify_bench() {
     store
         .put(
             &metadata_key,
-            sexton_shared::metadata::BackupMetadata::describe(&typed)
+            sexton_shared::metadata::BackupMetadata::describe(&typed, chrono::Utc::now())
                 .encode()
                 .into(),
         )

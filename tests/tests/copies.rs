@@ -682,7 +682,8 @@ async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size
     let mut report = completed_report(cluster_name, "base", "db", backup);
     report.size_bytes = Some(size as u64);
     report.objects = vec![digest];
-    let document = sexton_shared::metadata::BackupMetadata::describe(&report).encode();
+    let document =
+        sexton_shared::metadata::BackupMetadata::describe(&report, chrono::Utc::now()).encode();
     report.objects.push(ObjectDigest {
         key: metadata_key.clone(),
         size: document.len() as u64,

@@ -4,6 +4,9 @@
 //!   do no I/O: none of them depends, directly or through another crate of the workspace, on
 //!   an async runtime, NATS, S3, an HTTP server, a CLI parser or the metrics registry, nor on
 //!   `sexton-shared`, the I/O edges;
+//! - those crates and `sexton-simulate` read no clock, no file, no environment and no network,
+//!   and their `clippy.toml` makes a call that does a lint error: each must carry one listing
+//!   every such method (issue 48);
 //! - no two modules of `sexton-model` or `sexton-shared` need each other, directly or around a
 //!   circle: a module uses only modules below it.
 
@@ -274,4 +277,139 @@ fn no_two_modules_need_each_other() {
             );
         }
     }
+}
+
+/// The crates that read no clock, no file, no environment and no network (the values and the
+/// pure cores, and the simulator over them), by directory. Each carries a `clippy.toml` that
+/// makes a call to one of [`GUARDED_METHODS`] a lint error: clippy reads the file from the
+/// crate's own directory, so a crate without one is not guarded at all.
+const GUARDED: &[&str] = &["model", "retention", "schedule", "simulate"];
+
+/// What each guarded crate's `clippy.toml` must forbid: the clock, the file system, the
+/// environment, the network and other processes.
+const GUARDED_METHODS: &[&str] = &[
+    "chrono::Utc::now",
+    "chrono::Local::now",
+    "std::time::SystemTime::now",
+    "std::time::Instant::now",
+    "std::fs::read",
+    "std::fs::read_to_string",
+    "std::fs::read_dir",
+    "std::fs::metadata",
+    "std::fs::write",
+    "std::fs::create_dir_all",
+    "std::fs::remove_file",
+    "std::fs::rename",
+    "std::fs::File::open",
+    "std::fs::File::create",
+    "std::fs::OpenOptions::open",
+    "std::env::var",
+    "std::env::var_os",
+    "std::env::vars",
+    "std::env::args",
+    "std::env::current_dir",
+    "std::net::TcpStream::connect",
+    "std::net::TcpListener::bind",
+    "std::net::UdpSocket::bind",
+    "std::net::ToSocketAddrs::to_socket_addrs",
+    "std::process::Command::new",
+];
+
+/// The `path`s of the `disallowed-methods` array of a `clippy.toml`, comments dropped (none of
+/// the paths or reasons holds a `#`).
+fn disallowed_methods(text: &str) -> Vec<String> {
+    let code: String = text
+        .lines()
+        .map(|line| line.split('#').next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let Some(start) = code.find("disallowed-methods") else {
+        return Vec::new();
+    };
+    let rest = &code[start..];
+    let Some(open) = rest.find('[') else {
+        return Vec::new();
+    };
+    // The array ends at the first `]` outside a string (paths and reasons hold none).
+    let body = &rest[open + 1..];
+    let body = &body[..body.find(']').unwrap_or(body.len())];
+    let mut out = Vec::new();
+    for (i, _) in body.match_indices("path") {
+        let after = body[i + "path".len()..].trim_start();
+        let Some(value) = after.strip_prefix('=') else {
+            continue;
+        };
+        let value = value.trim_start();
+        if let Some(quoted) = value.strip_prefix('"') {
+            if let Some(end) = quoted.find('"') {
+                out.push(quoted[..end].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Issue 48: the model and the cores do not merely happen to read no clock and no file; their
+/// `clippy.toml` makes it a lint error (`cargo clippy -- -D warnings`), and this test fails when
+/// that guard is removed or thinned, or when a crate's own code opts out of it (a test or a
+/// benchmark of the crate may, with its reason; the crate's `src/` may not).
+#[test]
+fn the_pure_crates_forbid_themselves_the_clock_and_the_file_system() {
+    let mut broken = Vec::new();
+    for krate in GUARDED {
+        let path = repo_root().join(krate).join("clippy.toml");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            broken.push(format!("{}: missing", path.display()));
+            continue;
+        };
+        let listed = disallowed_methods(&text);
+        for method in GUARDED_METHODS {
+            if !listed.iter().any(|path| path == method) {
+                broken.push(format!(
+                    "{krate}/clippy.toml: disallowed-methods does not list {method}"
+                ));
+            }
+        }
+        let mut dirs = vec![repo_root().join(krate).join("src")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).expect("a source directory") {
+                let path = entry.expect("a directory entry").path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).expect("a source file");
+                    if text.contains("clippy::disallowed_methods") {
+                        broken.push(format!(
+                            "{}: allows a disallowed method (a test in src/ takes a fixed \
+                             instant and its bytes instead)",
+                            path.display()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "the pure crates' guard against the clock and I/O (ARCHITECTURE.md, \"Crates and their \
+         boundaries\"):\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn a_clippy_toml_is_read_for_its_paths_only() {
+    let text = r#"
+# { path = "std::fs::read", reason = "commented out" },
+disallowed-methods = [
+    { path = "chrono::Utc::now", reason = "no clock" },
+    # { path = "std::env::var", reason = "commented out" },
+    { path = "std::fs::write", reason = "no file" },
+]
+other = ["path = \"x\""]
+"#;
+    assert_eq!(
+        disallowed_methods(text),
+        ["chrono::Utc::now", "std::fs::write"]
+    );
 }

@@ -301,7 +301,7 @@ async fn fetch_parent(
 /// the report. A failed backup's document is written when the store allows; its report is
 /// published either way.
 async fn finish(ctx: &Context, mut report: Report, facts: &Facts) -> Result<(), JobError> {
-    let mut document = BackupMetadata::describe(&report);
+    let mut document = BackupMetadata::describe(&report, Utc::now());
     if !facts.all.is_empty() {
         document.executor = Some(serde_json::Value::Object(facts.all.clone()));
     }
