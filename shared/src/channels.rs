@@ -366,7 +366,7 @@ impl Receive for RetentionEvents {
 /// How a durable's messages come back after a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redelivery {
-    /// The server's growing delays ([`topology::consumer_config`]), [`topology::MAX_DELIVER`]
+    /// The server's growing delays ([`consumer_config`]), [`topology::MAX_DELIVER`]
     /// deliveries.
     Backoff,
     /// No backoff: JetStream applies it to acknowledgement timeouts too, so a long job would be
