@@ -223,21 +223,20 @@ async fn scan(
                 error: "not a plain key under the cluster's prefix".into(),
             })
             .collect();
-        for chunk in keys.chunks(sexton_shared::object_store::DELETE_BATCH) {
-            // Every version of each orphan on a versioned bucket, not a delete marker.
-            match deleter.store().delete_keys_each(chunk).await {
-                Ok(report) => {
-                    deleted.extend(report.deleted);
-                    failed.extend(report.failed.iter().map(|f| FailedKey {
-                        key: f.key.clone(),
-                        error: f.to_string(),
-                    }));
-                }
-                Err(err) => failed.extend(chunk.iter().map(|key| FailedKey {
-                    key: key.clone(),
-                    error: err.to_string(),
-                })),
+        // Every version of each orphan on a versioned bucket, not a delete marker. A request
+        // that failed as a whole fails its own keys, not those an earlier request deleted.
+        match deleter.store().delete_keys_each(&keys).await {
+            Ok(report) => {
+                deleted.extend(report.deleted);
+                failed.extend(report.failed.iter().map(|f| FailedKey {
+                    key: f.key.clone(),
+                    error: f.to_string(),
+                }));
             }
+            Err(err) => failed.extend(keys.iter().map(|key| FailedKey {
+                key: key.clone(),
+                error: err.to_string(),
+            })),
         }
         tracing::info!(cluster = %req.cluster, deleted = deleted.len(), failed = failed.len(), "orphaned objects deleted");
         let sizes: std::collections::HashMap<&str, u64> = scan
