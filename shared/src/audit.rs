@@ -24,9 +24,10 @@ use async_nats::{jetstream, HeaderMap};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+// The model's, not `crate::api`: the serve loop there reads the actor from this module.
+use sexton_model::api::{ApiError, ErrorCode};
 use sexton_retention::breaker::Trip;
 
-use crate::api::{ApiError, ErrorCode};
 use crate::names::{ClusterName, PlanName};
 use crate::topology::SUBJECT_ROOT;
 use crate::wire::SCHEMA_VERSION;
