@@ -12,8 +12,7 @@ use sexton_shared::{
         decode_request, reply_value, ApiError, ErrorCode, FailedKey, Incoming, Listener,
         OrphansFound,
     },
-    audit::{Actor, AuditBackup, AuditEvent, AuditObject},
-    names::ClusterName,
+    audit::{self, Actor, AuditBackup, AuditEvent, AuditObject},
     wire::Message,
     Shutdown,
 };
@@ -64,7 +63,11 @@ fn decode<T: Message>(body: &[u8]) -> Result<T, ApiError> {
     decode_request(body)
 }
 
-/// A `user-action` entry for a request that changes something (not listings, not dry runs).
+/// The deleter's verbs that only read, and are not audited.
+const READ_ONLY: &[&str] = &["plugin.list", "orphans.list"];
+
+/// A `user-action` entry for a request that could change something (not listings, not dry
+/// runs): the one writer every service's API shares.
 async fn audit_request(
     deleter: &Deleter,
     verb: &str,
@@ -72,38 +75,17 @@ async fn audit_request(
     actor: &Actor,
     result: &Result<Value, ApiError>,
 ) {
-    let arguments: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let changes = matches!(
-        verb,
-        "plugin.register" | "plugin.unregister" | "orphans.delete"
-    ) && arguments.get("dry_run") != Some(&Value::Bool(true));
-    if !changes {
-        return;
-    }
-    let cluster = arguments
-        .get("cluster")
-        .and_then(Value::as_str)
-        .and_then(|c| c.parse::<ClusterName>().ok());
-    let (outcome, error) = match result {
-        Ok(_) => ("done".to_string(), None),
-        Err(err) => (
-            format!("{:?}", err.code).to_lowercase(),
-            Some(err.message.clone()),
-        ),
-    };
-    let audit = deleter.audit();
-    let mut entry = audit.entry(
-        cluster.as_ref(),
-        None,
-        AuditEvent::UserAction {
-            verb: verb.to_string(),
-            arguments,
-            outcome,
-            error,
-        },
-    );
-    entry.actor = Some(actor.clone());
-    let _ = audit.record(vec![entry]).await;
+    deleter
+        .audit()
+        .user_action(
+            verb,
+            audit::request_arguments(body),
+            READ_ONLY,
+            None,
+            actor,
+            result,
+        )
+        .await;
 }
 
 #[tracing::instrument(skip_all, fields(verb = %verb))]
@@ -241,21 +223,20 @@ async fn scan(
                 error: "not a plain key under the cluster's prefix".into(),
             })
             .collect();
-        for chunk in keys.chunks(sexton_shared::object_store::DELETE_BATCH) {
-            // Every version of each orphan on a versioned bucket, not a delete marker.
-            match deleter.store().delete_keys_each(chunk).await {
-                Ok(report) => {
-                    deleted.extend(report.deleted);
-                    failed.extend(report.failed.iter().map(|f| FailedKey {
-                        key: f.key.clone(),
-                        error: f.to_string(),
-                    }));
-                }
-                Err(err) => failed.extend(chunk.iter().map(|key| FailedKey {
-                    key: key.clone(),
-                    error: err.to_string(),
-                })),
+        // Every version of each orphan on a versioned bucket, not a delete marker. A request
+        // that failed as a whole fails its own keys, not those an earlier request deleted.
+        match deleter.store().delete_keys_each(&keys).await {
+            Ok(report) => {
+                deleted.extend(report.deleted);
+                failed.extend(report.failed.iter().map(|f| FailedKey {
+                    key: f.key.clone(),
+                    error: f.to_string(),
+                }));
             }
+            Err(err) => failed.extend(keys.iter().map(|key| FailedKey {
+                key: key.clone(),
+                error: err.to_string(),
+            })),
         }
         tracing::info!(cluster = %req.cluster, deleted = deleted.len(), failed = failed.len(), "orphaned objects deleted");
         let sizes: std::collections::HashMap<&str, u64> = scan
@@ -284,13 +265,10 @@ async fn scan(
                 })
                 .collect();
             let audit = deleter.audit();
-            let mut entries = audit.entries(Some(&req.cluster), None, gone, |backups| {
+            let entries = audit.entries(Some(&req.cluster), None, gone, |backups| {
                 AuditEvent::ObjectsDeleted { backups }
             });
-            for entry in &mut entries {
-                entry.actor = Some(actor.clone());
-            }
-            let _ = audit.record(entries).await;
+            let _ = audit.record_by(actor, entries).await;
         }
         reply.deleted = Some(deleted);
         reply.failed = Some(failed);

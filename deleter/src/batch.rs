@@ -31,7 +31,7 @@ use sexton_shared::{
     channels,
     config::Config,
     names::ClusterName,
-    object_store::{ObjectError, ObjectStore, DELETE_BATCH},
+    object_store::{ObjectError, ObjectStore, Requests, DELETE_BATCH},
     outcome::{publish_incident, Outcome},
     planning,
     records::{BackupRecord, BackupStatus, VolumeDeletion},
@@ -603,19 +603,8 @@ impl Deleter {
         }
         // In a versioned bucket a key delete keeps the data (a delete marker): delete every
         // version instead. One that is under legal hold or retention refuses (AccessDenied).
-        let targets: Vec<(String, Option<String>)> = match self.store.is_versioned().await {
-            Ok(false) => keys.iter().map(|key| (key.clone(), None)).collect(),
-            Ok(true) => match self.store.versions_of(&keys).await {
-                Ok(versions) => versions.into_iter().map(|(k, v)| (k, Some(v))).collect(),
-                Err(err) => {
-                    for indices in owners.values() {
-                        for &index in indices {
-                            works[index].note_failure(err.clone());
-                        }
-                    }
-                    return;
-                }
-            },
+        let targets = match self.store.targets_of(&keys).await {
+            Ok(targets) => targets,
             Err(err) => {
                 for indices in owners.values() {
                     for &index in indices {
@@ -625,55 +614,31 @@ impl Deleter {
                 return;
             }
         };
-        let requests: Vec<_> = targets
-            .chunks(keys_per_request(targets.len()))
-            .map(|chunk| async move {
-                // Never closed: the permit only bounds the replica's requests in flight.
-                let _permit = self.requests.acquire().await;
-                (chunk, self.store.delete_versions(chunk).await)
-            })
-            .collect();
-        let results = futures::stream::iter(requests)
-            .buffered(REQUESTS_IN_FLIGHT)
-            .collect::<Vec<_>>()
+        let report = self
+            .store
+            .delete_targets(
+                &targets,
+                Requests {
+                    per_request: keys_per_request(targets.len()),
+                    in_flight: REQUESTS_IN_FLIGHT,
+                    // Never closed: the permits only bound the replica's requests in flight.
+                    permits: Some(&self.requests),
+                },
+            )
             .await;
-        // A key is gone when every one of its versions was deleted (a key without versions
-        // left is gone already).
-        let mut failed: HashSet<String> = HashSet::new();
-        for (chunk, result) in results {
-            let failures = match result {
-                Ok(failures) => failures,
-                Err(err) => chunk
-                    .iter()
-                    .map(|(key, _)| ObjectError {
-                        key: key.clone(),
-                        ..err.clone()
-                    })
-                    .collect(),
-            };
-            for failure in &failures {
-                match owners.get(&failure.key) {
-                    Some(indices) => {
-                        failed.insert(failure.key.clone());
-                        for &index in indices {
-                            works[index].note_failure(failure.clone());
-                        }
-                    }
-                    // An error about a key we did not send: trust nothing of this request.
-                    None => {
-                        for (key, _) in chunk {
-                            failed.insert(key.clone());
-                            for &index in &owners[key] {
-                                works[index].note_failure(failure.clone());
-                            }
-                        }
-                    }
-                }
+        // Every failure names a key sent (a failed request, or an error about no key sent,
+        // fails each key of its request). A key is gone when every one of its versions was
+        // deleted (a key without versions left is gone already).
+        let mut failed: HashSet<&str> = HashSet::new();
+        for failure in &report.failed {
+            failed.insert(failure.key.as_str());
+            for &index in owners.get(&failure.key).into_iter().flatten() {
+                works[index].note_failure(failure.clone());
             }
         }
         let mut n_deleted = 0;
         for key in &keys {
-            if failed.contains(key) {
+            if failed.contains(key.as_str()) {
                 continue;
             }
             n_deleted += 1;

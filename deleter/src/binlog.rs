@@ -488,6 +488,13 @@ pub async fn sweep(
         .await
         .context("deleting binlog segments")
         .map_err(SweepError::Failed)?;
+    // A request that failed as a whole fails the pass (retried later), as a listing that
+    // failed does; per-key refusals are the pass's `failed`.
+    if let Some(err) = report.request_failed {
+        return Err(SweepError::Failed(
+            anyhow::Error::new(err).context("deleting binlog segments"),
+        ));
+    }
     let deleted: BTreeSet<String> = report.deleted.iter().cloned().collect();
     let removals: BTreeSet<String> = expired
         .iter()

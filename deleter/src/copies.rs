@@ -390,6 +390,10 @@ async fn delete_copy(
             .delete_keys_each(&keys)
             .await
             .with_context(|| format!("deleting the copy at {}", job.location))?;
+        if let Some(err) = report.request_failed {
+            return Err(anyhow::Error::new(err))
+                .with_context(|| format!("deleting the copy at {}", job.location));
+        }
         if let Some(failure) = report.failed.first() {
             anyhow::bail!(
                 "deleting the copy at {}: {failure} ({} refused)",

@@ -418,7 +418,7 @@ impl Envelope {
             trips: state.trips.clone(),
             by: actor.clone(),
         };
-        let mut entry = self.audit.entry(
+        let entry = self.audit.entry(
             Some(cluster),
             Some(plan),
             AuditEvent::BreakerApproved {
@@ -427,8 +427,7 @@ impl Envelope {
                 location: location.map(ToString::to_string),
             },
         );
-        entry.actor = Some(actor.clone());
-        self.audit.record(vec![entry]).await?;
+        self.audit.record_by(&actor, vec![entry]).await?;
         self.approvals
             .put(
                 approval_key_at(cluster, plan, location),

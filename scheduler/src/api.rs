@@ -280,8 +280,13 @@ impl Api {
             actor,
         } = incoming;
         let result = self.handle(&verb, &payload, &actor).await;
-        self.audit_request(&verb, trail::arguments_of(&payload), &actor, &result)
-            .await;
+        self.audit_request(
+            &verb,
+            sexton_shared::audit::request_arguments(&payload),
+            &actor,
+            &result,
+        )
+        .await;
         result
     }
 

@@ -23,6 +23,9 @@ use std::time::Duration;
 use async_nats::{jetstream, HeaderMap};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+// The model's, not `crate::api`: the serve loop there reads the actor from this module.
+use sexton_model::api::{ApiError, ErrorCode};
 use sexton_retention::breaker::Trip;
 
 use crate::names::{ClusterName, PlanName};
@@ -155,11 +158,12 @@ pub enum AuditEvent {
     RecordsRemoved { backups: Vec<AuditBackup> },
     /// Delete plugins called before the objects went.
     PluginCalls { calls: Vec<PluginCallEntry> },
-    /// An API request that changes something: the verb, its arguments, how it ended.
+    /// An API request that changes something: the verb, its arguments, how it ended. Written
+    /// by [`Audit::user_action`] alone.
     UserAction {
         verb: String,
         arguments: serde_json::Value,
-        outcome: String,
+        outcome: ActionOutcome,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
@@ -426,6 +430,170 @@ impl AuditEntry {
     }
 }
 
+/// How a user's request ended, as its `user-action` entry says it: one spelling, whichever
+/// service answered. `done`; `refused, needs confirmation` (a request that would delete,
+/// sent without `confirm`); otherwise the API's error code as the API spells it (`invalid`,
+/// `not-found`, `already-exists`, `conflict`, `unavailable`).
+///
+/// Entries already in the stream read as they were meant: until both services wrote through
+/// [`Audit::user_action`] the deleter spelled codes without their hyphen (`notfound`,
+/// `alreadyexists`); those read (and show) as the codes they name. A word this build does not
+/// know stays as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionOutcome {
+    Done,
+    NeedsConfirmation,
+    Failed(ErrorCode),
+    /// A word this build does not know, as written.
+    Other(String),
+}
+
+impl ActionOutcome {
+    const DONE: &'static str = "done";
+    const NEEDS_CONFIRMATION: &'static str = "refused, needs confirmation";
+    /// The deleter's spellings of the codes whose words differ, before the one writer.
+    const LEGACY: [(&'static str, ErrorCode); 2] = [
+        ("notfound", ErrorCode::NotFound),
+        ("alreadyexists", ErrorCode::AlreadyExists),
+    ];
+
+    /// How a request that answered `result` ended, and the error's message when it failed.
+    pub fn of(result: &Result<Value, ApiError>) -> (ActionOutcome, Option<String>) {
+        match result {
+            Ok(_) => (ActionOutcome::Done, None),
+            Err(err) if err.needs_confirmation() => {
+                (ActionOutcome::NeedsConfirmation, Some(err.message.clone()))
+            }
+            Err(err) => (ActionOutcome::Failed(err.code), Some(err.message.clone())),
+        }
+    }
+
+    /// The word an entry holds.
+    pub fn word(&self) -> &str {
+        match self {
+            ActionOutcome::Done => Self::DONE,
+            ActionOutcome::NeedsConfirmation => Self::NEEDS_CONFIRMATION,
+            ActionOutcome::Failed(code) => code_word(*code),
+            ActionOutcome::Other(word) => word,
+        }
+    }
+
+    /// An entry's word read back: today's spellings, the deleter's older ones, or any other
+    /// word as written.
+    pub fn from_word(word: &str) -> ActionOutcome {
+        if word == Self::DONE {
+            return ActionOutcome::Done;
+        }
+        if word == Self::NEEDS_CONFIRMATION {
+            return ActionOutcome::NeedsConfirmation;
+        }
+        // The API's own reading of its codes, then the older spellings.
+        let code = serde_json::from_value::<ErrorCode>(Value::String(word.to_string()))
+            .ok()
+            .or_else(|| {
+                Self::LEGACY
+                    .into_iter()
+                    .find(|(legacy, _)| *legacy == word)
+                    .map(|(_, code)| code)
+            });
+        match code {
+            Some(code) => ActionOutcome::Failed(code),
+            None => ActionOutcome::Other(word.to_string()),
+        }
+    }
+}
+
+/// An error code's word in an entry: the API's own spelling (its serde name), which a test
+/// holds this to.
+fn code_word(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::Invalid => "invalid",
+        ErrorCode::NotFound => "not-found",
+        ErrorCode::AlreadyExists => "already-exists",
+        ErrorCode::Conflict => "conflict",
+        ErrorCode::Unavailable => "unavailable",
+    }
+}
+
+impl std::fmt::Display for ActionOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.word())
+    }
+}
+
+impl Serialize for ActionOutcome {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.word())
+    }
+}
+
+impl<'de> Deserialize<'de> for ActionOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let word = String::deserialize(deserializer)?;
+        Ok(ActionOutcome::from_word(&word))
+    }
+}
+
+/// A request body as its `user-action` entry's arguments: the JSON sent, or its first 1000
+/// bytes as text when it is not JSON (a malformed request is audited with what it held).
+pub fn request_arguments(body: &[u8]) -> Value {
+    serde_json::from_slice(body).unwrap_or_else(|_| {
+        Value::String(String::from_utf8_lossy(&body[..body.len().min(1000)]).into_owned())
+    })
+}
+
+/// Whether a request changes nothing, and so has no `user-action` entry: a verb among the
+/// service's `reads`, or a dry run (`"dry_run": true`). Any other verb is audited, one the
+/// service does not know included.
+pub fn changes_nothing(verb: &str, arguments: &Value, reads: &[&str]) -> bool {
+    reads.contains(&verb) || arguments.get("dry_run") == Some(&Value::Bool(true))
+}
+
+/// The cluster a request's entry is filed under as far as the request shows it, so that
+/// `sexton audit --cluster` finds it: the `cluster` its arguments name, else the cluster of the
+/// schedule its answer holds (a schedule created).
+pub fn request_cluster(arguments: &Value, result: &Result<Value, ApiError>) -> Option<ClusterName> {
+    arguments
+        .get("cluster")
+        .and_then(Value::as_str)
+        .or_else(|| {
+            result
+                .as_ref()
+                .ok()
+                .and_then(|reply| reply.pointer("/schedule/cluster"))
+                .and_then(Value::as_str)
+        })
+        .and_then(|name| name.parse::<ClusterName>().ok())
+}
+
+/// The `user-action` entry `service` writes for a request: who asked, the verb, the arguments,
+/// how it ended (the error's message beside a failure), filed under `cluster`.
+pub fn user_action_entry(
+    service: &str,
+    verb: &str,
+    arguments: Value,
+    cluster: Option<&ClusterName>,
+    actor: &Actor,
+    result: &Result<Value, ApiError>,
+) -> AuditEntry {
+    let (outcome, error) = ActionOutcome::of(result);
+    AuditEntry {
+        schema_version: SCHEMA_VERSION,
+        at: Utc::now(),
+        service: service.to_string(),
+        cluster: cluster.cloned(),
+        plan: None,
+        actor: Some(actor.clone()),
+        part: None,
+        event: AuditEvent::UserAction {
+            verb: verb.to_string(),
+            arguments,
+            outcome,
+            error,
+        },
+    }
+}
+
 /// The hash of a policy as audit entries name it: `sha256:` and 16 hex digits of its canonical
 /// JSON (the stored form, so the same policy always has the same hash).
 pub fn policy_hash(policy: &crate::records::Policy) -> String {
@@ -542,6 +710,50 @@ impl Audit {
                 entry
             })
             .collect()
+    }
+
+    /// The one writer of `user-action` entries, for every service's API: nothing for a request
+    /// that changes nothing ([`changes_nothing`] with the service's read-only verbs); otherwise
+    /// [`user_action_entry`], filed under [`request_cluster`] or, when the request shows none,
+    /// `filed_under` (the scheduler's lookup of a schedule named alone), and stored before the
+    /// reply goes, so a client that reads the audit after an answer finds its request there.
+    /// Best effort: an entry not stored is logged and counted, and the reply still goes.
+    pub async fn user_action(
+        &self,
+        verb: &str,
+        arguments: Value,
+        reads: &[&str],
+        filed_under: Option<ClusterName>,
+        actor: &Actor,
+        result: &Result<Value, ApiError>,
+    ) {
+        if changes_nothing(verb, &arguments, reads) {
+            return;
+        }
+        let cluster = request_cluster(&arguments, result).or(filed_under);
+        let entry = user_action_entry(
+            self.service,
+            verb,
+            arguments,
+            cluster.as_ref(),
+            actor,
+            result,
+        );
+        let _ = self.record(vec![entry]).await;
+    }
+
+    /// Stores `entries` that a person's request caused (a schedule changed, records or objects
+    /// it removed, a held run approved), each naming who asked: [`Audit::record`] with the
+    /// actor set on every part.
+    pub async fn record_by(
+        &self,
+        actor: &Actor,
+        mut entries: Vec<AuditEntry>,
+    ) -> Result<(), AuditError> {
+        for entry in &mut entries {
+            entry.actor = Some(actor.clone());
+        }
+        self.record(entries).await
     }
 
     /// Publishes `entries` together and waits until the stream stored every one.
@@ -684,5 +896,198 @@ mod tests {
         assert_eq!(subject("deleter", None), "sexton.v1.audit.deleter._");
         assert_eq!(filter(Some(&c1)), "sexton.v1.audit.*.c1");
         assert_eq!(filter(None), "sexton.v1.audit.>");
+    }
+    fn entry_of(json: Value) -> AuditEntry {
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn outcome_words_are_the_api_codes_and_read_back() {
+        for code in [
+            ErrorCode::Invalid,
+            ErrorCode::NotFound,
+            ErrorCode::AlreadyExists,
+            ErrorCode::Conflict,
+            ErrorCode::Unavailable,
+        ] {
+            // The API's spelling, whatever serde calls it.
+            assert_eq!(
+                serde_json::to_value(code).unwrap(),
+                Value::String(code_word(code).into())
+            );
+            let outcome = ActionOutcome::Failed(code);
+            assert_eq!(ActionOutcome::from_word(outcome.word()), outcome);
+        }
+        assert_eq!(ActionOutcome::from_word("done"), ActionOutcome::Done);
+        assert_eq!(
+            ActionOutcome::from_word("refused, needs confirmation"),
+            ActionOutcome::NeedsConfirmation
+        );
+        let (outcome, error) = ActionOutcome::of(&Ok(Value::Null));
+        assert_eq!((outcome.word(), error), ("done", None));
+        let (outcome, error) = ActionOutcome::of(&Err(ApiError::new(
+            ErrorCode::NotFound,
+            "plugin p not found",
+        )));
+        assert_eq!(outcome.word(), "not-found");
+        assert_eq!(error.as_deref(), Some("plugin p not found"));
+        let (outcome, _) = ActionOutcome::of(&Err(ApiError::unconfirmed(
+            "would delete 3 backups",
+            serde_json::json!({}),
+        )));
+        assert_eq!(outcome.word(), "refused, needs confirmation");
+    }
+
+    /// Entries stored before the one writer: the deleter's `notfound` and `alreadyexists`, the
+    /// scheduler's words, and a word no build wrote; each decodes, and shows as the code it
+    /// meant (or as written).
+    #[test]
+    fn user_actions_of_either_older_writer_still_decode_and_show() {
+        let old = |service: &str, outcome: &str| {
+            entry_of(serde_json::json!({
+                "schema_version": 1, "at": "2026-03-01T12:00:00Z", "service": service,
+                "cluster": "c1", "actor": {"user": "alice@h"}, "kind": "user-action",
+                "verb": "plugin.unregister", "arguments": {"name": "p"},
+                "outcome": outcome, "error": "plugin p not found",
+            }))
+        };
+        let outcome = |entry: &AuditEntry| match &entry.event {
+            AuditEvent::UserAction { outcome, .. } => outcome.clone(),
+            other => panic!("{other:?}"),
+        };
+        for (service, word, read, shown) in [
+            (
+                "deleter",
+                "notfound",
+                ActionOutcome::Failed(ErrorCode::NotFound),
+                "not-found",
+            ),
+            (
+                "deleter",
+                "alreadyexists",
+                ActionOutcome::Failed(ErrorCode::AlreadyExists),
+                "already-exists",
+            ),
+            (
+                "deleter",
+                "unavailable",
+                ActionOutcome::Failed(ErrorCode::Unavailable),
+                "unavailable",
+            ),
+            (
+                "scheduler",
+                "not-found",
+                ActionOutcome::Failed(ErrorCode::NotFound),
+                "not-found",
+            ),
+            (
+                "scheduler",
+                "refused, needs confirmation",
+                ActionOutcome::NeedsConfirmation,
+                "refused, needs confirmation",
+            ),
+            ("scheduler", "done", ActionOutcome::Done, "done"),
+            (
+                "scheduler",
+                "exploded",
+                ActionOutcome::Other("exploded".into()),
+                "exploded",
+            ),
+        ] {
+            let entry = old(service, word);
+            assert_eq!(outcome(&entry), read, "{word}");
+            assert_eq!(
+                entry.summary(),
+                format!("plugin.unregister: {shown}: plugin p not found [by alice@h]")
+            );
+            // Written again (`sexton audit -o json`): the one spelling.
+            assert_eq!(serde_json::to_value(&entry).unwrap()["outcome"], shown);
+            assert_eq!(entry_of(serde_json::to_value(&entry).unwrap()), entry);
+        }
+    }
+
+    #[test]
+    fn one_user_action_entry_for_either_service() {
+        let actor = Actor {
+            user: Some("alice@h".into()),
+            nats_user: None,
+            client: Some("sexton-cli/0.1.0".into()),
+        };
+        let c1: ClusterName = "c1".parse().unwrap();
+        let failed = Err(ApiError::new(ErrorCode::NotFound, "plugin p not found"));
+        let entry = user_action_entry(
+            "deleter",
+            "plugin.unregister",
+            request_arguments(br#"{"name":"p"}"#),
+            Some(&c1),
+            &actor,
+            &failed,
+        );
+        assert_eq!(entry.service, "deleter");
+        assert_eq!(entry.cluster.as_ref(), Some(&c1));
+        assert_eq!(entry.plan, None);
+        assert_eq!(entry.part, None);
+        assert_eq!(entry.actor.as_ref(), Some(&actor));
+        let json = serde_json::to_value(&entry).unwrap();
+        assert_eq!(json["kind"], "user-action");
+        assert_eq!(json["verb"], "plugin.unregister");
+        assert_eq!(json["arguments"], serde_json::json!({"name": "p"}));
+        assert_eq!(json["outcome"], "not-found");
+        assert_eq!(json["error"], "plugin p not found");
+        // Nobody known is still an actor: `[by unknown]`.
+        let done = user_action_entry(
+            "scheduler",
+            "schedule.pause",
+            Value::Null,
+            None,
+            &Actor::default(),
+            &Ok(Value::Null),
+        );
+        assert_eq!(done.actor, Some(Actor::default()));
+        assert_eq!(done.summary(), "schedule.pause: done [by unknown]");
+        assert!(serde_json::to_value(&done).unwrap().get("error").is_none());
+    }
+
+    #[test]
+    fn what_a_request_is_audited_with() {
+        // Arguments: the JSON, or the first 1000 bytes as text.
+        assert_eq!(
+            request_arguments(br#"{"cluster":"c1"}"#),
+            serde_json::json!({"cluster": "c1"})
+        );
+        let junk = vec![b'x'; 1500];
+        assert_eq!(request_arguments(&junk), Value::String("x".repeat(1000)));
+        // Reads and dry runs change nothing; anything else, an unknown verb too, is audited.
+        let reads = ["plugin.list"];
+        assert!(changes_nothing("plugin.list", &Value::Null, &reads));
+        assert!(changes_nothing(
+            "orphans.delete",
+            &serde_json::json!({"dry_run": true}),
+            &reads
+        ));
+        assert!(!changes_nothing(
+            "orphans.delete",
+            &serde_json::json!({"dry_run": false}),
+            &reads
+        ));
+        assert!(!changes_nothing("plugin.frob", &Value::Null, &reads));
+        // Filed under the cluster named, else the answer's schedule's, else none.
+        let c1: ClusterName = "c1".parse().unwrap();
+        let named = serde_json::json!({"cluster": "c1"});
+        assert_eq!(request_cluster(&named, &Ok(Value::Null)), Some(c1.clone()));
+        let created = Ok(serde_json::json!({"schedule": {"cluster": "c1"}}));
+        assert_eq!(
+            request_cluster(&serde_json::json!({"name": "s"}), &created),
+            Some(c1)
+        );
+        let refused = Err(ApiError::new(ErrorCode::Invalid, "no"));
+        assert_eq!(
+            request_cluster(&serde_json::json!({"name": "s"}), &refused),
+            None
+        );
+        assert_eq!(
+            request_cluster(&serde_json::json!({"cluster": "../x"}), &Ok(Value::Null)),
+            None
+        );
     }
 }

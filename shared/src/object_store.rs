@@ -1,14 +1,13 @@
 //! The S3 client Sexton uses, and the key layout: every object of a cluster lies under
 //! `<prefix>/<cluster>/`, a backup's under `<prefix>/<cluster>/<backup-name>/<backup-id>/`.
-//! Deletion checks the per-key errors of a 200 `DeleteObjects` answer and tells permanent
-//! failures (Object Lock, a missing bucket) from transient ones.
+//! Deletion (one path, `delete.rs`) checks the per-key errors of a 200 `DeleteObjects` answer
+//! and tells permanent failures (Object Lock, a missing bucket) from transient ones.
 
 use anyhow::Context as _;
 use aws_sdk_s3::{
     config::{Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation},
     error::ProvideErrorMetadata,
     primitives::ByteStream,
-    types::{Delete, ObjectIdentifier},
     Client,
 };
 
@@ -16,16 +15,15 @@ use crate::config::S3Config;
 
 mod conditional;
 pub mod copy;
+mod delete;
 pub mod lock;
 pub mod transfer;
 use crate::names::ClusterName;
-pub use conditional::{DeleteReport, Precondition, PutError, Tagged};
+pub use conditional::{Precondition, PutError, Tagged};
+pub use delete::{DeleteReport, Requests, Target, DELETE_BATCH};
 pub use sexton_model::keys::{
     check_backup_key, check_backup_name, check_key_under, cluster_prefix, KeyError, ObjectInfo,
 };
-
-/// S3's limit of keys in one `DeleteObjects` request.
-pub const DELETE_BATCH: usize = 1000;
 
 /// Codes after which retrying cannot help: a human must act.
 const PERMANENT_CODES: &[&str] = &[
@@ -260,81 +258,6 @@ impl ObjectStore {
             }
         }
         Ok(Some((size, crate::digest::hex(&hasher.finalize()))))
-    }
-
-    /// One `DeleteObjects` request for at most 1000 keys. `Err` when the whole request failed
-    /// (nothing is known to be deleted); otherwise the per-key failures of the 200 answer,
-    /// every other key being gone.
-    pub async fn delete_batch(&self, batch: &[String]) -> Result<Vec<ObjectError>, ObjectError> {
-        let targets: Vec<(String, Option<String>)> =
-            batch.iter().map(|key| (key.clone(), None)).collect();
-        self.delete_versions(&targets).await
-    }
-
-    /// Like [`ObjectStore::delete_batch`], for (key, version) pairs: `None` deletes the current
-    /// version (in a versioned bucket, adds a delete marker), `Some` that very version.
-    pub async fn delete_versions(
-        &self,
-        batch: &[(String, Option<String>)],
-    ) -> Result<Vec<ObjectError>, ObjectError> {
-        let Some((first, _)) = batch.first() else {
-            return Ok(Vec::new());
-        };
-        let build_error = |message: String| ObjectError {
-            operation: "delete",
-            key: first.clone(),
-            code: "Build".into(),
-            message,
-            permanent: true,
-        };
-        if batch.len() > DELETE_BATCH {
-            return Err(build_error(format!(
-                "{} keys in one request, more than {DELETE_BATCH}",
-                batch.len()
-            )));
-        }
-        let objects = batch
-            .iter()
-            .map(|(key, version)| {
-                ObjectIdentifier::builder()
-                    .key(key)
-                    .set_version_id(version.clone())
-                    .build()
-            })
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|err| build_error(err.to_string()))?;
-        let delete = Delete::builder()
-            .set_objects(Some(objects))
-            .quiet(true)
-            .build()
-            .map_err(|err| build_error(err.to_string()))?;
-        let out = self
-            .client
-            .delete_objects()
-            .bucket(&self.bucket)
-            .delete(delete)
-            .send()
-            .await
-            .map_err(|err| object_error("delete", first, err))?;
-        // A 200 answer can still carry per-key failures.
-        Ok(out
-            .errors()
-            .iter()
-            .map(|e| {
-                let code = e.code().unwrap_or("Unknown").to_string();
-                let version = e
-                    .version_id()
-                    .map(|v| format!(" (version {v})"))
-                    .unwrap_or_default();
-                ObjectError {
-                    operation: "delete",
-                    key: e.key().unwrap_or_default().to_string(),
-                    permanent: PERMANENT_CODES.contains(&code.as_str()),
-                    code,
-                    message: format!("{}{version}", e.message().unwrap_or_default()),
-                }
-            })
-            .collect())
     }
 
     /// Whether the bucket keeps versions (versioning enabled or suspended; Object Lock implies

@@ -1196,3 +1196,94 @@ async fn a_mark_is_audited_once_and_before_its_delete_job() {
         );
     }
 }
+
+/// Issue 48: the scheduler and the deleter write `user-action` entries through one writer, so
+/// a refusal reads the same whichever service answered (the deleter said `notfound` where the
+/// scheduler said `not-found`), and an entry the deleter stored with its old spelling still
+/// reads, and shows, as the code it meant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_services_audit_a_refusal_alike_and_old_spellings_still_read() {
+    let world = Setup::new(SERVICES).start().await;
+    let url = world.nats.url();
+    let body = |name: &str| json!({"schema_version": 1, "name": name});
+    let refused = |result: Result<Value, sexton_shared::api::ApiError>| {
+        let err = result.expect_err("refused");
+        serde_json::to_value(err.code).unwrap()
+    };
+    // The deleter's answer, then the scheduler's, once each is up: both about a name nobody
+    // has.
+    let answered = |resource: &'static str, verb: &'static str| {
+        let client = world.client.clone();
+        async move {
+            eventually(
+                &format!("{resource}.{verb} answered"),
+                Duration::from_secs(30),
+                move || {
+                    let client = client.clone();
+                    async move {
+                        match api(&client, resource, verb, body("nope")).await {
+                            Err(err) if err.code == sexton_shared::api::ErrorCode::Unavailable => {
+                                None
+                            }
+                            other => Some(refused(other)),
+                        }
+                    }
+                },
+            )
+            .await
+        }
+    };
+    let deleter_code = answered("plugin", "unregister").await;
+    let scheduler_code = answered("schedule", "pause").await;
+    assert_eq!(deleter_code, "not-found");
+    assert_eq!(scheduler_code, "not-found");
+    // An entry of the deleter's old writer, as it lies in the stream.
+    let old = json!({"schema_version": 1, "at": Utc::now(), "service": "deleter",
+                     "actor": {"user": "bob@old"}, "kind": "user-action",
+                     "verb": "plugin.unregister", "arguments": {"name": "gone"},
+                     "outcome": "notfound", "error": "plugin gone not found"});
+    world
+        .js
+        .publish(
+            sexton_shared::audit::subject("deleter", None),
+            serde_json::to_vec(&old).unwrap().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    let all = |output: &'static str| {
+        let url = url.clone();
+        async move {
+            let mut args = vec!["audit", "--since", "all"];
+            if !output.is_empty() {
+                args.extend(["-o", output]);
+            }
+            let run = sexton(&url, &args).await;
+            expect(&run, 0, "sexton audit");
+            run
+        }
+    };
+    let entries = all("json").await.json();
+    let outcome_of = |verb: &str, name: &str| {
+        entries
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| {
+                e["kind"] == "user-action" && e["verb"] == verb && e["arguments"]["name"] == name
+            })
+            .unwrap_or_else(|| panic!("{verb} {name} not audited: {entries}"))["outcome"]
+            .clone()
+    };
+    assert_eq!(outcome_of("plugin.unregister", "nope"), "not-found");
+    assert_eq!(outcome_of("schedule.pause", "nope"), "not-found");
+    assert_eq!(outcome_of("plugin.unregister", "gone"), "not-found");
+    let table = all("").await.stdout;
+    assert!(
+        table.contains("plugin.unregister: not-found: plugin gone not found [by bob@old]"),
+        "{table}"
+    );
+    world.fleet.stop().await.unwrap();
+}
