@@ -24,15 +24,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use chrono::Utc;
 use sexton_shared::{
     binlog::{self, location_horizon, segment_digest, segments_to_copy, store, LocationHorizon},
+    channels,
     names::{ClusterName, LocationName},
     object_store::copy::CopyError,
+    outcome::publish_incident,
     records::BackupRecord,
-    wire::ObjectDigest,
+    wire::{self, Incident, ObjectDigest},
 };
 
-use crate::{Copier, Location};
+use crate::{report::ask_retention_run, Copier, Location};
 
 /// What one pass did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -236,5 +239,83 @@ fn index_error(err: store::StoreError, cluster: &ClusterName, place: &str) -> Sy
             ),
         },
         err => SyncError::Retry(err.into()),
+    }
+}
+
+/// One binlog pass, its metrics, and an incident when a new problem stops it.
+pub(crate) async fn pass(
+    copier: &Copier,
+    cluster: &ClusterName,
+    name: &LocationName,
+    location: &Location,
+) {
+    let result = sync(copier, cluster, name, location).await;
+    let outcome = match &result {
+        Ok(synced) if synced.segments > 0 => "copied",
+        Ok(_) => "current",
+        Err(SyncError::Retry(_)) => "retry",
+        Err(SyncError::Bad { .. }) => "refused",
+    };
+    copier
+        .metrics
+        .binlog_passes
+        .with_label_values(&[name.as_str(), outcome])
+        .inc();
+    let key = (cluster.clone(), name.clone());
+    match result {
+        Ok(synced) => {
+            copier
+                .metrics
+                .binlog_segments
+                .with_label_values(&[name.as_str()])
+                .inc_by(synced.segments as u64);
+            copier
+                .metrics
+                .bytes
+                .with_label_values(&[name.as_str()])
+                .inc_by(synced.bytes);
+            copier
+                .binlog_reported
+                .lock()
+                .expect("not poisoned")
+                .remove(&key);
+            // Segments that landed where copies are locked are locked by the next run there.
+            if synced.segments > 0 && location.locked {
+                let message_id = format!(
+                    "binlog-copied-{cluster}-{name}-{}",
+                    Utc::now().timestamp_micros()
+                );
+                ask_retention_run(copier, cluster, name, &message_id).await;
+            }
+        }
+        Err(SyncError::Retry(err)) => {
+            tracing::warn!(%cluster, location = %name, error = format!("{err:#}"), "binlog archive not copied; the next pass tries again");
+        }
+        Err(SyncError::Bad { kind, reason }) => {
+            tracing::error!(%cluster, location = %name, "{reason}");
+            let new = copier
+                .binlog_reported
+                .lock()
+                .expect("not poisoned")
+                .insert(key, reason.clone())
+                .as_ref()
+                != Some(&reason);
+            if new {
+                publish_incident(
+                    &copier.topology.jetstream,
+                    Incident {
+                        schema_version: wire::SCHEMA_VERSION,
+                        service: "copier".into(),
+                        kind: kind.into(),
+                        cluster: Some(cluster.to_string()),
+                        backup_id: None,
+                        subject: channels::COPY_JOBS.subject(cluster),
+                        reason,
+                        at: Utc::now(),
+                    },
+                )
+                .await;
+            }
+        }
     }
 }

@@ -13,8 +13,10 @@
 pub mod api;
 pub mod dues;
 pub mod intake;
+mod merges;
 pub mod metrics;
 pub mod reports;
+mod schedule_status;
 pub mod sweeps;
 pub mod timers;
 pub mod verdicts;
