@@ -257,7 +257,7 @@ pub async fn taken_before(client: &async_nats::Client, due: &DueBackup) -> Optio
 }
 
 /// How long a taken backup is remembered: longer than the redeliveries of one message last
-/// (20 deliveries over about 17 minutes, see `topology::consumer_config`).
+/// (20 deliveries over about 17 minutes, see `channels::consumer_config`).
 const REMEMBER_FOR: Duration = Duration::from_secs(30 * 60);
 /// At most this many are remembered (about 100 bytes each); the oldest are forgotten first.
 const REMEMBER_AT_MOST: usize = 100_000;

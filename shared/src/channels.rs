@@ -366,7 +366,7 @@ impl Receive for RetentionEvents {
 /// How a durable's messages come back after a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redelivery {
-    /// The server's growing delays ([`topology::consumer_config`]), [`topology::MAX_DELIVER`]
+    /// The server's growing delays ([`consumer_config`]), [`topology::MAX_DELIVER`]
     /// deliveries.
     Backoff,
     /// No backoff: JetStream applies it to acknowledgement timeouts too, so a long job would be
@@ -876,6 +876,47 @@ pub mod ids {
             ),
         }
     }
+}
+
+/// The subjects of the channel table, by their old names (tests and tools use them). They
+/// lived in [`crate::topology`], which the table builds on: the table's own module keeps them.
+pub fn due_subject(cluster: &ClusterName) -> String {
+    DUES.subject(cluster)
+}
+pub fn verify_due_subject(cluster: &ClusterName) -> String {
+    VERIFY_DUES.subject(cluster)
+}
+pub fn verdict_subject(cluster: &ClusterName) -> String {
+    VERDICTS.subject(cluster)
+}
+pub fn report_subject(cluster: &ClusterName) -> String {
+    REPORTS.subject(cluster)
+}
+pub fn checkpoint_subject(cluster: &ClusterName) -> String {
+    CHECKPOINTS.subject(cluster)
+}
+pub fn copy_job_subject(cluster: &ClusterName) -> String {
+    COPY_JOBS.subject(cluster)
+}
+pub fn sweep_subject(cluster: &ClusterName) -> String {
+    SWEEPS.subject(cluster)
+}
+pub fn delete_job_subject(cluster: &ClusterName) -> String {
+    DELETE_JOBS.subject(cluster)
+}
+/// Copy delete jobs (issue 28): delete a backup's copy at another location, as that
+/// location's retention decided. The deleter takes them on a durable of their own.
+pub fn copy_delete_job_subject(cluster: &ClusterName) -> String {
+    COPY_DELETE_JOBS.subject(cluster)
+}
+/// Where the retention-worker publishes a cluster's binlog job (SEXTON_BINLOG).
+pub fn binlog_job_subject(cluster: &ClusterName) -> String {
+    BINLOG_JOBS.subject(cluster)
+}
+/// Merge jobs (`chain_mode: merge`) for executors: fold a chain's expired head into the
+/// oldest kept backup.
+pub fn merge_job_subject(cluster: &ClusterName) -> String {
+    MERGE_JOBS.subject(cluster)
 }
 
 #[cfg(test)]

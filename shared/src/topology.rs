@@ -9,8 +9,6 @@ use async_nats::jetstream::{
     stream::{self, RetentionPolicy, StorageType},
 };
 
-use crate::names::ClusterName;
-
 pub const SUBJECT_ROOT: &str = "sexton.v1";
 
 pub const STREAM_DUE: &str = "SEXTON_DUE";
@@ -221,47 +219,7 @@ pub fn retention_partition_filter(partition: u16) -> String {
 /// due tick and dies before recording it is replaced well within this window.
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(10 * 60);
 
-/// The subjects of the channel table ([`crate::channels`]), by their old names (tests and
-/// tools use them).
-pub fn due_subject(cluster: &ClusterName) -> String {
-    crate::channels::DUES.subject(cluster)
-}
-pub fn verify_due_subject(cluster: &ClusterName) -> String {
-    crate::channels::VERIFY_DUES.subject(cluster)
-}
-pub fn verdict_subject(cluster: &ClusterName) -> String {
-    crate::channels::VERDICTS.subject(cluster)
-}
-pub fn report_subject(cluster: &ClusterName) -> String {
-    crate::channels::REPORTS.subject(cluster)
-}
-pub fn checkpoint_subject(cluster: &ClusterName) -> String {
-    crate::channels::CHECKPOINTS.subject(cluster)
-}
-pub fn copy_job_subject(cluster: &ClusterName) -> String {
-    crate::channels::COPY_JOBS.subject(cluster)
-}
-pub fn sweep_subject(cluster: &ClusterName) -> String {
-    crate::channels::SWEEPS.subject(cluster)
-}
-pub fn delete_job_subject(cluster: &ClusterName) -> String {
-    crate::channels::DELETE_JOBS.subject(cluster)
-}
-/// Copy delete jobs (issue 28): delete a backup's copy at another location, as that
-/// location's retention decided. The deleter takes them on a durable of their own.
-pub fn copy_delete_job_subject(cluster: &ClusterName) -> String {
-    crate::channels::COPY_DELETE_JOBS.subject(cluster)
-}
-/// Merge jobs (`chain_mode: merge`) for executors: fold a chain's expired head into the
-/// oldest kept backup.
-pub fn merge_job_subject(cluster: &ClusterName) -> String {
-    crate::channels::MERGE_JOBS.subject(cluster)
-}
 pub const CONSUMER_EXECUTOR_MERGE: &str = "reference-executor-merge";
-/// Where the retention-worker publishes a cluster's binlog job (SEXTON_BINLOG).
-pub fn binlog_job_subject(cluster: &ClusterName) -> String {
-    crate::channels::BINLOG_JOBS.subject(cluster)
-}
 /// Where JetStream announces that a delete job ran out of deliveries on the deleter's durable
 /// of a stream created before issue 32. The work-queue stream keeps such a message; the
 /// deleter reads it by sequence, records the failure and removes it.
@@ -404,9 +362,6 @@ pub const PULL_EXPIRES: Duration = Duration::from_secs(5);
 
 /// How many times a durable consumer delivers one message before giving up on it.
 pub const MAX_DELIVER: i64 = 20;
-
-/// A durable pull consumer's configuration: the channel table's ([`crate::channels`]).
-pub use crate::channels::consumer_config;
 
 pub fn bucket_configs(replicas: usize) -> Vec<kv::Config> {
     vec![

@@ -634,7 +634,7 @@ async fn report(
     world
         .js
         .send_publish(
-            topology::report_subject(&cluster.parse().unwrap()),
+            sexton_shared::channels::report_subject(&cluster.parse().unwrap()),
             PublishMessage::build()
                 .payload(wire::encode(&report))
                 .message_id(format!("copybench-report.{cluster}.{id}")),

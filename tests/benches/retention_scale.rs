@@ -269,7 +269,7 @@ async fn run(args: Args) {
                     schedule: None,
                 };
                 js.publish_with_headers(
-                    topology::checkpoint_subject(&cluster),
+                    sexton_shared::channels::checkpoint_subject(&cluster),
                     {
                         let mut headers = async_nats::HeaderMap::new();
                         headers.insert("Nats-Msg-Id", format!("bench.{cluster}.{n}").as_str());

@@ -181,7 +181,7 @@ pub async fn sweep_with_scrub(js: &jetstream::Context, cluster: &str) {
         scrub: true,
     };
     js.publish(
-        topology::sweep_subject(&sweep.cluster),
+        sexton_shared::channels::sweep_subject(&sweep.cluster),
         sexton_shared::wire::encode(&sweep),
     )
     .await
@@ -244,7 +244,7 @@ pub async fn publish_job(
     message_id: &str,
 ) {
     js.send_publish(
-        topology::delete_job_subject(&job.cluster),
+        sexton_shared::channels::delete_job_subject(&job.cluster),
         jetstream::message::PublishMessage::build()
             .payload(sexton_shared::wire::encode(job))
             .message_id(message_id),

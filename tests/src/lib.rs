@@ -773,7 +773,7 @@ pub async fn delete_durable_with(
         .create_consumer(async_nats::jetstream::consumer::pull::Config {
             max_deliver,
             backoff: Vec::new(),
-            ..topology::consumer_config(
+            ..sexton_shared::channels::consumer_config(
                 &topology::delete_partition_durable(partition),
                 Some(topology::delete_partition_filter(partition)),
                 ack_wait,

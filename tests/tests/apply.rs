@@ -212,7 +212,7 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
     // The next run deletes what the new policy lets go: b3 stays.
     sexton_shared::nats::publish_once(
         &world.js,
-        sexton_shared::topology::sweep_subject(&cluster("c1")),
+        sexton_shared::channels::sweep_subject(&cluster("c1")),
         "test-sweep.c1.1",
         sexton_shared::wire::encode(&sexton_shared::wire::RetentionSweep {
             schema_version: 1,

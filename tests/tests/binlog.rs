@@ -553,7 +553,7 @@ async fn the_collector_trusts_no_job_and_refuses_a_malformed_index() {
     // The retention-worker reads the same index: it reports it and publishes no binlog job.
     create_policy_schedule(&client, "nightly", "c1", "p", json!({"keep_last": 1})).await;
     js.publish(
-        topology::sweep_subject(&c1),
+        sexton_shared::channels::sweep_subject(&c1),
         serde_json::to_vec(&RetentionSweep {
             schema_version: 1,
             cluster: c1.clone(),

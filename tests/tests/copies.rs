@@ -161,7 +161,7 @@ async fn check_whole_at_dr(dr: &ObjectStore, record: &BackupRecord) {
 async fn sweep(js: &jetstream::Context, cluster_name: &str, n: usize) {
     publish_once(
         js,
-        topology::sweep_subject(&cluster(cluster_name)),
+        sexton_shared::channels::sweep_subject(&cluster(cluster_name)),
         &format!("test-sweep.{cluster_name}.{n}"),
         wire::encode(&RetentionSweep {
             schema_version: 1,
@@ -507,7 +507,7 @@ async fn forged_copy_jobs_copy_and_count_nothing() {
     for (n, (subject_cluster, body)) in forged.into_iter().enumerate() {
         publish_once(
             &world.js,
-            topology::copy_job_subject(&cluster(&subject_cluster)),
+            sexton_shared::channels::copy_job_subject(&cluster(&subject_cluster)),
             &format!("forged.{n}"),
             body,
         )
@@ -697,7 +697,7 @@ async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size
         .unwrap();
     publish_once(
         &world.js,
-        topology::report_subject(&cluster(cluster_name)),
+        sexton_shared::channels::report_subject(&cluster(cluster_name)),
         &format!("large-report.{}", backup.id),
         wire::encode(&report),
     )
@@ -1128,7 +1128,7 @@ async fn forged_copy_delete_jobs_delete_nothing() {
     for (n, (subject_cluster, body)) in forged.into_iter().enumerate() {
         publish_once(
             &world.js,
-            topology::copy_delete_job_subject(&cluster(&subject_cluster)),
+            sexton_shared::channels::copy_delete_job_subject(&cluster(&subject_cluster)),
             &format!("forged-delete.{n}"),
             body,
         )
@@ -2401,7 +2401,7 @@ async fn a_locations_binlog_archive_is_collected_up_to_its_oldest_full_copy() {
     };
     publish_once(
         &world.js,
-        topology::copy_delete_job_subject(&cluster("c1")),
+        sexton_shared::channels::copy_delete_job_subject(&cluster("c1")),
         "lgc-again.c1",
         wire::encode(&again("c1", "f1", &f1_record.uid)),
     )
@@ -2437,7 +2437,7 @@ async fn a_locations_binlog_archive_is_collected_up_to_its_oldest_full_copy() {
     // its archive (a catalog that lost its records must not empty what survived elsewhere).
     publish_once(
         &world.js,
-        topology::copy_delete_job_subject(&cluster("c2")),
+        sexton_shared::channels::copy_delete_job_subject(&cluster("c2")),
         "lgc-ghost.c2",
         wire::encode(&again("c2", "ghost", "u-ghost")),
     )

@@ -89,7 +89,7 @@ async fn sweep(js: &jetstream::Context, id: &str) {
     let cluster = sexton_shared::names::ClusterName::new(CLUSTER).unwrap();
     publish_once(
         js,
-        topology::sweep_subject(&cluster),
+        sexton_shared::channels::sweep_subject(&cluster),
         &format!("test-sweep.{id}"),
         wire::encode(&RetentionSweep {
             schema_version: 1,

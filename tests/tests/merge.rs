@@ -23,7 +23,7 @@ use sexton_tests::{
 
 async fn sweep(js: &async_nats::jetstream::Context, cluster: &str) {
     js.publish(
-        topology::sweep_subject(&ClusterName::new(cluster).unwrap()),
+        sexton_shared::channels::sweep_subject(&ClusterName::new(cluster).unwrap()),
         wire::encode(&RetentionSweep {
             schema_version: 1,
             cluster: ClusterName::new(cluster).unwrap(),
@@ -291,7 +291,7 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
     ];
     for report in &forged {
         js.publish(
-            topology::report_subject(&"cm".parse().unwrap()),
+            sexton_shared::channels::report_subject(&"cm".parse().unwrap()),
             wire::encode(report),
         )
         .await
@@ -331,7 +331,7 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
     };
     for job in [&job, &missing] {
         js.publish(
-            topology::merge_job_subject(&"cm".parse().unwrap()),
+            sexton_shared::channels::merge_job_subject(&"cm".parse().unwrap()),
             wire::encode(job),
         )
         .await
@@ -371,7 +371,7 @@ async fn forged_merge_reports_and_jobs_change_nothing() {
         .await
         .unwrap();
     js.publish(
-        topology::report_subject(&"cm".parse().unwrap()),
+        sexton_shared::channels::report_subject(&"cm".parse().unwrap()),
         wire::encode(&report(
             &i2.uid,
             good_artifacts.clone(),
@@ -762,7 +762,7 @@ async fn forged_volume_merge_reports_change_nothing() {
         let js = js.clone();
         async move {
             js.publish(
-                topology::report_subject(&"cm".parse().unwrap()),
+                sexton_shared::channels::report_subject(&"cm".parse().unwrap()),
                 wire::encode(&report),
             )
             .await

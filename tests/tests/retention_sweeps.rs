@@ -165,7 +165,7 @@ async fn time_based_expiry_happens_with_no_new_backup() {
         });
         fixtures::upload_genuine_json(&store, &mut report).await;
         js.publish(
-            topology::report_subject(&"c1".parse().unwrap()),
+            sexton_shared::channels::report_subject(&"c1".parse().unwrap()),
             serde_json::to_vec(&report).unwrap().into(),
         )
         .await

@@ -121,7 +121,7 @@ async fn sweep(js: &jetstream::Context, cluster: &str) {
         scrub: false,
     };
     js.send_publish(
-        topology::sweep_subject(&cluster),
+        sexton_shared::channels::sweep_subject(&cluster),
         jetstream::message::PublishMessage::build()
             .payload(wire::encode(&sweep))
             .message_id(format!("test-sweep.{}", Utc::now().timestamp_micros())),

@@ -237,7 +237,7 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
             fixtures::upload_genuine(&setup.store, &mut report).await;
         }
         js.publish(
-            topology::report_subject(&"ca".parse().unwrap()),
+            sexton_shared::channels::report_subject(&"ca".parse().unwrap()),
             sexton_shared::wire::encode(&report),
         )
         .await

@@ -391,7 +391,7 @@ async fn a_restarted_scheduler_answers_backup_taken_before_its_first_firing() {
     let cluster = sexton_shared::names::ClusterName::new("c1").unwrap();
     let mut due = t
         .client
-        .subscribe(topology::due_subject(&cluster))
+        .subscribe(sexton_shared::channels::due_subject(&cluster))
         .await
         .unwrap();
     t.client.flush().await.unwrap();

@@ -777,7 +777,7 @@ async fn a_stale_volume_mark_is_taken_off_when_the_plan_keeps_the_volume() {
         scrub: false,
     };
     js.publish(
-        topology::sweep_subject(&"c1".parse().unwrap()),
+        sexton_shared::channels::sweep_subject(&"c1".parse().unwrap()),
         sexton_shared::wire::encode(&sweep),
     )
     .await

@@ -254,7 +254,7 @@ pub async fn object_keys(store: &ObjectStore, prefix: &str) -> BTreeSet<String> 
 /// Publishes a binlog job as the retention-worker would (with its own message id).
 pub async fn publish_binlog_job(js: &jetstream::Context, job: &BinlogGcJob, message_id: &str) {
     js.send_publish(
-        topology::binlog_job_subject(&job.cluster),
+        sexton_shared::channels::binlog_job_subject(&job.cluster),
         PublishMessage::build()
             .payload(wire::encode(job))
             .message_id(message_id),
