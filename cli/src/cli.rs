@@ -150,7 +150,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     });
     match &cli.command {
         Command::Completion { shell } => {
-            crate::output::emit(&crate::completion::script(*shell)?);
+            crate::output::emit(&crate::completion::script(*shell, command())?);
             Ok(())
         }
         Command::CompleteNames { kind, cluster } => match load_config() {

@@ -23,10 +23,11 @@ pub enum NameKind {
     Backup,
 }
 
-/// The script for `shell`: clap's, with names completed where a command takes one.
-pub fn script(shell: clap_complete::Shell) -> Result<String, Failure> {
+/// The script for `shell`: clap's for `command` (the command line's definition, which the
+/// caller owns: this module sits below it), with names completed where a command takes one.
+pub fn script(shell: clap_complete::Shell, mut command: clap::Command) -> Result<String, Failure> {
     let mut generated = Vec::new();
-    clap_complete::generate(shell, &mut crate::cli::command(), "sexton", &mut generated);
+    clap_complete::generate(shell, &mut command, "sexton", &mut generated);
     let generated = String::from_utf8_lossy(&generated).into_owned();
     match shell {
         clap_complete::Shell::Bash => Ok(format!("{generated}\n{BASH_NAMES}")),

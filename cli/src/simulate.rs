@@ -7,6 +7,7 @@
 
 mod calendar;
 mod page;
+mod words;
 
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};

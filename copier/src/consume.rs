@@ -8,7 +8,8 @@ use sexton_shared::{channels, copies::CopyJob, outcome::Outcome, topology, Shutd
 
 use crate::{
     binlog,
-    copy::{copy_backup, Done, Failure},
+    copy::copy_backup,
+    outcome::{Done, Failure},
     report::report_bad,
     Copier,
 };

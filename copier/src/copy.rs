@@ -7,10 +7,10 @@ use sexton_shared::{
     names::{BackupId, LocationName},
     object_store::copy::CopyError,
     records::{BackupRecord, BackupStatus, ScheduleRecord},
-    wire::Incident,
 };
 
 use crate::{
+    outcome::{Done, Failure},
     record::{record_copy, record_skip, seen_at},
     report::incident,
     Copier, Location,
@@ -18,45 +18,6 @@ use crate::{
 
 /// How deep a chain the copier follows to copy missing ancestors first.
 const MAX_CHAIN: usize = 10_000;
-
-/// Why a copy did not finish.
-pub(crate) enum Failure {
-    /// The job can never succeed (forged, stale, not asked for): refused, nothing copied.
-    Refused(String),
-    /// Try again later (a store that did not answer, a record that changed).
-    Wait(String),
-    /// The data is not what intake recorded (corrupt, missing): an incident, then retried
-    /// slowly, since someone may mend the source.
-    Bad(Incident),
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(err: anyhow::Error) -> Failure {
-        Failure::Wait(format!("{err:#}"))
-    }
-}
-
-/// What a copy job came to, when it did not fail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Done {
-    /// Whole at the location and recorded (or already there).
-    Copied,
-    /// Its rule's delay has not passed: the job is let go, and the periodic pass copies the
-    /// backup once it has (the source holds it meanwhile).
-    Deferred,
-    /// Its `select: kept` rule's policy would delete the copy at once: recorded `skipped`.
-    Skipped,
-}
-
-impl Done {
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Done::Copied => "copied",
-            Done::Deferred => "deferred",
-            Done::Skipped => "skipped",
-        }
-    }
-}
 
 /// What the backup's copy rule asks for it now ([`sexton_shared::planning::judge_copy`]): the rule is its
 /// schedule's now; the group (for `select: kept`) the records of its plan as the catalog view

@@ -33,6 +33,7 @@ mod consume;
 mod copy;
 mod lease;
 pub mod metrics;
+mod outcome;
 mod passes;
 mod record;
 mod report;

@@ -12,10 +12,7 @@ use sexton_shared::{
 };
 
 use crate::{
-    binlog,
-    copy::{copy_backup, Failure},
-    report::report_bad,
-    transitions, Copier, Location,
+    binlog, copy::copy_backup, outcome::Failure, report::report_bad, transitions, Copier, Location,
 };
 
 /// Every `interval`, for each (cluster, location) that a schedule's copy rule names and this

@@ -13,7 +13,7 @@ use sexton_shared::{
 };
 
 use crate::{
-    copy::Failure,
+    outcome::Failure,
     report::{ask_retention_run, incident},
     Copier, Location,
 };

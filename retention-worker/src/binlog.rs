@@ -11,15 +11,13 @@
 use chrono::{DateTime, FixedOffset, Utc};
 use serde::Serialize;
 use sexton_shared::{
-    api::{ApiError, ErrorCode},
     binlog::{self, cluster_binlog, store, BinlogIndex, ClusterBinlog},
     names::ClusterName,
     object_store::ObjectStore,
     wire::{self, BinlogGcJob, MAX_BINLOG_JOB_KEYS},
-    Shutdown,
 };
 
-use crate::worker::{GroupPlan, Worker};
+use crate::group_plan::GroupPlan;
 
 /// What the worker found where the index should be.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -233,31 +231,6 @@ pub fn status(
         newest_last_event: input.index.newest_last_event(),
         at,
     }
-}
-
-/// Answers `binlog.status` requests until shutdown.
-pub async fn serve_status(
-    worker: Worker,
-    client: async_nats::Client,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    sexton_shared::api::serve_requests(
-        client,
-        "binlog",
-        "status",
-        shutdown,
-        |req: StatusRequest, _| {
-            let worker = worker.clone();
-            async move {
-                let status = worker
-                    .binlog_status(&req.cluster, Utc::now())
-                    .await
-                    .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
-                sexton_shared::api::reply_value(status)
-            }
-        },
-    )
-    .await
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 pub mod binlog;
 pub mod decisions;
+pub mod group_plan;
 pub mod metrics;
 pub mod safety;
 pub mod scrub;
@@ -101,9 +102,13 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         .clone()
         .serve_recovery(client.clone(), shutdown.clone());
     tasks.spawn("recovery", recovery);
-    let approvals = safety::serve_approvals(worker.clone(), client.clone(), shutdown.clone());
+    let approvals = worker
+        .clone()
+        .serve_approvals(client.clone(), shutdown.clone());
     tasks.spawn("approvals", approvals);
-    let status = binlog::serve_status(worker.clone(), client.clone(), shutdown.clone());
+    let status = worker
+        .clone()
+        .serve_binlog_status(client.clone(), shutdown.clone());
     tasks.spawn("binlog status", status);
 
     let stream = jetstream

@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use sexton_retention::breaker::{self, Approval, BreakerLimits};
 use sexton_retention::Reason;
 use sexton_shared::{
-    api::{ApiError, ApproveRequest, ErrorCode},
+    api::{ApiError, ErrorCode},
     audit::{self, Actor, Audit, AuditBackup, AuditEvent, Decided},
     breaker::{approval_key_at, group_limits, ApprovalRecord},
     config::BreakerConfig,
@@ -28,7 +28,6 @@ use sexton_shared::{
     records::{Policy, ScheduleRecord},
     topology,
     wire::{self, Incident},
-    Shutdown,
 };
 
 use crate::metrics::Metrics;
@@ -445,29 +444,6 @@ impl Envelope {
 /// The policy hash a group's audit entries carry (`none` for a group without a policy).
 pub fn hash_of(policy: Option<&Policy>) -> String {
     policy.map_or_else(|| "none".to_string(), audit::policy_hash)
-}
-
-/// Answers `retention.approve` requests until shutdown.
-pub async fn serve_approvals(
-    worker: crate::worker::Worker,
-    client: async_nats::Client,
-    shutdown: Shutdown,
-) -> anyhow::Result<()> {
-    sexton_shared::api::serve_requests(
-        client,
-        "retention",
-        "approve",
-        shutdown,
-        |req: ApproveRequest, actor| {
-            let worker = worker.clone();
-            async move {
-                worker
-                    .approve(&req.cluster, &req.plan, req.location.as_ref(), actor)
-                    .await
-            }
-        },
-    )
-    .await
 }
 
 /// The audit record of one marked backup.

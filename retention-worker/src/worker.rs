@@ -22,7 +22,6 @@ mod groups;
 mod locks;
 mod marks;
 mod observe;
-mod plan;
 mod publish;
 mod recovery;
 mod run;
@@ -48,7 +47,7 @@ use crate::metrics::Metrics;
 use crate::safety::Envelope;
 use crate::view::CatalogView;
 
-pub use plan::GroupPlan;
+pub use crate::group_plan::GroupPlan;
 
 /// The retention-worker's state, cloned into the consumer and each API task.
 #[derive(Clone)]

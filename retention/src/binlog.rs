@@ -18,13 +18,7 @@ use crate::catalog::{
 };
 use crate::error::PlanError;
 use crate::flags::{status_of, FACT_CHAIN_NODE, FACT_FULL, KEEP_ANY, KEEP_HOLD, PARTIAL};
-use crate::recovery::{ChainCheck, SortedNeighbours};
-
-/// How far around a backup's start and end times its own range reaches when segments are
-/// matched by time: the executor's clock (the backup's times) and the database's (the
-/// segments' event times) may disagree by this much. The binlog orphan margin, for the same
-/// reason.
-pub const RANGE_MARGIN: chrono::Duration = chrono::Duration::minutes(5);
+use crate::recovery::{ChainCheck, SortedNeighbours, RANGE_MARGIN};
 
 /// Why a kept backup gets only its own range of the archive, not everything after it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

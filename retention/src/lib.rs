@@ -61,7 +61,7 @@ mod rules;
 mod sort_key;
 mod volumes;
 
-pub use binlog::{own_range_needs, RANGE_MARGIN};
+pub use binlog::own_range_needs;
 pub use cadence::{
     backup_kind, next_backup_kind, next_volume_kinds, FullEvery, FullEveryError, KindChoice,
     KindReason, VolumeChoice,
@@ -84,6 +84,6 @@ pub use policy::{
 pub use reason::{Bucket, Reason, Reasons, Rule};
 pub use recovery::{
     after_plan, drill, restorable, Drill, Recovery, RecoveryGap, RecoveryInterval, Replay,
-    RestorePoint,
+    RestorePoint, RANGE_MARGIN,
 };
 pub use render::PlanJson;

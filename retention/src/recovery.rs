@@ -35,10 +35,15 @@ use std::collections::{HashMap, HashSet};
 use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::binlog::RANGE_MARGIN;
 use crate::catalog::{BackupKind, BackupStatus, BinlogSegment, Catalog};
 use crate::chains::PARENT_NEIGHBOURS;
 use crate::plan::Plan;
+
+/// How far around a backup's start and end times its own range reaches when segments are
+/// matched by time: the executor's clock (the backup's times) and the database's (the
+/// segments' event times) may disagree by this much. The binlog orphan margin, for the same
+/// reason.
+pub const RANGE_MARGIN: chrono::Duration = chrono::Duration::minutes(5);
 
 /// What a catalog can be restored to at `now`. Every list is oldest first.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -16,6 +16,7 @@
 //! calendar, JSON, the HTML page) is the CLI's business.
 
 mod compare;
+mod days;
 mod locations;
 mod measures;
 mod random;
@@ -24,6 +25,7 @@ mod simulation;
 mod summary;
 
 pub use compare::{compare, compare_with_progress, Comparison, DayPair, SwitchOver};
+pub use days::{is_locked_only, BinlogDay, Day, KeepSpan, SimulatedBackup};
 pub use locations::{LocationDay, LocationSimulation, LocationSummary, DEFAULT_CLASS};
 pub use measures::{human_duration, promised_window_start, worst_gap, Gap};
 pub use scenario::{
@@ -31,8 +33,7 @@ pub use scenario::{
     MAX_DAYS, MAX_SEGMENTS,
 };
 pub use simulation::{
-    is_locked_only, simulate, simulate_with_progress, start_of_day, ticks, BinlogDay, Day,
-    KeepSpan, SimulatedBackup, Simulation, SimulationError, MAX_EVENTS,
+    simulate, simulate_with_progress, start_of_day, ticks, Simulation, SimulationError, MAX_EVENTS,
 };
 pub use summary::{
     keeper_of, policy_rules, BinlogSummary, DayGap, DayValue, Keeper, LockedOnly, RuleUse, Steady,

@@ -17,7 +17,7 @@ use sexton_model::copies::{self, CopyRule, CopySelect};
 use sexton_retention::judge::deleted_at_once;
 use sexton_retention::{evaluate, BackupRecord, BackupStatus, Catalog, PlanError, Verdict};
 
-use crate::simulation::SimulatedBackup;
+use crate::days::SimulatedBackup;
 
 /// The label of storage written without a class (the location's default).
 pub const DEFAULT_CLASS: &str = "default";

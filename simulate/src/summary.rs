@@ -11,9 +11,9 @@ use chrono::{NaiveDate, TimeDelta};
 use serde::Serialize;
 use sexton_retention::{KeepCount, Policy};
 
+use crate::days::{Day, SimulatedBackup};
 use crate::measures::{human_duration, Gap};
 use crate::scenario::Scenario;
-use crate::simulation::{Day, SimulatedBackup};
 
 /// How many final days must show the same count for it to be called steady.
 const STEADY_DAYS: usize = 7;

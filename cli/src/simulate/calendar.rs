@@ -11,6 +11,7 @@ use std::fmt::Write as _;
 
 use sexton_simulate::{human_duration, ByteSize, Comparison, Simulation};
 
+use super::words::{details, location_lines};
 use super::Class;
 
 /// The most columns of the age axis; older backups are summed at the end of the row.
@@ -119,7 +120,7 @@ fn header(simulation: &Simulation, out: &mut String) {
         scenario.cron,
         serde_json::to_string(&scenario.policy).expect("a policy serialises")
     );
-    let _ = writeln!(out, "{}", super::page::details(simulation));
+    let _ = writeln!(out, "{}", details(simulation));
     let _ = writeln!(out);
 }
 
@@ -415,71 +416,6 @@ fn locations(simulation: &Simulation, out: &mut String) {
             let _ = writeln!(out, "  {line}");
         }
     }
-}
-
-/// A location's simulation in words: a heading naming the rule, then its figures (the
-/// calendar and the page print the same).
-pub(super) fn location_lines(
-    location: &sexton_simulate::LocationSimulation,
-) -> (String, Vec<String>) {
-    let rule = &location.rule;
-    let summary = &location.summary;
-    let mut described = vec![format!(
-        "policy {}",
-        serde_json::to_string(&rule.policy).unwrap_or_default()
-    )];
-    if rule.select != sexton_shared::copies::CopySelect::All {
-        described.push(format!(
-            "select {}",
-            serde_json::to_value(rule.select)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default()
-        ));
-    }
-    if let Some(delay) = rule.delay {
-        described.push(format!("delay {}", delay.in_words()));
-    }
-    if let Some(class) = &rule.storage_class {
-        described.push(format!("written in {class}"));
-    }
-    for step in &rule.transitions {
-        described.push(format!(
-            "to {} after {} days",
-            step.storage_class, step.after_days
-        ));
-    }
-    let classes: Vec<String> = summary
-        .storage_by_class
-        .iter()
-        .map(|(class, bytes)| format!("{class} {}", ByteSize(*bytes)))
-        .collect();
-    let mut lines = vec![
-        format!(
-            "at the end: {} copies, {}{}; peak {}",
-            summary.count,
-            ByteSize(summary.storage_bytes),
-            if classes.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", classes.join(", "))
-            },
-            ByteSize(summary.peak_storage_bytes)
-        ),
-        format!(
-            "copies made {}, skipped {} (the policy there would delete them at once), deleted {}",
-            summary.copied, summary.skipped, summary.deleted
-        ),
-    ];
-    if summary.deleted_early > 0 {
-        lines.push(format!(
-            "deleted before their class's minimum: {}, charged {} GiB-days for storage already \
-             gone",
-            summary.deleted_early,
-            summary.early_charged_byte_days / (1 << 30)
-        ));
-    }
-    (format!("At {} ({})", rule.to, described.join(", ")), lines)
 }
 
 /// Two policies side by side, per row, and what switching at the end would delete.

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use sexton_simulate::{human_duration, ByteSize, Comparison, Simulation};
 
+use super::words::{details, location_lines};
 use super::Class;
 
 const PLOT_WIDTH: f64 = 960.0;
@@ -48,7 +49,7 @@ pub fn render(simulation: &Simulation, comparison: Option<&Comparison>) -> Strin
     );
     summary(simulation, &mut page);
     for location in &simulation.locations {
-        let (heading, lines) = super::calendar::location_lines(location);
+        let (heading, lines) = location_lines(location);
         let _ = writeln!(
             page,
             "<section class=\"location\"><h2>{}</h2><ul>",
@@ -76,37 +77,6 @@ pub fn render(simulation: &Simulation, comparison: Option<&Comparison>) -> Strin
         data = script_data(simulation),
     );
     page
-}
-
-/// The scenario in one line: days, cadence, failures, sizes, sweeps, locks (the calendar's
-/// header too).
-pub(super) fn details(simulation: &Simulation) -> String {
-    let scenario = &simulation.scenario;
-    let mut parts = vec![format!(
-        "{} days from {} ({})",
-        simulation.days.len(),
-        scenario.from.to_rfc3339(),
-        simulation.zone
-    )];
-    if let Some(n) = scenario.full_every {
-        parts.push(format!("full every {n}"));
-    }
-    if !scenario.volumes.is_empty() {
-        parts.push(format!("volumes {}", scenario.volumes.join(",")));
-    }
-    parts.push(format!("failures {}", scenario.failures));
-    parts.push(format!(
-        "full {}, incremental {}",
-        scenario.sizes.full, scenario.sizes.incremental
-    ));
-    parts.push(match scenario.sweep_every {
-        Some(every) => format!("retention after each backup and every {every}"),
-        None => "retention after each backup only".to_owned(),
-    });
-    if let Some(tiers) = &scenario.lock {
-        parts.push(format!("Object Locks {tiers}"));
-    }
-    parts.join("; ")
 }
 
 fn summary(simulation: &Simulation, page: &mut String) {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use chrono::Utc;
 use sexton_shared::{
-    api::{ApiError, ErrorCode, PreviewRequest, ScrubRequest},
+    api::{ApiError, ApproveRequest, ErrorCode, PreviewRequest, ScrubRequest, StatusRequest},
     audit::{AuditEvent, TamperedEntry},
     catalog::{CasError, Versioned},
     copies::CopyState,
@@ -244,6 +244,55 @@ impl Worker {
         .await
     }
 
+    /// Answers `retention.approve` requests until shutdown (the approval itself is
+    /// [`Worker::approve`]).
+    pub async fn serve_approvals(
+        self,
+        client: async_nats::Client,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<()> {
+        sexton_shared::api::serve_requests(
+            client,
+            "retention",
+            "approve",
+            shutdown,
+            |req: ApproveRequest, actor| {
+                let worker = self.clone();
+                async move {
+                    worker
+                        .approve(&req.cluster, &req.plan, req.location.as_ref(), actor)
+                        .await
+                }
+            },
+        )
+        .await
+    }
+
+    /// Answers `binlog.status` requests until shutdown.
+    pub async fn serve_binlog_status(
+        self,
+        client: async_nats::Client,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<()> {
+        sexton_shared::api::serve_requests(
+            client,
+            "binlog",
+            "status",
+            shutdown,
+            |req: StatusRequest, _| {
+                let worker = self.clone();
+                async move {
+                    let status = worker
+                        .binlog_status(&req.cluster, Utc::now())
+                        .await
+                        .map_err(|err| ApiError::new(ErrorCode::Unavailable, format!("{err:#}")))?;
+                    sexton_shared::api::reply_value(status)
+                }
+            },
+        )
+        .await
+    }
+
     /// A scrub asked for by a user; one that changed something asks for a retention run of
     /// the cluster, so counting follows at once.
     async fn scrub_and_recount(&self, req: &ScrubRequest) -> Result<serde_json::Value, ApiError> {
@@ -422,7 +471,7 @@ async fn list_for_scrub(
 /// (`segments`) less what it collects, and the group's objectives checked. `None` for a group
 /// without a plan (everything is kept: the recovery value is today's, `sexton recovery window`).
 fn recovery_after(
-    group: &super::plan::GroupPlan,
+    group: &crate::group_plan::GroupPlan,
     segments: &[sexton_retention::BinlogSegment],
     now: chrono::DateTime<Utc>,
 ) -> Option<sexton_shared::recovery::PlaceRecovery> {

@@ -10,9 +10,9 @@ use sexton_shared::{
     catalog::Versioned, copies::CopyState, names::LocationName, records::BackupRecord,
 };
 
-use super::plan::GroupPlan;
 use super::publish::{Jobs, Mark};
 use super::Worker;
+use crate::group_plan::GroupPlan;
 
 impl Worker {
     /// Carries out one location group's plan: the copies it deletes marked, their jobs

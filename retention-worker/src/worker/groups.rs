@@ -1,4 +1,4 @@
-//! Planning a cluster's groups, the I/O around [`super::plan`]: the cluster's schedules (each
+//! Planning a cluster's groups, the I/O around [`crate::group_plan`]: the cluster's schedules (each
 //! group's one policy), the catalog view brought up to date, the binlog index's segments, and
 //! the circuit breaker's verdict on each plan that deletes. Runs, previews, `binlog.status` and
 //! approvals all plan here; nothing here marks, publishes or writes.
@@ -11,9 +11,9 @@ use sexton_shared::{
     planning,
 };
 
-use super::plan::{GroupPlan, Render};
 use super::Worker;
 use crate::binlog::{self, BinlogInput};
+use crate::group_plan::{GroupPlan, Render};
 
 /// Which places' groups to plan: the primary's (previews, `binlog.status`), or every
 /// location's copies too (runs, and approvals of a location's held plan).

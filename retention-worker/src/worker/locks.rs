@@ -18,8 +18,8 @@ use sexton_shared::{
     records::BackupRecord,
 };
 
-use super::plan::GroupPlan;
 use super::Worker;
+use crate::group_plan::GroupPlan;
 
 /// Locks set at once per run: enough to keep the store busy, few enough to be polite.
 const LOCKS_IN_FLIGHT: usize = 8;

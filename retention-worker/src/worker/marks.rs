@@ -13,9 +13,9 @@ use sexton_shared::{
     wire::{DecisionSummary, PartialSummary},
 };
 
-use super::plan::GroupPlan;
 use super::publish::{Jobs, Mark};
 use super::Worker;
+use crate::group_plan::GroupPlan;
 use crate::safety;
 use crate::view::Members;
 

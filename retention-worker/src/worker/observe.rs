@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use sexton_retention::{BinlogSegment, Catalog};
 use sexton_shared::{names::LocationName, recovery::PassedTest};
 
-use super::plan::GroupPlan;
 use super::Worker;
 use crate::decisions::RunDecision;
+use crate::group_plan::GroupPlan;
 
 /// The group's catalog once the run's decisions are carried out: what it deletes whole gone,
 /// the volumes a partial decision deletes gone from their backups, the binlog segments it

@@ -23,10 +23,10 @@ use sexton_shared::{
     },
 };
 
-use super::plan::GroupPlan;
 use super::Worker;
 use crate::binlog::{self, BinlogInput, IndexState};
 use crate::decisions::RunDecision;
+use crate::group_plan::GroupPlan;
 
 /// A delete job on its way for a mark at `revision`: made by this run (`new`), or by an
 /// earlier run whose job may have been lost and is published again. Only a new mark goes in

@@ -15,11 +15,11 @@ use sexton_shared::{
 };
 
 use super::groups::Places;
-use super::plan::{GroupPlan, Render};
 use super::publish::Jobs;
 use super::Worker;
 use crate::binlog;
 use crate::decisions::RunDecision;
+use crate::group_plan::{GroupPlan, Render};
 use crate::safety;
 
 impl Worker {

@@ -1,7 +1,8 @@
 //! Pure: a group's plan as a run or a preview sees it ([`GroupPlan`]), decided from the group's
 //! members, its policy (or why it has none) and `now`. Nothing here reads or writes: the
-//! members, the policy and the breaker's verdict come from [`super::groups`], and what a run
-//! does with the plan is in [`super::run`].
+//! members, the policy and the breaker's verdict come from the worker (`worker::groups`), and
+//! what a run does with the plan is in `worker::run`. It sits below both the worker and
+//! [`crate::binlog`], which decides a cluster's binlog collection from the groups' plans.
 
 use std::sync::Arc;
 
@@ -83,7 +84,7 @@ impl GroupPlan {
     /// group is not planned), rendered as `render` asks. A plan that deletes is rendered whole
     /// too: the breaker judges it and a run stores it in the audit first. The breaker's verdict
     /// is left for the caller to ask ([`GroupPlan::deletes`]).
-    pub(super) fn decide(
+    pub(crate) fn decide(
         cluster: &ClusterName,
         plan: &PlanName,
         members: Arc<Members>,
@@ -188,7 +189,7 @@ fn locked_only(plan: &sexton_retention::Plan, members: &Members) -> sexton_share
 
 /// How much of a group's plan to render: all of it (a preview), or what a run acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Render {
+pub(crate) enum Render {
     Plan,
     Run,
     /// A run that needs every kept backup's reasons too: it sets Object Locks from them.
