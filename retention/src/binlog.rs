@@ -95,16 +95,24 @@ pub fn own_range_needs(backup: &BackupRecord, segment: &BinlogSegment) -> bool {
 /// kept only by holds is left out of its count instead ([`crate::held`]), and the standalone
 /// reason only limits what the hold adds.
 ///
+/// The flags alone miss one such backup: the recovery window's newest base before the window,
+/// when a standalone hold on it moved the rule to an older base. The rules keep it without
+/// the hold ([`crate::held`]'s `kept_by_rules`, given under `pitr_full`, which counts it), so
+/// it stays a point-in-time base: otherwise `pitr_full` would count it and promise nothing
+/// from it, and the archive after it would go because of a hold.
+///
 /// Costs one pass over the catalog, and only when some backup is held standalone alone.
 fn standalone_only(
     catalog: &Catalog,
     flags: &[u32],
+    kept_by_rules: Option<&[bool]>,
     kept_restorable: impl Fn(u32) -> bool,
 ) -> HashSet<u32> {
     let held_only = |index: usize| {
         let backup = &catalog.backups[index];
         backup.is_standalone()
             && flags[index] & KEEP_ANY & !KEEP_HOLD == 0
+            && kept_by_rules.is_none_or(|ruled| !ruled[index])
             && backup
                 .holds
                 .iter()
@@ -162,7 +170,7 @@ pub(crate) fn plan_binlog(
         let backup = &catalog.backups[index as usize];
         backup.started_at.or(backup.completed_at)
     };
-    let standalone_only = standalone_only(catalog, flags, kept_restorable);
+    let standalone_only = standalone_only(catalog, flags, kept_by_rules, kept_restorable);
     let mut range_only: Vec<(u32, RangeWhy)> = Vec::new();
     // The kept fulls point-in-time recovery may be promised from, in plan order.
     let mut fulls: Vec<u32> = Vec::new();

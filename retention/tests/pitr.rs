@@ -414,6 +414,76 @@ fn a_standalone_hold_on_the_window_base_never_shrinks_the_window() {
     }
 }
 
+/// Found by `a_hold_never_loses_a_restorable_instant` (the proptest, 100,000 cases): under
+/// `pitr_full`, a standalone hold on the window's base moved the rule to an older base, whose
+/// full then counted as kept only by a hold; `pitr_full` counted the skipped base instead (the
+/// rules keep it without the hold) but took it for standalone, so nothing was promised from it
+/// and the archive after it went. The skipped base stays a point-in-time base: the hold keeps
+/// the older chain besides, and deletes nothing.
+#[test]
+fn under_pitr_full_a_standalone_hold_on_the_window_base_never_shrinks_the_window() {
+    let backups = |hold_on_base: bool| {
+        let base = full("F1", 1);
+        vec![
+            full("F3", 3),
+            full("F2", 2),
+            if hold_on_base {
+                held(base, "standalone:quarterly")
+            } else {
+                base
+            },
+            incremental("I0", 0, 6, "F0"),
+            full("F0", 0),
+        ]
+    };
+    let segments: Vec<BinlogSegment> = (0..21)
+        .map(|k| {
+            let first = day() - Duration::hours(6) + Duration::hours(6 * k);
+            BinlogSegment {
+                key: key(k),
+                first_event: Some(first),
+                last_event: Some(first + Duration::hours(6)),
+            }
+        })
+        .collect();
+    // The window is 2024-03-02T12:00..2024-03-04T12:00: F1 (03-02 00:40) is the newest before.
+    let now = utc("2024-03-04T12:00:00Z");
+    let rules = policy(r#"{"recovery_window": "2d", "pitr_full": 3}"#);
+    let catalog = |hold_on_base: bool| Catalog {
+        backups: backups(hold_on_base),
+        binlog_segments: segments.clone(),
+    };
+    let without = plan(&catalog(false), &rules, now).expect("plans");
+    let with = plan(&catalog(true), &rules, now).expect("plans");
+    assert_eq!(without.binlog.horizon_backup.as_deref(), Some("F1"));
+    assert_eq!(
+        with.binlog.horizon_backup.as_deref(),
+        Some("F1"),
+        "{:?}",
+        with.binlog
+    );
+    for deleted in &with.binlog.delete {
+        assert!(without.binlog.delete.contains(deleted), "{deleted}");
+    }
+    for decision in &with.delete {
+        assert!(without.deletes(&decision.id), "{}", decision.id);
+    }
+    let before = restorable(&after_plan(&catalog(false), &without), now);
+    let after = restorable(&after_plan(&catalog(true), &with), now);
+    let mut t = utc("2024-03-02T00:40:00Z");
+    while t <= now {
+        if before.restorable_at(t) {
+            assert!(
+                after.restorable_at(t),
+                "{t} lost
+with: {:?}",
+                with.binlog
+            );
+        }
+        t += Duration::minutes(30);
+    }
+}
+
 /// A standalone hold only adds: a backup that a rule keeps on its own (here `keep_last`) stays
 /// a point-in-time base, so the archive after it stays as it would without the hold. Only a
 /// backup kept by nothing but its standalone hold is restorable to its own end only.
