@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+use async_nats::jetstream::consumer::DeliverPolicy;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use sexton_shared::{audit::AuditEntry, names::ClusterName, topology};
@@ -34,14 +34,14 @@ pub async fn read(client: &async_nats::Client, query: &Query) -> anyhow::Result<
                 .context("--since is out of range")?,
         },
     };
-    let consumer = stream
-        .create_consumer(OrderedConfig {
-            filter_subject: sexton_shared::audit::filter(query.cluster.as_ref()),
-            deliver_policy,
-            ..Default::default()
-        })
-        .await
-        .context("reading the audit stream")?;
+    let (consumer, _delete) = sexton_shared::stream_read::ordered(
+        &stream,
+        vec![sexton_shared::audit::filter(query.cluster.as_ref())],
+        deliver_policy,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!(err))
+    .context("reading the audit stream")?;
     let mut pending = consumer.cached_info().num_pending;
     let mut entries = Vec::new();
     if pending == 0 {

@@ -3,7 +3,7 @@
 
 use anyhow::Context as _;
 use async_nats::jetstream::{
-    consumer::{pull::OrderedConfig, DeliverPolicy},
+    consumer::DeliverPolicy,
     kv::{self, Operation},
 };
 use futures::StreamExt;
@@ -150,18 +150,14 @@ impl Catalog {
         cluster: &ClusterName,
         id: &BackupId,
     ) -> anyhow::Result<Option<BackupRecord>> {
-        let consumer = self
-            .store
-            .stream
-            .create_consumer(OrderedConfig {
-                filter_subject: format!("{}{}", self.store.prefix, key(cluster, id)),
-                deliver_policy: DeliverPolicy::All,
-                ..Default::default()
-            })
-            .await
-            .context("opening a catalog history")?;
-        let _delete =
-            crate::nats::EphemeralConsumer::new(&self.store.stream, &consumer.cached_info().name);
+        let (consumer, _delete) = crate::stream_read::ordered(
+            &self.store.stream,
+            vec![format!("{}{}", self.store.prefix, key(cluster, id))],
+            DeliverPolicy::All,
+        )
+        .await
+        .map_err(|err| anyhow::anyhow!(err))
+        .context("opening a catalog history")?;
         let mut pending = consumer.cached_info().num_pending;
         let mut last = None;
         if pending == 0 {

@@ -26,10 +26,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::jetstream::{
-    consumer::{pull::OrderedConfig, DeliverPolicy},
-    kv,
-};
+use async_nats::jetstream::{consumer::DeliverPolicy, kv};
 use bytes::Bytes;
 use futures::StreamExt as _;
 use tokio::sync::{watch, Notify};
@@ -301,19 +298,15 @@ async fn feed(
     filters: Vec<String>,
     start: u64,
 ) -> anyhow::Result<()> {
-    let consumer = shared
-        .store
-        .stream
-        .create_consumer(OrderedConfig {
-            filter_subjects: filters,
-            deliver_policy: DeliverPolicy::ByStartSequence {
-                start_sequence: start,
-            },
-            ..Default::default()
-        })
-        .await?;
-    let _delete =
-        crate::nats::EphemeralConsumer::new(&shared.store.stream, &consumer.cached_info().name);
+    let (consumer, _delete) = crate::stream_read::ordered(
+        &shared.store.stream,
+        filters,
+        DeliverPolicy::ByStartSequence {
+            start_sequence: start,
+        },
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!(err))?;
     {
         // Only the clusters this consumer asks for are covered: one wanted while it was being
         // made is covered by the next one. Those asked for before keep the sequence they are

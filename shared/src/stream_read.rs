@@ -20,14 +20,37 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use async_nats::jetstream::{
-    consumer::{pull::OrderedConfig, DeliverPolicy},
+    consumer::{pull::OrderedConfig, Consumer, DeliverPolicy},
     kv,
-    stream::RawMessageErrorKind,
+    stream::{RawMessageErrorKind, Stream},
 };
 use futures::StreamExt as _;
 
 /// How long a listing may wait for the next entry it knows is pending.
 const STALL: Duration = Duration::from_secs(10);
+
+/// An ordered consumer on `stream`, filtered on `filters`, from `deliver`: the one place
+/// outside the channel table's durables ([`crate::channels::Durable::open`]) that makes a
+/// consumer. Every read of a whole bucket, a key's history or the audit trail goes through
+/// it. The guard deletes the consumer when dropped, so reads never pile consumers up to the
+/// account's limit (issue 32).
+pub async fn ordered(
+    stream: &Stream,
+    filters: Vec<String>,
+    deliver: DeliverPolicy,
+) -> Result<(Consumer<OrderedConfig>, crate::nats::EphemeralConsumer), async_nats::Error> {
+    let mut config = OrderedConfig {
+        deliver_policy: deliver,
+        ..Default::default()
+    };
+    match <[String; 1]>::try_from(filters) {
+        Ok([one]) => config.filter_subject = one,
+        Err(many) => config.filter_subjects = many,
+    }
+    let consumer = stream.create_consumer(config).await?;
+    let guard = crate::nats::EphemeralConsumer::new(stream, &consumer.cached_info().name);
+    Ok((consumer, guard))
+}
 
 /// One stored entry of a bucket: a put, or a removal ([`crate::leader_read::is_removal`]).
 pub struct Entry<'a> {
@@ -60,16 +83,14 @@ pub async fn list_last_per_key(
     what: &str,
     mut apply: impl FnMut(Entry<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<u64> {
-    let consumer = store
-        .stream
-        .create_consumer(OrderedConfig {
-            filter_subject: filter.to_string(),
-            deliver_policy: DeliverPolicy::LastPerSubject,
-            ..Default::default()
-        })
-        .await
-        .with_context(|| format!("reading {what}"))?;
-    let _delete = crate::nats::EphemeralConsumer::new(&store.stream, &consumer.cached_info().name);
+    let (consumer, _delete) = ordered(
+        &store.stream,
+        vec![filter.to_string()],
+        DeliverPolicy::LastPerSubject,
+    )
+    .await
+    .map_err(|err| anyhow::anyhow!(err))
+    .with_context(|| format!("reading {what}"))?;
     let mut pending = consumer.cached_info().num_pending;
     let mut newest = 0;
     if pending == 0 {

@@ -783,3 +783,60 @@ other = ["path = \"x\""]
         ["chrono::Utc::now", "std::fs::write"]
     );
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a source directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// Issue 48: consumers are made in one place each: the channel table's durables
+/// (`shared/src/channels`) and the ordered reads of whole buckets, histories and the audit
+/// (`shared/src/stream_read.rs`). A service that made its own would be a channel the table,
+/// its authorization test and tenancy cannot see.
+#[test]
+fn consumers_are_made_by_the_channel_table_and_stream_read_only() {
+    let allowed = |path: &Path| {
+        let path = path.to_string_lossy();
+        path.contains("shared/src/channels") || path.ends_with("shared/src/stream_read.rs")
+    };
+    let mut makers = Vec::new();
+    let mut seen_allowed = 0;
+    for krate in CRATES {
+        for file in rust_files(&repo_root().join(krate).join("src")) {
+            let text = std::fs::read_to_string(&file).expect("a source file");
+            let toks = tokens(&text);
+            for window in toks.windows(2) {
+                if let [Tok::Ident(name), Tok::Punct('(')] = window {
+                    if name == "create_consumer" || name == "get_or_create_consumer" {
+                        if allowed(&file) {
+                            seen_allowed += 1;
+                        } else {
+                            makers.push(format!("{} ({name})", file.display()));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        seen_allowed >= 2,
+        "the test no longer sees the allowed makers"
+    );
+    assert!(
+        makers.is_empty(),
+        "consumers made outside the channel table and stream_read:\n{}",
+        makers.join("\n")
+    );
+}
