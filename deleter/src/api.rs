@@ -18,7 +18,7 @@ use sexton_shared::{
 };
 
 use crate::{
-    batch::Deleter,
+    context::Deleter,
     orphans::{self, OrphansRequest},
     plugins::{PluginByName, PluginSpec, Registration},
 };

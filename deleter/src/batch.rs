@@ -27,53 +27,106 @@ use async_nats::jetstream;
 use chrono::Utc;
 use futures::StreamExt;
 use sexton_shared::{
-    catalog::{CasError, Catalog, Versioned},
+    catalog::{CasError, Versioned},
     channels,
-    config::Config,
     names::ClusterName,
-    object_store::{ObjectError, ObjectStore, Requests, DELETE_BATCH},
+    object_store::{ObjectError, Requests, DELETE_BATCH},
     outcome::{publish_incident, Outcome},
     planning,
     records::{BackupRecord, BackupStatus, VolumeDeletion},
-    schedules_view::SchedulesView,
-    topology::Topology,
     wire::{self, DeleteJob, Incident},
 };
 
 use crate::{
+    context::{Deleter, REQUESTS_IN_FLIGHT},
     job::{self, ClusterView, Verdict},
-    metrics::Metrics,
-    plugins::Plugins,
     trail::{self, BatchTrail},
-    view::CatalogViews,
 };
 
-/// `DeleteObjects` requests a batch keeps in flight.
-const REQUESTS_IN_FLIGHT: usize = 2;
+mod record;
+
 /// The fewest keys worth a request of their own when a batch's keys are spread over
 /// [`REQUESTS_IN_FLIGHT`] requests.
 const MIN_KEYS_PER_REQUEST: usize = 100;
 /// Catalog writes a batch keeps in flight.
 const WRITES_IN_FLIGHT: usize = 64;
 
-pub struct Deleter {
-    topology: Topology,
-    catalog: Catalog,
-    /// Each cluster's catalog, shared with the binlog collector.
-    views: Arc<CatalogViews>,
-    /// The schedules (the policies jobs are judged with), brought up to date per batch.
-    schedules: SchedulesView,
-    store: ObjectStore,
-    prefix: String,
-    plugins: Plugins,
-    metrics: Arc<Metrics>,
-    /// The audit trail: claims before any object goes, then objects, records and plugin calls.
-    audit: sexton_shared::audit::Audit,
-    /// The replica's `DeleteObjects` requests in flight, all batches together:
-    /// [`REQUESTS_IN_FLIGHT`] per batch of `deleter.concurrency`. One batch more than that is
-    /// worked on ([`Deleter::workers`]), so that while one judges, claims or records, the
-    /// others keep the store's requests full.
-    requests: tokio::sync::Semaphore,
+/// A job the catalog lets go, with the record it was judged on: its slot in the batch, the
+/// job, the record to claim.
+type Claim = (usize, DeleteJob, Versioned<BackupRecord>);
+
+/// A batch's messages by slot: how often each was delivered, and its outcome once known.
+struct Slots {
+    delivered: Vec<i64>,
+    outcomes: Vec<Option<Outcome>>,
+}
+
+impl Slots {
+    fn new(messages: &[jetstream::Message]) -> Slots {
+        Slots {
+            delivered: messages
+                .iter()
+                .map(|m| m.info().map_or(1, |info| info.delivered))
+                .collect(),
+            outcomes: vec![None; messages.len()],
+        }
+    }
+
+    /// A job to try again, later the more often it was delivered.
+    fn retry(&self, slot: usize) -> Outcome {
+        Outcome::RetryAfter(job::retry_delay(self.delivered[slot]))
+    }
+
+    fn settle(&mut self, slot: usize, outcome: Outcome) {
+        self.outcomes[slot] = Some(outcome);
+    }
+
+    /// One outcome per message, in order: a job nothing settled is tried again.
+    fn into_outcomes(self) -> Vec<Outcome> {
+        let Slots {
+            delivered,
+            outcomes,
+        } = self;
+        outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(slot, outcome)| {
+                outcome.unwrap_or_else(|| Outcome::RetryAfter(job::retry_delay(delivered[slot])))
+            })
+            .collect()
+    }
+}
+
+/// Decodes every message, each job under its cluster; a message that does not decode is
+/// poison.
+fn decode(
+    messages: &[jetstream::Message],
+    slots: &mut Slots,
+) -> BTreeMap<ClusterName, Vec<(usize, DeleteJob)>> {
+    let mut by_cluster: BTreeMap<ClusterName, Vec<(usize, DeleteJob)>> = BTreeMap::new();
+    for (slot, message) in messages.iter().enumerate() {
+        match channels::DELETE_JOBS.receive(message) {
+            Err(why) => slots.settle(slot, Outcome::Poison(why)),
+            Ok(job) => by_cluster
+                .entry(job.cluster.clone())
+                .or_default()
+                .push((slot, job)),
+        }
+    }
+    by_cluster
+}
+
+/// The objects each work's deletions took away, for the audit.
+fn objects_deleted(works: &[Work], batch_trail: &mut BatchTrail) {
+    for work in works {
+        let gone = trail::gone_keys(&work.keys, &work.gone);
+        if !gone.is_empty() {
+            batch_trail.objects_deleted(
+                &work.record.cluster,
+                trail::backup(&work.record, work.revision, &work.volumes, &gone),
+            );
+        }
+    }
 }
 
 /// A claimed backup on its way out.
@@ -112,202 +165,24 @@ impl Work {
 }
 
 impl Deleter {
-    /// Each cluster's catalog as this replica last read it (the binlog collector reads it too).
-    pub fn views(&self) -> Arc<CatalogViews> {
-        self.views.clone()
-    }
-
-    pub fn new(
-        topology: Topology,
-        store: ObjectStore,
-        client: async_nats::Client,
-        config: &Config,
-        metrics: Arc<Metrics>,
-    ) -> Deleter {
-        Deleter {
-            catalog: Catalog::new(topology.catalog.clone()),
-            views: Arc::new(CatalogViews::fed(topology.catalog.clone())),
-            schedules: SchedulesView::new(topology.schedules.clone()),
-            plugins: Plugins::new(
-                topology.plugins.clone(),
-                client,
-                config.deleter.plugin_timeout,
-                metrics.clone(),
-            ),
-            audit: sexton_shared::audit::Audit::new(
-                topology.jetstream.clone(),
-                "deleter",
-                metrics.audit_entries.clone(),
-            ),
-            topology,
-            store,
-            prefix: config.s3.prefix.clone(),
-            metrics,
-            requests: tokio::sync::Semaphore::new(config.deleter.concurrency * REQUESTS_IN_FLIGHT),
-        }
-    }
-
-    /// How many batch workers a replica runs: `deleter.concurrency` deleting, and one more
-    /// judging and claiming its batch meanwhile. With exactly `concurrency` workers the store
-    /// sat idle for a worker's judge, claim and record phases (17-19 % of a batch at 20,000
-    /// backups, deletion bench, issue 17).
-    pub fn workers(config: &Config) -> usize {
-        config.deleter.concurrency + 1
-    }
-
-    pub fn audit(&self) -> &sexton_shared::audit::Audit {
-        &self.audit
-    }
-
-    /// The schedules as this replica last read them.
-    pub fn schedules(&self) -> &SchedulesView {
-        &self.schedules
-    }
-
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    pub fn catalog(&self) -> &Catalog {
-        &self.catalog
-    }
-
-    pub fn store(&self) -> &ObjectStore {
-        &self.store
-    }
-
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    pub fn plugins(&self) -> &Plugins {
-        &self.plugins
-    }
-
-    pub fn topology(&self) -> &Topology {
-        &self.topology
-    }
-
     /// Works through one batch and returns one outcome per message, in order.
     #[tracing::instrument(skip_all, fields(
         jobs = messages.len(),
         sequences = ?messages.iter().map(sexton_shared::telemetry::stream_sequence).collect::<Vec<_>>(),
     ))]
     pub async fn run_batch(&self, messages: &[jetstream::Message]) -> Vec<Outcome> {
-        self.metrics.batch_jobs.observe(messages.len() as f64);
+        self.metrics().batch_jobs.observe(messages.len() as f64);
         let now = Utc::now();
         let started = Instant::now();
-        let delivered: Vec<i64> = messages
-            .iter()
-            .map(|m| m.info().map_or(1, |info| info.delivered))
-            .collect();
-        let delivered = &delivered;
-        let retry = |slot: usize| Outcome::RetryAfter(job::retry_delay(delivered[slot]));
-        let mut outcomes: Vec<Option<Outcome>> = vec![None; messages.len()];
+        let mut slots = Slots::new(messages);
 
         // 1. Decode, and judge each cluster's jobs against its catalog.
-        let mut by_cluster: BTreeMap<ClusterName, Vec<(usize, DeleteJob)>> = BTreeMap::new();
-        for (slot, message) in messages.iter().enumerate() {
-            match channels::DELETE_JOBS.receive(message) {
-                Err(why) => outcomes[slot] = Some(Outcome::Poison(why)),
-                Ok(job) => by_cluster
-                    .entry(job.cluster.clone())
-                    .or_default()
-                    .push((slot, job)),
-            }
-        }
-        let mut claims: Vec<(usize, DeleteJob, Versioned<BackupRecord>)> = Vec::new();
-        let mut works: Vec<Work> = Vec::new();
-        // One read of the schedules for the whole batch, before any catalog read.
-        let schedules = if by_cluster.is_empty() {
-            Ok(Arc::default())
-        } else {
-            self.schedules.all().await
-        };
-        for (cluster, jobs) in by_cluster {
-            let judged = match &schedules {
-                Ok(schedules) => self.judge(&cluster, schedules, &jobs, now).await,
-                Err(err) => Err(anyhow::anyhow!("{err:#}")),
-            };
-            let judged = match judged {
-                Ok(judged) => judged,
-                Err(err) => {
-                    tracing::warn!(%cluster, error = format!("{err:#}"), "cannot read the catalog; will retry");
-                    for (slot, _) in &jobs {
-                        outcomes[*slot] = Some(retry(*slot));
-                    }
-                    continue;
-                }
-            };
-            for ((slot, job), (verdict, current)) in jobs.into_iter().zip(judged) {
-                match (verdict, current) {
-                    (Verdict::AlreadyDone, _) => outcomes[slot] = Some(Outcome::Done),
-                    (Verdict::Superseded(why), _) => {
-                        tracing::info!(%cluster, backup = %job.backup_id, volumes = ?job.volumes, why, "partial deletion superseded");
-                        outcomes[slot] = Some(Outcome::Done);
-                    }
-                    (Verdict::Refuse(refusal), current) => {
-                        if let (true, Some(current)) = (refusal.unmark, current) {
-                            self.unmark(&current).await;
-                        }
-                        outcomes[slot] = Some(Outcome::Poison(refusal.reason));
-                    }
-                    (Verdict::Claim, Some(current)) => claims.push((slot, job, current)),
-                    (Verdict::Resume, Some(current)) => {
-                        works.push(Work::new(slot, current, job.volumes))
-                    }
-                    (Verdict::Lagging, _) | (_, None) => outcomes[slot] = Some(retry(slot)),
-                }
-            }
-        }
-
+        let by_cluster = decode(messages, &mut slots);
+        let (claims, mut works) = self.judge_batch(by_cluster, now, &mut slots).await;
         let t_judge = started.elapsed();
         // 2. Claim.
-        let claiming: Vec<_> = claims
-            .into_iter()
-            .map(|(slot, job, current)| async move {
-                let claimed = self.claim(&job, current).await;
-                (
-                    slot,
-                    claimed
-                        .map(|current| (current, job.volumes))
-                        .map_err(|stop| stop.unwrap_or_else(|| retry(slot))),
-                )
-            })
-            .collect();
-        #[allow(clippy::type_complexity)]
-        let claimed: Vec<(
-            usize,
-            Result<(Versioned<BackupRecord>, Vec<String>), Outcome>,
-        )> = futures::stream::iter(claiming)
-            .buffer_unordered(WRITES_IN_FLIGHT)
-            .collect()
-            .await;
-        for (slot, result) in claimed {
-            match result {
-                Ok((current, volumes)) => works.push(Work::new(slot, current, volumes)),
-                Err(outcome) => outcomes[slot] = Some(outcome),
-            }
-        }
-
-        // The audit says what is about to go before any of it goes; without it, nothing goes
-        // (the records stay `deleting`, and the next delivery resumes).
-        let claims: Vec<_> = works
-            .iter()
-            .filter(|w| w.active())
-            .map(|w| {
-                (
-                    w.record.cluster.clone(),
-                    trail::backup(&w.record, w.revision, &w.volumes, &[]),
-                )
-            })
-            .collect();
-        if let Err(err) = trail::claimed(&self.audit, claims).await {
-            tracing::warn!(error = %err, "claims not audited; the batch waits");
-            for work in works.iter_mut().filter(|w| w.outcome.is_none()) {
-                work.outcome = Some(Outcome::RetryAfter(Duration::from_secs(5)));
-            }
-        }
+        works.extend(self.claim_all(claims, &mut slots).await);
+        self.audit_claims(&mut works).await;
         let t_claim = started.elapsed();
         let mut batch_trail = BatchTrail::default();
         // 3. Plugins.
@@ -318,45 +193,13 @@ impl Deleter {
         self.delete_objects(&mut works, false).await;
         self.delete_objects(&mut works, true).await;
         let t_delete = started.elapsed();
-        for work in &works {
-            let gone = trail::gone_keys(&work.keys, &work.gone);
-            if !gone.is_empty() {
-                batch_trail.objects_deleted(
-                    &work.record.cluster,
-                    trail::backup(&work.record, work.revision, &work.volumes, &gone),
-                );
-            }
-        }
+        objects_deleted(&works, &mut batch_trail);
 
         // 6. Records, or the failure recorded.
-        let finishing: Vec<_> = works
-            .into_iter()
-            .map(|work| async move {
-                let slot = work.slot;
-                let removed = (
-                    work.record.cluster.clone(),
-                    trail::backup(&work.record, work.revision, &work.volumes, &[]),
-                );
-                let (outcome, done) = self.finish(work, started, delivered[slot]).await;
-                (slot, outcome, done.then_some(removed))
-            })
-            .collect();
-        let finished: Vec<(usize, Outcome, Option<_>)> = futures::stream::iter(finishing)
-            .buffer_unordered(WRITES_IN_FLIGHT)
-            .collect()
+        self.finish_all(works, started, &mut slots, &mut batch_trail)
             .await;
-        for (slot, outcome, removed) in finished {
-            outcomes[slot] = Some(outcome);
-            if let Some((cluster, backup)) = removed {
-                batch_trail.record_removed(&cluster, backup);
-            }
-        }
-        batch_trail.publish(&self.audit).await;
-        let outcomes: Vec<Outcome> = outcomes
-            .into_iter()
-            .enumerate()
-            .map(|(slot, outcome)| outcome.unwrap_or_else(|| retry(slot)))
-            .collect();
+        batch_trail.publish(self.audit()).await;
+        let outcomes = slots.into_outcomes();
         let ms = |d: Duration| d.as_millis() as u64;
         tracing::info!(
             jobs = outcomes.len(),
@@ -369,6 +212,114 @@ impl Deleter {
             "delete batch finished"
         );
         outcomes
+    }
+
+    /// Step 1: the verdicts on every cluster's jobs, read with one view of the schedules. A job
+    /// to claim comes back as a [`Claim`], one to resume as a [`Work`]; every other job gets
+    /// its outcome in `slots` (done, refused, or retried when its catalog cannot be read).
+    async fn judge_batch(
+        &self,
+        by_cluster: BTreeMap<ClusterName, Vec<(usize, DeleteJob)>>,
+        now: chrono::DateTime<Utc>,
+        slots: &mut Slots,
+    ) -> (Vec<Claim>, Vec<Work>) {
+        let mut claims: Vec<Claim> = Vec::new();
+        let mut works: Vec<Work> = Vec::new();
+        // One read of the schedules for the whole batch, before any catalog read.
+        let schedules = if by_cluster.is_empty() {
+            Ok(Arc::default())
+        } else {
+            self.schedules().all().await
+        };
+        for (cluster, jobs) in by_cluster {
+            let judged = match &schedules {
+                Ok(schedules) => self.judge(&cluster, schedules, &jobs, now).await,
+                Err(err) => Err(anyhow::anyhow!("{err:#}")),
+            };
+            let judged = match judged {
+                Ok(judged) => judged,
+                Err(err) => {
+                    tracing::warn!(%cluster, error = format!("{err:#}"), "cannot read the catalog; will retry");
+                    for (slot, _) in &jobs {
+                        slots.settle(*slot, slots.retry(*slot));
+                    }
+                    continue;
+                }
+            };
+            for ((slot, job), (verdict, current)) in jobs.into_iter().zip(judged) {
+                match (verdict, current) {
+                    (Verdict::AlreadyDone, _) => slots.settle(slot, Outcome::Done),
+                    (Verdict::Superseded(why), _) => {
+                        tracing::info!(%cluster, backup = %job.backup_id, volumes = ?job.volumes, why, "partial deletion superseded");
+                        slots.settle(slot, Outcome::Done);
+                    }
+                    (Verdict::Refuse(refusal), current) => {
+                        if let (true, Some(current)) = (refusal.unmark, current) {
+                            self.unmark(&current).await;
+                        }
+                        slots.settle(slot, Outcome::Poison(refusal.reason));
+                    }
+                    (Verdict::Claim, Some(current)) => claims.push((slot, job, current)),
+                    (Verdict::Resume, Some(current)) => {
+                        works.push(Work::new(slot, current, job.volumes))
+                    }
+                    (Verdict::Lagging, _) | (_, None) => slots.settle(slot, slots.retry(slot)),
+                }
+            }
+        }
+        (claims, works)
+    }
+
+    /// Step 2: every claim made, [`WRITES_IN_FLIGHT`] at a time; the backups claimed become
+    /// work, a claim lost or failed settles its job.
+    async fn claim_all(&self, claims: Vec<Claim>, slots: &mut Slots) -> Vec<Work> {
+        let claiming: Vec<_> = claims
+            .into_iter()
+            .map(|(slot, job, current)| async move {
+                let claimed = self.claim(&job, current).await;
+                (slot, claimed.map(|current| (current, job.volumes)))
+            })
+            .collect();
+        #[allow(clippy::type_complexity)]
+        let claimed: Vec<(
+            usize,
+            Result<(Versioned<BackupRecord>, Vec<String>), Option<Outcome>>,
+        )> = futures::stream::iter(claiming)
+            .buffer_unordered(WRITES_IN_FLIGHT)
+            .collect()
+            .await;
+        let mut works = Vec::new();
+        for (slot, result) in claimed {
+            match result {
+                Ok((current, volumes)) => works.push(Work::new(slot, current, volumes)),
+                Err(stop) => {
+                    let outcome = stop.unwrap_or_else(|| slots.retry(slot));
+                    slots.settle(slot, outcome);
+                }
+            }
+        }
+        works
+    }
+
+    /// The audit says what is about to go before any of it goes; without it, nothing goes
+    /// (the records stay `deleting`, and the next delivery resumes).
+    async fn audit_claims(&self, works: &mut [Work]) {
+        let claims: Vec<_> = works
+            .iter()
+            .filter(|w| w.active())
+            .map(|w| {
+                (
+                    w.record.cluster.clone(),
+                    trail::backup(&w.record, w.revision, &w.volumes, &[]),
+                )
+            })
+            .collect();
+        if let Err(err) = trail::claimed(self.audit(), claims).await {
+            tracing::warn!(error = %err, "claims not audited; the batch waits");
+            for work in works.iter_mut().filter(|w| w.outcome.is_none()) {
+                work.outcome = Some(Outcome::RetryAfter(Duration::from_secs(5)));
+            }
+        }
     }
 
     /// The verdicts on one cluster's jobs, with the records they were judged on.
@@ -391,7 +342,8 @@ impl Deleter {
         // forged or corrupted job), refused at once; otherwise the view lags (a replica behind
         // its leader answered the catch-up) and the job waits for the next delivery, while
         // the rest of the batch is judged now (issue 26).
-        let cache = self.views.current(cluster).await?;
+        let views = self.views();
+        let cache = views.current(cluster).await?;
         let applied = cache.applied();
         let mut held_back: Vec<Option<Verdict>> = Vec::with_capacity(jobs.len());
         for (_, job) in jobs {
@@ -399,7 +351,7 @@ impl Deleter {
                 held_back.push(None);
                 continue;
             }
-            let latest = self.views.latest_revision(cluster, &job.backup_id).await?;
+            let latest = views.latest_revision(cluster, &job.backup_id).await?;
             held_back.push(Some(match job::never_stored(job.revision, latest) {
                 Some(refusal) => Verdict::Refuse(refusal),
                 None => {
@@ -418,7 +370,7 @@ impl Deleter {
             records: &cache.records,
             policies: &policies,
         };
-        let mut verdicts = job::verify_all(&refs, &view, &self.prefix, now).into_iter();
+        let mut verdicts = job::verify_all(&refs, &view, self.prefix(), now).into_iter();
         Ok(jobs
             .iter()
             .zip(held_back)
@@ -450,7 +402,7 @@ impl Deleter {
                 volumes: job.volumes.clone(),
             });
         }
-        match self.catalog.update(&claimed, current.revision).await {
+        match self.catalog().update(&claimed, current.revision).await {
             Ok(revision) => Ok(Versioned {
                 value: claimed,
                 revision,
@@ -479,7 +431,7 @@ impl Deleter {
                 volume.expiring = false;
             }
         }
-        match self.catalog.update(&record, current.revision).await {
+        match self.catalog().update(&record, current.revision).await {
             Ok(_) => {
                 tracing::info!(cluster = %record.cluster, backup = %record.id, status = record.status.as_str(), "kept after all: expiring mark taken off")
             }
@@ -497,7 +449,7 @@ impl Deleter {
         {
             return;
         }
-        let registrations = match self.plugins.load().await {
+        let registrations = match self.plugins().load().await {
             Ok(registrations) => registrations,
             Err(err) => {
                 // Deleting without the plugins would orphan what they clean up: wait.
@@ -522,7 +474,7 @@ impl Deleter {
             .map(|(index, work)| async move {
                 (
                     index,
-                    self.plugins.call_all(registrations, &work.record).await,
+                    self.plugins().call_all(registrations, &work.record).await,
                 )
             })
             .collect();
@@ -550,7 +502,7 @@ impl Deleter {
             let work = &mut works[index];
             for failure in &failures {
                 publish_incident(
-                    &self.topology.jetstream,
+                    &self.topology().jetstream,
                     incident(
                         &work.record,
                         "plugin-failed",
@@ -561,7 +513,7 @@ impl Deleter {
             }
             let mut record = work.record.clone();
             record.plugin_errors.extend(failures);
-            match self.catalog.update(&record, work.revision).await {
+            match self.catalog().update(&record, work.revision).await {
                 Ok(revision) => {
                     work.record = record;
                     work.revision = revision;
@@ -603,7 +555,7 @@ impl Deleter {
         }
         // In a versioned bucket a key delete keeps the data (a delete marker): delete every
         // version instead. One that is under legal hold or retention refuses (AccessDenied).
-        let targets = match self.store.targets_of(&keys).await {
+        let targets = match self.store().targets_of(&keys).await {
             Ok(targets) => targets,
             Err(err) => {
                 for indices in owners.values() {
@@ -615,14 +567,14 @@ impl Deleter {
             }
         };
         let report = self
-            .store
+            .store()
             .delete_targets(
                 &targets,
                 Requests {
                     per_request: keys_per_request(targets.len()),
                     in_flight: REQUESTS_IN_FLIGHT,
                     // Never closed: the permits only bound the replica's requests in flight.
-                    permits: Some(&self.requests),
+                    permits: Some(self.requests()),
                 },
             )
             .await;
@@ -646,173 +598,7 @@ impl Deleter {
                 works[index].gone.insert(key.clone());
             }
         }
-        self.metrics.objects_deleted.inc_by(n_deleted);
-    }
-
-    /// The end of one work: the record removed (or the failure recorded). The flag says whether
-    /// the backup (or the named volumes) is gone from the catalog.
-    #[tracing::instrument(skip_all, fields(cluster = %work.record.cluster, backup = %work.record.id))]
-    async fn finish(&self, work: Work, started: Instant, delivered: i64) -> (Outcome, bool) {
-        if let Some(outcome) = work.outcome {
-            return (outcome, false);
-        }
-        if !work.volumes.is_empty() {
-            return self.finish_volumes(work, delivered).await;
-        }
-        if let Some(failure) = &work.failure {
-            if failure.permanent {
-                let remaining = job::remaining(&work.keys, &work.gone);
-                let reason = format!("object store refused: {failure}");
-                let outcome = match self
-                    .fail(&work.record, work.revision, &reason, remaining, "permanent")
-                    .await
-                {
-                    Ok(true) => Outcome::Done,
-                    Ok(false) => Outcome::RetryAfter(Duration::from_secs(1)),
-                    Err(err) => {
-                        tracing::warn!(backup = %work.record.id, error = format!("{err:#}"), "cannot record a failed deletion; will retry");
-                        Outcome::RetryAfter(job::retry_delay(delivered))
-                    }
-                };
-                return (outcome, false);
-            }
-            tracing::warn!(backup = %work.record.id, error = %failure, "transient object store failure; will retry");
-            // Best effort: show the error on the record while the job is retried, so that a
-            // job that runs out of deliveries is recorded with it.
-            let mut record = work.record.clone();
-            record.last_error = Some(failure.to_string());
-            let _ = self.catalog.update(&record, work.revision).await;
-            return (Outcome::RetryAfter(job::retry_delay(delivered)), false);
-        }
-        // Copies of it stay at other locations (issue 28): the record stays for them, gone
-        // from primary, until the last location's retention deletes its copy.
-        let removed = if work.record.held_elsewhere() {
-            let mut kept = work.record.clone();
-            kept.primary_deleted_at = Some(Utc::now());
-            self.catalog.update(&kept, work.revision).await.map(|_| ())
-        } else {
-            self.catalog
-                .remove(&work.record.cluster, &work.record.id, work.revision)
-                .await
-        };
-        let outcome = match removed {
-            Ok(()) => {
-                self.metrics.backups_deleted.inc();
-                if let Some(bytes) = work.record.size_bytes {
-                    self.metrics.bytes_deleted.inc_by(bytes);
-                }
-                self.metrics
-                    .delete_duration
-                    .observe(started.elapsed().as_secs_f64());
-                tracing::info!(cluster = %work.record.cluster, plan = %work.record.plan, backup = %work.record.id, objects = work.gone.len(), reasons = ?work.record.delete_reasons, policy = work.record.delete_policy.as_deref().unwrap_or("none"), kept_for_copies = work.record.held_elsewhere(), "backup deleted");
-                // A record kept for its copies is not removed: the audit says so only when
-                // it is.
-                return (Outcome::Done, !work.record.held_elsewhere());
-            }
-            // Changed under us (another deleter finished it, or recorded something): the next
-            // delivery finds it gone or resumes.
-            Err(CasError::Conflict) => Outcome::RetryAfter(Duration::from_secs(1)),
-            Err(CasError::Other(err)) => {
-                tracing::warn!(backup = %work.record.id, error = format!("{err:#}"), "cannot remove the record; will retry");
-                Outcome::RetryAfter(job::retry_delay(delivered))
-            }
-        };
-        (outcome, false)
-    }
-
-    /// The end of a partial deletion: the named volumes leave the record (and their keys its
-    /// artifacts), the claim is cleared, the record stays. A permanent object-store refusal is
-    /// recorded on the backup (`last_error`, the claim kept so a redelivery resumes) and told
-    /// to operators; a transient one is retried.
-    async fn finish_volumes(&self, work: Work, delivered: i64) -> (Outcome, bool) {
-        let mut record = work.record.clone();
-        if let Some(failure) = &work.failure {
-            let permanent = failure.permanent;
-            let remaining = job::remaining(&work.keys, &work.gone);
-            record.last_error = Some(format!(
-                "deleting volumes {}: {failure}; objects left: {}",
-                work.volumes.join(", "),
-                remaining.join(", ")
-            ));
-            let _ = self.catalog.update(&record, work.revision).await;
-            if permanent {
-                self.metrics
-                    .delete_failures
-                    .with_label_values(&["permanent"])
-                    .inc();
-                publish_incident(
-                    &self.topology.jetstream,
-                    incident(
-                        &record,
-                        "delete-failed",
-                        record.last_error.clone().unwrap_or_default(),
-                    ),
-                )
-                .await;
-                return (Outcome::Done, false);
-            }
-            return (Outcome::RetryAfter(job::retry_delay(delivered)), false);
-        }
-        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut record.volumes)
-            .into_iter()
-            .partition(|v| work.volumes.contains(&v.name));
-        record.volumes = kept;
-        // What the executor said each volume holds leaves the backup's size with it.
-        let bytes_gone: u64 = gone.iter().filter_map(|v| v.size_bytes).sum();
-        record.size_bytes = record
-            .size_bytes
-            .map(|size| size.saturating_sub(bytes_gone));
-        record.artifacts.retain(|key| !work.keys.contains(key));
-        record.volume_deletion = None;
-        record.delete_reasons.clear();
-        record.delete_policy = None;
-        match self.catalog.update(&record, work.revision).await {
-            Ok(_) => {
-                self.metrics.bytes_deleted.inc_by(bytes_gone);
-                tracing::info!(cluster = %record.cluster, backup = %record.id, volumes = ?work.volumes, remaining = record.volumes.len(), reasons = ?work.record.delete_reasons, policy = work.record.delete_policy.as_deref().unwrap_or("none"), "volumes deleted; backup kept");
-                (Outcome::Done, true)
-            }
-            Err(CasError::Conflict) => (Outcome::RetryAfter(Duration::from_secs(1)), false),
-            Err(CasError::Other(err)) => {
-                tracing::warn!(backup = %record.id, error = format!("{err:#}"), "cannot update the record; will retry");
-                (Outcome::RetryAfter(job::retry_delay(delivered)), false)
-            }
-        }
-    }
-
-    /// A deletion that cannot finish: the backup becomes `delete-failed` with the reason, its
-    /// record lists the objects that remain, and operators are told (incident, metric).
-    /// Returns false when the record changed under us (nothing recorded; judge again).
-    pub async fn fail(
-        &self,
-        record: &BackupRecord,
-        revision: u64,
-        reason: &str,
-        remaining: Vec<String>,
-        kind: &'static str,
-    ) -> anyhow::Result<bool> {
-        let mut failed = record.clone();
-        failed.status = BackupStatus::DeleteFailed;
-        failed.last_error = Some(reason.to_string());
-        failed.artifacts = remaining;
-        // A user's request is done with; asking again retries (the retention-worker re-marks).
-        failed.delete_request = None;
-        failed.delete_requested = false;
-        match self.catalog.update(&failed, revision).await {
-            Ok(_) => {}
-            Err(CasError::Conflict) => return Ok(false),
-            Err(CasError::Other(err)) => return Err(err),
-        }
-        self.metrics
-            .delete_failures
-            .with_label_values(&[kind])
-            .inc();
-        publish_incident(
-            &self.topology.jetstream,
-            incident(&failed, "delete-failed", reason.to_string()),
-        )
-        .await;
-        Ok(true)
+        self.metrics().objects_deleted.inc_by(n_deleted);
     }
 }
 

@@ -38,7 +38,7 @@ use sexton_shared::{
     topology, Shutdown,
 };
 
-use crate::{batch::Deleter, copies_binlog::LocationCollector};
+use crate::{context::Deleter, copies_binlog::LocationCollector};
 
 /// What the catalog says of a copy delete job, decided without I/O.
 #[derive(Debug, Clone, PartialEq)]

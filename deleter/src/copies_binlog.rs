@@ -42,8 +42,8 @@ use sexton_shared::{
 };
 
 use crate::{
-    batch::Deleter,
     binlog::{publish_permanent_failure, sweep, SweepError},
+    context::Deleter,
 };
 
 /// How many cluster locks the location passes share (see the module documentation).

@@ -21,7 +21,7 @@ use sexton_shared::{
     Shutdown,
 };
 
-use crate::batch::Deleter;
+use crate::context::Deleter;
 
 /// The fields of `io.nats.jetstream.advisory.v1.max_deliver` we use.
 #[derive(Debug, Deserialize)]

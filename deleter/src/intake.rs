@@ -55,7 +55,7 @@ impl Intake {
     /// nothing to deliver holds its pull's room until the pull ends, and that must not keep a
     /// busy partition's jobs from the workers.
     pub fn new(config: &Config) -> Intake {
-        let batches = crate::batch::Deleter::workers(config) * config.deleter.batch_jobs.max(1);
+        let batches = crate::context::Deleter::workers(config) * config.deleter.batch_jobs.max(1);
         let pull = batches
             .div_ceil(usize::from(topology::DELETE_PARTITIONS))
             .clamp(1, config.deleter.batch_jobs.max(1));

@@ -252,6 +252,37 @@ struct Holding {
     kept_until: Option<tokio::time::Instant>,
 }
 
+/// What a tick read of every lease: by partition, its standing and revision (`None`: no
+/// entry); and the other replicas at work, with how many partitions each holds.
+struct Survey {
+    standings: Vec<Standing>,
+    revisions: Vec<Option<u64>>,
+    others: BTreeMap<String, usize>,
+}
+
+/// What taking partitions needs of its tick: when it began, the replicas live, and each
+/// lease's revision as read.
+struct Round {
+    now: DateTime<Utc>,
+    replicas: usize,
+    revisions: Vec<Option<u64>>,
+}
+
+/// The rescued partitions still kept: only while nobody at work has room for them (`room`).
+/// One that shows room now (it took its first partition) gets them back by the share.
+fn kept(holdings: &BTreeMap<u16, Holding>, room: bool) -> BTreeSet<u16> {
+    holdings
+        .iter()
+        .filter(|(_, holding)| {
+            !room
+                && holding
+                    .kept_until
+                    .is_some_and(|until| tokio::time::Instant::now() < until)
+        })
+        .map(|(partition, _)| *partition)
+        .collect()
+}
+
 /// One replica's side of a service's partitions.
 pub struct Partitioner<F> {
     store: kv::Store,
@@ -364,9 +395,36 @@ where
         holdings: &mut BTreeMap<u16, Holding>,
         free_for: &mut BTreeMap<u16, u32>,
     ) -> anyhow::Result<()> {
-        // A members' entry that cannot be written this tick must not stop the renewals: the
-        // count of the last tick stands in.
-        let replicas = match self.heartbeat().await {
+        let replicas = self.replicas().await;
+        let now = Utc::now();
+        let survey = self.survey(holdings, now).await?;
+        for (partition, standing) in (0..self.count).zip(&survey.standings) {
+            if *standing == Standing::Free {
+                *free_for.entry(partition).or_default() += 1;
+            } else {
+                free_for.remove(&partition);
+            }
+        }
+        let room = room_elsewhere(&survey.others, share(usize::from(self.count), replicas));
+        let overdue = overdue(free_for, room);
+        let kept = kept(holdings, room);
+        let moves = moves(&self.me, &survey.standings, replicas, &overdue, &kept);
+        self.release(holdings, moves.release, replicas);
+        let round = Round {
+            now,
+            replicas,
+            revisions: survey.revisions,
+        };
+        self.take(&round, moves.take, moves.rescue, holdings, free_for)
+            .await;
+        Ok(())
+    }
+
+    /// How many replicas are live, by this replica's line in the members' entry. A members'
+    /// entry that cannot be written this tick must not stop the renewals: the count of the
+    /// last tick stands in.
+    async fn replicas(&self) -> usize {
+        match self.heartbeat().await {
             Ok(replicas) => {
                 self.replicas
                     .store(replicas, std::sync::atomic::Ordering::Relaxed);
@@ -376,12 +434,21 @@ where
                 tracing::warn!(service = %self.service, error = format!("{err:#}"), "cannot renew this replica's line among the members");
                 self.replicas.load(std::sync::atomic::Ordering::Relaxed)
             }
+        }
+    }
+
+    /// Each lease read: its standing and revision, the other replicas at work; the leases this
+    /// replica holds renewed, let go of (once their work has stopped) or given up as lost.
+    async fn survey(
+        &self,
+        holdings: &mut BTreeMap<u16, Holding>,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Survey> {
+        let mut survey = Survey {
+            standings: Vec::with_capacity(self.count as usize),
+            revisions: Vec::with_capacity(self.count as usize),
+            others: BTreeMap::new(),
         };
-        let now = Utc::now();
-        let mut standings = Vec::with_capacity(self.count as usize);
-        let mut revisions = Vec::with_capacity(self.count as usize);
-        // The other replicas at work, and how many partitions each holds.
-        let mut others: BTreeMap<String, usize> = BTreeMap::new();
         for partition in 0..self.count {
             let key = self.key(partition);
             let entry = self.store.entry(key.clone()).await?;
@@ -394,82 +461,84 @@ where
             let holder = holder(value, Utc::now());
             let mut standing = standing(holder.as_deref(), &self.me);
             if let (Standing::Theirs, Some(holder)) = (standing, holder) {
-                *others.entry(holder).or_default() += 1;
+                *survey.others.entry(holder).or_default() += 1;
             }
-            if let Some(holding) = holdings.get_mut(&partition) {
-                if let (Standing::Mine, Some(revision)) = (standing, revision) {
-                    // A renewal that landed though its answer was lost leaves the entry this
-                    // replica's at a newer revision: names are unique, so it is still ours.
-                    holding.revision = revision;
-                }
-                if standing != Standing::Mine {
-                    // The lease lapsed (NATS out of reach for longer than it lasts), and
-                    // another replica may hold it now. Stop at once; it is not ours to delete.
-                    tracing::warn!(service = %self.service, partition, "partition lease lost; stopping its work");
-                    let lost = holdings.remove(&partition).expect("held");
-                    lost.stop.trigger();
-                } else if holding.releasing && holding.work.is_finished() {
-                    let holding = holdings.remove(&partition).expect("held");
-                    self.store
-                        .delete_expect_revision(&key, Some(holding.revision))
-                        .await?;
-                    tracing::info!(service = %self.service, partition, "partition let go of");
-                    standing = Standing::Free;
-                } else {
-                    match self
-                        .store
-                        .update(&key, held_value(&self.me, now), holding.revision)
-                        .await
-                    {
-                        Ok(revision) => {
-                            holding.revision = revision;
-                            holding.until = now + ttl();
-                            // Work ends only when asked to; one that ended on its own
-                            // panicked. A held partition nobody reads would wait for ever.
-                            if !holding.releasing && holding.work.is_finished() {
-                                tracing::error!(service = %self.service, partition, "a partition's work ended on its own; starting it again");
-                                let (stop, stopped) = Shutdown::new();
-                                holding.stop = stop;
-                                holding.work = tokio::spawn((self.work)(partition, stopped));
-                            }
-                        }
-                        Err(err) if holding.until <= Utc::now() => {
-                            tracing::warn!(service = %self.service, partition, error = %err, "partition lease lapsed; stopping its work");
-                            let lost = holdings.remove(&partition).expect("held");
-                            lost.stop.trigger();
-                            standing = Standing::Free;
-                        }
-                        Err(err) => return Err(err.into()),
-                    }
-                }
+            if holdings.contains_key(&partition) {
+                standing = self
+                    .renew(partition, &key, standing, revision, holdings, now)
+                    .await?;
             }
             // Partitions being let go of still count as this replica's until they are free.
-            standings.push(standing);
-            revisions.push(revision);
+            survey.standings.push(standing);
+            survey.revisions.push(revision);
         }
-        for (partition, standing) in (0..self.count).zip(&standings) {
-            if *standing == Standing::Free {
-                *free_for.entry(partition).or_default() += 1;
-            } else {
-                free_for.remove(&partition);
+        Ok(survey)
+    }
+
+    /// One held partition's lease, as read with `standing` at `revision`: renewed (its work
+    /// started again if it ended on its own), deleted once let go of and its work stopped, or
+    /// given up when another replica may hold it. Returns the partition's standing after.
+    async fn renew(
+        &self,
+        partition: u16,
+        key: &str,
+        mut standing: Standing,
+        revision: Option<u64>,
+        holdings: &mut BTreeMap<u16, Holding>,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<Standing> {
+        let holding = holdings.get_mut(&partition).expect("held");
+        if let (Standing::Mine, Some(revision)) = (standing, revision) {
+            // A renewal that landed though its answer was lost leaves the entry this
+            // replica's at a newer revision: names are unique, so it is still ours.
+            holding.revision = revision;
+        }
+        if standing != Standing::Mine {
+            // The lease lapsed (NATS out of reach for longer than it lasts), and
+            // another replica may hold it now. Stop at once; it is not ours to delete.
+            tracing::warn!(service = %self.service, partition, "partition lease lost; stopping its work");
+            let lost = holdings.remove(&partition).expect("held");
+            lost.stop.trigger();
+        } else if holding.releasing && holding.work.is_finished() {
+            let holding = holdings.remove(&partition).expect("held");
+            self.store
+                .delete_expect_revision(key, Some(holding.revision))
+                .await?;
+            tracing::info!(service = %self.service, partition, "partition let go of");
+            standing = Standing::Free;
+        } else {
+            match self
+                .store
+                .update(key, held_value(&self.me, now), holding.revision)
+                .await
+            {
+                Ok(revision) => {
+                    holding.revision = revision;
+                    holding.until = now + ttl();
+                    // Work ends only when asked to; one that ended on its own
+                    // panicked. A held partition nobody reads would wait for ever.
+                    if !holding.releasing && holding.work.is_finished() {
+                        tracing::error!(service = %self.service, partition, "a partition's work ended on its own; starting it again");
+                        let (stop, stopped) = Shutdown::new();
+                        holding.stop = stop;
+                        holding.work = tokio::spawn((self.work)(partition, stopped));
+                    }
+                }
+                Err(err) if holding.until <= Utc::now() => {
+                    tracing::warn!(service = %self.service, partition, error = %err, "partition lease lapsed; stopping its work");
+                    let lost = holdings.remove(&partition).expect("held");
+                    lost.stop.trigger();
+                    standing = Standing::Free;
+                }
+                Err(err) => return Err(err.into()),
             }
         }
-        let room = room_elsewhere(&others, share(usize::from(self.count), replicas));
-        let overdue = overdue(free_for, room);
-        // Rescued partitions are kept only while nobody at work has room for them: one that
-        // shows room now (it took its first partition) gets them back by the share.
-        let kept: BTreeSet<u16> = holdings
-            .iter()
-            .filter(|(_, holding)| {
-                !room
-                    && holding
-                        .kept_until
-                        .is_some_and(|until| tokio::time::Instant::now() < until)
-            })
-            .map(|(partition, _)| *partition)
-            .collect();
-        let moves = moves(&self.me, &standings, replicas, &overdue, &kept);
-        for partition in moves.release {
+        Ok(standing)
+    }
+
+    /// Asks the work of each partition in `release` to stop; its lease goes once it has.
+    fn release(&self, holdings: &mut BTreeMap<u16, Holding>, release: Vec<u16>, replicas: usize) {
+        for partition in release {
             if let Some(holding) = holdings.get_mut(&partition) {
                 if !holding.releasing {
                     tracing::info!(service = %self.service, partition, replicas, "letting go of a partition beyond this replica's share");
@@ -478,14 +547,27 @@ where
                 }
             }
         }
-        let rescued: BTreeSet<u16> = moves.rescue.iter().copied().collect();
+    }
+
+    /// Takes the free partitions of `take` and `rescue` (the latter beyond this replica's
+    /// share, kept a while), each with a compare-and-set on its lease, and starts their work.
+    async fn take(
+        &self,
+        round: &Round,
+        take: Vec<u16>,
+        rescue: Vec<u16>,
+        holdings: &mut BTreeMap<u16, Holding>,
+        free_for: &mut BTreeMap<u16, u32>,
+    ) {
+        let (now, replicas) = (round.now, round.replicas);
+        let rescued: BTreeSet<u16> = rescue.iter().copied().collect();
         if !rescued.is_empty() {
             tracing::warn!(service = %self.service, partitions = ?rescued, replicas, "taking partitions nobody took for two ticks, beyond this replica's share: the members' entry names replicas that do no work (one that just died, or forged lines)");
         }
-        for partition in moves.take.into_iter().chain(moves.rescue) {
+        for partition in take.into_iter().chain(rescue) {
             let key = self.key(partition);
             let value = held_value(&self.me, now);
-            let taken = match revisions[partition as usize] {
+            let taken = match round.revisions[partition as usize] {
                 None => self.store.create(&key, value).await.ok(),
                 Some(revision) => self.store.update(&key, value, revision).await.ok(),
             };
@@ -514,7 +596,6 @@ where
                 },
             );
         }
-        Ok(())
     }
 
     fn members_key(&self) -> String {
