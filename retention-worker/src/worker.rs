@@ -22,6 +22,7 @@ mod groups;
 mod locks;
 mod marks;
 mod observe;
+mod open;
 mod publish;
 mod recovery;
 mod run;
