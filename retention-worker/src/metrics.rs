@@ -1,6 +1,10 @@
-//! The retention-worker's metrics, defined in one place.
+//! The retention-worker's metrics, defined in one place: a function per family (runs, recovery,
+//! scrubs, safety, locks, copies) makes its metrics, and [`Metrics::new`] registers them all.
 
-use prometheus::{Histogram, HistogramOpts, IntCounterVec, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    core::Collector, GaugeVec, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry,
+};
 
 pub struct Metrics {
     pub registry: Registry,
@@ -12,19 +16,19 @@ pub struct Metrics {
     pub decisions: IntCounterVec,
     pub jobs_published: IntCounterVec,
     pub last_run: IntGaugeVec,
-    pub newest_backup_age: prometheus::GaugeVec,
-    pub recoverable_window: prometheus::GaugeVec,
+    pub newest_backup_age: GaugeVec,
+    pub recoverable_window: GaugeVec,
     /// The same at each location, over the copies there (issue 28).
-    pub copies_recoverable_window: prometheus::GaugeVec,
+    pub copies_recoverable_window: GaugeVec,
     /// Now minus the newest restorable instant at a place, the log's tail included (issue 47).
-    pub recovery_point_age: prometheus::GaugeVec,
+    pub recovery_point_age: GaugeVec,
     /// 1 while an objective is met at a place, 0 while it is missed.
     pub objective_met: IntGaugeVec,
     /// By how many seconds an objective is missed (0 while met).
-    pub objective_short: prometheus::GaugeVec,
-    pub policy_window: prometheus::GaugeVec,
+    pub objective_short: GaugeVec,
+    pub policy_window: GaugeVec,
     /// Completion time of the newest backup a restore test proved (groups with tests only).
-    pub last_verified: prometheus::GaugeVec,
+    pub last_verified: GaugeVec,
     /// Records the last scrub of a cluster left `missing`.
     pub missing: IntGaugeVec,
     /// When this replica last scrubbed a cluster: the freshest replica's `missing` counts.
@@ -41,7 +45,7 @@ pub struct Metrics {
     /// Completed backups held at their source for a copy still to make, by location.
     pub copies_awaiting: IntGaugeVec,
     /// Age of the oldest of them (0: none awaits).
-    pub copy_lag: prometheus::GaugeVec,
+    pub copy_lag: GaugeVec,
     /// Backups whose Object Lock a run set or lengthened (issue 29), by outcome (`set`:
     /// first lock, `extended`, `failed`).
     pub locks: IntCounterVec,
@@ -52,13 +56,13 @@ pub struct Metrics {
     /// still there (issue 29).
     pub tampered: IntGaugeVec,
     /// Partitions of the retention stream this replica holds now (issue 32).
-    pub partitions: prometheus::IntGauge,
+    pub partitions: IntGauge,
     /// Compare-and-set conflicts met while marking or unmarking records.
-    pub conflicts: prometheus::IntCounter,
+    pub conflicts: IntCounter,
     /// Runs asked for again because a run met a conflict.
-    pub reruns: prometheus::IntCounter,
+    pub reruns: IntCounter,
     /// Runs that met an object the store says is gone, scrubbed the cluster and ran again.
-    pub missing_object_runs: prometheus::IntCounter,
+    pub missing_object_runs: IntCounter,
     /// Runs per cluster, by outcome (`done`, `failed`): a cluster whose runs keep failing is
     /// visible on its own (issue 54), whichever replica runs it.
     pub cluster_runs: IntCounterVec,
@@ -74,269 +78,51 @@ impl Metrics {
         let registry = Registry::new();
         let (consumer, consumer_collectors) =
             sexton_shared::telemetry::ConsumerMetrics::new("retention-worker");
-        let runs = IntCounterVec::new(
-            Opts::new(
-                "sexton_retention_runs_total",
-                "retention runs, by trigger and outcome",
-            ),
-            &["trigger", "outcome"],
-        )
-        .expect("valid metric");
-        let run_duration = Histogram::with_opts(HistogramOpts::new(
-            "sexton_retention_run_duration_seconds",
-            "time to load a cluster's catalog, plan and mark",
-        ))
-        .expect("valid metric");
-        let decisions = IntCounterVec::new(
-            Opts::new(
-                "sexton_retention_decisions_total",
-                "retention decisions, by decision and the rule behind it",
-            ),
-            &["decision", "rule"],
-        )
-        .expect("valid metric");
-        let jobs_published = IntCounterVec::new(
-            Opts::new(
-                "sexton_delete_jobs_published_total",
-                "delete jobs published, by kind",
-            ),
-            &["kind"],
-        )
-        .expect("valid metric");
-        let last_run = IntGaugeVec::new(
-            Opts::new(
-                "sexton_retention_last_run_timestamp_seconds",
-                "when retention last ran for a cluster and plan",
-            ),
-            &["cluster", "plan"],
-        )
-        .expect("valid metric");
-        let newest_backup_age = prometheus::GaugeVec::new(
-            Opts::new(
-                "sexton_newest_backup_age_seconds",
-                "age of the newest completed backup at the last retention run",
-            ),
-            &["cluster", "plan"],
-        )
-        .expect("valid metric");
-        let recoverable_window = prometheus::GaugeVec::new(
-            Opts::new(
-                "sexton_recoverable_window_seconds",
-                "now minus the oldest instant primary can restore to, after the run's decisions",
-            ),
-            &["cluster", "plan"],
-        )
-        .expect("valid metric");
-        let copies_recoverable_window = prometheus::GaugeVec::new(
-            Opts::new(
-                "sexton_copies_recoverable_window_seconds",
-                "now minus the oldest instant a location can restore to, after the run's decisions",
-            ),
-            &["cluster", "plan", "location"],
-        )
-        .expect("valid metric");
-        let recovery_point_age = prometheus::GaugeVec::new(
-            Opts::new(
-                "sexton_recovery_point_age_seconds",
-                "now minus the newest instant a place can restore to (the log's tail included)",
-            ),
-            &["cluster", "plan", "location"],
-        )
-        .expect("valid metric");
-        let objective_met = IntGaugeVec::new(
-            Opts::new(
-                "sexton_recovery_objective_met",
-                "1 while a recovery objective (rpo, window, tested_within) is met at a place",
-            ),
-            &["cluster", "plan", "location", "objective"],
-        )
-        .expect("valid metric");
-        let objective_short = prometheus::GaugeVec::new(
-            Opts::new(
-                "sexton_recovery_objective_short_seconds",
-                "by how many seconds a recovery objective is missed at a place (0 while met)",
-            ),
-            &["cluster", "plan", "location", "objective"],
-        )
-        .expect("valid metric");
-        let policy_window = prometheus::GaugeVec::new(
-            Opts::new(
-                "sexton_retention_policy_window_seconds",
-                "the recovery window the policy promises (0 when it promises none)",
-            ),
-            &["cluster", "plan"],
-        )
-        .expect("valid metric");
-        let last_verified = prometheus::GaugeVec::new(
-            Opts::new(
-                "sexton_last_verified_backup_timestamp_seconds",
-                "completion time of the newest backup a restore test proved (0: none proven yet)",
-            ),
-            &["cluster", "plan"],
-        )
-        .expect("valid metric");
-        let missing = IntGaugeVec::new(
-            Opts::new(
-                "sexton_missing_backups",
-                "backups whose objects the last scrub of the cluster did not find as recorded",
-            ),
-            &["cluster"],
-        )
-        .expect("valid metric");
-        let last_scrub = IntGaugeVec::new(
-            Opts::new(
-                "sexton_scrub_last_run_timestamp_seconds",
-                "when this replica last compared a cluster's catalog with its bucket",
-            ),
-            &["cluster"],
-        )
-        .expect("valid metric");
-        let scrubs = IntCounterVec::new(
-            Opts::new(
-                "sexton_scrubs_total",
-                "scrubs of a cluster's catalog against its bucket, by outcome (done, error)",
-            ),
-            &["outcome"],
-        )
-        .expect("valid metric");
-        let breaker_trips = IntCounterVec::new(
-            Opts::new(
-                "sexton_retention_breaker_trips_total",
-                "retention runs the circuit breaker held, by trigger (fraction, count, stale)",
-            ),
-            &["trigger"],
-        )
-        .expect("valid metric");
-        let breaker_held = IntGaugeVec::new(
-            Opts::new(
-                "sexton_retention_breaker_held",
-                "1 while the group's last retention run was held for approval, else 0",
-            ),
-            &["cluster", "plan"],
-        )
-        .expect("valid metric");
-        let copies_held = IntGaugeVec::new(
-            Opts::new(
-                "sexton_retention_copies_held",
-                "1 while the last retention run of a group's copies at a location was held for \
-                 approval, else 0",
-            ),
-            &["cluster", "plan", "location"],
-        )
-        .expect("valid metric");
-        let audit_entries = sexton_shared::audit::Audit::counter();
-        let copies_awaiting = IntGaugeVec::new(
-            Opts::new(
-                "sexton_copies_awaiting",
-                "completed backups held at their source until a copy rule's location holds them",
-            ),
-            &["cluster", "plan", "location"],
-        )
-        .expect("valid metric");
-        let copy_lag = prometheus::GaugeVec::new(
-            Opts::new(
-                "sexton_copy_lag_seconds",
-                "age of the oldest completed backup still awaiting its copy to the location (0: none)",
-            ),
-            &["cluster", "plan", "location"],
-        )
-        .expect("valid metric");
-        let locks = IntCounterVec::new(
-            Opts::new(
-                "sexton_retention_locks_total",
-                "backups whose Object Lock a retention run set (first lock) or extended, or \
-                 failed to",
-            ),
-            &["cluster", "outcome"],
-        )
-        .expect("valid metric");
-        let locked_only = IntGaugeVec::new(
-            Opts::new(
-                "sexton_retention_locked_only",
-                "backups the policy lets go that only an unexpired Object Lock keeps",
-            ),
-            &["cluster", "plan"],
-        )
-        .expect("valid metric");
-        let locked_only_bytes = IntGaugeVec::new(
-            Opts::new(
-                "sexton_retention_locked_only_bytes",
-                "bytes of the backups the policy lets go that only an unexpired Object Lock \
-                 keeps: what the locks cost beyond the policy",
-            ),
-            &["cluster", "plan"],
-        )
-        .expect("valid metric");
-        let tampered = IntGaugeVec::new(
-            Opts::new(
-                "sexton_tampered_backups",
-                "backups the last scrub found written over or marked deleted behind Sexton's \
-                 back, their recorded versions still there",
-            ),
-            &["cluster"],
-        )
-        .expect("valid metric");
-        let partitions = prometheus::IntGauge::new(
-            "sexton_retention_partitions_held",
-            "partitions of the retention stream this replica holds and works on",
-        )
-        .expect("valid metric");
-        let conflicts = prometheus::IntCounter::new(
-            "sexton_retention_conflicts_total",
-            "compare-and-set conflicts met while marking or unmarking catalog records",
-        )
-        .expect("valid metric");
-        let reruns = prometheus::IntCounter::new(
-            "sexton_retention_reruns_total",
-            "retention runs asked for again because the catalog changed under a run",
-        )
-        .expect("valid metric");
-        let missing_object_runs = prometheus::IntCounter::new(
-            "sexton_retention_missing_object_runs_total",
-            "retention runs that met an object the store says is gone, scrubbed the cluster and ran again",
-        )
-        .expect("valid metric");
-        let cluster_runs = IntCounterVec::new(
-            Opts::new(
-                "sexton_retention_cluster_runs_total",
-                "retention runs of each cluster, by outcome (done, failed)",
-            ),
-            &["cluster", "outcome"],
-        )
-        .expect("valid metric");
-        let mut collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
-            Box::new(cluster_runs.clone()),
-            Box::new(missing_object_runs.clone()),
-            Box::new(partitions.clone()),
-            Box::new(conflicts.clone()),
-            Box::new(reruns.clone()),
-            Box::new(tampered.clone()),
-            Box::new(locks.clone()),
-            Box::new(locked_only.clone()),
-            Box::new(locked_only_bytes.clone()),
-            Box::new(runs.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(run_duration.clone()),
-            Box::new(decisions.clone()),
-            Box::new(jobs_published.clone()),
-            Box::new(last_run.clone()),
-            Box::new(newest_backup_age.clone()),
-            Box::new(recoverable_window.clone()),
-            Box::new(copies_recoverable_window.clone()),
-            Box::new(recovery_point_age.clone()),
-            Box::new(objective_met.clone()),
-            Box::new(objective_short.clone()),
-            Box::new(policy_window.clone()),
-            Box::new(last_verified.clone()),
-            Box::new(missing.clone()),
-            Box::new(last_scrub.clone()),
-            Box::new(scrubs.clone()),
-            Box::new(breaker_trips.clone()),
-            Box::new(breaker_held.clone()),
-            Box::new(copies_held.clone()),
-            Box::new(audit_entries.clone()),
-            Box::new(copies_awaiting.clone()),
-            Box::new(copy_lag.clone()),
-        ];
+        let mut collectors = Collectors::default();
+        let RunMetrics {
+            runs,
+            run_duration,
+            decisions,
+            jobs_published,
+            last_run,
+            partitions,
+            conflicts,
+            reruns,
+            missing_object_runs,
+            cluster_runs,
+        } = run_metrics(&mut collectors);
+        let RecoveryMetrics {
+            newest_backup_age,
+            recoverable_window,
+            copies_recoverable_window,
+            recovery_point_age,
+            objective_met,
+            objective_short,
+            policy_window,
+            last_verified,
+        } = recovery_metrics(&mut collectors);
+        let ScrubMetrics {
+            missing,
+            last_scrub,
+            scrubs,
+            tampered,
+        } = scrub_metrics(&mut collectors);
+        let SafetyMetrics {
+            breaker_trips,
+            breaker_held,
+            copies_held,
+            audit_entries,
+        } = safety_metrics(&mut collectors);
+        let LockMetrics {
+            locks,
+            locked_only,
+            locked_only_bytes,
+        } = lock_metrics(&mut collectors);
+        let CopyMetrics {
+            copies_awaiting,
+            copy_lag,
+        } = copy_metrics(&mut collectors);
+        let mut collectors = collectors.0;
         collectors.extend(consumer_collectors);
         let names = sexton_shared::telemetry::register_all(&registry, collectors);
         Metrics {
@@ -415,5 +201,284 @@ impl Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// The metrics made so far, registered together once all are made ([`Metrics::new`]).
+#[derive(Default)]
+struct Collectors(Vec<Box<dyn Collector>>);
+
+impl Collectors {
+    /// Keeps `metric` to be registered, and hands it back.
+    fn add<M: Collector + Clone + 'static>(&mut self, metric: M) -> M {
+        self.0.push(Box::new(metric.clone()));
+        metric
+    }
+}
+
+/// A counter by `labels`.
+fn counters(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+/// An integer gauge by `labels`.
+fn int_gauges(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+/// A gauge by `labels`.
+fn gauges(name: &str, help: &str, labels: &[&str]) -> GaugeVec {
+    GaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+/// How runs go: by trigger, by cluster, how long, what they decided and published, and the
+/// conflicts and reruns they met; and the partitions this replica runs for.
+struct RunMetrics {
+    runs: IntCounterVec,
+    run_duration: Histogram,
+    decisions: IntCounterVec,
+    jobs_published: IntCounterVec,
+    last_run: IntGaugeVec,
+    partitions: IntGauge,
+    conflicts: IntCounter,
+    reruns: IntCounter,
+    missing_object_runs: IntCounter,
+    cluster_runs: IntCounterVec,
+}
+
+/// Makes the [`RunMetrics`], each kept in `collectors`.
+fn run_metrics(collectors: &mut Collectors) -> RunMetrics {
+    let run_duration = Histogram::with_opts(HistogramOpts::new(
+        "sexton_retention_run_duration_seconds",
+        "time to load a cluster's catalog, plan and mark",
+    ))
+    .expect("valid metric");
+    let partitions = IntGauge::new(
+        "sexton_retention_partitions_held",
+        "partitions of the retention stream this replica holds and works on",
+    )
+    .expect("valid metric");
+    let conflicts = IntCounter::new(
+        "sexton_retention_conflicts_total",
+        "compare-and-set conflicts met while marking or unmarking catalog records",
+    )
+    .expect("valid metric");
+    let reruns = IntCounter::new(
+        "sexton_retention_reruns_total",
+        "retention runs asked for again because the catalog changed under a run",
+    )
+    .expect("valid metric");
+    let missing_object_runs = IntCounter::new(
+        "sexton_retention_missing_object_runs_total",
+        "retention runs that met an object the store says is gone, scrubbed the cluster and ran again",
+    )
+    .expect("valid metric");
+    RunMetrics {
+        runs: collectors.add(counters(
+            "sexton_retention_runs_total",
+            "retention runs, by trigger and outcome",
+            &["trigger", "outcome"],
+        )),
+        run_duration: collectors.add(run_duration),
+        decisions: collectors.add(counters(
+            "sexton_retention_decisions_total",
+            "retention decisions, by decision and the rule behind it",
+            &["decision", "rule"],
+        )),
+        jobs_published: collectors.add(counters(
+            "sexton_delete_jobs_published_total",
+            "delete jobs published, by kind",
+            &["kind"],
+        )),
+        last_run: collectors.add(int_gauges(
+            "sexton_retention_last_run_timestamp_seconds",
+            "when retention last ran for a cluster and plan",
+            &["cluster", "plan"],
+        )),
+        partitions: collectors.add(partitions),
+        conflicts: collectors.add(conflicts),
+        reruns: collectors.add(reruns),
+        missing_object_runs: collectors.add(missing_object_runs),
+        cluster_runs: collectors.add(counters(
+            "sexton_retention_cluster_runs_total",
+            "retention runs of each cluster, by outcome (done, failed)",
+            &["cluster", "outcome"],
+        )),
+    }
+}
+
+/// What each place can restore, after a run's decisions, against what is promised.
+struct RecoveryMetrics {
+    newest_backup_age: GaugeVec,
+    recoverable_window: GaugeVec,
+    copies_recoverable_window: GaugeVec,
+    recovery_point_age: GaugeVec,
+    objective_met: IntGaugeVec,
+    objective_short: GaugeVec,
+    policy_window: GaugeVec,
+    last_verified: GaugeVec,
+}
+
+/// Makes the [`RecoveryMetrics`], each kept in `collectors`.
+fn recovery_metrics(collectors: &mut Collectors) -> RecoveryMetrics {
+    RecoveryMetrics {
+        newest_backup_age: collectors.add(gauges(
+            "sexton_newest_backup_age_seconds",
+            "age of the newest completed backup at the last retention run",
+            &["cluster", "plan"],
+        )),
+        recoverable_window: collectors.add(gauges(
+            "sexton_recoverable_window_seconds",
+            "now minus the oldest instant primary can restore to, after the run's decisions",
+            &["cluster", "plan"],
+        )),
+        copies_recoverable_window: collectors.add(gauges(
+            "sexton_copies_recoverable_window_seconds",
+            "now minus the oldest instant a location can restore to, after the run's decisions",
+            &["cluster", "plan", "location"],
+        )),
+        recovery_point_age: collectors.add(gauges(
+            "sexton_recovery_point_age_seconds",
+            "now minus the newest instant a place can restore to (the log's tail included)",
+            &["cluster", "plan", "location"],
+        )),
+        objective_met: collectors.add(int_gauges(
+            "sexton_recovery_objective_met",
+            "1 while a recovery objective (rpo, window, tested_within) is met at a place",
+            &["cluster", "plan", "location", "objective"],
+        )),
+        objective_short: collectors.add(gauges(
+            "sexton_recovery_objective_short_seconds",
+            "by how many seconds a recovery objective is missed at a place (0 while met)",
+            &["cluster", "plan", "location", "objective"],
+        )),
+        policy_window: collectors.add(gauges(
+            "sexton_retention_policy_window_seconds",
+            "the recovery window the policy promises (0 when it promises none)",
+            &["cluster", "plan"],
+        )),
+        last_verified: collectors.add(gauges(
+            "sexton_last_verified_backup_timestamp_seconds",
+            "completion time of the newest backup a restore test proved (0: none proven yet)",
+            &["cluster", "plan"],
+        )),
+    }
+}
+
+/// What the scrubs found: backups missing or tampered with, and when they ran.
+struct ScrubMetrics {
+    missing: IntGaugeVec,
+    last_scrub: IntGaugeVec,
+    scrubs: IntCounterVec,
+    tampered: IntGaugeVec,
+}
+
+/// Makes the [`ScrubMetrics`], each kept in `collectors`.
+fn scrub_metrics(collectors: &mut Collectors) -> ScrubMetrics {
+    ScrubMetrics {
+        missing: collectors.add(int_gauges(
+            "sexton_missing_backups",
+            "backups whose objects the last scrub of the cluster did not find as recorded",
+            &["cluster"],
+        )),
+        last_scrub: collectors.add(int_gauges(
+            "sexton_scrub_last_run_timestamp_seconds",
+            "when this replica last compared a cluster's catalog with its bucket",
+            &["cluster"],
+        )),
+        scrubs: collectors.add(counters(
+            "sexton_scrubs_total",
+            "scrubs of a cluster's catalog against its bucket, by outcome (done, error)",
+            &["outcome"],
+        )),
+        tampered: collectors.add(int_gauges(
+            "sexton_tampered_backups",
+            "backups the last scrub found written over or marked deleted behind Sexton's \
+             back, their recorded versions still there",
+            &["cluster"],
+        )),
+    }
+}
+
+/// The circuit breaker's holds, and the audit trail of what runs decided.
+struct SafetyMetrics {
+    breaker_trips: IntCounterVec,
+    breaker_held: IntGaugeVec,
+    copies_held: IntGaugeVec,
+    audit_entries: IntCounterVec,
+}
+
+/// Makes the [`SafetyMetrics`], each kept in `collectors`.
+fn safety_metrics(collectors: &mut Collectors) -> SafetyMetrics {
+    SafetyMetrics {
+        breaker_trips: collectors.add(counters(
+            "sexton_retention_breaker_trips_total",
+            "retention runs the circuit breaker held, by trigger (fraction, count, stale)",
+            &["trigger"],
+        )),
+        breaker_held: collectors.add(int_gauges(
+            "sexton_retention_breaker_held",
+            "1 while the group's last retention run was held for approval, else 0",
+            &["cluster", "plan"],
+        )),
+        copies_held: collectors.add(int_gauges(
+            "sexton_retention_copies_held",
+            "1 while the last retention run of a group's copies at a location was held for \
+             approval, else 0",
+            &["cluster", "plan", "location"],
+        )),
+        audit_entries: collectors.add(sexton_shared::audit::Audit::counter()),
+    }
+}
+
+/// Object Lock (issue 29): the locks runs set, and what the locks keep beyond the policy.
+struct LockMetrics {
+    locks: IntCounterVec,
+    locked_only: IntGaugeVec,
+    locked_only_bytes: IntGaugeVec,
+}
+
+/// Makes the [`LockMetrics`], each kept in `collectors`.
+fn lock_metrics(collectors: &mut Collectors) -> LockMetrics {
+    LockMetrics {
+        locks: collectors.add(counters(
+            "sexton_retention_locks_total",
+            "backups whose Object Lock a retention run set (first lock) or extended, or \
+             failed to",
+            &["cluster", "outcome"],
+        )),
+        locked_only: collectors.add(int_gauges(
+            "sexton_retention_locked_only",
+            "backups the policy lets go that only an unexpired Object Lock keeps",
+            &["cluster", "plan"],
+        )),
+        locked_only_bytes: collectors.add(int_gauges(
+            "sexton_retention_locked_only_bytes",
+            "bytes of the backups the policy lets go that only an unexpired Object Lock \
+             keeps: what the locks cost beyond the policy",
+            &["cluster", "plan"],
+        )),
+    }
+}
+
+/// Backups held at their source until a copy rule's location holds them.
+struct CopyMetrics {
+    copies_awaiting: IntGaugeVec,
+    copy_lag: GaugeVec,
+}
+
+/// Makes the [`CopyMetrics`], each kept in `collectors`.
+fn copy_metrics(collectors: &mut Collectors) -> CopyMetrics {
+    CopyMetrics {
+        copies_awaiting: collectors.add(int_gauges(
+            "sexton_copies_awaiting",
+            "completed backups held at their source until a copy rule's location holds them",
+            &["cluster", "plan", "location"],
+        )),
+        copy_lag: collectors.add(gauges(
+            "sexton_copy_lag_seconds",
+            "age of the oldest completed backup still awaiting its copy to the location (0: none)",
+            &["cluster", "plan", "location"],
+        )),
     }
 }

@@ -3,16 +3,30 @@
 //! after the message was published already covers it; a run that met a compare-and-set conflict
 //! asks for another.
 //!
-//! The run itself is in the submodules, one seam each:
-//! - `plan` (pure): a group's plan, as a run or a preview renders it;
-//! - `groups`: loading what the plans need (schedules, catalog view, binlog index) and the
-//!   breaker's verdict on plans that delete;
-//! - `run`: a run acting on its groups' plans, in order;
-//! - `marks`: the catalog writes (compare-and-set marks and unmarks), each followed by its
-//!   delete job;
-//! - `publish`: the jobs and events a run publishes (delete, merge, binlog);
-//! - `api`: the request handlers (`retention.preview`, `catalog.scrub`, the planning half of
-//!   `retention.approve`) and the scrub.
+//! `impl Worker` is spread over the submodules, one seam each; its methods, by where they live:
+//! - here: `new`, `handle` (one event → one run), `stranded` and `hold` (a run held, issue 54),
+//!   `note_status` (`sexton-retention-status`), `after_missing_object`, `rerun`, and `covered`
+//!   and `ran` (skipping an event a run already covers);
+//! - `open`: `open`, the worker's state at start-up (stores checked for Object Lock);
+//! - `groups`: `plan_groups` (loading what the plans need: schedules, catalog view, binlog
+//!   index; the breaker's verdict on plans that delete) over `plan_primary_groups`,
+//!   `plan_location_group` and `location_limits`; and `plan_places`, `plan_cluster`,
+//!   `binlog_status` over it. A group's plan itself is pure: [`crate::group_plan`];
+//! - `run`: `run_cluster`, a run acting on its groups' plans in order (`run_group`,
+//!   `expire_planned`, `unmark_planned`, `trim_planned`, `audit_and_publish`, …);
+//! - `copies`: `run_location_group`, a run's work at the other locations (`expire_copy`);
+//! - `locks`: `lock_planned` and `lock_segments`, Object Lock on what a run keeps;
+//! - `marks`: the catalog writes (`expire`, `expire_volumes`, `unmark_kept_volumes`,
+//!   `expire_user_requests`, `record_at`, `written`), each compare-and-set, each followed by
+//!   its delete job;
+//! - `publish`: the jobs and events a run publishes (`publish_jobs`, `announce`,
+//!   `publish_binlog`, `publish_merges`);
+//! - `observe`: `observe_recovery`, a run's recovery gauges;
+//! - `api`: the request handlers (`serve_previews`, `serve_scrubs`, `serve_approvals`,
+//!   `serve_binlog_status`; `preview`, `approve`, the planning half of `retention.approve`) and
+//!   the scrub (`scrub`: `judge_primary`, `judge_locations`, `write_copy_findings`,
+//!   `report_tampering`, `write_findings`);
+//! - `recovery`: `serve_recovery` (`recovery.window`).
 //!
 //! This module neither plans nor writes the catalog itself.
 
@@ -22,6 +36,7 @@ mod groups;
 mod locks;
 mod marks;
 mod observe;
+mod open;
 mod publish;
 mod recovery;
 mod run;

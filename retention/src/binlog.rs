@@ -158,106 +158,22 @@ pub(crate) fn plan_binlog(
     kept_by_rules: Option<&[bool]>,
     warnings: &mut Vec<String>,
 ) -> Result<BinlogDecisions, PlanError> {
-    let kept_restorable = |index: u32| {
-        let bits = flags[index as usize];
-        bits & KEEP_ANY != 0
-            && !matches!(
-                status_of(bits),
-                BackupStatus::Failed | BackupStatus::InProgress
-            )
-    };
-    let start_of = |index: u32| {
-        let backup = &catalog.backups[index as usize];
-        backup.started_at.or(backup.completed_at)
-    };
-    let standalone_only = standalone_only(catalog, flags, kept_by_rules, kept_restorable);
+    let kept = Kept { catalog, flags };
+    let standalone_only = standalone_only(catalog, flags, kept_by_rules, |index| kept.restorable(index));
     let mut range_only: Vec<(u32, RangeWhy)> = Vec::new();
-    // The kept fulls point-in-time recovery may be promised from, in plan order.
-    let mut fulls: Vec<u32> = Vec::new();
-    // Their sorted positions, for the chain checks of pitr_full.
-    let mut full_positions: HashMap<u32, u32> = HashMap::new();
-    let mut unknown_start = None;
-    for (position, &index) in order.iter().enumerate() {
-        if !kept_restorable(index) {
-            continue;
-        }
-        if standalone_only.contains(&index) {
-            range_only.push((index, RangeWhy::Standalone));
-            continue;
-        }
-        if flags[index as usize] & FACT_FULL == 0 {
-            continue;
-        }
-        // A hold only ever keeps more (issue 47): a full kept only by holds is not one of the
-        // newest N, or it would push a full the rules keep out of the count.
-        if pitr_full.is_some() && kept_by_rules.is_some_and(|ruled| !ruled[index as usize]) {
-            range_only.push((index, RangeWhy::HeldOnly));
-            continue;
-        }
-        match start_of(index) {
-            Some(_) => {
-                fulls.push(index);
-                if pitr_full.is_some() {
-                    full_positions.insert(index, position as u32);
-                }
-            }
-            None => unknown_start = Some(index),
-        }
-    }
-    // Newest start first; the plan order breaks ties.
-    fulls.sort_by_key(|&index| std::cmp::Reverse(start_of(index)));
+    let mut fulls = kept.fulls(
+        order,
+        &standalone_only,
+        pitr_full,
+        kept_by_rules,
+        &mut range_only,
+    );
     if let Some(n) = pitr_full {
-        // Only a full that restores counts (issue 47): one kept only because something
-        // needs it while it is on its way out, missing, or with a volume whose chain is
-        // broken is no base to replay from, and counting it would move the horizon past a
-        // restorable full and lose the replay from it. Such a full newer than the N-th
-        // restorable one keeps its place (the archive after it stays anyway); an older one
-        // gets its own range, as every full past the N-th does.
-        let mut chains = ChainCheck::new(catalog, SortedNeighbours::new(catalog, order));
-        let mut counted = 0;
-        let mut open = fulls.len();
-        for (at, &index) in fulls.iter().enumerate() {
-            if counted == n {
-                open = at;
-                break;
-            }
-            chains
-                .lookup_mut()
-                .place(index as usize, full_positions[&index]);
-            if chains.broken(index as usize).is_none() {
-                counted += 1;
-            }
-        }
-        for index in fulls.split_off(open) {
-            range_only.push((index, RangeWhy::BeyondPitr(n)));
-        }
+        kept.count_pitr_fulls(order, n, &mut fulls, &mut range_only);
     }
-    let mut horizon: Option<(DateTime<FixedOffset>, u32)> = fulls
-        .last()
-        .and_then(|&index| start_of(index).map(|start| (start, index)));
-    if let Some(index) = unknown_start {
-        warnings.push(format!(
-            "backup {}: kept full backup has no start time; no binlog segment is deleted",
-            catalog.backups[index as usize].id
-        ));
-        horizon = None;
-    } else if horizon.is_none() && !range_only.is_empty() {
-        warnings.push(
-            "no kept full backup is open to point-in-time recovery (the kept ones are \
-             standalone or kept only by holds): no binlog segment is deleted"
-                .to_owned(),
-        );
-    }
+    let horizon = kept.horizon(&fulls, &range_only, warnings);
     if let Some((at, _)) = horizon {
-        for &index in order {
-            if kept_restorable(index)
-                && flags[index as usize] & FACT_FULL == 0
-                && !standalone_only.contains(&index)
-                && start_of(index).is_none_or(|start| start < at)
-            {
-                range_only.push((index, RangeWhy::BeforeHorizon));
-            }
-        }
+        kept.before_horizon(order, at, &standalone_only, &mut range_only);
     }
     // In plan order (standalones, fulls past pitr_full and the incrementals before the
     // horizon were pushed in three passes). Most runs have none: no index of the whole order.
@@ -266,8 +182,186 @@ pub(crate) fn plan_binlog(
             order.iter().enumerate().map(|(at, &i)| (i, at)).collect();
         range_only.sort_by_key(|&(index, _)| position[&index]);
     }
+    check_segments(&catalog.binlog_segments)?;
+    let (keep, delete) = judge_segments(catalog, horizon, &range_only);
+    Ok(BinlogDecisions {
+        horizon,
+        keep,
+        delete,
+        range_only,
+    })
+}
 
-    let segments = &catalog.binlog_segments;
+/// The kept backups as the binlog plan reads them: the catalog and the plan's flags.
+struct Kept<'a> {
+    catalog: &'a Catalog,
+    flags: &'a [u32],
+}
+
+/// The kept fulls point-in-time recovery may be promised from, newest start first.
+struct PitrFulls {
+    fulls: Vec<u32>,
+    /// Their sorted positions, for the chain checks of pitr_full.
+    positions: HashMap<u32, u32>,
+    /// A kept full without a start time: then no segment goes.
+    unknown_start: Option<u32>,
+}
+
+impl Kept<'_> {
+    /// Kept, and neither failed nor in progress.
+    fn restorable(&self, index: u32) -> bool {
+        let bits = self.flags[index as usize];
+        bits & KEEP_ANY != 0
+            && !matches!(
+                status_of(bits),
+                BackupStatus::Failed | BackupStatus::InProgress
+            )
+    }
+
+    fn start_of(&self, index: u32) -> Option<DateTime<FixedOffset>> {
+        let backup = &self.catalog.backups[index as usize];
+        backup.started_at.or(backup.completed_at)
+    }
+
+    /// The kept fulls point-in-time recovery may be promised from; the standalone-only
+    /// backups, and under `pitr_full` the fulls kept only by holds, get their own range.
+    fn fulls(
+        &self,
+        order: &[u32],
+        standalone_only: &HashSet<u32>,
+        pitr_full: Option<u32>,
+        kept_by_rules: Option<&[bool]>,
+        range_only: &mut Vec<(u32, RangeWhy)>,
+    ) -> PitrFulls {
+        let mut found = PitrFulls {
+            fulls: Vec::new(),
+            positions: HashMap::new(),
+            unknown_start: None,
+        };
+        for (position, &index) in order.iter().enumerate() {
+            if !self.restorable(index) {
+                continue;
+            }
+            if standalone_only.contains(&index) {
+                range_only.push((index, RangeWhy::Standalone));
+                continue;
+            }
+            if self.flags[index as usize] & FACT_FULL == 0 {
+                continue;
+            }
+            // A hold only ever keeps more (issue 47): a full kept only by holds is not one of
+            // the newest N, or it would push a full the rules keep out of the count.
+            if pitr_full.is_some() && kept_by_rules.is_some_and(|ruled| !ruled[index as usize]) {
+                range_only.push((index, RangeWhy::HeldOnly));
+                continue;
+            }
+            match self.start_of(index) {
+                Some(_) => {
+                    found.fulls.push(index);
+                    if pitr_full.is_some() {
+                        found.positions.insert(index, position as u32);
+                    }
+                }
+                None => found.unknown_start = Some(index),
+            }
+        }
+        // Newest start first; the plan order breaks ties.
+        found
+            .fulls
+            .sort_by_key(|&index| std::cmp::Reverse(self.start_of(index)));
+        found
+    }
+
+    /// Keeps the newest `n` fulls that restore open to point-in-time recovery; every full
+    /// past them gets its own range.
+    ///
+    /// Only a full that restores counts (issue 47): one kept only because something needs it
+    /// while it is on its way out, missing, or with a volume whose chain is broken is no base
+    /// to replay from, and counting it would move the horizon past a restorable full and lose
+    /// the replay from it. Such a full newer than the N-th restorable one keeps its place (the
+    /// archive after it stays anyway); an older one gets its own range, as every full past the
+    /// N-th does.
+    fn count_pitr_fulls(
+        &self,
+        order: &[u32],
+        n: u32,
+        found: &mut PitrFulls,
+        range_only: &mut Vec<(u32, RangeWhy)>,
+    ) {
+        let catalog = self.catalog;
+        let mut chains = ChainCheck::new(catalog, SortedNeighbours::new(catalog, order));
+        let mut counted = 0;
+        let mut open = found.fulls.len();
+        for (at, &index) in found.fulls.iter().enumerate() {
+            if counted == n {
+                open = at;
+                break;
+            }
+            chains
+                .lookup_mut()
+                .place(index as usize, found.positions[&index]);
+            if chains.broken(index as usize).is_none() {
+                counted += 1;
+            }
+        }
+        for index in found.fulls.split_off(open) {
+            range_only.push((index, RangeWhy::BeyondPitr(n)));
+        }
+    }
+
+    /// The point-in-time horizon: the start of the oldest full left open to point-in-time
+    /// recovery. None (and a warning) when a kept full has no start, or none is left open.
+    fn horizon(
+        &self,
+        found: &PitrFulls,
+        range_only: &[(u32, RangeWhy)],
+        warnings: &mut Vec<String>,
+    ) -> Option<(DateTime<FixedOffset>, u32)> {
+        let horizon = found
+            .fulls
+            .last()
+            .and_then(|&index| self.start_of(index).map(|start| (start, index)));
+        if let Some(index) = found.unknown_start {
+            warnings.push(format!(
+                "backup {}: kept full backup has no start time; no binlog segment is deleted",
+                self.catalog.backups[index as usize].id
+            ));
+            return None;
+        }
+        if horizon.is_none() && !range_only.is_empty() {
+            warnings.push(
+                "no kept full backup is open to point-in-time recovery (the kept ones are \
+                 standalone or kept only by holds): no binlog segment is deleted"
+                    .to_owned(),
+            );
+        }
+        horizon
+    }
+
+    /// The kept incrementals that start before the horizon `at` (or at no known time) get
+    /// their own range: they build on a full that is not open to point-in-time recovery.
+    fn before_horizon(
+        &self,
+        order: &[u32],
+        at: DateTime<FixedOffset>,
+        standalone_only: &HashSet<u32>,
+        range_only: &mut Vec<(u32, RangeWhy)>,
+    ) {
+        for &index in order {
+            if self.restorable(index)
+                && self.flags[index as usize] & FACT_FULL == 0
+                && !standalone_only.contains(&index)
+                && self.start_of(index).is_none_or(|start| start < at)
+            {
+                range_only.push((index, RangeWhy::BeforeHorizon));
+            }
+        }
+    }
+}
+
+/// Refuses an index with an empty or repeated segment key, or a segment whose first event
+/// is after its last.
+fn check_segments(segments: &[BinlogSegment]) -> Result<(), PlanError> {
     let mut seen: HashSet<&str> = HashSet::with_capacity(segments.len());
     for segment in segments {
         if segment.key.is_empty() {
@@ -291,6 +385,17 @@ pub(crate) fn plan_binlog(
             }
         }
     }
+    Ok(())
+}
+
+/// Each segment, newest first, kept or deleted: it goes when it ends before the horizon and
+/// no backup restorable to its own end only needs it.
+fn judge_segments(
+    catalog: &Catalog,
+    horizon: Option<(DateTime<FixedOffset>, u32)>,
+    range_only: &[(u32, RangeWhy)],
+) -> (Vec<u32>, Vec<u32>) {
+    let segments = &catalog.binlog_segments;
     let mut segment_order: Vec<u32> = (0..segments.len() as u32).collect();
     segment_order.sort_by(|&a, &b| {
         let (a, b) = (&segments[a as usize], &segments[b as usize]);
@@ -317,12 +422,7 @@ pub(crate) fn plan_binlog(
             keep.push(index);
         }
     }
-    Ok(BinlogDecisions {
-        horizon,
-        keep,
-        delete,
-        range_only,
-    })
+    (keep, delete)
 }
 
 /// Newest first, an unknown time counting as newer than any known one.

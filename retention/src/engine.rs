@@ -87,18 +87,7 @@ pub fn evaluate<'a>(
     policy: &'a Policy,
     now: DateTime<Utc>,
 ) -> Result<Evaluation<'a>, PlanError> {
-    if policy.has_no_rule() {
-        return Err(PlanError::NoRule);
-    }
-    let n = catalog.backups.len();
-    if n > MAX_BACKUPS {
-        return Err(PlanError::TooLarge { n_backups: n });
-    }
-    let now_key = now
-        .timestamp_nanos_opt()
-        .ok_or_else(|| PlanError::TimeOutOfRange {
-            what: "now".to_owned(),
-        })?;
+    let now_key = check_inputs(catalog, policy, now)?;
     let merge_mode = policy.chain_mode == ChainMode::Merge;
     let mut warnings = Vec::new();
 
@@ -139,7 +128,7 @@ pub fn evaluate<'a>(
     );
     drop(eligible);
 
-    // Phase 4: every parent link, when immutable chains or merges need whole chains.
+    // Phases 4 and 5: every parent link where whole chains are needed, then the chains.
     let mut links = ParentLinks::new(
         catalog,
         &order,
@@ -148,35 +137,15 @@ pub fn evaluate<'a>(
         sorted_hashes,
         hash_collision,
     );
-    let whole_chains =
-        merge_mode || any_immutable || policy.keep_full.is_some() || policy.keep_diff.is_some();
-    if whole_chains {
-        links.resolve_all(&flags, &mut warnings)?;
-    }
-    let kept_chains = keep_floor_and_whole_chains(
+    let (kept_chains, mut needed_by) = keep_chains(
         catalog,
+        policy,
         &order,
-        &links,
+        &mut links,
         &mut flags,
         floor_position,
         &mut walk_from,
         any_immutable,
-        merge_mode,
-        (policy.keep_full, policy.keep_diff),
-    );
-
-    // Phase 5: chains.
-    walk_from.sort_unstable();
-    walk_from.dedup();
-    if !whole_chains {
-        links.link_to_neighbours(walk_from.iter().copied(), &flags);
-    }
-    let mut needed_by = walk_chains(
-        catalog,
-        &order,
-        &walk_from,
-        &mut links,
-        &mut flags,
         &mut warnings,
     )?;
 
@@ -249,6 +218,64 @@ pub fn evaluate<'a>(
         n_keep,
         n_partial,
     })
+}
+
+/// What the engine refuses before any pass: a policy without a rule, a catalog over
+/// [`MAX_BACKUPS`], a `now` out of range. Returns `now` as the sort key's nanoseconds.
+fn check_inputs(catalog: &Catalog, policy: &Policy, now: DateTime<Utc>) -> Result<i64, PlanError> {
+    if policy.has_no_rule() {
+        return Err(PlanError::NoRule);
+    }
+    let n = catalog.backups.len();
+    if n > MAX_BACKUPS {
+        return Err(PlanError::TooLarge { n_backups: n });
+    }
+    now.timestamp_nanos_opt()
+        .ok_or_else(|| PlanError::TimeOutOfRange {
+            what: "now".to_owned(),
+        })
+}
+
+/// Phases 4 and 5: every parent link when immutable chains, merges or full chains need whole
+/// chains ([`keep_floor_and_whole_chains`]); then up every chain from the backups kept in
+/// their own right ([`walk_chains`]), the links above them resolved first where not all were.
+/// Returns the whole chains' decisions and `needed_by`.
+#[allow(clippy::too_many_arguments)]
+fn keep_chains(
+    catalog: &Catalog,
+    policy: &Policy,
+    order: &[u32],
+    links: &mut ParentLinks<'_>,
+    flags: &mut [u32],
+    floor_position: Option<usize>,
+    walk_from: &mut Vec<u32>,
+    any_immutable: bool,
+    warnings: &mut Vec<String>,
+) -> Result<(WholeChains, Pairs), PlanError> {
+    let merge_mode = policy.chain_mode == ChainMode::Merge;
+    let whole_chains =
+        merge_mode || any_immutable || policy.keep_full.is_some() || policy.keep_diff.is_some();
+    if whole_chains {
+        links.resolve_all(flags, warnings)?;
+    }
+    let kept_chains = keep_floor_and_whole_chains(
+        catalog,
+        order,
+        links,
+        flags,
+        floor_position,
+        walk_from,
+        any_immutable,
+        merge_mode,
+        (policy.keep_full, policy.keep_diff),
+    );
+    walk_from.sort_unstable();
+    walk_from.dedup();
+    if !whole_chains {
+        links.link_to_neighbours(walk_from.iter().copied(), flags);
+    }
+    let needed_by = walk_chains(catalog, order, walk_from, links, flags, warnings)?;
+    Ok((kept_chains, needed_by))
 }
 
 /// Pairs of catalog indices, sorted.

@@ -25,7 +25,7 @@ use std::ops::Range;
 
 use crate::id_hash::hash_id;
 
-use crate::catalog::Catalog;
+use crate::catalog::{BackupRecord, Catalog};
 use crate::chains::{chain_roots, find_cycle, plan_merges, MergeIndices, ParentLinks};
 use crate::error::PlanError;
 use crate::flags::{
@@ -109,6 +109,64 @@ pub(crate) fn decide<'c>(
 ) -> Result<VolumeDecisions, PlanError> {
     let (catalog, order) = (ids.catalog, ids.order);
     let backups = &catalog.backups;
+    let (first, backup_of) = artifact_layout(backups)?;
+    // Newest backup first, then the volumes in the record's order.
+    let art_order: Vec<u32> = order
+        .iter()
+        .flat_map(|&index| first[index as usize]..first[index as usize + 1])
+        .collect();
+    let mut art_flags = artifact_flags(backups, flags, &first);
+    let parents = resolve_parents(
+        &mut ids, flags, &first, &backup_of, &art_order, &art_flags, warnings,
+    )?;
+    let chains = volume_chains(&art_order, &parents, &backup_of, &mut art_flags, merge_mode);
+
+    // The walk: up every volume chain from each artifact kept in its own right, newest first.
+    let mut walk = Walk {
+        flags,
+        links,
+        needed_by,
+        warnings,
+        first,
+        art_flags,
+        art_parent: parents.art_parent,
+        cross_parent: parents.cross_parent,
+        art_needed: Vec::new(),
+        pending: Vec::new(),
+    };
+    walk.walk_all(&art_order, &backup_of);
+    let Walk {
+        flags,
+        needed_by,
+        warnings,
+        first,
+        art_flags,
+        art_parent,
+        cross_parent,
+        mut art_needed,
+        ..
+    } = walk;
+    art_needed.sort_by_key(|&(artifact, _)| artifact);
+    needed_by.sort_by_key(|&(needed, _)| needed);
+
+    let decisions = VolumeDecisions {
+        first,
+        backup_of,
+        flags: art_flags,
+        needed_by: art_needed,
+        merge_target_of: chains.merge_target_of,
+        immutable_with: chains.immutable_with,
+        merges: chains.merges,
+        art_parent,
+        cross_parent,
+    };
+    judge_backups(order, backups, flags, &decisions, warnings);
+    Ok(decisions)
+}
+
+/// The artifacts' numbering: per backup, the index of its first artifact (one more entry at
+/// the end), and per artifact, its backup. Refuses more artifacts than the engine handles.
+fn artifact_layout(backups: &[BackupRecord]) -> Result<(Vec<u32>, Vec<u32>), PlanError> {
     let n = backups.len();
     let mut first = Vec::with_capacity(n + 1);
     let mut n_artifacts: usize = 0;
@@ -126,19 +184,13 @@ pub(crate) fn decide<'c>(
             backup_of[artifact as usize] = index as u32;
         }
     }
-    let mut position = vec![NONE; n];
-    for (at, &index) in order.iter().enumerate() {
-        position[index as usize] = at as u32;
-    }
-    // Newest backup first, then the volumes in the record's order.
-    let art_order: Vec<u32> = order
-        .iter()
-        .flat_map(|&index| first[index as usize]..first[index as usize + 1])
-        .collect();
+    Ok((first, backup_of))
+}
 
-    // Each artifact carries its backup's facts, its own kind, and whether its backup is kept.
+/// Each artifact's flags: its backup's facts, its own kind, and whether its backup is kept.
+fn artifact_flags(backups: &[BackupRecord], flags: &[u32], first: &[u32]) -> Vec<u32> {
     let copied = !(KEEP_ANY | PARTIAL | ART_BACKUP_KEPT | FACT_FULL);
-    let mut art_flags = vec![0u32; n_artifacts];
+    let mut art_flags = vec![0u32; *first.last().unwrap_or(&0) as usize];
     for (index, backup) in backups.iter().enumerate() {
         let bits = flags[index];
         for (offset, volume) in backup.volumes.iter().enumerate() {
@@ -152,13 +204,42 @@ pub(crate) fn decide<'c>(
             art_flags[first[index] as usize + offset] = art_bits;
         }
     }
+    art_flags
+}
 
-    // Parent links, all resolved: merges and immutable chains need whole chains, and the
-    // number of artifacts is what the walk visits anyway.
+/// Every artifact's parent link, resolved.
+struct ArtifactParents {
+    /// Per artifact: its parent artifact, or `NONE`.
+    art_parent: Vec<u32>,
+    /// Per artifact: the backup without volumes its parent link points to, or `NONE`.
+    cross_parent: Vec<u32>,
+    /// Some artifact's parent is newer than it.
+    has_forward_links: bool,
+}
+
+/// Parent links, all resolved: merges and immutable chains need whole chains, and the number
+/// of artifacts is what the walk visits anyway. A broken link is a warning; a cycle refuses
+/// the plan.
+fn resolve_parents(
+    ids: &mut IdIndex<'_, '_>,
+    flags: &[u32],
+    first: &[u32],
+    backup_of: &[u32],
+    art_order: &[u32],
+    art_flags: &[u32],
+    warnings: &mut Vec<String>,
+) -> Result<ArtifactParents, PlanError> {
+    let (catalog, order) = (ids.catalog, ids.order);
+    let backups = &catalog.backups;
+    let n_artifacts = art_flags.len();
+    let mut position = vec![NONE; backups.len()];
+    for (at, &index) in order.iter().enumerate() {
+        position[index as usize] = at as u32;
+    }
     let mut art_parent = vec![NONE; n_artifacts];
     let mut cross_parent = vec![NONE; n_artifacts];
     let mut has_forward_links = false;
-    for &artifact in &art_order {
+    for &artifact in art_order {
         let art_bits = art_flags[artifact as usize];
         if art_bits & FACT_CHAIN_NODE == 0 || art_bits & FACT_FULL != 0 {
             continue;
@@ -216,117 +297,128 @@ pub(crate) fn decide<'c>(
             });
         }
     }
+    Ok(ArtifactParents {
+        art_parent,
+        cross_parent,
+        has_forward_links,
+    })
+}
 
-    // Immutable chains and merges, per volume chain.
+/// What immutable chains and merges decide, per volume chain.
+struct VolumeChains {
+    immutable_with: Vec<(u32, u32)>,
+    merges: Vec<MergeIndices>,
+    merge_target_of: Vec<(u32, u32)>,
+}
+
+/// Immutable chains and merges, per volume chain: marks the artifacts an immutable chain
+/// keeps (`KEEP_IMMUTABLE_CHAIN`) and the merges' sources (`KEEP_MERGE_SOURCE`).
+fn volume_chains(
+    art_order: &[u32],
+    parents: &ArtifactParents,
+    backup_of: &[u32],
+    art_flags: &mut [u32],
+    merge_mode: bool,
+) -> VolumeChains {
     let any_immutable = art_flags
         .iter()
         .any(|&bits| bits & FACT_IMMUTABLE != 0 && bits & FACT_CHAIN_NODE != 0);
-    let roots = (merge_mode || any_immutable)
-        .then(|| chain_roots(&art_order, &art_parent, &art_flags, has_forward_links));
-    let mut chain_immutable = vec![false; if any_immutable { n_artifacts } else { 0 }];
-    let mut immutable_with = Vec::new();
-    if let (true, Some(roots)) = (any_immutable, &roots) {
-        for artifact in 0..n_artifacts {
-            if art_flags[artifact] & FACT_IMMUTABLE != 0 && roots[artifact] != NONE {
-                chain_immutable[roots[artifact] as usize] = true;
-            }
-        }
-        let mut newest_kept = vec![NONE; n_artifacts];
-        for &artifact in &art_order {
-            let root = roots[artifact as usize];
-            if root != NONE
-                && chain_immutable[root as usize]
-                && art_flags[artifact as usize] & ART_INDEPENDENT != 0
-                && newest_kept[root as usize] == NONE
-            {
-                newest_kept[root as usize] = artifact;
-            }
-        }
-        for &artifact in &art_order {
-            let root = roots[artifact as usize];
-            if root == NONE || !chain_immutable[root as usize] {
-                continue;
-            }
-            let kept_with = newest_kept[root as usize];
-            if kept_with != NONE && art_flags[artifact as usize] & ART_INDEPENDENT == 0 {
-                art_flags[artifact as usize] |= KEEP_IMMUTABLE_CHAIN;
-                immutable_with.push((artifact, backup_of[kept_with as usize]));
-            }
-        }
-        immutable_with.sort_unstable();
+    let mut chains = VolumeChains {
+        immutable_with: Vec::new(),
+        merges: Vec::new(),
+        merge_target_of: Vec::new(),
+    };
+    if !(merge_mode || any_immutable) {
+        return chains;
     }
-    let mut merges = Vec::new();
-    let mut merge_target_of = Vec::new();
-    if let (true, Some(roots)) = (merge_mode, &roots) {
+    let roots = chain_roots(
+        art_order,
+        &parents.art_parent,
+        art_flags,
+        parents.has_forward_links,
+    );
+    let mut chain_immutable = Vec::new();
+    if any_immutable {
+        (chain_immutable, chains.immutable_with) =
+            keep_immutable_chains(art_order, &roots, backup_of, art_flags);
+    }
+    if merge_mode {
         let is_immutable_chain = |artifact: usize| {
             any_immutable && roots[artifact] != NONE && chain_immutable[roots[artifact] as usize]
         };
-        merges = plan_merges(
-            &art_order,
-            &art_parent,
-            &art_flags,
-            roots,
+        chains.merges = plan_merges(
+            art_order,
+            &parents.art_parent,
+            art_flags,
+            &roots,
             is_immutable_chain,
             ART_INDEPENDENT,
         );
-        for merge in &merges {
+        for merge in &chains.merges {
             for &source in &merge.sources {
                 art_flags[source as usize] |= KEEP_MERGE_SOURCE;
-                merge_target_of.push((source, backup_of[merge.target as usize]));
+                chains
+                    .merge_target_of
+                    .push((source, backup_of[merge.target as usize]));
             }
         }
-        merge_target_of.sort_unstable();
+        chains.merge_target_of.sort_unstable();
     }
-    drop(chain_immutable);
-    drop(roots);
+    chains
+}
 
-    // The walk: up every volume chain from each artifact kept in its own right, newest first.
-    let mut walk = Walk {
-        flags,
-        links,
-        needed_by,
-        warnings,
-        first,
-        art_flags,
-        art_parent,
-        cross_parent,
-        art_needed: Vec::new(),
-        pending: Vec::new(),
-    };
-    for &artifact in &art_order {
-        if walk.art_flags[artifact as usize] & ART_INDEPENDENT != 0 {
-            walk.walk_artifact(artifact, backup_of[artifact as usize]);
+/// The immutable volume chains (by root: one holds an immutable artifact), and each of their
+/// artifacts kept with the chain's newest artifact kept in its own right, marked so.
+fn keep_immutable_chains(
+    art_order: &[u32],
+    roots: &[u32],
+    backup_of: &[u32],
+    art_flags: &mut [u32],
+) -> (Vec<bool>, Vec<(u32, u32)>) {
+    let n_artifacts = art_flags.len();
+    let mut chain_immutable = vec![false; n_artifacts];
+    let mut immutable_with = Vec::new();
+    for artifact in 0..n_artifacts {
+        if art_flags[artifact] & FACT_IMMUTABLE != 0 && roots[artifact] != NONE {
+            chain_immutable[roots[artifact] as usize] = true;
         }
     }
-    while let Some((artifact, by)) = walk.pending.pop() {
-        walk.walk_artifact(artifact, by);
+    let mut newest_kept = vec![NONE; n_artifacts];
+    for &artifact in art_order {
+        let root = roots[artifact as usize];
+        if root != NONE
+            && chain_immutable[root as usize]
+            && art_flags[artifact as usize] & ART_INDEPENDENT != 0
+            && newest_kept[root as usize] == NONE
+        {
+            newest_kept[root as usize] = artifact;
+        }
     }
-    let Walk {
-        flags,
-        needed_by,
-        warnings,
-        first,
-        art_flags,
-        art_parent,
-        cross_parent,
-        mut art_needed,
-        ..
-    } = walk;
-    art_needed.sort_by_key(|&(artifact, _)| artifact);
-    needed_by.sort_by_key(|&(needed, _)| needed);
+    for &artifact in art_order {
+        let root = roots[artifact as usize];
+        if root == NONE || !chain_immutable[root as usize] {
+            continue;
+        }
+        let kept_with = newest_kept[root as usize];
+        if kept_with != NONE && art_flags[artifact as usize] & ART_INDEPENDENT == 0 {
+            art_flags[artifact as usize] |= KEEP_IMMUTABLE_CHAIN;
+            immutable_with.push((artifact, backup_of[kept_with as usize]));
+        }
+    }
+    immutable_with.sort_unstable();
+    (chain_immutable, immutable_with)
+}
 
-    // Per backup: kept whole, partial, or deleted.
-    let decisions = VolumeDecisions {
-        first,
-        backup_of,
-        flags: art_flags,
-        needed_by: art_needed,
-        merge_target_of,
-        immutable_with,
-        merges,
-        art_parent,
-        cross_parent,
-    };
+/// Per backup with volumes: kept whole (`KEEP_VOLUMES_NEEDED`) when every artifact is kept,
+/// partial (`PARTIAL`) when some are, deleted when none are; a kept volume marked expiring is
+/// a warning.
+fn judge_backups(
+    order: &[u32],
+    backups: &[BackupRecord],
+    flags: &mut [u32],
+    decisions: &VolumeDecisions,
+    warnings: &mut Vec<String>,
+) {
     for &index in order {
         let index = index as usize;
         if flags[index] & FACT_VOLUMES == 0 {
@@ -358,7 +450,6 @@ pub(crate) fn decide<'c>(
             }
         }
     }
-    Ok(decisions)
 }
 
 /// How many of the next older backups are tried as a volume's parent before its id is looked
@@ -424,6 +515,19 @@ impl<'c, 'o> IdIndex<'c, 'o> {
 }
 
 impl Walk<'_, '_> {
+    /// Walks up from each artifact kept in its own right, newest first, then from the
+    /// artifacts of backups the walk found needed whole.
+    fn walk_all(&mut self, art_order: &[u32], backup_of: &[u32]) {
+        for &artifact in art_order {
+            if self.art_flags[artifact as usize] & ART_INDEPENDENT != 0 {
+                self.walk_artifact(artifact, backup_of[artifact as usize]);
+            }
+        }
+        while let Some((artifact, by)) = self.pending.pop() {
+            self.walk_artifact(artifact, by);
+        }
+    }
+
     /// Walks up the volume chain above `start`, marking what `by` (a kept backup) needs.
     fn walk_artifact(&mut self, start: u32, by: u32) {
         let mut node = start as usize;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sexton_shared::{
     api::{ApiError, ApproveRequest, ErrorCode, PreviewRequest, ScrubRequest, StatusRequest},
     audit::{AuditEvent, TamperedEntry},
@@ -28,6 +28,39 @@ impl Worker {
     /// found again. Only `checked` records whose revision did not move are written.
     pub async fn scrub(&self, cluster: &ClusterName, dry_run: bool) -> anyhow::Result<ScrubReport> {
         let records = self.catalog.list_cluster(cluster).await?;
+        let mut report = self.judge_primary(cluster, &records, dry_run).await?;
+        self.judge_locations(cluster, &records, &mut report).await;
+        if dry_run {
+            return Ok(report);
+        }
+        self.write_copy_findings(cluster, &records, &mut report)
+            .await?;
+        let now = Utc::now();
+        self.report_tampering(cluster, &report, now).await;
+        self.write_findings(cluster, &records, &mut report, now)
+            .await?;
+        recount_missing(&mut report);
+        self.metrics
+            .missing
+            .with_label_values(&[cluster.as_str()])
+            .set(report.missing_after as i64);
+        self.metrics
+            .last_scrub
+            .with_label_values(&[cluster.as_str()])
+            .set(now.timestamp());
+        self.metrics.scrubs.with_label_values(&["done"]).inc();
+        tracing::info!(%cluster, checked = report.checked, findings = report.findings.len(), unowned = report.unowned_objects, "scrub done");
+        Ok(report)
+    }
+
+    /// The scrub's first step: the cluster's records at primary against primary's listing.
+    /// A listing that fails fails the scrub (counted as an `error`).
+    async fn judge_primary(
+        &self,
+        cluster: &ClusterName,
+        records: &[Versioned<BackupRecord>],
+        dry_run: bool,
+    ) -> anyhow::Result<ScrubReport> {
         let failed = |err: sexton_shared::object_store::ObjectError| {
             self.metrics.scrubs.with_label_values(&["error"]).inc();
             anyhow::Error::new(err).context("listing the cluster's objects")
@@ -46,9 +79,19 @@ impl Worker {
         let mut report = scrub::judge(cluster, &here, &listing, versions.as_ref(), &binlog_prefix);
         report.dry_run = dry_run;
         report.elsewhere = elsewhere.len();
-        // Each location's copies against that location's own listing: a copy gone at one
-        // place stops counting there, and nowhere else. A versioned location (Object Lock) is
-        // judged by the versions the copier recorded, as primary is (issue 47).
+        Ok(report)
+    }
+
+    /// Each location's copies against that location's own listing: a copy gone at one place
+    /// stops counting there, and nowhere else. A versioned location (Object Lock) is judged by
+    /// the versions the copier recorded, as primary is (issue 47). A location that cannot be
+    /// listed is named in the report and judged next pass.
+    async fn judge_locations(
+        &self,
+        cluster: &ClusterName,
+        records: &[Versioned<BackupRecord>],
+        report: &mut ScrubReport,
+    ) {
         for (name, store) in &self.locations {
             match list_for_scrub(store, &store.cluster_prefix(cluster)).await {
                 Ok((listing, versions)) => {
@@ -74,9 +117,17 @@ impl Worker {
                 }
             }
         }
-        if dry_run {
-            return Ok(report);
-        }
+    }
+
+    /// Writes what the scrub found of the copies (compare-and-set on each record): a copy
+    /// missing is an incident, one found whole again is logged; a record changed meanwhile is
+    /// left to the next pass.
+    async fn write_copy_findings(
+        &self,
+        cluster: &ClusterName,
+        records: &[Versioned<BackupRecord>],
+        report: &mut ScrubReport,
+    ) -> anyhow::Result<()> {
         let now_copies = Utc::now();
         for finding in &report.copies {
             let Some(current) = records.iter().find(|r| r.value.id.as_str() == finding.id) else {
@@ -116,7 +167,17 @@ impl Worker {
                 Err(CasError::Other(err)) => return Err(err),
             }
         }
-        let now = Utc::now();
+        Ok(())
+    }
+
+    /// Says what was tampered with (issue 29): an incident each, one audit entry for them
+    /// all, and the cluster's gauge.
+    async fn report_tampering(
+        &self,
+        cluster: &ClusterName,
+        report: &ScrubReport,
+        now: DateTime<Utc>,
+    ) {
         for tampered in &report.tampered {
             let (what, kind) = match &tampered.location {
                 None => (format!("backup {}", tampered.id), "backup-tampered"),
@@ -170,6 +231,18 @@ impl Worker {
             .tampered
             .with_label_values(&[cluster.as_str()])
             .set(report.tampered.len() as i64);
+    }
+
+    /// Writes the records' findings (compare-and-set on each): a backup missing is an
+    /// incident, one found again is logged; a record changed meanwhile is left to the next
+    /// pass.
+    async fn write_findings(
+        &self,
+        cluster: &ClusterName,
+        records: &[Versioned<BackupRecord>],
+        report: &mut ScrubReport,
+        now: DateTime<Utc>,
+    ) -> anyhow::Result<()> {
         let by_id: BTreeMap<&str, &Versioned<BackupRecord>> =
             records.iter().map(|r| (r.value.id.as_str(), r)).collect();
         for finding in &report.findings {
@@ -203,26 +276,7 @@ impl Worker {
                 Err(CasError::Other(err)) => return Err(err),
             }
         }
-        // Written findings only: a changed record keeps its state until the next pass.
-        for id in &report.changed_meanwhile {
-            if let Some(finding) = report.findings.iter().find(|f| &f.id == id) {
-                match finding.becomes {
-                    BackupStatus::Missing => report.missing_after -= 1,
-                    _ => report.missing_after += 1,
-                }
-            }
-        }
-        self.metrics
-            .missing
-            .with_label_values(&[cluster.as_str()])
-            .set(report.missing_after as i64);
-        self.metrics
-            .last_scrub
-            .with_label_values(&[cluster.as_str()])
-            .set(now.timestamp());
-        self.metrics.scrubs.with_label_values(&["done"]).inc();
-        tracing::info!(%cluster, checked = report.checked, findings = report.findings.len(), unowned = report.unowned_objects, "scrub done");
-        Ok(report)
+        Ok(())
     }
 
     /// Answers `catalog.scrub` requests until shutdown.
@@ -440,6 +494,19 @@ impl Worker {
             },
         )
         .await
+    }
+}
+
+/// Counts a finding whose write met a changed record as not made: that record keeps its state
+/// until the next pass, so `missing_after` is what the catalog holds now.
+fn recount_missing(report: &mut ScrubReport) {
+    for id in &report.changed_meanwhile {
+        if let Some(finding) = report.findings.iter().find(|f| &f.id == id) {
+            match finding.becomes {
+                BackupStatus::Missing => report.missing_after -= 1,
+                _ => report.missing_after += 1,
+            }
+        }
     }
 }
 

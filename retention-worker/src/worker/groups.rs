@@ -3,17 +3,20 @@
 //! the circuit breaker's verdict on each plan that deletes. Runs, previews, `binlog.status` and
 //! approvals all plan here; nothing here marks, publishes or writes.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
+use sexton_retention::breaker::BreakerLimits;
 use sexton_shared::{
-    names::{ClusterName, PlanName},
+    names::{ClusterName, LocationName, PlanName},
     planning,
+    records::ScheduleRecord,
 };
 
 use super::Worker;
 use crate::binlog::{self, BinlogInput};
 use crate::group_plan::{GroupPlan, Render};
+use crate::view::{ClusterGroups, GroupView};
 
 /// Which places' groups to plan: the primary's (previews, `binlog.status`), or every
 /// location's copies too (runs, and approvals of a location's held plan).
@@ -83,7 +86,6 @@ impl Worker {
         places: Places,
     ) -> anyhow::Result<Vec<GroupPlan>> {
         let schedules = self.schedules.of_cluster(cluster).await?;
-        let policies = planning::group_policies(&schedules);
         let mut view = self.view.current(cluster).await?;
         // A run over backups recorded in another store than their place's is held (issue 54):
         // nothing of it is decided, locked or deleted. A preview still shows the plan.
@@ -94,9 +96,47 @@ impl Worker {
         }
         let refresh = view.last_refresh;
         tracing::debug!(%cluster, records = view.len(), ?refresh, "catalog view current");
+        let primary = GroupsAt {
+            cluster,
+            only_plan,
+            schedules: &schedules,
+            now,
+            render,
+        };
+        let mut plans = self
+            .plan_primary_groups(&primary, &mut view.primary, binlog)
+            .await;
+        // A run plans each location's copies too (issue 28): per plan, over the copies that
+        // location holds, with the policy the plan's copy rules give it there.
+        if places == Places::All {
+            let mut archives = Archives::new();
+            for (location, groups) in &mut view.locations {
+                for group in groups.groups_mut() {
+                    if only_plan.is_some_and(|p| *p != group.plan) {
+                        continue;
+                    }
+                    let plan = self
+                        .plan_location_group(&primary, location, group, &mut archives)
+                        .await;
+                    plans.push(plan);
+                }
+            }
+        }
+        Ok(plans)
+    }
+
+    /// The plans of the groups at primary, each under its group's policy, with the cluster's
+    /// binlog segments, and each that deletes judged by the breaker.
+    async fn plan_primary_groups(
+        &self,
+        at: &GroupsAt<'_>,
+        groups: &mut ClusterGroups,
+        binlog: &BinlogInput,
+    ) -> Vec<GroupPlan> {
+        let policies = planning::group_policies(at.schedules);
         let mut plans = Vec::new();
-        for group in view.primary.groups_mut() {
-            if only_plan.is_some_and(|p| *p != group.plan) {
+        for group in groups.groups_mut() {
+            if at.only_plan.is_some_and(|p| *p != group.plan) {
                 continue;
             }
             let policy = planning::policy_for(&policies, &group.plan);
@@ -106,28 +146,28 @@ impl Worker {
                 Arc::make_mut(&mut group.members).engine.binlog_segments = binlog.segments();
             }
             // Locks are set from every kept backup's reasons: a run renders them all.
-            let render = match render {
+            let render = match at.render {
                 Render::Run if self.lock.is_some() => Render::RunWithPlan,
                 other => other,
             };
             let mut plan = GroupPlan::decide(
-                cluster,
+                at.cluster,
                 &group.plan,
                 group.members.clone(),
                 policy,
-                now,
+                at.now,
                 render,
             );
             let objectives = sexton_shared::recovery::objectives_for(
-                &schedules,
+                at.schedules,
                 &plan.plan,
                 &sexton_shared::names::LocationName::primary(),
             );
             if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
-                let mut limits = self.envelope.limits(&schedules, &plan.plan, now);
+                let mut limits = self.envelope.limits(at.schedules, &plan.plan, at.now);
                 // The promised window, where the breaker is on: a run that would lose an
                 // instant of it is held (at primary, where the plan's catalog holds the log).
-                if limits != sexton_retention::breaker::BreakerLimits::OFF {
+                if limits != BreakerLimits::OFF {
                     limits.recovery_window = objectives
                         .as_ref()
                         .and_then(|o| o.window)
@@ -136,110 +176,131 @@ impl Worker {
                 plan.breaker = self
                     .envelope
                     .judge(
-                        cluster,
+                        at.cluster,
                         &plan.plan,
                         None,
                         &limits,
                         &plan.members.engine,
                         owned,
-                        now,
+                        at.now,
                     )
                     .await;
             }
-            plan.copy_delays = copy_delays(&schedules, &plan.plan);
+            plan.copy_delays = copy_delays(at.schedules, &plan.plan);
             plan.objectives = objectives;
             plans.push(plan);
         }
-        // A run plans each location's copies too (issue 28): per plan, over the copies that
-        // location holds, with the policy the plan's copy rules give it there.
-        if places == Places::All {
-            let mut archives: std::collections::BTreeMap<
-                sexton_shared::names::LocationName,
-                Vec<sexton_retention::BinlogSegment>,
-            > = Default::default();
-            for (location, groups) in &mut view.locations {
-                for group in groups.groups_mut() {
-                    if only_plan.is_some_and(|p| *p != group.plan) {
-                        continue;
-                    }
-                    let rules = schedules
-                        .iter()
-                        .filter(|schedule| schedule.plan == group.plan)
-                        .flat_map(|schedule| &schedule.copies);
-                    let policy = sexton_shared::copies::copy_policy(rules, location);
-                    // A location with a lock setting locks from the kept copies' reasons.
-                    let render = match render {
-                        Render::Run if self.location_locks.contains_key(location) => {
-                            Render::RunWithPlan
-                        }
-                        other => other,
-                    };
-                    let mut plan = GroupPlan::decide(
-                        cluster,
-                        &group.plan,
-                        group.members.clone(),
-                        policy.map_err(|why| why.to_string()),
-                        now,
-                        render,
-                    );
-                    plan.location = Some(location.clone());
-                    plan.objectives =
-                        sexton_shared::recovery::objectives_for(&schedules, &group.plan, location);
-                    if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
-                        let mut limits = self.envelope.limits(&schedules, &plan.plan, now);
-                        // Full backups only: the newest copy there is as old as the last
-                        // full, many of the schedule's intervals, which says nothing of
-                        // failing backups; the staleness check would hold every run there.
-                        let fulls_only = schedules
-                            .iter()
-                            .filter(|schedule| schedule.plan == group.plan)
-                            .flat_map(|schedule| &schedule.copies)
-                            .any(|rule| {
-                                rule.to == *location
-                                    && rule.select == sexton_shared::copies::CopySelect::Fulls
-                            });
-                        if fulls_only {
-                            limits.stale_after = None;
-                        }
-                        // The promised window there, judged over the copies and the
-                        // location's own copy of the archive (read once per location).
-                        let window = plan.objectives.as_ref().and_then(|o| o.window);
-                        let mut judged = None;
-                        if let (true, Some(window), Some(store)) = (
-                            limits != sexton_retention::breaker::BreakerLimits::OFF,
-                            window,
-                            self.locations.get(location),
-                        ) {
-                            limits.recovery_window = Some(window.delta());
-                            if !archives.contains_key(location) {
-                                let input = binlog::load(store, store.prefix(), cluster).await;
-                                archives.insert(location.clone(), input.segments());
-                            }
-                            let mut catalog = plan.members.engine.clone();
-                            catalog.binlog_segments =
-                                archives.get(location).cloned().unwrap_or_default();
-                            judged = Some(catalog);
-                        }
-                        plan.breaker = self
-                            .envelope
-                            .judge(
-                                cluster,
-                                &plan.plan,
-                                Some(location),
-                                &limits,
-                                judged.as_ref().unwrap_or(&plan.members.engine),
-                                owned,
-                                now,
-                            )
-                            .await;
-                    }
-                    plans.push(plan);
-                }
-            }
+        plans
+    }
+
+    /// The plan of one group's copies at `location`, under the policy the plan's copy rules
+    /// give it there, judged by the breaker if it deletes.
+    async fn plan_location_group(
+        &self,
+        at: &GroupsAt<'_>,
+        location: &LocationName,
+        group: &GroupView,
+        archives: &mut Archives,
+    ) -> GroupPlan {
+        let rules = at
+            .schedules
+            .iter()
+            .filter(|schedule| schedule.plan == group.plan)
+            .flat_map(|schedule| &schedule.copies);
+        let policy = sexton_shared::copies::copy_policy(rules, location);
+        // A location with a lock setting locks from the kept copies' reasons.
+        let render = match at.render {
+            Render::Run if self.location_locks.contains_key(location) => Render::RunWithPlan,
+            other => other,
+        };
+        let mut plan = GroupPlan::decide(
+            at.cluster,
+            &group.plan,
+            group.members.clone(),
+            policy.map_err(|why| why.to_string()),
+            at.now,
+            render,
+        );
+        plan.location = Some(location.clone());
+        plan.objectives =
+            sexton_shared::recovery::objectives_for(at.schedules, &group.plan, location);
+        if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
+            let (limits, judged) = self.location_limits(at, location, &plan, archives).await;
+            plan.breaker = self
+                .envelope
+                .judge(
+                    at.cluster,
+                    &plan.plan,
+                    Some(location),
+                    &limits,
+                    judged.as_ref().unwrap_or(&plan.members.engine),
+                    owned,
+                    at.now,
+                )
+                .await;
         }
-        Ok(plans)
+        plan
+    }
+
+    /// The breaker's limits for a plan of copies at `location`, and the catalog to judge it
+    /// over where the promised window is judged there (the copies with the location's own
+    /// copy of the archive; `None`: the plan's own catalog).
+    async fn location_limits(
+        &self,
+        at: &GroupsAt<'_>,
+        location: &LocationName,
+        plan: &GroupPlan,
+        archives: &mut Archives,
+    ) -> (BreakerLimits, Option<sexton_retention::Catalog>) {
+        let mut limits = self.envelope.limits(at.schedules, &plan.plan, at.now);
+        // Full backups only: the newest copy there is as old as the last full, many of the
+        // schedule's intervals, which says nothing of failing backups; the staleness check
+        // would hold every run there.
+        let fulls_only = at
+            .schedules
+            .iter()
+            .filter(|schedule| schedule.plan == plan.plan)
+            .flat_map(|schedule| &schedule.copies)
+            .any(|rule| {
+                rule.to == *location && rule.select == sexton_shared::copies::CopySelect::Fulls
+            });
+        if fulls_only {
+            limits.stale_after = None;
+        }
+        // The promised window there, judged over the copies and the location's own copy of
+        // the archive (read once per location).
+        let window = plan.objectives.as_ref().and_then(|o| o.window);
+        let mut judged = None;
+        if let (true, Some(window), Some(store)) = (
+            limits != BreakerLimits::OFF,
+            window,
+            self.locations.get(location),
+        ) {
+            limits.recovery_window = Some(window.delta());
+            if !archives.contains_key(location) {
+                let input = binlog::load(store, store.prefix(), at.cluster).await;
+                archives.insert(location.clone(), input.segments());
+            }
+            let mut catalog = plan.members.engine.clone();
+            catalog.binlog_segments = archives.get(location).cloned().unwrap_or_default();
+            judged = Some(catalog);
+        }
+        (limits, judged)
     }
 }
+
+/// What every group of one planning shares: whose groups, which of them, the cluster's
+/// schedules, when, and for what.
+struct GroupsAt<'a> {
+    cluster: &'a ClusterName,
+    only_plan: Option<&'a PlanName>,
+    schedules: &'a [ScheduleRecord],
+    now: DateTime<Utc>,
+    render: Render,
+}
+
+/// Each location's binlog archive, read once per planning where a window is judged there.
+type Archives = BTreeMap<LocationName, Vec<sexton_retention::BinlogSegment>>;
 
 /// The longest delay the copy rules of `plan`'s schedules give each location: a copy awaited
 /// there is lagging only once it is past it.
