@@ -20,13 +20,19 @@
 
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sexton_shared::{
     api::{LocationSpec, PluginSpec, ScheduleSpec, ScheduleUpdate},
-    conditions,
     records::ScheduleRecord,
     wire::Message,
+};
+
+mod diff;
+mod from_fleet;
+
+pub use diff::unified_diff;
+pub use from_fleet::{
+    location_manifest_of, manifest_of, plugin_manifest_of, status_of, to_yaml_documents,
 };
 
 /// The one version of the manifests' schema.
@@ -676,21 +682,6 @@ fn location(document: &Document, header: Header) -> Result<LocationManifest, Str
     Ok(LocationManifest { at, spec })
 }
 
-/// The manifest of one of the fleet's locations: what `sexton get locations` writes, and what
-/// applies back unchanged (every field the fleet has, no credentials).
-pub fn location_manifest_of(spec: &LocationSpec) -> Value {
-    let Value::Object(mut body) = serde_json::to_value(spec).expect("a location serialises") else {
-        unreachable!("a location is an object");
-    };
-    body.remove("name");
-    serde_json::json!({
-        "apiVersion": API_VERSION,
-        "kind": "Location",
-        "metadata": {"name": spec.name},
-        "spec": body,
-    })
-}
-
 /// serde's "expected one of" list without the fields a manifest of `kind` keeps elsewhere.
 fn spec_fields_only(kind: Kind, message: &str) -> String {
     let Some((head, fields)) = message.split_once(", expected one of ") else {
@@ -706,128 +697,6 @@ fn spec_fields_only(kind: Kind, message: &str) -> String {
         })
         .collect();
     format!("{head}, expected one of {}", kept.join(", "))
-}
-
-/// The manifest of a live schedule: what `sexton get schedules -o yaml` writes, and what
-/// applies back unchanged (without apply's own annotation, which apply adds back). With
-/// `status_at`, also `metadata.generation` and the status at that instant, which apply
-/// ignores.
-pub fn manifest_of(record: &ScheduleRecord, status_at: Option<DateTime<Utc>>) -> Value {
-    let Value::Object(mut spec) = ScheduleSpec::of_record(record).canonical() else {
-        unreachable!("a spec is an object");
-    };
-    let mut metadata = Map::new();
-    metadata.insert("name".into(), spec.remove("name").unwrap_or(Value::Null));
-    for key in ["labels", "annotations"] {
-        if let Some(value) = spec.remove(key) {
-            metadata.insert(key.into(), value);
-        }
-    }
-    let mut manifest = Map::new();
-    manifest.insert("apiVersion".into(), Value::String(API_VERSION.into()));
-    manifest.insert("kind".into(), Value::String("Schedule".into()));
-    if status_at.is_some() && record.generation > 0 {
-        metadata.insert("generation".into(), Value::from(record.generation));
-    }
-    let mut metadata = Value::Object(metadata);
-    sexton_shared::api::without_apply_annotations(&mut metadata);
-    manifest.insert("metadata".into(), metadata);
-    manifest.insert("spec".into(), Value::Object(spec));
-    if let Some(now) = status_at {
-        manifest.insert("status".into(), status_of(record, now));
-    }
-    Value::Object(manifest)
-}
-
-/// The manifest of a registered delete plugin: what `sexton get deleteplugins` writes, and
-/// what applies back unchanged. With `with_status`, the time it was registered, which apply
-/// ignores.
-pub fn plugin_manifest_of(spec: &PluginSpec, with_status: bool) -> Value {
-    let mut metadata = Map::new();
-    metadata.insert("name".into(), Value::String(spec.name.clone()));
-    if !spec.labels.is_empty() {
-        metadata.insert("labels".into(), serde_json::json!(spec.labels));
-    }
-    if !spec.annotations.is_empty() {
-        metadata.insert("annotations".into(), serde_json::json!(spec.annotations));
-    }
-    let mut metadata = Value::Object(metadata);
-    sexton_shared::api::without_apply_annotations(&mut metadata);
-    let mut body = Map::new();
-    body.insert("subject".into(), Value::String(spec.subject.clone()));
-    if !spec.selector.is_empty() {
-        body.insert("selector".into(), serde_json::json!(spec.selector));
-    }
-    if let Some(timeout) = spec.timeout_seconds {
-        body.insert("timeout_seconds".into(), Value::from(timeout));
-    }
-    let mut manifest = Map::new();
-    manifest.insert("apiVersion".into(), Value::String(API_VERSION.into()));
-    manifest.insert("kind".into(), Value::String("DeletePlugin".into()));
-    manifest.insert("metadata".into(), metadata);
-    manifest.insert("spec".into(), Value::Object(body));
-    if let (true, Some(at)) = (with_status, spec.registered_at) {
-        manifest.insert(
-            "status".into(),
-            serde_json::json!({
-                "registeredAt": at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            }),
-        );
-    }
-    Value::Object(manifest)
-}
-
-/// A schedule's status as a manifest shows it, in Kubernetes' shape (camelCase, conditions),
-/// for health checks: what the scheduler recorded, and the conditions decided from it at `now`
-/// (`sexton_shared::conditions`).
-pub fn status_of(record: &ScheduleRecord, now: DateTime<Utc>) -> Value {
-    let status = &record.status;
-    let mut out = Map::new();
-    let mut put = |key: &str, value: Value| {
-        if !value.is_null() {
-            out.insert(key.into(), value);
-        }
-    };
-    let time = |t: Option<DateTime<Utc>>| {
-        t.map_or(Value::Null, |t| {
-            Value::String(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-        })
-    };
-    put(
-        "observedGeneration",
-        Value::from(status.observed_generation),
-    );
-    put(
-        "phase",
-        serde_json::to_value(status.phase).unwrap_or(Value::Null),
-    );
-    put("lastBackup", time(status.last_backup));
-    put(
-        "lastBackupOutcome",
-        serde_json::to_value(conditions::last_backup_outcome(record)).unwrap_or(Value::Null),
-    );
-    put("lastCompleted", time(status.last_completed));
-    put("nextRun", time(status.next_run_time));
-    put("lastSkipped", time(status.last_skipped));
-    put(
-        "lastSkipReason",
-        status
-            .last_skip_reason
-            .as_ref()
-            .map_or(Value::Null, |r| Value::String(r.clone())),
-    );
-    if status.consecutive_failures > 0 {
-        put(
-            "consecutiveFailures",
-            Value::from(status.consecutive_failures),
-        );
-    }
-    put(
-        "conditions",
-        serde_json::to_value(conditions::schedule_conditions(record, now))
-            .expect("conditions serialise"),
-    );
-    Value::Object(out)
 }
 
 /// Why a live schedule cannot become `desired` in place, if it cannot (`schedule.update`
@@ -882,52 +751,6 @@ pub fn update_of(desired: &ScheduleSpec, confirm: bool, dry_run: bool) -> Schedu
         confirm,
         dry_run,
     }
-}
-
-/// Manifests as YAML documents, `---` between them (what `-o yaml` writes and apply reads).
-pub fn to_yaml_documents(manifests: &[Value]) -> String {
-    manifests
-        .iter()
-        .map(crate::output::to_yaml)
-        .collect::<Vec<_>>()
-        .join("---\n")
-}
-
-/// A unified diff of two texts, whole (every line, `-` removed, `+` added, ` ` both), with
-/// the headers `diff -u` writes; empty when they are equal.
-pub fn unified_diff(from_label: &str, to_label: &str, from: &str, to: &str) -> String {
-    if from == to {
-        return String::new();
-    }
-    let a: Vec<&str> = from.lines().collect();
-    let b: Vec<&str> = to.lines().collect();
-    // Longest common subsequence, by dynamic programming (specs are short).
-    let mut lcs = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for i in (0..a.len()).rev() {
-        for j in (0..b.len()).rev() {
-            lcs[i][j] = if a[i] == b[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
-        }
-    }
-    let mut out = format!("--- {from_label}\n+++ {to_label}\n");
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        if i < a.len() && j < b.len() && a[i] == b[j] {
-            out.push_str(&format!(" {}\n", a[i]));
-            i += 1;
-            j += 1;
-        } else if i < a.len() && (j == b.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
-            out.push_str(&format!("-{}\n", a[i]));
-            i += 1;
-        } else {
-            out.push_str(&format!("+{}\n", b[j]));
-            j += 1;
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -95,13 +95,34 @@ fn dry(dry_run: bool) -> &'static str {
 
 /// What `command`'s answer `value` says, as lines and names.
 pub(super) fn said(command: &Command, value: &Value, summary_said: bool) -> Result<Said, Failure> {
-    let one = |name: String, line: String| Said {
+    match command {
+        Command::Backup(command) => backup_said(command, value, summary_said),
+        Command::Schedule(command) => schedule_said(command, value, summary_said),
+        Command::Cluster(command) => cluster_said(command, value, summary_said),
+        Command::Plugin(command) => plugin_said(command, value),
+        Command::Retention(command) => retention_said(command, value),
+        _ => unreachable!("is_action names the verbs said here"),
+    }
+}
+
+/// One line about one thing, without warnings.
+fn one(name: String, line: String) -> Said {
+    Said {
         lines: vec![line],
         names: vec![name],
         warnings: Vec::new(),
-    };
+    }
+}
+
+/// What a `backup` verb's answer says: a hold or release, a delete, a request for a backup or
+/// for a restore test.
+fn backup_said(
+    command: &BackupCommand,
+    value: &Value,
+    summary_said: bool,
+) -> Result<Said, Failure> {
     Ok(match command {
-        Command::Backup(BackupCommand::Hold { .. } | BackupCommand::Release { .. }) => {
+        BackupCommand::Hold { .. } | BackupCommand::Release { .. } => {
             let name = format!("backup/{}", text(value, "id"));
             let mut said = one(
                 name.clone(),
@@ -117,11 +138,11 @@ pub(super) fn said(command: &Command, value: &Value, summary_said: bool) -> Resu
             }
             said
         }
-        Command::Backup(BackupCommand::Delete { .. }) => {
+        BackupCommand::Delete { .. } => {
             let deleted: BackupDeleted = decode_reply("backup.delete", value.clone())?;
             deletion(&deleted, summary_said)
         }
-        Command::Backup(BackupCommand::Create { .. }) => {
+        BackupCommand::Create { .. } => {
             let name = format!("backup/{}", text(value, "backup_id"));
             let verb = if value.get("duplicate").and_then(Value::as_bool) == Some(true) {
                 "requested already"
@@ -137,7 +158,7 @@ pub(super) fn said(command: &Command, value: &Value, summary_said: bool) -> Resu
                 ),
             )
         }
-        Command::Backup(BackupCommand::Verify { .. }) => {
+        BackupCommand::Verify { .. } => {
             let asked: VerifyAsked = decode_reply("backup.verify", value.clone())?;
             let name = format!("backup/{}", asked.backup_id);
             let mut line = format!(
@@ -158,7 +179,18 @@ pub(super) fn said(command: &Command, value: &Value, summary_said: bool) -> Resu
             }
             one(name, line)
         }
-        Command::Schedule(ScheduleCommand::Delete { .. }) => {
+        _ => unreachable!("is_action names the verbs said here"),
+    })
+}
+
+/// What a `schedule` verb's answer says: a delete, or a backfill.
+fn schedule_said(
+    command: &ScheduleCommand,
+    value: &Value,
+    summary_said: bool,
+) -> Result<Said, Failure> {
+    Ok(match command {
+        ScheduleCommand::Delete { .. } => {
             let deleted: ScheduleDeleted = decode_reply("schedule.delete", value.clone())?;
             let name = format!("schedule/{}", deleted.schedule);
             let verb = match (deleted.dry_run, deleted.deleted) {
@@ -171,7 +203,7 @@ pub(super) fn said(command: &Command, value: &Value, summary_said: bool) -> Resu
                 with_summary(format!("{name} {verb}"), &deleted.summary, summary_said),
             )
         }
-        Command::Schedule(ScheduleCommand::Backfill { .. }) => {
+        ScheduleCommand::Backfill { .. } => {
             let name = format!(
                 "schedule/{}",
                 crate::output::text(value.pointer("/schedule/name"))
@@ -192,7 +224,18 @@ pub(super) fn said(command: &Command, value: &Value, summary_said: bool) -> Resu
                 ),
             )
         }
-        Command::Cluster(ClusterCommand::Forget { .. }) => {
+        _ => unreachable!("is_action names the verbs said here"),
+    })
+}
+
+/// What `cluster forget` answered.
+fn cluster_said(
+    command: &ClusterCommand,
+    value: &Value,
+    summary_said: bool,
+) -> Result<Said, Failure> {
+    Ok(match command {
+        ClusterCommand::Forget { .. } => {
             let forgotten: ClusterForgotten = decode_reply("cluster.forget", value.clone())?;
             let name = format!("cluster/{}", forgotten.cluster);
             let verb = match (forgotten.dry_run, forgotten.forgotten) {
@@ -205,7 +248,13 @@ pub(super) fn said(command: &Command, value: &Value, summary_said: bool) -> Resu
                 with_summary(format!("{name} {verb}"), &forgotten.summary, summary_said),
             )
         }
-        Command::Plugin(PluginCommand::Register { .. }) => {
+    })
+}
+
+/// What a `plugin` verb's answer says: a registration, or an unregistration.
+fn plugin_said(command: &PluginCommand, value: &Value) -> Result<Said, Failure> {
+    Ok(match command {
+        PluginCommand::Register { .. } => {
             let spec: PluginSpec = decode_reply("plugin.register", value.clone())?;
             let name = format!("plugin/{}", spec.name);
             let selector = if spec.selector.is_empty() {
@@ -229,11 +278,18 @@ pub(super) fn said(command: &Command, value: &Value, summary_said: bool) -> Resu
                 ),
             )
         }
-        Command::Plugin(PluginCommand::Unregister { .. }) => {
+        PluginCommand::Unregister { .. } => {
             let name = format!("plugin/{}", text(value, "unregistered"));
             one(name.clone(), format!("{name} unregistered"))
         }
-        Command::Retention(RetentionCommand::Approve { .. }) => {
+        _ => unreachable!("is_action names the verbs said here"),
+    })
+}
+
+/// What `retention approve` answered: the backups its next run deletes, one a line.
+fn retention_said(command: &RetentionCommand, value: &Value) -> Result<Said, Failure> {
+    Ok(match command {
+        RetentionCommand::Approve { .. } => {
             let deleting: Vec<String> = value
                 .get("deleting")
                 .and_then(Value::as_array)

@@ -158,15 +158,27 @@ pub(super) type Call = (String, Body, &'static [&'static str]);
 
 /// The API call of an online command, and the columns its table shows.
 pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
+    match command {
+        Command::Schedule(command) => schedule_request(command),
+        Command::Backup(command) => backup_request(command),
+        Command::Plugin(command) => plugin_request(command),
+        Command::Recovery(command) => recovery_request(command),
+        Command::Retention(command) => retention_request(command),
+        Command::Catalog(command) => catalog_request(command),
+        Command::Binlog(command) => binlog_request(command),
+        Command::Cluster(command) => cluster_request(command),
+        _ => unreachable!("offline commands are handled before"),
+    }
+}
+
+/// The API call of a `recovery` command: the recovery window, or a restore drill.
+fn recovery_request(command: &RecoveryCommand) -> Result<Call, Failure> {
     Ok(match command {
-        Command::Schedule(command) => return schedule_request(command),
-        Command::Backup(command) => return backup_request(command),
-        Command::Plugin(command) => return plugin_request(command),
-        Command::Recovery(RecoveryCommand::Window {
+        RecoveryCommand::Window {
             cluster,
             plan,
             location,
-        }) => (
+        } => (
             topology::api_subject("recovery", "window"),
             Body::RecoveryRequest(RecoveryRequest {
                 schema_version: SCHEMA_VERSION,
@@ -176,14 +188,14 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
             }),
             &[],
         ),
-        Command::Recovery(RecoveryCommand::Drill {
+        RecoveryCommand::Drill {
             cluster,
             at,
             plan,
             location,
             timeout,
             wait: _,
-        }) => (
+        } => (
             topology::api_subject("backup", "drill"),
             Body::DrillRequest(DrillRequest {
                 schema_version: SCHEMA_VERSION,
@@ -205,11 +217,17 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 "recorded",
             ],
         ),
-        Command::Retention(RetentionCommand::Preview {
+    })
+}
+
+/// The API call of an online `retention` command: a preview, or an approval of a held run.
+fn retention_request(command: &RetentionCommand) -> Result<Call, Failure> {
+    Ok(match command {
+        RetentionCommand::Preview {
             cluster,
             plan,
             location,
-        }) => (
+        } => (
             topology::api_subject("retention", "preview"),
             Body::PreviewRequest(PreviewRequest {
                 schema_version: SCHEMA_VERSION,
@@ -219,13 +237,13 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
             }),
             &[],
         ),
-        Command::Retention(RetentionCommand::Approve {
+        RetentionCommand::Approve {
             cluster,
             plan,
             location,
             dry_run,
             ..
-        }) => {
+        } => {
             let approve = ApproveRequest {
                 schema_version: SCHEMA_VERSION,
                 cluster: parsed::<ApproveRequest, _>(cluster)?,
@@ -244,7 +262,14 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 )
             }
         }
-        Command::Catalog(CatalogCommand::Scrub { cluster, dry_run }) => (
+        _ => unreachable!("offline commands are handled before"),
+    })
+}
+
+/// The API call of an online `catalog` command: a scrub, or an import.
+fn catalog_request(command: &CatalogCommand) -> Result<Call, Failure> {
+    Ok(match command {
+        CatalogCommand::Scrub { cluster, dry_run } => (
             topology::api_subject("catalog", "scrub"),
             Body::ScrubRequest(ScrubRequest {
                 schema_version: SCHEMA_VERSION,
@@ -264,12 +289,12 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 "changed_meanwhile",
             ],
         ),
-        Command::Catalog(CatalogCommand::Import {
+        CatalogCommand::Import {
             cluster,
             dry_run,
             from,
             include_removed,
-        }) => (
+        } => (
             topology::api_subject("catalog", "import"),
             Body::ImportRequest(ImportRequest {
                 schema_version: SCHEMA_VERSION,
@@ -288,7 +313,14 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 "skipped",
             ],
         ),
-        Command::Binlog(BinlogCommand::Status { cluster }) => (
+        _ => unreachable!("offline commands are handled before"),
+    })
+}
+
+/// The API call of an online `binlog` command: its status.
+fn binlog_request(command: &BinlogCommand) -> Result<Call, Failure> {
+    Ok(match command {
+        BinlogCommand::Status { cluster } => (
             topology::api_subject("binlog", "status"),
             Body::StatusRequest(StatusRequest {
                 schema_version: SCHEMA_VERSION,
@@ -305,12 +337,19 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 "collection",
             ],
         ),
-        Command::Cluster(ClusterCommand::Forget {
+        _ => unreachable!("offline commands are handled before"),
+    })
+}
+
+/// The API call of a `cluster` command: forgetting one.
+fn cluster_request(command: &ClusterCommand) -> Result<Call, Failure> {
+    Ok(match command {
+        ClusterCommand::Forget {
             cluster,
             remote,
             dry_run,
             yes: _,
-        }) => {
+        } => {
             // A quick, local refusal of a name the API would refuse too.
             let cluster = ClusterName::new(cluster.as_str())
                 .map_err(|err| Failure::input(format!("--cluster {cluster:?}: {err}")))?;
@@ -325,7 +364,6 @@ pub(super) fn request_for(command: &Command) -> Result<Call, Failure> {
                 &["cluster", "forgotten", "records", "summary"],
             )
         }
-        _ => unreachable!("offline commands are handled before"),
     })
 }
 
