@@ -35,7 +35,7 @@ use sexton_shared::{
     wire::{ObjectDigest, ReportStatus},
 };
 
-use super::{invalid, unavailable, Api};
+use crate::api::{invalid, unavailable, Api};
 
 pub use sexton_shared::api::ImportRequest;
 
@@ -222,7 +222,10 @@ pub fn record_from(
 }
 
 impl Api {
-    pub(super) async fn catalog_import(&self, req: ImportRequest) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn catalog_import(
+        &self,
+        req: ImportRequest,
+    ) -> Result<Value, ApiError> {
         let primary_prefix = self.config.s3.prefix.as_str();
         let store = match &req.from {
             None => &self.store,
