@@ -222,6 +222,16 @@ struct Ledger {
     reported: Reported,
 }
 
+impl Ledger {
+    /// Nothing in hand; a reported backup remembered for half an hour, at most 100,000 of them.
+    fn new() -> Ledger {
+        Ledger {
+            running: HashSet::new(),
+            reported: Reported::new(Duration::from_secs(30 * 60), 100_000),
+        }
+    }
+}
+
 /// Runs `sexton exec` until `shutdown` trips, then lets running jobs finish (or hands them
 /// back) and returns.
 pub async fn run(
@@ -236,43 +246,7 @@ pub async fn run(
     let jetstream = jetstream::new(client.clone());
     topology::await_created(&jetstream).await?;
     let store = ObjectStore::connect(&config.s3).await?;
-    let due_consumer = consumer(
-        &jetstream,
-        &channels::DUES,
-        &options.durable,
-        options.cluster.as_ref(),
-        &options,
-        true,
-    )
-    .await?;
-    let merge_consumer = match options.merge_command {
-        Some(_) => Some(
-            consumer(
-                &jetstream,
-                &channels::MERGE_JOBS,
-                &options.merge_durable,
-                options.cluster.as_ref(),
-                &options,
-                false,
-            )
-            .await?,
-        ),
-        None => None,
-    };
-    let verify_consumer = match options.verify_command {
-        Some(_) => Some(
-            consumer(
-                &jetstream,
-                &channels::VERIFY_DUES,
-                &options.verify_durable,
-                options.cluster.as_ref(),
-                &options,
-                false,
-            )
-            .await?,
-        ),
-        None => None,
-    };
+    let consumers = consumers(&jetstream, &options).await?;
     let concurrency = options.concurrency;
     let ctx = Arc::new(Context {
         client,
@@ -282,49 +256,33 @@ pub async fn run(
         locations: ObjectStore::connect_locations(&config).await?,
         options,
     });
-    let ledger = Arc::new(Mutex::new(Ledger {
-        running: HashSet::new(),
-        reported: Reported::new(Duration::from_secs(30 * 60), 100_000),
-    }));
+    let ledger = Arc::new(Mutex::new(Ledger::new()));
     let permits = Arc::new(Semaphore::new(concurrency));
     sexton_shared::build::answer_version_requests(&ctx.client, "sexton-exec", shutdown.clone())
         .await?;
+    let takes = |kind: JobKind| consumers.iter().any(|(taken, _)| *taken == kind);
     tracing::info!(
         durable = %ctx.options.durable,
         cluster = ctx.options.cluster.as_ref().map_or("*", |c| c.as_str()),
         concurrency,
-        merges = merge_consumer.is_some(),
-        verifies = verify_consumer.is_some(),
+        merges = takes(JobKind::Merge),
+        verifies = takes(JobKind::Verify),
         "sexton exec started"
     );
-    let mut loops = vec![tokio::spawn(consume(
-        JobKind::Backup,
-        due_consumer,
-        ctx.clone(),
-        ledger.clone(),
-        permits.clone(),
-        shutdown.clone(),
-    ))];
-    if let Some(merges) = merge_consumer {
-        loops.push(tokio::spawn(consume(
-            JobKind::Merge,
-            merges,
-            ctx.clone(),
-            ledger.clone(),
-            permits.clone(),
-            shutdown.clone(),
-        )));
-    }
-    if let Some(verifies) = verify_consumer {
-        loops.push(tokio::spawn(consume(
-            JobKind::Verify,
-            verifies,
-            ctx.clone(),
-            ledger.clone(),
-            permits.clone(),
-            shutdown.clone(),
-        )));
-    }
+    let loops: Vec<_> = consumers
+        .into_iter()
+        .map(|(kind, consumer)| {
+            let (ctx, ledger, permits) = (ctx.clone(), ledger.clone(), permits.clone());
+            tokio::spawn(consume(
+                kind,
+                consumer,
+                ctx,
+                ledger,
+                permits,
+                shutdown.clone(),
+            ))
+        })
+        .collect();
     shutdown.wait().await;
     for fetching in loops {
         let _ = fetching.await;
@@ -338,18 +296,41 @@ pub async fn run(
     Ok(())
 }
 
+/// The durable consumers of the job kinds this executor takes, in this order: due-backups
+/// always, merge jobs with a merge command, verify-due events with a verify command.
+async fn consumers(
+    jetstream: &jetstream::Context,
+    options: &ExecOptions,
+) -> anyhow::Result<Vec<(JobKind, PullConsumer)>> {
+    let dues = consumer(jetstream, &channels::DUES, &options.durable, options, true);
+    let mut consumers = vec![(JobKind::Backup, dues.await?)];
+    if options.merge_command.is_some() {
+        let durable = &options.merge_durable;
+        let merges = consumer(jetstream, &channels::MERGE_JOBS, durable, options, false);
+        consumers.push((JobKind::Merge, merges.await?));
+    }
+    if options.verify_command.is_some() {
+        let durable = &options.verify_durable;
+        let verifies = consumer(jetstream, &channels::VERIFY_DUES, durable, options, false);
+        consumers.push((JobKind::Verify, verifies.await?));
+    }
+    Ok(consumers)
+}
+
 /// The durable consumer of a job kind. A new due-backup durable starts at the due-backups of
 /// the last `catch_up` (not the stream's week of them); an existing one resumes where it was.
 async fn consumer<T: channels::Addressed>(
     jetstream: &jetstream::Context,
     channel: &channels::Channel<T>,
     durable: &str,
-    cluster: Option<&ClusterName>,
     options: &ExecOptions,
     catch_up: bool,
 ) -> anyhow::Result<PullConsumer> {
     // The operator's own durable, on one cluster's subject or every cluster's.
-    let filter = cluster.map_or_else(|| channel.pattern(), |cluster| channel.subject(cluster));
+    let filter = options
+        .cluster
+        .as_ref()
+        .map_or_else(|| channel.pattern(), |cluster| channel.subject(cluster));
     let mut config = channels::consumer_config(durable, Some(filter), options.ack_wait);
     if catch_up {
         let since = chrono::Utc::now()

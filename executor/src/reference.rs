@@ -19,6 +19,13 @@
 //! objects anew, and the second report would be dropped by the report stream's de-duplication
 //! (same message id), leaving objects that no catalog record owns.
 
+mod merge;
+
+pub use merge::{
+    check_merge_keys, merge_report, rewrite_metadata, synthetic_volume, SYNTHETIC_FULL,
+};
+use merge::{merge_chain, MissingObject};
+
 use std::{
     collections::{HashSet, VecDeque},
     time::{Duration, Instant},
@@ -38,8 +45,8 @@ use sexton_shared::{
     records::BackupKind,
     topology,
     wire::{
-        self, DueBackup, MergeDone, MergeJob, ObjectDigest, Report, ReportStatus, ReportVolume,
-        Verdict, VerdictOutcome, VerifyDue,
+        self, DueBackup, ObjectDigest, Report, ReportStatus, ReportVolume, Verdict, VerdictOutcome,
+        VerifyDue,
     },
     Shutdown,
 };
@@ -49,132 +56,111 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
     let client = sexton_shared::nats::connect(&config.nats, "sexton-reference-executor").await?;
     let js = jetstream::new(client.clone());
     topology::await_created(&js).await?;
-    let store = ObjectStore::connect(&config.s3).await?;
-    let prefix = config.s3.prefix.clone();
-    let locations = ObjectStore::connect_locations(&config).await?;
-    let ack_wait = channels::Settings::ack_wait(Duration::from_secs(60));
-    let mut messages = channels::EXECUTOR_DUE_DURABLE
-        .open(&js, None, ack_wait)
-        .await?
-        .stream()
-        .expires(topology::PULL_EXPIRES)
-        .messages()
-        .await?;
-    let mut merges = channels::EXECUTOR_MERGE_DURABLE
-        .open(&js, None, ack_wait)
-        .await?
-        .stream()
-        .expires(topology::PULL_EXPIRES)
-        .messages()
-        .await?;
-    let mut verifications = channels::EXECUTOR_VERIFY_DURABLE
-        .open(&js, None, ack_wait)
-        .await?
-        .stream()
-        .expires(topology::PULL_EXPIRES)
-        .messages()
-        .await?;
+    let mut executor = Reference {
+        store: ObjectStore::connect(&config.s3).await?,
+        prefix: config.s3.prefix.clone(),
+        locations: ObjectStore::connect_locations(&config).await?,
+        reported: Reported::new(REMEMBER_FOR, REMEMBER_AT_MOST),
+        client: client.clone(),
+        js: js.clone(),
+    };
+    let mut messages = pull(&js, &channels::EXECUTOR_DUE_DURABLE).await?;
+    let mut merges = pull(&js, &channels::EXECUTOR_MERGE_DURABLE).await?;
+    let mut verifications = pull(&js, &channels::EXECUTOR_VERIFY_DURABLE).await?;
     sexton_shared::build::answer_version_requests(&client, "reference-executor", shutdown.clone())
         .await?;
     tracing::info!("reference executor started");
-    let mut reported = Reported::new(REMEMBER_FOR, REMEMBER_AT_MOST);
     loop {
-        let message = tokio::select! {
+        tokio::select! {
             _ = shutdown.wait() => break,
-            message = messages.next() => message,
-            due = verifications.next() => {
-                match due {
-                    Some(Ok(message)) => {
-                        // A test at a location reads the copies there, with that location's
-                        // own client (issue 28).
-                        let outcome = match channels::VERIFY_DUES
-                            .receive(&message)
-                            .and_then(|due| {
-                                let store = match &due.location {
-                                    None => &store,
-                                    Some(name) => locations.get(name).ok_or_else(|| {
-                                        format!("location {name} is not configured for this executor")
-                                    })?,
-                                };
-                                check_verify_keys(store.prefix(), &due).map(|()| (due, store))
-                            })
-                        {
-                            Err(why) => Outcome::Poison(why),
-                            Ok((due, store)) => match verify(&js, store, &due).await {
-                                Ok(()) => Outcome::Done,
-                                Err(err) => {
-                                    tracing::warn!(backup = %due.backup_id, error = format!("{err:#}"), "restore test not answered; will retry");
-                                    Outcome::RetryAfter(Duration::from_secs(2))
-                                }
-                            },
-                        };
-                        settle(&js, "reference-executor", &message, &outcome).await;
-                    }
-                    Some(Err(err)) => {
-                        tracing::warn!(error = %err, "reading verify-due events");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    None => anyhow::bail!("the executor's verify consumer ended"),
+            message = messages.next() => {
+                let (reading, ended) = ("reading due backups", "the executor consumer ended");
+                if let Some(message) = received(message, reading, ended).await? {
+                    executor.due_backup(&message).await;
                 }
-                continue;
+            }
+            due = verifications.next() => {
+                let (reading, ended) =
+                    ("reading verify-due events", "the executor's verify consumer ended");
+                if let Some(message) = received(due, reading, ended).await? {
+                    executor.verify_due(&message).await;
+                }
             }
             merge = merges.next() => {
-                match merge {
-                    Some(Ok(message)) => {
-                        let outcome = match channels::MERGE_JOBS
-                            .receive(&message)
-                            .and_then(|job| check_merge_keys(&prefix, &job).map(|()| job))
-                        {
-                            Err(why) => Outcome::Poison(why),
-                            Ok(job) => match merge_chain(&js, &store, &job).await {
-                                Ok(()) => Outcome::Done,
-                                Err(err) if err.downcast_ref::<MissingObject>().is_some() => {
-                                    Outcome::Poison(err.to_string())
-                                }
-                                Err(err) => {
-                                    tracing::warn!(target = %job.target.id, error = format!("{err:#}"), "merge failed; will retry");
-                                    Outcome::RetryAfter(Duration::from_secs(2))
-                                }
-                            },
-                        };
-                        settle(&js, "reference-executor", &message, &outcome).await;
-                    }
-                    Some(Err(err)) => {
-                        tracing::warn!(error = %err, "reading merge jobs");
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                    }
-                    None => anyhow::bail!("the executor's merge consumer ended"),
+                let (reading, ended) = ("reading merge jobs", "the executor's merge consumer ended");
+                if let Some(message) = received(merge, reading, ended).await? {
+                    executor.merge_job(&message).await;
                 }
-                continue;
             }
-        };
-        let message = match message {
-            Some(Ok(message)) => message,
-            Some(Err(err)) => {
-                tracing::warn!(error = %err, "reading due backups");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                continue;
-            }
-            None => anyhow::bail!("the executor consumer ended"),
-        };
+        }
+    }
+    Ok(())
+}
+
+/// Opens `durable` and pulls from it, with the ack wait every reference-executor job gets.
+async fn pull(
+    js: &jetstream::Context,
+    durable: &channels::Durable,
+) -> anyhow::Result<jetstream::consumer::pull::Stream> {
+    let ack_wait = channels::Settings::ack_wait(Duration::from_secs(60));
+    Ok(durable
+        .open(js, None, ack_wait)
+        .await?
+        .stream()
+        .expires(topology::PULL_EXPIRES)
+        .messages()
+        .await?)
+}
+
+/// The message a consumer handed over; `None` after a read error (logged as `reading`, then a
+/// short pause); an error once the consumer has ended (`ended`), which stops the executor.
+async fn received<E: std::fmt::Display>(
+    next: Option<Result<jetstream::Message, E>>,
+    reading: &'static str,
+    ended: &'static str,
+) -> anyhow::Result<Option<jetstream::Message>> {
+    match next {
+        Some(Ok(message)) => Ok(Some(message)),
+        Some(Err(err)) => {
+            tracing::warn!(error = %err, "{reading}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok(None)
+        }
+        None => anyhow::bail!("{ended}"),
+    }
+}
+
+/// What the reference executor holds while it runs: its clients and the backups it reported.
+struct Reference {
+    client: async_nats::Client,
+    js: jetstream::Context,
+    store: ObjectStore,
+    prefix: String,
+    locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
+    reported: Reported,
+}
+
+impl Reference {
+    /// Takes a due backup, unless it was taken and reported before.
+    async fn due_backup(&mut self, message: &jetstream::Message) {
         let outcome = match channels::DUES
-            .receive(&message)
-            .and_then(|due| due.check_object_prefix(&config.s3.prefix).map(|()| due))
+            .receive(message)
+            .and_then(|due| due.check_object_prefix(&self.prefix).map(|()| due))
         {
             Err(why) => Outcome::Poison(why),
-            Ok(due) if reported.contains(&due, Instant::now()) => {
+            Ok(due) if self.reported.contains(&due, Instant::now()) => {
                 tracing::info!(cluster = %due.cluster, backup = %due.backup_id, "due backup delivered again; already taken and reported, not taken twice");
                 Outcome::Done
             }
-            Ok(due) => match taken_before(&client, &due).await {
+            Ok(due) => match taken_before(&self.client, &due).await {
                 Some(state) => {
                     tracing::info!(cluster = %due.cluster, backup = %due.backup_id, state, "due backup delivered again; the catalog says it was taken, not taken twice");
-                    reported.insert(&due, Instant::now());
+                    self.reported.insert(&due, Instant::now());
                     Outcome::Done
                 }
-                None => match take_backup(&js, &store, &prefix, &due).await {
+                None => match take_backup(&self.js, &self.store, &self.prefix, &due).await {
                     Ok(()) => {
-                        reported.insert(&due, Instant::now());
+                        self.reported.insert(&due, Instant::now());
                         Outcome::Done
                     }
                     Err(err) => {
@@ -184,9 +170,53 @@ pub async fn run(config: Config, mut shutdown: Shutdown) -> anyhow::Result<()> {
                 },
             },
         };
-        settle(&js, "reference-executor", &message, &outcome).await;
+        settle(&self.js, "reference-executor", message, &outcome).await;
     }
-    Ok(())
+
+    /// Answers a restore test. A test at a location reads the copies there, with that
+    /// location's own client (issue 28).
+    async fn verify_due(&self, message: &jetstream::Message) {
+        let outcome = match channels::VERIFY_DUES.receive(message).and_then(|due| {
+            let store = match &due.location {
+                None => &self.store,
+                Some(name) => self.locations.get(name).ok_or_else(|| {
+                    format!("location {name} is not configured for this executor")
+                })?,
+            };
+            check_verify_keys(store.prefix(), &due).map(|()| (due, store))
+        }) {
+            Err(why) => Outcome::Poison(why),
+            Ok((due, store)) => match verify(&self.js, store, &due).await {
+                Ok(()) => Outcome::Done,
+                Err(err) => {
+                    tracing::warn!(backup = %due.backup_id, error = format!("{err:#}"), "restore test not answered; will retry");
+                    Outcome::RetryAfter(Duration::from_secs(2))
+                }
+            },
+        };
+        settle(&self.js, "reference-executor", message, &outcome).await;
+    }
+
+    /// Does a merge job; one whose source objects are missing is poison.
+    async fn merge_job(&self, message: &jetstream::Message) {
+        let outcome = match channels::MERGE_JOBS
+            .receive(message)
+            .and_then(|job| check_merge_keys(&self.prefix, &job).map(|()| job))
+        {
+            Err(why) => Outcome::Poison(why),
+            Ok(job) => match merge_chain(&self.js, &self.store, &job).await {
+                Ok(()) => Outcome::Done,
+                Err(err) if err.downcast_ref::<MissingObject>().is_some() => {
+                    Outcome::Poison(err.to_string())
+                }
+                Err(err) => {
+                    tracing::warn!(target = %job.target.id, error = format!("{err:#}"), "merge failed; will retry");
+                    Outcome::RetryAfter(Duration::from_secs(2))
+                }
+            },
+        };
+        settle(&self.js, "reference-executor", message, &outcome).await;
+    }
 }
 
 /// Annotations a test (or a user trying Sexton out) puts on a schedule to make the reference
@@ -624,256 +654,6 @@ async fn verify(
         .await?;
     tracing::info!(cluster = %due.cluster, backup = %due.backup_id, request = %due.request_id, ?outcome, duration_ms, bytes_read, "restore test answered");
     Ok(())
-}
-
-/// The object a merge writes in the target's directory: the whole chain's data.
-pub const SYNTHETIC_FULL: &str = "synthetic-full.xbstream";
-
-/// The object a volume merge writes in the target's directory: that volume's chain, whole.
-pub fn synthetic_volume(volume: &str) -> String {
-    format!("vol-{volume}.synthetic-full.img")
-}
-
-/// Every key of a merge job lies in its own backup's directory of the job's cluster: a forged
-/// job must not consolidate another cluster's (or another backup's) objects into this one.
-pub fn check_merge_keys(prefix: &str, job: &MergeJob) -> Result<(), String> {
-    for backup in job.sources.iter().chain([&job.target]) {
-        for key in &backup.artifacts {
-            sexton_shared::object_store::check_backup_key(
-                prefix,
-                &job.cluster,
-                &backup.backup_name,
-                backup.id.as_str(),
-                key,
-            )
-            .map_err(|err| format!("backup {}: {err}", backup.id))?;
-        }
-    }
-    Ok(())
-}
-
-/// Performs a merge job (Trilio's consolidation) in its smallest honest form: writes a
-/// synthetic full in the target's own directory ([`SYNTHETIC_FULL`], or
-/// [`synthetic_volume`] for a volume merge) holding the data objects of the sources (oldest
-/// first) and of the target, so the target no longer needs its ancestors; then reports the
-/// A merge job names an object of its chain that is not in the bucket: no retry brings it.
-#[derive(Debug)]
-struct MissingObject(String);
-
-impl std::fmt::Display for MissingObject {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for MissingObject {}
-
-/// target (or its volume) as a full with no parent, listing its old objects and the new one.
-/// The sources are not touched: retention deletes them once the scheduler has recorded the
-/// merge. Idempotent: a redelivered job rewrites the same object and reports the same thing.
-async fn merge_chain(
-    js: &jetstream::Context,
-    store: &ObjectStore,
-    job: &MergeJob,
-) -> anyhow::Result<()> {
-    let started_at = Utc::now();
-    let target = &job.target;
-    let directory = store.backup_prefix(&job.cluster, &target.backup_name, target.id.as_str());
-    let object_name = match &job.volume {
-        None => SYNTHETIC_FULL.to_owned(),
-        Some(volume) => synthetic_volume(volume),
-    };
-    let synthetic_key = format!("{directory}{object_name}");
-    let mut body: Vec<u8> = Vec::new();
-    for backup in job.sources.iter().chain([target]) {
-        // A source that is itself a synthetic full (an earlier merge) holds its whole chain.
-        let own_synthetic = backup
-            .artifacts
-            .iter()
-            .find(|k| k.ends_with(&format!("/{}/{object_name}", backup.id)));
-        let keys: Vec<&String> = match own_synthetic {
-            Some(key) => vec![key],
-            None => backup
-                .artifacts
-                .iter()
-                .filter(|k| !sexton_shared::records::BackupRecord::is_metadata_key(k))
-                .collect(),
-        };
-        for key in keys {
-            if *key == synthetic_key {
-                continue;
-            }
-            // A missing object of the chain means the chain cannot be consolidated: refuse the
-            // job (as `sexton exec` does) rather than report a synthetic full that lacks data,
-            // or wait for an object the job named but nothing will write (issue 26).
-            let data = store.get(key).await?.ok_or_else(|| {
-                MissingObject(format!(
-                    "object {key} of backup {} is missing; the chain cannot be merged",
-                    backup.id
-                ))
-            })?;
-            body.extend_from_slice(&data);
-        }
-    }
-    let synthetic = put_digested(store, &synthetic_key, body).await?;
-    // metadata.json is rewritten to describe the target as it now is, so a catalog rebuilt
-    // from the bucket sees the merge too.
-    let metadata_key = format!("{directory}{}", metadata::FILE_NAME);
-    let rewritten = rewrite_metadata(
-        store,
-        &metadata_key,
-        job,
-        std::slice::from_ref(&synthetic),
-        None,
-    )
-    .await?;
-    let report = merge_report(
-        job,
-        &metadata_key,
-        vec![synthetic],
-        rewritten,
-        started_at.fixed_offset(),
-    );
-    let volume = job.volume.as_deref().unwrap_or("");
-    channels::REPORTS
-        .publish_once(js, &report, &channels::ids::merge_report(job))
-        .await?;
-    tracing::info!(cluster = %job.cluster, target = %target.id, volume, sources = job.sources.len(), "merge done and reported");
-    Ok(())
-}
-
-/// The report of a merge job done: the target (or its volume) is a full without parent, with
-/// its old objects and `new` (the objects the merge wrote into its directory). `rewritten`:
-/// the target's `metadata.json` (at `metadata_key`) was rewritten to say so.
-pub fn merge_report(
-    job: &MergeJob,
-    metadata_key: &str,
-    new: Vec<ObjectDigest>,
-    rewritten: bool,
-    started_at: chrono::DateTime<chrono::FixedOffset>,
-) -> Report {
-    let target = &job.target;
-    let mut keys = target.artifacts.clone();
-    for object in &new {
-        if !keys.contains(&object.key) {
-            keys.push(object.key.clone());
-        }
-    }
-    let size: u64 = new.iter().map(|o| o.size).sum();
-    let (artifacts, volumes) = match &job.volume {
-        None => (keys, Vec::new()),
-        // A completed report lists its objects; a volume merge's are the volume's (and the
-        // backup's metadata.json, rewritten).
-        Some(volume) => {
-            let mut artifacts = keys.clone();
-            if rewritten {
-                artifacts.push(metadata_key.to_string());
-            }
-            (
-                artifacts,
-                vec![ReportVolume {
-                    name: volume.clone(),
-                    kind: BackupKind::Full,
-                    parent: None,
-                    keys,
-                    failed: false,
-                    size_bytes: Some(size),
-                }],
-            )
-        }
-    };
-    Report {
-        schema_version: wire::SCHEMA_VERSION,
-        backup_id: target.id.clone(),
-        cluster: job.cluster.clone(),
-        plan: job.plan.clone(),
-        schedule: None,
-        backup_name: target.backup_name.clone(),
-        status: ReportStatus::Completed,
-        kind: BackupKind::Full,
-        parent: None,
-        // When the merge ran; the catalog keeps the backup's own times (its recovery point).
-        started_at: Some(started_at),
-        completed_at: Some(Utc::now().fixed_offset()),
-        tick: None,
-        artifacts,
-        size_bytes: Some(size),
-        labels: Default::default(),
-        tags: Vec::new(),
-        error: None,
-        volumes,
-        holds: Vec::new(),
-        merge: Some(MergeDone {
-            target_uid: target.uid.clone(),
-            sources: job.sources.iter().map(|b| b.id.clone()).collect(),
-            volume: job.volume.clone(),
-        }),
-        objects: new,
-        log_range: None,
-        differential: false,
-    }
-}
-
-/// Rewrites the target's `metadata.json` after a merge: the backup (or the merged volume) is a
-/// full without parent now, and holds the `merged` objects. `executor` facts, if any, are
-/// added to the document's own (a merge's tool may record what it did). `false` when the
-/// target has no metadata document of ours (written by an older executor): it is left as it is.
-pub async fn rewrite_metadata(
-    store: &ObjectStore,
-    key: &str,
-    job: &MergeJob,
-    merged: &[ObjectDigest],
-    executor: Option<&serde_json::Map<String, serde_json::Value>>,
-) -> anyhow::Result<bool> {
-    let Some(body) = store.get(key).await? else {
-        return Ok(false);
-    };
-    let Ok(mut document) = BackupMetadata::decode(&body) else {
-        tracing::warn!(
-            key,
-            "the merge target's metadata.json is not a sexton document; left as is"
-        );
-        return Ok(false);
-    };
-    for object in merged {
-        document.objects.retain(|o| o.key != object.key);
-        document.objects.push(object.clone());
-    }
-    let tag = match &job.volume {
-        None => {
-            document.kind = BackupKind::Full;
-            document.parent = None;
-            "synthetic-full".to_string()
-        }
-        Some(name) => {
-            if let Some(volume) = document.volumes.iter_mut().find(|v| &v.name == name) {
-                volume.kind = BackupKind::Full;
-                volume.parent = None;
-                for object in merged {
-                    if !volume.keys.contains(&object.key) {
-                        volume.keys.push(object.key.clone());
-                    }
-                }
-            }
-            if document.volumes.iter().all(|v| v.kind == BackupKind::Full) {
-                document.kind = BackupKind::Full;
-            }
-            format!("synthetic-full:{name}")
-        }
-    };
-    if !document.tags.contains(&tag) {
-        document.tags.push(tag);
-    }
-    if let Some(facts) = executor.filter(|facts| !facts.is_empty()) {
-        let mut own = match document.executor.take() {
-            Some(serde_json::Value::Object(own)) => own,
-            _ => serde_json::Map::new(),
-        };
-        own.extend(facts.clone());
-        document.executor = Some(serde_json::Value::Object(own));
-    }
-    store.put(key, document.encode().into()).await?;
-    Ok(true)
 }
 
 /// Ships the binlog segment of this backup and appends it to the cluster's index. The segment

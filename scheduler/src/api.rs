@@ -5,11 +5,12 @@
 //! and changes nothing.
 //!
 //! One place per verb: verb `<area>.<verb>` is the method `Api::<area>_<verb>` in
-//! `api/<area>_<verb>.rs`, and [`Api::handle`] is the one `match` from verb to method. A verb's
-//! twin lives with it (`backup.release` in `backup_hold.rs`, `schedule.unpause` in
-//! `schedule_pause.rs`, `schedule.describe` and `schedule.list` in `schedule_get.rs`). This file
-//! keeps what several verbs share: reading a schedule, changing it with compare-and-set, and
-//! the errors.
+//! `api/<area>_<verb>.rs` (the catalog's, `backup.*` and `catalog.*`, in
+//! `api/catalog/<area>_<verb>.rs`: [`catalog`]), and [`Api::handle`] is the one `match` from verb
+//! to method. A verb's twin lives with it (`backup.release` in `backup_hold.rs`,
+//! `schedule.unpause` in `schedule_pause.rs`, `schedule.describe` and `schedule.list` in
+//! `schedule_get.rs`). This file keeps what several verbs share: reading a schedule, changing it
+//! with compare-and-set, and the errors.
 
 use anyhow::Context as _;
 use chrono::Utc;
@@ -28,17 +29,7 @@ use sexton_shared::{
 
 use crate::timers;
 
-mod backup_chain;
-mod backup_create;
-mod backup_delete;
-mod backup_describe;
-mod backup_drill;
-mod backup_hold;
-mod backup_list;
-mod backup_taken;
-mod backup_verify;
-mod catalog_adopt;
-mod catalog_import;
+mod catalog;
 mod cluster_forget;
 mod location_list;
 mod schedule_backfill;

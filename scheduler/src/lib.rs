@@ -56,76 +56,146 @@ pub async fn run(config: Config, shutdown: Shutdown) -> anyhow::Result<()> {
         topology,
         ..
     } = started;
-    let Buckets {
-        clusters: clusters_bucket,
-        dues,
-        retention_status,
-    } = buckets;
+    let scheduler = Scheduler::open(topology, config, metrics, buckets, shutdown).await?;
     // The timers' watch keeps the set of clusters with schedules; the sweeps read it.
     let (clusters, clusters_seen) = tokio::sync::watch::channel(Default::default());
-    let (top, cfg, m) = (topology.clone(), config.clone(), metrics.clone());
-    let timers = timers::run(top, dues.clone(), cfg, m, clusters, shutdown.clone());
-    tasks.spawn("timers", timers);
-    // Intake reads the bucket: a completed backup counts only once its objects are seen.
-    let store = sexton_shared::object_store::ObjectStore::connect(&config.s3)
-        .await
-        .context("configuring the object store")?;
-    let (top, cfg, m, s) = (
-        topology.clone(),
-        config.clone(),
-        metrics.clone(),
-        store.clone(),
-    );
-    let reports = reports::run(
-        top,
-        clusters_bucket.clone(),
-        s,
-        dues.clone(),
-        cfg,
-        m,
-        shutdown.clone(),
-    );
-    tasks.spawn("reports", reports);
+    tasks.spawn("timers", scheduler.timers(clusters));
+    tasks.spawn("reports", scheduler.reports());
     // Restore tests: the scheduled ones, the verdicts, and the API's on-demand ones share the
     // tests this replica waits on.
-    let locations = sexton_shared::object_store::ObjectStore::connect_locations(&config).await?;
-    let verifier = verify::Verifier::new(&topology, &metrics, &store, &locations);
-    tasks.spawn("verify", verify::run(verifier.clone(), shutdown.clone()));
+    let shutdown = &scheduler.shutdown;
+    tasks.spawn(
+        "verify",
+        verify::run(scheduler.verifier(), shutdown.clone()),
+    );
     tasks.spawn(
         "verdicts",
-        verdicts::run(verifier.clone(), shutdown.clone()),
+        verdicts::run(scheduler.verifier(), shutdown.clone()),
     );
-    let edges = api::Edges {
-        store,
-        verifier,
-        locations,
-        dues,
-        retention_status,
-    };
-    let (top, cfg, m) = (topology.clone(), config.clone(), metrics.clone());
-    let answers = api::run(
-        api_listener,
-        top,
-        clusters_bucket.clone(),
-        edges,
-        cfg,
-        m,
-        shutdown.clone(),
-    );
-    tasks.spawn("api", answers);
-    let sweeps = sweeps::run(
-        topology,
-        clusters_bucket,
-        config,
-        metrics,
-        clusters_seen,
-        shutdown,
-    );
-    tasks.spawn("sweeps", sweeps);
+    tasks.spawn("api", scheduler.api(api_listener));
+    tasks.spawn("sweeps", scheduler.sweeps(clusters_seen));
     let stopped = tasks.join(DRAIN).await;
     client.flush().await.ok();
     tracing::info!("scheduler stopped");
     stopped
+}
+
+/// What the scheduler's tasks share once it has started: each method hands one task its part.
+struct Scheduler {
+    topology: topology::Topology,
+    config: Config,
+    metrics: Arc<metrics::Metrics>,
+    buckets: Buckets,
+    store: sexton_shared::object_store::ObjectStore,
+    verifier: verify::Verifier,
+    locations: std::collections::BTreeMap<
+        sexton_shared::names::LocationName,
+        sexton_shared::object_store::ObjectStore,
+    >,
+    shutdown: Shutdown,
+}
+
+impl Scheduler {
+    /// Connects the object stores: intake reads the bucket (a completed backup counts only once
+    /// its objects are seen), and restore tests read the other locations too.
+    async fn open(
+        topology: topology::Topology,
+        config: Config,
+        metrics: Arc<metrics::Metrics>,
+        buckets: Buckets,
+        shutdown: Shutdown,
+    ) -> anyhow::Result<Scheduler> {
+        let store = sexton_shared::object_store::ObjectStore::connect(&config.s3)
+            .await
+            .context("configuring the object store")?;
+        let locations =
+            sexton_shared::object_store::ObjectStore::connect_locations(&config).await?;
+        let verifier = verify::Verifier::new(&topology, &metrics, &store, &locations);
+        Ok(Scheduler {
+            topology,
+            config,
+            metrics,
+            buckets,
+            store,
+            verifier,
+            locations,
+            shutdown,
+        })
+    }
+
+    /// The restore tests this replica waits on, shared by the scheduled ones, the verdicts and
+    /// the API's on-demand ones.
+    fn verifier(&self) -> verify::Verifier {
+        self.verifier.clone()
+    }
+
+    /// The timers, which publish the clusters with schedules on `clusters`.
+    fn timers(
+        &self,
+        clusters: timers::ClusterSet,
+    ) -> impl std::future::Future<Output = anyhow::Result<()>> + Send + 'static {
+        timers::run(
+            self.topology.clone(),
+            self.buckets.dues.clone(),
+            self.config.clone(),
+            self.metrics.clone(),
+            clusters,
+            self.shutdown.clone(),
+        )
+    }
+
+    /// The intake of executor reports.
+    fn reports(&self) -> impl std::future::Future<Output = anyhow::Result<()>> + Send + 'static {
+        reports::run(
+            self.topology.clone(),
+            self.buckets.clusters.clone(),
+            self.store.clone(),
+            self.buckets.dues.clone(),
+            self.config.clone(),
+            self.metrics.clone(),
+            self.shutdown.clone(),
+        )
+    }
+
+    /// The request/reply API, answering on `listener`.
+    fn api(
+        &self,
+        listener: sexton_shared::api::Listener,
+    ) -> impl std::future::Future<Output = anyhow::Result<()>> + Send + 'static {
+        let edges = api::Edges {
+            store: self.store.clone(),
+            verifier: self.verifier(),
+            locations: self.locations.clone(),
+            dues: self.buckets.dues.clone(),
+            retention_status: self.buckets.retention_status.clone(),
+        };
+        api::run(
+            listener,
+            self.topology.clone(),
+            self.buckets.clusters.clone(),
+            edges,
+            self.config.clone(),
+            self.metrics.clone(),
+            self.shutdown.clone(),
+        )
+    }
+
+    /// The retention sweeps, over the clusters the timers see (`clusters_seen`).
+    fn sweeps(
+        &self,
+        clusters_seen: tokio::sync::watch::Receiver<
+            std::collections::BTreeSet<sexton_shared::names::ClusterName>,
+        >,
+    ) -> impl std::future::Future<Output = anyhow::Result<()>> + Send + 'static {
+        sweeps::run(
+            self.topology.clone(),
+            self.buckets.clusters.clone(),
+            self.config.clone(),
+            self.metrics.clone(),
+            clusters_seen,
+            self.shutdown.clone(),
+        )
+    }
 }
 
 /// The buckets only the scheduler opens (besides the topology's), and those it creates for the

@@ -15,7 +15,7 @@ use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use sexton_retention::VolumeArtifact;
 use sexton_shared::{
-    catalog::{CasError, Catalog, Lookup},
+    catalog::{CasError, Catalog, Lookup, Versioned},
     channels,
     config::Config,
     object_store::{check_backup_key, ObjectStore},
@@ -262,6 +262,9 @@ pub fn validate_report(
     Ok(())
 }
 
+/// Records one report in the catalog: admitted (its schedule and cluster known, its keys its
+/// own), a merge handed to `merges`, intake's verdict on a completion, the record written with
+/// a compare-and-set, then [`finish`]ed.
 async fn record_report(
     topology: &Topology,
     clusters_bucket: &async_nats::jetstream::kv::Store,
@@ -271,22 +274,95 @@ async fn record_report(
     report: &Report,
     delivery: Delivery,
 ) -> anyhow::Result<Outcome> {
-    let Delivery {
-        delivered,
-        published,
-    } = delivery;
-    let schedule = match &report.schedule {
-        Some(name) => {
-            match sexton_shared::leader_read::value(&topology.schedules, name.as_str()).await? {
-                Some(body) => Some(
-                    serde_json::from_slice::<ScheduleRecord>(&body)
-                        .context("decoding the report's schedule")?,
-                ),
-                None => None,
+    let schedule = report_schedule(topology, report).await?;
+    let admitted = admit(clusters_bucket, catalog, config, report, schedule.as_ref()).await?;
+    if let Err(why) = admitted {
+        return Ok(Outcome::Poison(why));
+    }
+    if let Some(merge) = &report.merge {
+        return match &merge.volume {
+            None => merges::record_merge(topology, catalog, gate, report, merge).await,
+            Some(volume) => {
+                merges::record_volume_merge(topology, catalog, gate, report, merge, volume).await
+            }
+        };
+    }
+    // Up to a few rounds of read → decide → compare-and-set. A completed report is judged by
+    // intake once, when it is about to be written (not for a repeat of what is recorded).
+    let mut verdict: Option<intake::Verdict> = None;
+    // A report refused for the times it claims is timed by when Sexton saw it: its failed
+    // record's grace (after which retention removes it and its objects) counts from then,
+    // not from a forged instant long past.
+    let mut refused_at: Option<DateTime<Utc>> = None;
+    for _ in 0..5 {
+        let existing = match existing_record(catalog, report, delivery.delivered).await? {
+            Ok(existing) => existing,
+            Err(outcome) => return Ok(outcome),
+        };
+        let writes = existing
+            .as_ref()
+            .is_none_or(|current| current.value.status == BackupStatus::InProgress);
+        if writes && report.status == ReportStatus::Completed && verdict.is_none() {
+            match judge_intake(gate, config, report, delivery).await {
+                Ok((judged, refused)) => (verdict, refused_at) = (Some(judged), refused),
+                Err(outcome) => return Ok(outcome),
             }
         }
-        None => None,
+        let (effective, findings) = as_recorded(report, verdict.as_ref(), refused_at, &schedule);
+        let report = effective.as_ref();
+        let (written, result) = match &existing {
+            None => {
+                let record = new_record(report, findings, schedule.as_ref(), gate);
+                let result = catalog.create(&record).await;
+                (record, result.map(|_| ()))
+            }
+            Some(current) => match settled(&current.value, report, findings) {
+                Change::Repeat => return finish(topology, report, Some(&current.value)).await,
+                Change::Answer(outcome) => return Ok(outcome),
+                Change::Settle(record) => {
+                    let result = catalog.update(&record, current.revision).await;
+                    (*record, result.map(|_| ()))
+                }
+            },
+        };
+        match result {
+            Ok(()) => {
+                count_verdict(gate, verdict.as_ref(), report).await;
+                return finish(topology, report, Some(&written)).await;
+            }
+            Err(CasError::Conflict) => continue,
+            Err(CasError::Other(err)) => return Err(err),
+        }
+    }
+    Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// The schedule the report names, as the leader has it; `None` when it names none, or one
+/// that is gone.
+async fn report_schedule(
+    topology: &Topology,
+    report: &Report,
+) -> anyhow::Result<Option<ScheduleRecord>> {
+    let Some(name) = &report.schedule else {
+        return Ok(None);
     };
+    match sexton_shared::leader_read::value(&topology.schedules, name.as_str()).await? {
+        Some(body) => Ok(Some(
+            serde_json::from_slice::<ScheduleRecord>(&body)
+                .context("decoding the report's schedule")?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// Judges the report against what Sexton knows ([`validate_report`]); `Err(why)` refuses it.
+async fn admit(
+    clusters_bucket: &async_nats::jetstream::kv::Store,
+    catalog: &Catalog,
+    config: &Config,
+    report: &Report,
+    schedule: Option<&ScheduleRecord>,
+) -> anyhow::Result<Result<(), String>> {
     let cluster_known = schedule.is_some()
         || clusters_bucket
             .get(report.cluster.as_str())
@@ -296,7 +372,7 @@ async fn record_report(
     // The schedule was deleted while this backup ran (`schedule delete` keeps a backup in
     // progress, and says so): its report still settles the record the catalog holds, rather
     // than leave it in progress for ever. Judged as a report without a schedule.
-    let settles_orphan = match (&report.schedule, &schedule) {
+    let settles_orphan = match (&report.schedule, schedule) {
         (Some(name), None) => catalog
             .get(&report.cluster, &report.backup_id)
             .await?
@@ -317,35 +393,30 @@ async fn record_report(
     };
     if let Err(why) = validate_report(
         &judged,
-        schedule.as_ref(),
+        schedule,
         cluster_known,
         &config.s3.prefix,
         Utc::now(),
     ) {
-        return Ok(Outcome::Poison(why));
+        return Ok(Err(why));
     }
     if settles_orphan {
         tracing::info!(cluster = %report.cluster, backup = %report.backup_id, "the backup's schedule was deleted while it ran; its record is settled and kept");
     }
-    if let Some(merge) = &report.merge {
-        return match &merge.volume {
-            None => merges::record_merge(topology, catalog, gate, report, merge).await,
-            Some(volume) => {
-                merges::record_volume_merge(topology, catalog, gate, report, merge, volume).await
-            }
-        };
-    }
-    // Up to a few rounds of read → decide → compare-and-set. A completed report is judged by
-    // intake once, when it is about to be written (not for a repeat of what is recorded).
-    let mut verdict: Option<intake::Verdict> = None;
-    // A report refused for the times it claims is timed by when Sexton saw it: its failed
-    // record's grace (after which retention removes it and its objects) counts from then,
-    // not from a forged instant long past.
-    let mut refused_at: Option<DateTime<Utc>> = None;
-    for _ in 0..5 {
-        let existing = match catalog.lookup(&report.cluster, &report.backup_id).await? {
-            Lookup::Live(current) => Some(*current),
-            Lookup::Never => None,
+    Ok(Ok(()))
+}
+
+/// The record the catalog holds for the reported backup (`None`: none yet, or one deleted
+/// that this report does not bring back); `Err(outcome)` answers the report at once.
+async fn existing_record(
+    catalog: &Catalog,
+    report: &Report,
+    delivered: i64,
+) -> anyhow::Result<Result<Option<Versioned<BackupRecord>>, Outcome>> {
+    Ok(
+        match catalog.lookup(&report.cluster, &report.backup_id).await? {
+            Lookup::Live(current) => Ok(Some(*current)),
+            Lookup::Never => Ok(None),
             // The backup was recorded, then deleted (retention, a user): a report of it must
             // not bring its record back, whose objects are gone. That is a report delivered
             // again after a crash between recording and acknowledging (routine), or a late
@@ -359,192 +430,223 @@ async fn record_report(
                     || removed.as_ref().is_some_and(|r| same_backup(r, report));
                 if same && delivered > 1 || report.status == ReportStatus::Started {
                     tracing::info!(cluster = %report.cluster, backup = %report.backup_id, delivered, "report of a backup already deleted; not recorded again");
-                    return Ok(Outcome::Done);
+                    return Ok(Err(Outcome::Done));
                 }
                 if same {
-                    return Ok(Outcome::Poison(format!(
-                        "backup {} of {} was deleted from the catalog; a report does not bring it back",
-                        report.backup_id, report.cluster
-                    )));
+                    return Ok(Err(Outcome::Poison(format!(
+                    "backup {} of {} was deleted from the catalog; a report does not bring it back",
+                    report.backup_id, report.cluster
+                ))));
                 }
-                None
+                Ok(None)
             }
-        };
-        let writes = existing
-            .as_ref()
-            .is_none_or(|current| current.value.status == BackupStatus::InProgress);
-        if writes && report.status == ReportStatus::Completed && verdict.is_none() {
-            match intake::examine(&gate.store, report).await {
-                Ok(judged) => {
-                    // A backdated completion (issue 29) is refused like missing objects:
-                    // against the due it answers, and by how late it was published.
-                    let due = match crate::dues::recall(
-                        &gate.dues,
-                        &report.cluster,
-                        &report.backup_id,
-                    )
-                    .await
-                    {
-                        Ok(due) => due,
-                        Err(err) => {
-                            tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, error = %format!("{err:#}"), "cannot read the due-backup this report answers; the report waits");
-                            return Ok(Outcome::RetryAfter(intake_retry_delay(delivered)));
-                        }
-                    };
-                    let late =
-                        intake::judge_times(report, due.as_ref(), published, &config.scheduler);
-                    verdict = Some(match (judged, late) {
-                        (intake::Verdict::Seen(_), Some(why)) => {
-                            refused_at = Some(published.unwrap_or_else(Utc::now));
-                            intake::Verdict::Refused(vec![why])
-                        }
-                        (judged, _) => judged,
-                    });
-                }
+        },
+    )
+}
+
+/// Intake's verdict on a completed report: its objects as seen in the bucket, and its times
+/// against the due it answers; with the instant a report refused for its times is recorded
+/// at. `Err(outcome)`: the bucket or the dues cannot be read, and the report waits.
+async fn judge_intake(
+    gate: &intake::Intake,
+    config: &Config,
+    report: &Report,
+    delivery: Delivery,
+) -> Result<(intake::Verdict, Option<DateTime<Utc>>), Outcome> {
+    let Delivery {
+        delivered,
+        published,
+    } = delivery;
+    match intake::examine(&gate.store, report).await {
+        Ok(judged) => {
+            // A backdated completion (issue 29) is refused like missing objects:
+            // against the due it answers, and by how late it was published.
+            let due = match crate::dues::recall(&gate.dues, &report.cluster, &report.backup_id)
+                .await
+            {
+                Ok(due) => due,
                 Err(err) => {
-                    gate.metrics.with_label_values(&["retry"]).inc();
-                    tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, error = %err, "cannot read the backup's objects; the report waits");
-                    return Ok(Outcome::RetryAfter(intake_retry_delay(delivered)));
+                    tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, error = %format!("{err:#}"), "cannot read the due-backup this report answers; the report waits");
+                    return Err(Outcome::RetryAfter(intake_retry_delay(delivered)));
                 }
-            }
+            };
+            let late = intake::judge_times(report, due.as_ref(), published, &config.scheduler);
+            Ok(match (judged, late) {
+                (intake::Verdict::Seen(_), Some(why)) => (
+                    intake::Verdict::Refused(vec![why]),
+                    Some(published.unwrap_or_else(Utc::now)),
+                ),
+                (judged, _) => (judged, None),
+            })
         }
-        // A report intake refused is recorded as the failure it is.
-        let (effective, seen) = match &verdict {
-            Some(intake::Verdict::Refused(problems)) => (
-                std::borrow::Cow::Owned(Report {
-                    status: ReportStatus::Failed,
-                    error: Some(intake::Verdict::reason(problems)),
-                    started_at: refused_at.map_or(report.started_at, |at| Some(at.fixed_offset())),
-                    completed_at: refused_at
-                        .map_or(report.completed_at, |at| Some(at.fixed_offset())),
-                    ..report.clone()
-                }),
-                Vec::new(),
-            ),
-            Some(intake::Verdict::Seen(objects)) => {
-                (std::borrow::Cow::Borrowed(report), objects.clone())
-            }
-            None => (std::borrow::Cow::Borrowed(report), Vec::new()),
-        };
-        let report = effective.as_ref();
-        let new_status = match report.status {
-            ReportStatus::Started => BackupStatus::InProgress,
-            ReportStatus::Completed => BackupStatus::Completed,
-            ReportStatus::Failed => BackupStatus::Failed,
-        };
-        let seen_at = (!seen.is_empty()).then(Utc::now);
-        let copy_to = copy_targets(schedule.as_ref(), report, new_status);
-        let written: Option<BackupRecord>;
-        let result = match &existing {
-            None => {
-                let record = BackupRecord {
-                    schema_version: RECORD_SCHEMA_VERSION,
-                    id: report.backup_id.clone(),
-                    uid: uuid::Uuid::new_v4().simple().to_string(),
-                    cluster: report.cluster.clone(),
-                    plan: report.plan.clone(),
-                    schedule: report.schedule.clone(),
-                    backup_name: report.backup_name.clone(),
-                    kind: report.kind,
-                    parent: report.parent.clone(),
-                    status: new_status,
-                    started_at: report.started_at,
-                    completed_at: report.completed_at,
-                    tick: report.tick,
-                    artifacts: artifacts_of(report),
-                    size_bytes: report.size_bytes,
-                    objects: seen,
-                    seen_at,
-                    volumes: volumes_of(report),
-                    labels: report.labels.clone(),
-                    tags: report.tags.clone(),
-                    legal_hold: false,
-                    holds: report.holds.clone(),
-                    immutable: false,
-                    remote_cleanup: schedule.as_ref().is_some_and(|s| s.remote_cleanup),
-                    delete_requested: false,
-                    expiring_revision: None,
-                    delete_reasons: Vec::new(),
-                    delete_policy: None,
-                    last_error: report.error.clone(),
-                    expired_from: None,
-                    delete_request: None,
-                    plugin_errors: Vec::new(),
-                    volume_deletion: None,
-                    verification: Default::default(),
-                    copy_to,
-                    copies: Default::default(),
-                    primary_deleted_at: None,
-                    locked_until: None,
-                    log_range: report.log_range.clone(),
-                    differential: report.differential,
-                    store: Some(gate.store.place().clone()),
-                };
-                let result = catalog.create(&record).await.map(|_| ());
-                written = Some(record);
-                result
-            }
-            Some(current) => {
-                let record = &current.value;
-                match (record.status, new_status) {
-                    // The same news again, or news older than what we know: nothing to do.
-                    (a, b) if a == b => return finish(topology, report, Some(record)).await,
-                    (BackupStatus::InProgress, BackupStatus::Completed | BackupStatus::Failed) => {
-                        let mut record = record.clone();
-                        record.status = new_status;
-                        record.kind = report.kind;
-                        record.parent = report.parent.clone();
-                        record.completed_at = report.completed_at;
-                        record.started_at = report.started_at.or(record.started_at);
-                        record.tick = report.tick.or(record.tick);
-                        record.artifacts = artifacts_of(report);
-                        record.size_bytes = report.size_bytes;
-                        record.objects = seen;
-                        record.seen_at = seen_at;
-                        record.volumes = volumes_of(report);
-                        record.log_range = report.log_range.clone().or(record.log_range.take());
-                        record.differential = report.differential;
-                        for hold in &report.holds {
-                            if !record.holds.contains(hold) {
-                                record.holds.push(hold.clone());
-                            }
-                        }
-                        record.tags = report.tags.clone();
-                        record.last_error = report.error.clone();
-                        record.copy_to = copy_to;
-                        let result = catalog.update(&record, current.revision).await.map(|_| ());
-                        written = Some(record);
-                        result
-                    }
-                    (_, BackupStatus::InProgress) => return Ok(Outcome::Done),
-                    (current_status, _) => {
-                        return Ok(Outcome::Poison(format!(
-                            "backup {} is already {current_status:?}; the report changes nothing",
-                            report.backup_id
-                        )))
-                    }
-                }
-            }
-        };
-        match result {
-            Ok(()) => {
-                match &verdict {
-                    Some(intake::Verdict::Seen(_)) => {
-                        gate.metrics.with_label_values(&["seen"]).inc();
-                    }
-                    Some(intake::Verdict::Refused(_)) => {
-                        gate.metrics.with_label_values(&["refused"]).inc();
-                        gate.refused(report).await;
-                    }
-                    None => {}
-                }
-                return finish(topology, report, written.as_ref()).await;
-            }
-            Err(CasError::Conflict) => continue,
-            Err(CasError::Other(err)) => return Err(err),
+        Err(err) => {
+            gate.metrics.with_label_values(&["retry"]).inc();
+            tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, error = %err, "cannot read the backup's objects; the report waits");
+            Err(Outcome::RetryAfter(intake_retry_delay(delivered)))
         }
     }
-    Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// What a report's record is written with besides the report: its status, the objects
+/// intake saw (and when), and the locations it is to be copied to.
+struct Findings {
+    status: BackupStatus,
+    objects: Vec<sexton_shared::wire::ObjectDigest>,
+    seen_at: Option<DateTime<Utc>>,
+    copy_to: Vec<sexton_shared::names::LocationName>,
+}
+
+/// The report as it is recorded, and its [`Findings`]. A report intake refused is recorded as
+/// the failure it is (at `refused_at`, when refused for its times).
+fn as_recorded<'a>(
+    report: &'a Report,
+    verdict: Option<&intake::Verdict>,
+    refused_at: Option<DateTime<Utc>>,
+    schedule: &Option<ScheduleRecord>,
+) -> (std::borrow::Cow<'a, Report>, Findings) {
+    let (effective, seen) = match verdict {
+        Some(intake::Verdict::Refused(problems)) => (
+            std::borrow::Cow::Owned(Report {
+                status: ReportStatus::Failed,
+                error: Some(intake::Verdict::reason(problems)),
+                started_at: refused_at.map_or(report.started_at, |at| Some(at.fixed_offset())),
+                completed_at: refused_at.map_or(report.completed_at, |at| Some(at.fixed_offset())),
+                ..report.clone()
+            }),
+            Vec::new(),
+        ),
+        Some(intake::Verdict::Seen(objects)) => {
+            (std::borrow::Cow::Borrowed(report), objects.clone())
+        }
+        None => (std::borrow::Cow::Borrowed(report), Vec::new()),
+    };
+    let status = match effective.status {
+        ReportStatus::Started => BackupStatus::InProgress,
+        ReportStatus::Completed => BackupStatus::Completed,
+        ReportStatus::Failed => BackupStatus::Failed,
+    };
+    let seen_at = (!seen.is_empty()).then(Utc::now);
+    let copy_to = copy_targets(schedule.as_ref(), &effective, status);
+    let findings = Findings {
+        status,
+        objects: seen,
+        seen_at,
+        copy_to,
+    };
+    (effective, findings)
+}
+
+/// The record of a backup the catalog has not heard of: as reported.
+fn new_record(
+    report: &Report,
+    findings: Findings,
+    schedule: Option<&ScheduleRecord>,
+    gate: &intake::Intake,
+) -> BackupRecord {
+    BackupRecord {
+        schema_version: RECORD_SCHEMA_VERSION,
+        id: report.backup_id.clone(),
+        uid: uuid::Uuid::new_v4().simple().to_string(),
+        cluster: report.cluster.clone(),
+        plan: report.plan.clone(),
+        schedule: report.schedule.clone(),
+        backup_name: report.backup_name.clone(),
+        kind: report.kind,
+        parent: report.parent.clone(),
+        status: findings.status,
+        started_at: report.started_at,
+        completed_at: report.completed_at,
+        tick: report.tick,
+        artifacts: artifacts_of(report),
+        size_bytes: report.size_bytes,
+        objects: findings.objects,
+        seen_at: findings.seen_at,
+        volumes: volumes_of(report),
+        labels: report.labels.clone(),
+        tags: report.tags.clone(),
+        legal_hold: false,
+        holds: report.holds.clone(),
+        immutable: false,
+        remote_cleanup: schedule.is_some_and(|s| s.remote_cleanup),
+        delete_requested: false,
+        expiring_revision: None,
+        delete_reasons: Vec::new(),
+        delete_policy: None,
+        last_error: report.error.clone(),
+        expired_from: None,
+        delete_request: None,
+        plugin_errors: Vec::new(),
+        volume_deletion: None,
+        verification: Default::default(),
+        copy_to: findings.copy_to,
+        copies: Default::default(),
+        primary_deleted_at: None,
+        locked_until: None,
+        log_range: report.log_range.clone(),
+        differential: report.differential,
+        store: Some(gate.store.place().clone()),
+    }
+}
+
+/// What a report does to the record the catalog holds.
+enum Change {
+    /// The same news again, or news older than what we know: nothing to write.
+    Repeat,
+    /// The backup in progress ends: this record is written.
+    Settle(Box<BackupRecord>),
+    /// Nothing is written, and the report is answered so.
+    Answer(Outcome),
+}
+
+/// The change a report makes to `record`, the backup as the catalog holds it.
+fn settled(record: &BackupRecord, report: &Report, findings: Findings) -> Change {
+    match (record.status, findings.status) {
+        (a, b) if a == b => Change::Repeat,
+        (BackupStatus::InProgress, BackupStatus::Completed | BackupStatus::Failed) => {
+            let mut record = record.clone();
+            record.status = findings.status;
+            record.kind = report.kind;
+            record.parent = report.parent.clone();
+            record.completed_at = report.completed_at;
+            record.started_at = report.started_at.or(record.started_at);
+            record.tick = report.tick.or(record.tick);
+            record.artifacts = artifacts_of(report);
+            record.size_bytes = report.size_bytes;
+            record.objects = findings.objects;
+            record.seen_at = findings.seen_at;
+            record.volumes = volumes_of(report);
+            record.log_range = report.log_range.clone().or(record.log_range.take());
+            record.differential = report.differential;
+            for hold in &report.holds {
+                if !record.holds.contains(hold) {
+                    record.holds.push(hold.clone());
+                }
+            }
+            record.tags = report.tags.clone();
+            record.last_error = report.error.clone();
+            record.copy_to = findings.copy_to;
+            Change::Settle(Box::new(record))
+        }
+        (_, BackupStatus::InProgress) => Change::Answer(Outcome::Done),
+        (current_status, _) => Change::Answer(Outcome::Poison(format!(
+            "backup {} is already {current_status:?}; the report changes nothing",
+            report.backup_id
+        ))),
+    }
+}
+
+/// Counts intake's verdict on a record written; a refused one is also raised as an incident.
+async fn count_verdict(gate: &intake::Intake, verdict: Option<&intake::Verdict>, report: &Report) {
+    match verdict {
+        Some(intake::Verdict::Seen(_)) => {
+            gate.metrics.with_label_values(&["seen"]).inc();
+        }
+        Some(intake::Verdict::Refused(_)) => {
+            gate.metrics.with_label_values(&["refused"]).inc();
+            gate.refused(report).await;
+        }
+        None => {}
+    }
 }
 
 /// How long a report waits for an unreadable bucket before its next delivery: doubling from

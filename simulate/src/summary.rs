@@ -419,6 +419,7 @@ fn count_period(rule: &str) -> Option<(TimeDelta, &'static str)> {
     }
 }
 
+/// What the policy did that its text does not say, in the order a reader meets them.
 fn surprises(
     scenario: &Scenario,
     backups: &[SimulatedBackup],
@@ -428,137 +429,193 @@ fn surprises(
     floor_only_days: &BTreeSet<usize>,
     window_base_seen: bool,
 ) -> Vec<Surprise> {
-    let policy = &scenario.policy;
-    let mut found = Vec::new();
-    let mut say = |kind, message: String| found.push(Surprise { kind, message });
     if backups.is_empty() {
-        say(
-            SurpriseKind::NoBackups,
-            format!(
-                "the schedule {} does not fire between {} and {}",
-                scenario.cron,
-                days.first()
-                    .map_or_else(String::new, |d| d.date.to_string()),
-                days.last().map_or_else(String::new, |d| d.date.to_string()),
-            ),
-        );
-        return found;
+        return vec![no_backups(scenario, days)];
     }
+    let policy = &scenario.policy;
     let every = interval
         .map(human_duration)
         .unwrap_or_else(|| "-".to_owned());
+    let mut found = rules_never_keeping(summary);
+    if let Some(interval) = interval {
+        found.extend(counts_spanning_longer(summary, interval, &every));
+        found.extend(keep_last_short(policy, interval, &every));
+        found.extend(windows_shorter(policy, interval, &every));
+    }
+    if window_base_seen {
+        found.extend(window_keeps_one_more(policy, backups, days));
+    }
+    found.extend(floor_keeps(floor_only_days, days));
+    found.extend(chain_keeps(backups, days));
+    found.extend(peak_above_day_end(days));
+    if let Some(interval) = interval {
+        found.extend(failures_widen_gaps(summary, interval, &every));
+    }
+    found
+}
+
+/// A surprise of `kind`, saying `message`.
+fn surprise(kind: SurpriseKind, message: String) -> Surprise {
+    Surprise { kind, message }
+}
+
+/// The schedule does not fire in the simulated period.
+fn no_backups(scenario: &Scenario, days: &[Day]) -> Surprise {
+    surprise(
+        SurpriseKind::NoBackups,
+        format!(
+            "the schedule {} does not fire between {} and {}",
+            scenario.cron,
+            days.first()
+                .map_or_else(String::new, |d| d.date.to_string()),
+            days.last().map_or_else(String::new, |d| d.date.to_string()),
+        ),
+    )
+}
+
+/// The rules of the policy that kept no backup on any day.
+fn rules_never_keeping(summary: &Summary) -> Vec<Surprise> {
+    let mut found = Vec::new();
     for rule in &summary.rules {
         if rule.backups == 0 {
             let why = match rule.rule {
                 "keep_tags" => ": no backup of this schedule carries those tags",
                 _ => "",
             };
-            say(
+            found.push(surprise(
                 SurpriseKind::RuleNeverKeeps,
                 format!(
                     "{} {} never kept a backup at any day's end{why}",
                     rule.rule, rule.setting
                 ),
-            );
+            ));
         }
     }
-    if let Some(interval) = interval {
-        for rule in &summary.rules {
-            let Some((period, unit)) = count_period(rule.rule) else {
-                continue;
-            };
-            let Ok(n) = rule.setting.parse::<i64>() else {
-                continue;
-            };
-            if n > 0 && interval > period && rule.backups > 0 {
-                say(
-                    SurpriseKind::CountSpansLonger,
-                    format!(
-                        "{} {n} counts backups, not {unit}: with a backup every {every} it keeps \
-                         {n} backups spanning about {}",
-                        rule.rule,
-                        human_duration(times(interval, n))
-                    ),
-                );
-            }
-        }
-        if let Some(KeepCount::Limited(n)) = policy.keep_last {
-            if interval < TimeDelta::days(1) {
-                say(
-                    SurpriseKind::KeepLastShort,
-                    format!(
-                        "keep_last {n} keeps the newest {n} backups: with a backup every {every} \
-                         that is {} of history, not {n} days",
-                        human_duration(times(interval, i64::from(n.get())))
-                    ),
-                );
-            }
-        }
-        let windows = [
-            (
-                "recovery_window",
-                policy
-                    .recovery_window
-                    .map(|w| (w.to_string(), w.as_delta())),
-            ),
-            (
-                "retention_duration",
-                policy
-                    .retention_duration
-                    .map(|d| (d.0.to_string(), d.as_delta())),
-            ),
-        ];
-        for (rule, window) in windows {
-            if let Some((text, delta)) = window {
-                if delta < interval {
-                    say(
-                        SurpriseKind::WindowShorterThanInterval,
-                        format!(
-                            "{rule} {text} is shorter than the {every} between backups: the \
-                             window often holds no backup, and the floor or the newest backup \
-                             before the window does the keeping"
-                        ),
-                    );
-                }
-            }
-        }
-    }
-    if window_base_seen {
-        if let Some(window) = policy.recovery_window {
-            let last = days.len() - 1;
-            let in_window = backups
-                .iter()
-                .filter(|backup| {
-                    backup.reasons_on(last).is_some_and(|reasons| {
-                        reasons
-                            .iter()
-                            .any(|reason| *reason == format!("recovery_window {window}"))
-                    })
-                })
-                .count();
-            say(
-                SurpriseKind::WindowKeepsOneMore,
+    found
+}
+
+/// The count rules whose N backups, a backup every `interval`, span more than N periods.
+fn counts_spanning_longer(summary: &Summary, interval: TimeDelta, every: &str) -> Vec<Surprise> {
+    let mut found = Vec::new();
+    for rule in &summary.rules {
+        let Some((period, unit)) = count_period(rule.rule) else {
+            continue;
+        };
+        let Ok(n) = rule.setting.parse::<i64>() else {
+            continue;
+        };
+        if n > 0 && interval > period && rule.backups > 0 {
+            found.push(surprise(
+                SurpriseKind::CountSpansLonger,
                 format!(
-                    "recovery_window {window} keeps {} backups at the last day's end, not {in_window}: \
-                     the {in_window} inside the window and the newest before it, kept so that the \
-                     window's first instant stays recoverable (barman 274)",
-                    in_window + 1
+                    "{} {n} counts backups, not {unit}: with a backup every {every} it keeps \
+                     {n} backups spanning about {}",
+                    rule.rule,
+                    human_duration(times(interval, n))
                 ),
-            );
+            ));
         }
     }
-    if let Some(&first) = floor_only_days.first() {
-        say(
-            SurpriseKind::FloorKeeps,
+    found
+}
+
+/// keep_last N with backups more often than daily: N backups are less than N days.
+fn keep_last_short(policy: &Policy, interval: TimeDelta, every: &str) -> Option<Surprise> {
+    let Some(KeepCount::Limited(n)) = policy.keep_last else {
+        return None;
+    };
+    (interval < TimeDelta::days(1)).then(|| {
+        surprise(
+            SurpriseKind::KeepLastShort,
             format!(
-                "on {} of {} days (first {}) the floor, the newest completed full backup, was \
-                 the only reason a backup existed: no rule kept it",
-                floor_only_days.len(),
-                days.len(),
-                days[first].date
+                "keep_last {n} keeps the newest {n} backups: with a backup every {every} \
+                 that is {} of history, not {n} days",
+                human_duration(times(interval, i64::from(n.get())))
             ),
-        );
+        )
+    })
+}
+
+/// The windows shorter than the time between backups.
+fn windows_shorter(policy: &Policy, interval: TimeDelta, every: &str) -> Vec<Surprise> {
+    let windows = [
+        (
+            "recovery_window",
+            policy
+                .recovery_window
+                .map(|w| (w.to_string(), w.as_delta())),
+        ),
+        (
+            "retention_duration",
+            policy
+                .retention_duration
+                .map(|d| (d.0.to_string(), d.as_delta())),
+        ),
+    ];
+    let mut found = Vec::new();
+    for (rule, window) in windows {
+        if let Some((text, delta)) = window {
+            if delta < interval {
+                found.push(surprise(
+                    SurpriseKind::WindowShorterThanInterval,
+                    format!(
+                        "{rule} {text} is shorter than the {every} between backups: the \
+                         window often holds no backup, and the floor or the newest backup \
+                         before the window does the keeping"
+                    ),
+                ));
+            }
+        }
     }
+    found
+}
+
+/// recovery_window keeps one backup more than those inside it: the newest before it.
+fn window_keeps_one_more(
+    policy: &Policy,
+    backups: &[SimulatedBackup],
+    days: &[Day],
+) -> Option<Surprise> {
+    let window = policy.recovery_window?;
+    let last = days.len() - 1;
+    let in_window = backups
+        .iter()
+        .filter(|backup| {
+            backup.reasons_on(last).is_some_and(|reasons| {
+                reasons
+                    .iter()
+                    .any(|reason| *reason == format!("recovery_window {window}"))
+            })
+        })
+        .count();
+    Some(surprise(
+        SurpriseKind::WindowKeepsOneMore,
+        format!(
+            "recovery_window {window} keeps {} backups at the last day's end, not {in_window}: \
+             the {in_window} inside the window and the newest before it, kept so that the \
+             window's first instant stays recoverable (barman 274)",
+            in_window + 1
+        ),
+    ))
+}
+
+/// The days on which the floor alone kept a backup.
+fn floor_keeps(floor_only_days: &BTreeSet<usize>, days: &[Day]) -> Option<Surprise> {
+    let &first = floor_only_days.first()?;
+    Some(surprise(
+        SurpriseKind::FloorKeeps,
+        format!(
+            "on {} of {} days (first {}) the floor, the newest completed full backup, was \
+             the only reason a backup existed: no rule kept it",
+            floor_only_days.len(),
+            days.len(),
+            days[first].date
+        ),
+    ))
+}
+
+/// The backups of the last day kept only because kept incrementals build on them.
+fn chain_keeps(backups: &[SimulatedBackup], days: &[Day]) -> Option<Surprise> {
     let last = days.len() - 1;
     let chain_only = days[last]
         .backups
@@ -571,48 +628,52 @@ fn surprises(
             })
         })
         .count();
-    if chain_only > 0 {
-        say(
+    (chain_only > 0).then(|| {
+        surprise(
             SurpriseKind::ChainKeeps,
             format!(
                 "on the last day {chain_only} of {} backups exist only because kept \
                  incrementals build on them",
                 days[last].backups.len()
             ),
-        );
-    }
+        )
+    })
+}
+
+/// The days with more backups between a backup and the next sweep than at the day's end.
+fn peak_above_day_end(days: &[Day]) -> Option<Surprise> {
     let peak_days: Vec<&Day> = days
         .iter()
         .filter(|day| day.peak_count > day.count)
         .collect();
     // The first day with the largest excess.
-    if let Some(worst) = peak_days
+    let worst = peak_days
         .iter()
-        .max_by_key(|day| (day.peak_count - day.count, std::cmp::Reverse(day.date)))
-    {
-        say(
-            SurpriseKind::PeakAboveDayEnd,
+        .max_by_key(|day| (day.peak_count - day.count, std::cmp::Reverse(day.date)))?;
+    Some(surprise(
+        SurpriseKind::PeakAboveDayEnd,
+        format!(
+            "on {} days there are more backups between a backup and the next retention \
+             sweep than at the day's end (on {}: {} against {}): storage must hold the peak",
+            peak_days.len(),
+            worst.date,
+            worst.peak_count,
+            worst.count
+        ),
+    ))
+}
+
+/// Failed backups that make the worst gap wider than the time between backups.
+fn failures_widen_gaps(summary: &Summary, interval: TimeDelta, every: &str) -> Option<Surprise> {
+    let gap = summary.max_gap.as_ref()?;
+    (summary.n_failed > 0 && gap.gap.duration() > interval).then(|| {
+        surprise(
+            SurpriseKind::FailuresWidenGaps,
             format!(
-                "on {} days there are more backups between a backup and the next retention \
-                 sweep than at the day's end (on {}: {} against {}): storage must hold the peak",
-                peak_days.len(),
-                worst.date,
-                worst.peak_count,
-                worst.count
+                "{} of {} backups failed: the worst gap between restore points is {}, \
+                 against a backup every {every}",
+                summary.n_failed, summary.n_taken, gap.human
             ),
-        );
-    }
-    if let (Some(gap), Some(interval)) = (&summary.max_gap, interval) {
-        if summary.n_failed > 0 && gap.gap.duration() > interval {
-            say(
-                SurpriseKind::FailuresWidenGaps,
-                format!(
-                    "{} of {} backups failed: the worst gap between restore points is {}, \
-                     against a backup every {every}",
-                    summary.n_failed, summary.n_taken, gap.human
-                ),
-            );
-        }
-    }
-    found
+        )
+    })
 }

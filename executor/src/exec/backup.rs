@@ -63,6 +63,8 @@ pub async fn take(
     }
 }
 
+/// Takes the backup in the job's directories: reported started, the command run, its output
+/// judged and uploaded, then reported ([`finish`]).
 async fn take_in(
     ctx: &Context,
     due: &DueBackup,
@@ -73,134 +75,29 @@ async fn take_in(
 ) -> Result<Taken, JobError> {
     let started_at = Utc::now().fixed_offset();
     publish(ctx, &report::started(due, started_at)).await?;
-    let parent = fetch_parent(ctx, due, &job.paths.inputs).await?;
-    for volume in &due.volumes {
-        std::fs::create_dir_all(job.paths.output.join(&volume.name))
-            .map_err(|err| JobError::Transient(err.into()))?;
-    }
-    std::fs::write(&job.paths.event_file, payload)
-        .map_err(|err| JobError::Transient(err.into()))?;
-    let env = environment::backup_env(
-        due,
-        &job.paths,
-        parent
-            .as_ref()
-            .map(|(path, document)| (path.as_path(), document)),
-    );
-    let finished = command::run(
-        CommandSpec {
-            command: &ctx.options.backup_command,
-            env,
-            stdin: payload.to_vec(),
-            cwd: &job.paths.scratch,
-            timeout: ctx.options.timeout,
-            grace: ctx.options.shutdown_grace,
-        },
-        shutdown,
-    )
-    .await;
+    let finished = run_command(ctx, due, payload, job, shutdown).await?;
     if finished.ending == Ending::Interrupted {
         return Err(JobError::Interrupted);
     }
-    let fail = |reason: String, uploaded: Vec<ObjectDigest>, volumes: Option<Vec<String>>| async move {
-        let report = report::failed(
-            due,
-            started_at,
-            Utc::now().fixed_offset(),
-            &reason,
-            uploaded,
-            volumes.as_deref(),
-        );
-        finish(ctx, report, &Facts::default()).await?;
-        Ok(Taken::Failed(reason))
+    let fail = |reason: String, uploaded: Vec<ObjectDigest>, volumes: Option<Vec<String>>| {
+        failed(ctx, due, started_at, reason, uploaded, volumes)
     };
     if let Some(reason) = finished.failure(ctx.options.timeout) {
         return fail(reason, Vec::new(), None).await;
     }
-    let files = match output::scan(&job.paths.output, ctx.options.limits) {
-        Ok(files) => files,
-        Err(problems) => return fail(problems.join("; "), Vec::new(), None).await,
+    let Judged {
+        files,
+        facts,
+        taken,
+    } = match judge_output(ctx, due, job) {
+        Ok(judged) => judged,
+        Err((reason, empty)) => return fail(reason, Vec::new(), empty).await,
     };
-    let facts = match read_facts(&job.paths.facts_file) {
-        Ok(facts) => facts,
-        Err(why) => return fail(why, Vec::new(), None).await,
+    let uploaded = match upload(ctx, due, &files, last_delivery).await {
+        Ok(uploaded) => uploaded,
+        Err(Stopped::Failed(reason, uploaded)) => return fail(reason, uploaded, None).await,
+        Err(Stopped::Retry(err)) => return Err(err),
     };
-    let taken = match report::taken_kind(due, facts.kind) {
-        Ok(taken) => taken,
-        Err(why) => return fail(why, Vec::new(), None).await,
-    };
-    // Every volume must have left something before anything is uploaded.
-    let names: Vec<ObjectDigest> = files
-        .iter()
-        .map(|f| ObjectDigest {
-            key: format!("{}{}", due.object_prefix, f.name),
-            size: f.size,
-            sha256: None,
-            version_id: None,
-        })
-        .collect();
-    if let Err(empty) = report::volumes_taken(due, &names, false) {
-        let reason = format!(
-            "the command left nothing for volume(s) {} (expected files under <output>/<volume>/)",
-            empty.join(", ")
-        );
-        return fail(reason, Vec::new(), Some(empty)).await;
-    }
-    let mut uploaded = Vec::new();
-    let upload_started = std::time::Instant::now();
-    for file in &files {
-        let key = format!("{}{}", due.object_prefix, file.name);
-        // The names were checked; the key is checked again as any reader of a report would.
-        if let Err(err) = sexton_shared::object_store::check_backup_key(
-            &ctx.prefix,
-            &due.cluster,
-            &due.backup_name,
-            due.backup_id.as_str(),
-            &key,
-        ) {
-            return fail(err.to_string(), uploaded, None).await;
-        }
-        let opened = match output::open(file) {
-            Ok(opened) => opened,
-            Err(why) => return fail(why, uploaded, None).await,
-        };
-        match ctx
-            .store
-            .put_file(
-                &key,
-                opened,
-                &file.path.display().to_string(),
-                file.size,
-                ctx.options.upload,
-            )
-            .await
-        {
-            Ok(digest) if digest.size != file.size => {
-                let why = format!(
-                    "{} changed while it was uploaded ({} bytes, then {})",
-                    file.name, file.size, digest.size
-                );
-                uploaded.push(digest);
-                return fail(why, uploaded, None).await;
-            }
-            Ok(digest) => uploaded.push(digest),
-            Err(err) if err.is_retryable() && !last_delivery => {
-                return Err(JobError::Transient(
-                    anyhow::Error::new(err).context("uploading"),
-                ))
-            }
-            Err(err) => return fail(format!("upload failed: {err}"), uploaded, None).await,
-        }
-    }
-    let bytes: u64 = uploaded.iter().map(|o| o.size).sum();
-    let seconds = upload_started.elapsed().as_secs_f64();
-    tracing::info!(
-        files = uploaded.len(),
-        bytes,
-        seconds,
-        mib_per_second = bytes as f64 / 1_048_576.0 / seconds.max(1e-9),
-        "output uploaded"
-    );
     let volumes = report::volumes_taken(
         due,
         &uploaded,
@@ -221,6 +118,183 @@ async fn take_in(
     };
     finish(ctx, report, &facts).await?;
     Ok(Taken::Completed)
+}
+
+/// Runs the user's backup command in the job's directories: the parent's `metadata.json`
+/// fetched into the inputs, a folder per volume in the output, the event beside them.
+async fn run_command(
+    ctx: &Context,
+    due: &DueBackup,
+    payload: &[u8],
+    job: &JobDir,
+    shutdown: &mut Shutdown,
+) -> Result<command::Finished, JobError> {
+    let parent = fetch_parent(ctx, due, &job.paths.inputs).await?;
+    for volume in &due.volumes {
+        std::fs::create_dir_all(job.paths.output.join(&volume.name))
+            .map_err(|err| JobError::Transient(err.into()))?;
+    }
+    std::fs::write(&job.paths.event_file, payload)
+        .map_err(|err| JobError::Transient(err.into()))?;
+    let env = environment::backup_env(
+        due,
+        &job.paths,
+        parent
+            .as_ref()
+            .map(|(path, document)| (path.as_path(), document)),
+    );
+    Ok(command::run(
+        CommandSpec {
+            command: &ctx.options.backup_command,
+            env,
+            stdin: payload.to_vec(),
+            cwd: &job.paths.scratch,
+            timeout: ctx.options.timeout,
+            grace: ctx.options.shutdown_grace,
+        },
+        shutdown,
+    )
+    .await)
+}
+
+/// Reports the backup failed for `reason` (with what was `uploaded`, and the `volumes` that
+/// failed, when known).
+async fn failed(
+    ctx: &Context,
+    due: &DueBackup,
+    started_at: chrono::DateTime<chrono::FixedOffset>,
+    reason: String,
+    uploaded: Vec<ObjectDigest>,
+    volumes: Option<Vec<String>>,
+) -> Result<Taken, JobError> {
+    let report = report::failed(
+        due,
+        started_at,
+        Utc::now().fixed_offset(),
+        &reason,
+        uploaded,
+        volumes.as_deref(),
+    );
+    finish(ctx, report, &Facts::default()).await?;
+    Ok(Taken::Failed(reason))
+}
+
+/// The command's output, judged: its files, its facts, and the kind (and parent) it took.
+struct Judged {
+    files: Vec<output::OutputFile>,
+    facts: Facts,
+    taken: (
+        sexton_shared::records::BackupKind,
+        Option<sexton_shared::names::BackupId>,
+    ),
+}
+
+/// What the command left, judged before anything is uploaded. `Err`: why the backup failed,
+/// and the volumes it left nothing for.
+fn judge_output(
+    ctx: &Context,
+    due: &DueBackup,
+    job: &JobDir,
+) -> Result<Judged, (String, Option<Vec<String>>)> {
+    let files = output::scan(&job.paths.output, ctx.options.limits)
+        .map_err(|problems| (problems.join("; "), None))?;
+    let facts = read_facts(&job.paths.facts_file).map_err(|why| (why, None))?;
+    let taken = report::taken_kind(due, facts.kind).map_err(|why| (why, None))?;
+    // Every volume must have left something before anything is uploaded.
+    let names: Vec<ObjectDigest> = files
+        .iter()
+        .map(|f| ObjectDigest {
+            key: format!("{}{}", due.object_prefix, f.name),
+            size: f.size,
+            sha256: None,
+            version_id: None,
+        })
+        .collect();
+    if let Err(empty) = report::volumes_taken(due, &names, false) {
+        let reason = format!(
+            "the command left nothing for volume(s) {} (expected files under <output>/<volume>/)",
+            empty.join(", ")
+        );
+        return Err((reason, Some(empty)));
+    }
+    Ok(Judged {
+        files,
+        facts,
+        taken,
+    })
+}
+
+/// Why an upload stopped short.
+enum Stopped {
+    /// The backup failed, for this reason, with these objects uploaded.
+    Failed(String, Vec<ObjectDigest>),
+    /// Worth another delivery.
+    Retry(JobError),
+}
+
+/// Uploads the command's files under the backup's prefix, streaming, each with its digest.
+async fn upload(
+    ctx: &Context,
+    due: &DueBackup,
+    files: &[output::OutputFile],
+    last_delivery: bool,
+) -> Result<Vec<ObjectDigest>, Stopped> {
+    let mut uploaded = Vec::new();
+    let upload_started = std::time::Instant::now();
+    for file in files {
+        let key = format!("{}{}", due.object_prefix, file.name);
+        // The names were checked; the key is checked again as any reader of a report would.
+        if let Err(err) = sexton_shared::object_store::check_backup_key(
+            &ctx.prefix,
+            &due.cluster,
+            &due.backup_name,
+            due.backup_id.as_str(),
+            &key,
+        ) {
+            return Err(Stopped::Failed(err.to_string(), uploaded));
+        }
+        let opened = match output::open(file) {
+            Ok(opened) => opened,
+            Err(why) => return Err(Stopped::Failed(why, uploaded)),
+        };
+        match ctx
+            .store
+            .put_file(
+                &key,
+                opened,
+                &file.path.display().to_string(),
+                file.size,
+                ctx.options.upload,
+            )
+            .await
+        {
+            Ok(digest) if digest.size != file.size => {
+                let why = format!(
+                    "{} changed while it was uploaded ({} bytes, then {})",
+                    file.name, file.size, digest.size
+                );
+                uploaded.push(digest);
+                return Err(Stopped::Failed(why, uploaded));
+            }
+            Ok(digest) => uploaded.push(digest),
+            Err(err) if err.is_retryable() && !last_delivery => {
+                return Err(Stopped::Retry(JobError::Transient(
+                    anyhow::Error::new(err).context("uploading"),
+                )))
+            }
+            Err(err) => return Err(Stopped::Failed(format!("upload failed: {err}"), uploaded)),
+        }
+    }
+    let bytes: u64 = uploaded.iter().map(|o| o.size).sum();
+    let seconds = upload_started.elapsed().as_secs_f64();
+    tracing::info!(
+        files = uploaded.len(),
+        bytes,
+        seconds,
+        mib_per_second = bytes as f64 / 1_048_576.0 / seconds.max(1e-9),
+        "output uploaded"
+    );
+    Ok(uploaded)
 }
 
 /// Reads the facts file if the command wrote one.

@@ -8,6 +8,7 @@ use sexton_schedule::{Timing, TimingSpec};
 use sexton_shared::{
     api::{ApiError, ErrorCode, ScheduleSpec},
     audit::Actor,
+    guard::PolicyEffect,
     names::ClusterName,
     records::{
         ClusterRecord, SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION,
@@ -23,116 +24,16 @@ impl Api {
         actor: &Actor,
     ) -> Result<Value, ApiError> {
         let now = Utc::now();
-        let (cron, converted) = five_field_form(&spec.cron)?;
-        spec.cron = cron;
-        let mut warnings = check_timing(
-            &TimingSpec {
-                name: spec.name.as_str(),
-                cron: &spec.cron,
-                jitter: spec.jitter,
-                exclude: &spec.exclude,
-                on_blackout: spec.on_blackout,
-            },
-            now,
-        )?;
-        warnings.extend(converted);
-        warnings.extend(spec.policy.month_readings());
-        if let Some(lock) = &self.config.s3.lock {
-            warnings.extend(sexton_retention::lock::tier_warnings(
-                &spec.policy,
-                &lock.tiers,
-            ));
-        }
-        let starting_deadline_seconds = spec.deadline_seconds();
+        let mut warnings = self.check_spec(&mut spec, now)?;
         let (confirm, dry_run) = (spec.confirm, spec.dry_run);
-        let mut record = ScheduleRecord {
-            schema_version: RECORD_SCHEMA_VERSION,
-            name: spec.name,
-            cluster: spec.cluster,
-            plan: spec.plan,
-            cron: spec.cron,
-            paused: spec.paused,
-            skip_immediately: spec.skip_immediately,
-            policy: spec.policy,
-            labels: spec.labels,
-            remote_cleanup: spec.remote_cleanup,
-            overlap_policy: spec.overlap_policy,
-            starting_deadline_seconds,
-            jitter: spec.jitter,
-            exclude: spec.exclude,
-            on_blackout: spec.on_blackout,
-            pause_after_failures: spec.pause_after_failures,
-            annotations: spec.annotations,
-            full_every: spec.full_every,
-            volumes: spec.volumes,
-            backup_owner: spec.backup_owner,
-            verify: spec.verify,
-            breaker: spec.breaker,
-            copies: spec.copies,
-            objectives: spec.objectives,
-            created_at: now,
-            generation: 1,
-            status: ScheduleStatus {
-                observed_generation: 1,
-                ..ScheduleStatus::default()
-            },
-        };
+        let mut record = new_record(spec, now);
         self.check_copies(&record)?;
         warnings.extend(super::schedule_update::unmeetable_objectives(
             &record,
             Utc::now(),
         ));
-        // Replaced: deleted, then created again with the same name (a GitOps tool's prune and
-        // re-apply, a Helm upgrade that recreates it; velero#4093). It keeps the status it had,
-        // so it neither fires at once nor waits a whole period for nothing.
-        let replaced = self.replaced(&record).await?;
-        if let Some(previous) = &replaced {
-            record.status.carry_over(&previous.status);
-            warnings.push(format!(
-                "schedule {} replaces the one of that name deleted earlier: it keeps its status \
-                 (last backup {}), and runs at its next tick after it",
-                record.name,
-                previous
-                    .status
-                    .last_backup
-                    .map_or_else(|| "none".to_string(), |t| t.to_rfc3339())
-            ));
-        }
-        record.status.phase = if record.paused {
-            SchedulePhase::Paused
-        } else {
-            SchedulePhase::Enabled
-        };
-        // Creation is an activation: skip-immediately is resolved at the first evaluation. A
-        // replacement is not: it goes on from the status it kept.
-        record.status.activation_pending = replaced.is_none();
-        record.status.next_run_time = self.explain(&record, now).next_run_time;
-        // What the new policy does to the group's backups now: a first policy over backups
-        // kept so far, or one beside another schedule's, may delete at once.
-        let effect = self.policy_effect(&record).await?;
-        if effect.deletes() && !confirm && !dry_run {
-            return Err(ApiError::unconfirmed(
-                effect.refusal(&format!("creating schedule {}", record.name)),
-                json!(effect),
-            ));
-        }
-        // Its copy rules beside another schedule's of the plan may delete copies at once.
-        let copy_changes = if record.copies.is_empty() {
-            Default::default()
-        } else {
-            self.copies_effect(&record).await?
-        };
-        if let Some((location, effect)) = copy_changes.iter().find(|(_, e)| e.deletes()) {
-            if !confirm && !dry_run {
-                return Err(ApiError::unconfirmed(
-                    effect.refusal(&format!(
-                        "creating schedule {} (copies at {location})",
-                        record.name
-                    )),
-                    json!(copy_changes),
-                ));
-            }
-        }
+        warnings.extend(self.first_status(&mut record, now).await?);
+        let effect = self.creation_effect(&record, confirm || dry_run).await?;
         if dry_run {
             let mut reply = describe(&record, 0, self.config.scheduler.skip_immediately_default);
             reply["dry_run"] = json!(true);
@@ -167,6 +68,106 @@ impl Api {
             }
             Err(err) => Err(unavailable(err)),
         }
+    }
+
+    /// Checks the spec's timing (its cron put in the 5-field form) and returns the warnings
+    /// the spec earns: a converted cron, month readings of its policy, lock tiers.
+    fn check_spec(
+        &self,
+        spec: &mut ScheduleSpec,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<Vec<String>, ApiError> {
+        let (cron, converted) = five_field_form(&spec.cron)?;
+        spec.cron = cron;
+        let mut warnings = check_timing(
+            &TimingSpec {
+                name: spec.name.as_str(),
+                cron: &spec.cron,
+                jitter: spec.jitter,
+                exclude: &spec.exclude,
+                on_blackout: spec.on_blackout,
+            },
+            now,
+        )?;
+        warnings.extend(converted);
+        warnings.extend(spec.policy.month_readings());
+        if let Some(lock) = &self.config.s3.lock {
+            warnings.extend(sexton_retention::lock::tier_warnings(
+                &spec.policy,
+                &lock.tiers,
+            ));
+        }
+        Ok(warnings)
+    }
+
+    /// The new schedule's first status: its phase, whether it awaits its activation, its next
+    /// run. Returns the warning a replacement earns.
+    async fn first_status(
+        &self,
+        record: &mut ScheduleRecord,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<Option<String>, ApiError> {
+        // Replaced: deleted, then created again with the same name (a GitOps tool's prune and
+        // re-apply, a Helm upgrade that recreates it; velero#4093). It keeps the status it had,
+        // so it neither fires at once nor waits a whole period for nothing.
+        let replaced = self.replaced(record).await?;
+        let mut warning = None;
+        if let Some(previous) = &replaced {
+            record.status.carry_over(&previous.status);
+            warning = Some(format!(
+                "schedule {} replaces the one of that name deleted earlier: it keeps its status \
+                 (last backup {}), and runs at its next tick after it",
+                record.name,
+                previous
+                    .status
+                    .last_backup
+                    .map_or_else(|| "none".to_string(), |t| t.to_rfc3339())
+            ));
+        }
+        record.status.phase = if record.paused {
+            SchedulePhase::Paused
+        } else {
+            SchedulePhase::Enabled
+        };
+        // Creation is an activation: skip-immediately is resolved at the first evaluation. A
+        // replacement is not: it goes on from the status it kept.
+        record.status.activation_pending = replaced.is_none();
+        record.status.next_run_time = self.explain(record, now).next_run_time;
+        Ok(warning)
+    }
+
+    /// What the new policy does to the group's backups now: a first policy over backups
+    /// kept so far, or one beside another schedule's, may delete at once; so may its copy rules
+    /// beside another schedule's of the plan. Refused unless `confirmed` (or a dry run).
+    async fn creation_effect(
+        &self,
+        record: &ScheduleRecord,
+        confirmed: bool,
+    ) -> Result<PolicyEffect, ApiError> {
+        let effect = self.policy_effect(record).await?;
+        if effect.deletes() && !confirmed {
+            return Err(ApiError::unconfirmed(
+                effect.refusal(&format!("creating schedule {}", record.name)),
+                json!(effect),
+            ));
+        }
+        let copy_changes = if record.copies.is_empty() {
+            Default::default()
+        } else {
+            self.copies_effect(record).await?
+        };
+        if let Some((location, effect)) = copy_changes.iter().find(|(_, e)| e.deletes()) {
+            if !confirmed {
+                return Err(ApiError::unconfirmed(
+                    effect.refusal(&format!(
+                        "creating schedule {} (copies at {location})",
+                        record.name
+                    )),
+                    json!(copy_changes),
+                ));
+            }
+        }
+        Ok(effect)
     }
 
     /// Makes the cluster known (reports for it are accepted from now on) before its first
@@ -259,6 +260,43 @@ impl Api {
             }
         }
         Ok(())
+    }
+}
+
+/// The record of a new schedule, as the user wrote it, at its first generation.
+fn new_record(spec: ScheduleSpec, now: chrono::DateTime<Utc>) -> ScheduleRecord {
+    let starting_deadline_seconds = spec.deadline_seconds();
+    ScheduleRecord {
+        schema_version: RECORD_SCHEMA_VERSION,
+        name: spec.name,
+        cluster: spec.cluster,
+        plan: spec.plan,
+        cron: spec.cron,
+        paused: spec.paused,
+        skip_immediately: spec.skip_immediately,
+        policy: spec.policy,
+        labels: spec.labels,
+        remote_cleanup: spec.remote_cleanup,
+        overlap_policy: spec.overlap_policy,
+        starting_deadline_seconds,
+        jitter: spec.jitter,
+        exclude: spec.exclude,
+        on_blackout: spec.on_blackout,
+        pause_after_failures: spec.pause_after_failures,
+        annotations: spec.annotations,
+        full_every: spec.full_every,
+        volumes: spec.volumes,
+        backup_owner: spec.backup_owner,
+        verify: spec.verify,
+        breaker: spec.breaker,
+        copies: spec.copies,
+        objectives: spec.objectives,
+        created_at: now,
+        generation: 1,
+        status: ScheduleStatus {
+            observed_generation: 1,
+            ..ScheduleStatus::default()
+        },
     }
 }
 

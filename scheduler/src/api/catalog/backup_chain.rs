@@ -10,10 +10,10 @@ use sexton_shared::{
 };
 use std::collections::BTreeMap;
 
-use super::{invalid, Api};
+use crate::api::{invalid, Api};
 
 impl Api {
-    pub(super) async fn backup_chain(&self, req: ChainRequest) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_chain(&self, req: ChainRequest) -> Result<Value, ApiError> {
         let location = req.location.as_ref().filter(|name| !name.is_primary());
         if let Some(name) = location {
             self.check_location(name)?;

@@ -4,13 +4,13 @@ use chrono::Utc;
 use serde_json::{json, Value};
 use sexton_shared::api::{ApiError, ByName};
 
-use super::{unavailable, Api};
+use crate::api::{unavailable, Api};
 use crate::timers;
 
 impl Api {
     /// `backup create --from-schedule`: a backup now, with the schedule's settings. The
     /// schedule's own timing is untouched (as `velero backup create --from-schedule`).
-    pub(super) async fn backup_create(&self, req: ByName) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_create(&self, req: ByName) -> Result<Value, ApiError> {
         let (record, _) = self.read(req.name.as_str()).await?;
         // Whole seconds: the backup id carries the instant to the second, and a second
         // request within the same second is the same request (its message id).

@@ -13,7 +13,7 @@ use sexton_shared::{
     records::{BackupRecord, BackupStatus},
 };
 
-use super::{backup_not_found, unavailable, Api};
+use crate::api::{backup_not_found, unavailable, Api};
 
 impl Api {
     async fn read_backup(&self, request: &BackupHold) -> Result<Versioned<BackupRecord>, ApiError> {
@@ -24,7 +24,7 @@ impl Api {
             .ok_or_else(|| backup_not_found(&request.cluster, &request.id))
     }
 
-    pub(super) async fn backup_hold(&self, request: BackupHold) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_hold(&self, request: BackupHold) -> Result<Value, ApiError> {
         for _ in 0..5 {
             let current = self.read_backup(&request).await?;
             let record = &current.value;
@@ -87,7 +87,10 @@ impl Api {
         ))
     }
 
-    pub(super) async fn backup_release(&self, request: BackupHold) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_release(
+        &self,
+        request: BackupHold,
+    ) -> Result<Value, ApiError> {
         for _ in 0..5 {
             let current = self.read_backup(&request).await?;
             let record = &current.value;

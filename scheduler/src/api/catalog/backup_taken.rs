@@ -4,10 +4,10 @@
 use serde_json::Value;
 use sexton_shared::api::{reply_value, ApiError, BackupRef, BackupTaken};
 
-use super::{unavailable, Api};
+use crate::api::{unavailable, Api};
 
 impl Api {
-    pub(super) async fn backup_taken(&self, request: BackupRef) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_taken(&self, request: BackupRef) -> Result<Value, ApiError> {
         let state = self
             .catalog
             .taken_state(&request.cluster, &request.id)

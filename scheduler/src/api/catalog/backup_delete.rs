@@ -18,7 +18,7 @@ use sexton_shared::{
     records::{BackupRecord, DeleteRequest, ScheduleRecord},
 };
 
-use super::{invalid, unavailable, Api};
+use crate::api::{invalid, unavailable, Api};
 
 /// Whether deleting `target` removes its objects too.
 fn remote_cleanup(
@@ -90,7 +90,7 @@ fn objects_kept(prefix: &str, target: &sexton_shared::records::BackupRecord) -> 
 }
 
 impl Api {
-    pub(super) async fn backup_delete(
+    pub(in crate::api) async fn backup_delete(
         &self,
         request: BackupDelete,
         actor: &sexton_shared::audit::Actor,

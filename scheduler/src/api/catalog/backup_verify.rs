@@ -8,12 +8,15 @@ use chrono::Utc;
 use serde_json::Value;
 use sexton_shared::api::{ApiError, ErrorCode, VerifyAsked};
 
-use super::{invalid, unavailable, Api};
+use crate::api::{invalid, unavailable, Api};
 
 pub use sexton_shared::api::VerifyRequest;
 
 impl Api {
-    pub(super) async fn backup_verify(&self, req: VerifyRequest) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_verify(
+        &self,
+        req: VerifyRequest,
+    ) -> Result<Value, ApiError> {
         // A test at a location reads the copy there: the location must be this fleet's, and
         // the backup's copy there must count, whatever primary did with it.
         let location = req.location.as_ref().filter(|name| !name.is_primary());

@@ -31,11 +31,12 @@ use sexton_shared::{
     digest,
     metadata::{self, BackupMetadata},
     names::{BackupId, ClusterName, LocationName},
+    object_store::ObjectStore,
     records::{BackupRecord, BackupStatus, RECORD_SCHEMA_VERSION},
     wire::{ObjectDigest, ReportStatus},
 };
 
-use super::{invalid, unavailable, Api};
+use crate::api::{invalid, unavailable, Api};
 
 pub use sexton_shared::api::ImportRequest;
 
@@ -222,217 +223,28 @@ pub fn record_from(
 }
 
 impl Api {
-    pub(super) async fn catalog_import(&self, req: ImportRequest) -> Result<Value, ApiError> {
-        let primary_prefix = self.config.s3.prefix.as_str();
-        let store = match &req.from {
-            None => &self.store,
-            Some(location) => self.locations.get(location).ok_or_else(|| {
-                invalid(format!(
-                    "no location {location} in this scheduler's configuration; it has {}",
-                    self.config.location_names()
-                ))
-            })?,
-        };
-        let cluster = &req.cluster;
-        let cluster_prefix = store.cluster_prefix(cluster);
-        let binlog_prefix = sexton_shared::binlog::binlog_prefix(store.prefix(), cluster);
-        let listing = store
-            .list(&cluster_prefix)
-            .await
-            .map_err(|err| unavailable(format!("listing {cluster_prefix}: {err}")))?;
-        // At a location, a copy lies under the primary's key below the location's prefix: the
-        // directories are judged under the primary's keys (the ones metadata.json names).
-        let to_primary = |key: String| match &req.from {
-            None => Some(key),
-            Some(_) => sexton_shared::copies::destination_key(store.prefix(), primary_prefix, &key),
-        };
-        let found = directories(
-            &self.store.cluster_prefix(cluster),
-            &sexton_shared::binlog::binlog_prefix(primary_prefix, cluster),
-            listing
-                .into_iter()
-                .filter(|o| !o.key.starts_with(&binlog_prefix))
-                .filter_map(|o| Some((to_primary(o.key)?, o.size.max(0) as u64))),
-        );
-        // On a versioned bucket the recovery point is the versions listed now (issue 29), as
-        // intake records them: locks, restores and the deleter name them exactly.
-        let versions = match store.is_versioned().await {
-            Ok(false) => std::collections::BTreeMap::new(),
-            Ok(true) => store
-                .current_versions(&cluster_prefix)
-                .await
-                .map_err(|err| {
-                    unavailable(format!("listing versions of {cluster_prefix}: {err}"))
-                })?,
-            Err(err) => {
-                return Err(unavailable(format!(
-                    "reading the bucket's versioning: {err}"
-                )))
-            }
-        };
-        let now = Utc::now();
-        let mut report = ImportReport {
-            cluster: cluster.to_string(),
-            dry_run: req.dry_run,
-            directories: found.len(),
-            ..ImportReport::default()
-        };
-        let skip = |report: &mut ImportReport, directory: &str, why: String| {
-            report.skipped.push(Skipped {
-                directory: directory.to_string(),
-                why,
-            })
+    pub(in crate::api) async fn catalog_import(
+        &self,
+        req: ImportRequest,
+    ) -> Result<Value, ApiError> {
+        let store = self.import_store(&req)?;
+        let found = self.found_directories(&req, store).await?;
+        let mut import = Import {
+            versions: current_versions(store, &store.cluster_prefix(&req.cluster)).await?,
+            report: ImportReport {
+                cluster: req.cluster.to_string(),
+                dry_run: req.dry_run,
+                directories: found.len(),
+                ..ImportReport::default()
+            },
+            now: Utc::now(),
+            req: &req,
+            store,
         };
         for (path, directory) in &found {
-            let metadata_key = format!("{path}{}", metadata::FILE_NAME);
-            if !directory.objects.contains_key(&metadata_key) {
-                skip(&mut report, path, "no metadata.json".into());
-                continue;
-            }
-            let Ok(id) = BackupId::new(directory.backup_id.clone()) else {
-                skip(&mut report, path, "not a valid backup id".into());
-                continue;
-            };
-            // Where the document lies in the store read (the location's key for a copy).
-            let read_key = match &req.from {
-                None => metadata_key.clone(),
-                Some(_) => sexton_shared::copies::destination_key(
-                    primary_prefix,
-                    store.prefix(),
-                    &metadata_key,
-                )
-                .ok_or_else(|| unavailable(format!("{metadata_key}: not under the prefix")))?,
-            };
-            match self.catalog.lookup(cluster, &id).await {
-                Err(err) => return Err(unavailable(format!("{err:#}"))),
-                Ok(Lookup::Live(live)) => {
-                    report.known += 1;
-                    if let Some(location) = &req.from {
-                        match self
-                            .attach_copy(
-                                *live,
-                                location,
-                                Listed {
-                                    prefix: store.prefix(),
-                                    versions: &versions,
-                                },
-                                directory,
-                                req.dry_run,
-                                now,
-                            )
-                            .await?
-                        {
-                            Ok(true) => report.attached.push(id.to_string()),
-                            Ok(false) => {}
-                            Err(why) => skip(&mut report, path, why),
-                        }
-                    }
-                    continue;
-                }
-                Ok(Lookup::Removed) if !req.include_removed => {
-                    skip(
-                        &mut report,
-                        path,
-                        "its record was removed from the catalog on purpose; not brought back \
-                         (--include-removed brings it back)"
-                            .into(),
-                    );
-                    continue;
-                }
-                Ok(Lookup::Removed) => {}
-                Ok(Lookup::Never) => {}
-            }
-            if directory.objects[&metadata_key] as usize > metadata::MAX_METADATA_BYTES {
-                skip(
-                    &mut report,
-                    path,
-                    "metadata.json is too large to read".into(),
-                );
-                continue;
-            }
-            let body = match store.get(&read_key).await {
-                Ok(Some(body)) => body,
-                Ok(None) => {
-                    skip(
-                        &mut report,
-                        path,
-                        "metadata.json vanished while importing".into(),
-                    );
-                    continue;
-                }
-                Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
-            };
-            let mut record = match record_from(cluster, directory, &metadata_key, &body, now) {
-                Ok(record) => BackupRecord {
-                    store: Some(self.store.place().clone()),
-                    ..record
-                },
-                Err(why) => {
-                    skip(&mut report, path, why);
-                    continue;
-                }
-            };
-            if let Some(location) = &req.from {
-                if record.status != BackupStatus::Completed {
-                    skip(
-                        &mut report,
-                        path,
-                        "a failed backup at a location is no recovery point".into(),
-                    );
-                    continue;
-                }
-                // Held at primary too: the record must say so, or the primary's retention
-                // would never see it there.
-                match self.store.exists(&metadata_key).await {
-                    Ok(false) => {}
-                    Ok(true) => {
-                        skip(
-                            &mut report,
-                            path,
-                            format!(
-                                "it is at primary too: import from primary first, then from \
-                                 {location} to attach its copy"
-                            ),
-                        );
-                        continue;
-                    }
-                    Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
-                }
-                held_only_at(
-                    &mut record,
-                    location,
-                    store.prefix(),
-                    primary_prefix,
-                    &versions,
-                    now,
-                );
-            } else {
-                for object in &mut record.objects {
-                    object.version_id = versions.get(&object.key).cloned();
-                }
-            }
-            if !req.dry_run {
-                match self.catalog.create(&record).await {
-                    Ok(_) => {}
-                    // Recorded meanwhile (a report, another import): it is known now.
-                    Err(CasError::Conflict) => {
-                        report.known += 1;
-                        continue;
-                    }
-                    Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
-                }
-            }
-            report.imported.push(Imported {
-                id: record.id.to_string(),
-                status: record.status_text().to_string(),
-                kind: record.kind.as_str().to_string(),
-                parent: record.parent.as_ref().map(|p| p.to_string()),
-                completed_at: record
-                    .completed_at
-                    .map(|t| t.to_rfc3339())
-                    .unwrap_or_default(),
-            });
+            self.import_directory(&mut import, path, directory).await?;
         }
+        let (cluster, now, report) = (&req.cluster, import.now, import.report);
         if !req.dry_run && !report.imported.is_empty() {
             tracing::info!(%cluster, imported = report.imported.len(), "catalog import: records recreated from the bucket");
             channels::request_sweep(
@@ -448,6 +260,253 @@ impl Api {
             .map_err(|err| unavailable(format!("asking for a retention run: {err:#}")))?;
         }
         serde_json::to_value(report).map_err(invalid)
+    }
+
+    /// The store the import reads: primary's, or the location's it names.
+    fn import_store(&self, req: &ImportRequest) -> Result<&ObjectStore, ApiError> {
+        match &req.from {
+            None => Ok(&self.store),
+            Some(location) => self.locations.get(location).ok_or_else(|| {
+                invalid(format!(
+                    "no location {location} in this scheduler's configuration; it has {}",
+                    self.config.location_names()
+                ))
+            }),
+        }
+    }
+
+    /// The backup directories of the cluster in `store`, keyed by their primary path.
+    async fn found_directories(
+        &self,
+        req: &ImportRequest,
+        store: &ObjectStore,
+    ) -> Result<BTreeMap<String, Directory>, ApiError> {
+        let primary_prefix = self.config.s3.prefix.as_str();
+        let cluster = &req.cluster;
+        let cluster_prefix = store.cluster_prefix(cluster);
+        let binlog_prefix = sexton_shared::binlog::binlog_prefix(store.prefix(), cluster);
+        let listing = store
+            .list(&cluster_prefix)
+            .await
+            .map_err(|err| unavailable(format!("listing {cluster_prefix}: {err}")))?;
+        // At a location, a copy lies under the primary's key below the location's prefix: the
+        // directories are judged under the primary's keys (the ones metadata.json names).
+        let to_primary = |key: String| match &req.from {
+            None => Some(key),
+            Some(_) => sexton_shared::copies::destination_key(store.prefix(), primary_prefix, &key),
+        };
+        Ok(directories(
+            &self.store.cluster_prefix(cluster),
+            &sexton_shared::binlog::binlog_prefix(primary_prefix, cluster),
+            listing
+                .into_iter()
+                .filter(|o| !o.key.starts_with(&binlog_prefix))
+                .filter_map(|o| Some((to_primary(o.key)?, o.size.max(0) as u64))),
+        ))
+    }
+
+    /// Judges one backup directory: known (and its copy attached, from a location), skipped
+    /// with the reason, or imported.
+    async fn import_directory(
+        &self,
+        import: &mut Import<'_>,
+        path: &str,
+        directory: &Directory,
+    ) -> Result<(), ApiError> {
+        let metadata_key = format!("{path}{}", metadata::FILE_NAME);
+        if !directory.objects.contains_key(&metadata_key) {
+            import.skip(path, "no metadata.json".into());
+            return Ok(());
+        }
+        let Ok(id) = BackupId::new(directory.backup_id.clone()) else {
+            import.skip(path, "not a valid backup id".into());
+            return Ok(());
+        };
+        let read_key = self.read_key(import, &metadata_key)?;
+        if !self.unknown(import, path, directory, &id).await? {
+            return Ok(());
+        }
+        let document = (metadata_key.as_str(), read_key.as_str());
+        let Some(mut record) = self
+            .read_document(import, path, directory, document)
+            .await?
+        else {
+            return Ok(());
+        };
+        if let Some(location) = &import.req.from {
+            if !self
+                .held_at(import, path, &mut record, &metadata_key, location)
+                .await?
+            {
+                return Ok(());
+            }
+        } else {
+            for object in &mut record.objects {
+                object.version_id = import.versions.get(&object.key).cloned();
+            }
+        }
+        if !import.req.dry_run {
+            match self.catalog.create(&record).await {
+                Ok(_) => {}
+                // Recorded meanwhile (a report, another import): it is known now.
+                Err(CasError::Conflict) => {
+                    import.report.known += 1;
+                    return Ok(());
+                }
+                Err(CasError::Other(err)) => return Err(unavailable(format!("{err:#}"))),
+            }
+        }
+        import.report.imported.push(Imported {
+            id: record.id.to_string(),
+            status: record.status_text().to_string(),
+            kind: record.kind.as_str().to_string(),
+            parent: record.parent.as_ref().map(|p| p.to_string()),
+            completed_at: record
+                .completed_at
+                .map(|t| t.to_rfc3339())
+                .unwrap_or_default(),
+        });
+        Ok(())
+    }
+
+    /// Whether the backup `id` is one to import: not held by the catalog (from a location, its
+    /// copy is attached instead), nor removed on purpose unless the request includes those.
+    async fn unknown(
+        &self,
+        import: &mut Import<'_>,
+        path: &str,
+        directory: &Directory,
+        id: &BackupId,
+    ) -> Result<bool, ApiError> {
+        match self.catalog.lookup(&import.req.cluster, id).await {
+            Err(err) => Err(unavailable(format!("{err:#}"))),
+            Ok(Lookup::Live(live)) => {
+                import.report.known += 1;
+                if let Some(location) = &import.req.from {
+                    let listed = Listed {
+                        prefix: import.store.prefix(),
+                        versions: &import.versions,
+                    };
+                    let (dry_run, now) = (import.req.dry_run, import.now);
+                    match self
+                        .attach_copy(*live, location, listed, directory, dry_run, now)
+                        .await?
+                    {
+                        Ok(true) => import.report.attached.push(id.to_string()),
+                        Ok(false) => {}
+                        Err(why) => import.skip(path, why),
+                    }
+                }
+                Ok(false)
+            }
+            Ok(Lookup::Removed) if !import.req.include_removed => {
+                import.skip(
+                    path,
+                    "its record was removed from the catalog on purpose; not brought back \
+                     (--include-removed brings it back)"
+                        .into(),
+                );
+                Ok(false)
+            }
+            Ok(Lookup::Removed) => Ok(true),
+            Ok(Lookup::Never) => Ok(true),
+        }
+    }
+
+    /// Where the document `metadata_key` lies in the store read (the location's key for a
+    /// copy).
+    fn read_key(&self, import: &Import<'_>, metadata_key: &str) -> Result<String, ApiError> {
+        match &import.req.from {
+            None => Ok(metadata_key.to_string()),
+            Some(_) => sexton_shared::copies::destination_key(
+                &self.config.s3.prefix,
+                import.store.prefix(),
+                metadata_key,
+            )
+            .ok_or_else(|| unavailable(format!("{metadata_key}: not under the prefix"))),
+        }
+    }
+
+    /// Reads the directory's `metadata.json` (`document`: its primary key, and its key in the
+    /// store read) and the record it describes ([`record_from`]); `None` when the directory is
+    /// skipped.
+    async fn read_document(
+        &self,
+        import: &mut Import<'_>,
+        path: &str,
+        directory: &Directory,
+        document: (&str, &str),
+    ) -> Result<Option<BackupRecord>, ApiError> {
+        let (metadata_key, read_key) = document;
+        if directory.objects[metadata_key] as usize > metadata::MAX_METADATA_BYTES {
+            import.skip(path, "metadata.json is too large to read".into());
+            return Ok(None);
+        }
+        let body = match import.store.get(read_key).await {
+            Ok(Some(body)) => body,
+            Ok(None) => {
+                import.skip(path, "metadata.json vanished while importing".into());
+                return Ok(None);
+            }
+            Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
+        };
+        let cluster = &import.req.cluster;
+        match record_from(cluster, directory, metadata_key, &body, import.now) {
+            Ok(record) => Ok(Some(BackupRecord {
+                store: Some(self.store.place().clone()),
+                ..record
+            })),
+            Err(why) => {
+                import.skip(path, why);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Makes a record read at `location` one held there only ([`held_only_at`]); `false` when
+    /// the directory is skipped: a failed backup, or one at primary too.
+    async fn held_at(
+        &self,
+        import: &mut Import<'_>,
+        path: &str,
+        record: &mut BackupRecord,
+        metadata_key: &str,
+        location: &LocationName,
+    ) -> Result<bool, ApiError> {
+        if record.status != BackupStatus::Completed {
+            import.skip(
+                path,
+                "a failed backup at a location is no recovery point".into(),
+            );
+            return Ok(false);
+        }
+        // Held at primary too: the record must say so, or the primary's retention
+        // would never see it there.
+        match self.store.exists(metadata_key).await {
+            Ok(false) => {}
+            Ok(true) => {
+                import.skip(
+                    path,
+                    format!(
+                        "it is at primary too: import from primary first, then from \
+                         {location} to attach its copy"
+                    ),
+                );
+                return Ok(false);
+            }
+            Err(err) => return Err(unavailable(format!("reading {metadata_key}: {err}"))),
+        }
+        let primary_prefix = self.config.s3.prefix.as_str();
+        let (location_prefix, now) = (import.store.prefix(), import.now);
+        held_only_at(
+            record,
+            location,
+            location_prefix,
+            primary_prefix,
+            &import.versions,
+            now,
+        );
+        Ok(true)
     }
 
     /// A backup the catalog holds whose record lost its copy at `location` (or never had it,
@@ -516,6 +575,45 @@ impl Api {
             ))),
             Err(CasError::Other(err)) => Err(unavailable(format!("{err:#}"))),
         }
+    }
+}
+
+/// One import under way: what it was asked, the store it reads, the versions listed there,
+/// its instant, and what it has found so far.
+struct Import<'a> {
+    req: &'a ImportRequest,
+    store: &'a ObjectStore,
+    versions: BTreeMap<String, String>,
+    now: DateTime<Utc>,
+    report: ImportReport,
+}
+
+impl Import<'_> {
+    /// Leaves the backup directory `directory` out, saying why.
+    fn skip(&mut self, directory: &str, why: String) {
+        self.report.skipped.push(Skipped {
+            directory: directory.to_string(),
+            why,
+        })
+    }
+}
+
+/// On a versioned bucket the recovery point is the versions listed now (issue 29), as intake
+/// records them: locks, restores and the deleter name them exactly. Empty on a bucket without
+/// versions.
+async fn current_versions(
+    store: &ObjectStore,
+    cluster_prefix: &str,
+) -> Result<BTreeMap<String, String>, ApiError> {
+    match store.is_versioned().await {
+        Ok(false) => Ok(std::collections::BTreeMap::new()),
+        Ok(true) => store
+            .current_versions(cluster_prefix)
+            .await
+            .map_err(|err| unavailable(format!("listing versions of {cluster_prefix}: {err}"))),
+        Err(err) => Err(unavailable(format!(
+            "reading the bucket's versioning: {err}"
+        ))),
     }
 }
 

@@ -16,10 +16,10 @@ use sexton_shared::{
     wire::VerifyReplay,
 };
 
-use super::{invalid, unavailable, Api};
+use crate::api::{invalid, unavailable, Api};
 
 impl Api {
-    pub(super) async fn backup_drill(&self, req: DrillRequest) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_drill(&self, req: DrillRequest) -> Result<Value, ApiError> {
         let location = req.location.as_ref().filter(|name| !name.is_primary());
         if let Some(name) = location {
             self.check_location(name)?;

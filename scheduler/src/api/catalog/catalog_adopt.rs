@@ -28,7 +28,7 @@ use sexton_shared::{
     wire::ObjectDigest,
 };
 
-use super::{invalid, unavailable, Api};
+use crate::api::{invalid, unavailable, Api};
 
 impl Api {
     /// The place's store (`None`: primary) and its client; a location this fleet lacks is
@@ -48,7 +48,10 @@ impl Api {
         }
     }
 
-    pub(super) async fn catalog_stranded(&self, req: StrandedRequest) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn catalog_stranded(
+        &self,
+        req: StrandedRequest,
+    ) -> Result<Value, ApiError> {
         let place = req.location.as_ref().filter(|l| !l.is_primary());
         let here = self.place_client(place)?.place().clone();
         let records = match &req.cluster {
@@ -63,7 +66,7 @@ impl Api {
         serde_json::to_value(answer).map_err(invalid)
     }
 
-    pub(super) async fn catalog_adopt(&self, req: AdoptRequest) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn catalog_adopt(&self, req: AdoptRequest) -> Result<Value, ApiError> {
         let place = req.location.as_ref().filter(|l| !l.is_primary());
         let client = self.place_client(place)?;
         let here = client.place().clone();

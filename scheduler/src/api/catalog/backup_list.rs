@@ -4,10 +4,10 @@
 use serde_json::Value;
 use sexton_shared::api::{ApiError, ListFilter};
 
-use super::{invalid, unavailable, Api};
+use crate::api::{invalid, unavailable, Api};
 
 impl Api {
-    pub(super) async fn backup_list(&self, filter: ListFilter) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_list(&self, filter: ListFilter) -> Result<Value, ApiError> {
         let records = match &filter.cluster {
             Some(cluster) => self.catalog.list_cluster(cluster).await,
             None => self.catalog.list_all().await,

@@ -15,10 +15,13 @@ use sexton_shared::{
     planning,
 };
 
-use super::Api;
+use crate::api::Api;
 
 impl Api {
-    pub(super) async fn backup_describe(&self, request: BackupRef) -> Result<Value, ApiError> {
+    pub(in crate::api) async fn backup_describe(
+        &self,
+        request: BackupRef,
+    ) -> Result<Value, ApiError> {
         let (state, at) = self
             .cluster_with_backup(&request.cluster, &request.id)
             .await?;
