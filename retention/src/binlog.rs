@@ -159,7 +159,9 @@ pub(crate) fn plan_binlog(
     warnings: &mut Vec<String>,
 ) -> Result<BinlogDecisions, PlanError> {
     let kept = Kept { catalog, flags };
-    let standalone_only = standalone_only(catalog, flags, kept_by_rules, |index| kept.restorable(index));
+    let standalone_only = standalone_only(catalog, flags, kept_by_rules, |index| {
+        kept.restorable(index)
+    });
     let mut range_only: Vec<(u32, RangeWhy)> = Vec::new();
     let mut fulls = kept.fulls(
         order,
