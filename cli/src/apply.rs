@@ -12,14 +12,16 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::Value;
+use sexton_model::{
+    records::{BackupOwner, ScheduleRecord},
+    wire::SCHEMA_VERSION,
+};
 use sexton_shared::{
     api::{
         LocationList, LocationSpec, PluginByName, PluginList, PluginSpec, ScheduleChangeNotes,
         ScheduleDelete, ScheduleDescription, ScheduleSpec,
     },
-    records::{BackupOwner, ScheduleRecord},
     topology,
-    wire::SCHEMA_VERSION,
 };
 
 use crate::client::{decode_reply, Client};

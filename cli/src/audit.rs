@@ -9,7 +9,8 @@ use anyhow::Context as _;
 use async_nats::jetstream::consumer::DeliverPolicy;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use sexton_shared::{audit::AuditEntry, names::ClusterName, topology};
+use sexton_model::names::ClusterName;
+use sexton_shared::{audit::AuditEntry, topology};
 
 /// What to read.
 #[derive(Debug, Clone)]

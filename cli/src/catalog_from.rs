@@ -161,7 +161,7 @@ fn pgbackrest(value: &Value) -> Result<Imported, String> {
                         first: first.to_string(),
                         last: last.to_string(),
                     };
-                    sexton_shared::checks::check_log_range(&range)
+                    sexton_model::checks::check_log_range(&range)
                         .map_err(|why| format!("{at}: archive: {why}"))?;
                     Some(range)
                 }

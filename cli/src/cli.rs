@@ -511,7 +511,7 @@ async fn resolve_oldest(
     let rows = client
         .call(&topology::api_subject("backup", "list"), &filter)
         .await?;
-    let records: Vec<sexton_shared::records::BackupRecord> =
+    let records: Vec<sexton_model::records::BackupRecord> =
         serde_json::from_value(rows).map_err(|err| Failure::runtime(err.into()))?;
     let records: Vec<_> = records
         .into_iter()
@@ -677,7 +677,7 @@ async fn binlog_append(
     allow_in_use: bool,
     files: &[std::path::PathBuf],
 ) -> Result<(), Failure> {
-    let cluster = sexton_shared::names::ClusterName::new(cluster)
+    let cluster = sexton_model::names::ClusterName::new(cluster)
         .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
     for file in files {
         if !file.is_file() {
@@ -734,7 +734,7 @@ async fn audit(
     let cluster = args
         .cluster
         .as_deref()
-        .map(sexton_shared::names::ClusterName::new)
+        .map(sexton_model::names::ClusterName::new)
         .transpose()
         .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
     let since = match args.since.as_str() {
@@ -1086,7 +1086,7 @@ async fn resolve_cluster(
     let rows = client
         .call(&topology::api_subject("backup", "list"), &filter)
         .await?;
-    let records: Vec<sexton_shared::records::BackupRecord> =
+    let records: Vec<sexton_model::records::BackupRecord> =
         serde_json::from_value(rows).map_err(|err| Failure::runtime(err.into()))?;
     let clusters: BTreeSet<String> = records.iter().map(|r| r.cluster.to_string()).collect();
     let cluster = match clusters.len() {
@@ -1345,7 +1345,7 @@ async fn has_backups(
 /// schedule, no backup and no audit entry ever), so a typo is not an empty trail.
 async fn check_audit_cluster(
     client: &Client,
-    cluster: &sexton_shared::names::ClusterName,
+    cluster: &sexton_model::names::ClusterName,
 ) -> Result<(), Failure> {
     let clusters = clusters_of(&list_schedules(client).await?);
     if cluster_known(client, &clusters, cluster.as_str()).await? {

@@ -8,7 +8,8 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::Value;
-use sexton_shared::{api::ListFilter, names::ClusterName, topology};
+use sexton_model::names::ClusterName;
+use sexton_shared::{api::ListFilter, topology};
 
 use crate::{client::Client, failure::Failure};
 

@@ -21,11 +21,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
-use sexton_shared::{
-    api::{LocationSpec, PluginSpec, ScheduleSpec, ScheduleUpdate},
-    records::ScheduleRecord,
-    wire::Message,
-};
+use sexton_model::{records::ScheduleRecord, wire::Message};
+use sexton_shared::api::{LocationSpec, PluginSpec, ScheduleSpec, ScheduleUpdate};
 
 mod diff;
 mod from_fleet;
@@ -722,7 +719,7 @@ pub fn immutable_change(live: &ScheduleRecord, desired: &ScheduleSpec) -> Option
 /// The `schedule.update` that makes a live schedule `desired`: every field replaced.
 pub fn update_of(desired: &ScheduleSpec, confirm: bool, dry_run: bool) -> ScheduleUpdate {
     ScheduleUpdate {
-        schema_version: sexton_shared::wire::SCHEMA_VERSION,
+        schema_version: sexton_model::wire::SCHEMA_VERSION,
         name: desired.name.clone(),
         cron: Some(desired.cron.clone()),
         policy: Some(desired.policy.clone()),

@@ -24,17 +24,19 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use sexton_model::{
+    copies::destination_key,
+    keys::StoreRef,
+    names::{ClusterName, LocationName},
+    records::BackupRecord,
+    wire::{ObjectDigest, SCHEMA_VERSION},
+};
 use sexton_shared::{
     api::{AdoptReport, AdoptRequest, Adopted, Stranded, StrandedGroup, StrandedRequest},
     binlog::{self, segment_digest, store as index_store},
     config::{Config, S3Config},
-    copies::destination_key,
-    keys::StoreRef,
-    names::{ClusterName, LocationName},
     object_store::{transfer::UploadSettings, ObjectStore},
-    records::BackupRecord,
     topology,
-    wire::{ObjectDigest, SCHEMA_VERSION},
 };
 
 use crate::client::Client;

@@ -120,14 +120,14 @@ pub fn warn_months(what: &str, policy: &Policy) {
 
 /// Copy rules given as a file name or as inline JSON (text starting with `[`), checked as a
 /// schedule's are where they are written.
-pub fn read_copies(text: &str) -> Result<Vec<sexton_shared::copies::CopyRule>, Failure> {
+pub fn read_copies(text: &str) -> Result<Vec<sexton_model::copies::CopyRule>, Failure> {
     let json = if text.trim_start().starts_with('[') {
         text.to_owned()
     } else {
         std::fs::read_to_string(text)
             .map_err(|err| Failure::input(format!("--copies: cannot read {text}: {err}")))?
     };
-    let rules: Vec<sexton_shared::copies::CopyRule> = serde_json::from_str(&json)
+    let rules: Vec<sexton_model::copies::CopyRule> = serde_json::from_str(&json)
         .map_err(|err| Failure::input(format!("invalid --copies: {err}")))?;
     Ok(rules)
 }

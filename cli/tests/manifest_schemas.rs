@@ -23,15 +23,14 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 use sexton_cli::manifest::{self, ScheduleManifest};
-use sexton_retention::{ChainMode, Policy};
-use sexton_schedule::{OnBlackout, Span, WindowSpec};
-use sexton_shared::{
-    api::ScheduleSpec,
-    breaker::BreakerSpec,
+use sexton_model::{
     conditions::BackupOutcome,
     copies::{CopyRule, CopySelect, Transition, STORAGE_CLASSES},
     records::{BackupOwner, OverlapPolicy, SchedulePhase, ScheduleRecord, VerifyPick, VerifySpec},
 };
+use sexton_retention::{ChainMode, Policy};
+use sexton_schedule::{OnBlackout, Span, WindowSpec};
+use sexton_shared::{api::ScheduleSpec, breaker::BreakerSpec};
 
 #[path = "../../shared/tests/validator/mod.rs"]
 mod validator;
@@ -272,13 +271,13 @@ fn schedule_manifest() {
     }
     // The maximal spec is one the server takes too, not only the reader.
     sexton_schedule::Window::parse_all(&every().exclude).unwrap();
-    sexton_shared::copies::validate_copy_rules(&every().copies, Some(1.0)).unwrap();
+    sexton_model::copies::validate_copy_rules(&every().copies, Some(1.0)).unwrap();
 
     let root = check_carrying(NAME, &values, NOT_YET_CARRIED);
     for example in root["examples"].as_array().unwrap() {
         let read = read(example).unwrap_or_else(|e| panic!("an example is refused: {e:?}"));
         sexton_schedule::Window::parse_all(&read.spec.exclude).unwrap();
-        sexton_shared::copies::validate_copy_rules(&read.spec.copies, Some(1.0)).unwrap();
+        sexton_model::copies::validate_copy_rules(&read.spec.copies, Some(1.0)).unwrap();
     }
 
     let status = &root["properties"]["status"]["properties"];

@@ -25,14 +25,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
+use sexton_model::{
+    names::{ClusterName, LocationName},
+    records::BackupRecord,
+    wire::{self, Incident, ObjectDigest},
+};
 use sexton_shared::{
     binlog::{self, location_horizon, segment_digest, segments_to_copy, store, LocationHorizon},
     channels,
-    names::{ClusterName, LocationName},
     object_store::copy::CopyError,
     outcome::publish_incident,
-    records::BackupRecord,
-    wire::{self, Incident, ObjectDigest},
 };
 
 use crate::{report::ask_retention_run, Copier, Location};

@@ -4,7 +4,8 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream::{self, consumer::PullConsumer};
-use sexton_shared::{channels, copies::CopyJob, outcome::Outcome, topology, Shutdown};
+use sexton_model::copies::CopyJob;
+use sexton_shared::{channels, outcome::Outcome, topology, Shutdown};
 
 use crate::{
     binlog,

@@ -2,12 +2,12 @@
 //! ancestors first, each backup's objects through bounded memory, `metadata.json` last.
 
 use chrono::Utc;
-use sexton_shared::{
+use sexton_model::{
     copies::{self, destination_key, CopyJob, CopyState, CopyVerdict},
     names::{BackupId, LocationName},
-    object_store::copy::CopyError,
     records::{BackupRecord, BackupStatus, ScheduleRecord},
 };
+use sexton_shared::object_store::copy::CopyError;
 
 use crate::{
     outcome::{Done, Failure},
@@ -28,7 +28,7 @@ async fn judge(
     location: &LocationName,
 ) -> Result<CopyVerdict, Failure> {
     let schedules = copier.schedules.of_cluster(&record.cluster).await?;
-    let rule = sexton_shared::records::rule_for(&schedules, record, location);
+    let rule = sexton_model::records::rule_for(&schedules, record, location);
     let group = match rule {
         Some(rule) if rule.select == copies::CopySelect::Kept => copier
             .views

@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_nats::jetstream::kv;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sexton_shared::names::ClusterName;
+use sexton_model::names::ClusterName;
 
 /// How long a lease lasts unless renewed: a holder that stops (killed, partitioned) frees
 /// its clusters after this.

@@ -17,11 +17,11 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
+use sexton_model::names::{ClusterName, LocationName};
 use sexton_shared::{
     catalog::Catalog,
     channels,
     config::Config,
-    names::{ClusterName, LocationName},
     object_store::{transfer::UploadSettings, ObjectStore},
     telemetry, topology,
     topology::Topology,

@@ -1,7 +1,7 @@
 //! What a copy job came to: done (copied, deferred, skipped) or failed (refused, wait, bad).
 //! Below `copy` and `record`, which both speak it.
 
-use sexton_shared::wire::Incident;
+use sexton_model::wire::Incident;
 
 /// Why a copy did not finish.
 pub(crate) enum Failure {

@@ -4,12 +4,13 @@
 use std::{sync::Arc, time::Duration};
 
 use chrono::Utc;
-use sexton_shared::{
+use sexton_model::{
     copies::{CopyJob, CopyState},
     names::{ClusterName, LocationName},
     records::BackupStatus,
-    wire, Shutdown,
+    wire,
 };
+use sexton_shared::Shutdown;
 
 use crate::{
     binlog, copy::copy_backup, outcome::Failure, report::report_bad, transitions, Copier, Location,
@@ -121,7 +122,7 @@ async fn copy_awaited(
             && match record.copies.get(name) {
                 Some(copy) => copy.state == CopyState::Missing,
                 None if record.copy_to.contains(name) => {
-                    let delay = sexton_shared::records::rule_for(&schedules, record, name)
+                    let delay = sexton_model::records::rule_for(&schedules, record, name)
                         .and_then(|r| r.delay);
                     let due = record.completed_at.map_or(now, |completed| {
                         completed.with_timezone(&Utc)

@@ -4,13 +4,12 @@
 use std::collections::BTreeMap;
 
 use chrono::Utc;
-use sexton_shared::{
-    catalog::CasError,
+use sexton_model::{
     copies::{CopyState, LocationCopy},
     names::LocationName,
-    object_store::ObjectStore,
     records::BackupRecord,
 };
+use sexton_shared::{catalog::CasError, object_store::ObjectStore};
 
 use crate::{
     outcome::Failure,
@@ -62,7 +61,7 @@ pub(crate) async fn seen_at(
     store: &ObjectStore,
     record: &BackupRecord,
     name: &LocationName,
-    written: &[sexton_shared::wire::ObjectDigest],
+    written: &[sexton_model::wire::ObjectDigest],
 ) -> Result<(), Failure> {
     let directory = common_directory(written.iter().map(|o| o.key.as_str()));
     let listed: BTreeMap<String, i64> = store
@@ -118,7 +117,7 @@ pub(crate) async fn record_copy(
     copier: &Copier,
     copied: &BackupRecord,
     (name, location): (&LocationName, &Location),
-    objects: Vec<sexton_shared::wire::ObjectDigest>,
+    objects: Vec<sexton_model::wire::ObjectDigest>,
     class: Option<&str>,
 ) -> Result<(), Failure> {
     for _ in 0..16 {

@@ -2,12 +2,11 @@
 //! retention run a copy at a locking location asks for.
 
 use chrono::Utc;
-use sexton_shared::{
-    channels,
+use sexton_model::{
     names::{BackupId, ClusterName, LocationName},
-    outcome::publish_incident,
     wire::{self, Incident},
 };
+use sexton_shared::{channels, outcome::publish_incident};
 
 use crate::Copier;
 

@@ -13,12 +13,12 @@
 //! the next pass moves the rest. Transitions only go forward.
 
 use chrono::{DateTime, Utc};
-use sexton_shared::{
-    catalog::CasError,
+use sexton_model::{
     copies::CopyState,
     names::{ClusterName, LocationName},
     records::{BackupRecord, ScheduleRecord},
 };
+use sexton_shared::catalog::CasError;
 
 use crate::{Copier, Location};
 
@@ -47,7 +47,7 @@ pub fn due(
                 .started_at
                 .or(record.completed_at)?
                 .with_timezone(&Utc);
-            let rule = sexton_shared::records::rule_for(schedules, record, name)?;
+            let rule = sexton_model::records::rule_for(schedules, record, name)?;
             let class = rule.transition_due(taken, now, copy.storage_class.as_deref())?;
             Some((record.clone(), class.to_string()))
         })

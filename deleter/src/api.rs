@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use serde_json::{json, Value};
+use sexton_model::wire::Message;
 use sexton_shared::{
     api::{
         decode_request, reply_value, ApiError, ErrorCode, FailedKey, Incoming, Listener,
         OrphansFound,
     },
     audit::{self, Actor, AuditBackup, AuditEvent, AuditObject},
-    wire::Message,
     Shutdown,
 };
 
@@ -162,7 +162,7 @@ async fn scan(
     // catalog (their keys' last operation is a removal).
     let mut removed_on_purpose = std::collections::HashSet::new();
     for (directory, id) in orphans::unowned_described(&objects, &records) {
-        let Ok(id) = sexton_shared::names::BackupId::new(&id) else {
+        let Ok(id) = sexton_model::names::BackupId::new(&id) else {
             continue;
         };
         let lookup = deleter

@@ -26,15 +26,17 @@ use std::{
 use async_nats::jetstream;
 use chrono::Utc;
 use futures::StreamExt;
+use sexton_model::{
+    names::ClusterName,
+    records::{BackupRecord, BackupStatus, VolumeDeletion},
+    wire::{self, DeleteJob, Incident},
+};
 use sexton_shared::{
     catalog::{CasError, Versioned},
     channels,
-    names::ClusterName,
     object_store::{ObjectError, Requests, DELETE_BATCH},
     outcome::{publish_incident, Outcome},
     planning,
-    records::{BackupRecord, BackupStatus, VolumeDeletion},
-    wire::{self, DeleteJob, Incident},
 };
 
 use crate::{
@@ -326,7 +328,7 @@ impl Deleter {
     async fn judge(
         &self,
         cluster: &ClusterName,
-        schedules: &[sexton_shared::records::ScheduleRecord],
+        schedules: &[sexton_model::records::ScheduleRecord],
         jobs: &[(usize, DeleteJob)],
         now: chrono::DateTime<Utc>,
     ) -> anyhow::Result<Vec<(Verdict, Option<Versioned<BackupRecord>>)>> {

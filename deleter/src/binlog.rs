@@ -30,18 +30,20 @@ use anyhow::Context as _;
 use async_nats::jetstream::{self};
 use chrono::{DateTime, FixedOffset, Utc};
 use prometheus::{IntCounter, IntCounterVec, Opts, Registry};
+use sexton_model::{
+    names::{ClusterName, LocationName},
+    records::BackupRecord,
+    wire::{self, BinlogGcJob, Incident},
+};
 use sexton_shared::{
     binlog::{self, check_segment_key, safe_horizon_with, select_orphans, store},
     channels::{self, Channel},
     config::Config,
-    names::{ClusterName, LocationName},
     object_store::{ObjectError, ObjectStore},
     outcome::{publish_incident, Outcome},
     planning,
-    records::BackupRecord,
     schedules_view::SchedulesView,
     topology::Topology,
-    wire::{self, BinlogGcJob, Incident},
     Shutdown,
 };
 

@@ -24,18 +24,19 @@ use std::time::Duration;
 use anyhow::Context as _;
 use async_nats::jetstream::{self};
 use chrono::{DateTime, Utc};
+use sexton_model::{
+    copies::{copy_policy, CopyDeleteJob, CopyState},
+    names::{BackupId, LocationName},
+    records::{BackupRecord, ScheduleRecord},
+};
 use sexton_retention::judge;
 use sexton_shared::{
     audit::{AuditBackup, AuditEvent, AuditObject},
     catalog::{CasError, Versioned},
     channels,
-    copies::{copy_policy, CopyDeleteJob, CopyState},
-    names::{BackupId, LocationName},
     object_store::{check_backup_key, ObjectStore},
     outcome::Outcome,
-    planning,
-    records::{BackupRecord, ScheduleRecord},
-    topology, Shutdown,
+    planning, topology, Shutdown,
 };
 
 use crate::{context::Deleter, copies_binlog::LocationCollector};
@@ -490,7 +491,7 @@ async fn unmark_copy(deleter: &Deleter, job: &CopyDeleteJob, current: &Versioned
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sexton_shared::names::ClusterName;
+    use sexton_model::names::ClusterName;
 
     const NOW: &str = "2026-01-02T00:00:00Z";
 

@@ -32,13 +32,15 @@
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, FixedOffset, Utc};
+use sexton_model::{
+    names::{ClusterName, LocationName},
+    wire::{self, Incident},
+};
 use sexton_shared::{
     binlog::{self, location_horizon, store, LocationHorizon},
-    names::{ClusterName, LocationName},
     object_store::ObjectStore,
     outcome::publish_incident,
     service::ClusterLocks,
-    wire::{self, Incident},
 };
 
 use crate::{

@@ -13,12 +13,13 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use serde::Deserialize;
+use sexton_model::{
+    records::BackupStatus,
+    wire::{self, DeleteJob, Incident},
+};
 use sexton_shared::{
     outcome::{publish_incident, settle, Outcome},
-    records::BackupStatus,
-    topology,
-    wire::{self, DeleteJob, Incident},
-    Shutdown,
+    topology, Shutdown,
 };
 
 use crate::context::Deleter;
@@ -131,7 +132,7 @@ async fn handle(deleter: &Deleter, advisory: &MaxDeliveries) -> anyhow::Result<(
 async fn record_partial_failure(
     deleter: &Deleter,
     job: &DeleteJob,
-    current: sexton_shared::catalog::Versioned<sexton_shared::records::BackupRecord>,
+    current: sexton_shared::catalog::Versioned<sexton_model::records::BackupRecord>,
     gave_up: &str,
 ) -> anyhow::Result<()> {
     let record = &current.value;

@@ -7,14 +7,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sexton_shared::{
-    catalog::Versioned,
+use sexton_model::{
     names::{BackupId, PlanName},
-    object_store::check_backup_key,
-    planning,
     records::{BackupRecord, BackupStatus, Policy},
     wire::DeleteJob,
 };
+use sexton_shared::{catalog::Versioned, object_store::check_backup_key, planning};
 
 /// What the catalog says about a job, decided without I/O.
 #[derive(Debug, Clone, PartialEq)]
@@ -376,8 +374,8 @@ pub fn retry_delay(delivered: i64) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sexton_shared::names::ClusterName;
-    use sexton_shared::records::DeleteRequest;
+    use sexton_model::names::ClusterName;
+    use sexton_model::records::DeleteRequest;
 
     #[test]
     fn a_revision_past_the_last_stored_is_refused_not_awaited() {
@@ -813,7 +811,7 @@ mod tests {
         )));
         // A redelivery of the claimed job resumes; another job is refused.
         let mut claimed = d2(true, false);
-        claimed.volume_deletion = Some(sexton_shared::records::VolumeDeletion {
+        claimed.volume_deletion = Some(sexton_model::records::VolumeDeletion {
             revision: 9,
             volumes: vec!["pv1".into()],
         });

@@ -33,10 +33,10 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use async_nats::jetstream;
+use sexton_model::names::LocationName;
 use sexton_shared::{
     channels,
     config::Config,
-    names::LocationName,
     object_store::ObjectStore,
     partitions,
     service::{Started, TaskGroup},

@@ -14,11 +14,11 @@ use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sexton_shared::{
+use sexton_model::{
     names::ClusterName,
-    object_store::{check_key_under, ObjectInfo},
     records::{BackupRecord, BackupStatus},
 };
+use sexton_shared::object_store::{check_key_under, ObjectInfo};
 
 pub use sexton_shared::api::{OrphansRequest, DEFAULT_GRACE};
 
@@ -102,7 +102,7 @@ pub fn catalog_looks_lost(
         .collect();
     let described: HashSet<&str> = unowned
         .iter()
-        .filter_map(|o| o.key.strip_suffix(sexton_shared::metadata::FILE_NAME))
+        .filter_map(|o| o.key.strip_suffix(sexton_model::metadata::FILE_NAME))
         .filter(|directory| !removed_on_purpose.contains(*directory))
         .collect();
     if described.is_empty() {
@@ -140,7 +140,7 @@ pub fn unowned_described(
     objects
         .iter()
         .filter(|o| !owned.contains(o.key.as_str()))
-        .filter_map(|o| o.key.strip_suffix(sexton_shared::metadata::FILE_NAME))
+        .filter_map(|o| o.key.strip_suffix(sexton_model::metadata::FILE_NAME))
         .filter_map(|directory| {
             let id = directory.strip_suffix('/')?.rsplit('/').next()?;
             Some((directory.to_string(), id.to_string()))
@@ -305,7 +305,7 @@ mod tests {
     #[test]
     fn requests_are_validated() {
         let ok = r#"{"schema_version":1,"cluster":"c1","grace":"2h"}"#;
-        let req = sexton_shared::wire::decode::<OrphansRequest>(ok.as_bytes()).unwrap();
+        let req = sexton_model::wire::decode::<OrphansRequest>(ok.as_bytes()).unwrap();
         assert_eq!(req.grace_period().unwrap().as_secs(), 7200);
         for (body, needle) in [
             (ok.replace("2h", "0s"), "at least 1s"),
@@ -313,7 +313,7 @@ mod tests {
             (ok.replace("c1", "../c2"), "invalid cluster"),
             (ok.replace("grace", "grase"), "unknown field"),
         ] {
-            let err = sexton_shared::wire::decode::<OrphansRequest>(body.as_bytes())
+            let err = sexton_model::wire::decode::<OrphansRequest>(body.as_bytes())
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(needle), "{body}: {err}");

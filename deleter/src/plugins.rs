@@ -18,7 +18,7 @@ use async_nats::jetstream::kv;
 use chrono::Utc;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use sexton_shared::{
+use sexton_model::{
     names::{BackupId, ClusterName, PlanName},
     records::{BackupRecord, PluginFailure},
     wire::{Message, SCHEMA_VERSION},
@@ -186,7 +186,7 @@ impl Plugins {
             else {
                 continue;
             };
-            out.push(match sexton_shared::wire::decode::<PluginSpec>(&body) {
+            out.push(match sexton_model::wire::decode::<PluginSpec>(&body) {
                 Ok(spec) => Registration::Plugin(spec),
                 Err(err) => Registration::Unreadable {
                     key,
@@ -247,7 +247,7 @@ impl Plugins {
         };
         let request = self
             .client
-            .request(spec.subject.clone(), sexton_shared::wire::encode(&call));
+            .request(spec.subject.clone(), sexton_model::wire::encode(&call));
         match tokio::time::timeout(timeout, request).await {
             Err(_) => (
                 "timeout",
@@ -359,7 +359,7 @@ mod tests {
     #[test]
     fn registrations_are_validated() {
         let good = r#"{"schema_version":1,"name":"snap","subject":"sexton.v1.plugin.snap"}"#;
-        sexton_shared::wire::decode::<PluginSpec>(good.as_bytes()).unwrap();
+        sexton_model::wire::decode::<PluginSpec>(good.as_bytes()).unwrap();
         let cases = [
             (
                 good.replace("\"snap\",", "\"../x\","),
@@ -390,7 +390,7 @@ mod tests {
             (good.replace("\"name\":\"snap\",", ""), "missing field"),
         ];
         for (body, needle) in cases {
-            let err = sexton_shared::wire::decode::<PluginSpec>(body.as_bytes())
+            let err = sexton_model::wire::decode::<PluginSpec>(body.as_bytes())
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(needle), "{body}: {err}");

@@ -6,10 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use sexton_shared::{
-    audit::{Audit, AuditBackup, AuditError, AuditEvent, AuditObject, PluginCallEntry},
-    names::ClusterName,
-    records::BackupRecord,
+use sexton_model::{names::ClusterName, records::BackupRecord};
+use sexton_shared::audit::{
+    Audit, AuditBackup, AuditError, AuditEvent, AuditObject, PluginCallEntry,
 };
 
 /// One backup as the entries describe it: `objects` are the keys given (sizes from the

@@ -13,9 +13,9 @@ use std::path::Path;
 
 use chrono::{DateTime, FixedOffset, TimeDelta};
 use serde::Serialize;
+use sexton_model::names::ClusterName;
 use sexton_shared::{
     binlog::{self, store, BinlogIndex, IndexSegment},
-    names::ClusterName,
     object_store::{transfer::UploadSettings, ObjectStore},
 };
 

@@ -42,10 +42,10 @@ use async_nats::jetstream::{
     AckKind,
 };
 use futures::StreamExt as _;
+use sexton_model::names::ClusterName;
 use sexton_shared::{
     channels,
     config::Config,
-    names::ClusterName,
     object_store::{transfer::UploadSettings, ObjectStore},
     outcome::{settle, Outcome},
     topology, Shutdown,
@@ -121,7 +121,7 @@ impl ExecOptions {
             ("--merge-durable", &self.merge_durable),
             ("--verify-durable", &self.verify_durable),
         ] {
-            sexton_shared::names::check_name("durable name", name)
+            sexton_model::names::check_name("durable name", name)
                 .map_err(|err| format!("{flag}: {err}"))?;
         }
         if self.durable == self.merge_durable
@@ -160,7 +160,7 @@ pub struct Context {
     /// `s3.prefix`.
     pub prefix: String,
     /// The copy locations this executor can read (restore tests at a location, issue 28).
-    pub locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
+    pub locations: std::collections::BTreeMap<sexton_model::names::LocationName, ObjectStore>,
     pub options: ExecOptions,
 }
 

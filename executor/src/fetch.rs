@@ -11,11 +11,13 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, FixedOffset};
 use serde::Serialize;
+use sexton_model::{
+    names::ClusterName,
+    wire::{VerifyBackup, VerifyObject},
+};
 use sexton_shared::{
     binlog::{self, IndexSegment},
-    names::ClusterName,
     object_store::{check_backup_key, transfer::TransferError, ObjectStore},
-    wire::{VerifyBackup, VerifyObject},
 };
 
 /// Why an object read back is not the recovery point recorded.
@@ -144,9 +146,9 @@ async fn fetch_version(
 }
 
 /// The SHA-256 of a file in lowercase hex: opened here, at the edge, and hashed by the model's
-/// [`digest::reader_sha256`](sexton_shared::digest::reader_sha256) in 1 MiB pieces.
+/// [`digest::reader_sha256`](sexton_model::digest::reader_sha256) in 1 MiB pieces.
 fn file_sha256(path: &Path) -> std::io::Result<String> {
-    sexton_shared::digest::reader_sha256(std::fs::File::open(path)?)
+    sexton_model::digest::reader_sha256(std::fs::File::open(path)?)
 }
 
 fn partial_path(path: &Path) -> PathBuf {

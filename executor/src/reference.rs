@@ -35,20 +35,21 @@ use anyhow::Context as _;
 use async_nats::jetstream::{self};
 use chrono::Utc;
 use futures::StreamExt;
-use sexton_shared::{
-    binlog::{self, store, IndexSegment},
-    channels,
-    config::Config,
+use sexton_model::{
     metadata::{self, BackupMetadata},
-    object_store::ObjectStore,
-    outcome::{settle, Outcome},
     records::BackupKind,
-    topology,
     wire::{
         self, DueBackup, ObjectDigest, Report, ReportStatus, ReportVolume, Verdict, VerdictOutcome,
         VerifyDue,
     },
-    Shutdown,
+};
+use sexton_shared::{
+    binlog::{self, store, IndexSegment},
+    channels,
+    config::Config,
+    object_store::ObjectStore,
+    outcome::{settle, Outcome},
+    topology, Shutdown,
 };
 
 /// Runs the reference executor until `shutdown` trips.
@@ -136,7 +137,7 @@ struct Reference {
     js: jetstream::Context,
     store: ObjectStore,
     prefix: String,
-    locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
+    locations: std::collections::BTreeMap<sexton_model::names::LocationName, ObjectStore>,
     reported: Reported,
 }
 
@@ -492,7 +493,7 @@ async fn put_digested(
     let digest = ObjectDigest {
         key: key.to_string(),
         size: body.len() as u64,
-        sha256: Some(sexton_shared::digest::sha256_hex(&body)),
+        sha256: Some(sexton_model::digest::sha256_hex(&body)),
         version_id: None,
     };
     store.put(key, body.into()).await?;

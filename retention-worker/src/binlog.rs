@@ -10,11 +10,13 @@
 
 use chrono::{DateTime, FixedOffset, Utc};
 use serde::Serialize;
+use sexton_model::{
+    names::ClusterName,
+    wire::{self, BinlogGcJob, MAX_BINLOG_JOB_KEYS},
+};
 use sexton_shared::{
     binlog::{self, cluster_binlog, store, BinlogIndex, ClusterBinlog},
-    names::ClusterName,
     object_store::ObjectStore,
-    wire::{self, BinlogGcJob, MAX_BINLOG_JOB_KEYS},
 };
 
 use crate::group_plan::GroupPlan;
@@ -154,7 +156,7 @@ pub fn jobs(
 
 /// A short digest of a job's keys.
 fn keys_digest(keys: &[String]) -> String {
-    sexton_shared::digest::short_digest(keys.iter().map(String::as_str))
+    sexton_model::digest::short_digest(keys.iter().map(String::as_str))
 }
 
 pub use sexton_shared::api::StatusRequest;

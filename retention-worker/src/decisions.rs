@@ -15,8 +15,8 @@
 
 use std::collections::BTreeMap;
 
+use sexton_model::wire::DecisionSummary;
 use sexton_retention::{BinlogPlan, Decision, Evaluation, Merge, Reason, Verdict, VolumeMerge};
-use sexton_shared::wire::DecisionSummary;
 
 /// Kept backups named in a retention event, newest first; the event gives the total beside
 /// them. A group keeps as many backups as its policy says, and naming 100,000 of them in every

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sexton_shared::{
+use sexton_model::{
     names::{ClusterName, LocationName, PlanName},
     records::Policy,
 };
@@ -42,7 +42,7 @@ pub struct GroupPlan {
     /// At a location, in previews: the copies the plan deletes before their storage class's
     /// minimum duration, each charged the rest of it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub early_deletions: Vec<sexton_shared::copies::EarlyDeletion>,
+    pub early_deletions: Vec<sexton_model::copies::EarlyDeletion>,
     /// What the plan keeps only because an Object Lock has not expired (issue 29), when the
     /// whole plan was rendered and it keeps any.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -67,7 +67,7 @@ pub struct GroupPlan {
     /// The recovery objectives stated for the group at its place (issue 47): the schedules'
     /// own at primary, their copy rules' at a location.
     #[serde(skip)]
-    pub objectives: Option<sexton_shared::objectives::Objectives>,
+    pub objectives: Option<sexton_model::objectives::Objectives>,
 }
 
 impl GroupPlan {

@@ -16,6 +16,11 @@ use std::{
 use anyhow::Context as _;
 use async_nats::jetstream::{self, kv};
 use chrono::{DateTime, Utc};
+use sexton_model::{
+    names::{ClusterName, LocationName, PlanName},
+    records::{Policy, ScheduleRecord},
+    wire::{self, Incident},
+};
 use sexton_retention::breaker::{self, Approval, BreakerLimits};
 use sexton_retention::Reason;
 use sexton_shared::{
@@ -23,11 +28,8 @@ use sexton_shared::{
     audit::{self, Actor, Audit, AuditBackup, AuditEvent, Decided},
     breaker::{approval_key_at, group_limits, ApprovalRecord},
     config::BreakerConfig,
-    names::{ClusterName, LocationName, PlanName},
     nats::publish_once,
-    records::{Policy, ScheduleRecord},
     topology,
-    wire::{self, Incident},
 };
 
 use crate::metrics::Metrics;
@@ -166,7 +168,7 @@ impl Envelope {
         policy_hash: &str,
     ) {
         self.held_gauge(cluster, plan, location, 1);
-        let digest = sexton_shared::digest::short_digest(
+        let digest = sexton_model::digest::short_digest(
             state
                 .trips
                 .iter()
@@ -407,7 +409,7 @@ impl Envelope {
         now: DateTime<Utc>,
     ) -> anyhow::Result<ApprovalRecord> {
         let record = ApprovalRecord {
-            schema_version: sexton_shared::records::RECORD_SCHEMA_VERSION,
+            schema_version: sexton_model::records::RECORD_SCHEMA_VERSION,
             cluster: cluster.clone(),
             plan: plan.clone(),
             approval: Approval {
@@ -448,7 +450,7 @@ pub fn hash_of(policy: Option<&Policy>) -> String {
 
 /// The audit record of one marked backup.
 pub fn marked(
-    record: &sexton_shared::records::BackupRecord,
+    record: &sexton_model::records::BackupRecord,
     reasons: &[String],
     volumes: &[String],
     policy_hash: &str,

@@ -31,13 +31,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use sexton_shared::{
-    catalog::Versioned,
+use sexton_model::{
     copies::CopyState,
     metadata,
     names::{ClusterName, LocationName},
     records::{BackupRecord, BackupStatus},
 };
+use sexton_shared::catalog::Versioned;
 
 /// What the pass found for one backup whose state changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -392,7 +392,7 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sexton_shared::wire::ObjectDigest;
+    use sexton_model::wire::ObjectDigest;
 
     fn record(
         id: &str,
@@ -580,7 +580,7 @@ mod tests {
     fn a_missing_backup_found_again_is_completed_and_other_states_are_left_alone() {
         use BackupStatus::*;
         let mut claimed = record("claimed", Completed, &[("vol", Some(1))]);
-        claimed.value.volume_deletion = Some(sexton_shared::records::VolumeDeletion {
+        claimed.value.volume_deletion = Some(sexton_model::records::VolumeDeletion {
             revision: 3,
             volumes: vec!["v".into()],
         });

@@ -24,12 +24,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use sexton_shared::{
-    catalog::Versioned,
-    catalog_view::{self, ViewState},
+use sexton_model::{
     keys::StoreRef,
     names::{BackupId, ClusterName, LocationName, PlanName},
     records::{BackupRecord, BackupStatus},
+};
+use sexton_shared::{
+    catalog::Versioned,
+    catalog_view::{self, ViewState},
 };
 
 /// Every cluster's view on this replica.
@@ -49,7 +51,7 @@ pub struct ClusterPlaces {
 }
 
 /// The records by the store their objects at each place name ([`BackupRecord::store`] at
-/// primary, [`sexton_shared::copies::LocationCopy::store`] at a location); objects that name
+/// primary, [`sexton_model::copies::LocationCopy::store`] at a location); objects that name
 /// none are not here.
 #[derive(Default)]
 pub struct Stores {
@@ -397,8 +399,8 @@ mod tests {
         let cluster: ClusterName = "c1".parse().unwrap();
         let mut b1 = record("b1", "p", 1, 1);
         b1.value.store = Some(store("new"));
-        let mut copy = sexton_shared::copies::LocationCopy::new(
-            sexton_shared::copies::CopyState::Copied,
+        let mut copy = sexton_model::copies::LocationCopy::new(
+            sexton_model::copies::CopyState::Copied,
             chrono::Utc::now(),
         );
         copy.store = Some(store("dr-old"));
@@ -442,7 +444,7 @@ mod tests {
         places
             .apply(&cluster, "b2".parse().unwrap(), Some(b2))
             .unwrap();
-        b1.value.copies.get_mut(&dr).unwrap().state = sexton_shared::copies::CopyState::Deleted;
+        b1.value.copies.get_mut(&dr).unwrap().state = sexton_model::copies::CopyState::Deleted;
         places
             .apply(&cluster, "b1".parse().unwrap(), Some(b1))
             .unwrap();

@@ -46,16 +46,18 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context as _;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
+use sexton_model::{
+    names::ClusterName,
+    records::{RetentionOutcome, RetentionStatus},
+    wire::{self},
+};
 use sexton_shared::{
     catalog::Catalog,
     channels::{self, RetentionEvent},
     config::Config,
-    names::ClusterName,
     object_store::{ObjectError, ObjectStore},
     outcome::{publish_incident, Outcome},
-    records::{RetentionOutcome, RetentionStatus},
     topology::{self, Topology},
-    wire::{self},
 };
 
 use crate::metrics::Metrics;
@@ -79,10 +81,9 @@ pub struct Worker {
     store: ObjectStore,
     /// The other locations this replica can read: the scrub compares each one's copies with
     /// its listing (issue 28). Read keys suffice.
-    locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
+    locations: std::collections::BTreeMap<sexton_model::names::LocationName, ObjectStore>,
     /// Each configured location's default storage class (a copy that names none is in it).
-    location_classes:
-        std::collections::BTreeMap<sexton_shared::names::LocationName, Option<String>>,
+    location_classes: std::collections::BTreeMap<sexton_model::names::LocationName, Option<String>>,
     prefix: String,
     /// When the last successful run of each cluster started (this replica's). A checkpoint or
     /// sweep published well before that is already covered: the run read a catalog that held
@@ -95,7 +96,7 @@ pub struct Worker {
     /// Object Lock at each location that has one (`[locations.<name>.lock]`): a location's
     /// runs lock the copies they keep there, with `locations`' client.
     location_locks: std::collections::BTreeMap<
-        sexton_shared::names::LocationName,
+        sexton_model::names::LocationName,
         sexton_shared::config::LockConfig,
     >,
     /// The binlog segments this replica has locked, and until when: a cache (lost on a
@@ -195,7 +196,7 @@ impl Worker {
         config: Config,
         metrics: Arc<Metrics>,
         store: ObjectStore,
-        locations: std::collections::BTreeMap<sexton_shared::names::LocationName, ObjectStore>,
+        locations: std::collections::BTreeMap<sexton_model::names::LocationName, ObjectStore>,
         retention_status: async_nats::jetstream::kv::Store,
     ) -> Worker {
         let envelope = Arc::new(Envelope::new(
@@ -219,7 +220,7 @@ impl Worker {
                 .iter()
                 .filter_map(|(name, location)| {
                     Some((
-                        sexton_shared::names::LocationName::new(name).ok()?,
+                        sexton_model::names::LocationName::new(name).ok()?,
                         location.storage_class.clone(),
                     ))
                 })
@@ -232,7 +233,7 @@ impl Worker {
                 .iter()
                 .filter_map(|(name, location)| {
                     Some((
-                        sexton_shared::names::LocationName::new(name).ok()?,
+                        sexton_model::names::LocationName::new(name).ok()?,
                         location.s3.lock.clone()?,
                     ))
                 })

@@ -15,15 +15,17 @@
 use anyhow::Context as _;
 use chrono::Utc;
 use serde_json::Value;
+use sexton_model::{
+    names::ClusterName,
+    records::{BackupRecord, ScheduleRecord},
+    wire::Message,
+};
 use sexton_shared::{
     api::{ApiError, ErrorCode, Incoming, Listener},
     audit::Actor,
     catalog::Catalog,
     config::Config,
-    names::ClusterName,
-    records::{BackupRecord, ScheduleRecord},
     topology::Topology,
-    wire::Message,
     Shutdown,
 };
 
@@ -49,7 +51,7 @@ pub struct Edges {
     pub verifier: crate::verify::Verifier,
     /// The other locations (issue 28), read only: `catalog.import --from` lists one.
     pub locations: std::collections::BTreeMap<
-        sexton_shared::names::LocationName,
+        sexton_model::names::LocationName,
         sexton_shared::object_store::ObjectStore,
     >,
     /// The issued due-backups: `backup.create` remembers the one it publishes.
@@ -134,7 +136,7 @@ struct Api {
     verifier: crate::verify::Verifier,
     /// The other locations, read only: `catalog.import --from`.
     locations: std::collections::BTreeMap<
-        sexton_shared::names::LocationName,
+        sexton_model::names::LocationName,
         sexton_shared::object_store::ObjectStore,
     >,
     dues: async_nats::jetstream::kv::Store,
@@ -154,7 +156,7 @@ fn unavailable(err: impl std::fmt::Display) -> ApiError {
     ApiError::new(ErrorCode::Unavailable, err.to_string())
 }
 
-fn backup_not_found(cluster: &ClusterName, id: &sexton_shared::names::BackupId) -> ApiError {
+fn backup_not_found(cluster: &ClusterName, id: &sexton_model::names::BackupId) -> ApiError {
     ApiError::new(
         ErrorCode::NotFound,
         format!("backup {id} of cluster {cluster} not found"),
@@ -167,8 +169,8 @@ impl Api {
     /// for a location it has none for.
     fn place_store(
         &self,
-        place: Option<&sexton_shared::names::LocationName>,
-    ) -> Option<&sexton_shared::keys::StoreRef> {
+        place: Option<&sexton_model::names::LocationName>,
+    ) -> Option<&sexton_model::keys::StoreRef> {
         match place {
             None => Some(self.store.place()),
             Some(name) => self
@@ -178,7 +180,7 @@ impl Api {
         }
     }
 
-    fn check_location(&self, name: &sexton_shared::names::LocationName) -> Result<(), ApiError> {
+    fn check_location(&self, name: &sexton_model::names::LocationName) -> Result<(), ApiError> {
         if self.config.locations.contains_key(name.as_str()) {
             return Ok(());
         }
@@ -195,8 +197,8 @@ impl Api {
     async fn restorable_backup(
         &self,
         cluster: &ClusterName,
-        id: &sexton_shared::names::BackupId,
-        location: Option<&sexton_shared::names::LocationName>,
+        id: &sexton_model::names::BackupId,
+        location: Option<&sexton_model::names::LocationName>,
         what: &str,
     ) -> Result<(Vec<sexton_shared::catalog::Versioned<BackupRecord>>, usize), ApiError> {
         let records = self
@@ -220,7 +222,7 @@ impl Api {
     async fn cluster_with_backup(
         &self,
         cluster: &ClusterName,
-        id: &sexton_shared::names::BackupId,
+        id: &sexton_model::names::BackupId,
     ) -> Result<(sexton_shared::planning::ClusterState, usize), ApiError> {
         let state =
             sexton_shared::planning::load_cluster(&self.topology.schedules, &self.catalog, cluster)
@@ -349,7 +351,7 @@ impl Api {
     /// Read → change → compare-and-set, a few times if another writer races us.
     async fn change(
         &self,
-        name: &sexton_shared::names::ScheduleName,
+        name: &sexton_model::names::ScheduleName,
         actor: &Actor,
         mutate: impl Fn(&mut ScheduleRecord, chrono::DateTime<Utc>),
     ) -> Result<Value, ApiError> {

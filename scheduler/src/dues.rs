@@ -8,7 +8,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sexton_shared::{
+use sexton_model::{
     names::{BackupId, ClusterName, PlanName, ScheduleName},
     wire::Report,
 };

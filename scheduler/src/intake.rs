@@ -25,13 +25,13 @@
 
 use std::collections::BTreeMap;
 
-use sexton_shared::{
+use sexton_model::{
     digest,
     metadata::{self, BackupMetadata},
-    object_store::{ObjectError, ObjectStore},
     records::BackupKind,
     wire::{ObjectDigest, Report, ReportStatus},
 };
+use sexton_shared::object_store::{ObjectError, ObjectStore};
 
 /// What intake needs at run time: the bucket, its counter, and where to tell operators.
 #[derive(Clone)]
@@ -51,8 +51,8 @@ impl Intake {
         tracing::warn!(cluster = %report.cluster, backup = %report.backup_id, %reason, "intake refused a completed report; the backup is recorded failed");
         sexton_shared::outcome::publish_incident(
             &self.jetstream,
-            sexton_shared::wire::Incident {
-                schema_version: sexton_shared::wire::SCHEMA_VERSION,
+            sexton_model::wire::Incident {
+                schema_version: sexton_model::wire::SCHEMA_VERSION,
                 service: "scheduler".into(),
                 kind: "intake-refused".into(),
                 cluster: Some(report.cluster.to_string()),
@@ -337,7 +337,7 @@ fn check_metadata(
     if document.status != ReportStatus::Completed {
         problems.push("metadata.json says the backup failed".into());
     }
-    let volumes = |list: &[sexton_shared::wire::ReportVolume]| {
+    let volumes = |list: &[sexton_model::wire::ReportVolume]| {
         let mut shape: Vec<(String, BackupKind, Option<String>, Vec<String>)> = list
             .iter()
             .map(|v| {
@@ -573,7 +573,7 @@ mod tests {
             ),
             None
         );
-        report.merge = Some(sexton_shared::wire::MergeDone {
+        report.merge = Some(sexton_model::wire::MergeDone {
             target_uid: "u".into(),
             sources: Vec::new(),
             volume: None,

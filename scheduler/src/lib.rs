@@ -89,7 +89,7 @@ struct Scheduler {
     store: sexton_shared::object_store::ObjectStore,
     verifier: verify::Verifier,
     locations: std::collections::BTreeMap<
-        sexton_shared::names::LocationName,
+        sexton_model::names::LocationName,
         sexton_shared::object_store::ObjectStore,
     >,
     shutdown: Shutdown,
@@ -184,7 +184,7 @@ impl Scheduler {
     fn sweeps(
         &self,
         clusters_seen: tokio::sync::watch::Receiver<
-            std::collections::BTreeSet<sexton_shared::names::ClusterName>,
+            std::collections::BTreeSet<sexton_model::names::ClusterName>,
         >,
     ) -> impl std::future::Future<Output = anyhow::Result<()>> + Send + 'static {
         sweeps::run(

@@ -5,13 +5,15 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use sexton_model::{
+    records::{BackupKind, BackupRecord, BackupStatus},
+    wire::{MergeDone, ObjectDigest, Report, ReportStatus},
+};
 use sexton_shared::{
     catalog::{CasError, Catalog},
     channels,
     outcome::Outcome,
-    records::{BackupKind, BackupRecord, BackupStatus},
     topology::Topology,
-    wire::{MergeDone, ObjectDigest, Report, ReportStatus},
 };
 
 use crate::intake;
@@ -151,7 +153,7 @@ pub(crate) async fn record_volume_merge(
             report.backup_id
         )))
     };
-    if let Err(err) = sexton_shared::names::check_name("volume name", volume) {
+    if let Err(err) = sexton_model::names::check_name("volume name", volume) {
         return poison(err.to_string());
     }
     let reported = match report.volumes.as_slice() {
@@ -347,8 +349,8 @@ fn add_bytes(size: Option<u64>, added: Option<u64>) -> Option<u64> {
 /// parent, or one volume's; `None` when it holds no such artifact). `Ok(Err(why))` when not.
 async fn check_merged_chain(
     catalog: &Catalog,
-    cluster: &sexton_shared::names::ClusterName,
-    sources: &[sexton_shared::names::BackupId],
+    cluster: &sexton_model::names::ClusterName,
+    sources: &[sexton_model::names::BackupId],
     link: impl Fn(&BackupRecord) -> Option<(BackupKind, Option<String>)>,
 ) -> anyhow::Result<Result<(), String>> {
     for (n, id) in sources.iter().enumerate() {

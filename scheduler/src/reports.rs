@@ -13,6 +13,10 @@ use std::{sync::Arc, time::Duration};
 use anyhow::Context as _;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
+use sexton_model::{
+    records::{BackupRecord, BackupStatus, ScheduleRecord, RECORD_SCHEMA_VERSION},
+    wire::{self, CheckpointComplete, Report, ReportStatus},
+};
 use sexton_retention::VolumeArtifact;
 use sexton_shared::{
     catalog::{CasError, Catalog, Lookup, Versioned},
@@ -20,9 +24,7 @@ use sexton_shared::{
     config::Config,
     object_store::{check_backup_key, ObjectStore},
     outcome::Outcome,
-    records::{BackupRecord, BackupStatus, ScheduleRecord, RECORD_SCHEMA_VERSION},
     topology::{self, Topology},
-    wire::{self, CheckpointComplete, Report, ReportStatus},
     Shutdown,
 };
 
@@ -491,9 +493,9 @@ async fn judge_intake(
 /// intake saw (and when), and the locations it is to be copied to.
 struct Findings {
     status: BackupStatus,
-    objects: Vec<sexton_shared::wire::ObjectDigest>,
+    objects: Vec<sexton_model::wire::ObjectDigest>,
     seen_at: Option<DateTime<Utc>>,
-    copy_to: Vec<sexton_shared::names::LocationName>,
+    copy_to: Vec<sexton_model::names::LocationName>,
 }
 
 /// The report as it is recorded, and its [`Findings`]. A report intake refused is recorded as
@@ -683,9 +685,9 @@ fn artifacts_of(report: &Report) -> Vec<String> {
     artifacts
 }
 
-/// The volumes as taken (see [`sexton_shared::records::volume_artifacts`]).
+/// The volumes as taken (see [`sexton_model::records::volume_artifacts`]).
 fn volumes_of(report: &Report) -> Vec<VolumeArtifact> {
-    sexton_shared::records::volume_artifacts(&report.volumes)
+    sexton_model::records::volume_artifacts(&report.volumes)
 }
 
 /// The locations a completed backup is to be copied to: its schedule's copy rules that pick
@@ -694,7 +696,7 @@ fn copy_targets(
     schedule: Option<&ScheduleRecord>,
     report: &Report,
     status: BackupStatus,
-) -> Vec<sexton_shared::names::LocationName> {
+) -> Vec<sexton_model::names::LocationName> {
     if status != BackupStatus::Completed {
         return Vec::new();
     }
@@ -723,7 +725,7 @@ async fn finish(
     }
     if let Some(record) = record.filter(|r| r.status == BackupStatus::Completed) {
         for location in record.awaiting_copy() {
-            let job = sexton_shared::copies::CopyJob {
+            let job = sexton_model::copies::CopyJob {
                 schema_version: wire::SCHEMA_VERSION,
                 cluster: record.cluster.clone(),
                 backup_id: record.id.clone(),

@@ -4,11 +4,13 @@
 
 use anyhow::Context as _;
 use chrono::Utc;
+use sexton_model::{
+    records::{InFlight, ScheduleRecord},
+    wire::{self, Report, ReportStatus},
+};
 use sexton_shared::{
     nats::publish_once,
-    records::{InFlight, ScheduleRecord},
     topology::{self, Topology},
-    wire::{self, Report, ReportStatus},
 };
 
 /// Records on the schedule which of its backups is in progress, for the overlap policy: set on
@@ -72,7 +74,7 @@ pub(crate) async fn track_in_flight(topology: &Topology, report: &Report) -> any
         let pause = pause_after_failures(&schedule);
         if let Some(reason) = &pause {
             schedule.paused = true;
-            schedule.status.phase = sexton_shared::records::SchedulePhase::Paused;
+            schedule.status.phase = sexton_model::records::SchedulePhase::Paused;
             schedule.status.paused_reason = Some(reason.clone());
         }
         if schedule.status == before && schedule.paused == paused_before {
@@ -109,7 +111,7 @@ pub(crate) async fn track_in_flight(topology: &Topology, report: &Report) -> any
 /// Which volumes' (or, without volumes, whether the backup's) latest upload failed, and how
 /// many backups in a row failed. A failed backup is counted once however often its report is
 /// delivered; a completed one ends the run.
-fn remember_failures(status: &mut sexton_shared::records::ScheduleStatus, report: &Report) {
+fn remember_failures(status: &mut sexton_model::records::ScheduleStatus, report: &Report) {
     match report.status {
         ReportStatus::Started => {}
         ReportStatus::Failed => {
@@ -146,8 +148,8 @@ fn remember_failures(status: &mut sexton_shared::records::ScheduleStatus, report
 /// its record each. A completion claimed later than `now` cannot be true: it is taken as `now`,
 /// so a forged future time cannot pin the status and hide every later completion.
 fn remember_completion(
-    status: &mut sexton_shared::records::ScheduleStatus,
-    before: &sexton_shared::records::ScheduleStatus,
+    status: &mut sexton_model::records::ScheduleStatus,
+    before: &sexton_model::records::ScheduleStatus,
     report: &Report,
     now: chrono::DateTime<Utc>,
 ) {
@@ -196,7 +198,7 @@ async fn announce_pause(
     report: &Report,
     reason: &str,
 ) -> anyhow::Result<()> {
-    let incident = sexton_shared::wire::Incident {
+    let incident = sexton_model::wire::Incident {
         schema_version: wire::SCHEMA_VERSION,
         service: "scheduler".into(),
         kind: "schedule-paused-after-failures".into(),
@@ -289,7 +291,7 @@ mod tests {
         };
         let now: DateTime<Utc> = "2026-06-01T00:00:00Z".parse().unwrap();
         let replay = |reports: &[Report]| {
-            let mut status = sexton_shared::records::ScheduleStatus::default();
+            let mut status = sexton_model::records::ScheduleStatus::default();
             for r in reports {
                 let before = status.clone();
                 remember_failures(&mut status, r);

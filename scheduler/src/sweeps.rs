@@ -22,10 +22,8 @@ use anyhow::Context as _;
 use async_nats::jetstream::kv::{self, Operation};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use sexton_shared::{
-    channels, config::Config, names::ClusterName, records::ClusterRecord, topology::Topology,
-    Shutdown,
-};
+use sexton_model::{names::ClusterName, records::ClusterRecord};
+use sexton_shared::{channels, config::Config, topology::Topology, Shutdown};
 
 use crate::metrics::Metrics;
 

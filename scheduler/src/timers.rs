@@ -49,16 +49,18 @@ use anyhow::Context as _;
 use async_nats::jetstream::{kv::Operation, publish::PublishAck, stream::Stream};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use sexton_model::{
+    names::{BackupId, ScheduleName},
+    records::{BackupKind, OverlapPolicy, SchedulePhase, ScheduleRecord},
+    wire::{self, DueBackup},
+};
 use sexton_schedule::{Action, Decision};
 use sexton_shared::{
     catalog::Catalog,
     channels,
     config::Config,
-    names::{BackupId, ScheduleName},
     object_store::cluster_prefix,
-    records::{BackupKind, OverlapPolicy, SchedulePhase, ScheduleRecord},
     topology::{self, Topology},
-    wire::{self, DueBackup},
     Shutdown,
 };
 

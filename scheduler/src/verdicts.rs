@@ -12,15 +12,11 @@ use std::{sync::Arc, time::Duration};
 
 use anyhow::Context as _;
 use chrono::Utc;
-use sexton_shared::{
-    catalog::Lookup,
-    channels,
-    outcome::Outcome,
+use sexton_model::{
     records::VerificationEntry,
-    topology,
     wire::{Verdict, VerdictOutcome},
-    Shutdown,
 };
+use sexton_shared::{catalog::Lookup, channels, outcome::Outcome, topology, Shutdown};
 
 use crate::verify::Verifier;
 
@@ -210,8 +206,8 @@ async fn handle(verifier: &Verifier, verdict: Verdict) -> anyhow::Result<Outcome
 /// catalog's leader has them (at most 10,000).
 async fn ancestors_of(
     catalog: &sexton_shared::catalog::Catalog,
-    cluster: &sexton_shared::names::ClusterName,
-    target: &sexton_shared::records::BackupRecord,
+    cluster: &sexton_model::names::ClusterName,
+    target: &sexton_model::records::BackupRecord,
 ) -> anyhow::Result<std::collections::HashSet<String>> {
     let mut seen = std::collections::HashSet::new();
     let mut queue = crate::verify::parents(target);
@@ -219,7 +215,7 @@ async fn ancestors_of(
         if seen.len() >= 10_000 || !seen.insert(id.clone()) {
             continue;
         }
-        let Ok(backup) = sexton_shared::names::BackupId::new(&id) else {
+        let Ok(backup) = sexton_model::names::BackupId::new(&id) else {
             continue;
         };
         if let Lookup::Live(parent) = catalog.lookup(cluster, &backup).await? {

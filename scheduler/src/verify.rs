@@ -26,20 +26,22 @@ use anyhow::Context as _;
 use async_nats::jetstream::kv::Operation;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use sexton_model::{
+    names::{BackupId, ClusterName, LocationName, PlanName},
+    records::{
+        BackupRecord, PendingVerification, ScheduleRecord, Verification, VerificationEntry,
+        VerifyPick,
+    },
+    wire::{self, Incident, VerifyDue, VerifyReplay},
+};
 use sexton_schedule::CronSpec;
 use sexton_shared::{
     binlog,
     catalog::{CasError, Catalog, Lookup, Versioned},
     channels,
-    names::{BackupId, ClusterName, LocationName, PlanName},
     object_store::ObjectStore,
     outcome::publish_incident,
-    records::{
-        BackupRecord, PendingVerification, ScheduleRecord, Verification, VerificationEntry,
-        VerifyPick,
-    },
     topology::{self, Topology},
-    wire::{self, Incident, VerifyDue, VerifyReplay},
     Shutdown,
 };
 
@@ -111,7 +113,7 @@ impl Verifier {
         metrics: &Arc<Metrics>,
         store: &sexton_shared::object_store::ObjectStore,
         locations: &std::collections::BTreeMap<
-            sexton_shared::names::LocationName,
+            sexton_model::names::LocationName,
             sexton_shared::object_store::ObjectStore,
         >,
     ) -> Verifier {
@@ -389,7 +391,7 @@ impl Verifier {
                 .as_ref()
                 .and_then(|name| record.copies.get_mut(name))
             {
-                copy.verification = Some(sexton_shared::copies::CopyTest {
+                copy.verification = Some(sexton_model::copies::CopyTest {
                     request_id: entry.request_id.clone(),
                     outcome: entry.outcome.clone(),
                     at: entry.at,
@@ -725,7 +727,7 @@ fn next_of(record: &ScheduleRecord, cron: &CronSpec) -> Option<DateTime<Utc>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sexton_shared::{keys::StoreRef, records::BackupStatus};
+    use sexton_model::{keys::StoreRef, records::BackupStatus};
 
     /// The store the tests' fleet reads.
     fn here() -> StoreRef {
@@ -1066,18 +1068,18 @@ mod tests {
         verification.record(entry("failed", Some("dr")));
         assert_eq!(
             verification.state,
-            sexton_shared::records::VerificationState::Unverified
+            sexton_model::records::VerificationState::Unverified
         );
         assert_eq!(verification.history.len(), 1);
         verification.record(entry("verified", None));
         assert_eq!(
             verification.state,
-            sexton_shared::records::VerificationState::Verified
+            sexton_model::records::VerificationState::Verified
         );
         verification.record(entry("failed", Some("dr")));
         assert_eq!(
             verification.state,
-            sexton_shared::records::VerificationState::Verified
+            sexton_model::records::VerificationState::Verified
         );
     }
 

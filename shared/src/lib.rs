@@ -32,8 +32,7 @@ pub mod stream_read;
 pub mod telemetry;
 pub mod topology;
 
-pub use sexton_model::{
-    checks, conditions, copies, digest, engine_form, keys, metadata, names, objectives, records,
-    wire,
-};
+// The model's vocabulary, named `crate::records` and so on inside this crate. Other crates
+// name it from `sexton_model` itself (issue 48): no re-export hides where a word is defined.
+use sexton_model::{copies, digest, engine_form, names, objectives, records, wire};
 pub use shutdown::Shutdown;

@@ -17,15 +17,17 @@
 use std::collections::BTreeMap;
 
 use serde_json::json;
-use sexton_shared::{
-    api::BackupRef,
-    binlog::{BinlogIndex, IndexSegment},
+use sexton_model::{
     metadata::BackupMetadata,
     records::BackupKind,
     wire::{
         self, DueBackup, DueVolume, MergeBackup, MergeDone, MergeJob, ObjectDigest, Report,
         ReportStatus, ReportVolume, Verdict, VerdictOutcome, VerifyBackup, VerifyDue, VerifyObject,
     },
+};
+use sexton_shared::{
+    api::BackupRef,
+    binlog::{BinlogIndex, IndexSegment},
 };
 
 #[path = "validator/mod.rs"]
@@ -49,7 +51,7 @@ fn digest(key: &str) -> ObjectDigest {
     ObjectDigest {
         key: key.into(),
         size: 42,
-        sha256: Some(sexton_shared::digest::sha256_hex(key.as_bytes())),
+        sha256: Some(sexton_model::digest::sha256_hex(key.as_bytes())),
         version_id: None,
     }
 }
@@ -236,13 +238,13 @@ fn verify_due() {
                 VerifyObject {
                     key: "backups/c1/s/b2/backup.xbstream".into(),
                     size: Some(42),
-                    sha256: Some(sexton_shared::digest::sha256_hex(b"b2")),
+                    sha256: Some(sexton_model::digest::sha256_hex(b"b2")),
                     version_id: Some("3sL4kqtJlcpXroDTDmJ-rmSpXd3dIbrHY".into()),
                 },
             ),
         ],
-        location: Some(sexton_shared::names::LocationName::new("dr").unwrap()),
-        replay: Some(sexton_shared::wire::VerifyReplay {
+        location: Some(sexton_model::names::LocationName::new("dr").unwrap()),
+        replay: Some(sexton_model::wire::VerifyReplay {
             since: at("2026-03-01T02:00:00Z").into(),
             until: at("2026-03-01T05:30:00Z").into(),
         }),
@@ -322,7 +324,7 @@ fn merge_job() {
 #[test]
 fn backup_metadata() {
     let least = BackupMetadata {
-        format: sexton_shared::metadata::FORMAT.into(),
+        format: sexton_model::metadata::FORMAT.into(),
         schema_version: 1,
         backup_id: name("b2"),
         cluster: name("c1"),
@@ -385,7 +387,7 @@ fn binlog_index() {
     segment.extra.insert("size".into(), json!(1078));
     segment.extra.insert(
         "sha256".into(),
-        json!(sexton_shared::digest::sha256_hex(b"x")),
+        json!(sexton_model::digest::sha256_hex(b"x")),
     );
     every.apply_appends(&[segment]);
     every.generation = 3;

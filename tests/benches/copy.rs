@@ -61,16 +61,18 @@ use bytes::{Bytes, BytesMut};
 use chrono::Utc;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
-use sexton_shared::{
-    catalog::Catalog,
-    config::Config,
+use sexton_model::{
     digest::{self, Digest as _},
     metadata,
     names::{ClusterName, LocationName},
-    object_store::{transfer::UploadSettings, ObjectStore},
     records::{BackupKind, BackupRecord, BackupStatus},
-    topology,
     wire::{self, ObjectDigest, Report, ReportStatus},
+};
+use sexton_shared::{
+    catalog::Catalog,
+    config::Config,
+    object_store::{transfer::UploadSettings, ObjectStore},
+    topology,
 };
 use sexton_tests::{
     fault::{self, cpu_seconds},

@@ -21,12 +21,11 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::json;
+use sexton_model::{records::BackupStatus, wire::DeleteJob};
 use sexton_shared::{
     catalog::Catalog,
     object_store::{ObjectStore, DELETE_BATCH},
-    records::BackupStatus,
     topology,
-    wire::DeleteJob,
 };
 use sexton_tests::{fault::cpu_seconds, fixtures::*, *};
 

@@ -31,13 +31,12 @@ use std::{
 
 use futures::StreamExt;
 use serde_json::json;
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     names::{BackupId, ClusterName},
     records::BackupRecord,
-    topology,
     wire::{self, CheckpointComplete, ObjectDigest},
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{fault::*, fixtures::*, *};
 
 struct Args {

@@ -30,7 +30,7 @@ use std::{
 
 use chrono::{DateTime, Duration as Delta, DurationRound, Timelike, Utc};
 use futures::StreamExt;
-use sexton_shared::records::{ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION};
+use sexton_model::records::{ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION};
 use sexton_tests::*;
 
 fn env_number(name: &str, default: u64) -> u64 {
@@ -91,7 +91,7 @@ fn record(name: String, cluster: u64, cron: String, created_at: DateTime<Utc>) -
         cron,
         paused: false,
         skip_immediately: None,
-        policy: sexton_shared::records::Policy::from_json(r#"{"keep_last": 7, "keep_daily": 7}"#)
+        policy: sexton_model::records::Policy::from_json(r#"{"keep_last": 7, "keep_daily": 7}"#)
             .unwrap(),
         labels: Default::default(),
         remote_cleanup: false,
@@ -113,7 +113,7 @@ fn record(name: String, cluster: u64, cron: String, created_at: DateTime<Utc>) -
         generation: 1,
         status: ScheduleStatus {
             // As the API stores a new schedule that has been evaluated once.
-            phase: sexton_shared::records::SchedulePhase::Enabled,
+            phase: sexton_model::records::SchedulePhase::Enabled,
             observed_generation: 1,
             ..Default::default()
         },

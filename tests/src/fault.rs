@@ -18,11 +18,8 @@ use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::json;
-use sexton_shared::{
-    config::Config,
-    records::{BackupRecord, BackupStatus, ScheduleRecord},
-    topology,
-};
+use sexton_model::records::{BackupRecord, BackupStatus, ScheduleRecord};
+use sexton_shared::{config::Config, topology};
 
 use crate::{
     api, consumer_backlog, free_port, http_status, read_stream, repo_root, tools_bin,
@@ -1141,9 +1138,9 @@ impl ReportLoad {
     /// data, then the `metadata.json` describing it.
     pub fn objects_of(&self, prefix: &str, n: usize) -> [(String, bytes::Bytes); 2] {
         let [data, metadata] = self.artifacts(prefix, n);
-        let report: sexton_shared::wire::Report =
+        let report: sexton_model::wire::Report =
             serde_json::from_slice(&self.genuine_report(prefix, n)).expect("a report");
-        let document = sexton_shared::metadata::BackupMetadata::describe(&report, Utc::now());
+        let document = sexton_model::metadata::BackupMetadata::describe(&report, Utc::now());
         [
             (data, bytes::Bytes::from_static(LOAD_DATA)),
             (metadata, document.encode().into()),
@@ -1178,7 +1175,7 @@ impl ReportLoad {
         report["objects"] = json!([{
             "key": self.artifacts(prefix, n)[0],
             "size": LOAD_DATA.len(),
-            "sha256": sexton_shared::digest::sha256_hex(LOAD_DATA),
+            "sha256": sexton_model::digest::sha256_hex(LOAD_DATA),
         }]);
         serde_json::to_vec(&report).expect("report").into()
     }

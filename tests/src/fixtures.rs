@@ -7,13 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_nats::jetstream;
 use futures::StreamExt;
 use serde_json::{json, Value};
+use sexton_model::{
+    names::ClusterName,
+    records::{BackupRecord, ScheduleRecord},
+    wire::Incident,
+};
 use sexton_shared::{
     catalog::{Catalog, Versioned},
-    names::ClusterName,
     object_store::ObjectStore,
-    records::{BackupRecord, ScheduleRecord},
     topology::{self, Topology},
-    wire::Incident,
 };
 
 /// A completed backup of `cluster`/`plan` (`kind` full when `parent` is `None`) that finished
@@ -58,7 +60,7 @@ pub fn schedule_backups(
             let mut record = backup(cluster, "base", id, *parent, minute as i64 + 1, 1);
             record.schedule = Some(schedule.parse().unwrap());
             record.status = serde_json::from_value(json!(status)).unwrap();
-            if record.status == sexton_shared::records::BackupStatus::Failed {
+            if record.status == sexton_model::records::BackupStatus::Failed {
                 let now = chrono::Utc::now().fixed_offset();
                 record.started_at = Some(now);
                 record.completed_at = Some(now);
@@ -165,7 +167,7 @@ pub async fn incidents(js: &jetstream::Context) -> Vec<Incident> {
 pub async fn retention_status(
     js: &jetstream::Context,
     cluster: &str,
-) -> Option<sexton_shared::records::RetentionStatus> {
+) -> Option<sexton_model::records::RetentionStatus> {
     let statuses = topology::retention_status_bucket(js, 1).await.ok()?;
     let entry = statuses.get(cluster).await.ok().flatten()?;
     Some(serde_json::from_slice(&entry).expect("a retention status as the worker writes it"))
@@ -174,15 +176,15 @@ pub async fn retention_status(
 /// Asks for a retention run of `cluster` that scrubs it first, as the scheduler's sweep does
 /// once per scrub interval.
 pub async fn sweep_with_scrub(js: &jetstream::Context, cluster: &str) {
-    let sweep = sexton_shared::wire::RetentionSweep {
-        schema_version: sexton_shared::wire::SCHEMA_VERSION,
+    let sweep = sexton_model::wire::RetentionSweep {
+        schema_version: sexton_model::wire::SCHEMA_VERSION,
         cluster: cluster.parse().expect("a cluster name"),
         requested_at: chrono::Utc::now(),
         scrub: true,
     };
     js.publish(
         sexton_shared::channels::SWEEPS.subject(&sweep.cluster),
-        sexton_shared::wire::encode(&sweep),
+        sexton_model::wire::encode(&sweep),
     )
     .await
     .unwrap()
@@ -211,7 +213,7 @@ pub async fn expire(
     catalog: &Catalog,
     current: &Versioned<BackupRecord>,
     message_id: &str,
-) -> sexton_shared::wire::DeleteJob {
+) -> sexton_model::wire::DeleteJob {
     let job = mark_expiring(catalog, current).await;
     publish_job(js, &job, message_id).await;
     job
@@ -221,13 +223,13 @@ pub async fn expire(
 pub async fn mark_expiring(
     catalog: &Catalog,
     current: &Versioned<BackupRecord>,
-) -> sexton_shared::wire::DeleteJob {
+) -> sexton_model::wire::DeleteJob {
     let mut marked = current.value.clone();
     marked.expired_from = Some(marked.status);
-    marked.status = sexton_shared::records::BackupStatus::Expiring;
+    marked.status = sexton_model::records::BackupStatus::Expiring;
     marked.delete_reasons = vec!["test".into()];
     let revision = catalog.update(&marked, current.revision).await.unwrap();
-    sexton_shared::wire::DeleteJob {
+    sexton_model::wire::DeleteJob {
         schema_version: 1,
         cluster: marked.cluster.clone(),
         backup_id: marked.id.clone(),
@@ -240,13 +242,13 @@ pub async fn mark_expiring(
 
 pub async fn publish_job(
     js: &jetstream::Context,
-    job: &sexton_shared::wire::DeleteJob,
+    job: &sexton_model::wire::DeleteJob,
     message_id: &str,
 ) {
     js.send_publish(
         sexton_shared::channels::DELETE_JOBS.subject(&job.cluster),
         jetstream::message::PublishMessage::build()
-            .payload(sexton_shared::wire::encode(job))
+            .payload(sexton_model::wire::encode(job))
             .message_id(message_id),
     )
     .await
@@ -266,8 +268,8 @@ pub const DELETER_ONLY: crate::Members = crate::Members {
 /// Makes `report` genuine, as intake requires of a completed report: uploads a few bytes for
 /// each object it lists (but `metadata.json`), describes them in its `objects`, and writes the
 /// `metadata.json` an executor writes last (adding its key to the artifacts if missing).
-pub async fn upload_genuine(store: &ObjectStore, report: &mut sexton_shared::wire::Report) {
-    use sexton_shared::{digest, metadata, wire::ObjectDigest};
+pub async fn upload_genuine(store: &ObjectStore, report: &mut sexton_model::wire::Report) {
+    use sexton_model::{digest, metadata, wire::ObjectDigest};
     let mut keys = report.artifacts.clone();
     for key in report.volumes.iter().flat_map(|v| &v.keys) {
         if !keys.contains(key) {
@@ -303,7 +305,7 @@ pub async fn upload_genuine(store: &ObjectStore, report: &mut sexton_shared::wir
 
 /// [`upload_genuine`] for a report written as JSON.
 pub async fn upload_genuine_json(store: &ObjectStore, report: &mut Value) {
-    let mut typed: sexton_shared::wire::Report =
+    let mut typed: sexton_model::wire::Report =
         serde_json::from_value(report.clone()).expect("a report");
     upload_genuine(store, &mut typed).await;
     *report = serde_json::to_value(&typed).unwrap();

@@ -1132,8 +1132,8 @@ pub async fn due_events(jetstream: &async_nats::jetstream::Context) -> Vec<DueEv
     .await
     .iter()
     .map(|message| {
-        let event: sexton_shared::wire::DueBackup =
-            sexton_shared::wire::decode(&message.payload).expect("a due-backup event");
+        let event: sexton_model::wire::DueBackup =
+            sexton_model::wire::decode(&message.payload).expect("a due-backup event");
         let stored_nanos = message
             .info()
             .expect("stream message info")
@@ -1155,7 +1155,7 @@ pub async fn due_events(jetstream: &async_nats::jetstream::Context) -> Vec<DueEv
 pub async fn schedule_record(
     jetstream: &async_nats::jetstream::Context,
     name: &str,
-) -> Option<(sexton_shared::records::ScheduleRecord, u64)> {
+) -> Option<(sexton_model::records::ScheduleRecord, u64)> {
     let store = jetstream
         .get_key_value(sexton_shared::topology::BUCKET_SCHEDULES)
         .await
@@ -1219,10 +1219,10 @@ pub async fn wait_reported(
     catalog: &sexton_shared::catalog::Catalog,
     cluster: &str,
     id: &str,
-) -> sexton_shared::records::BackupRecord {
-    use sexton_shared::records::BackupStatus;
-    let cluster: sexton_shared::names::ClusterName = cluster.parse().expect("cluster name");
-    let id: sexton_shared::names::BackupId = id.parse().expect("backup id");
+) -> sexton_model::records::BackupRecord {
+    use sexton_model::records::BackupStatus;
+    let cluster: sexton_model::names::ClusterName = cluster.parse().expect("cluster name");
+    let id: sexton_model::names::BackupId = id.parse().expect("backup id");
     eventually(
         &format!("backup {id} reported"),
         Duration::from_secs(30),

@@ -214,7 +214,7 @@ async fn a_directory_is_applied_diffed_exported_and_pruned_safely() {
         &world.js,
         sexton_shared::channels::SWEEPS.subject(&cluster("c1")),
         "test-sweep.c1.1",
-        sexton_shared::wire::encode(&sexton_shared::wire::RetentionSweep {
+        sexton_model::wire::encode(&sexton_model::wire::RetentionSweep {
             schema_version: 1,
             cluster: cluster("c1"),
             requested_at: chrono::Utc::now(),

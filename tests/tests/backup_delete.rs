@@ -13,7 +13,8 @@ use std::{collections::BTreeSet, process::Command, time::Duration};
 
 use async_nats::jetstream;
 use serde_json::{json, Value};
-use sexton_shared::{api::ErrorCode, catalog::Catalog, records::BackupStatus, topology};
+use sexton_model::records::BackupStatus;
+use sexton_shared::{api::ErrorCode, catalog::Catalog, topology};
 use sexton_tests::{fixtures::*, *};
 
 async fn delete(
@@ -469,7 +470,7 @@ async fn a_record_only_delete_says_where_its_objects_are_and_import_undoes_it() 
     let was = &before["f-b1"].value;
     assert_eq!(back.status, BackupStatus::Completed);
     assert_eq!(back.artifacts, was.artifacts);
-    let digests = |r: &sexton_shared::records::BackupRecord| {
+    let digests = |r: &sexton_model::records::BackupRecord| {
         r.objects
             .iter()
             .map(|o| (o.key.clone(), o.size, o.sha256.clone()))

@@ -161,7 +161,7 @@ async fn exec_upload_against_awscli() {
             }
             let cluster = "c1".parse().unwrap();
             if let Some(entry) = catalog.get(&cluster, &id.parse().unwrap()).await.unwrap() {
-                if entry.value.status != sexton_shared::records::BackupStatus::InProgress {
+                if entry.value.status != sexton_model::records::BackupStatus::InProgress {
                     break entry.value;
                 }
             }
@@ -175,7 +175,7 @@ async fn exec_upload_against_awscli() {
         let total = started.elapsed().as_secs_f64();
         assert_eq!(
             record.status,
-            sexton_shared::records::BackupStatus::Completed,
+            sexton_model::records::BackupStatus::Completed,
             "{:?}\n{}",
             record.last_error,
             exec.logs()

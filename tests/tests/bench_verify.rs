@@ -40,7 +40,7 @@ async fn verify_bench() {
     // One object of `mib` MiB, uploaded in 64 MiB parts.
     let key = "backups/cb/big/big-1/backup.xbstream".to_string();
     let body: Vec<u8> = (0..mib * 1024 * 1024).map(|i| (i % 251) as u8).collect();
-    let sha = sexton_shared::digest::sha256_hex(&body);
+    let sha = sexton_model::digest::sha256_hex(&body);
     let size = body.len() as u64;
     upload_multipart(&store, &config, &key, &body).await;
     drop(body);
@@ -51,9 +51,9 @@ async fn verify_bench() {
         "completed_at": completed.to_rfc3339(), "artifacts": [key.clone()],
     });
     // metadata.json describing the big object (its bytes are already there).
-    let typed: sexton_shared::wire::Report = {
-        let mut r: sexton_shared::wire::Report = serde_json::from_value(report.clone()).unwrap();
-        r.objects = vec![sexton_shared::wire::ObjectDigest {
+    let typed: sexton_model::wire::Report = {
+        let mut r: sexton_model::wire::Report = serde_json::from_value(report.clone()).unwrap();
+        r.objects = vec![sexton_model::wire::ObjectDigest {
             key: key.clone(),
             size,
             sha256: Some(sha.clone()),
@@ -65,7 +65,7 @@ async fn verify_bench() {
     store
         .put(
             &metadata_key,
-            sexton_shared::metadata::BackupMetadata::describe(&typed, chrono::Utc::now())
+            sexton_model::metadata::BackupMetadata::describe(&typed, chrono::Utc::now())
                 .encode()
                 .into(),
         )

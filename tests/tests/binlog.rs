@@ -27,13 +27,15 @@ use std::{
 use async_nats::jetstream;
 use chrono::{DateTime, FixedOffset, Utc};
 use serde_json::json;
+use sexton_model::{
+    names::ClusterName,
+    records::{BackupKind, BackupRecord, BackupStatus},
+    wire::{BinlogGcJob, DueBackup, RetentionSweep},
+};
 use sexton_shared::{
     binlog::{self, store, IndexSegment},
     catalog::Catalog,
-    names::ClusterName,
-    records::{BackupKind, BackupRecord, BackupStatus},
     topology,
-    wire::{BinlogGcJob, DueBackup, RetentionSweep},
 };
 use sexton_tests::{
     setup::{Setup, World},
@@ -234,7 +236,7 @@ async fn appenders_and_collectors_racing_on_the_index_lose_nothing() {
                     .iter()
                     .map(|(k, _)| k.clone())
                     .collect();
-                for chunk in keys.chunks(sexton_shared::wire::MAX_BINLOG_JOB_KEYS) {
+                for chunk in keys.chunks(sexton_model::wire::MAX_BINLOG_JOB_KEYS) {
                     publish_binlog_job(&js, &job(horizon, chunk), &format!("race-{n}")).await;
                     n += 1;
                 }
@@ -961,7 +963,7 @@ async fn a_collector_killed_at_any_point_leaves_a_valid_index() {
         // a point that moves around: before start-up, while listing, deleting, rewriting.
         let everything: Vec<String> = expired.iter().chain(&needed).cloned().collect();
         for (chunk_number, chunk) in everything
-            .chunks(sexton_shared::wire::MAX_BINLOG_JOB_KEYS)
+            .chunks(sexton_model::wire::MAX_BINLOG_JOB_KEYS)
             .enumerate()
         {
             publish_binlog_job(
@@ -1010,7 +1012,7 @@ async fn a_collector_killed_at_any_point_leaves_a_valid_index() {
     }
     let everything: Vec<String> = expired.iter().cloned().collect();
     for (chunk_number, chunk) in everything
-        .chunks(sexton_shared::wire::MAX_BINLOG_JOB_KEYS)
+        .chunks(sexton_model::wire::MAX_BINLOG_JOB_KEYS)
         .enumerate()
     {
         publish_binlog_job(&js, &job(horizon, chunk), &format!("final-{chunk_number}")).await;
@@ -1221,7 +1223,7 @@ async fn standalone_and_pitr_full_backups_keep_only_their_own_ranges() {
         }
         if backup.id == "f2" {
             // Its executor names segment 7 as where its consistency ends (its times say 6).
-            report.log_range = Some(sexton_shared::records::LogRange {
+            report.log_range = Some(sexton_model::records::LogRange {
                 first: "mysql-bin.000006".into(),
                 last: "mysql-bin.000007".into(),
             });

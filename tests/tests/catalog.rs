@@ -8,7 +8,8 @@ use std::{collections::BTreeMap, time::Duration};
 use async_nats::jetstream;
 use chrono::Utc;
 use serde_json::{json, Value};
-use sexton_shared::{catalog::Catalog, records::BackupStatus, topology};
+use sexton_model::records::BackupStatus;
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{
     setup::{Setup, World},
     *,

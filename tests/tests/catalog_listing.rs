@@ -14,10 +14,9 @@ use std::{
 };
 
 use serde_json::json;
+use sexton_model::{names::ClusterName, records::BackupRecord};
 use sexton_shared::{
     catalog::{CasError, Catalog},
-    names::ClusterName,
-    records::BackupRecord,
     topology,
 };
 use sexton_tests::*;

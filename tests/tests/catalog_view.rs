@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use serde_json::json;
+use sexton_model::{
+    names::{BackupId, ClusterName},
+    records::BackupRecord,
+};
 use sexton_shared::{
     catalog::{Catalog, Versioned},
     catalog_view::{CatalogView, ViewState},
-    names::{BackupId, ClusterName},
-    records::BackupRecord,
     schedules_view::SchedulesView,
     topology,
 };

@@ -1169,14 +1169,14 @@ async fn a_unique_backup_id_finds_its_cluster() {
         fixtures::backup("db2", "full", "both", None, 3, 1),
     ];
     // Copies at dr: one held there, one deleted there (issue 50, item 7: what is at dr).
-    let dr: sexton_shared::names::LocationName = "dr".parse().unwrap();
+    let dr: sexton_model::names::LocationName = "dr".parse().unwrap();
     for (record, state) in records.iter_mut().zip([
-        sexton_shared::copies::CopyState::Copied,
-        sexton_shared::copies::CopyState::Deleted,
+        sexton_model::copies::CopyState::Copied,
+        sexton_model::copies::CopyState::Deleted,
     ]) {
         record.copies.insert(
             dr.clone(),
-            sexton_shared::copies::LocationCopy::new(state, chrono::Utc::now()),
+            sexton_model::copies::LocationCopy::new(state, chrono::Utc::now()),
         );
     }
     fixtures::put_backups(&catalog, &store, &records).await;

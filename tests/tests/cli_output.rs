@@ -18,7 +18,7 @@ use std::{
 
 use chrono::{DateTime, DurationRound as _, Utc};
 use serde_json::{json, Value};
-use sexton_shared::records::BackupStatus;
+use sexton_model::records::BackupStatus;
 use sexton_tests::{
     setup::{Setup, World},
     *,

@@ -9,7 +9,8 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{json, Value};
-use sexton_shared::{api::ErrorCode, catalog::Catalog, names::ClusterName, topology};
+use sexton_model::names::ClusterName;
+use sexton_shared::{api::ErrorCode, catalog::Catalog, topology};
 use sexton_tests::{
     fixtures::{self, keys_under},
     setup::{Setup, World},

@@ -15,17 +15,15 @@ use std::time::Duration;
 use async_nats::jetstream;
 use chrono::{DateTime, FixedOffset};
 use serde_json::json;
-use sexton_shared::{
-    binlog,
-    catalog::Catalog,
-    config::Config,
+use sexton_model::{
     copies::{CopyDeleteJob, CopyJob, CopyState},
     names::{BackupId, ClusterName, LocationName},
-    nats::publish_once,
-    object_store::ObjectStore,
     records::BackupRecord,
-    topology,
     wire::{self, ObjectDigest, RetentionSweep},
+};
+use sexton_shared::{
+    binlog, catalog::Catalog, config::Config, nats::publish_once, object_store::ObjectStore,
+    topology,
 };
 use sexton_tests::*;
 use support::*;
@@ -137,7 +135,7 @@ async fn check_whole_at_dr(dr: &ObjectStore, record: &BackupRecord) {
     let copy = &record.copies[&dr_name];
     assert_eq!(copy.objects.len(), record.objects.len(), "{record:?}");
     for source in &record.objects {
-        let key = sexton_shared::copies::destination_key("backups", "dr-copies", &source.key)
+        let key = sexton_model::copies::destination_key("backups", "dr-copies", &source.key)
             .expect("under the source's prefix");
         let body = dr.get(&key).await.unwrap().unwrap_or_else(|| {
             panic!(
@@ -147,7 +145,7 @@ async fn check_whole_at_dr(dr: &ObjectStore, record: &BackupRecord) {
         });
         assert_eq!(body.len() as u64, source.size, "{key}");
         assert_eq!(
-            Some(sexton_shared::digest::sha256_hex(&body)),
+            Some(sexton_model::digest::sha256_hex(&body)),
             source.sha256,
             "{key} at dr is not the object intake recorded"
         );
@@ -620,7 +618,7 @@ async fn a_source_object_gone_makes_the_backup_missing_not_a_copy_retried_foreve
         Duration::from_secs(60),
         || async {
             let record = record(&world.catalog, "c1", "b1").await?;
-            (record.status == sexton_shared::records::BackupStatus::Missing).then_some(record)
+            (record.status == sexton_model::records::BackupStatus::Missing).then_some(record)
         },
     )
     .await;
@@ -675,7 +673,7 @@ async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size
     let digest = ObjectDigest {
         key: data_key.clone(),
         size: body.len() as u64,
-        sha256: Some(sexton_shared::digest::sha256_hex(&body)),
+        sha256: Some(sexton_model::digest::sha256_hex(&body)),
         version_id: None,
     };
     world.source.put(&data_key, body.into()).await.unwrap();
@@ -683,11 +681,11 @@ async fn report_large(world: &Regions, cluster_name: &str, backup: &Backup, size
     report.size_bytes = Some(size as u64);
     report.objects = vec![digest];
     let document =
-        sexton_shared::metadata::BackupMetadata::describe(&report, chrono::Utc::now()).encode();
+        sexton_model::metadata::BackupMetadata::describe(&report, chrono::Utc::now()).encode();
     report.objects.push(ObjectDigest {
         key: metadata_key.clone(),
         size: document.len() as u64,
-        sha256: Some(sexton_shared::digest::sha256_hex(&document)),
+        sha256: Some(sexton_model::digest::sha256_hex(&document)),
         version_id: None,
     });
     world
@@ -1186,7 +1184,7 @@ async fn ship_segment(
     let mut segment = binlog::IndexSegment::new(key, Some(at(first)), last.map(at));
     segment.extra.insert(
         "sha256".into(),
-        json!(sexton_shared::digest::sha256_hex(indexed)),
+        json!(sexton_model::digest::sha256_hex(indexed)),
     );
     segment
         .extra
@@ -1272,7 +1270,7 @@ async fn the_binlog_archive_follows_its_backups_segment_by_segment_index_last() 
     );
     assert_eq!(
         index.segments[1].extra["sha256"],
-        json!(sexton_shared::digest::sha256_hex(&body("s3")))
+        json!(sexton_model::digest::sha256_hex(&body("s3")))
     );
     assert!(!object_keys(&world.dr, "dr-copies/c1/binlog/")
         .await
@@ -1529,7 +1527,7 @@ async fn verdict_of(
     catalog: &Catalog,
     id: &str,
     request: &str,
-) -> sexton_shared::records::VerificationEntry {
+) -> sexton_model::records::VerificationEntry {
     eventually(
         &format!("the verdict of {request}"),
         Duration::from_secs(60),
@@ -1547,7 +1545,7 @@ async fn verdict_of(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_restore_test_at_a_location_reads_the_copies_there() {
-    use sexton_shared::records::VerificationState;
+    use sexton_model::records::VerificationState;
     let world = regions(|_| {}).await;
     create_copying_schedule(&world.client, "db", "c1", 10).await;
     let b1 = Backup::full("b1", at("2026-03-01T00:00:00Z"), 10);
@@ -1745,7 +1743,7 @@ async fn a_scrub_of_a_location_finds_a_copy_gone_there_and_it_is_copied_again() 
         "{:?}",
         b1.copies[&dr].problems
     );
-    assert_eq!(b1.status, sexton_shared::records::BackupStatus::Completed);
+    assert_eq!(b1.status, sexton_model::records::BackupStatus::Completed);
     assert!(b1
         .holds_with_copies()
         .contains(&"awaiting copy to dr".to_string()));
@@ -1851,7 +1849,7 @@ async fn a_copy_deleted_by_hand_goes_once_no_copy_there_builds_on_it() {
     for backup in ["b1", "b2", "b3"] {
         let kept = record(&world.catalog, "c1", backup).await.unwrap();
         assert!(kept.held_at_primary(), "{backup} left primary");
-        assert_eq!(kept.status, sexton_shared::records::BackupStatus::Completed);
+        assert_eq!(kept.status, sexton_model::records::BackupStatus::Completed);
     }
     assert_eq!(
         record(&world.catalog, "c1", "b3").await.unwrap().copies[&dr].state,

@@ -28,24 +28,45 @@ const MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     ),
     (
         "sexton-scheduler",
-        &["sexton-shared", "sexton-retention", "sexton-schedule"],
+        &[
+            "sexton-model",
+            "sexton-shared",
+            "sexton-retention",
+            "sexton-schedule",
+        ],
     ),
     (
         "sexton-retention-worker",
-        &["sexton-shared", "sexton-retention", "sexton-schedule"],
+        &[
+            "sexton-model",
+            "sexton-shared",
+            "sexton-retention",
+            "sexton-schedule",
+        ],
     ),
     (
         "sexton-deleter",
-        &["sexton-shared", "sexton-retention", "sexton-schedule"],
+        &[
+            "sexton-model",
+            "sexton-shared",
+            "sexton-retention",
+            "sexton-schedule",
+        ],
     ),
     (
         "sexton-executor",
-        &["sexton-shared", "sexton-retention", "sexton-schedule"],
+        &[
+            "sexton-model",
+            "sexton-shared",
+            "sexton-retention",
+            "sexton-schedule",
+        ],
     ),
-    ("sexton-copier", &["sexton-shared"]),
+    ("sexton-copier", &["sexton-model", "sexton-shared"]),
     (
         "sexton-cli",
         &[
+            "sexton-model",
             "sexton-shared",
             "sexton-retention",
             "sexton-schedule",
@@ -60,6 +81,7 @@ const MAY_DEPEND_ON: &[(&str, &[&str])] = &[
     (
         "sexton-tests",
         &[
+            "sexton-model",
             "sexton-shared",
             "sexton-retention",
             "sexton-schedule",

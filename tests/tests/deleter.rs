@@ -14,12 +14,14 @@ use std::{collections::BTreeSet, time::Duration};
 
 use async_nats::jetstream;
 use serde_json::json;
-use sexton_shared::{
-    catalog::{Catalog, Versioned},
+use sexton_model::{
     names::{BackupId, ClusterName},
     records::{BackupRecord, BackupStatus},
-    topology,
     wire::DeleteJob,
+};
+use sexton_shared::{
+    catalog::{Catalog, Versioned},
+    topology,
 };
 use sexton_tests::{
     fixtures::*,
@@ -57,7 +59,7 @@ async fn forged_stale_and_duplicate_jobs_delete_nothing_extra() {
         backup("c1", "full", "b-dotdot", None, 23, 1),
         backup("c1", "full", "b-c2", None, 24, 1),
     ];
-    let tag = |records: &mut Vec<sexton_shared::records::BackupRecord>, id: &str| {
+    let tag = |records: &mut Vec<sexton_model::records::BackupRecord>, id: &str| {
         let r = records.iter_mut().find(|r| r.id.as_str() == id).unwrap();
         r.tags = vec!["keep".into()];
     };
@@ -386,7 +388,7 @@ async fn plugins_run_in_name_order_with_a_timeout_and_never_stop_the_deletion() 
     while let Some(entry) = history.next().await {
         let entry = entry.unwrap();
         if let Ok(record) =
-            serde_json::from_slice::<sexton_shared::records::BackupRecord>(&entry.value)
+            serde_json::from_slice::<sexton_model::records::BackupRecord>(&entry.value)
         {
             recorded = record.plugin_errors;
         }

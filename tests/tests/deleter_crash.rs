@@ -16,13 +16,15 @@ use std::{
 
 use async_nats::jetstream;
 use serde_json::json;
+use sexton_model::{
+    records::{BackupRecord, BackupStatus},
+    wire::{self, RetentionSweep},
+};
 use sexton_shared::{
     catalog::{Catalog, Versioned},
     nats::publish_once,
     object_store::ObjectStore,
-    records::{BackupRecord, BackupStatus},
     topology,
-    wire::{self, RetentionSweep},
 };
 use sexton_tests::{fixtures::*, *};
 
@@ -86,7 +88,7 @@ async fn deleting(catalog: &Catalog) -> Vec<BackupRecord> {
 }
 
 async fn sweep(js: &jetstream::Context, id: &str) {
-    let cluster = sexton_shared::names::ClusterName::new(CLUSTER).unwrap();
+    let cluster = sexton_model::names::ClusterName::new(CLUSTER).unwrap();
     publish_once(
         js,
         sexton_shared::channels::SWEEPS.subject(&cluster),

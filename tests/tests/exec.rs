@@ -17,13 +17,12 @@
 
 use std::{path::Path, time::Duration};
 
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     digest,
     metadata::BackupMetadata,
     records::{BackupKind, BackupRecord, BackupStatus},
-    topology,
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{setup::World, *};
 
 /// The backup command: what it does depends on the schedule that asked.
@@ -524,7 +523,7 @@ async fn a_merge_command_folds_an_expired_chain_head_into_the_oldest_kept_backup
         || {
             let catalog = setup.catalog.clone();
             let (full, target) = (full.id.clone(), target.id.clone());
-            let cluster: sexton_shared::names::ClusterName = "c1".parse().unwrap();
+            let cluster: sexton_model::names::ClusterName = "c1".parse().unwrap();
             async move {
                 let record = catalog.get(&cluster, &target).await.ok()??.value;
                 let gone = catalog.get(&cluster, &full).await.ok()?.is_none();
@@ -712,7 +711,7 @@ async fn a_verify_command_reads_the_copies_at_a_location() {
             tokio::spawn(sexton_copier::run(setup.config.clone(), shutdown)),
         )
     };
-    let dr_name = sexton_shared::names::LocationName::new("dr").unwrap();
+    let dr_name = sexton_model::names::LocationName::new("dr").unwrap();
     let catalog = setup.catalog.clone();
     let copied = |id: String| {
         let (catalog, dr_name) = (catalog.clone(), dr_name.clone());

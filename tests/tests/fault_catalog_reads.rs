@@ -8,12 +8,11 @@
 use std::time::Duration;
 
 use serde_json::json;
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     names::{BackupId, ClusterName},
     records::{BackupRecord, BackupStatus},
-    topology,
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{cluster::NatsCluster, fault::*};
 
 fn record(n: usize) -> BackupRecord {

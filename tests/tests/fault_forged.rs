@@ -12,13 +12,12 @@ use std::{
 
 use async_nats::jetstream::{self, message::PublishMessage};
 use serde_json::json;
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     names::{BackupId, ClusterName},
     records::{BackupRecord, BackupStatus},
-    topology,
     wire::{self, DeleteJob},
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{fault::*, *};
 
 async fn publish(js: &jetstream::Context, subject: &str, body: bytes::Bytes, id: &str) -> bool {

@@ -10,7 +10,8 @@
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use sexton_shared::{catalog::Catalog, names::ClusterName, topology};
+use sexton_model::names::ClusterName;
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{fault::*, *};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,8 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{json, Value};
-use sexton_shared::{api::ErrorCode, catalog::Catalog, names::ClusterName};
+use sexton_model::names::ClusterName;
+use sexton_shared::{api::ErrorCode, catalog::Catalog};
 use sexton_tests::{
     fixtures::{self, keys_under},
     setup::{Setup, World},
@@ -188,7 +189,7 @@ async fn a_hold_on_a_marked_backup_stops_its_deletion() {
         .value;
     assert_eq!(
         marked.status,
-        sexton_shared::records::BackupStatus::Completed,
+        sexton_model::records::BackupStatus::Completed,
         "the hold took the mark off"
     );
     let deleter = Fleet::start(

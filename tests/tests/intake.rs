@@ -9,10 +9,12 @@ use async_nats::jetstream::{self, consumer::PullConsumer, AckKind};
 use chrono::Utc;
 use futures::StreamExt;
 use serde_json::{json, Value};
-use sexton_shared::{
-    catalog::{Catalog, Lookup},
+use sexton_model::{
     names::{BackupId, ClusterName},
     records::BackupStatus,
+};
+use sexton_shared::{
+    catalog::{Catalog, Lookup},
     topology,
 };
 use sexton_tests::{
@@ -350,7 +352,7 @@ fn day(n: i64, hour: i64) -> chrono::DateTime<Utc> {
 }
 
 /// A real backup of schedule `f` completed at `at`, as the catalog records it.
-fn real(id: &str, at: chrono::DateTime<Utc>) -> sexton_shared::records::BackupRecord {
+fn real(id: &str, at: chrono::DateTime<Utc>) -> sexton_model::records::BackupRecord {
     let mut record = fixtures::backup("c1", "full", id, None, 0, 1);
     record.schedule = Some("f".parse().unwrap());
     record.started_at = Some((at - chrono::Duration::minutes(5)).fixed_offset());
@@ -363,7 +365,7 @@ fn real(id: &str, at: chrono::DateTime<Utc>) -> sexton_shared::records::BackupRe
 async fn retention_ran_and_kept(
     catalog: &Catalog,
     store: &sexton_shared::object_store::ObjectStore,
-    reals: &[sexton_shared::records::BackupRecord],
+    reals: &[sexton_model::records::BackupRecord],
 ) {
     let old = real("real-d4", day(4, 1));
     fixtures::put_backups(catalog, store, std::slice::from_ref(&old)).await;

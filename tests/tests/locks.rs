@@ -10,11 +10,9 @@ use std::time::Duration;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
+use sexton_model::{names::BackupId, records::BackupStatus};
 use sexton_retention::lock::{parse_lock_duration, LockMode, LockTiers};
-use sexton_shared::{
-    catalog::Catalog, config::LockConfig, names::BackupId, object_store::ObjectStore,
-    records::BackupStatus, topology,
-};
+use sexton_shared::{catalog::Catalog, config::LockConfig, object_store::ObjectStore, topology};
 use sexton_tests::*;
 
 fn report(id: &str, completed_at: DateTime<Utc>) -> Value {
@@ -248,7 +246,7 @@ async fn a_pick_is_locked_longer_once_its_day_is_over_and_never_shorter() {
     // The binlog archive: a segment that ends before yesterday's backup starts (no base
     // replays through it), one after it, and the open one being written.
     let yesterday = now - chrono::Duration::days(1);
-    let c1: sexton_shared::names::ClusterName = "c1".parse().unwrap();
+    let c1: sexton_model::names::ClusterName = "c1".parse().unwrap();
     let segment = |name: &str, first: DateTime<Utc>, last: Option<DateTime<Utc>>| {
         sexton_shared::binlog::IndexSegment::new(
             format!("backups/c1/binlog/{name}"),
@@ -639,7 +637,7 @@ async fn an_attacker_with_the_stores_keys_cannot_take_a_locked_recovery_point() 
         let name = object.key.rsplit('/').next().unwrap();
         let bytes = std::fs::read(into.join("f-b1").join(name)).unwrap();
         assert_eq!(
-            Some(sexton_shared::digest::sha256_hex(&bytes)),
+            Some(sexton_model::digest::sha256_hex(&bytes)),
             object.sha256,
             "{} fetched is not the recorded version",
             object.key
@@ -722,7 +720,7 @@ async fn a_location_with_a_lock_setting_locks_the_copies_it_keeps() {
     fixtures::upload_genuine_json(&source, &mut body).await;
     publish(&js, &body, "b1").await;
 
-    let dr_name: sexton_shared::names::LocationName = "dr".parse().unwrap();
+    let dr_name: sexton_model::names::LocationName = "dr".parse().unwrap();
     let copy = eventually("the copy at dr locked", Duration::from_secs(90), || async {
         let records = fixtures::records_of(&catalog, "c1").await;
         let record = records.get("f-b1")?.value.clone();
@@ -1117,7 +1115,7 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
         Duration::from_secs(60),
         || async {
             let status = fixtures::retention_status(&js, failing).await?;
-            (status.outcome == sexton_shared::records::RetentionOutcome::Failed && status.runs >= 2)
+            (status.outcome == sexton_model::records::RetentionOutcome::Failed && status.runs >= 2)
                 .then_some(status)
         },
     )
@@ -1147,7 +1145,7 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
                 .value;
             record.locked_until?;
             let status = fixtures::retention_status(&js, &healthy).await?;
-            (status.outcome == sexton_shared::records::RetentionOutcome::Decided
+            (status.outcome == sexton_model::records::RetentionOutcome::Decided
                 && status.at >= published)
                 .then_some(status)
         },
@@ -1161,7 +1159,7 @@ async fn a_failing_cluster_does_not_hold_up_a_healthy_one_in_its_partition() {
     let still = fixtures::retention_status(&js, failing).await.unwrap();
     assert_eq!(
         still.outcome,
-        sexton_shared::records::RetentionOutcome::Failed,
+        sexton_model::records::RetentionOutcome::Failed,
         "{still:?}"
     );
     assert!(
@@ -1228,7 +1226,7 @@ async fn ship_c1_segment(
     first: DateTime<Utc>,
     last: DateTime<Utc>,
 ) {
-    let c1: sexton_shared::names::ClusterName = "c1".parse().unwrap();
+    let c1: sexton_model::names::ClusterName = "c1".parse().unwrap();
     let key = format!("backups/c1/binlog/{name}");
     let body = format!("binlog events of {name}").into_bytes();
     store.put(&key, body.clone().into()).await.unwrap();
@@ -1239,7 +1237,7 @@ async fn ship_c1_segment(
     );
     segment.extra.insert(
         "sha256".into(),
-        json!(sexton_shared::digest::sha256_hex(&body)),
+        json!(sexton_model::digest::sha256_hex(&body)),
     );
     segment.extra.insert("size".into(), json!(body.len()));
     sexton_shared::binlog::store::update(
@@ -1352,7 +1350,7 @@ async fn a_moved_bucket_holds_its_clusters_until_migrated_then_every_backup_is_l
     fixtures::sweep_with_scrub(&js, "c1").await;
     let held = eventually("c1's retention held", Duration::from_secs(30), || async {
         let status = fixtures::retention_status(&js, "c1").await?;
-        (status.outcome == sexton_shared::records::RetentionOutcome::Held).then_some(status)
+        (status.outcome == sexton_model::records::RetentionOutcome::Held).then_some(status)
     })
     .await;
     let reason = held.reason.clone().unwrap();
@@ -1422,7 +1420,7 @@ async fn a_moved_bucket_holds_its_clusters_until_migrated_then_every_backup_is_l
             .value;
         record.locked_until?;
         let status = fixtures::retention_status(&js, "c2").await?;
-        (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(())
+        (status.outcome == sexton_model::records::RetentionOutcome::Decided).then_some(())
     })
     .await;
     // Nothing of c1 changed: none missing, locked or deleted.
@@ -1501,7 +1499,7 @@ async fn a_moved_bucket_holds_its_clusters_until_migrated_then_every_backup_is_l
     }
     let status = eventually("c1 decided again", Duration::from_secs(30), || async {
         let status = fixtures::retention_status(&js, "c1").await?;
-        (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(status)
+        (status.outcome == sexton_model::records::RetentionOutcome::Decided).then_some(status)
     })
     .await;
     assert!(status.last_decided.is_some());
@@ -1589,7 +1587,7 @@ async fn a_locations_prefix_moved_under_its_copies_holds_until_migrated() {
         fixtures::upload_genuine_json(&source, &mut body).await;
         publish(&js, &body, id).await;
     }
-    let dr: sexton_shared::names::LocationName = "dr".parse().unwrap();
+    let dr: sexton_model::names::LocationName = "dr".parse().unwrap();
     let before = eventually("both copied to dr", Duration::from_secs(90), || async {
         let records = fixtures::records_of(&catalog, "c1").await;
         ids.iter()
@@ -1598,7 +1596,7 @@ async fn a_locations_prefix_moved_under_its_copies_holds_until_migrated() {
                     r.value
                         .copies
                         .get(&dr)
-                        .is_some_and(|c| c.state == sexton_shared::copies::CopyState::Copied)
+                        .is_some_and(|c| c.state == sexton_model::copies::CopyState::Copied)
                 })
             })
             .then_some(records)
@@ -1620,7 +1618,7 @@ async fn a_locations_prefix_moved_under_its_copies_holds_until_migrated() {
     fixtures::sweep_with_scrub(&js, "c1").await;
     let held = eventually("c1 held for dr", Duration::from_secs(30), || async {
         let status = fixtures::retention_status(&js, "c1").await?;
-        (status.outcome == sexton_shared::records::RetentionOutcome::Held).then_some(status)
+        (status.outcome == sexton_model::records::RetentionOutcome::Held).then_some(status)
     })
     .await;
     let reason = held.reason.unwrap();
@@ -1636,7 +1634,7 @@ async fn a_locations_prefix_moved_under_its_copies_holds_until_migrated() {
     for id in ids {
         assert_eq!(
             during[id].value.copies[&dr].state,
-            sexton_shared::copies::CopyState::Copied,
+            sexton_model::copies::CopyState::Copied,
             "{id}"
         );
     }
@@ -1704,7 +1702,7 @@ async fn a_locations_prefix_moved_under_its_copies_holds_until_migrated() {
     }
     eventually("c1 decided again", Duration::from_secs(30), || async {
         let status = fixtures::retention_status(&js, "c1").await?;
-        (status.outcome == sexton_shared::records::RetentionOutcome::Decided).then_some(())
+        (status.outcome == sexton_model::records::RetentionOutcome::Decided).then_some(())
     })
     .await;
     let out = fetch(dir.path());

@@ -27,14 +27,16 @@ use std::{
 };
 
 use chrono::{DateTime, SubsecRound as _, Utc};
+use sexton_model::{
+    metadata::BackupMetadata,
+    names::ClusterName,
+    records::{BackupKind, BackupRecord, BackupStatus},
+};
 use sexton_shared::{
     binlog::{self, BinlogIndex},
     catalog::Catalog,
     config::Config,
-    metadata::BackupMetadata,
-    names::ClusterName,
     object_store::ObjectStore,
-    records::{BackupKind, BackupRecord, BackupStatus},
     topology,
 };
 use sexton_tests::{mariadb::MariaDb, *};
@@ -711,7 +713,7 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
         .await
         .expect("imported");
     assert_eq!(first.status_text(), "copies-only");
-    let dr_name = sexton_shared::names::LocationName::new("dr").unwrap();
+    let dr_name = sexton_model::names::LocationName::new("dr").unwrap();
     let data = first.copies[&dr_name]
         .objects
         .iter()
@@ -792,7 +794,7 @@ async fn mariadb_backed_up_expired_and_restored_to_a_point_in_time() {
     );
     let dr_full = from_dr.join(taken[0].id.as_str()).join("backup.xbstream");
     assert_eq!(
-        sexton_shared::digest::sha256_hex(&std::fs::read(&dr_full).unwrap()),
+        sexton_model::digest::sha256_hex(&std::fs::read(&dr_full).unwrap()),
         data.sha256.clone().unwrap(),
         "the copy at dr is the backup intake recorded"
     );

@@ -8,13 +8,12 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::json;
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     names::ClusterName,
     records::{BackupKind, BackupRecord},
-    topology,
     wire::{self, RetentionSweep},
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{
     fixtures::{self, keys_under},
     setup::{Setup, World},
@@ -203,7 +202,7 @@ async fn a_merged_chain_head_goes_only_after_the_merge_is_recorded() {
 /// naming another cluster's objects. The chain stays as it was, objects and records.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_merge_reports_and_jobs_change_nothing() {
-    use sexton_shared::wire::{MergeBackup, MergeDone, MergeJob, Report, ReportStatus};
+    use sexton_model::wire::{MergeBackup, MergeDone, MergeJob, Report, ReportStatus};
     let world = Setup::new(Members {
         scheduler: true,
         retention_worker: false,
@@ -624,7 +623,7 @@ async fn a_deleted_middle_backup_is_consolidated_per_volume_later() {
 /// becomes a full and the other volume is untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_volume_merge_reports_change_nothing() {
-    use sexton_shared::wire::{MergeDone, Report, ReportStatus, ReportVolume};
+    use sexton_model::wire::{MergeDone, Report, ReportStatus, ReportVolume};
     let world = Setup::new(Members {
         scheduler: true,
         retention_worker: false,

@@ -18,15 +18,13 @@ use std::time::Duration;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
-use sexton_retention::lock::{parse_lock_duration, LockTiers};
-use sexton_shared::{
-    catalog::Catalog,
-    config::Config,
+use sexton_model::{
     copies::CopyState,
     names::LocationName,
     records::{BackupRecord, BackupStatus},
-    topology,
 };
+use sexton_retention::lock::{parse_lock_duration, LockTiers};
+use sexton_shared::{catalog::Catalog, config::Config, topology};
 use sexton_tests::*;
 
 const DR_KEY: &str = "dr-only-key";
@@ -76,7 +74,7 @@ fn fetched_whole_from_dr(config: &Config, record: &BackupRecord, into: &std::pat
         let name = object.key.rsplit('/').next().unwrap();
         let bytes = std::fs::read(into.join(record.id.as_str()).join(name)).unwrap();
         assert_eq!(
-            Some(sexton_shared::digest::sha256_hex(&bytes)),
+            Some(sexton_model::digest::sha256_hex(&bytes)),
             object.sha256,
             "{} fetched from dr is not the version intake recorded",
             object.key

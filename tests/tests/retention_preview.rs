@@ -4,7 +4,7 @@
 use std::{collections::BTreeSet, process::Command, time::Duration};
 
 use serde_json::json;
-use sexton_shared::{names::ClusterName, records::BackupStatus};
+use sexton_model::{names::ClusterName, records::BackupStatus};
 use sexton_tests::{
     setup::{Setup, World},
     *,

@@ -6,12 +6,11 @@ use std::{collections::BTreeMap, time::Duration};
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     records::{BackupStatus, ClusterRecord},
-    topology,
     wire::RetentionSweep,
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{
     setup::{Setup, World},
     *,
@@ -23,7 +22,7 @@ async fn sweeps(js: &async_nats::jetstream::Context) -> BTreeMap<String, Vec<Dat
     for (_, payload) in
         read_work_queue(js, topology::STREAM_RETENTION, "sexton.v1.retention.sweep.").await
     {
-        let sweep: RetentionSweep = sexton_shared::wire::decode(&payload).unwrap();
+        let sweep: RetentionSweep = sexton_model::wire::decode(&payload).unwrap();
         out.entry(sweep.cluster.to_string())
             .or_default()
             .push(sweep.requested_at);
@@ -175,7 +174,7 @@ async fn time_based_expiry_happens_with_no_new_backup() {
     }
     let topo = topology::ensure(&js, 1).await.unwrap();
     let catalog = Catalog::new(topo.catalog.clone());
-    let c1: sexton_shared::names::ClusterName = "c1".parse().unwrap();
+    let c1: sexton_model::names::ClusterName = "c1".parse().unwrap();
     // Both recorded, and both kept by the retention pass their reports triggered.
     eventually("both backups recorded", Duration::from_secs(20), || {
         let catalog = catalog.clone();

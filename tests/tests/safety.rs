@@ -16,10 +16,8 @@ use std::{collections::BTreeSet, process::Command, time::Duration};
 use async_nats::jetstream;
 use chrono::Utc;
 use serde_json::{json, Value};
-use sexton_shared::{
-    catalog::Catalog, names::ClusterName, object_store::ObjectStore, records::BackupStatus,
-    topology, wire,
-};
+use sexton_model::{names::ClusterName, records::BackupStatus, wire};
+use sexton_shared::{catalog::Catalog, object_store::ObjectStore, topology};
 use sexton_tests::{
     fixtures,
     setup::{Setup, World},

@@ -9,9 +9,8 @@ use std::{collections::BTreeSet, time::Duration};
 use chrono::Timelike as _;
 
 use serde_json::{json, Value};
-use sexton_shared::{
-    api::ErrorCode, catalog::Catalog, names::ClusterName, records::BackupStatus, topology,
-};
+use sexton_model::{names::ClusterName, records::BackupStatus};
+use sexton_shared::{api::ErrorCode, catalog::Catalog, topology};
 use sexton_tests::{
     fixtures::{self, keys_under},
     setup::{self, World},
@@ -206,15 +205,15 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
     // b4 was in progress when its schedule went: its report still settles the record, which
     // stays (kept, as the delete said). A report of a backup the catalog does not hold under
     // that deleted schedule is refused as before.
-    let report = |id: &str| sexton_shared::wire::Report {
+    let report = |id: &str| sexton_model::wire::Report {
         schema_version: 1,
         backup_id: id.parse().unwrap(),
         cluster: "ca".parse().unwrap(),
         plan: "base".parse().unwrap(),
         schedule: Some("sa".parse().unwrap()),
         backup_name: "base".into(),
-        status: sexton_shared::wire::ReportStatus::Completed,
-        kind: sexton_shared::records::BackupKind::Full,
+        status: sexton_model::wire::ReportStatus::Completed,
+        kind: sexton_model::records::BackupKind::Full,
         parent: None,
         started_at: Some(chrono::Utc::now().fixed_offset()),
         completed_at: Some(chrono::Utc::now().fixed_offset()),
@@ -238,7 +237,7 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
         }
         js.publish(
             sexton_shared::channels::REPORTS.subject(&"ca".parse().unwrap()),
-            sexton_shared::wire::encode(&report),
+            sexton_model::wire::encode(&report),
         )
         .await
         .unwrap()
@@ -312,7 +311,7 @@ async fn backup_owner_modes_with_and_without_remote_cleanup() {
     let (_, _) = schedule_record(&js, "sd").await.unwrap();
     assert_eq!(
         schedule_record(&js, "sd").await.unwrap().0.backup_owner,
-        sexton_shared::records::BackupOwner::Standalone,
+        sexton_model::records::BackupOwner::Standalone,
         "the default owner is none"
     );
     for (name, cluster, why) in [

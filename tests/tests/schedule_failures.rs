@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     names::ClusterName,
     records::{BackupRecord, BackupStatus, SchedulePhase},
-    topology,
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{
     setup::{Setup, World},
     *,

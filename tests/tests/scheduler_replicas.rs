@@ -348,7 +348,7 @@ async fn a_tick_published_by_a_replica_that_died_is_recorded_with_its_firing_ins
         assert!(!ack.duplicate);
         if name == "crashed-in-flight" {
             // The executor's `started` report for that tick is recorded before the firing.
-            record.status.in_flight = Some(sexton_shared::records::InFlight {
+            record.status.in_flight = Some(sexton_model::records::InFlight {
                 backup_id,
                 since: fired_at,
                 tick: Some(tick),

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
+use sexton_model::records::ScheduleRecord;
 use sexton_schedule::CronSpec;
-use sexton_shared::{api::ErrorCode, records::ScheduleRecord, topology};
+use sexton_shared::{api::ErrorCode, topology};
 use sexton_tests::*;
 
 struct Setup {
@@ -388,7 +389,7 @@ async fn a_restarted_scheduler_answers_backup_taken_before_its_first_firing() {
     scheduler.kill();
     tokio::time::sleep(Duration::from_secs(2)).await;
     // The executor's side: each due-backup as it is published, asked about at once.
-    let cluster = sexton_shared::names::ClusterName::new("c1").unwrap();
+    let cluster = sexton_model::names::ClusterName::new("c1").unwrap();
     let mut due = t
         .client
         .subscribe(sexton_shared::channels::DUES.subject(&cluster))
@@ -400,8 +401,8 @@ async fn a_restarted_scheduler_answers_backup_taken_before_its_first_firing() {
         .await
         .expect("the catch-up firing within 30 s")
         .expect("the subscription is open");
-    let fired: sexton_shared::wire::DueBackup =
-        sexton_shared::wire::decode(&message.payload).unwrap();
+    let fired: sexton_model::wire::DueBackup =
+        sexton_model::wire::decode(&message.payload).unwrap();
     let question = sexton_shared::api::BackupRef {
         schema_version: 1,
         cluster,
@@ -668,7 +669,7 @@ async fn a_schedule_that_became_invalid_is_marked_not_dropped() {
         .unwrap();
     let marked = t
         .wait_for_record("marked invalid", "s", |r| {
-            r.status.phase == sexton_shared::records::SchedulePhase::FailedValidation
+            r.status.phase == sexton_model::records::SchedulePhase::FailedValidation
         })
         .await;
     assert_eq!(marked.status.validation_errors.len(), 1);
@@ -699,7 +700,7 @@ async fn a_schedule_that_became_invalid_is_marked_not_dropped() {
     t.wait_for_events("firings once fixed", "s", 1).await;
     let fixed = t
         .wait_for_record("enabled again", "s", |r| {
-            r.status.phase == sexton_shared::records::SchedulePhase::Enabled
+            r.status.phase == sexton_model::records::SchedulePhase::Enabled
         })
         .await;
     assert!(fixed.status.validation_errors.is_empty());

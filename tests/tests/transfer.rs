@@ -3,7 +3,8 @@
 //! multiple of the part size. Each object comes back with the bytes, size and SHA-256 the
 //! upload reported, and downloads to a file unchanged.
 
-use sexton_shared::{digest, object_store::transfer::UploadSettings};
+use sexton_model::digest;
+use sexton_shared::object_store::transfer::UploadSettings;
 use sexton_tests::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,12 +9,11 @@ use std::time::Duration;
 use async_nats::jetstream;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     names::{BackupId, ClusterName},
     records::{BackupRecord, BackupStatus, VerificationState},
-    topology,
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::*;
 
 struct World {
@@ -676,7 +675,7 @@ async fn each_test_tick_is_published_once_while_scheduler_replicas_are_killed() 
     let mut ticks = Vec::new();
     let mut targets = std::collections::BTreeMap::new();
     for message in &events {
-        let event: sexton_shared::wire::VerifyDue =
+        let event: sexton_model::wire::VerifyDue =
             serde_json::from_slice(&message.payload).unwrap();
         let tick = chrono::NaiveDateTime::parse_from_str(
             event.request_id.trim_start_matches("x-"),

@@ -6,13 +6,12 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::{json, Value};
-use sexton_shared::{
-    catalog::Catalog,
+use sexton_model::{
     names::ClusterName,
     records::{BackupKind, BackupRecord, BackupStatus},
-    topology,
     wire::DueBackup,
 };
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::{
     fixtures::{self, keys_under},
     setup::{Setup, World},
@@ -38,7 +37,7 @@ impl Run {
         let due = read_stream(&self.js, topology::STREAM_DUE, "sexton.v1.due.>")
             .await
             .iter()
-            .map(|m| sexton_shared::wire::decode::<DueBackup>(&m.payload).unwrap())
+            .map(|m| sexton_model::wire::decode::<DueBackup>(&m.payload).unwrap())
             .find(|due| due.backup_id.as_str() == id)
             .expect("the due-backup event of a triggered backup");
         (due, record)
@@ -770,7 +769,7 @@ async fn a_stale_volume_mark_is_taken_off_when_the_plan_keeps_the_volume() {
     d2.artifacts.push(key("d2"));
     fixtures::put_backups(&catalog, &store, &[d1, d2]).await;
     let objects = keys_under(&store, "backups/c1/").await;
-    let sweep = sexton_shared::wire::RetentionSweep {
+    let sweep = sexton_model::wire::RetentionSweep {
         schema_version: 1,
         cluster: "c1".parse().unwrap(),
         requested_at: chrono::Utc::now(),
@@ -778,7 +777,7 @@ async fn a_stale_volume_mark_is_taken_off_when_the_plan_keeps_the_volume() {
     };
     js.publish(
         sexton_shared::channels::SWEEPS.subject(&"c1".parse().unwrap()),
-        sexton_shared::wire::encode(&sweep),
+        sexton_model::wire::encode(&sweep),
     )
     .await
     .unwrap()
@@ -856,7 +855,7 @@ async fn an_interrupted_partial_deletion_is_resumed_by_the_redelivered_job() {
         .await
         .unwrap()
         .unwrap();
-    let job = sexton_shared::wire::DeleteJob {
+    let job = sexton_model::wire::DeleteJob {
         schema_version: 1,
         cluster: cluster.clone(),
         backup_id: "d1".parse().unwrap(),
@@ -866,7 +865,7 @@ async fn an_interrupted_partial_deletion_is_resumed_by_the_redelivered_job() {
         volumes: vec!["pv1".into()],
     };
     let mut claimed = marked.value.clone();
-    claimed.volume_deletion = Some(sexton_shared::records::VolumeDeletion {
+    claimed.volume_deletion = Some(sexton_model::records::VolumeDeletion {
         revision: marked.revision,
         volumes: vec!["pv1".into()],
     });
@@ -954,7 +953,7 @@ async fn a_partial_deletion_out_of_deliveries_releases_its_claim() {
         .await
         .unwrap()
         .unwrap();
-    let job = sexton_shared::wire::DeleteJob {
+    let job = sexton_model::wire::DeleteJob {
         schema_version: 1,
         cluster: cluster.clone(),
         backup_id: "d1".parse().unwrap(),

@@ -5,7 +5,8 @@
 use std::{collections::BTreeSet, time::Duration};
 
 use serde_json::json;
-use sexton_shared::{catalog::Catalog, records::BackupStatus, topology};
+use sexton_model::records::BackupStatus;
+use sexton_shared::{catalog::Catalog, topology};
 use sexton_tests::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

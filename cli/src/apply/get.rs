@@ -2,7 +2,7 @@
 //! manifests, which `sexton apply -f` takes back unchanged.
 
 use serde_json::Value;
-use sexton_shared::records::ScheduleRecord;
+use sexton_model::records::ScheduleRecord;
 
 use super::{labels_of, live_locations, live_plugins, live_schedules, LivePlugin};
 use crate::client::Client;
@@ -101,7 +101,7 @@ pub async fn get(
         let record = &described.schedule;
         let mut manifest = manifest::manifest_of(record, status_at);
         if with_status {
-            let mut added = vec![sexton_shared::conditions::retention_decided(
+            let mut added = vec![sexton_model::conditions::retention_decided(
                 described.retention.as_ref(),
             )];
             if states_objectives(record) {
@@ -134,9 +134,9 @@ fn states_objectives(record: &ScheduleRecord) -> bool {
 async fn recoverable_condition(
     client: &Client,
     record: &ScheduleRecord,
-) -> sexton_shared::conditions::Condition {
+) -> sexton_model::conditions::Condition {
     let request = sexton_shared::api::RecoveryRequest {
-        schema_version: sexton_shared::wire::SCHEMA_VERSION,
+        schema_version: sexton_model::wire::SCHEMA_VERSION,
         cluster: record.cluster.clone(),
         plan: Some(record.plan.clone()),
         location: None,
@@ -145,7 +145,7 @@ async fn recoverable_condition(
     let answer: Result<Vec<sexton_shared::recovery::PlaceRecovery>, Failure> =
         client.call_as(&subject, &request).await;
     match answer {
-        Ok(places) => sexton_shared::conditions::recoverable(Ok(&places)),
-        Err(failure) => sexton_shared::conditions::recoverable(Err(&failure.message)),
+        Ok(places) => sexton_model::conditions::recoverable(Ok(&places)),
+        Err(failure) => sexton_model::conditions::recoverable(Err(&failure.message)),
     }
 }

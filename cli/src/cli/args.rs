@@ -411,17 +411,15 @@ pub(super) fn parse_breaker(text: &str) -> Result<sexton_shared::breaker::Breake
 /// A schedule's copy rules, checked here for a quick error (the server checks again, against
 /// its configured locations).
 pub(super) fn parse_copies(text: &str) -> Result<CopyRules, String> {
-    let rules: Vec<sexton_shared::copies::CopyRule> =
+    let rules: Vec<sexton_model::copies::CopyRule> =
         serde_json::from_str(text).map_err(|err| format!("invalid copy rules: {err}"))?;
-    sexton_shared::copies::validate_copy_rules(&rules, None)?;
+    sexton_model::copies::validate_copy_rules(&rules, None)?;
     Ok(CopyRules(rules))
 }
 
 /// `--objectives JSON`: a recovery objectives block, checked as the API checks it.
-pub(super) fn parse_objectives(
-    text: &str,
-) -> Result<sexton_shared::objectives::Objectives, String> {
-    let objectives: sexton_shared::objectives::Objectives =
+pub(super) fn parse_objectives(text: &str) -> Result<sexton_model::objectives::Objectives, String> {
+    let objectives: sexton_model::objectives::Objectives =
         serde_json::from_str(text).map_err(|err| format!("invalid objectives: {err}"))?;
     objectives.validate()?;
     Ok(objectives)
@@ -430,7 +428,7 @@ pub(super) fn parse_objectives(
 /// `--copies JSON`: one value holding the whole list (clap would take a `Vec` for a flag given
 /// several times).
 #[derive(Debug, Clone)]
-pub struct CopyRules(pub Vec<sexton_shared::copies::CopyRule>);
+pub struct CopyRules(pub Vec<sexton_model::copies::CopyRule>);
 
 /// A count rule's N: a whole number of at least 1, or `unlimited` (restic's -1: every period).
 pub(super) fn parse_keep_count(text: &str) -> Result<i64, String> {

@@ -5,13 +5,15 @@
 
 use std::path::Path;
 
+use sexton_model::{
+    names::{ClusterName, LocationName},
+    wire::SCHEMA_VERSION,
+};
 use sexton_shared::{
     api::{ChainRequest, RestoreChain},
     config::Config,
-    names::{ClusterName, LocationName},
     object_store::ObjectStore,
     topology,
-    wire::SCHEMA_VERSION,
 };
 
 use super::{print::print_value, values::parsed};

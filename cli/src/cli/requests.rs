@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 
 use chrono::Utc;
 use serde::Serialize;
+use sexton_model::{
+    names::{BackupId, ClusterName, PlanName, ScheduleName},
+    wire::SCHEMA_VERSION,
+};
 use sexton_shared::{
     api::{
         ApproveRequest, BackupDelete, BackupHold, BackupRef, ByName, ClusterForget, DrillRequest,
@@ -16,9 +20,7 @@ use sexton_shared::{
         ScheduleSpec, ScheduleUpdate, ScrubRequest, StatusRequest, TimingView, Unpause,
         VerifyRequest,
     },
-    names::{BackupId, ClusterName, PlanName, ScheduleName},
     topology,
-    wire::SCHEMA_VERSION,
 };
 
 use super::{

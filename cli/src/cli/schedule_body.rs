@@ -7,12 +7,12 @@
 //! with two mistakes is told about the same one as before.
 
 use serde_json::{Map, Value};
-use sexton_retention::{FullEvery, Policy};
-use sexton_shared::{
-    api::{ScheduleSpec, ScheduleUpdate},
+use sexton_model::{
     records::{VerifyPick, VerifySpec, VerifyTimeout},
     wire::{Message, SCHEMA_VERSION},
 };
+use sexton_retention::{FullEvery, Policy};
+use sexton_shared::api::{ScheduleSpec, ScheduleUpdate};
 
 use super::{
     args::{CreateArgs, PolicyArgs, UpdateArgs},

@@ -6,7 +6,7 @@ use std::{fmt::Display, str::FromStr};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use sexton_shared::wire::Message;
+use sexton_model::wire::Message;
 
 use crate::failure::Failure;
 

@@ -3,11 +3,8 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use sexton_shared::{
-    api::{LocationSpec, PluginSpec, ScheduleSpec},
-    conditions,
-    records::ScheduleRecord,
-};
+use sexton_model::{conditions, records::ScheduleRecord};
+use sexton_shared::api::{LocationSpec, PluginSpec, ScheduleSpec};
 
 use super::API_VERSION;
 
@@ -97,7 +94,7 @@ pub fn plugin_manifest_of(spec: &PluginSpec, with_status: bool) -> Value {
 
 /// A schedule's status as a manifest shows it, in Kubernetes' shape (camelCase, conditions),
 /// for health checks: what the scheduler recorded, and the conditions decided from it at `now`
-/// (`sexton_shared::conditions`).
+/// (`sexton_model::conditions`).
 pub fn status_of(record: &ScheduleRecord, now: DateTime<Utc>) -> Value {
     let status = &record.status;
     let mut out = Map::new();

@@ -45,7 +45,7 @@ pub(super) fn location_lines(
         "policy {}",
         serde_json::to_string(&rule.policy).unwrap_or_default()
     )];
-    if rule.select != sexton_shared::copies::CopySelect::All {
+    if rule.select != sexton_model::copies::CopySelect::All {
         described.push(format!(
             "select {}",
             serde_json::to_value(rule.select)

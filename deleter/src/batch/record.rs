@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures::StreamExt;
+use sexton_model::records::{BackupRecord, BackupStatus};
 use sexton_shared::{
     catalog::CasError,
     outcome::{publish_incident, Outcome},
-    records::{BackupRecord, BackupStatus},
 };
 
 use super::{incident, Slots, Work, WRITES_IN_FLIGHT};

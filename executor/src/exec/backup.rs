@@ -8,12 +8,11 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use chrono::Utc;
-use sexton_shared::{
-    channels,
+use sexton_model::{
     metadata::{self, BackupMetadata},
     wire::{self, DueBackup, ObjectDigest, Report},
-    Shutdown,
 };
+use sexton_shared::{channels, Shutdown};
 
 use super::{
     command::{self, CommandSpec, Ending},
@@ -101,7 +100,7 @@ async fn take_in(
     let volumes = report::volumes_taken(
         due,
         &uploaded,
-        facts.kind == Some(sexton_shared::records::BackupKind::Full),
+        facts.kind == Some(sexton_model::records::BackupKind::Full),
     )
     .expect("every volume was checked to hold files");
     let report = report::completed(
@@ -184,8 +183,8 @@ struct Judged {
     files: Vec<output::OutputFile>,
     facts: Facts,
     taken: (
-        sexton_shared::records::BackupKind,
-        Option<sexton_shared::names::BackupId>,
+        sexton_model::records::BackupKind,
+        Option<sexton_model::names::BackupId>,
     ),
 }
 
@@ -326,7 +325,7 @@ async fn fetch_parent(
     due: &DueBackup,
     inputs: &std::path::Path,
 ) -> Result<Option<(PathBuf, BackupMetadata)>, JobError> {
-    let mut parents: Vec<&sexton_shared::names::BackupId> = due.parent.iter().collect();
+    let mut parents: Vec<&sexton_model::names::BackupId> = due.parent.iter().collect();
     for volume in &due.volumes {
         if let Some(parent) = &volume.parent {
             if !parents.contains(&parent) {

@@ -14,7 +14,7 @@
 use std::path::Path;
 
 use serde_json::{Map, Value};
-use sexton_shared::{
+use sexton_model::{
     metadata::BackupMetadata,
     records::BackupKind,
     wire::{DueBackup, MergeJob},
@@ -175,7 +175,7 @@ pub fn merge_env(job: &MergeJob, target_prefix: &str, paths: &JobPaths) -> Vec<(
 /// each with every object of the backup (its `metadata.json` too, for the facts a restore
 /// needs) under its name in the backup's directory.
 pub fn verify_env(
-    due: &sexton_shared::wire::VerifyDue,
+    due: &sexton_model::wire::VerifyDue,
     target_prefix: &str,
     paths: &JobPaths,
 ) -> Vec<(String, String)> {
@@ -226,7 +226,7 @@ pub struct Facts {
     pub kind: Option<BackupKind>,
     /// `log_first` and `log_last`: the first and last binlog (or WAL) segment the backup needs
     /// to be consistent (issue 30), both or neither.
-    pub log_range: Option<sexton_shared::records::LogRange>,
+    pub log_range: Option<sexton_model::records::LogRange>,
 }
 
 /// Parses a facts file: one JSON object, or `key=value` lines (blank lines and `#` comments
@@ -284,9 +284,8 @@ pub fn parse_facts(text: &str) -> Result<Facts, String> {
     let log_range = match (text_fact("log_first")?, text_fact("log_last")?) {
         (None, None) => None,
         (Some(first), Some(last)) => {
-            let range = sexton_shared::records::LogRange { first, last };
-            sexton_shared::checks::check_log_range(&range)
-                .map_err(|why| format!("facts: {why}"))?;
+            let range = sexton_model::records::LogRange { first, last };
+            sexton_model::checks::check_log_range(&range).map_err(|why| format!("facts: {why}"))?;
             Some(range)
         }
         _ => return Err("facts: log_first and log_last go together; give both or neither".into()),
@@ -326,7 +325,7 @@ mod tests {
 
     #[test]
     fn a_drill_says_until_when_and_where_the_log_is_and_a_test_does_not() {
-        let due = |replay: serde_json::Value| -> sexton_shared::wire::VerifyDue {
+        let due = |replay: serde_json::Value| -> sexton_model::wire::VerifyDue {
             serde_json::from_value(serde_json::json!({
                 "request_id": "drill-1", "cluster": "db1", "plan": "p", "backup_id": "b1",
                 "uid": "u", "requested_at": "2026-03-01T06:00:00Z",
@@ -428,7 +427,7 @@ mod tests {
         let facts = parse_facts("log_first=mysql-bin.000004\nlog_last=mysql-bin.000005\n").unwrap();
         assert_eq!(
             facts.log_range,
-            Some(sexton_shared::records::LogRange {
+            Some(sexton_model::records::LogRange {
                 first: "mysql-bin.000004".into(),
                 last: "mysql-bin.000005".into()
             })

@@ -11,9 +11,8 @@
 //! the next retention run plans it again; a store or NATS that did not answer retries it.
 
 use chrono::Utc;
-use sexton_shared::{
-    channels, metadata, outcome::Outcome, records::BackupRecord, wire::MergeJob, Shutdown,
-};
+use sexton_model::{metadata, records::BackupRecord, wire::MergeJob};
+use sexton_shared::{channels, outcome::Outcome, Shutdown};
 
 use super::{
     command::{self, CommandSpec, Ending},

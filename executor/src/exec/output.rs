@@ -48,10 +48,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.len() > MAX_NAME_BYTES {
         return Err(format!("a name longer than {MAX_NAME_BYTES} bytes"));
     }
-    if name == sexton_shared::metadata::FILE_NAME {
+    if name == sexton_model::metadata::FILE_NAME {
         return Err(format!(
             "{} is written by Sexton itself",
-            sexton_shared::metadata::FILE_NAME
+            sexton_model::metadata::FILE_NAME
         ));
     }
     for segment in name.split('/') {

@@ -9,7 +9,7 @@
 //! the command left empty fails the backup and is marked failed, so its next backup is a full.
 
 use chrono::{DateTime, FixedOffset};
-use sexton_shared::{
+use sexton_model::{
     names::BackupId,
     records::BackupKind,
     wire::{self, DueBackup, ObjectDigest, Report, ReportStatus, ReportVolume},
@@ -204,7 +204,7 @@ pub fn failed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sexton_shared::wire::Message as _;
+    use sexton_model::wire::Message as _;
 
     fn due(kind: &str, parent: Option<&str>, volumes: serde_json::Value) -> DueBackup {
         serde_json::from_value(serde_json::json!({
@@ -220,7 +220,7 @@ mod tests {
         ObjectDigest {
             key: format!("backups/c1/s/b2/{name}"),
             size,
-            sha256: Some(sexton_shared::digest::sha256_hex(name.as_bytes())),
+            sha256: Some(sexton_model::digest::sha256_hex(name.as_bytes())),
             version_id: None,
         }
     }

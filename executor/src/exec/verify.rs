@@ -11,12 +11,8 @@
 
 use std::time::Instant;
 
-use sexton_shared::{
-    channels,
-    outcome::Outcome,
-    wire::{self, Verdict, VerdictOutcome, VerifyDue},
-    Shutdown,
-};
+use sexton_model::wire::{self, Verdict, VerdictOutcome, VerifyDue};
+use sexton_shared::{channels, outcome::Outcome, Shutdown};
 
 use super::{
     command::{self, CommandSpec, Ending},

@@ -3,13 +3,12 @@
 
 use async_nats::jetstream;
 use chrono::Utc;
-use sexton_shared::{
-    channels,
+use sexton_model::{
     metadata::{self, BackupMetadata},
-    object_store::ObjectStore,
     records::BackupKind,
     wire::{self, MergeDone, MergeJob, ObjectDigest, Report, ReportStatus, ReportVolume},
 };
+use sexton_shared::{channels, object_store::ObjectStore};
 
 use super::put_digested;
 
@@ -83,7 +82,7 @@ pub(super) async fn merge_chain(
             None => backup
                 .artifacts
                 .iter()
-                .filter(|k| !sexton_shared::records::BackupRecord::is_metadata_key(k))
+                .filter(|k| !sexton_model::records::BackupRecord::is_metadata_key(k))
                 .collect(),
         };
         for key in keys {

@@ -7,15 +7,18 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
+use sexton_model::{
+    copies::CopyState,
+    names::{ClusterName, LocationName, PlanName},
+    records::{BackupRecord, BackupStatus},
+    wire,
+};
 use sexton_shared::{
     api::{ApiError, ApproveRequest, ErrorCode, PreviewRequest, ScrubRequest, StatusRequest},
     audit::{AuditEvent, TamperedEntry},
     catalog::{CasError, Versioned},
-    copies::CopyState,
-    names::{ClusterName, LocationName, PlanName},
     outcome::publish_incident,
-    records::{BackupRecord, BackupStatus},
-    wire, Shutdown,
+    Shutdown,
 };
 
 use super::Worker;
@@ -451,7 +454,7 @@ impl Worker {
                 .map(|plan| plan.delete.iter().map(|d| d.id.clone()).collect())
                 .unwrap_or_default();
             for id in deleting {
-                let Ok(id) = sexton_shared::names::BackupId::new(&id) else {
+                let Ok(id) = sexton_model::names::BackupId::new(&id) else {
                     continue;
                 };
                 let Some(entry) = self
@@ -463,7 +466,7 @@ impl Worker {
                     continue;
                 };
                 if let Some(early) = entry.value.copies.get(location).and_then(|copy| {
-                    sexton_shared::copies::early_deletion(
+                    sexton_model::copies::early_deletion(
                         id.as_str(),
                         copy,
                         default_class.as_deref(),

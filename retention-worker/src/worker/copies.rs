@@ -5,10 +5,9 @@
 //! the copy whole (the safe side; a copy is deleted as one). Merges and the binlog archive are
 //! the primary's alone.
 
+use sexton_model::{copies::CopyState, names::LocationName, records::BackupRecord};
 use sexton_retention::Reason;
-use sexton_shared::{
-    catalog::Versioned, copies::CopyState, names::LocationName, records::BackupRecord,
-};
+use sexton_shared::catalog::Versioned;
 
 use super::publish::{Jobs, Mark};
 use super::Worker;

@@ -6,12 +6,12 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use sexton_retention::breaker::BreakerLimits;
-use sexton_shared::{
+use sexton_model::{
     names::{ClusterName, LocationName, PlanName},
-    planning,
     records::ScheduleRecord,
 };
+use sexton_retention::breaker::BreakerLimits;
+use sexton_shared::planning;
 
 use super::Worker;
 use crate::binlog::{self, BinlogInput};
@@ -161,7 +161,7 @@ impl Worker {
             let objectives = sexton_shared::recovery::objectives_for(
                 at.schedules,
                 &plan.plan,
-                &sexton_shared::names::LocationName::primary(),
+                &sexton_model::names::LocationName::primary(),
             );
             if let Some(owned) = plan.decision.as_ref().filter(|_| plan.deletes()) {
                 let mut limits = self.envelope.limits(at.schedules, &plan.plan, at.now);
@@ -207,7 +207,7 @@ impl Worker {
             .iter()
             .filter(|schedule| schedule.plan == group.plan)
             .flat_map(|schedule| &schedule.copies);
-        let policy = sexton_shared::copies::copy_policy(rules, location);
+        let policy = sexton_model::copies::copy_policy(rules, location);
         // A location with a lock setting locks from the kept copies' reasons.
         let render = match at.render {
             Render::Run if self.location_locks.contains_key(location) => Render::RunWithPlan,
@@ -262,7 +262,7 @@ impl Worker {
             .filter(|schedule| schedule.plan == plan.plan)
             .flat_map(|schedule| &schedule.copies)
             .any(|rule| {
-                rule.to == *location && rule.select == sexton_shared::copies::CopySelect::Fulls
+                rule.to == *location && rule.select == sexton_model::copies::CopySelect::Fulls
             });
         if fulls_only {
             limits.stale_after = None;
@@ -305,8 +305,8 @@ type Archives = BTreeMap<LocationName, Vec<sexton_retention::BinlogSegment>>;
 /// The longest delay the copy rules of `plan`'s schedules give each location: a copy awaited
 /// there is lagging only once it is past it.
 fn copy_delays(
-    schedules: &[sexton_shared::records::ScheduleRecord],
-    plan: &sexton_shared::names::PlanName,
+    schedules: &[sexton_model::records::ScheduleRecord],
+    plan: &sexton_model::names::PlanName,
 ) -> std::collections::BTreeMap<String, chrono::TimeDelta> {
     let mut delays = std::collections::BTreeMap::new();
     for rule in schedules

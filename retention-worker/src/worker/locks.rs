@@ -10,13 +10,12 @@ use std::collections::HashMap;
 
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
-use sexton_retention::lock::{self, LockMode};
-use sexton_shared::{
-    catalog::CasError,
+use sexton_model::{
     names::{BackupId, ClusterName, LocationName},
-    object_store::ObjectStore,
     records::BackupRecord,
 };
+use sexton_retention::lock::{self, LockMode};
+use sexton_shared::{catalog::CasError, object_store::ObjectStore};
 
 use super::Worker;
 use crate::group_plan::GroupPlan;
@@ -279,7 +278,7 @@ fn objects_at(
     record: &BackupRecord,
     location: Option<&LocationName>,
 ) -> Option<Vec<(String, Option<String>)>> {
-    let pairs = |objects: &[sexton_shared::wire::ObjectDigest]| {
+    let pairs = |objects: &[sexton_model::wire::ObjectDigest]| {
         objects
             .iter()
             .map(|object| (object.key.clone(), object.version_id.clone()))

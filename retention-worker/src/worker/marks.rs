@@ -5,12 +5,14 @@
 //! to mark is decided elsewhere (the plan, [`super::run`]); the deleter does the deleting.
 
 use chrono::{DateTime, Utc};
-use sexton_shared::{
-    catalog::{CasError, Versioned},
+use sexton_model::{
     names::BackupId,
-    planning,
     records::{BackupRecord, BackupStatus},
     wire::{DecisionSummary, PartialSummary},
+};
+use sexton_shared::{
+    catalog::{CasError, Versioned},
+    planning,
 };
 
 use super::publish::{Jobs, Mark};

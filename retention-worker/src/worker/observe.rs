@@ -3,8 +3,9 @@
 //! run deletes, with the place's own log archive), and each recovery objective checked.
 
 use chrono::{DateTime, Utc};
+use sexton_model::names::LocationName;
 use sexton_retention::{BinlogSegment, Catalog};
-use sexton_shared::{names::LocationName, recovery::PassedTest};
+use sexton_shared::recovery::PassedTest;
 
 use super::Worker;
 use crate::decisions::RunDecision;

@@ -4,9 +4,8 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use sexton_shared::{
-    config::Config, names::LocationName, object_store::ObjectStore, service::Started, topology,
-};
+use sexton_model::names::LocationName;
+use sexton_shared::{config::Config, object_store::ObjectStore, service::Started, topology};
 
 use super::Worker;
 use crate::metrics::Metrics;

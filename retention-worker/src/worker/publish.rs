@@ -9,19 +9,16 @@ use std::collections::BTreeMap;
 use anyhow::Context as _;
 use chrono::{DateTime, Utc};
 use futures::TryStreamExt;
-use sexton_shared::{
-    catalog::Versioned,
-    channels,
+use sexton_model::{
     copies::CopyDeleteJob,
     names::{ClusterName, LocationName},
-    outcome::publish_incident,
     records::{BackupRecord, BackupStatus},
-    topology,
     wire::{
         self, BackupRetention, DecisionSummary, DeleteJob, Incident, MergeBackup, MergeJob,
         Message, PartialSummary,
     },
 };
+use sexton_shared::{catalog::Versioned, channels, outcome::publish_incident, topology};
 
 use super::Worker;
 use crate::binlog::{self, BinlogInput, IndexState};

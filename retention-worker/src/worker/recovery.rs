@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 
 use chrono::Utc;
+use sexton_model::names::LocationName;
 use sexton_shared::{
     api::{ApiError, ErrorCode, RecoveryRequest},
-    names::LocationName,
     Shutdown,
 };
 
@@ -56,7 +56,7 @@ impl Worker {
                 segments.insert(name.clone(), archive.segments());
             }
         }
-        let values: Vec<&sexton_shared::records::BackupRecord> =
+        let values: Vec<&sexton_model::records::BackupRecord> =
             records.iter().map(|r| &r.value).collect();
         let places = sexton_shared::recovery::places(
             &values,

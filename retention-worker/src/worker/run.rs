@@ -6,13 +6,13 @@
 //! [`super::publish`]; nothing here plans or writes the catalog directly.
 
 use chrono::{DateTime, Utc};
-use sexton_retention::Reason;
-use sexton_shared::{
-    audit::AuditBackup,
+use sexton_model::{
     names::ClusterName,
     records::BackupStatus,
     wire::{DecisionSummary, PartialSummary},
 };
+use sexton_retention::Reason;
+use sexton_shared::audit::AuditBackup;
 
 use super::groups::Places;
 use super::publish::Jobs;
@@ -382,7 +382,7 @@ impl Worker {
             for location in backup
                 .holds
                 .iter()
-                .filter_map(|hold| sexton_shared::copies::awaited_location(hold))
+                .filter_map(|hold| sexton_model::copies::awaited_location(hold))
             {
                 // Lagging only past the rule's delay: a delayed copy is not late.
                 let delay = group.copy_delays.get(location).copied().unwrap_or_default();
@@ -412,7 +412,7 @@ impl Worker {
             let proven = backups
                 .iter()
                 .filter(|b| b.status == BackupStatus::Completed)
-                .filter(|b| b.verification == sexton_shared::records::VerificationState::Verified)
+                .filter(|b| b.verification == sexton_model::records::VerificationState::Verified)
                 .filter_map(|b| b.completed_at)
                 .max();
             self.metrics

@@ -22,11 +22,11 @@
 
 use chrono::Utc;
 use serde_json::Value;
+use sexton_model::records::BackupRecord;
 use sexton_shared::{
     api::{reply_value, ApiError, ClusterForget, ClusterForgotten, ErrorCode},
     catalog::Versioned,
     planning,
-    records::BackupRecord,
 };
 
 use super::{

@@ -3,11 +3,11 @@
 
 use chrono::Utc;
 use serde_json::{json, Value};
+use sexton_model::records::{Backfill, MAX_BACKFILL_TICKS};
 use sexton_schedule::Timing;
 use sexton_shared::{
     api::{ApiError, ErrorCode, ScheduleBackfill},
     audit::Actor,
-    records::{Backfill, MAX_BACKFILL_TICKS},
 };
 
 use super::{invalid, Api};

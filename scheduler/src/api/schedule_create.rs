@@ -4,15 +4,17 @@
 
 use chrono::Utc;
 use serde_json::{json, Value};
+use sexton_model::{
+    names::ClusterName,
+    records::{
+        ClusterRecord, SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION,
+    },
+};
 use sexton_schedule::{Timing, TimingSpec};
 use sexton_shared::{
     api::{ApiError, ErrorCode, ScheduleSpec},
     audit::Actor,
     guard::PolicyEffect,
-    names::ClusterName,
-    records::{
-        ClusterRecord, SchedulePhase, ScheduleRecord, ScheduleStatus, RECORD_SCHEMA_VERSION,
-    },
 };
 
 use super::{describe, invalid, unavailable, Api};
@@ -249,7 +251,7 @@ impl Api {
         }
         let interval_days = sexton_shared::breaker::schedule_interval(record, Utc::now())
             .map(|interval| interval.num_seconds() as f64 / 86_400.0);
-        sexton_shared::copies::validate_copy_rules(&record.copies, interval_days)
+        sexton_model::copies::validate_copy_rules(&record.copies, interval_days)
             .map_err(invalid)?;
         if let Some(location) = record.verify.as_ref().and_then(|v| v.location.as_ref()) {
             if !record.copies.iter().any(|rule| rule.to == *location) {

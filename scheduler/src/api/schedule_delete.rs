@@ -23,13 +23,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
 use serde_json::Value;
+use sexton_model::{
+    names::{BackupId, ClusterName},
+    records::{BackupOwner, BackupRecord, DeleteRequest, ScheduleRecord},
+};
 use sexton_shared::{
     api::{reply_value, ApiError, ErrorCode, KeptRecord, ScheduleDelete, ScheduleDeleted},
     catalog::{CasError, Versioned},
-    channels,
-    names::{BackupId, ClusterName},
-    planning,
-    records::{BackupOwner, BackupRecord, DeleteRequest, ScheduleRecord},
+    channels, planning,
 };
 
 use super::{unavailable, Api};

@@ -5,11 +5,9 @@
 use chrono::Utc;
 use futures::StreamExt as _;
 use serde_json::{json, Value};
+use sexton_model::records::{RetentionStatus, ScheduleRecord};
 use sexton_schedule::Timing;
-use sexton_shared::{
-    api::{ApiError, ByName, LastSkip, ListFilter, ScheduleDescription, TimingView},
-    records::{RetentionStatus, ScheduleRecord},
-};
+use sexton_shared::api::{ApiError, ByName, LastSkip, ListFilter, ScheduleDescription, TimingView};
 
 use super::{unavailable, Api};
 use crate::timers;
@@ -30,7 +28,7 @@ impl Api {
     async fn with_retention(
         &self,
         described: &mut Value,
-        cluster: &sexton_shared::names::ClusterName,
+        cluster: &sexton_model::names::ClusterName,
     ) -> Result<(), ApiError> {
         if let Some(status) = self.retention_status(cluster).await? {
             described["retention"] = json!(status);
@@ -42,7 +40,7 @@ impl Api {
     /// (said in the log), not made up.
     async fn retention_status(
         &self,
-        cluster: &sexton_shared::names::ClusterName,
+        cluster: &sexton_model::names::ClusterName,
     ) -> Result<Option<RetentionStatus>, ApiError> {
         let body = sexton_shared::leader_read::value(&self.retention_status, cluster.as_str())
             .await

@@ -1,10 +1,10 @@
 //! `schedule.pause` and `schedule.unpause`.
 
 use serde_json::Value;
+use sexton_model::records::SchedulePhase;
 use sexton_shared::{
     api::{ApiError, ByName, Unpause},
     audit::Actor,
-    records::SchedulePhase,
 };
 
 use super::Api;

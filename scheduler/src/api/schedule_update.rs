@@ -13,14 +13,16 @@ use std::collections::BTreeMap;
 
 use chrono::Utc;
 use serde_json::{json, Value};
+use sexton_model::{
+    copies::{copy_policy, CopyRule},
+    names::LocationName,
+    records::{BackupRecord, Policy, SchedulePhase, ScheduleRecord},
+};
 use sexton_shared::{
     api::{ApiError, ScheduleUpdate},
     audit::Actor,
-    copies::{copy_policy, CopyRule},
     guard::{self, PolicyEffect},
-    names::LocationName,
     planning,
-    records::{BackupRecord, Policy, SchedulePhase, ScheduleRecord},
 };
 
 use super::{check_timing, describe, five_field_form, invalid, unavailable, Api};

@@ -5,10 +5,10 @@
 //! client that reads the audit after an answer finds its request there.
 
 use serde_json::Value;
+use sexton_model::records::{BackupRecord, ScheduleRecord};
 use sexton_shared::{
     api::ApiError,
     audit::{self, Actor, AuditBackup, AuditEvent},
-    records::{BackupRecord, ScheduleRecord},
 };
 
 use super::Api;

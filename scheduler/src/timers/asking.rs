@@ -4,12 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use sexton_retention::{FullEvery, KindReason};
-use sexton_shared::{
+use sexton_model::{
     names::{BackupId, ClusterName, PlanName, ScheduleName},
     records::{BackupKind, ScheduleRecord},
     wire::DueVolume,
 };
+use sexton_retention::{FullEvery, KindReason};
 
 /// What a due-backup event names: the schedule and what it backs up.
 pub struct Target<'a> {
@@ -142,7 +142,7 @@ pub(super) fn merging(record: &ScheduleRecord) -> bool {
 /// merged, never a reason for a new full). A forced delete goes at once, so it still does.
 pub(super) fn cadence_input(
     target: &Target<'_>,
-    record: &sexton_shared::records::BackupRecord,
+    record: &sexton_model::records::BackupRecord,
 ) -> sexton_retention::BackupRecord {
     let mut backup = record.to_engine();
     if target.merging
@@ -188,7 +188,7 @@ mod tests {
             last_backup_failed: false,
         };
         let record = |id: &str, parent: Option<&str>, minute: i64, force: Option<bool>| {
-            let mut record: sexton_shared::records::BackupRecord =
+            let mut record: sexton_model::records::BackupRecord =
                 serde_json::from_value(serde_json::json!({
                     "id": id, "uid": format!("u-{id}"), "cluster": "c1", "plan": "p",
                     "schedule": "app", "backup_name": "app", "kind": "full",
@@ -205,7 +205,7 @@ mod tests {
                     vec![format!("backups/c1/app/{id}/pv1")],
                 ),
             }];
-            record.delete_request = force.map(|force| sexton_shared::records::DeleteRequest {
+            record.delete_request = force.map(|force| sexton_model::records::DeleteRequest {
                 requested_at: Utc::now(),
                 remote: true,
                 force,

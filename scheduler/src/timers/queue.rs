@@ -13,15 +13,15 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use sexton_retention::FullEvery;
-use sexton_schedule::{
-    Action, Decision, Explanation, Reason, ScheduleDoc, ScheduleState, Timing, TimingSpec,
-};
-use sexton_shared::{
+use sexton_model::{
     names::{BackupId, ClusterName, PlanName, ScheduleName},
     records::{
         Backfill, InFlight, OverlapPolicy, SchedulePhase, ScheduleRecord, IN_FLIGHT_STALE_AFTER,
     },
+};
+use sexton_retention::FullEvery;
+use sexton_schedule::{
+    Action, Decision, Explanation, Reason, ScheduleDoc, ScheduleState, Timing, TimingSpec,
 };
 
 use super::asking::{merging, Target};

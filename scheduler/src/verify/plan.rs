@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use sexton_schedule::CronSpec;
-use sexton_shared::{
+use sexton_model::{
     copies::CopyState,
     digest,
     keys::StoreRef,
@@ -14,6 +13,7 @@ use sexton_shared::{
     records::{BackupRecord, BackupStatus, VerifyPick},
     wire::{self, VerifyBackup, VerifyDue, VerifyObject, VerifyReplay},
 };
+use sexton_schedule::CronSpec;
 
 /// The request id of a schedule's test at `tick`: `<schedule>-<YYYYMMDDhhmmss>`.
 pub fn request_id(schedule: &ScheduleName, tick: DateTime<Utc>) -> String {
@@ -124,7 +124,7 @@ pub fn chain_of<'a>(
 pub(crate) fn parents(record: &BackupRecord) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     if record.volumes.is_empty() {
-        if record.kind == sexton_shared::records::BackupKind::Incremental {
+        if record.kind == sexton_model::records::BackupKind::Incremental {
             out.extend(record.parent.as_ref().map(|p| p.to_string()));
         }
     } else {

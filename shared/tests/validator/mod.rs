@@ -58,9 +58,9 @@ pub type Accepts = fn(&str) -> bool;
 pub fn patterns() -> Vec<(&'static str, Accepts)> {
     vec![
         (NAME_PATTERN, |t| {
-            sexton_shared::names::check_name("name", t).is_ok()
+            sexton_model::names::check_name("name", t).is_ok()
         }),
-        (SHA256_PATTERN, sexton_shared::digest::is_sha256_hex),
+        (SHA256_PATTERN, sexton_model::digest::is_sha256_hex),
         (SPAN_PATTERN, |t| sexton_schedule::Span::parse(t).is_ok()),
         (CALENDAR_DURATION_PATTERN, |t| {
             sexton_retention::CalendarDuration::parse(t).is_ok()
@@ -72,7 +72,7 @@ pub fn patterns() -> Vec<(&'static str, Accepts)> {
             sexton_retention::GracePeriod::parse(t).is_ok()
         }),
         (TIMEOUT_PATTERN, |t| {
-            serde_json::from_value::<sexton_shared::records::VerifyTimeout>(json!(t)).is_ok()
+            serde_json::from_value::<sexton_model::records::VerifyTimeout>(json!(t)).is_ok()
         }),
         (DIGITS_PATTERN, |t| {
             sexton_retention::FullEvery::try_from(json!(t)).is_ok()

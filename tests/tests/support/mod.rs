@@ -8,14 +8,16 @@ use std::{collections::BTreeSet, time::Duration};
 use async_nats::jetstream::{self, message::PublishMessage};
 use chrono::{DateTime, FixedOffset};
 use serde_json::{json, Value};
+use sexton_model::{
+    names::ClusterName,
+    records::BackupStatus,
+    wire::{self, BinlogGcJob, Report, ReportStatus},
+};
 use sexton_shared::{
     binlog::{self, store, IndexSegment},
     catalog::Catalog,
-    names::ClusterName,
     object_store::ObjectStore,
-    records::BackupStatus,
     topology,
-    wire::{self, BinlogGcJob, Report, ReportStatus},
 };
 use sexton_tests::*;
 
@@ -121,9 +123,9 @@ pub fn completed_report(cluster: &str, plan: &str, schedule: &str, backup: &Back
         backup_name: schedule.into(),
         status: ReportStatus::Completed,
         kind: if backup.full {
-            sexton_shared::records::BackupKind::Full
+            sexton_model::records::BackupKind::Full
         } else {
-            sexton_shared::records::BackupKind::Incremental
+            sexton_model::records::BackupKind::Incremental
         },
         parent: backup.parent.as_ref().map(|p| p.parse().unwrap()),
         started_at: Some(backup.started),

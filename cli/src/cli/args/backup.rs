@@ -226,7 +226,7 @@ fn parse_hold_reason(text: &str) -> Result<String, String> {
 
 /// A `--location` name, checked as the services check it.
 fn parse_location(text: &str) -> Result<String, String> {
-    sexton_shared::names::LocationName::new(text)
+    sexton_model::names::LocationName::new(text)
         .map(|_| text.to_string())
         .map_err(|err| err.to_string())
 }

@@ -69,7 +69,7 @@ impl ExecArgs {
         let cluster = self
             .cluster
             .as_deref()
-            .map(sexton_shared::names::ClusterName::new)
+            .map(sexton_model::names::ClusterName::new)
             .transpose()
             .map_err(|err| Failure::input(format!("--cluster: {err}")))?;
         let (durable, merge_durable, verify_durable) =

@@ -318,7 +318,7 @@ pub struct UpdateArgs {
     /// Replaces the recovery objectives at primary, as JSON (docs/recovery.md):
     /// {"rpo": "1h", "window": "30d", "tested_within": "7d"}.
     #[arg(long, value_parser = parse_objectives, conflicts_with = "no_objectives")]
-    pub objectives: Option<sexton_shared::objectives::Objectives>,
+    pub objectives: Option<sexton_model::objectives::Objectives>,
     /// Removes the recovery objectives.
     #[arg(long)]
     pub no_objectives: bool,
@@ -476,7 +476,7 @@ pub struct CreateArgs {
     /// Recovery objectives at primary, as JSON (docs/recovery.md; a copy rule takes its own):
     /// {"rpo": "1h", "window": "30d", "tested_within": "7d"}.
     #[arg(long, value_parser = parse_objectives)]
-    pub objectives: Option<sexton_shared::objectives::Objectives>,
+    pub objectives: Option<sexton_model::objectives::Objectives>,
     /// Go ahead although the policy deletes backups of the group kept now (shown first).
     #[arg(long)]
     pub yes: bool,

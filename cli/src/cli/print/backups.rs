@@ -3,10 +3,8 @@
 
 use chrono::Utc;
 use serde_json::Value;
-use sexton_shared::{
-    api::BackupDescription,
-    records::{Verification, VerificationState},
-};
+use sexton_model::records::{Verification, VerificationState};
+use sexton_shared::api::BackupDescription;
 
 use super::{print_table, shown};
 
@@ -214,7 +212,7 @@ fn verified_cell(record: &Value, now: chrono::DateTime<Utc>) -> String {
 
 /// Where a backup's copies stand (issue 28): each location a copy rule sends it to, copied
 /// (when) or awaiting its copy (the backup is held at its source meanwhile); `-` for none.
-fn copies_text(backup: &sexton_shared::records::BackupRecord) -> String {
+fn copies_text(backup: &sexton_model::records::BackupRecord) -> String {
     let mut parts: Vec<String> = backup
         .copies
         .iter()
@@ -223,7 +221,7 @@ fn copies_text(backup: &sexton_shared::records::BackupRecord) -> String {
                 .copied_at
                 .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
             match copy.state {
-                sexton_shared::copies::CopyState::Copied => {
+                sexton_model::copies::CopyState::Copied => {
                     let mut text = format!("{location}: copied {at}");
                     if let Some(class) = &copy.storage_class {
                         text.push_str(&format!(" in {class}"));
@@ -237,7 +235,7 @@ fn copies_text(backup: &sexton_shared::records::BackupRecord) -> String {
                     }
                     text
                 }
-                sexton_shared::copies::CopyState::Deleted => format!(
+                sexton_model::copies::CopyState::Deleted => format!(
                     "{location}: deleted {} ({})",
                     copy.deleted_at.map_or_else(
                         || "-".to_string(),
@@ -245,11 +243,11 @@ fn copies_text(backup: &sexton_shared::records::BackupRecord) -> String {
                     ),
                     copy.delete_reasons.join("; ")
                 ),
-                sexton_shared::copies::CopyState::Skipped => format!(
+                sexton_model::copies::CopyState::Skipped => format!(
                     "{location}: skipped {at} (its policy there would not keep it: {})",
                     copy.delete_reasons.join("; ")
                 ),
-                sexton_shared::copies::CopyState::Missing => format!(
+                sexton_model::copies::CopyState::Missing => format!(
                     "{location}: missing (copied {at}; {})",
                     copy.problems.join("; ")
                 ),
@@ -319,7 +317,7 @@ fn in_parentheses(reasons: &[String]) -> String {
 
 /// Until when each place's objects of the backup are under S3 Object Lock, one place after
 /// another (issue 50: `locked: -` while the copy at dr was locked).
-fn locked_text(backup: &sexton_shared::records::BackupRecord) -> String {
+fn locked_text(backup: &sexton_model::records::BackupRecord) -> String {
     let at =
         |until: chrono::DateTime<Utc>| until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mut places: Vec<String> = Vec::new();
@@ -344,7 +342,7 @@ mod tests {
 
     #[test]
     fn copies_say_where_a_backup_lives_and_what_it_awaits() {
-        let mut record: sexton_shared::records::BackupRecord =
+        let mut record: sexton_model::records::BackupRecord =
             serde_json::from_value(serde_json::json!({
                 "id": "b1", "uid": "u1", "cluster": "c1", "plan": "p", "backup_name": "s",
                 "kind": "full", "status": "completed", "copy_to": ["dr", "vault"],
@@ -355,7 +353,7 @@ mod tests {
             copies_text(&record),
             "dr: copied 2026-03-01T00:00:00Z, vault: awaiting copy (held at primary until copied)"
         );
-        let dr = sexton_shared::names::LocationName::new("dr").unwrap();
+        let dr = sexton_model::names::LocationName::new("dr").unwrap();
         let copy = record.copies.get_mut(&dr).unwrap();
         copy.storage_class = Some("STANDARD_IA".into());
         copy.verification = Some(
@@ -376,7 +374,7 @@ mod tests {
 
     #[test]
     fn locks_are_said_place_by_place() {
-        let mut record: sexton_shared::records::BackupRecord =
+        let mut record: sexton_model::records::BackupRecord =
             serde_json::from_value(serde_json::json!({
                 "id": "b1", "uid": "u1", "cluster": "c1", "plan": "p", "backup_name": "s",
                 "kind": "full", "status": "completed",

@@ -53,8 +53,8 @@ pub(in crate::cli) fn print_runs(runs: &[sexton_schedule::PlannedRun], zone: chr
 
 /// How the cluster's retention runs are going, in a line: when the last one decided, or since
 /// when they fail or are held, how many, and why.
-fn retention_line(status: &sexton_shared::records::RetentionStatus) -> String {
-    use sexton_shared::records::RetentionOutcome;
+fn retention_line(status: &sexton_model::records::RetentionStatus) -> String {
+    use sexton_model::records::RetentionOutcome;
     let ago = |at: chrono::DateTime<chrono::Utc>| {
         format!(
             "{} ({} ago)",
@@ -313,7 +313,7 @@ impl PlannedRunView {
 
 /// One copy rule in a line: `to dr: keep_last=5; selects all; after 1h; in STANDARD_IA, to
 /// GLACIER after 30 days; objectives rpo=1h`.
-fn copy_rule_text(rule: &sexton_shared::copies::CopyRule) -> String {
+fn copy_rule_text(rule: &sexton_model::copies::CopyRule) -> String {
     let mut parts = vec![
         format!("to {}: {}", rule.to, shown(&rule.policy).replace(',', ", ")),
         format!("selects {}", shown(&rule.select)),
@@ -371,7 +371,7 @@ mod tests {
 
     #[test]
     fn a_copy_rule_is_said_whole() {
-        let rule: sexton_shared::copies::CopyRule = serde_json::from_value(serde_json::json!({
+        let rule: sexton_model::copies::CopyRule = serde_json::from_value(serde_json::json!({
             "to": "dr", "policy": {"keep_last": 5}, "select": "fulls", "delay": "1h",
             "storage_class": "STANDARD_IA",
             "transitions": [{"after_days": 30, "storage_class": "GLACIER"}],
@@ -381,7 +381,7 @@ mod tests {
             super::copy_rule_text(&rule),
             "to dr: keep_last=5; selects fulls; after 1h; in STANDARD_IA, to GLACIER after 30 days"
         );
-        let rule: sexton_shared::copies::CopyRule =
+        let rule: sexton_model::copies::CopyRule =
             serde_json::from_value(serde_json::json!({"to": "vault", "policy": {"keep_daily": 7}}))
                 .unwrap();
         assert_eq!(

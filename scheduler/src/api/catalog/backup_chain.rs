@@ -4,10 +4,8 @@
 //! recorded. Read-only: the caller downloads and checks.
 
 use serde_json::Value;
-use sexton_shared::{
-    api::{ApiError, ChainRequest, ErrorCode, RestoreChain},
-    records::BackupRecord,
-};
+use sexton_model::records::BackupRecord;
+use sexton_shared::api::{ApiError, ChainRequest, ErrorCode, RestoreChain};
 use std::collections::BTreeMap;
 
 use crate::api::{invalid, Api};

@@ -11,11 +11,11 @@
 
 use chrono::Utc;
 use serde_json::Value;
+use sexton_model::records::{BackupRecord, DeleteRequest, ScheduleRecord};
 use sexton_shared::{
     api::{reply_value, ApiError, BackupDelete, BackupDeleted, DeleteAction, ErrorCode},
     catalog::CasError,
     planning::{self, UserDelete},
-    records::{BackupRecord, DeleteRequest, ScheduleRecord},
 };
 
 use crate::api::{invalid, unavailable, Api};
@@ -68,7 +68,7 @@ fn primary_group<'s>(
 }
 
 /// Where a record-only delete leaves a backup's objects, and how the record comes back.
-fn objects_kept(prefix: &str, target: &sexton_shared::records::BackupRecord) -> String {
+fn objects_kept(prefix: &str, target: &sexton_model::records::BackupRecord) -> String {
     let copies: Vec<&str> = target
         .copies
         .iter()
@@ -248,7 +248,7 @@ impl Api {
                 return Err(invalid(format!("refused: {why}")));
             }
             let remote = remote_cleanup(&request, target, &state.schedules);
-            let ids = |list: &[String]| -> Vec<sexton_shared::names::BackupId> {
+            let ids = |list: &[String]| -> Vec<sexton_model::names::BackupId> {
                 list.iter().filter_map(|id| id.parse().ok()).collect()
             };
             let reply = reply_value(BackupDeleted {
@@ -339,9 +339,9 @@ impl Api {
     async fn copy_delete(
         &self,
         request: BackupDelete,
-        location: sexton_shared::names::LocationName,
+        location: sexton_model::names::LocationName,
     ) -> Result<Value, ApiError> {
-        use sexton_shared::copies::CopyState;
+        use sexton_model::copies::CopyState;
         if request.force || request.remote {
             return Err(invalid(
                 "--force and --remote are for the backup itself; a copy at a location is \

@@ -5,13 +5,13 @@
 
 use chrono::Utc;
 use serde_json::Value;
+use sexton_model::names::LocationName;
 use sexton_retention::Reason;
 use sexton_shared::{
     api::{
         reply_value, ApiError, BackupDescription, BackupRef, RestorablePlace, RetentionVerdict,
         VolumeFate,
     },
-    names::LocationName,
     planning,
 };
 
@@ -75,10 +75,10 @@ impl Api {
                 .filter(|r| r.value.plan == record.plan)
                 .filter_map(|r| r.value.to_engine_at(location))
                 .collect();
-            let policy = sexton_shared::copies::copy_policy(rules.iter().copied(), location);
+            let policy = sexton_model::copies::copy_policy(rules.iter().copied(), location);
             let (verdict, reasons, _, _) = verdict_of(record, group, policy, now);
             let (verdict, reasons) = match copy.state {
-                sexton_shared::copies::CopyState::Copied => (verdict, reasons),
+                sexton_model::copies::CopyState::Copied => (verdict, reasons),
                 state => (state.as_str(), copy.delete_reasons.clone()),
             };
             copies_retention.insert(
@@ -117,7 +117,7 @@ impl Api {
             })
             .collect();
         // Where a restore can read it: the backup and every link of its chain whole there.
-        let by_id: std::collections::BTreeMap<&str, &sexton_shared::records::BackupRecord> = state
+        let by_id: std::collections::BTreeMap<&str, &sexton_model::records::BackupRecord> = state
             .records
             .iter()
             .map(|r| (r.value.id.as_str(), &r.value))
@@ -159,9 +159,9 @@ impl Api {
 /// The verdict of the plan `policy` (or why there is none) makes over `group` about `record`:
 /// the verdict word, the reasons, the volumes kept and deleted.
 fn verdict_of(
-    record: &sexton_shared::records::BackupRecord,
+    record: &sexton_model::records::BackupRecord,
     group: Vec<sexton_retention::BackupRecord>,
-    policy: Result<&sexton_shared::records::Policy, String>,
+    policy: Result<&sexton_model::records::Policy, String>,
     now: chrono::DateTime<Utc>,
 ) -> (
     &'static str,

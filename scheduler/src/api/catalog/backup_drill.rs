@@ -9,12 +9,12 @@
 
 use chrono::Utc;
 use serde_json::Value;
-use sexton_shared::{
-    api::{ApiError, DrillAsked, DrillRequest, ErrorCode},
+use sexton_model::{
     names::{LocationName, PlanName},
     records::BackupRecord,
     wire::VerifyReplay,
 };
+use sexton_shared::api::{ApiError, DrillAsked, DrillRequest, ErrorCode};
 
 use crate::api::{invalid, unavailable, Api};
 

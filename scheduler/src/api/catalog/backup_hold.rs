@@ -7,10 +7,10 @@
 //! no rule keeps goes promptly.
 
 use serde_json::{json, Value};
+use sexton_model::records::{BackupRecord, BackupStatus};
 use sexton_shared::{
     api::{ApiError, BackupHold, ErrorCode, MAX_HOLDS},
     catalog::{CasError, Versioned},
-    records::{BackupRecord, BackupStatus},
 };
 
 use crate::api::{backup_not_found, unavailable, Api};

@@ -2,7 +2,7 @@
 //! test of one backup now, outside any schedule's `verify` cron. The same path as a scheduled
 //! test ([`crate::verify::Verifier::ask`]): the event with its chain, the backup held until the
 //! verdict or the deadline. Refused for a backup the place tested does not hold whole
-//! ([`sexton_shared::records::BackupRecord::restorable_at`]), or one already under test.
+//! ([`sexton_model::records::BackupRecord::restorable_at`]), or one already under test.
 
 use chrono::Utc;
 use serde_json::Value;
@@ -77,7 +77,7 @@ pub(super) fn asked_request_id(kind: &str, now: chrono::DateTime<Utc>) -> String
 pub(super) fn answer(
     asked: Option<crate::verify::Asked>,
     request_id: String,
-    id: &sexton_shared::names::BackupId,
+    id: &sexton_model::names::BackupId,
 ) -> VerifyAsked {
     match asked {
         Some(asked) => VerifyAsked {

@@ -15,17 +15,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::Utc;
 use serde_json::Value;
+use sexton_model::{
+    copies::destination_key, keys::StoreRef, names::LocationName, records::BackupRecord,
+    wire::ObjectDigest,
+};
 use sexton_shared::{
     api::{
         AdoptRefusal, AdoptReport, AdoptRequest, Adopted, ApiError, ErrorCode, Stranded,
         StrandedGroup, StrandedRequest,
     },
     catalog::{CasError, Versioned},
-    copies::destination_key,
-    keys::StoreRef,
-    names::LocationName,
-    records::BackupRecord,
-    wire::ObjectDigest,
 };
 
 use crate::api::{invalid, unavailable, Api};
@@ -446,8 +445,8 @@ mod tests {
         let dr: LocationName = "dr".parse().unwrap();
         let (from, here) = (store("dr-old", "old"), store("dr-new", "dr"));
         let mut entry = record("b1", None);
-        let mut copy = sexton_shared::copies::LocationCopy::new(
-            sexton_shared::copies::CopyState::Copied,
+        let mut copy = sexton_model::copies::LocationCopy::new(
+            sexton_model::copies::CopyState::Copied,
             Utc::now(),
         );
         copy.objects = entry.value.objects.clone();
@@ -474,7 +473,7 @@ mod tests {
         let primary = store("b", "old");
         assert!(adopted_record(&entry, &claim("b1", &keys), None, &from, &primary).is_err());
         // A copy the location no longer holds is nowhere.
-        entry.value.copies.get_mut(&dr).unwrap().state = sexton_shared::copies::CopyState::Deleted;
+        entry.value.copies.get_mut(&dr).unwrap().state = sexton_model::copies::CopyState::Deleted;
         assert!(
             adopted_record(&entry, &claim("b1", &keys), Some(&dr), &from, &here)
                 .unwrap_err()

@@ -23,17 +23,19 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sexton_shared::{
-    api::ApiError,
-    catalog::{CasError, Lookup},
-    channels,
+use sexton_model::{
     copies::{CopyState, LocationCopy},
     digest,
     metadata::{self, BackupMetadata},
     names::{BackupId, ClusterName, LocationName},
-    object_store::ObjectStore,
     records::{BackupRecord, BackupStatus, RECORD_SCHEMA_VERSION},
     wire::{ObjectDigest, ReportStatus},
+};
+use sexton_shared::{
+    api::ApiError,
+    catalog::{CasError, Lookup},
+    channels,
+    object_store::ObjectStore,
 };
 
 use crate::api::{invalid, unavailable, Api};
@@ -195,7 +197,7 @@ pub fn record_from(
         size_bytes: Some(objects.iter().map(|o| o.size).sum()),
         objects,
         seen_at: Some(now),
-        volumes: sexton_shared::records::volume_artifacts(&document.volumes),
+        volumes: sexton_model::records::volume_artifacts(&document.volumes),
         labels: document.labels.clone(),
         tags: document.tags.clone(),
         legal_hold: false,
@@ -293,7 +295,7 @@ impl Api {
         // directories are judged under the primary's keys (the ones metadata.json names).
         let to_primary = |key: String| match &req.from {
             None => Some(key),
-            Some(_) => sexton_shared::copies::destination_key(store.prefix(), primary_prefix, &key),
+            Some(_) => sexton_model::copies::destination_key(store.prefix(), primary_prefix, &key),
         };
         Ok(directories(
             &self.store.cluster_prefix(cluster),
@@ -418,7 +420,7 @@ impl Api {
     fn read_key(&self, import: &Import<'_>, metadata_key: &str) -> Result<String, ApiError> {
         match &import.req.from {
             None => Ok(metadata_key.to_string()),
-            Some(_) => sexton_shared::copies::destination_key(
+            Some(_) => sexton_model::copies::destination_key(
                 &self.config.s3.prefix,
                 import.store.prefix(),
                 metadata_key,
@@ -640,7 +642,7 @@ fn held_only_at(
         .objects
         .iter()
         .filter_map(|object| {
-            let key = sexton_shared::copies::destination_key(
+            let key = sexton_model::copies::destination_key(
                 primary_prefix,
                 location_prefix,
                 &object.key,
@@ -720,7 +722,7 @@ mod tests {
         let key = format!("{PREFIX}s/b1/metadata.json");
         let now = Utc::now();
         let record = record_from(&cluster, &dir, &key, &body, now).unwrap();
-        assert_eq!(record.kind, sexton_shared::records::BackupKind::Incremental);
+        assert_eq!(record.kind, sexton_model::records::BackupKind::Incremental);
         assert_eq!(record.parent.as_ref().map(|p| p.as_str()), Some("b0"));
         assert_eq!(record.status, BackupStatus::Completed);
         assert_eq!(record.tags, ["manual"]);
