@@ -36,8 +36,14 @@ pub struct Imported {
 
 /// Reads `text`, printed by the tool named in `spec` (`pgbackrest` or `barman`).
 pub fn read(tool: &str, text: &str) -> Result<Imported, String> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|err| format!("{tool}: not valid JSON: {err}"))?;
+    let value: Value = serde_json::from_str(text).map_err(|err| {
+        let hint = match tool {
+            "pgbackrest" => " (print it with `pgbackrest info --stanza=NAME --output=json`; the text form is not read)",
+            "barman" => " (print it with `barman list-backups SERVER --format json`; the text form is not read)",
+            _ => "",
+        };
+        format!("{tool}: not valid JSON: {err}{hint}")
+    })?;
     match tool {
         "pgbackrest" => pgbackrest(&value),
         "barman" => barman(&value),
@@ -542,6 +548,16 @@ mod tests {
         };
         for (tool, text, says) in [
             ("pgbackrest", "not json".to_string(), "not valid JSON"),
+            (
+                "pgbackrest",
+                "stanza: main\n    status: ok".to_string(),
+                "--output=json",
+            ),
+            (
+                "barman",
+                "Server main:".to_string(),
+                "--format json",
+            ),
             ("pgbackrest", "{}".to_string(), "expected the array"),
             ("pgbackrest", "[]".to_string(), "no stanza"),
             (

@@ -213,9 +213,19 @@ fn barman(settings: &str) -> Result<Parts, String> {
         .map(str::trim)
         .filter(|i| !i.is_empty())
     {
-        let (key, value) = item
-            .split_once('=')
-            .ok_or_else(|| format!("barman: {item:?} is not key = value"))?;
+        // A bare policy (`barman:'REDUNDANCY 2'`) is what `retention_policy` says: nothing
+        // else in barman.conf reads as one.
+        let bare_policy = {
+            let upper = item.to_ascii_uppercase();
+            !item.contains('=')
+                && (upper.starts_with("REDUNDANCY ") || upper.starts_with("RECOVERY WINDOW "))
+        };
+        let (key, value) = if bare_policy {
+            ("retention_policy", item)
+        } else {
+            item.split_once('=')
+                .ok_or_else(|| format!("barman: {item:?} is not key = value"))?
+        };
         let (key, value) = (key.trim(), value.trim());
         match key {
             "retention_policy" => {
@@ -410,6 +420,12 @@ mod tests {
             json("barman:retention_policy=RECOVERY WINDOW OF 4 WEEKS"),
             r#"{"recovery_window":"28d"}"#
         );
+        // The policy alone, as barman prints it, is retention_policy.
+        assert_eq!(json("barman:REDUNDANCY 2"), r#"{"keep_full":2}"#);
+        assert_eq!(
+            json("barman:recovery window of 2 weeks, minimum_redundancy=1"),
+            r#"{"minimum_redundancy":1,"recovery_window":"14d"}"#
+        );
         let months = translate("barman:retention_policy=recovery window of 12 months").unwrap();
         assert_eq!(months.json.to_string(), r#"{"recovery_window":"372d"}"#);
         assert!(months.notes[0].contains("31 days"), "{:?}", months.notes);
@@ -434,7 +450,7 @@ mod tests {
             ),
             ("barman:retention_policy=KEEP ALL", "expected REDUNDANCY N"),
             ("barman:backup_method=rsync", "not a retention key"),
-            ("barman:REDUNDANCY 2", "not key = value"),
+            ("barman:minimum_redundancy 2", "not key = value"),
         ] {
             let got = json(bad);
             assert!(got.contains(said), "{bad}: {got}");
