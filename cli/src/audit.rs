@@ -41,7 +41,6 @@ pub async fn read(client: &async_nats::Client, query: &Query) -> anyhow::Result<
         deliver_policy,
     )
     .await
-    .map_err(|err| anyhow::anyhow!(err))
     .context("reading the audit stream")?;
     let mut pending = consumer.cached_info().num_pending;
     let mut entries = Vec::new();

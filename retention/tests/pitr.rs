@@ -30,7 +30,12 @@ fn day() -> DateTime<FixedOffset> {
 /// Segment `k` holds the events of six hours from the day before at 18:00: segment 1 is
 /// 00:00–06:00 of the first day, 5 of the second, 9 of the third.
 fn segments() -> Vec<BinlogSegment> {
-    (0..13)
+    segments_to(13)
+}
+
+/// Segments 0 to `n - 1`, six hours each, without a gap, from the day before at 18:00.
+fn segments_to(n: i64) -> Vec<BinlogSegment> {
+    (0..n)
         .map(|k| {
             let first = day() - Duration::hours(6) + Duration::hours(6 * k);
             BinlogSegment {
@@ -351,16 +356,7 @@ fn keep_diff_keeps_the_newest_differentials_of_the_kept_full_chains() {
 fn a_standalone_hold_on_the_window_base_never_shrinks_the_window() {
     // Fulls daily at 00:10–00:40 from 2024-03-01; segments of six hours, without a gap, from
     // 2024-02-29T18:00 to 2024-03-05T00:00 (segment k starts 6k hours after the first).
-    let segments: Vec<BinlogSegment> = (0..21)
-        .map(|k| {
-            let first = day() - Duration::hours(6) + Duration::hours(6 * k);
-            BinlogSegment {
-                key: key(k),
-                first_event: Some(first),
-                last_event: Some(first + Duration::hours(6)),
-            }
-        })
-        .collect();
+    let segments = segments_to(21);
     let backups = |hold_on_base: bool| {
         let base = full("F1", 1);
         vec![
@@ -436,16 +432,7 @@ fn under_pitr_full_a_standalone_hold_on_the_window_base_never_shrinks_the_window
             full("F0", 0),
         ]
     };
-    let segments: Vec<BinlogSegment> = (0..21)
-        .map(|k| {
-            let first = day() - Duration::hours(6) + Duration::hours(6 * k);
-            BinlogSegment {
-                key: key(k),
-                first_event: Some(first),
-                last_event: Some(first + Duration::hours(6)),
-            }
-        })
-        .collect();
+    let segments = segments_to(21);
     // The window is 2024-03-02T12:00..2024-03-04T12:00: F1 (03-02 00:40) is the newest before.
     let now = utc("2024-03-04T12:00:00Z");
     let rules = policy(r#"{"recovery_window": "2d", "pitr_full": 3}"#);

@@ -108,15 +108,8 @@ pub(crate) async fn record_merge(
         if !updated.tags.iter().any(|t| t == "synthetic-full") {
             updated.tags.push("synthetic-full".into());
         }
-        // The consolidated objects must be in the bucket before the sources may go.
-        let seen = match merged_objects(gate, report).await {
-            Ok(seen) => seen,
-            Err(outcome) => return outcome,
-        };
-        updated.objects = with_seen(&record.objects, &seen);
-        updated.seen_at = Some(Utc::now());
-        if let Some(total) = size_of_objects(&updated) {
-            updated.size_bytes = Some(total);
+        if let Err(outcome) = see_merged_objects(gate, report, record, &mut updated).await {
+            return outcome;
         }
         match catalog.update(&updated, current.revision).await {
             Ok(_) => {
@@ -257,15 +250,8 @@ pub(crate) async fn record_volume_merge(
         if !updated.tags.contains(&tag) {
             updated.tags.push(tag);
         }
-        // The consolidated objects must be in the bucket before the sources may go.
-        let seen = match merged_objects(gate, report).await {
-            Ok(seen) => seen,
-            Err(outcome) => return outcome,
-        };
-        updated.objects = with_seen(&record.objects, &seen);
-        updated.seen_at = Some(Utc::now());
-        if let Some(total) = size_of_objects(&updated) {
-            updated.size_bytes = Some(total);
+        if let Err(outcome) = see_merged_objects(gate, report, record, &mut updated).await {
+            return outcome;
         }
         match catalog.update(&updated, current.revision).await {
             Ok(_) => {
@@ -278,6 +264,23 @@ pub(crate) async fn record_volume_merge(
         }
     }
     Ok(Outcome::RetryAfter(Duration::from_millis(500)))
+}
+
+/// The consolidated objects must be in the bucket before the sources may go: `updated` names
+/// them as seen now, with their total size, or the report's outcome says why not.
+async fn see_merged_objects(
+    gate: &intake::Intake,
+    report: &Report,
+    record: &BackupRecord,
+    updated: &mut BackupRecord,
+) -> Result<(), anyhow::Result<Outcome>> {
+    let seen = merged_objects(gate, report).await?;
+    updated.objects = with_seen(&record.objects, &seen);
+    updated.seen_at = Some(Utc::now());
+    if let Some(total) = size_of_objects(updated) {
+        updated.size_bytes = Some(total);
+    }
+    Ok(())
 }
 
 /// Intake of a merge report: the objects it lists as seen, or the outcome that ends the report

@@ -156,7 +156,6 @@ impl Catalog {
             DeliverPolicy::All,
         )
         .await
-        .map_err(|err| anyhow::anyhow!(err))
         .context("opening a catalog history")?;
         let mut pending = consumer.cached_info().num_pending;
         let mut last = None;

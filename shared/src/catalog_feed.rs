@@ -305,8 +305,7 @@ async fn feed(
             start_sequence: start,
         },
     )
-    .await
-    .map_err(|err| anyhow::anyhow!(err))?;
+    .await?;
     {
         // Only the clusters this consumer asks for are covered: one wanted while it was being
         // made is covered by the next one. Those asked for before keep the sequence they are

@@ -38,7 +38,7 @@ pub async fn ordered(
     stream: &Stream,
     filters: Vec<String>,
     deliver: DeliverPolicy,
-) -> Result<(Consumer<OrderedConfig>, crate::nats::EphemeralConsumer), async_nats::Error> {
+) -> anyhow::Result<(Consumer<OrderedConfig>, crate::nats::EphemeralConsumer)> {
     let mut config = OrderedConfig {
         deliver_policy: deliver,
         ..Default::default()
@@ -47,7 +47,10 @@ pub async fn ordered(
         Ok([one]) => config.filter_subject = one,
         Err(many) => config.filter_subjects = many,
     }
-    let consumer = stream.create_consumer(config).await?;
+    let consumer = stream
+        .create_consumer(config)
+        .await
+        .map_err(|err| anyhow::anyhow!(err))?;
     let guard = crate::nats::EphemeralConsumer::new(stream, &consumer.cached_info().name);
     Ok((consumer, guard))
 }
@@ -89,7 +92,6 @@ pub async fn list_last_per_key(
         DeliverPolicy::LastPerSubject,
     )
     .await
-    .map_err(|err| anyhow::anyhow!(err))
     .with_context(|| format!("reading {what}"))?;
     let mut pending = consumer.cached_info().num_pending;
     let mut newest = 0;
