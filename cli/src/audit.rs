@@ -3,12 +3,9 @@
 //! at `--since` and is filtered to the cluster's subjects; `--backup` keeps the entries that
 //! name the backup.
 
-use std::time::Duration;
-
 use anyhow::Context as _;
 use async_nats::jetstream::consumer::DeliverPolicy;
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use sexton_model::names::ClusterName;
 use sexton_shared::{audit::AuditEntry, topology};
 
@@ -35,38 +32,25 @@ pub async fn read(client: &async_nats::Client, query: &Query) -> anyhow::Result<
                 .context("--since is out of range")?,
         },
     };
-    let (consumer, _delete) = sexton_shared::stream_read::ordered(
+    let mut entries = Vec::new();
+    sexton_shared::stream_read::read_ordered(
         &stream,
         vec![sexton_shared::audit::filter(query.cluster.as_ref())],
         deliver_policy,
-    )
-    .await
-    .context("reading the audit stream")?;
-    let mut pending = consumer.cached_info().num_pending;
-    let mut entries = Vec::new();
-    if pending == 0 {
-        return Ok(entries);
-    }
-    let mut messages = consumer
-        .messages()
-        .await
-        .context("reading the audit stream")?;
-    while pending > 0 {
-        let message = tokio::time::timeout(Duration::from_secs(10), messages.next())
-            .await
-            .context("the audit stream stopped answering")?
-            .context("the audit stream ended")?
-            .context("reading the audit stream")?;
-        pending = message.info().map_or(0, |info| info.pending);
-        match serde_json::from_slice::<AuditEntry>(&message.payload) {
-            Ok(entry) => {
-                if query.backup.as_deref().is_none_or(|id| entry.mentions(id)) {
-                    entries.push(entry);
+        "the audit stream",
+        |entry| {
+            match serde_json::from_slice::<AuditEntry>(entry.payload) {
+                Ok(entry) => {
+                    if query.backup.as_deref().is_none_or(|id| entry.mentions(id)) {
+                        entries.push(entry);
+                    }
                 }
+                Err(err) => tracing::warn!(error = %err, "an unreadable audit entry was skipped"),
             }
-            Err(err) => tracing::warn!(error = %err, "an unreadable audit entry was skipped"),
-        }
-    }
+            Ok(())
+        },
+    )
+    .await?;
     Ok(entries)
 }
 

@@ -6,7 +6,6 @@ use async_nats::jetstream::{
     consumer::DeliverPolicy,
     kv::{self, Operation},
 };
-use futures::StreamExt;
 
 use crate::names::{BackupId, ClusterName};
 use crate::records::{BackupRecord, BackupStatus};
@@ -150,40 +149,23 @@ impl Catalog {
         cluster: &ClusterName,
         id: &BackupId,
     ) -> anyhow::Result<Option<BackupRecord>> {
-        let (consumer, _delete) = crate::stream_read::ordered(
+        let mut last = None;
+        crate::stream_read::read_ordered(
             &self.store.stream,
             vec![format!("{}{}", self.store.prefix, key(cluster, id))],
             DeliverPolicy::All,
-        )
-        .await
-        .context("opening a catalog history")?;
-        let mut pending = consumer.cached_info().num_pending;
-        let mut last = None;
-        if pending == 0 {
-            return Ok(None);
-        }
-        let mut messages = consumer
-            .messages()
-            .await
-            .context("reading a catalog history")?;
-        while pending > 0 {
-            let message = messages
-                .next()
-                .await
-                .context("catalog history ended early")?
-                .context("reading a catalog history")?;
-            pending = message
-                .info()
-                .map_err(|err| anyhow::anyhow!("catalog history metadata: {err}"))?
-                .pending;
-            let deleted = crate::leader_read::is_removal(message.headers.as_ref());
-            if !deleted {
+            "a catalog history",
+            |entry| {
                 // An unreadable old revision tells nothing; the newer ones may.
-                if let Ok(record) = decode_record(&message.payload) {
-                    last = Some(record);
+                if !entry.is_removal() {
+                    if let Ok(record) = decode_record(entry.payload) {
+                        last = Some(record);
+                    }
                 }
-            }
-        }
+                Ok(())
+            },
+        )
+        .await?;
         Ok(last)
     }
 

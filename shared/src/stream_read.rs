@@ -84,15 +84,33 @@ pub async fn list_last_per_key(
     store: &kv::Store,
     filter: &str,
     what: &str,
-    mut apply: impl FnMut(Entry<'_>) -> anyhow::Result<()>,
+    apply: impl FnMut(Entry<'_>) -> anyhow::Result<()>,
 ) -> anyhow::Result<u64> {
-    let (consumer, _delete) = ordered(
+    read_ordered(
         &store.stream,
         vec![filter.to_string()],
         DeliverPolicy::LastPerSubject,
+        what,
+        apply,
     )
     .await
-    .with_context(|| format!("reading {what}"))?;
+}
+
+/// Reads what an ordered consumer on `stream`, filtered on `filters`, delivers from `deliver`
+/// up to the newest message stored when it was made, handing each to `apply` in stream order.
+/// Returns the newest sequence delivered (0: nothing). `what` names the read in errors. The
+/// one read loop of every whole-stream read (listings, a key's history, the audit): one that
+/// stalls fails instead of waiting for ever.
+pub async fn read_ordered(
+    stream: &Stream,
+    filters: Vec<String>,
+    deliver: DeliverPolicy,
+    what: &str,
+    mut apply: impl FnMut(Entry<'_>) -> anyhow::Result<()>,
+) -> anyhow::Result<u64> {
+    let (consumer, _delete) = ordered(stream, filters, deliver)
+        .await
+        .with_context(|| format!("reading {what}"))?;
     let mut pending = consumer.cached_info().num_pending;
     let mut newest = 0;
     if pending == 0 {
